@@ -1,0 +1,25 @@
+"""minibatch-mcmc: Metropolis-Hastings on tall data with minibatch acceptance tests, on JAX."""
+
+from minibatch_mcmc import acceptance, data, diagnostics, models, proposals, samplers
+from minibatch_mcmc.acceptance import BarkerTest, MetropolisTest, mh_minibatch
+from minibatch_mcmc.proposals import independence_gaussian, random_walk
+from minibatch_mcmc.samplers import SampleResult, build_kernel, sample
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "acceptance",
+    "data",
+    "diagnostics",
+    "models",
+    "proposals",
+    "samplers",
+    "BarkerTest",
+    "MetropolisTest",
+    "mh_minibatch",
+    "random_walk",
+    "independence_gaussian",
+    "SampleResult",
+    "build_kernel",
+    "sample",
+]

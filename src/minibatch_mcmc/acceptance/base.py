@@ -1,0 +1,105 @@
+"""What every acceptance test sees and returns.
+
+An acceptance test is a pure function ``decide(key, stats) -> TestOutcome``. ``stats``
+bundles the data-independent log ratio ``psi`` with a way to evaluate per-datum
+log-likelihood ratios on any rows of the data, so a minibatch test decides how much
+data to touch and the full-data tests touch all of it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, NamedTuple, Protocol
+
+import jax
+import jax.numpy as jnp
+
+PyTree = Any
+
+
+class Statistics(NamedTuple):
+    """Inputs to one accept/reject decision for a candidate ``theta'`` against ``theta``."""
+
+    log_ratio: Callable[[PyTree], jax.Array]
+    """Per-datum ``log p(x_i|theta') - log p(x_i|theta)`` for each row of a batch."""
+    data: PyTree
+    """The data pytree (leading axis ``n_data``)."""
+    n_data: int
+    """Number of data points ``N`` (static)."""
+    psi: jax.Array
+    """Data-independent log ratio ``log p0(theta') - log p0(theta) + log q(theta|theta') - log q(theta'|theta)``."""
+    temperature: jax.Array
+    """Temperature ``K``: each log-likelihood is divided by ``K`` (the prior is not)."""
+
+
+class TestOutcome(NamedTuple):
+    """Result of one decision, also the per-step record kept by the driver."""
+
+    accepted: jax.Array
+    """Whether the candidate was accepted."""
+    batch_size: jax.Array
+    """Number of distinct data points touched (the minibatch size actually used)."""
+    s2: jax.Array
+    """Estimated variance of ``delta_star`` (0 for full-data tests)."""
+    epsilon: jax.Array
+    """CLT error bound of Corollary 1 for the final minibatch (0 for full-data tests)."""
+    delta_star: jax.Array
+    """Estimate of the log acceptance ratio ``Delta`` (exact for full-data tests)."""
+    nonfinite: jax.Array
+    """True when a log-likelihood ratio was NaN or infinite (the driver raises)."""
+
+
+class AcceptanceTest(Protocol):
+    """An acceptance test: configuration plus a pure ``decide`` function."""
+
+    name: str
+
+    def decide(self, key: jax.Array, stats: Statistics) -> TestOutcome:
+        """Accept or reject one candidate."""
+        ...
+
+
+def full_data_sum(fn: Callable[[PyTree], jax.Array], data: PyTree, n: int, chunk: int = 16384) -> tuple[jax.Array, jax.Array]:
+    """Sum of ``fn(rows)`` over all ``n`` rows in contiguous chunks; also whether any term was non-finite."""
+    n_full, rem = divmod(n, chunk)
+
+    def part(rows: PyTree) -> tuple[jax.Array, jax.Array]:
+        v = fn(rows)
+        return jnp.sum(v), jnp.any(~jnp.isfinite(v))
+
+    total = jnp.zeros((), jnp.float32)
+    bad = jnp.zeros((), bool)
+    if n_full == 1 and rem == 0:
+        return part(data)
+    if n_full:
+
+        def body(i: jax.Array, carry: tuple[jax.Array, jax.Array]) -> tuple[jax.Array, jax.Array]:
+            rows = jax.tree_util.tree_map(lambda a: jax.lax.dynamic_slice_in_dim(a, i * chunk, chunk, 0), data)
+            s, b = part(rows)
+            return carry[0] + s, carry[1] | b
+
+        total, bad = jax.lax.fori_loop(0, n_full, body, (total, bad))
+    if rem:
+        rows = jax.tree_util.tree_map(lambda a: a[n_full * chunk :], data)
+        s, b = part(rows)
+        total, bad = total + s, bad | b
+    return total, bad
+
+
+def exact_delta(stats: Statistics) -> tuple[jax.Array, jax.Array]:
+    """The full-data log acceptance ratio ``Delta = Lambda / K + psi`` and a non-finite flag."""
+    lam, bad = full_data_sum(stats.log_ratio, stats.data, stats.n_data)
+    delta = lam / stats.temperature + stats.psi
+    return delta, bad | ~jnp.isfinite(lam)
+
+
+def full_data_outcome(accepted: jax.Array, delta: jax.Array, bad: jax.Array, n: int) -> TestOutcome:
+    """Record of a full-data decision: batch size ``N``, zero variance and zero CLT error."""
+    zero = jnp.zeros((), delta.dtype)
+    return TestOutcome(
+        accepted=accepted & ~bad,
+        batch_size=jnp.asarray(n, jnp.int32),
+        s2=zero,
+        epsilon=zero,
+        delta_star=delta,
+        nonfinite=bad,
+    )

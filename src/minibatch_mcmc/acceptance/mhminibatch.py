@@ -1,0 +1,179 @@
+"""MHminibatch (Seita et al. 2017, Algorithm 1): a Barker test on a minibatch with an additive correction.
+
+With ``Lambda_i = (N / K) log(p(x_i|theta') / p(x_i|theta))`` the minibatch estimate
+``delta_star = mean_i Lambda_i + psi`` is approximately ``N(Delta, s2)``. The minibatch grows by
+``m`` points (drawn without replacement) while ``s2 >= sigma^2`` (and, optionally, while the CLT
+error bound ``epsilon > delta``). Then ``X_nc ~ N(0, sigma^2 - s2)`` tops the noise up to
+``N(0, sigma^2)`` and ``X_corr ~ C_sigma`` turns it into a standard logistic, so
+``delta_star + X_nc + X_corr > 0`` is (approximately) the exact Barker test. If the minibatch
+reaches all ``N`` points, ``delta_star`` is exact and a standard logistic draw is used directly.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from minibatch_mcmc.acceptance.base import Statistics, TestOutcome
+from minibatch_mcmc.acceptance.correction import (
+    LOGISTIC_SD,
+    CorrectionSampler,
+    load_correction,
+    make_sampler,
+    sample_correction,
+)
+from minibatch_mcmc.data.arrays import take
+from minibatch_mcmc.data.indexing import chunk_indices
+
+BERRY_ESSEEN_A = 6.4
+"""Coefficient of the standardised third absolute moment in the Corollary 1 bound."""
+BERRY_ESSEEN_B = 2.0
+"""Coefficient of the standardised first absolute moment in the Corollary 1 bound."""
+
+
+class _Moments(NamedTuple):
+    """Streaming sums of ``(Lambda_i - shift)^k`` for k = 1..4 over the minibatch so far."""
+
+    chunk: jax.Array
+    count: jax.Array
+    shift: jax.Array
+    s1: jax.Array
+    s2: jax.Array
+    s3: jax.Array
+    s4: jax.Array
+    bad: jax.Array
+
+
+class MinibatchStats(NamedTuple):
+    """Mean, ``s2 = Var(delta_star)`` and the Corollary 1 error ``epsilon`` of the current minibatch."""
+
+    mean: jax.Array
+    s2: jax.Array
+    epsilon: jax.Array
+
+
+def minibatch_stats(mom: _Moments, n: int) -> MinibatchStats:
+    """Estimate ``Var(delta_star)`` (finite-population corrected) and the CLT bound from the sums."""
+    b = jnp.maximum(mom.count, 1).astype(mom.s1.dtype)
+    a = mom.s1 / b
+    r2, r3, r4 = mom.s2 / b, mom.s3 / b, mom.s4 / b
+    m2 = jnp.maximum(r2 - a * a, 0.0)
+    m4 = jnp.maximum(r4 - 4 * a * r3 + 6 * a * a * r2 - 3 * a**4, 0.0)
+    var_sample = m2 * b / jnp.maximum(b - 1.0, 1.0)
+    fpc = jnp.maximum(1.0 - b / n, 0.0)
+    s2 = var_sample / b * fpc
+    tiny = jnp.finfo(m2.dtype).tiny
+    kurt = jnp.where(m2 > tiny, m4 / jnp.maximum(m2 * m2, tiny), 1.0)
+    rho3 = kurt**0.75  # Lyapunov: E|Z|^3 <= (E Z^4)^(3/4), the streamable bound on the third moment
+    rho1 = 1.0  # E|Z| <= 1 for a standardised Z
+    eps = (BERRY_ESSEEN_A * rho3 + BERRY_ESSEEN_B * rho1) / jnp.sqrt(b)
+    eps = jnp.where((m2 > tiny) & (mom.count < n), eps, 0.0)
+    return MinibatchStats(mean=mom.shift + a, s2=s2, epsilon=eps)
+
+
+class MHMinibatch(NamedTuple):
+    """The MHminibatch acceptance test with its correction distribution ``C_sigma``."""
+
+    batch_size: int
+    """Initial minibatch size ``m``, also the growth increment."""
+    sigma: float
+    """Target s.d. of the minibatch noise; the minibatch grows while ``s2 >= sigma^2``."""
+    delta: float | None
+    """Bound on the CLT error ``epsilon``; ``None`` records ``epsilon`` without enforcing it."""
+    correction: CorrectionSampler
+    """O(1) sampler of ``X_corr ~ C_sigma``."""
+    correction_error: float
+    """Max CDF error of ``N(0, sigma^2) * C_sigma`` against the standard logistic."""
+    name: str = "mhminibatch"
+
+    def validate(self, n_data: int) -> None:
+        """Check ``m`` against the data size ``N``."""
+        if self.batch_size > n_data:
+            raise ValueError(f"batch_size m={self.batch_size} exceeds the number of data points N={n_data}; use m <= N")
+
+    def decide(self, key: jax.Array, stats: Statistics) -> TestOutcome:
+        """Grow the minibatch until ``s2 < sigma^2`` (and ``epsilon <= delta``), then run the corrected Barker test."""
+        n, m = stats.n_data, self.batch_size
+        k_perm, k_nc, k_corr, k_log = jax.random.split(key, 4)
+        dtype = jnp.result_type(stats.psi, jnp.float32)
+        scale = jnp.asarray(n, dtype) / stats.temperature
+        sigma_sq = self.sigma**2
+        enforce = self.delta is not None
+        delta_bound = 0.0 if self.delta is None else float(self.delta)
+        prior_ok = stats.psi > -jnp.inf
+
+        def need_more(mom: _Moments) -> jax.Array:
+            st = minibatch_stats(mom, n)
+            grow = st.s2 >= sigma_sq
+            if enforce:
+                grow = grow | (st.epsilon > delta_bound)
+            started = mom.count > 0
+            return (~started | grow) & (mom.count < n) & ~mom.bad & prior_ok
+
+        def add_chunk(mom: _Moments) -> _Moments:
+            idx, valid = chunk_indices(k_perm, mom.chunk, m, n)
+            lam = scale * stats.log_ratio(take(stats.data, idx)).astype(dtype)
+            bad = jnp.any(valid & ~jnp.isfinite(lam))
+            lam = jnp.where(valid, lam, 0.0)
+            w = valid.astype(dtype)
+            cnt = jnp.sum(w)
+            shift = jnp.where(mom.count == 0, jnp.sum(lam) / jnp.maximum(cnt, 1.0), mom.shift)
+            z = (lam - shift) * w
+            z2 = z * z
+            return _Moments(
+                chunk=mom.chunk + 1,
+                count=mom.count + cnt.astype(jnp.int32),
+                shift=shift,
+                s1=mom.s1 + jnp.sum(z),
+                s2=mom.s2 + jnp.sum(z2),
+                s3=mom.s3 + jnp.sum(z2 * z),
+                s4=mom.s4 + jnp.sum(z2 * z2),
+                bad=mom.bad | bad,
+            )
+
+        zero = jnp.zeros((), dtype)
+        mom0 = _Moments(jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32), zero, zero, zero, zero, zero, jnp.zeros((), bool))
+        mom = jax.lax.while_loop(need_more, add_chunk, mom0)
+        st = minibatch_stats(mom, n)
+        delta_star = st.mean + stats.psi
+        bad = mom.bad | jnp.isnan(stats.psi)
+
+        x_nc = jax.random.normal(k_nc, (), dtype) * jnp.sqrt(jnp.maximum(sigma_sq - st.s2, 0.0))
+        x_corr = sample_correction(k_corr, self.correction).astype(dtype)
+        x_log = jax.random.logistic(k_log, (), dtype)
+        exhausted = mom.count >= n
+        accept_approx = delta_star + x_nc + x_corr > 0
+        accept_exact = delta_star + x_log > 0
+        accepted = jnp.where(exhausted, accept_exact, accept_approx) & prior_ok & ~bad
+        return TestOutcome(
+            accepted=accepted,
+            batch_size=mom.count,
+            s2=st.s2,
+            epsilon=st.epsilon,
+            delta_star=jnp.where(prior_ok, delta_star, -jnp.inf),
+            nonfinite=bad,
+        )
+
+
+def mh_minibatch(batch_size: int = 50, sigma: float = 1.0, delta: float | None = None) -> MHMinibatch:
+    """Build an MHminibatch test with initial minibatch ``m=batch_size`` and noise level ``sigma``."""
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 2:
+        raise ValueError(f"batch_size m={batch_size!r} must be an integer >= 2 (the sample variance needs two points)")
+    if not (isinstance(sigma, (int, float)) and math.isfinite(sigma) and 0 < sigma < LOGISTIC_SD):
+        raise ValueError(
+            f"sigma={sigma!r} must satisfy 0 < sigma < pi/sqrt(3) = {LOGISTIC_SD:.4f} "
+            "(the standard deviation of the standard logistic distribution)"
+        )
+    if delta is not None and not (isinstance(delta, (int, float)) and math.isfinite(delta) and 0 < delta < 1):
+        raise ValueError(f"delta={delta!r} must be None (do not enforce) or a number in (0, 1)")
+    table = load_correction(float(sigma))
+    return MHMinibatch(
+        batch_size=int(batch_size),
+        sigma=float(sigma),
+        delta=None if delta is None else float(delta),
+        correction=make_sampler(table),
+        correction_error=float(table.max_cdf_error),
+    )

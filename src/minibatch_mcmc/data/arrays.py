@@ -1,0 +1,93 @@
+"""In-memory data source and the ``DataSource`` protocol the samplers read from."""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple, Protocol, runtime_checkable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from minibatch_mcmc.data.indexing import MAX_DATA
+
+PyTree = Any
+
+
+@runtime_checkable
+class DataSource(Protocol):
+    """What a sampler needs from a data set: its size and a gather of rows by index."""
+
+    @property
+    def n(self) -> int:
+        """Number of data points ``N``."""
+        ...
+
+    def arrays(self) -> PyTree:
+        """The pytree of arrays (leading axis ``N``) passed into jitted kernels."""
+        ...
+
+
+class ArrayData(NamedTuple):
+    """A data set held in memory as a pytree of arrays sharing the leading axis ``N``."""
+
+    tree: PyTree
+
+    @property
+    def n(self) -> int:
+        """Number of data points ``N``."""
+        return int(jax.tree_util.tree_leaves(self.tree)[0].shape[0])
+
+    def arrays(self) -> PyTree:
+        """The pytree of device arrays."""
+        return self.tree
+
+
+def take(tree: PyTree, idx: jax.Array) -> PyTree:
+    """Gather rows ``idx`` of every leaf of a data pytree."""
+    return jax.tree_util.tree_map(lambda a: jnp.take(a, idx, axis=0), tree)
+
+
+def validate_data(tree: PyTree) -> int:
+    """Check a data pytree (same leading size, numeric, finite) and return ``N``."""
+    leaves = jax.tree_util.tree_leaves(tree)
+    if not leaves:
+        raise ValueError("data is empty: expected an array or a pytree of arrays with a leading axis N")
+    sizes = []
+    for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]:
+        name = jax.tree_util.keystr(path) or "data"
+        arr = np.asarray(leaf)
+        if arr.ndim == 0:
+            raise ValueError(f"data leaf {name} is a scalar; every leaf needs a leading axis of length N")
+        if not (np.issubdtype(arr.dtype, np.number) or arr.dtype == np.bool_):
+            raise ValueError(f"data leaf {name} has dtype {arr.dtype}; expected a numeric dtype")
+        if np.issubdtype(arr.dtype, np.inexact):
+            bad = ~np.isfinite(arr)
+            if bad.any():
+                first = np.argwhere(bad)[0]
+                raise ValueError(
+                    f"data leaf {name} has a non-finite value {arr[tuple(first)]} at index {tuple(int(i) for i in first)};"
+                    " NaN and inf are not allowed in data"
+                )
+        sizes.append((name, arr.shape[0]))
+    n = sizes[0][1]
+    for name, size in sizes[1:]:
+        if size != n:
+            raise ValueError(f"data leaves disagree on N: {sizes[0][0]} has {n} rows but {name} has {size}")
+    if n < 1:
+        raise ValueError("data has N=0 rows; at least one data point is required")
+    if n > MAX_DATA:
+        raise ValueError(f"data has N={n} rows; at most {MAX_DATA} are supported")
+    return int(n)
+
+
+def as_data_source(data: PyTree | DataSource) -> ArrayData:
+    """Wrap arrays (or an existing in-memory source) as a validated ``ArrayData``."""
+    if isinstance(data, ArrayData):
+        tree = data.tree
+    elif isinstance(data, DataSource) and not isinstance(data, (np.ndarray, jax.Array)):
+        tree = data.arrays()
+    else:
+        tree = data
+    validate_data(tree)
+    tree = jax.tree_util.tree_map(jnp.asarray, tree)
+    return ArrayData(tree)

@@ -1,0 +1,22 @@
+"""Diagnostics: summaries of runs and sample-quality metrics against known posteriors."""
+
+from minibatch_mcmc.diagnostics.binned import (
+    ChiSquared,
+    GridPosterior,
+    bin_counts,
+    chi_squared,
+    grid_posterior,
+    poisson_log_likelihood,
+)
+from minibatch_mcmc.diagnostics.moments import MomentCheck, check_moments
+
+__all__ = [
+    "ChiSquared",
+    "GridPosterior",
+    "bin_counts",
+    "chi_squared",
+    "grid_posterior",
+    "poisson_log_likelihood",
+    "MomentCheck",
+    "check_moments",
+]

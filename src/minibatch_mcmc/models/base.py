@@ -1,0 +1,42 @@
+"""The model interface: a log-prior plus a vectorised per-datum log-likelihood."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, NamedTuple
+
+import jax
+from jax.flatten_util import ravel_pytree
+import jax.numpy as jnp
+
+PyTree = Any
+
+
+class Model(NamedTuple):
+    """A Bayesian model ``p0(theta) prod_i p(x_i | theta)`` over any pytree ``theta``."""
+
+    log_prior: Callable[[PyTree], jax.Array]
+    """``log p0(theta)``: scalar log prior density (may be unnormalised)."""
+    log_lik: Callable[[PyTree, PyTree], jax.Array]
+    """``log p(x_i | theta)`` for each row of a batch: returns shape ``(b,)``."""
+    name: str = "model"
+
+
+def flat_prior() -> Callable[[PyTree], jax.Array]:
+    """Improper uniform prior: ``log p0(theta) = 0``."""
+
+    def log_prior(theta: PyTree) -> jax.Array:
+        leaves = jax.tree_util.tree_leaves(theta)
+        return jnp.zeros((), dtype=jnp.result_type(*leaves) if leaves else jnp.float32)
+
+    return log_prior
+
+
+def gaussian_prior(mean: float | jax.Array = 0.0, scale: float | jax.Array = 1.0) -> Callable[[PyTree], jax.Array]:
+    """Independent normal prior ``N(mean, scale^2)`` on every element of ``theta``."""
+
+    def log_prior(theta: PyTree) -> jax.Array:
+        flat, _ = ravel_pytree(theta)
+        z = (flat - mean) / scale
+        return -0.5 * jnp.sum(z * z) - jnp.sum(jnp.log(scale * jnp.ones_like(flat))) - 0.5 * flat.size * jnp.log(2 * jnp.pi)
+
+    return log_prior

@@ -1,0 +1,109 @@
+"""What a run returns: draws, per-step records, a summary and ArviZ ``InferenceData``."""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any, NamedTuple
+
+import jax
+import numpy as np
+
+PyTree = Any
+
+RECORD_FIELDS = ("accepted", "batch_size", "s2", "epsilon", "delta_star")
+"""Per-step records kept for every step and chain."""
+
+
+class SampleResult(NamedTuple):
+    """Draws (leading axes ``(chain, draw)``), per-step records and run metadata."""
+
+    positions: PyTree
+    """Pytree of numpy arrays shaped ``(num_chains, num_draws, *param_shape)``."""
+    records: dict
+    """``accepted``, ``batch_size``, ``s2``, ``epsilon``, ``delta_star``: arrays ``(num_chains, num_draws)``."""
+    method: str
+    n_data: int
+    temperature: np.ndarray
+    """Temperature used at each step, shape ``(num_draws,)``."""
+    wall_time: float
+    """Seconds spent sampling, compilation included."""
+    interrupted: bool = False
+    """True when the run was stopped early and holds only the finished draws."""
+
+    @property
+    def num_chains(self) -> int:
+        """Number of chains."""
+        return int(self.records["accepted"].shape[0])
+
+    @property
+    def num_draws(self) -> int:
+        """Number of recorded draws per chain."""
+        return int(self.records["accepted"].shape[1])
+
+    def summary(self) -> dict:
+        """Acceptance rate, minibatch-size statistics and data consumption."""
+        return summarize(self)
+
+    def to_inference_data(self):
+        """ArviZ ``InferenceData`` with ``posterior`` and ``sample_stats`` groups."""
+        return to_inference_data(self)
+
+
+def _names(positions: PyTree) -> dict:
+    """Flatten a position pytree into ``{variable name: array}``."""
+    leaves = jax.tree_util.tree_flatten_with_path(positions)[0]
+    if len(leaves) == 1 and not leaves[0][0]:
+        return {"theta": np.asarray(leaves[0][1])}
+    out = {}
+    for path, leaf in leaves:
+        name = "".join(str(getattr(p, "key", getattr(p, "idx", getattr(p, "name", p)))) + "_" for p in path).strip("_")
+        out[name or "theta"] = np.asarray(leaf)
+    return out
+
+
+def summarize(result: SampleResult) -> dict:
+    """Summary statistics of a run's per-step records."""
+    rec = result.records
+    bs = np.asarray(rec["batch_size"], dtype=np.float64)
+    steps = bs.size
+    total = float(bs.sum())
+    pct = np.percentile(bs, [50, 90, 99]) if steps else [np.nan] * 3
+    return {
+        "method": result.method,
+        "chains": result.num_chains,
+        "draws": result.num_draws,
+        "n_data": result.n_data,
+        "acceptance_rate": float(np.mean(rec["accepted"])) if steps else float("nan"),
+        "mean_batch_size": float(bs.mean()) if steps else float("nan"),
+        "sd_batch_size": float(bs.std()) if steps else float("nan"),
+        "median_batch_size": float(pct[0]),
+        "p90_batch_size": float(pct[1]),
+        "p99_batch_size": float(pct[2]),
+        "max_batch_size": float(bs.max()) if steps else float("nan"),
+        "data_per_test": total / steps if steps else float("nan"),
+        "fraction_of_n_per_test": total / steps / result.n_data if steps else float("nan"),
+        "total_data_consumed": total,
+        "mean_epsilon": float(np.mean(rec["epsilon"])) if steps else float("nan"),
+        "wall_time_s": result.wall_time,
+        "interrupted": result.interrupted,
+    }
+
+
+def to_inference_data(result: SampleResult):
+    """Convert to ArviZ ``InferenceData`` (posterior + sample_stats with the per-step records)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        import arviz as az
+
+    posterior = _names(result.positions)
+    stats = {k: np.asarray(v) for k, v in result.records.items()}
+    stats["acceptance_rate"] = stats["accepted"].astype(np.float64)
+    stats["temperature"] = np.broadcast_to(result.temperature, stats["accepted"].shape).copy()
+    attrs = {
+        "method": result.method,
+        "n_data": int(result.n_data),
+        "wall_time_s": float(result.wall_time),
+        "interrupted": int(result.interrupted),
+        "inference_library": "minibatch-mcmc",
+    }
+    return az.from_dict(posterior=posterior, sample_stats=stats, attrs=attrs)

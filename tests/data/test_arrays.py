@@ -1,0 +1,26 @@
+import numpy as np
+import pytest
+
+from minibatch_mcmc.data import as_data_source, validate_data
+
+
+def test_validate_accepts_pytrees_and_returns_n():
+    assert validate_data({"x": np.zeros((5, 3)), "y": np.ones(5)}) == 5
+    assert as_data_source(np.zeros(4)).n == 4
+
+
+@pytest.mark.parametrize(
+    "data, message",
+    [
+        ({"x": np.zeros((5, 3)), "y": np.ones(4)}, "disagree on N"),
+        (np.array([0.0, np.nan, 1.0]), "non-finite value nan at index \\(1,\\)"),
+        (np.array([0.0, np.inf]), "non-finite value inf"),
+        (np.array(3.0), "scalar"),
+        (np.array(["a", "b"]), "dtype"),
+        (np.zeros((0, 2)), "N=0"),
+        ({}, "empty"),
+    ],
+)
+def test_validate_rejects_bad_data(data, message):
+    with pytest.raises(ValueError, match=message):
+        validate_data(data)
