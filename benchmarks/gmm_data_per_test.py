@@ -1,7 +1,7 @@
 """Data consumed per MH test on the Section 6.1 mixture (Seita et al. Table 1 / Table 4).
 
 Runs MHminibatch for 10 trials (10 independent chains, 3000 samples each, m=50, K=10^4,
-random walk 0.15 I, N=10^6) at sigma=1 and at the largest shipped sigma whose correction
+random-walk s.d. 0.15, N=10^6) at sigma=1 and at the largest shipped sigma whose correction
 error is at most 9e-4 (the paper's own correction error at sigma=1), plus a full-data Barker
 run as the reference. Prints mean minibatch size +- s.d. over trials, the binned Poisson
 log-likelihood (Equation 40) and chi-squared against the exact posterior on a grid, and ratios.
@@ -35,7 +35,7 @@ def run(cfg: GMMConfig, data, test, trials: int, seed: int):
         gaussian_mixture(),
         data,
         jnp.asarray(cfg.initial, jnp.float32),
-        proposal=random_walk(cov=cfg.proposal_var * np.eye(2)),
+        proposal=random_walk(scale=cfg.proposal_sd),
         test=test,
         num_samples=cfg.num_samples,
         num_chains=trials,
@@ -60,7 +60,7 @@ def main() -> None:
     grid = exact_grid(cfg, np.asarray(data))
     big_sigma = largest_sigma_with_error(args.max_error)
     print(f"machine: {platform.processor() or platform.machine()}, {jax.device_count()} x {jax.devices()[0].device_kind}, jax {jax.__version__}")
-    print(f"N={cfg.n_data:,}  K={cfg.temperature:g}  m={cfg.batch_size}  proposal cov {cfg.proposal_var} I  "
+    print(f"N={cfg.n_data:,}  K={cfg.temperature:g}  m={cfg.batch_size}  random-walk s.d. {cfg.proposal_sd}  "
           f"{cfg.num_samples} samples x {args.trials} trials")
     rows = []
     for sigma in (1.0, big_sigma):

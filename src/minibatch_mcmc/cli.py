@@ -19,7 +19,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     """Section 6.1 mixture: MHminibatch beside full-data Barker."""
     from minibatch_mcmc.experiments.gmm import GMMConfig, run_demo
 
-    cfg = GMMConfig(seed=args.seed, sigma=args.sigma)
+    cfg = GMMConfig(seed=args.seed, sigma=args.sigma, proposal_sd=args.proposal_sd)
     if args.quick:
         cfg = cfg._replace(n_data=100_000, num_samples=1000, temperature=1000.0)
     if args.num_samples:
@@ -54,6 +54,9 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--out", default="runs", help="output folder (default: runs)")
     d.add_argument("--seed", type=int, default=0)
     d.add_argument("--sigma", type=float, default=1.0, help="MHminibatch noise level sigma (default 1)")
+    d.add_argument(
+        "--proposal-sd", type=float, default=0.15, help="random-walk s.d. per coordinate (default 0.15, as the paper's code)"
+    )
     d.add_argument("--num-samples", type=_positive_int, default=None)
     d.add_argument("--quick", action="store_true", help="10^5 points, 1000 samples (K scaled to 1000)")
     d.add_argument("--no-reference", action="store_true", help="skip the full-data Barker reference run")

@@ -70,8 +70,11 @@ def test_epsilon_is_recorded_and_uses_standardised_moments():
     stats = Statistics(lambda b: b, jnp.asarray(r), N, jnp.float32(psi), jnp.float32(1.0))
     out = test.decide(jax.random.key(0), stats)
     # standardised: rescaling all Lambda_i leaves epsilon unchanged
-    out2 = test.decide(jax.random.key(0), stats._replace(log_ratio=lambda b: 3.0 * b))
-    assert 0.8 < float(out.epsilon) < 2.0
+    out2 = test.decide(jax.random.key(0), stats._replace(log_ratio=lambda b: 0.5 * b))
+    # standardised moments: rescaling every Lambda_i (same minibatch) leaves epsilon unchanged
+    assert int(out.batch_size) == int(out2.batch_size) == M
+    # Gaussian Lambda_i: kurtosis ~3, epsilon ~ (6.4 * 3**0.75 + 2) / sqrt(m)
+    assert abs(float(out.epsilon) - (6.4 * 3**0.75 + 2) / np.sqrt(M)) < 0.25
     np.testing.assert_allclose(float(out.epsilon), float(out2.epsilon), rtol=1e-4)
 
 

@@ -22,8 +22,8 @@ from minibatch_mcmc.acceptance.correction import (
     LOGISTIC_SD,
     CorrectionSampler,
     load_correction,
+    correction_from_uniforms,
     make_sampler,
-    sample_correction,
 )
 from minibatch_mcmc.data.arrays import take
 from minibatch_mcmc.data.indexing import chunk_indices
@@ -97,7 +97,7 @@ class MHMinibatch(NamedTuple):
     def decide(self, key: jax.Array, stats: Statistics) -> TestOutcome:
         """Grow the minibatch until ``s2 < sigma^2`` (and ``epsilon <= delta``), then run the corrected Barker test."""
         n, m = stats.n_data, self.batch_size
-        k_perm, k_nc, k_corr, k_log = jax.random.split(key, 4)
+        k_perm, k_noise = jax.random.split(key)
         dtype = jnp.result_type(stats.psi, jnp.float32)
         scale = jnp.asarray(n, dtype) / stats.temperature
         sigma_sq = self.sigma**2
@@ -110,8 +110,7 @@ class MHMinibatch(NamedTuple):
             grow = st.s2 >= sigma_sq
             if enforce:
                 grow = grow | (st.epsilon > delta_bound)
-            started = mom.count > 0
-            return (~started | grow) & (mom.count < n) & ~mom.bad & prior_ok
+            return grow & (mom.count < n) & ~mom.bad & prior_ok
 
         def add_chunk(mom: _Moments) -> _Moments:
             idx, valid = chunk_indices(k_perm, mom.chunk, m, n)
@@ -136,14 +135,16 @@ class MHMinibatch(NamedTuple):
 
         zero = jnp.zeros((), dtype)
         mom0 = _Moments(jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32), zero, zero, zero, zero, zero, jnp.zeros((), bool))
-        mom = jax.lax.while_loop(need_more, add_chunk, mom0)
+        # the first chunk is always needed: evaluate it outside the loop (cheaper when no growth is needed)
+        mom = jax.lax.while_loop(need_more, add_chunk, add_chunk(mom0))
         st = minibatch_stats(mom, n)
         delta_star = st.mean + stats.psi
         bad = mom.bad | jnp.isnan(stats.psi)
 
-        x_nc = jax.random.normal(k_nc, (), dtype) * jnp.sqrt(jnp.maximum(sigma_sq - st.s2, 0.0))
-        x_corr = sample_correction(k_corr, self.correction).astype(dtype)
-        x_log = jax.random.logistic(k_log, (), dtype)
+        u = jax.random.uniform(k_noise, (4,), dtype, minval=jnp.finfo(dtype).eps, maxval=1.0)
+        x_nc = jnp.sqrt(2.0) * jax.scipy.special.erfinv(2.0 * u[0] - 1.0) * jnp.sqrt(jnp.maximum(sigma_sq - st.s2, 0.0))
+        x_corr = correction_from_uniforms(u[1], u[2], self.correction).astype(dtype)
+        x_log = jnp.log(u[3]) - jnp.log1p(-u[3])
         exhausted = mom.count >= n
         accept_approx = delta_star + x_nc + x_corr > 0
         accept_exact = delta_star + x_log > 0

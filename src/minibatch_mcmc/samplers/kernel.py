@@ -42,12 +42,10 @@ def build_kernel(model: Model, proposal: Proposal, test: AcceptanceTest, n_data:
         candidate, log_q_ratio = proposal.sample(k_prop, state.position)
         lp_new = model.log_prior(candidate)
         psi = jnp.where(lp_new > -jnp.inf, lp_new - state.log_prior + log_q_ratio, -jnp.inf)
-        pair = jax.tree_util.tree_map(lambda a, b: jnp.stack([a, b]), candidate, state.position)
+        current = state.position
 
         def log_ratio(batch: PyTree) -> jax.Array:
-            # one vmapped evaluation at (theta', theta): a single pass over the gathered rows
-            both = jax.vmap(model.log_lik, in_axes=(0, None))(pair, batch)
-            return both[0] - both[1]
+            return model.log_lik(candidate, batch) - model.log_lik(current, batch)
 
         stats = Statistics(log_ratio=log_ratio, data=data, n_data=n_data, psi=psi, temperature=temperature)
         outcome = test.decide(k_test, stats)

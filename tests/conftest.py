@@ -1,0 +1,5 @@
+"""Shared test settings: CPU, float32, fixed seeds."""
+
+import os
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
