@@ -14,6 +14,7 @@ import functools
 import math
 import numbers
 from pathlib import Path
+from types import MappingProxyType
 from typing import NamedTuple
 
 import jax
@@ -26,7 +27,7 @@ LOGISTIC_SD = math.pi / math.sqrt(3)
 """Standard deviation of the standard logistic distribution: the upper limit on ``sigma``."""
 
 SHIPPED_SIGMAS: tuple[float, ...] = (
-    0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.05, 1.1, 1.15, 1.2, 1.25, 1.3, 1.35, 1.4, 1.45, 1.5, 1.6, 1.7,
+    0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.05, 1.1, 1.15, 1.2, 1.25, 1.3, 1.35, 1.4, 1.42, 1.44, 1.45, 1.5, 1.6, 1.7,
 )
 """The ``sigma`` values whose tables :func:`build_shipped_tables` writes by default."""
 
@@ -39,19 +40,27 @@ EVAL_STEP = 0.005
 EVAL_HALF_WIDTH = 40.0
 """The fine grid covers at least ``[-EVAL_HALF_WIDTH, EVAL_HALF_WIDTH]``."""
 
-MAX_SUPPORT_POINTS = 8001
-"""Largest grid ``solve_correction`` accepts (the LP is dense)."""
+MAX_SUPPORT_POINTS = 1201
+"""Largest grid ``solve_correction`` accepts (the LP is dense; 1201 points take ~10 s)."""
+
+MAX_HALF_WIDTH = 100.0
+"""Largest ``half_width`` accepted; the standard logistic has mass ~1e-43 beyond 100."""
 
 SHIPPED_PATH = Path(__file__).resolve().parent / "tables" / "correction_tables.npz"
 """Where the precomputed tables live."""
 
-_LP_OPTIONS = {"primal_feasibility_tolerance": 1e-10, "dual_feasibility_tolerance": 1e-10}
+_LP_OPTIONS = MappingProxyType({"primal_feasibility_tolerance": 1e-10, "dual_feasibility_tolerance": 1e-10})
 _MATCH_TOL = 1e-9
 _EXCHANGE_ROUNDS = 4
 
 
 class CorrectionTable(NamedTuple):
-    """Point masses ``probs`` on ``support`` approximating ``C_sigma``, with an alias table for sampling."""
+    """Point masses ``probs`` on ``support`` approximating ``C_sigma``, with an alias table for sampling.
+
+    The alias arrays have one entry per cell; there are ``alias_cells(len(support))`` cells (a power
+    of two, the cells past ``len(support)`` carry no mass of their own). Cell ``c`` yields atom ``c``
+    with probability ``alias_prob[c]`` and atom ``alias_index[c]`` otherwise.
+    """
 
     sigma: float
     support: np.ndarray
@@ -59,6 +68,7 @@ class CorrectionTable(NamedTuple):
     max_cdf_error: float
     alias_prob: np.ndarray
     alias_index: np.ndarray
+    shipped: bool = False
 
 
 class CorrectionSampler(NamedTuple):
@@ -93,7 +103,8 @@ def _check_positive(name: str, value: object) -> float:
     ok = isinstance(value, numbers.Real) and not isinstance(value, bool)
     v = float(value) if ok else float("nan")
     if not (ok and math.isfinite(v) and v > 0.0):
-        raise ValueError(f"{name}={v!r if ok else value!r} must be a finite number > 0")
+        shown = repr(v) if ok else repr(value)
+        raise ValueError(f"{name}={shown} must be a finite number > 0")
     return v
 
 
@@ -122,18 +133,23 @@ def _symmetric_cdf_matrix(x: np.ndarray, offsets: np.ndarray, sigma: float) -> n
     return a
 
 
-def correction_cdf(x: np.ndarray | float, table: CorrectionTable) -> np.ndarray:
-    """CDF of ``N(0, sigma^2) + X_corr`` at ``x`` (numpy, float64)."""
+def _mixture_cdf(x: np.ndarray, support: np.ndarray, probs: np.ndarray, sigma: float) -> np.ndarray:
+    """``sum_j probs_j Phi((x - support_j) / sigma)``, in chunks, over the atoms with mass only."""
     xs = np.asarray(x, dtype=np.float64)
-    keep = table.probs > 0
-    y, p = np.asarray(table.support)[keep], np.asarray(table.probs)[keep]
+    keep = np.asarray(probs) > 0
+    y, p = np.asarray(support, dtype=np.float64)[keep], np.asarray(probs, dtype=np.float64)[keep]
     flat = xs.reshape(-1)
     out = np.empty(flat.shape, dtype=np.float64)
     chunk = max(1, 2_000_000 // max(1, y.size))
     for start in range(0, flat.size, chunk):
         part = flat[start : start + chunk]
-        out[start : start + chunk] = ndtr((part[:, None] - y[None, :]) / table.sigma) @ p
+        out[start : start + chunk] = ndtr((part[:, None] - y[None, :]) / sigma) @ p
     return out.reshape(xs.shape)
+
+
+def correction_cdf(x: np.ndarray | float, table: CorrectionTable) -> np.ndarray:
+    """CDF of ``N(0, sigma^2) + X_corr`` at ``x`` (numpy, float64)."""
+    return _mixture_cdf(np.asarray(x, dtype=np.float64), table.support, table.probs, table.sigma)
 
 
 def _eval_limit(half_width: float) -> float:
@@ -149,9 +165,8 @@ def _fine_grid(limit: float, start: float) -> np.ndarray:
 
 def _sup_error(support: np.ndarray, probs: np.ndarray, sigma: float, limit: float) -> float:
     """``max |CDF - S|`` over the fine grid on ``[-limit, limit]`` (no symmetry assumed)."""
-    table = CorrectionTable(sigma, support, probs, float("nan"), np.empty(0), np.empty(0, np.int32))
     x = _fine_grid(limit, -limit)
-    return float(np.max(np.abs(correction_cdf(x, table) - expit(x))))
+    return float(np.max(np.abs(_mixture_cdf(x, support, probs, sigma) - expit(x))))
 
 
 def _solve_lp(x: np.ndarray, offsets: np.ndarray, sigma: float) -> tuple[np.ndarray, float]:
@@ -167,13 +182,12 @@ def _solve_lp(x: np.ndarray, offsets: np.ndarray, sigma: float) -> tuple[np.ndar
     a_eq = np.concatenate([weights, [0.0]])[None, :]
     cost = np.zeros(n + 1)
     cost[-1] = 1.0
-    res = None
-    for options in (_LP_OPTIONS, {}):
+    for options in (dict(_LP_OPTIONS), {}):  # tight tolerances first, HiGHS defaults as a fallback
         res = linprog(cost, A_ub=a_ub, b_ub=b_ub, A_eq=a_eq, b_eq=[1.0], bounds=(0, None), method="highs", options=options)
         if res.status == 0:
             break
-    if res is None or res.status != 0:
-        raise RuntimeError(f"the correction LP failed for sigma={sigma!r}: {res.message if res else 'no result'}")
+    else:
+        raise RuntimeError(f"the correction LP failed for sigma={sigma!r}: {res.message}")
     q = np.clip(res.x[:n], 0.0, None)
     q /= weights @ q
     return q, float(res.x[-1])
@@ -191,10 +205,18 @@ def _local_maxima_above(err: np.ndarray, level: float) -> np.ndarray:
     return np.flatnonzero((err >= left) & (err >= right) & (err > level))
 
 
-def alias_table(probs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Vose's alias method: ``(alias_prob, alias_index)`` for the distribution ``probs``."""
+def alias_cells(n_atoms: int) -> int:
+    """Number of alias cells: the next power of two, so a float32 uniform picks a cell exactly uniformly."""
+    return 1 << max(0, int(n_atoms) - 1).bit_length()
+
+
+def alias_table(probs: np.ndarray, n_cells: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Vose's alias method over ``n_cells >= len(probs)`` cells (extra cells carry zero mass)."""
     p = np.asarray(probs, dtype=np.float64)
-    n = p.size
+    n = p.size if n_cells is None else int(n_cells)
+    if n < p.size:
+        raise ValueError(f"n_cells={n} must be at least the number of atoms {p.size}")
+    p = np.concatenate([p, np.zeros(n - p.size)])
     scaled = p * (n / p.sum())
     alias_prob = np.ones(n, dtype=np.float64)
     alias_index = np.arange(n, dtype=np.int32)
@@ -206,14 +228,16 @@ def alias_table(probs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         alias_index[s] = big
         scaled[big] = (scaled[big] + scaled[s]) - 1.0
         (small if scaled[big] < 1.0 else large).append(big)
-    # leftovers (from rounding) keep probability 1 and alias themselves
+    # leftovers (from rounding) keep probability 1 and alias themselves; a massless one would be a bug
+    if np.any((alias_prob > 0) & (p == 0)):
+        raise RuntimeError("alias table construction left a zero-mass cell selectable")
     return alias_prob, alias_index
 
 
 def _make_table(sigma: float, support: np.ndarray, probs: np.ndarray, error: float) -> CorrectionTable:
     """Assemble a table, computing its alias arrays."""
-    alias_prob, alias_index = alias_table(probs)
-    return CorrectionTable(float(sigma), support, probs, float(error), alias_prob, alias_index)
+    alias_prob, alias_index = alias_table(probs, alias_cells(probs.size))
+    return CorrectionTable(float(sigma), support, probs, float(error), alias_prob, alias_index, False)
 
 
 def solve_correction(sigma: float, grid_step: float = 0.1, half_width: float = 20.0) -> CorrectionTable:
@@ -221,28 +245,30 @@ def solve_correction(sigma: float, grid_step: float = 0.1, half_width: float = 2
     sigma = _check_sigma(sigma)
     grid_step = _check_positive("grid_step", grid_step)
     half_width = _check_positive("half_width", half_width)
+    if half_width > MAX_HALF_WIDTH:
+        raise ValueError(f"half_width={half_width!r} must be at most {MAX_HALF_WIDTH:g}")
     k = _grid_half_count(grid_step, half_width)
     offsets = grid_step * np.arange(k + 1)
     limit = _eval_limit(half_width)
     # constraints on x >= 0 suffice: symmetric masses give CDF(-x) = 1 - CDF(x), as for S
     step = 0.5 * min(grid_step, sigma / 5.0)
     x = step * np.arange(int(math.ceil(limit / step)) + 1)
+    support = grid_step * np.arange(-k, k + 1)
     fine = _fine_grid(limit, 0.0)
-    best_q, best_err = None, math.inf
+    fine_target = expit(fine)
+    best_probs, best_err = np.empty(0), math.inf
     for _ in range(_EXCHANGE_ROUNDS):
         q, t = _solve_lp(x, offsets, sigma)
-        err = np.abs(_symmetric_cdf_matrix(fine, offsets[q > 0], sigma) @ q[q > 0] - expit(fine)) if q[0] == 0 else None
-        if err is None:  # the atom at 0 has no pair: evaluate with the full column layout
-            err = np.abs(_symmetric_cdf_matrix(fine, offsets, sigma) @ q - expit(fine))
+        probs = _unfold(q)
+        err = np.abs(_mixture_cdf(fine, support, probs, sigma) - fine_target)
         if err.max() < best_err:
-            best_q, best_err = q, float(err.max())
-        worst = _local_maxima_above(err, t * (1.0 + 1e-6) + 1e-15)
+            best_probs, best_err = probs, float(err.max())
+        # below ~1e-10 the LP's own tolerances dominate: refining further only chases noise
+        worst = _local_maxima_above(err, t * (1.0 + 1e-4) + 1e-10)
         if worst.size == 0:
             break
         x = np.union1d(x, fine[worst])  # exchange step: add the points where the fine grid beats t
-    support = grid_step * np.arange(-k, k + 1)
-    probs = _unfold(best_q)
-    return _make_table(sigma, support, probs, _sup_error(support, probs, sigma, limit))
+    return _make_table(sigma, support, best_probs, _sup_error(support, best_probs, sigma, limit))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -296,6 +322,7 @@ def _load_shipped() -> tuple[CorrectionTable, ...]:
                 float(f["max_cdf_error"][i]),
                 _readonly(f["alias_prob"][i]),
                 _readonly(f["alias_index"][i].astype(np.int32)),
+                True,
             )
             for i in range(f["sigmas"].size)
         )
@@ -351,7 +378,10 @@ def make_sampler(table: CorrectionTable) -> CorrectionSampler:
 
 
 def _alias_pick(index: jax.Array, coin: jax.Array, sampler: CorrectionSampler) -> jax.Array:
-    """Keep ``index`` if ``coin < alias_prob[index]``, else take its alias; return the support point."""
+    """Keep cell ``index`` if ``coin < alias_prob[index]``, else take its alias; return the support point.
+
+    Cells past the support have ``alias_prob = 0``, so they always resolve to their alias.
+    """
     chosen = jnp.where(coin < sampler.alias_prob[index].astype(coin.dtype), index, sampler.alias_index[index])
     return sampler.support[chosen]
 
@@ -359,15 +389,15 @@ def _alias_pick(index: jax.Array, coin: jax.Array, sampler: CorrectionSampler) -
 def sample_correction(key: jax.Array, sampler: CorrectionSampler, shape: tuple[int, ...] = ()) -> jax.Array:
     """Draw ``X_corr ~ C_sigma`` with the alias method (O(1) per draw; jit- and vmap-safe)."""
     k_index, k_coin = jax.random.split(key)
-    n = sampler.support.shape[0]
+    n = sampler.alias_prob.shape[0]
     index = jax.random.randint(k_index, shape, 0, n, dtype=jnp.int32)
     coin = jax.random.uniform(k_coin, shape, dtype=sampler.alias_prob.dtype)
     return _alias_pick(index, coin, sampler)
 
 
 def correction_from_uniforms(u_index: jax.Array, u_coin: jax.Array, sampler: CorrectionSampler) -> jax.Array:
-    """``X_corr`` from two uniforms on [0, 1): one picks the alias bin, the other flips its coin."""
-    n = sampler.support.shape[0]
+    """``X_corr`` from two uniforms on [0, 1): one picks the alias cell, the other flips its coin."""
+    n = sampler.alias_prob.shape[0]  # a power of two: floor(u * n) is exactly uniform for float32 u
     index = jnp.clip(jnp.floor(u_index * n).astype(jnp.int32), 0, n - 1)
     return _alias_pick(index, u_coin, sampler)
 
@@ -379,13 +409,12 @@ def correction_from_uniforms(u_index: jax.Array, u_coin: jax.Array, sampler: Cor
 def format_correction_report(sigma: float) -> str:
     """A short table describing ``C_sigma``: grid, atoms, max CDF error, variance, shipped or computed."""
     sigma = _check_sigma(sigma)
-    shipped = _find_shipped(sigma)
-    table = shipped if shipped is not None else solve_correction(sigma)
+    table = load_correction(sigma)
     support, probs = np.asarray(table.support), np.asarray(table.probs)
     step = float(support[1] - support[0]) if support.size > 1 else float("nan")
     variance = float(probs @ support**2 - (probs @ support) ** 2)
     theory = math.pi**2 / 3.0 - sigma**2
-    source = f"shipped table ({SHIPPED_PATH.name})" if shipped is not None else "computed now (LP, not shipped)"
+    source = f"shipped table ({SHIPPED_PATH.name})" if table.shipped else "computed now (LP, not shipped)"
     rows = [
         ("sigma", f"{table.sigma:g}"),
         ("source", source),
@@ -395,6 +424,8 @@ def format_correction_report(sigma: float) -> str:
         ("variance of C_sigma", f"{variance:.6f}"),
         ("pi^2/3 - sigma^2", f"{theory:.6f}  (difference {variance - theory:+.2e})"),
     ]
+    if table.max_cdf_error >= SHIP_MAX_ERROR:
+        rows.append(("warning", f"error >= {SHIP_MAX_ERROR:g}: too inaccurate to ship; use a smaller sigma"))
     width = max(len(name) for name, _ in rows)
     title = "Correction distribution C_sigma: N(0, sigma^2) + X_corr ~ standard logistic"
     return "\n".join([title] + [f"  {name:<{width}}  {value}" for name, value in rows])
@@ -406,7 +437,8 @@ def _main() -> None:
 
     start = time.perf_counter()
     errors = build_shipped_tables()
-    print(f"wrote {SHIPPED_PATH} ({SHIPPED_PATH.stat().st_size / 1024:.1f} KiB) in {time.perf_counter() - start:.1f} s")
+    elapsed = time.perf_counter() - start
+    print(f"wrote {SHIPPED_PATH} ({SHIPPED_PATH.stat().st_size / 1024:.1f} KiB) in {elapsed:.1f} s")
     for sigma, err in errors.items():
         flag = "" if err < SHIP_MAX_ERROR else "  (dropped: error >= 1e-2)"
         print(f"  sigma={sigma:<5g} max CDF error {err:.3e}{flag}")
