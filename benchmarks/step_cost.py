@@ -5,7 +5,9 @@ SGD step takes a gradient of the minibatch log-likelihood and updates the weight
 MHminibatch step proposes a random-walk move, evaluates both log-likelihoods on its minibatch,
 grows it if needed and runs the corrected Barker test. The random-walk scale and temperature are
 chosen so that the minibatch rarely grows (the mean batch size is printed). Steps run inside
-``lax.scan`` so that dispatch overhead is amortised; single chain and 1024 vmapped chains.
+``lax.scan`` so that dispatch overhead is amortised; single chain and 1024 vmapped chains. The two
+jitted functions are timed alternately, ``--repeats`` times each; the table gives the best time
+of each and the median of the per-repeat ratios.
 
     .venv/bin/python benchmarks/step_cost.py [--steps 2000] [--repeats 5]
 """
@@ -72,17 +74,21 @@ def mh_runner(model, data, n, steps, chains, scale, temperature):
     return kernel, run
 
 
-def best_time(fn, args, repeats):
-    """Minimum wall time over ``repeats`` calls (after one warm-up/compile call)."""
-    out = fn(*args)
-    jax.block_until_ready(out)
-    times = []
+def interleaved_times(fn_a, args_a, fn_b, args_b, repeats):
+    """Wall times of ``repeats`` alternating calls of two functions (after a warm-up/compile call each)."""
+    jax.block_until_ready(fn_a(*args_a))
+    out_b = fn_b(*args_b)
+    jax.block_until_ready(out_b)
+    ta, tb = [], []
     for _ in range(repeats):
         t0 = time.perf_counter()
-        out = fn(*args)
-        jax.block_until_ready(out)
-        times.append(time.perf_counter() - t0)
-    return min(times), out
+        jax.block_until_ready(fn_a(*args_a))
+        ta.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        out_b = fn_b(*args_b)
+        jax.block_until_ready(out_b)
+        tb.append(time.perf_counter() - t0)
+    return np.array(ta), np.array(tb), out_b
 
 
 def main() -> None:
@@ -90,7 +96,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=20_000)
     ap.add_argument("--steps", type=int, default=2000)
-    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--repeats", type=int, default=11)
     ap.add_argument("--chains", type=int, nargs="+", default=[1, 1024])
     ap.add_argument("--scale", type=float, default=0.002, help="random-walk s.d. per coordinate")
     ap.add_argument("--temperature", type=float, default=100.0)
@@ -100,17 +106,19 @@ def main() -> None:
     data, theta_true = make_logistic_data(jax.random.key(0), args.n, D)
     print(f"machine: {platform.processor() or platform.machine()}, {jax.device_count()} x {jax.devices()[0].device_kind}, jax {jax.__version__}")
     print(f"logistic regression d={D}, N={args.n:,}, m={M}, random walk s.d. {args.scale}, K={args.temperature:g}")
-    print(f"{'chains':>7} {'steps':>6} {'SGD us/step':>12} {'MHminibatch us/step':>20} {'mean batch':>11} {'ratio MH/SGD':>13}")
+    print(f"{'chains':>7} {'steps':>6} {'SGD us/step':>12} {'MHminibatch us/step':>20} {'mean batch':>11} {'ratio of best':>14} {'median ratio':>13}")
     for chains in args.chains:
         steps = max(20, args.steps // max(1, chains // 16))
         thetas = jnp.zeros((chains, D), jnp.float32)
         sgd = sgd_runner(model, data, args.n, steps, chains)
-        t_sgd, _ = best_time(sgd, (thetas, jax.random.key(1)), args.repeats)
         kernel, mh = mh_runner(model, data, args.n, steps, chains, args.scale, args.temperature)
         states = jax.vmap(kernel.init)(thetas)
-        t_mh, (_, mean_bs) = best_time(mh, (states, jax.random.key(2)), args.repeats)
-        us_sgd, us_mh = 1e6 * t_sgd / steps, 1e6 * t_mh / steps
-        print(f"{chains:>7} {steps:>6} {us_sgd:>12.1f} {us_mh:>20.1f} {float(mean_bs):>11.1f} {us_mh / us_sgd:>13.2f}")
+        t_sgd, t_mh, (_, mean_bs) = interleaved_times(
+            sgd, (thetas, jax.random.key(1)), mh, (states, jax.random.key(2)), args.repeats
+        )
+        us_sgd, us_mh = 1e6 * t_sgd.min() / steps, 1e6 * t_mh.min() / steps
+        med_ratio = float(np.median(t_mh / t_sgd))
+        print(f"{chains:>7} {steps:>6} {us_sgd:>12.1f} {us_mh:>20.1f} {float(mean_bs):>11.1f} {us_mh / us_sgd:>14.2f} {med_ratio:>13.2f}")
 
 
 if __name__ == "__main__":

@@ -74,6 +74,11 @@ def minibatch_stats(mom: _Moments, n: int) -> MinibatchStats:
     return MinibatchStats(mean=mom.shift + a, s2=s2, epsilon=eps)
 
 
+def _uniforms(bits: jax.Array, dtype) -> jax.Array:
+    """Uniforms in (0, 1) from uint32 bits (24 bits of mantissa, centred in their cell)."""
+    return ((bits >> 8).astype(dtype) + 0.5) * (1.0 / (1 << 24))
+
+
 class MHMinibatch(NamedTuple):
     """The MHminibatch acceptance test with its correction distribution ``C_sigma``."""
 
@@ -97,7 +102,9 @@ class MHMinibatch(NamedTuple):
     def decide(self, key: jax.Array, stats: Statistics) -> TestOutcome:
         """Grow the minibatch until ``s2 < sigma^2`` (and ``epsilon <= delta``), then run the corrected Barker test."""
         n, m = stats.n_data, self.batch_size
-        k_perm, k_noise = jax.random.split(key)
+        # one draw of random bits serves the Feistel round keys and the four uniforms of the test
+        bits = jax.random.bits(key, (8,), dtype=jnp.uint32)
+        round_keys = bits[:4]
         dtype = jnp.result_type(stats.psi, jnp.float32)
         scale = jnp.asarray(n, dtype) / stats.temperature
         sigma_sq = self.sigma**2
@@ -113,7 +120,7 @@ class MHMinibatch(NamedTuple):
             return grow & (mom.count < n) & ~mom.bad & prior_ok
 
         def add_chunk(mom: _Moments) -> _Moments:
-            idx, valid = chunk_indices(k_perm, mom.chunk, m, n)
+            idx, valid = chunk_indices(key, mom.chunk, m, n, round_keys)
             lam = scale * stats.log_ratio(take(stats.data, idx)).astype(dtype)
             bad = jnp.any(valid & ~jnp.isfinite(lam))
             lam = jnp.where(valid, lam, 0.0)
@@ -141,7 +148,7 @@ class MHMinibatch(NamedTuple):
         delta_star = st.mean + stats.psi
         bad = mom.bad | jnp.isnan(stats.psi)
 
-        u = jax.random.uniform(k_noise, (4,), dtype, minval=jnp.finfo(dtype).eps, maxval=1.0)
+        u = _uniforms(bits[4:], dtype)
         x_nc = jnp.sqrt(2.0) * jax.scipy.special.erfinv(2.0 * u[0] - 1.0) * jnp.sqrt(jnp.maximum(sigma_sq - st.s2, 0.0))
         x_corr = correction_from_uniforms(u[1], u[2], self.correction).astype(dtype)
         x_log = jnp.log(u[3]) - jnp.log1p(-u[3])
