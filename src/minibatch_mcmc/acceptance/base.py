@@ -46,6 +46,8 @@ class TestOutcome(NamedTuple):
     """Estimate of the log acceptance ratio ``Delta`` (exact for full-data tests)."""
     nonfinite: jax.Array
     """True when a log-likelihood ratio was NaN or infinite (the driver raises)."""
+    hidden_data: jax.Array = 0
+    """Data points evaluated outside the minibatch (full-data statistics some tests need), int32."""
 
 
 class AcceptanceTest(Protocol):
@@ -102,4 +104,5 @@ def full_data_outcome(accepted: jax.Array, delta: jax.Array, bad: jax.Array, n: 
         epsilon=zero,
         delta_star=delta,
         nonfinite=bad,
+        hidden_data=jnp.zeros((), jnp.int32),
     )

@@ -163,6 +163,7 @@ class MHMinibatch(NamedTuple):
             epsilon=st.epsilon,
             delta_star=jnp.where(prior_ok, delta_star, -jnp.inf),
             nonfinite=bad,
+            hidden_data=jnp.zeros((), jnp.int32),
         )
 
 

@@ -92,12 +92,12 @@ def plot_results(cfg: GMMConfig, data: np.ndarray, results: dict[str, SampleResu
     lp = lp - lp.max()
     names = list(results)
     fig, axes = plt.subplots(1, len(names) + 1, figsize=(4.2 * (len(names) + 1), 4), sharex=True, sharey=True)
-    levels = np.linspace(-20, 0, 21)
+    levels = np.linspace(-10, 0, 21)
     axes[0].contourf(t1, t2, lp.T, levels=levels, cmap="viridis")
     axes[0].set_title("log posterior")
     for ax, name in zip(axes[1:], names):
         th = np.asarray(results[name].positions).reshape(-1, 2)
-        ax.contour(t1, t2, lp.T, levels=levels[::2], colors="0.7", linewidths=0.5)
+        ax.contour(t1, t2, lp.T, levels=levels[::2], colors="0.6", linewidths=0.5)
         ax.scatter(th[:, 0], th[:, 1], s=3, alpha=0.3, color="C3")
         ax.set_title(name)
     for ax in axes:
