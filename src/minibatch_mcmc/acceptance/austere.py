@@ -1,0 +1,331 @@
+"""AustereMH (Korattikara, Chen and Welling 2014; sequential-tests paper, Section 3.1, Algorithm 2).
+
+The Metropolis test ``log u < Delta`` is rewritten as ``mu > mu_0`` with
+``mu = mean_i l_i``, ``l_i = log p(x_i|theta')/K - log p(x_i|theta)/K`` and
+``mu_0 = (log u - psi) / N``. Minibatches of ``m`` points are drawn without replacement; after
+each one the Student-t statistic ``t = (l_bar - mu_0) / s`` with the finite-population corrected
+``s = s_l / sqrt(n) * sqrt(1 - (n - 1)/(N - 1))`` is formed, and the test stops when the p-value
+``1 - F_{n-1}(|t|)`` drops below ``epsilon`` (deciding ``l_bar > mu_0``) or the data run out
+(then ``s = 0`` and the decision is the exact Metropolis one).
+
+Two variants, named as in Seita et al. (2017):
+
+* **AustereMH(c)** (conservative): one ``(m, epsilon)`` for the whole run, chosen beforehand by
+  :func:`design_conservative` from the worst-case error (``mu_std -> 0``) and the data use expected
+  under pilot values of ``mu_std``.
+* **AustereMH(nc)**: every step computes ``mu`` and ``sigma_l`` from the full data (counted as
+  hidden data), hence ``mu_std = (mu - mu_0) sqrt(N) / sigma_l``, and picks the ``(m, epsilon)`` of a
+  precomputed :class:`AustereDesign` that uses the least data while meeting the error bound at that
+  ``mu_std``.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import reduce
+from typing import NamedTuple, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from scipy import stats as sps
+
+from minibatch_mcmc.acceptance.base import Statistics, TestOutcome, full_data_sum
+from minibatch_mcmc.data.arrays import take
+from minibatch_mcmc.data.indexing import chunk_indices
+
+EPSILON_GRID = (0.001, 0.005, 0.01, 0.05, 0.1, 0.2)
+"""Per-test thresholds searched by the design (Seita et al. Appendix B.2.1)."""
+BATCH_GRID = (50, 100, 150, 200, 250, 300, 350, 400, 450, 500)
+"""Minibatch sizes searched by the design."""
+
+
+# --------------------------------------------------------------------------------------------
+# Design: error and data use of the sequential test as functions of mu_std
+# --------------------------------------------------------------------------------------------
+
+
+class DesignTable(NamedTuple):
+    """Simulated error and expected data fraction of the test for each ``(m, epsilon, mu_std)``."""
+
+    n_data: int
+    batch_sizes: np.ndarray
+    epsilons: np.ndarray
+    mu_std: np.ndarray
+    error: np.ndarray
+    """Probability of a decision other than the exact test's, shape ``(len(m), len(eps), len(mu_std))``."""
+    data_fraction: np.ndarray
+    """Expected fraction of the ``N`` points used, same shape."""
+
+
+def simulate_design(
+    n_data: int,
+    batch_size: int,
+    epsilons: Sequence[float],
+    mu_std: Sequence[float],
+    n_paths: int = 2000,
+    seed: int = 0,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Monte Carlo error and data fraction of the sequential t-test, shape ``(len(epsilons), len(mu_std))``.
+
+    Under the CLT the standardised deviation ``Y_j`` of the running mean of ``n_j`` points drawn
+    without replacement is Gaussian with variance ``tau_j = 1/n_j - 1/N`` and Markov in ``j``
+    (a Brownian motion run backwards in ``tau``), so the stage-``j`` statistic is
+    ``t_j = (mu_std / sqrt(N) + Y_j) / sqrt(tau_j)``. The paths are simulated exactly at the test's
+    stages and stopped when ``|t_j|`` exceeds the Student-t quantile; ``mu_std -> 0`` is taken as
+    ``+0``, so an early stop on the wrong side (``t < 0``) counts as an error.
+    """
+    n = int(n_data)
+    m = int(batch_size)
+    if m < 2 or m > n:
+        raise ValueError(f"batch_size m={m} must be in [2, N={n}]")
+    eps = np.asarray(epsilons, float)
+    mus = np.asarray(mu_std, float)
+    if np.any((eps <= 0) | (eps >= 1)):
+        raise ValueError(f"epsilons {eps.tolist()} must lie in (0, 1)")
+    sizes = np.minimum(np.arange(1, math.ceil(n / m) + 1) * m, n)
+    tau = 1.0 / sizes - 1.0 / n
+    crit = sps.t.ppf(1.0 - eps[:, None], np.maximum(sizes - 1, 1)[None, :])  # (E, J)
+    rng = np.random.default_rng(seed)
+    y = rng.standard_normal(n_paths) * math.sqrt(tau[0])
+    shift = mus[:, None] / math.sqrt(n)  # (K, 1)
+    sign = np.where(mus >= 0, 1.0, -1.0)[None, :, None]
+    alive = np.ones((eps.size, mus.size, n_paths), bool)
+    wrong = np.zeros((eps.size, mus.size))
+    used = np.zeros((eps.size, mus.size))
+    for j in range(sizes.size):
+        if j > 0:
+            r = tau[j] / tau[j - 1]
+            y = r * y + math.sqrt(max(tau[j] * (1.0 - r), 0.0)) * rng.standard_normal(n_paths)
+        if tau[j] <= 0:
+            # all data used: the exact decision, never wrong
+            used += alive.sum(-1) * sizes[j]
+            alive[:] = False
+            break
+        t = (shift + y[None, :]) / math.sqrt(tau[j])  # (K, P)
+        stop = alive & (np.abs(t)[None] > crit[:, j][:, None, None])
+        if stop.any():
+            wrong += (stop & (np.sign(t)[None] != sign)).sum(-1)
+            used += stop.sum(-1) * sizes[j]
+            alive &= ~stop
+        if not alive.any():
+            break
+    return wrong / n_paths, used / (n_paths * n)
+
+
+def design_table(
+    n_data: int,
+    mu_std: Sequence[float],
+    batch_sizes: Sequence[int] = BATCH_GRID,
+    epsilons: Sequence[float] = EPSILON_GRID,
+    n_paths: int = 2000,
+    seed: int = 0,
+) -> DesignTable:
+    """:func:`simulate_design` over the ``(m, epsilon)`` grid (sizes larger than ``N`` dropped)."""
+    ms = np.asarray([m for m in batch_sizes if 2 <= m <= n_data], int)
+    if ms.size == 0:
+        raise ValueError(f"no batch size in {list(batch_sizes)} fits N={n_data}")
+    err = np.empty((ms.size, len(epsilons), len(mu_std)))
+    frac = np.empty_like(err)
+    for i, m in enumerate(ms):
+        err[i], frac[i] = simulate_design(n_data, int(m), epsilons, mu_std, n_paths, seed + i)
+    return DesignTable(int(n_data), ms, np.asarray(epsilons, float), np.asarray(mu_std, float), err, frac)
+
+
+class DesignChoice(NamedTuple):
+    """The chosen ``(m, epsilon)`` with its worst-case error and expected data fraction."""
+
+    batch_size: int
+    epsilon: float
+    worst_error: float
+    data_fraction: float
+
+
+def design_conservative(
+    n_data: int,
+    error_bound: float,
+    pilot_mu_std: Sequence[float] = (1.0,),
+    batch_sizes: Sequence[int] = BATCH_GRID,
+    epsilons: Sequence[float] = EPSILON_GRID,
+    n_paths: int = 2000,
+    seed: int = 0,
+) -> DesignChoice:
+    """AustereMH(c)'s grid search: least expected data use (averaged over ``pilot_mu_std``) s.t. worst error <= bound.
+
+    The worst-case error of the test is at ``mu_std -> 0`` (the exact decision is a coin flip away),
+    so the constraint is evaluated there; the data use is averaged over the ``|mu_std|`` values of a
+    pilot run (full-data statistics of a few MH steps), as the expected cost of the run.
+    """
+    if not (0.0 < error_bound < 0.5):
+        raise ValueError(f"error_bound={error_bound!r} must lie in (0, 0.5)")
+    pilot = np.abs(np.asarray(pilot_mu_std, float))
+    if pilot.size == 0 or not np.all(np.isfinite(pilot)):
+        raise ValueError("pilot_mu_std must be a non-empty list of finite values")
+    grid = np.r_[0.0, pilot]
+    table = design_table(n_data, grid, batch_sizes, epsilons, n_paths, seed)
+    worst = table.error[:, :, 0]
+    cost = table.data_fraction[:, :, 1:].mean(-1)
+    ok = worst <= error_bound
+    if not ok.any():
+        i, e = np.unravel_index(np.argmin(worst), worst.shape)
+    else:
+        masked = np.where(ok, cost, np.inf)
+        i, e = np.unravel_index(np.argmin(masked), masked.shape)
+    return DesignChoice(int(table.batch_sizes[i]), float(table.epsilons[e]), float(worst[i, e]), float(cost[i, e]))
+
+
+class AustereDesign(NamedTuple):
+    """Per-``mu_std`` choice of ``(m, epsilon)`` for AustereMH(nc), as device arrays for lookup in ``jit``."""
+
+    mu_std_grid: jax.Array
+    batch_size: jax.Array
+    epsilon: jax.Array
+    base_chunk: int
+
+
+def design_adaptive(table: DesignTable, error_bound: float) -> AustereDesign:
+    """For each ``|mu_std|`` on the table's grid, the feasible ``(m, epsilon)`` with the least data use."""
+    if not (0.0 < error_bound < 0.5):
+        raise ValueError(f"error_bound={error_bound!r} must lie in (0, 0.5)")
+    k = table.mu_std.size
+    ms, es = np.empty(k, np.int32), np.empty(k, np.float32)
+    for j in range(k):
+        err, frac = table.error[:, :, j], table.data_fraction[:, :, j]
+        masked = np.where(err <= error_bound, frac, np.inf)
+        if not np.isfinite(masked).any():
+            masked = err  # nothing meets the bound: least error
+        i, e = np.unravel_index(np.argmin(masked), masked.shape)
+        ms[j], es[j] = table.batch_sizes[i], table.epsilons[e]
+    order = np.argsort(table.mu_std)
+    base = int(reduce(math.gcd, [int(m) for m in table.batch_sizes]))
+    return AustereDesign(jnp.asarray(np.abs(table.mu_std)[order], jnp.float32), jnp.asarray(ms[order]), jnp.asarray(es[order]), base)
+
+
+# --------------------------------------------------------------------------------------------
+# The test
+# --------------------------------------------------------------------------------------------
+
+
+def student_t_pvalue(t: jax.Array, dof: jax.Array) -> jax.Array:
+    """``1 - F_dof(|t|)`` for the Student-t distribution, via the regularised incomplete beta."""
+    x = dof / (dof + t * t)
+    return 0.5 * jax.scipy.special.betainc(0.5 * dof, 0.5, x)
+
+
+class _Sums(NamedTuple):
+    """Streaming shifted sums of the ``l_i`` seen so far."""
+
+    chunk: jax.Array
+    count: jax.Array
+    shift: jax.Array
+    s1: jax.Array
+    s2: jax.Array
+    bad: jax.Array
+    done: jax.Array
+
+
+class AustereMH(NamedTuple):
+    """AustereMH with a fixed ``(m, epsilon)`` (conservative) or a per-step design (``design`` given)."""
+
+    batch_size: int
+    """``m`` for the conservative test; the chunk size is ``design.base_chunk`` otherwise."""
+    epsilon: float
+    """p-value threshold of the conservative test (ignored when ``design`` is given)."""
+    design: AustereDesign | None = None
+    name: str = "austere_mh"
+
+    def validate(self, n_data: int) -> None:
+        """Check ``m`` against ``N``."""
+        if self.batch_size > n_data:
+            raise ValueError(f"batch_size m={self.batch_size} exceeds the number of data points N={n_data}; use m <= N")
+
+    def decide(self, key: jax.Array, stats: Statistics) -> TestOutcome:
+        """Sequential t-test of ``mu > mu_0`` on growing minibatches."""
+        n = stats.n_data
+        bits = jax.random.bits(key, (5,), dtype=jnp.uint32)
+        dtype = jnp.result_type(stats.psi, jnp.float32)
+        u = ((bits[4] >> 8).astype(dtype) + 0.5) * (1.0 / (1 << 24))
+        mu0 = (jnp.log(u) - stats.psi) / n
+        temp = stats.temperature
+
+        def per_datum(rows):
+            return stats.log_ratio(rows).astype(dtype) / temp
+
+        if self.design is None:
+            chunk_m = self.batch_size
+            stage_m = jnp.asarray(self.batch_size, jnp.int32)
+            eps = jnp.asarray(self.epsilon, dtype)
+            hidden = jnp.zeros((), jnp.int32)
+            bad_full = jnp.zeros((), bool)
+        else:
+            # full-data statistics (the "hidden" data the non-conservative test needs)
+            s1, b1 = full_data_sum(per_datum, stats.data, n)
+            mu = s1 / n
+            s2, b2 = full_data_sum(lambda rows: (per_datum(rows) - mu) ** 2, stats.data, n)
+            sd = jnp.sqrt(s2 / jnp.maximum(n - 1, 1))
+            mu_std = jnp.abs(mu - mu0) * jnp.sqrt(jnp.float32(n)) / jnp.maximum(sd, jnp.finfo(dtype).tiny)
+            j = jnp.clip(jnp.searchsorted(self.design.mu_std_grid, mu_std), 0, self.design.mu_std_grid.shape[0] - 1)
+            # nearest grid value below or above: take the more cautious (smaller mu_std) neighbour
+            j = jnp.where((j > 0) & (self.design.mu_std_grid[j] > mu_std), j - 1, j)
+            chunk_m = self.design.base_chunk
+            stage_m = self.design.batch_size[j]
+            eps = self.design.epsilon[j].astype(dtype)
+            hidden = jnp.asarray(2 * n, jnp.int32)
+            bad_full = b1 | b2
+
+        def add_chunk(st: _Sums) -> _Sums:
+            idx, valid = chunk_indices(key, st.chunk, chunk_m, n, bits[:4])
+            lam = per_datum(take(stats.data, idx))
+            bad = jnp.any(valid & ~jnp.isfinite(lam))
+            lam = jnp.where(valid, lam, 0.0)
+            w = valid.astype(dtype)
+            cnt = jnp.sum(w)
+            shift = jnp.where(st.count == 0, jnp.sum(lam) / jnp.maximum(cnt, 1.0), st.shift)
+            z = (lam - shift) * w
+            count = st.count + cnt.astype(jnp.int32)
+            s1 = st.s1 + jnp.sum(z)
+            s2 = st.s2 + jnp.sum(z * z)
+            # test only at multiples of the stage size m (or when the data run out)
+            at_stage = (count % stage_m == 0) | (count >= n)
+            nf = count.astype(dtype)
+            mean = shift + s1 / nf
+            var = jnp.maximum(s2 - s1 * s1 / nf, 0.0) / jnp.maximum(nf - 1.0, 1.0)
+            fpc = jnp.maximum(1.0 - (nf - 1.0) / max(n - 1, 1), 0.0)
+            s = jnp.sqrt(var / nf * fpc)
+            t = (mean - mu0) / jnp.maximum(s, jnp.finfo(dtype).tiny)
+            pval = jnp.where(count >= n, 0.0, student_t_pvalue(t, jnp.maximum(nf - 1.0, 1.0)))
+            done = (at_stage & (pval < eps)) | (count >= n) | bad | st.bad
+            return _Sums(st.chunk + 1, count, shift, s1, s2, st.bad | bad, done)
+
+        zero = jnp.zeros((), dtype)
+        st0 = _Sums(jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32), zero, zero, zero, bad_full, jnp.zeros((), bool))
+        st = jax.lax.while_loop(lambda s: ~s.done, add_chunk, add_chunk(st0))
+        nf = st.count.astype(dtype)
+        mean = st.shift + st.s1 / nf
+        var = jnp.maximum(st.s2 - st.s1 * st.s1 / nf, 0.0) / jnp.maximum(nf - 1.0, 1.0)
+        fpc = jnp.maximum(1.0 - (nf - 1.0) / max(n - 1, 1), 0.0)
+        prior_ok = stats.psi > -jnp.inf
+        bad = st.bad | jnp.isnan(stats.psi)
+        return TestOutcome(
+            accepted=(mean > mu0) & prior_ok & ~bad,
+            batch_size=st.count,
+            s2=(n * n) * var / nf * fpc,
+            epsilon=eps,
+            delta_star=jnp.where(prior_ok, n * mean + stats.psi, -jnp.inf),
+            nonfinite=bad,
+            hidden_data=hidden,
+        )
+
+
+def austere_mh(batch_size: int = 50, epsilon: float = 0.005) -> AustereMH:
+    """AustereMH(c): the sequential t-test with a fixed minibatch size ``m`` and threshold ``epsilon``."""
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 2:
+        raise ValueError(f"batch_size m={batch_size!r} must be an integer >= 2 (the t statistic needs two points)")
+    if not (isinstance(epsilon, (int, float)) and math.isfinite(epsilon) and 0.0 < epsilon < 1.0):
+        raise ValueError(f"epsilon={epsilon!r} must be a number in (0, 1)")
+    return AustereMH(batch_size=int(batch_size), epsilon=float(epsilon), name="austere_mh_c")
+
+
+def austere_mh_adaptive(design: AustereDesign) -> AustereMH:
+    """AustereMH(nc): re-optimises ``(m, epsilon)`` every step from full-data ``mu_std`` (hidden data 2N)."""
+    return AustereMH(batch_size=int(design.base_chunk), epsilon=float(design.epsilon[0]), design=design, name="austere_mh_nc")
