@@ -37,6 +37,32 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_reproduce(args: argparse.Namespace) -> int:
+    """Reproduce a paper experiment."""
+    if args.experiment == "gmm":
+        from minibatch_mcmc.experiments.gmm import GMMConfig
+        from minibatch_mcmc.experiments.reproduce_gmm import ReproduceGMMConfig, run
+
+        base = GMMConfig(seed=args.seed)
+        trials = args.trials or 10
+        if args.quick:
+            base = base._replace(n_data=100_000, temperature=1000.0, num_samples=500)
+            trials = args.trials or 3
+        if args.num_samples:
+            base = base._replace(num_samples=args.num_samples)
+        cfg = ReproduceGMMConfig(base=base, trials=trials)
+        out = Path(args.out) / (args.name or "reproduce-gmm")
+        print(
+            f"Seita et al. 6.1: N={base.n_data:,}, K={base.temperature:g}, {base.num_samples} samples x {trials} trials; "
+            "MHminibatch, AustereMH(c), MHSubLhd",
+            flush=True,
+        )
+        print(run(cfg, out, progress=not args.no_progress))
+        print(f"\nwrote {out}/: " + ", ".join(sorted(p.name for p in out.iterdir())))
+        return 0
+    raise ValueError(f"unknown experiment {args.experiment!r}")
+
+
 def _cmd_correction(args: argparse.Namespace) -> int:
     """Print the correction distribution's error for a sigma."""
     from minibatch_mcmc.acceptance.correction import format_correction_report
@@ -62,6 +88,16 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--no-reference", action="store_true", help="skip the full-data Barker reference run")
     d.add_argument("--no-progress", action="store_true", help="no progress bar")
     d.set_defaults(func=_cmd_demo)
+    r = sub.add_parser("reproduce", help="reproduce a paper experiment (tables and figures under runs/)")
+    r.add_argument("experiment", choices=["gmm"], help="gmm: Seita et al. Section 6.1, Tables 1 and 4, Figures 1-2")
+    r.add_argument("--trials", type=_positive_int, default=None, help="independent trials (default 10; 3 with --quick)")
+    r.add_argument("--num-samples", type=_positive_int, default=None)
+    r.add_argument("--quick", action="store_true", help="10^5 points (K scaled to 10^3), 500 samples, 3 trials")
+    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--name", default=None, help="run name (default reproduce-EXPERIMENT)")
+    r.add_argument("--out", default="runs")
+    r.add_argument("--no-progress", action="store_true")
+    r.set_defaults(func=_cmd_reproduce)
     c = sub.add_parser("correction", help="max CDF error of the correction distribution C_sigma")
     c.add_argument("--sigma", type=float, default=1.0)
     c.set_defaults(func=_cmd_correction)
