@@ -60,6 +60,25 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
         print(run(cfg, out, progress=not args.no_progress))
         print(f"\nwrote {out}/: " + ", ".join(sorted(p.name for p in out.iterdir())))
         return 0
+    if args.experiment == "logistic":
+        from minibatch_mcmc.experiments.reproduce_logistic import LogisticConfig, run as run_logistic
+
+        cfg = LogisticConfig(dataset=args.dataset, seed=args.seed)
+        if "100k" in args.dataset:
+            cfg = cfg._replace(num_samples=3000, trials=5, step_sd=0.01, austere_c_bound=0.2, austere_nc_bound=0.1)
+        if args.quick:
+            cfg = cfg._replace(num_samples=600, trials=2, switch_after=200)
+        if args.trials:
+            cfg = cfg._replace(trials=args.trials)
+        if args.num_samples:
+            cfg = cfg._replace(num_samples=args.num_samples)
+        if args.step_sd:
+            cfg = cfg._replace(step_sd=args.step_sd)
+        out = Path(args.out) / (args.name or f"reproduce-logistic-{args.dataset}")
+        print(f"Seita et al. 6.2 on {cfg.dataset}: {cfg.num_samples} samples x {cfg.trials} trials, K={cfg.temperature:g}", flush=True)
+        print(run_logistic(cfg, out, progress=not args.no_progress))
+        print(f"\nwrote {out}/: " + ", ".join(sorted(p.name for p in out.iterdir())))
+        return 0
     raise ValueError(f"unknown experiment {args.experiment!r}")
 
 
@@ -89,7 +108,18 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--no-progress", action="store_true", help="no progress bar")
     d.set_defaults(func=_cmd_demo)
     r = sub.add_parser("reproduce", help="reproduce a paper experiment (tables and figures under runs/)")
-    r.add_argument("experiment", choices=["gmm"], help="gmm: Seita et al. Section 6.1, Tables 1 and 4, Figures 1-2")
+    r.add_argument(
+        "experiment",
+        choices=["gmm", "logistic"],
+        help="gmm: Seita et al. 6.1 (Tables 1, 4, Figures 1-2); logistic: 6.2 (Table 2, Figure 3)",
+    )
+    r.add_argument(
+        "--dataset",
+        default="fashion-13k",
+        choices=["fashion-13k", "fashion-100k", "mnist-5k", "digits", "synthetic"],
+        help="logistic only: data set (fashion-* need `make data`)",
+    )
+    r.add_argument("--step-sd", type=float, default=None, help="logistic only: random-walk s.d. (default 0.05; 0.01 for 100k)")
     r.add_argument("--trials", type=_positive_int, default=None, help="independent trials (default 10; 3 with --quick)")
     r.add_argument("--num-samples", type=_positive_int, default=None)
     r.add_argument("--quick", action="store_true", help="10^5 points (K scaled to 10^3), 500 samples, 3 trials")

@@ -329,3 +329,34 @@ def austere_mh(batch_size: int = 50, epsilon: float = 0.005) -> AustereMH:
 def austere_mh_adaptive(design: AustereDesign) -> AustereMH:
     """AustereMH(nc): re-optimises ``(m, epsilon)`` every step from full-data ``mu_std`` (hidden data 2N)."""
     return AustereMH(batch_size=int(design.base_chunk), epsilon=float(design.epsilon[0]), design=design, name="austere_mh_nc")
+
+
+def pilot_mu_std(model, data, proposal, position, key: jax.Array, steps: int = 50, temperature: float = 1.0) -> np.ndarray:
+    """``|mu_std|`` of ``steps`` random-walk proposals around ``position`` (full-data statistics, for the design).
+
+    Each proposal gets its own ``u``; the chain moves with the exact Metropolis decision, so the
+    values are those a short exact run would meet.
+    """
+    from minibatch_mcmc.data.arrays import as_data_source
+
+    src = as_data_source(data)
+    arrays, n = src.arrays(), src.n
+
+    @jax.jit
+    def one(k, theta):
+        k1, k2 = jax.random.split(k)
+        cand, log_q = proposal.sample(k1, theta)
+        psi = model.log_prior(cand) - model.log_prior(theta) + log_q
+        l = (model.log_lik(cand, arrays) - model.log_lik(theta, arrays)) / temperature
+        mu, sd = jnp.mean(l), jnp.std(l, ddof=1)
+        u = jax.random.uniform(k2, minval=1e-12)
+        mu0 = (jnp.log(u) - psi) / n
+        accept = mu > mu0
+        return jnp.abs(mu - mu0) * jnp.sqrt(jnp.float32(n)) / sd, jax.tree_util.tree_map(lambda a, b: jnp.where(accept, a, b), cand, theta)
+
+    out = []
+    theta = position
+    for k in jax.random.split(key, steps):
+        v, theta = one(k, theta)
+        out.append(float(v))
+    return np.asarray(out)
