@@ -309,7 +309,7 @@ class AustereMH(NamedTuple):
         return TestOutcome(
             accepted=(mean > mu0) & prior_ok & ~bad,
             batch_size=st.count,
-            s2=(n * n) * var / nf * fpc,
+            s2=float(n) * float(n) * var / nf * fpc,
             epsilon=eps,
             delta_star=jnp.where(prior_ok, n * mean + stats.psi, -jnp.inf),
             nonfinite=bad,

@@ -74,10 +74,10 @@ def _synthetic(n_train: int, n_test: int, seed: int) -> tuple[dict, dict]:
 
 def load_dataset(name: str, seed: int = 0) -> tuple[dict, dict]:
     """Train and test dicts ``{"x": (n, d) float32 in [0,1], "y": (n,) int32}`` for a named data set."""
-    from minibatch_mcmc.data import mnist
-
     if name == "synthetic":
         return _synthetic(13_000, 2_000, seed)
+    from minibatch_mcmc.data import mnist
+
     if name in ("fashion-13k", "fashion-100k"):
         train = mnist.fashion_mnist_debian(split="train")
         test = mnist.fashion_mnist_debian(split="test")
