@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from minibatch_mcmc import BarkerTest, MetropolisTest, mh_minibatch, random_walk, sample
+from minibatch_mcmc.acceptance import austere_mh, mh_sublhd
 from minibatch_mcmc.diagnostics import check_moments
 from minibatch_mcmc.models import GaussianMeanSettings, exact_posterior, gaussian_mean
 
@@ -22,8 +23,15 @@ def problem():
 
 @pytest.mark.parametrize(
     "make_test",
-    [MetropolisTest, BarkerTest, lambda: mh_minibatch(batch_size=50), lambda: mh_minibatch(batch_size=50, sigma=1.3)],
-    ids=["metropolis", "barker", "mhminibatch", "mhminibatch-sigma1.3"],
+    [
+        MetropolisTest,
+        BarkerTest,
+        lambda: mh_minibatch(batch_size=50),
+        lambda: mh_minibatch(batch_size=50, sigma=1.3),
+        lambda: austere_mh(batch_size=100, epsilon=0.01),
+        lambda: mh_sublhd(batch_size=100, gamma=1.5, p=2.0, delta=0.01),
+    ],
+    ids=["metropolis", "barker", "mhminibatch", "mhminibatch-sigma1.3", "austere_mh_c", "mhsublhd"],
 )
 def test_sampler_recovers_exact_posterior(problem, make_test):
     x, mean, var = problem

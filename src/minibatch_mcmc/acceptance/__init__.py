@@ -2,7 +2,10 @@
 
 from minibatch_mcmc.acceptance.base import AcceptanceTest, Statistics, TestOutcome, full_data_sum
 from minibatch_mcmc.acceptance.exact import BarkerTest, MetropolisTest, barker_probability, metropolis_probability
+from minibatch_mcmc.acceptance.austere import AustereMH, austere_mh, austere_mh_adaptive
 from minibatch_mcmc.acceptance.mhminibatch import MHMinibatch, mh_minibatch
+from minibatch_mcmc.acceptance.mhsublhd import MHSubLhd, mh_sublhd
+from minibatch_mcmc.acceptance.naive import NaiveMinibatch, naive_minibatch
 
 __all__ = [
     "AcceptanceTest",
@@ -15,4 +18,11 @@ __all__ = [
     "metropolis_probability",
     "MHMinibatch",
     "mh_minibatch",
+    "AustereMH",
+    "austere_mh",
+    "austere_mh_adaptive",
+    "MHSubLhd",
+    "mh_sublhd",
+    "NaiveMinibatch",
+    "naive_minibatch",
 ]

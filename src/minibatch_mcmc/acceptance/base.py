@@ -87,6 +87,31 @@ def full_data_sum(fn: Callable[[PyTree], jax.Array], data: PyTree, n: int, chunk
     return total, bad
 
 
+def full_data_max_abs(fn: Callable[[PyTree], jax.Array], data: PyTree, n: int, chunk: int = 16384) -> tuple[jax.Array, jax.Array]:
+    """``max_i |fn(rows)_i|`` over all ``n`` rows in contiguous chunks; also whether any term was non-finite."""
+    n_full, rem = divmod(n, chunk)
+
+    def part(rows: PyTree) -> tuple[jax.Array, jax.Array]:
+        v = fn(rows)
+        return jnp.max(jnp.abs(v)), jnp.any(~jnp.isfinite(v))
+
+    best = jnp.zeros((), jnp.float32)
+    bad = jnp.zeros((), bool)
+    if n_full:
+
+        def body(i: jax.Array, carry: tuple[jax.Array, jax.Array]) -> tuple[jax.Array, jax.Array]:
+            rows = jax.tree_util.tree_map(lambda a: jax.lax.dynamic_slice_in_dim(a, i * chunk, chunk, 0), data)
+            s, b = part(rows)
+            return jnp.maximum(carry[0], s), carry[1] | b
+
+        best, bad = jax.lax.fori_loop(0, n_full, body, (best, bad))
+    if rem:
+        rows = jax.tree_util.tree_map(lambda a: a[n_full * chunk :], data)
+        s, b = part(rows)
+        best, bad = jnp.maximum(best, s), bad | b
+    return best, bad
+
+
 def exact_delta(stats: Statistics) -> tuple[jax.Array, jax.Array]:
     """The full-data log acceptance ratio ``Delta = Lambda / K + psi`` and a non-finite flag."""
     lam, bad = full_data_sum(stats.log_ratio, stats.data, stats.n_data)
