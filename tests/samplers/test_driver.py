@@ -111,3 +111,20 @@ def test_data_shape_mismatch_with_model_is_reported():
     # the model expects rows of length 2 but the data rows have length 3
     with pytest.raises(ValueError, match="log_lik failed .* data shapes \\(\\(4096, 3\\)|log_lik failed"):
         sample(gaussian_mean(), np.zeros((5000, 3), np.float32), jnp.zeros(2), proposal=random_walk(scale=0.1), test=BarkerTest(), num_samples=5, progress=False)
+
+
+def test_pytree_parameters_reach_inference_data():
+    from minibatch_mcmc.models.base import gaussian_prior
+
+    def log_lik(theta, batch):
+        z = batch["x"] @ theta["w"] + theta["b"]
+        return batch["y"] * jax.nn.log_sigmoid(z) + (1 - batch["y"]) * jax.nn.log_sigmoid(-z)
+
+    model = Model(gaussian_prior(0.0, 5.0), log_lik, "logistic_with_bias")
+    rng = np.random.default_rng(0)
+    data = {"x": rng.normal(size=(2000, 3)).astype(np.float32), "y": (rng.random(2000) < 0.5).astype(np.float32)}
+    start = {"w": jnp.zeros(3), "b": jnp.zeros(())}
+    res = sample(model, data, start, proposal=random_walk(scale=0.02), test=mh_minibatch(100), num_samples=50, num_chains=2, progress=False)
+    assert res.positions["w"].shape == (2, 50, 3) and res.positions["b"].shape == (2, 50)
+    idata = res.to_inference_data()
+    assert set(idata.posterior.data_vars) == {"w", "b"}
