@@ -75,6 +75,15 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
         if args.step_sd:
             cfg = cfg._replace(step_sd=args.step_sd)
         out = Path(args.out) / (args.name or f"reproduce-logistic-{args.dataset}")
+        if args.figure6:
+            from minibatch_mcmc.experiments.reproduce_logistic import figure6
+
+            path, means = figure6(out, dataset=args.dataset, num_samples=cfg.num_samples, progress=not args.no_progress)
+            print("Figure 6 (MHminibatch minibatch sizes by random-walk step s.d.):")
+            for step, mean in means.items():
+                print(f"  step s.d. {step:<6g} mean minibatch size {mean:.1f}")
+            print(f"wrote {path}")
+            return 0
         print(f"Seita et al. 6.2 on {cfg.dataset}: {cfg.num_samples} samples x {cfg.trials} trials, K={cfg.temperature:g}", flush=True)
         print(run_logistic(cfg, out, progress=not args.no_progress))
         print(f"\nwrote {out}/: " + ", ".join(sorted(p.name for p in out.iterdir())))
@@ -119,6 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["fashion-13k", "fashion-100k", "mnist-5k", "digits", "synthetic"],
         help="logistic only: data set (fashion-* need `make data`)",
     )
+    r.add_argument("--figure6", action="store_true", help="logistic only: Figure 6 (step sizes 0.005, 0.01, 0.05) instead")
     r.add_argument("--step-sd", type=float, default=None, help="logistic only: random-walk s.d. (default 0.05; 0.01 for 100k)")
     r.add_argument("--trials", type=_positive_int, default=None, help="independent trials (default 10; 3 with --quick)")
     r.add_argument("--num-samples", type=_positive_int, default=None)

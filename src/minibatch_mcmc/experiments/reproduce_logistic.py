@@ -250,3 +250,36 @@ def format_table2(rows: dict, cfg: LogisticConfig, design_info: dict) -> str:
     lines += ["", f"AustereMH(c) design: m={c['batch_size']}, epsilon={c['epsilon']} (worst-case error {c['worst_error']:.3f}, "
               f"expected data fraction {c['data_fraction']:.3f}; pilot median |mu_std| {design_info['pilot_mu_std_median']:.2f})"]
     return "\n".join(lines)
+
+
+def figure6(out: Path, dataset: str = "fashion-100k", steps: tuple[float, ...] = (0.005, 0.01, 0.05), num_samples: int = 3000,
+            temperature: float = 100.0, seed: int = 0, progress: bool = True) -> tuple[Path, dict]:
+    """Minibatch-size histograms of MHminibatch for several random-walk step sizes (Seita et al. Figure 6)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out.mkdir(parents=True, exist_ok=True)
+    train, _ = load_dataset(dataset, seed)
+    n, d = train["y"].shape[0], train["x"].shape[1]
+    model = logistic_regression()
+    means = {}
+    fig, axes = plt.subplots(1, len(steps), figsize=(4.2 * len(steps), 3.4), sharey=True)
+    for ax, step in zip(np.atleast_1d(axes), steps):
+        res = sample(model, train, jnp.zeros(d, jnp.float32), proposal=random_walk(scale=step), test=mh_minibatch(100),
+                     num_samples=num_samples, key=seed + 3, temperature=temperature, progress=progress)
+        bs = res.records["batch_size"].ravel()
+        means[step] = float(bs.mean())
+        ax.hist(bs, bins=np.logspace(2, np.log10(n), 40))
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("minibatch size")
+        ax.set_title(f"step s.d. {step}: mean {bs.mean():.1f}")
+    np.atleast_1d(axes)[0].set_ylabel("count")
+    fig.tight_layout()
+    path = out / "figure6_step_sizes.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    (out / "figure6.json").write_text(json.dumps({"dataset": dataset, "mean_batch_size": {str(k): v for k, v in means.items()}}, indent=2))
+    return path, means
