@@ -108,7 +108,7 @@ def plot_results(cfg: GMMConfig, data: np.ndarray, results: dict[str, SampleResu
     fig.savefig(p1, dpi=110)
     plt.close(fig)
 
-    mb = {k: v for k, v in results.items() if v.records["batch_size"].max() < v.n_data}
+    mb = {k: v for k, v in results.items() if v.records["batch_size"].min() < v.n_data}  # drop full-data runs
     fig, axes = plt.subplots(1, max(len(mb), 1), figsize=(4.5 * max(len(mb), 1), 3.6), squeeze=False)
     for ax, (name, res) in zip(axes[0], mb.items()):
         bs = res.records["batch_size"].ravel()
