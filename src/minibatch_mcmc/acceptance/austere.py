@@ -30,7 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 from scipy import stats as sps
 
-from minibatch_mcmc.acceptance.base import Statistics, TestOutcome, full_data_sum
+from minibatch_mcmc.acceptance.base import Statistics, TestOutcome, full_data_sum, check_batch_fits, uniform_from_bits
 from minibatch_mcmc.data.arrays import take
 from minibatch_mcmc.data.indexing import chunk_indices
 
@@ -236,15 +236,14 @@ class AustereMH(NamedTuple):
 
     def validate(self, n_data: int) -> None:
         """Check ``m`` against ``N``."""
-        if self.batch_size > n_data:
-            raise ValueError(f"batch_size m={self.batch_size} exceeds the number of data points N={n_data}; use m <= N")
+        check_batch_fits(self.batch_size, n_data)
 
     def decide(self, key: jax.Array, stats: Statistics) -> TestOutcome:
         """Sequential t-test of ``mu > mu_0`` on growing minibatches."""
         n = stats.n_data
         bits = jax.random.bits(key, (5,), dtype=jnp.uint32)
         dtype = jnp.result_type(stats.psi, jnp.float32)
-        u = ((bits[4] >> 8).astype(dtype) + 0.5) * (1.0 / (1 << 24))
+        u = uniform_from_bits(bits[4], dtype)
         mu0 = (jnp.log(u) - stats.psi) / n
         temp = stats.temperature
 

@@ -60,6 +60,17 @@ class AcceptanceTest(Protocol):
         ...
 
 
+def uniform_from_bits(bits: jax.Array, dtype) -> jax.Array:
+    """Uniforms in (0, 1) from uint32 bits (24 bits of mantissa, centred in their cell)."""
+    return ((bits >> 8).astype(dtype) + 0.5) * (1.0 / (1 << 24))
+
+
+def check_batch_fits(batch_size: int, n_data: int) -> None:
+    """Raise if the minibatch size ``m`` exceeds the data size ``N``."""
+    if batch_size > n_data:
+        raise ValueError(f"batch_size m={batch_size} exceeds the number of data points N={n_data}; use m <= N")
+
+
 def full_data_sum(fn: Callable[[PyTree], jax.Array], data: PyTree, n: int, chunk: int = 16384) -> tuple[jax.Array, jax.Array]:
     """Sum of ``fn(rows)`` over all ``n`` rows in contiguous chunks; also whether any term was non-finite."""
     n_full, rem = divmod(n, chunk)

@@ -17,7 +17,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from minibatch_mcmc.acceptance.base import Statistics, TestOutcome
+from minibatch_mcmc.acceptance.base import Statistics, TestOutcome, check_batch_fits, uniform_from_bits
 from minibatch_mcmc.acceptance.correction import (
     LOGISTIC_SD,
     CorrectionSampler,
@@ -74,11 +74,6 @@ def minibatch_stats(mom: _Moments, n: int) -> MinibatchStats:
     return MinibatchStats(mean=mom.shift + a, s2=s2, epsilon=eps)
 
 
-def _uniforms(bits: jax.Array, dtype) -> jax.Array:
-    """Uniforms in (0, 1) from uint32 bits (24 bits of mantissa, centred in their cell)."""
-    return ((bits >> 8).astype(dtype) + 0.5) * (1.0 / (1 << 24))
-
-
 class MHMinibatch(NamedTuple):
     """The MHminibatch acceptance test with its correction distribution ``C_sigma``."""
 
@@ -96,8 +91,7 @@ class MHMinibatch(NamedTuple):
 
     def validate(self, n_data: int) -> None:
         """Check ``m`` against the data size ``N``."""
-        if self.batch_size > n_data:
-            raise ValueError(f"batch_size m={self.batch_size} exceeds the number of data points N={n_data}; use m <= N")
+        check_batch_fits(self.batch_size, n_data)
 
     def decide(self, key: jax.Array, stats: Statistics) -> TestOutcome:
         """Grow the minibatch until ``s2 < sigma^2`` (and ``epsilon <= delta``), then run the corrected Barker test."""
@@ -148,7 +142,7 @@ class MHMinibatch(NamedTuple):
         delta_star = st.mean + stats.psi
         bad = mom.bad | jnp.isnan(stats.psi)
 
-        u = _uniforms(bits[4:], dtype)
+        u = uniform_from_bits(bits[4:], dtype)
         x_nc = jnp.sqrt(2.0) * jax.scipy.special.erfinv(2.0 * u[0] - 1.0) * jnp.sqrt(jnp.maximum(sigma_sq - st.s2, 0.0))
         x_corr = correction_from_uniforms(u[1], u[2], self.correction).astype(dtype)
         x_log = jnp.log(u[3]) - jnp.log1p(-u[3])

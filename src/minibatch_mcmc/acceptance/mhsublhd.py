@@ -26,7 +26,7 @@ from typing import Callable, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from minibatch_mcmc.acceptance.base import Statistics, TestOutcome, full_data_max_abs
+from minibatch_mcmc.acceptance.base import Statistics, TestOutcome, full_data_max_abs, check_batch_fits, uniform_from_bits
 from minibatch_mcmc.data.arrays import take
 from minibatch_mcmc.data.indexing import chunk_indices
 
@@ -59,15 +59,14 @@ class MHSubLhd(NamedTuple):
 
     def validate(self, n_data: int) -> None:
         """Check ``m`` against ``N``."""
-        if self.batch_size > n_data:
-            raise ValueError(f"batch_size m={self.batch_size} exceeds the number of data points N={n_data}; use m <= N")
+        check_batch_fits(self.batch_size, n_data)
 
     def decide(self, key: jax.Array, stats: Statistics) -> TestOutcome:
         """Grow the minibatch geometrically until the empirical-Bernstein interval excludes ``mu_0``."""
         n, m = stats.n_data, self.batch_size
         bits = jax.random.bits(key, (5,), dtype=jnp.uint32)
         dtype = jnp.result_type(stats.psi, jnp.float32)
-        u = ((bits[4] >> 8).astype(dtype) + 0.5) * (1.0 / (1 << 24))
+        u = uniform_from_bits(bits[4], dtype)
         mu0 = (jnp.log(u) - stats.psi) / n
         temp = stats.temperature
 

@@ -15,7 +15,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from minibatch_mcmc.acceptance.base import Statistics, TestOutcome
+from minibatch_mcmc.acceptance.base import Statistics, TestOutcome, check_batch_fits, uniform_from_bits
 from minibatch_mcmc.data.arrays import take
 from minibatch_mcmc.data.indexing import chunk_indices
 
@@ -28,15 +28,14 @@ class NaiveMinibatch(NamedTuple):
 
     def validate(self, n_data: int) -> None:
         """Check ``m`` against ``N``."""
-        if self.batch_size > n_data:
-            raise ValueError(f"batch_size m={self.batch_size} exceeds the number of data points N={n_data}; use m <= N")
+        check_batch_fits(self.batch_size, n_data)
 
     def decide(self, key: jax.Array, stats: Statistics) -> TestOutcome:
         """Accept iff ``log u < N * mean(l_i over the minibatch) + psi`` (biased)."""
         n, m = stats.n_data, self.batch_size
         bits = jax.random.bits(key, (5,), dtype=jnp.uint32)
         dtype = jnp.result_type(stats.psi, jnp.float32)
-        u = ((bits[4] >> 8).astype(dtype) + 0.5) * (1.0 / (1 << 24))
+        u = uniform_from_bits(bits[4], dtype)
         idx, _ = chunk_indices(key, jnp.zeros((), jnp.int32), m, n, bits[:4])
         lam = stats.log_ratio(take(stats.data, idx)).astype(dtype) / stats.temperature
         bad = jnp.any(~jnp.isfinite(lam)) | jnp.isnan(stats.psi)
