@@ -1,21 +1,64 @@
-"""MHSubLhd (Bardenet, Doucet and Holmes 2014): adaptive subsampling with an empirical-Bernstein bound.
+"""MHSubLhd (Bardenet, Doucet and Holmes, ICML 2014): adaptive subsampling with an empirical-Bernstein bound.
 
-As in AustereMH the Metropolis test is ``mu > mu_0`` with ``l_i = log p(x_i|theta')/K - log p(x_i|theta)/K``,
-``mu = mean_i l_i`` and ``mu_0 = (log u - psi) / N``. The minibatch grows geometrically (factor
-``gamma``); at the ``k``-th look, with ``t`` points, the empirical Bernstein inequality gives, with
-probability at least ``1 - delta_k``,
+The test
+--------
+With per-datum ratios ``l_i = (log p(x_i|theta') - log p(x_i|theta)) / K``, their full-data mean
+``mu = mean_i l_i`` and the threshold ``mu_0 = (log u - psi) / N`` (``psi`` the data-independent log
+ratio, ``u ~ U(0, 1)``), the exact Metropolis test accepts iff ``mu > mu_0``, i.e.
+``log u < N mu + psi``. MHSubLhd draws ``u`` first and estimates ``mu`` by the mean ``l_bar_t`` of a
+minibatch of ``t`` points drawn without replacement, grown geometrically:
+
+    b_1 = m,    b_{k+1} = min(N, ceil(gamma * b_k)),
+
+looking at the data only at those stage sizes. At the ``k``-th look (``t = b_k`` points) the
+empirical Bernstein inequality (Audibert, Munos and Szepesvari 2009) gives, with probability at
+least ``1 - delta_k``,
 
     |l_bar_t - mu| <= c_t = sigma_t sqrt(2 log(3/delta_k) / t) + 6 C log(3/delta_k) / t,
 
-where ``sigma_t`` is the sample s.d. and ``C = C_{theta,theta'} = max_i |l_i|`` (Seita et al.
-Equation 16; ``2C`` bounds the range of the ``l_i``). The test stops as soon as
-``|l_bar_t - mu_0| > c_t`` and answers ``l_bar_t > mu_0``; with ``delta_k = (p - 1) delta / (p k^p)``
-(``sum_k delta_k <= delta``) the decision differs from the exact one with probability at most ``delta``.
-``C`` needs every ``l_i`` unless a model-specific ``range_bound`` is given, so by default each test
-also evaluates all ``N`` points: counted as hidden data.
+where ``sigma_t`` is the sample standard deviation of the ``l_i`` seen so far (the ``t - 1``
+denominator: slightly larger than the ``1/t`` version of the inequality, so still valid) and
+``C = C_{theta,theta'} = max_i |l_i|`` (Seita et al. Equation 16; the range of the ``l_i`` is at most
+``2C``, hence ``3 * 2C = 6C``). The test stops at the first look where ``|l_bar_t - mu_0| > c_t``, or
+when ``t = N`` (then ``l_bar_t = mu`` and the decision is the exact one), and accepts iff
+``l_bar_t > mu_0``.
 
-Stage sizes are ``b_1 = m`` and ``b_{k+1} = min(N, ceil(gamma b_k))`` rounded up to a multiple of ``m``
-(the minibatch grows in chunks of ``m`` inside ``lax.while_loop``).
+Error budget: ``delta_k = (p - 1) delta / (p k^p)`` with ``k = 1, 2, ...`` the look index (not the
+number of points), so ``sum_k delta_k <= (p - 1) delta / p * (1 + 1/(p - 1)) = delta``. By a union
+bound over the looks, for every ``u`` the decision differs from the exact Metropolis decision with
+probability at most ``delta``; hence ``|P(accept) - min(1, e^Delta)| <= delta``.
+
+Finite-population option
+------------------------
+``finite_population=True`` replaces ``c_t`` with the empirical Bernstein-Serfling bound of Bardenet
+and Maillard (Bernoulli 2015, Theorem 3; one-sided with probability ``1 - 5 delta'``, made two-sided
+here by a union bound, hence ``log(10/delta_k)``):
+
+    c_t = sigma_t sqrt(2 rho_t log(10/delta_k) / t) + kappa 2C log(10/delta_k) / t,
+    rho_t = 1 - (t - 1)/N  (t <= N/2),   (1 - t/N)(1 + 1/t)  (t > N/2),   kappa = 7/3 + 3/sqrt(2),
+
+which accounts for sampling without replacement: it is smaller than the default only for
+minibatches that are a sizeable fraction of ``N``. The default (``False``) is the bound used by
+Bardenet et al. (2014) and by Seita et al. (2017, Section 6.1).
+
+The range ``C``
+---------------
+``C`` needs every ``l_i``: by default each decision also evaluates all ``N`` points in a chunked
+full-data pass (recorded as ``hidden_data = N``). A model-specific ``range_bound(stats)`` may be
+given instead: it must return an upper bound on ``max_i |log p(x_i|theta') - log p(x_i|theta)|``
+(un-tempered; it is divided by ``K`` here), and then ``hidden_data = 0``.
+
+Implementation
+--------------
+Inside ``lax.while_loop`` the minibatch grows in chunks of at most ``m`` consecutive positions of a
+keyed random permutation of ``[0, N)`` (so points are distinct), masked so that a chunk never crosses
+the next stage size: the count lands exactly on ``b_1, b_2, ...`` and every datum is counted once.
+
+Recorded outcome: ``batch_size`` = ``t`` at the decision; ``delta_star = N l_bar_t + psi``;
+``s2 = N^2 sigma_t^2 / t (1 - t/N)`` (the without-replacement variance estimate of ``delta_star``,
+0 at ``t = N``); ``epsilon = N c_t`` at the deciding look, the half-width of the confidence
+interval for ``Delta`` that excluded ``log u`` (0 when the decision was made on all ``N`` points);
+``hidden_data`` as above.
 """
 
 from __future__ import annotations
@@ -26,17 +69,19 @@ from typing import Callable, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from minibatch_mcmc.acceptance.base import Statistics, TestOutcome, full_data_max_abs, check_batch_fits, uniform_from_bits
+from minibatch_mcmc.acceptance.base import Statistics, TestOutcome, check_batch_fits, full_data_max_abs, uniform_from_bits
 from minibatch_mcmc.data.arrays import take
-from minibatch_mcmc.data.indexing import chunk_indices
+from minibatch_mcmc.data.indexing import permuted_index
+
+KAPPA = 7.0 / 3.0 + 3.0 / math.sqrt(2.0)
+"""Range coefficient of the empirical Bernstein-Serfling bound (Bardenet and Maillard 2015)."""
 
 
 class _State(NamedTuple):
-    """Streaming sums and the look counter."""
+    """Streaming sums over the minibatch so far and the stage bookkeeping."""
 
-    chunk: jax.Array
     count: jax.Array
-    next_stage: jax.Array
+    stage_end: jax.Array
     look: jax.Array
     shift: jax.Array
     s1: jax.Array
@@ -46,15 +91,41 @@ class _State(NamedTuple):
     done: jax.Array
 
 
+def stage_sizes(batch_size: int, gamma: float, n_data: int) -> list[int]:
+    """The look schedule ``b_1 = m``, ``b_{k+1} = min(N, ceil(gamma b_k))`` up to and including ``N``."""
+    sizes = [min(batch_size, n_data)]
+    while sizes[-1] < n_data:
+        sizes.append(min(n_data, max(math.ceil(gamma * sizes[-1]), sizes[-1] + 1)))
+    return sizes
+
+
+def _random_inputs(key: jax.Array, dtype) -> tuple[jax.Array, jax.Array]:
+    """The four Feistel round keys of the minibatch permutation and the test's uniform ``u``."""
+    bits = jax.random.bits(key, (5,), dtype=jnp.uint32)
+    return bits[:4], uniform_from_bits(bits[4], dtype)
+
+
+def threshold_uniform(key: jax.Array, dtype=jnp.float32) -> jax.Array:
+    """The ``u`` that ``MHSubLhd.decide(key, ...)`` compares with: the exact test with the same ``u``
+    accepts iff ``log u < Delta`` (lets a test count the decisions that differ from the exact ones)."""
+    return _random_inputs(key, dtype)[1]
+
+
 class MHSubLhd(NamedTuple):
     """The MHSubLhd test: initial size ``m``, growth ``gamma``, error budget ``delta`` spent as ``(p-1) delta/(p k^p)``."""
 
     batch_size: int
+    """First stage size ``m``, also the chunk size of the growth loop."""
     gamma: float
+    """Geometric growth factor of the stage sizes (> 1)."""
     p: float
+    """Exponent of the error schedule ``delta_k`` (> 1)."""
     delta: float
+    """Bound on the probability that the decision differs from the exact Metropolis decision."""
     range_bound: Callable[[Statistics], jax.Array] | None = None
-    """Optional analytic bound on ``max_i |l_i|`` (then no hidden full-data pass)."""
+    """Optional analytic bound on ``max_i |log p(x_i|theta') - log p(x_i|theta)|`` (then no hidden full-data pass)."""
+    finite_population: bool = False
+    """Use the empirical Bernstein-Serfling bound (sampling without replacement) instead of empirical Bernstein."""
     name: str = "mhsublhd"
 
     def validate(self, n_data: int) -> None:
@@ -62,11 +133,10 @@ class MHSubLhd(NamedTuple):
         check_batch_fits(self.batch_size, n_data)
 
     def decide(self, key: jax.Array, stats: Statistics) -> TestOutcome:
-        """Grow the minibatch geometrically until the empirical-Bernstein interval excludes ``mu_0``."""
+        """Grow the minibatch geometrically until the concentration interval for ``mu`` excludes ``mu_0``."""
         n, m = stats.n_data, self.batch_size
-        bits = jax.random.bits(key, (5,), dtype=jnp.uint32)
         dtype = jnp.result_type(stats.psi, jnp.float32)
-        u = uniform_from_bits(bits[4], dtype)
+        round_keys, u = _random_inputs(key, dtype)
         mu0 = (jnp.log(u) - stats.psi) / n
         temp = stats.temperature
 
@@ -74,18 +144,31 @@ class MHSubLhd(NamedTuple):
             return stats.log_ratio(rows).astype(dtype) / temp
 
         if self.range_bound is None:
-            c_range, bad_full = full_data_max_abs(per_datum, stats.data, n)
+            c_range, bad_range = full_data_max_abs(per_datum, stats.data, n)
             hidden = jnp.asarray(n, jnp.int32)
         else:
             c_range = jnp.asarray(self.range_bound(stats), dtype) / temp
-            bad_full = ~jnp.isfinite(c_range)
+            bad_range = ~jnp.isfinite(c_range)
             hidden = jnp.zeros((), jnp.int32)
-        gamma, p, delta = self.gamma, self.p, self.delta
+        gamma, p, delta, fpc = self.gamma, self.p, self.delta, self.finite_population
+        prior_ok = stats.psi > -jnp.inf
+        offsets = jnp.arange(m, dtype=jnp.int32)
+
+        def half_width(t: jax.Array, sd: jax.Array, look: jax.Array) -> jax.Array:
+            delta_k = (p - 1.0) * delta / (p * look.astype(dtype) ** p)
+            if fpc:
+                log_term = jnp.log(10.0 / delta_k)
+                rho = jnp.where(t <= 0.5 * n, 1.0 - (t - 1.0) / n, (1.0 - t / n) * (1.0 + 1.0 / t))
+                return sd * jnp.sqrt(2.0 * jnp.maximum(rho, 0.0) * log_term / t) + KAPPA * 2.0 * c_range * log_term / t
+            log_term = jnp.log(3.0 / delta_k)
+            return sd * jnp.sqrt(2.0 * log_term / t) + 6.0 * c_range * log_term / t
 
         def add_chunk(st: _State) -> _State:
-            idx, valid = chunk_indices(key, st.chunk, m, n, bits[:4])
+            pos = st.count + offsets
+            valid = pos < st.stage_end
+            idx = permuted_index(key, jnp.where(valid, pos, 0), n, round_keys)
             lam = per_datum(take(stats.data, idx))
-            bad = jnp.any(valid & ~jnp.isfinite(lam))
+            bad = st.bad | jnp.any(valid & ~jnp.isfinite(lam))
             lam = jnp.where(valid, lam, 0.0)
             w = valid.astype(dtype)
             cnt = jnp.sum(w)
@@ -93,35 +176,47 @@ class MHSubLhd(NamedTuple):
             z = (lam - shift) * w
             count = st.count + cnt.astype(jnp.int32)
             s1, s2 = st.s1 + jnp.sum(z), st.s2 + jnp.sum(z * z)
-            look_now = (count >= st.next_stage) | (count >= n)
+            # a look happens exactly when the count reaches the current stage size
+            look_now = count >= st.stage_end
             look = st.look + look_now.astype(jnp.int32)
-            tf = count.astype(dtype)
-            mean = shift + s1 / tf
-            sd = jnp.sqrt(jnp.maximum(s2 - s1 * s1 / tf, 0.0) / jnp.maximum(tf - 1.0, 1.0))
-            delta_k = (p - 1.0) * delta / (p * jnp.maximum(look, 1).astype(dtype) ** p)
-            log_term = jnp.log(3.0 / delta_k)
-            c_t = sd * jnp.sqrt(2.0 * log_term / tf) + 6.0 * c_range * log_term / tf
+            t = count.astype(dtype)
+            mean = shift + s1 / t
+            sd = jnp.sqrt(jnp.maximum(s2 - s1 * s1 / t, 0.0) / jnp.maximum(t - 1.0, 1.0))
+            c_t = half_width(t, sd, jnp.maximum(look, 1))
             stop = look_now & (jnp.abs(mean - mu0) > c_t)
-            grown = jnp.ceil(gamma * count.astype(jnp.float32) / m).astype(jnp.int32) * m
-            next_stage = jnp.where(look_now, jnp.minimum(jnp.maximum(grown, count + m), n), st.next_stage)
-            done = stop | (count >= n) | bad | st.bad
-            bound = jnp.where(look_now, c_t, st.bound)
-            return _State(st.chunk + 1, count, next_stage, look, shift, s1, s2, bound, st.bad | bad, done)
+            grown = jnp.ceil(gamma * t).astype(jnp.int32)
+            next_end = jnp.minimum(jnp.maximum(grown, count + 1), n)
+            return _State(
+                count=count,
+                stage_end=jnp.where(look_now, next_end, st.stage_end),
+                look=look,
+                shift=shift,
+                s1=s1,
+                s2=s2,
+                bound=jnp.where(look_now, c_t, st.bound),
+                bad=bad,
+                done=stop | (count >= n) | bad,
+            )
 
         zero = jnp.zeros((), dtype)
         i0 = jnp.zeros((), jnp.int32)
-        st0 = _State(i0, i0, jnp.asarray(m, jnp.int32), i0, zero, zero, zero, zero, bad_full, jnp.zeros((), bool))
+        bad0 = bad_range | jnp.isnan(stats.psi)
+        st0 = _State(i0, jnp.asarray(min(m, n), jnp.int32), i0, zero, zero, zero, zero, bad0, jnp.zeros((), bool))
+        # the first chunk is always needed: evaluate it outside the loop. A NaN psi stops after it;
+        # a zero prior (psi = -inf, mu_0 = +inf) stops at the first look and rejects
         st = jax.lax.while_loop(lambda s: ~s.done, add_chunk, add_chunk(st0))
-        tf = st.count.astype(dtype)
-        mean = st.shift + st.s1 / tf
-        prior_ok = stats.psi > -jnp.inf
-        bad = st.bad | jnp.isnan(stats.psi)
+        t = st.count.astype(dtype)
+        mean = st.shift + st.s1 / t
+        var_l = jnp.maximum(st.s2 - st.s1 * st.s1 / t, 0.0) / jnp.maximum(t - 1.0, 1.0)
+        exhausted = st.count >= n
+        bad = st.bad
+        nf = jnp.asarray(n, dtype)
         return TestOutcome(
             accepted=(mean > mu0) & prior_ok & ~bad,
             batch_size=st.count,
-            s2=jnp.zeros((), dtype),
-            epsilon=jnp.where(st.count >= n, 0.0, float(n) * st.bound),
-            delta_star=jnp.where(prior_ok, float(n) * mean + stats.psi, -jnp.inf),
+            s2=nf * nf * var_l / t * jnp.maximum(1.0 - t / n, 0.0),
+            epsilon=jnp.where(exhausted, 0.0, nf * st.bound),
+            delta_star=jnp.where(prior_ok, nf * mean + stats.psi, -jnp.inf),
             nonfinite=bad,
             hidden_data=hidden,
         )
@@ -133,14 +228,19 @@ def mh_sublhd(
     p: float = 2.0,
     delta: float = 0.01,
     range_bound: Callable[[Statistics], jax.Array] | None = None,
+    finite_population: bool = False,
 ) -> MHSubLhd:
-    """Build MHSubLhd (paper settings for Section 6.1: m=50, gamma=1.5, p=2, delta=0.01)."""
+    """Build MHSubLhd (defaults are the Section 6.1 settings of Seita et al.: m=50, gamma=1.5, p=2, delta=0.01)."""
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 2:
-        raise ValueError(f"batch_size m={batch_size!r} must be an integer >= 2")
-    if not (isinstance(gamma, (int, float)) and math.isfinite(gamma) and gamma > 1.0):
-        raise ValueError(f"gamma={gamma!r} must be a number > 1 (the geometric growth factor)")
-    if not (isinstance(p, (int, float)) and math.isfinite(p) and p > 1.0):
-        raise ValueError(f"p={p!r} must be a number > 1 (so that the deltas sum to at most delta)")
-    if not (isinstance(delta, (int, float)) and math.isfinite(delta) and 0.0 < delta < 1.0):
-        raise ValueError(f"delta={delta!r} must be a number in (0, 1)")
-    return MHSubLhd(int(batch_size), float(gamma), float(p), float(delta), range_bound)
+        raise ValueError(f"batch_size m={batch_size!r} must be an integer >= 2 (the sample variance needs two points)")
+    if isinstance(gamma, bool) or not (isinstance(gamma, (int, float)) and math.isfinite(gamma) and gamma > 1.0):
+        raise ValueError(f"gamma={gamma!r} must be a finite number > 1 (the geometric growth factor of the batch size)")
+    if isinstance(p, bool) or not (isinstance(p, (int, float)) and math.isfinite(p) and p > 1.0):
+        raise ValueError(f"p={p!r} must be a finite number > 1 (so that delta_k = (p-1) delta / (p k^p) sums to at most delta)")
+    if isinstance(delta, bool) or not (isinstance(delta, (int, float)) and math.isfinite(delta) and 0.0 < delta < 1.0):
+        raise ValueError(f"delta={delta!r} must be a number in the open interval (0, 1)")
+    if range_bound is not None and not callable(range_bound):
+        raise ValueError(f"range_bound={range_bound!r} must be None or a callable stats -> bound on max_i |log ratio_i|")
+    if not isinstance(finite_population, bool):
+        raise ValueError(f"finite_population={finite_population!r} must be True or False")
+    return MHSubLhd(int(batch_size), float(gamma), float(p), float(delta), range_bound, finite_population)

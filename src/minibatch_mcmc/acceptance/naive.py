@@ -1,11 +1,22 @@
 """Naive minibatch Metropolis-Hastings, for contrast only: it is biased.
 
-It plugs the minibatch estimate ``delta_star = N mean_{i in batch} l_i + psi`` of ``Delta`` into the
-Metropolis test ``log u < delta_star`` as if it were exact. Because ``min(1, exp(.))`` is concave
-where it matters and the estimate is noisy, ``E[min(1, exp(delta_star))] != min(1, exp(Delta))``: the
-test accepts moves that look good by chance too often, and the chain's stationary distribution
-is wider than the posterior (the more so the larger the noise ``N^2 Var(l)/m``). MHminibatch
-exists to remove exactly this noise-induced error.
+It draws one fixed minibatch of ``m`` points without replacement, plugs the estimate
+
+    delta_star = N mean_{i in batch} l_i + psi,    l_i = (log p(x_i|theta') - log p(x_i|theta)) / K,
+
+of the log acceptance ratio ``Delta = N mean_i l_i + psi`` into the Metropolis test
+``log u < delta_star`` as if it were exact, and applies no correction for the noise of the
+estimate. Its acceptance probability is ``E[min(1, exp(delta_star))]``, not ``min(1, exp(Delta))``:
+``min(1, e^x)`` is convex for ``x < 0``, so for a move that the exact test would usually reject
+(``Delta < 0``) the noise makes it accept more often (moves that look good by chance get through),
+and for ``Delta > 0`` it rejects moves the exact test always accepts. The chain therefore does not
+satisfy detailed balance for the posterior and its stationary distribution is wrong (typically
+too wide), the more so the larger the noise ``Var(delta_star) ~ N^2 Var(l) / m``. MHminibatch,
+AustereMH and MHSubLhd exist to remove exactly this error.
+
+Recorded outcome: ``batch_size = m``; ``delta_star`` as above; ``s2 = N^2 s_l^2 / m (1 - m/N)``
+(the without-replacement variance estimate of ``delta_star``, not used by the test);
+``epsilon = 0`` (the test has no error parameter; its error is uncontrolled); ``hidden_data = 0``.
 """
 
 from __future__ import annotations
@@ -21,9 +32,10 @@ from minibatch_mcmc.data.indexing import chunk_indices
 
 
 class NaiveMinibatch(NamedTuple):
-    """A fixed minibatch of ``m`` points without replacement and an uncorrected Metropolis test."""
+    """A fixed minibatch of ``m`` points without replacement and an uncorrected Metropolis test (biased)."""
 
     batch_size: int
+    """Minibatch size ``m``."""
     name: str = "naive_minibatch"
 
     def validate(self, n_data: int) -> None:
@@ -36,25 +48,27 @@ class NaiveMinibatch(NamedTuple):
         bits = jax.random.bits(key, (5,), dtype=jnp.uint32)
         dtype = jnp.result_type(stats.psi, jnp.float32)
         u = uniform_from_bits(bits[4], dtype)
-        idx, _ = chunk_indices(key, jnp.zeros((), jnp.int32), m, n, bits[:4])
+        idx, valid = chunk_indices(key, jnp.zeros((), jnp.int32), m, n, bits[:4])  # m <= N: all valid
         lam = stats.log_ratio(take(stats.data, idx)).astype(dtype) / stats.temperature
-        bad = jnp.any(~jnp.isfinite(lam)) | jnp.isnan(stats.psi)
+        bad = jnp.any(valid & ~jnp.isfinite(lam)) | jnp.isnan(stats.psi)
         mean = jnp.mean(lam)
-        delta_star = float(n) * mean + stats.psi
-        var = float(n) * float(n) * jnp.var(lam, ddof=1) / m * (1.0 - m / n)
+        nf = jnp.asarray(n, dtype)
+        delta_star = nf * mean + stats.psi
+        var = nf * nf * jnp.var(lam, ddof=1) / m * (1.0 - m / n)
+        prior_ok = stats.psi > -jnp.inf
         return TestOutcome(
-            accepted=(jnp.log(u) < delta_star) & ~bad,
+            accepted=(jnp.log(u) < delta_star) & prior_ok & ~bad,
             batch_size=jnp.asarray(m, jnp.int32),
             s2=var,
             epsilon=jnp.zeros((), dtype),
-            delta_star=delta_star,
+            delta_star=jnp.where(prior_ok, delta_star, -jnp.inf),
             nonfinite=bad,
             hidden_data=jnp.zeros((), jnp.int32),
         )
 
 
 def naive_minibatch(batch_size: int = 100) -> NaiveMinibatch:
-    """The biased plug-in minibatch Metropolis test (for comparison only)."""
+    """The biased plug-in minibatch Metropolis test with minibatch size ``m=batch_size`` (for comparison only)."""
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 2:
         raise ValueError(f"batch_size m={batch_size!r} must be an integer >= 2")
     return NaiveMinibatch(int(batch_size))
