@@ -37,8 +37,29 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_reproduce(args: argparse.Namespace) -> int:
+EXPERIMENT_MODULES = {
+    "mint-gmm": "minibatch_mcmc.experiments.mint_gmm",
+    "mint-logistic": "minibatch_mcmc.experiments.mint_logistic",
+    "cmint-bnn": "minibatch_mcmc.experiments.cmint_bnn",
+    "mintee": "minibatch_mcmc.experiments.mintee",
+    "sgld-l1": "minibatch_mcmc.experiments.sgld_l1",
+    "rj-selection": "minibatch_mcmc.experiments.rj_selection",
+    "ica": "minibatch_mcmc.experiments.stiefel_ica",
+    "irls": "minibatch_mcmc.experiments.sequential_irls",
+    "figure4": "minibatch_mcmc.experiments.figure4",
+}
+"""Experiments that live in their own module: ``run_cli(args, extra)`` parses its own options from ``extra``."""
+
+
+def _cmd_reproduce(args: argparse.Namespace, extra: list[str] | None = None) -> int:
     """Reproduce a paper experiment."""
+    if args.experiment in EXPERIMENT_MODULES:
+        import importlib
+
+        module = importlib.import_module(EXPERIMENT_MODULES[args.experiment])
+        return int(module.run_cli(args, list(extra or [])) or 0)
+    if extra:
+        raise ValueError(f"unrecognised arguments for reproduce {args.experiment}: {' '.join(extra)}")
     if args.experiment == "gmm":
         from minibatch_mcmc.experiments.gmm import GMMConfig
         from minibatch_mcmc.experiments.reproduce_gmm import ReproduceGMMConfig, run
@@ -119,8 +140,10 @@ def build_parser() -> argparse.ArgumentParser:
     r = sub.add_parser("reproduce", help="reproduce a paper experiment (tables and figures under runs/)")
     r.add_argument(
         "experiment",
-        choices=["gmm", "logistic"],
-        help="gmm: Seita et al. 6.1 (Tables 1, 4, Figures 1-2); logistic: 6.2 (Table 2, Figure 3)",
+        choices=["gmm", "logistic", *EXPERIMENT_MODULES],
+        help="gmm: Seita et al. 6.1 (Tables 1, 4, Figures 1-2); logistic: 6.2 (Table 2, Figure 3); the others: "
+        "Li and Wong (mint-*, cmint-bnn, mintee) and Korattikara et al. (sgld-l1, rj-selection, ica, irls, figure4). "
+        "Options after the name that are not listed here belong to the experiment: `reproduce NAME --help-experiment`",
     )
     r.add_argument(
         "--dataset",
@@ -146,8 +169,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``minibatch-mcmc`` command."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra and args.func is not _cmd_reproduce:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     try:
+        if args.func is _cmd_reproduce:
+            return int(_cmd_reproduce(args, extra) or 0)
         return int(args.func(args) or 0)
     except ValueError as err:
         print(f"minibatch-mcmc: error: {err}", file=sys.stderr)

@@ -6,6 +6,8 @@ from minibatch_mcmc.acceptance.austere import AustereMH, austere_mh, austere_mh_
 from minibatch_mcmc.acceptance.mhminibatch import MHMinibatch, mh_minibatch
 from minibatch_mcmc.acceptance.mhsublhd import MHSubLhd, mh_sublhd
 from minibatch_mcmc.acceptance.naive import NaiveMinibatch, naive_minibatch
+from minibatch_mcmc.acceptance.mint import MINT, MINTSettings, mint, mint_temperature, resolve_mint
+from minibatch_mcmc.acceptance.none import NoTest, no_test
 
 __all__ = [
     "AcceptanceTest",
@@ -25,4 +27,11 @@ __all__ = [
     "mh_sublhd",
     "NaiveMinibatch",
     "naive_minibatch",
+    "MINT",
+    "MINTSettings",
+    "mint",
+    "mint_temperature",
+    "resolve_mint",
+    "NoTest",
+    "no_test",
 ]
