@@ -1,0 +1,274 @@
+"""Li and Wong, Section 4.1: MINT on the tied-means Gaussian mixture with 10^6 points (m = 1000, lambda = tau / 2).
+
+MINT samples the tempered posterior ``pi_T`` with ``T = n^(1 - lambda)``; the two modes near ``(0, 1)``
+and ``(1, -1)`` are both visited, and the ratio of the probabilities of small balls around them,
+estimated from the draws pooled over independent runs, approaches the exact ratio under ``pi_T``
+(computed by quadrature). SGLD at temperature 1, started from the prior, stays in one mode.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from minibatch_mcmc.acceptance import mint, no_test
+from minibatch_mcmc.diagnostics import chi_squared, grid_posterior
+from minibatch_mcmc.models import MixtureSettings, gaussian_mixture, log_posterior_grid, make_mixture_data
+from minibatch_mcmc.proposals import langevin, random_walk
+from minibatch_mcmc.samplers import sample
+
+MODES = ((0.0, 1.0), (1.0, -1.0))
+"""The two modes of the paper: the data-generating ``theta`` and its mirror image."""
+
+
+class MintGMMConfig(NamedTuple):
+    """Settings of the experiment (defaults: the paper's, except 10^5 iterations instead of 10^6)."""
+
+    n_data: int = 1_000_000
+    batch_size: int = 1000
+    alpha: float = 0.5
+    """``lambda = alpha tau``."""
+    num_samples: int = 100_000
+    runs: int = 20
+    proposal_sd: float = 0.5
+    """Random-walk s.d. per coordinate, tuned for an acceptance rate near 0.3-0.45."""
+    radius: float = 0.01
+    """Radius of the balls around the modes whose probabilities are compared (the paper's 1e-2)."""
+    sgld_steps: int = 20_000
+    sgld_step_size: float = 2e-7
+    """SGLD step ``alpha`` at temperature 1 (about a tenth of the posterior variance per coordinate)."""
+    seed: int = 0
+
+
+class ModeRatio(NamedTuple):
+    """Pooled ratio of ball probabilities (mode 1 / mode 2) after a number of iterations, with a bootstrap band."""
+
+    iterations: np.ndarray
+    ratio: np.ndarray
+    low: np.ndarray
+    high: np.ndarray
+
+
+def ball_mass(data: np.ndarray, centre: tuple[float, float], radius: float, temperature: float, log_norm: float, points: int = 121) -> float:
+    """Probability of the disc of ``radius`` around ``centre`` under the tempered posterior, by quadrature."""
+    t1 = np.linspace(centre[0] - radius, centre[0] + radius, points)
+    t2 = np.linspace(centre[1] - radius, centre[1] + radius, points)
+    logp = log_posterior_grid(data, t1, t2, temperature) - log_norm
+    a, b = np.meshgrid(t1, t2, indexing="ij")
+    inside = (a - centre[0]) ** 2 + (b - centre[1]) ** 2 <= radius**2
+    cell = (t1[1] - t1[0]) * (t2[1] - t2[0])
+    return float(np.sum(np.exp(logp) * inside) * cell)
+
+
+def exact_mode_ratio(data: np.ndarray, radius: float, temperature: float) -> float:
+    """Exact ``P(ball around mode 1) / P(ball around mode 2)`` under ``pi_T`` (the normaliser cancels)."""
+    shift = float(np.max(log_posterior_grid(data, np.array([MODES[0][0]]), np.array([MODES[0][1]]), temperature)))
+    m1, m2 = (ball_mass(data, c, radius, temperature, shift) for c in MODES)
+    return m1 / m2
+
+
+def mode_hits(draws: np.ndarray, radius: float) -> np.ndarray:
+    """Indicator arrays ``(2, runs, steps)``: draw inside the ball around each mode."""
+    return np.stack([np.sum((draws - np.asarray(c)) ** 2, axis=-1) <= radius**2 for c in MODES])
+
+
+def mode_ratio_curve(hits: np.ndarray, num_points: int = 12, boot: int = 400, seed: int = 0) -> ModeRatio:
+    """Pooled-over-runs ratio of hit counts at log-spaced iteration counts; 90% bootstrap band over runs."""
+    steps = hits.shape[2]
+    its = np.unique(np.geomspace(min(1000, steps), steps, num_points).astype(int))
+    cum = np.cumsum(hits, axis=2)[:, :, its - 1].astype(np.float64)  # (2, runs, points)
+    rng = np.random.default_rng(seed)
+    pick = rng.integers(0, hits.shape[1], size=(boot, hits.shape[1]))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = cum[0].sum(0) / cum[1].sum(0)
+        bs = cum[0][pick].sum(1) / cum[1][pick].sum(1)
+    low, high = np.nanpercentile(np.where(np.isfinite(bs), bs, np.nan), [5, 95], axis=0)
+    return ModeRatio(its, ratio, low, high)
+
+
+def nearest_mode_fraction(draws: np.ndarray) -> np.ndarray:
+    """Per run, the fraction of draws nearer to mode 1 than to mode 2."""
+    d1 = np.sum((draws - np.asarray(MODES[0])) ** 2, axis=-1)
+    d2 = np.sum((draws - np.asarray(MODES[1])) ** 2, axis=-1)
+    return np.mean(d1 < d2, axis=1)
+
+
+def run_mint(cfg: MintGMMConfig, data: jax.Array, progress: bool):
+    """``cfg.runs`` independent MINT chains from the origin."""
+    test = mint(batch_size=cfg.batch_size, alpha=cfg.alpha)
+    return test, sample(
+        gaussian_mixture(),
+        data,
+        jnp.zeros(2, jnp.float32),
+        proposal=random_walk(scale=cfg.proposal_sd),
+        test=test,
+        num_samples=cfg.num_samples,
+        num_chains=cfg.runs,
+        key=cfg.seed + 1,
+        block_size=5000,
+        progress=progress,
+    )
+
+
+def run_sgld(cfg: MintGMMConfig, data: jax.Array, progress: bool):
+    """Plain SGLD (gradient minibatch ``m``, no MH test) at temperature 1, chains started from the prior."""
+    s = MixtureSettings()
+    start = jax.random.normal(jax.random.key(cfg.seed + 2), (cfg.runs, 2)) * jnp.sqrt(jnp.array([s.sigma1_sq, s.sigma2_sq]))
+    return sample(
+        gaussian_mixture(),
+        data,
+        start,
+        proposal=langevin(cfg.sgld_step_size, batch_size=cfg.batch_size),
+        test=no_test(),
+        num_samples=cfg.sgld_steps,
+        num_chains=cfg.runs,
+        batched_init=True,
+        key=cfg.seed + 3,
+        block_size=5000,
+        progress=progress,
+    )
+
+
+def plot(cfg: MintGMMConfig, draws: np.ndarray, data: np.ndarray, temperature: float, curve: ModeRatio, exact: float,
+         sgld: np.ndarray, out: Path) -> Path:
+    """Figure 1 of the paper: MINT draws, the exact pi_T, and the mode ratio against iterations (SGLD beside)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    flat = draws.reshape(-1, 2)
+    lo = np.percentile(flat, 0.5, axis=0) - 0.3
+    hi = np.percentile(flat, 99.5, axis=0) + 0.3
+    t1, t2 = np.linspace(lo[0], hi[0], 160), np.linspace(lo[1], hi[1], 160)
+    logp = log_posterior_grid(data, t1, t2, temperature)
+    fig, ax = plt.subplots(1, 3, figsize=(15, 4.4))
+    ax[0].hist2d(flat[:, 0], flat[:, 1], bins=120, range=[[lo[0], hi[0]], [lo[1], hi[1]]], cmap="viridis")
+    ax[0].set_title(f"MINT draws ({draws.shape[0]} runs x {draws.shape[1]:,})")
+    ax[1].contourf(t1, t2, np.exp(logp - logp.max()).T, levels=30, cmap="viridis")
+    ax[1].set_title(f"exact tempered posterior, T = n^(1-lambda) = {temperature:,.0f}")
+    sg = sgld[:, sgld.shape[1] // 2 :].reshape(-1, 2)
+    ax[1].plot(sg[:, 0], sg[:, 1], ".", ms=2, color="red", alpha=0.5)
+    ax[1].text(0.02, 0.02, "red: SGLD (T = 1), second half of each run", transform=ax[1].transAxes, color="red")
+    ax[1].set_xlim(lo[0], hi[0])
+    ax[1].set_ylim(lo[1], hi[1])
+    for a in ax[:2]:
+        a.set_xlabel("theta_1")
+        a.set_ylabel("theta_2")
+        for c in MODES:
+            a.plot(*c, "w+", ms=10)
+    ax[2].semilogx(curve.iterations, curve.ratio, "o-", label="MINT (pooled over runs)")
+    ax[2].fill_between(curve.iterations, curve.low, curve.high, alpha=0.3, label="90% bootstrap over runs")
+    ax[2].axhline(exact, color="k", ls="--", label=f"exact under pi_T: {exact:.3f}")
+    ax[2].axhline(1.0, color="grey", ls=":", label="paper: 1.00")
+    ax[2].set_xlabel("iterations per run")
+    ax[2].set_ylabel(f"P(ball r={cfg.radius:g} at mode 1) / P(at mode 2)")
+    ax[2].legend(fontsize=8)
+    fig.tight_layout()
+    path = out / "mint_gmm_figure1.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def run(cfg: MintGMMConfig, out: Path, progress: bool = True) -> str:
+    """Run MINT and SGLD, write the figure, table and summary; return the table."""
+    out.mkdir(parents=True, exist_ok=True)
+    data = make_mixture_data(jax.random.key(cfg.seed), cfg.n_data)
+    data_np = np.asarray(data, np.float64)
+    test, res = run_mint(cfg, data, progress)
+    settings = test.settings(cfg.n_data)
+    temperature = settings.temperature
+    draws = np.asarray(res.positions, np.float64)
+    hits = mode_hits(draws, cfg.radius)
+    curve = mode_ratio_curve(hits, seed=cfg.seed)
+    exact = exact_mode_ratio(data_np, cfg.radius, temperature)
+    sg = run_sgld(cfg, data, progress)
+    sg_draws = np.asarray(sg.positions, np.float64)
+    sg_frac = nearest_mode_fraction(sg_draws[:, sg_draws.shape[1] // 2 :])
+    mint_frac = nearest_mode_fraction(draws)
+    edges1 = np.linspace(np.percentile(draws[..., 0], 0.5), np.percentile(draws[..., 0], 99.5), 31)
+    edges2 = np.linspace(np.percentile(draws[..., 1], 0.5), np.percentile(draws[..., 1], 99.5), 31)
+    grid = grid_posterior(lambda a, b: log_posterior_grid(data_np, a, b, temperature), edges1, edges2, refine=3)
+    thin = draws[:, :: max(1, draws.shape[1] // 2000)].reshape(-1, 2)
+    chi = chi_squared(thin, grid)
+    fig = plot(cfg, draws, data_np, temperature, curve, exact, sg_draws, out)
+    summary = {
+        "n_data": cfg.n_data,
+        "batch_size": settings.batch_size,
+        "tau": settings.tau,
+        "lambda": settings.lam,
+        "temperature": temperature,
+        "runs": cfg.runs,
+        "iterations": cfg.num_samples,
+        "acceptance_rate": res.summary()["acceptance_rate"],
+        "exact_ratio": exact,
+        "mint_ratio": float(curve.ratio[-1]),
+        "mint_ratio_90": [float(curve.low[-1]), float(curve.high[-1])],
+        "hits_mode1": int(hits[0].sum()),
+        "hits_mode2": int(hits[1].sum()),
+        "mint_runs_visiting_both": int(np.sum((hits[0].sum(1) > 0) & (hits[1].sum(1) > 0))),
+        "mint_nearest_mode1_fraction_per_run": mint_frac.round(3).tolist(),
+        "sgld_nearest_mode1_fraction_per_run": sg_frac.round(3).tolist(),
+        "sgld_steps": cfg.sgld_steps,
+        "chi_squared_thinned": chi.statistic,
+        "chi_squared_dof": chi.dof,
+        "wall_time_mint_s": res.wall_time,
+        "wall_time_sgld_s": sg.wall_time,
+    }
+    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    lines = [
+        f"MINT on the tied-means mixture: n={cfg.n_data:,}, m={settings.batch_size}, tau={settings.tau:.3f}, "
+        f"lambda={settings.lam:.3f}, T = n^(1-lambda) = {temperature:,.0f}",
+        f"{cfg.runs} runs x {cfg.num_samples:,} iterations, acceptance {summary['acceptance_rate']:.3f}",
+        "",
+        f"{'iterations':>12} {'ratio':>8} {'90% band':>18}",
+    ]
+    for it, r, lo, hi in zip(curve.iterations, curve.ratio, curve.low, curve.high):
+        lines.append(f"{it:>12,} {r:>8.3f} {f'[{lo:.3f}, {hi:.3f}]':>18}")
+    lines += [
+        f"exact ratio under pi_T (quadrature, r={cfg.radius:g}): {exact:.3f}   (paper: 1.00)",
+        f"runs visiting both balls: {summary['mint_runs_visiting_both']}/{cfg.runs}; "
+        f"chi-squared of thinned draws vs pi_T: {chi.statistic:.1f} on {chi.dof} dof",
+        f"fraction of draws nearer mode 1, per run: MINT {np.round(mint_frac, 2).tolist()}",
+        f"                                          SGLD {np.round(sg_frac, 2).tolist()} (T=1, {cfg.sgld_steps:,} steps)",
+        f"figure: {fig}",
+    ]
+    table = "\n".join(lines)
+    (out / "table.txt").write_text(table + "\n")
+    return table
+
+
+def run_cli(args: argparse.Namespace, extra: list[str]) -> int:
+    """``minibatch-mcmc reproduce mint-gmm [--full] [--radius R] [--runs R]``."""
+    p = argparse.ArgumentParser(prog="minibatch-mcmc reproduce mint-gmm")
+    p.add_argument("--full", action="store_true", help="the paper's 10^6 iterations per run (about 30 minutes on 2 cores)")
+    p.add_argument("--radius", type=float, default=None, help="radius of the mode balls (default 0.01, the paper's)")
+    p.add_argument("--runs", type=int, default=None, help="independent runs (default 20)")
+    p.add_argument("--proposal-sd", type=float, default=None, help="random-walk s.d. (default 0.5; smaller steps shrink MINT's bias)")
+    opts = p.parse_args(extra)
+    cfg = MintGMMConfig(seed=args.seed)
+    if opts.full:
+        cfg = cfg._replace(num_samples=1_000_000)
+    if args.quick:
+        cfg = cfg._replace(n_data=100_000, batch_size=300, num_samples=5000, runs=8, radius=0.1, sgld_steps=2000)
+    if args.num_samples:
+        cfg = cfg._replace(num_samples=args.num_samples)
+    if opts.radius is not None:
+        cfg = cfg._replace(radius=opts.radius)
+    if opts.runs is not None or args.trials:
+        cfg = cfg._replace(runs=opts.runs or args.trials)
+    if opts.proposal_sd is not None:
+        cfg = cfg._replace(proposal_sd=opts.proposal_sd)
+    if not (cfg.radius > 0 and np.isfinite(cfg.radius)):
+        raise ValueError(f"radius={cfg.radius} must be a positive finite number")
+    out = Path(args.out) / (args.name or "mint-gmm")
+    print(f"Li and Wong 4.1: MINT, n={cfg.n_data:,}, m={cfg.batch_size}, {cfg.runs} runs x {cfg.num_samples:,}", flush=True)
+    print(run(cfg, out, progress=not args.no_progress))
+    return 0
