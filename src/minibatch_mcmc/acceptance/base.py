@@ -72,7 +72,12 @@ def check_batch_fits(batch_size: int, n_data: int) -> None:
 
 
 def full_data_sum(fn: Callable[[PyTree], jax.Array], data: PyTree, n: int, chunk: int = 16384) -> tuple[jax.Array, jax.Array]:
-    """Sum of ``fn(rows)`` over all ``n`` rows in contiguous chunks; also whether any term was non-finite."""
+    """Sum of ``fn(rows)`` over all ``n`` rows in contiguous chunks; also whether any term was non-finite.
+
+    Chunks are read through ``slice_rows``, so an out-of-core source streams block by block.
+    """
+    from minibatch_mcmc.data.arrays import is_host_data, slice_rows
+
     n_full, rem = divmod(n, chunk)
 
     def part(rows: PyTree) -> tuple[jax.Array, jax.Array]:
@@ -82,17 +87,17 @@ def full_data_sum(fn: Callable[[PyTree], jax.Array], data: PyTree, n: int, chunk
     total = jnp.zeros((), jnp.float32)
     bad = jnp.zeros((), bool)
     if n_full == 1 and rem == 0:
-        return part(data)
+        return part(slice_rows(data, 0, n) if is_host_data(data) else data)
     if n_full:
 
         def body(i: jax.Array, carry: tuple[jax.Array, jax.Array]) -> tuple[jax.Array, jax.Array]:
-            rows = jax.tree_util.tree_map(lambda a: jax.lax.dynamic_slice_in_dim(a, i * chunk, chunk, 0), data)
+            rows = slice_rows(data, i * chunk, chunk)
             s, b = part(rows)
             return carry[0] + s, carry[1] | b
 
         total, bad = jax.lax.fori_loop(0, n_full, body, (total, bad))
     if rem:
-        rows = jax.tree_util.tree_map(lambda a: a[n_full * chunk :], data)
+        rows = slice_rows(data, n_full * chunk, rem)
         s, b = part(rows)
         total, bad = total + s, bad | b
     return total, bad
@@ -100,6 +105,8 @@ def full_data_sum(fn: Callable[[PyTree], jax.Array], data: PyTree, n: int, chunk
 
 def full_data_max_abs(fn: Callable[[PyTree], jax.Array], data: PyTree, n: int, chunk: int = 16384) -> tuple[jax.Array, jax.Array]:
     """``max_i |fn(rows)_i|`` over all ``n`` rows in contiguous chunks; also whether any term was non-finite."""
+    from minibatch_mcmc.data.arrays import slice_rows
+
     n_full, rem = divmod(n, chunk)
 
     def part(rows: PyTree) -> tuple[jax.Array, jax.Array]:
@@ -111,21 +118,42 @@ def full_data_max_abs(fn: Callable[[PyTree], jax.Array], data: PyTree, n: int, c
     if n_full:
 
         def body(i: jax.Array, carry: tuple[jax.Array, jax.Array]) -> tuple[jax.Array, jax.Array]:
-            rows = jax.tree_util.tree_map(lambda a: jax.lax.dynamic_slice_in_dim(a, i * chunk, chunk, 0), data)
+            rows = slice_rows(data, i * chunk, chunk)
             s, b = part(rows)
             return jnp.maximum(carry[0], s), carry[1] | b
 
         best, bad = jax.lax.fori_loop(0, n_full, body, (best, bad))
     if rem:
-        rows = jax.tree_util.tree_map(lambda a: a[n_full * chunk :], data)
+        rows = slice_rows(data, n_full * chunk, rem)
         s, b = part(rows)
         best, bad = jnp.maximum(best, s), bad | b
     return best, bad
 
 
+def compensated_add(total: jax.Array, carry: jax.Array, x: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Neumaier (compensated) summation step: ``total + carry`` tracks the running sum to about one rounding."""
+    t = total + x
+    lost = jnp.where(jnp.abs(total) >= jnp.abs(x), (total - t) + x, (x - t) + total)
+    return t, carry + lost
+
+
+def population_fraction_left(count: jax.Array, n: int, dtype) -> jax.Array:
+    """``1 - count / N`` from the integer count, so it is exactly 0 once all ``N`` points are used."""
+    return jnp.maximum(jnp.asarray(n, jnp.int32) - count, 0).astype(dtype) / jnp.asarray(n, dtype)
+
+
 def exact_delta(stats: Statistics) -> tuple[jax.Array, jax.Array]:
-    """The full-data log acceptance ratio ``Delta = Lambda / K + psi`` and a non-finite flag."""
-    lam, bad = full_data_sum(stats.log_ratio, stats.data, stats.n_data)
+    """The full-data log acceptance ratio ``Delta = Lambda / K + psi`` and a non-finite flag.
+
+    The ratios are summed relative to the first datum's ratio ``r_0`` (``Lambda = sum_i (r_i - r_0) + N r_0``),
+    so a common offset shared by all ``N`` terms does not accumulate rounding error chunk after chunk.
+    """
+    from minibatch_mcmc.data.arrays import take
+
+    r0 = stats.log_ratio(take(stats.data, jnp.zeros((1,), jnp.int32)))[0]
+    r0 = jnp.where(jnp.isfinite(r0), r0, 0.0)  # a non-finite r_0 is caught by the sum itself
+    lam, bad = full_data_sum(lambda rows: stats.log_ratio(rows) - r0, stats.data, stats.n_data)
+    lam = lam + jnp.asarray(stats.n_data, lam.dtype) * r0
     delta = lam / stats.temperature + stats.psi
     return delta, bad | ~jnp.isfinite(lam)
 

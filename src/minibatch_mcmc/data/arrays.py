@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from minibatch_mcmc.data.host import HostData, is_host_data
 from minibatch_mcmc.data.indexing import MAX_DATA
 
 PyTree = Any
@@ -43,12 +44,29 @@ class ArrayData(NamedTuple):
 
 
 def take(tree: PyTree, idx: jax.Array) -> PyTree:
-    """Gather rows ``idx`` of every leaf of a data pytree."""
+    """Gather rows ``idx`` of every leaf of a data pytree (a host read for out-of-core ``HostData``)."""
+    if is_host_data(tree):
+        return tree.take(idx)
     return jax.tree_util.tree_map(lambda a: jnp.take(a, idx, axis=0), tree)
 
 
+def slice_rows(tree: PyTree, start: jax.Array | int, size: int) -> PyTree:
+    """Contiguous rows ``[start, start + size)`` of every leaf (``start`` may be traced, ``size`` static)."""
+    if is_host_data(tree):
+        return tree.slice(start, size)
+    if isinstance(start, (int, np.integer)):
+        return jax.tree_util.tree_map(lambda a: a[int(start) : int(start) + size], tree)
+    return jax.tree_util.tree_map(lambda a: jax.lax.dynamic_slice_in_dim(a, start, size, 0), tree)
+
+
 def validate_data(tree: PyTree) -> int:
-    """Check a data pytree (same leading size, numeric, finite) and return ``N``."""
+    """Check a data pytree (same leading size, numeric, finite) and return ``N``.
+
+    An out-of-core ``HostData`` is checked by streaming over it in blocks (never loaded whole),
+    once: a source opened with ``check_finite=False`` keeps only the per-step non-finite check.
+    """
+    if is_host_data(tree):
+        return tree.n if tree.validated else tree.validate()
     leaves = jax.tree_util.tree_leaves(tree)
     if not leaves:
         raise ValueError("data is empty: expected an array or a pytree of arrays with a leading axis N")
@@ -80,14 +98,17 @@ def validate_data(tree: PyTree) -> int:
     return int(n)
 
 
-def as_data_source(data: PyTree | DataSource) -> ArrayData:
-    """Wrap arrays (or an existing in-memory source) as a validated ``ArrayData``."""
+def as_data_source(data: PyTree | DataSource) -> ArrayData | HostData:
+    """Wrap arrays (or an existing source) as a validated ``ArrayData``; out-of-core ``HostData`` stays on the host."""
     if isinstance(data, ArrayData):
         tree = data.tree
     elif isinstance(data, DataSource) and not isinstance(data, (np.ndarray, jax.Array)):
         tree = data.arrays()
     else:
         tree = data
+    if is_host_data(tree):
+        validate_data(tree)
+        return tree
     validate_data(tree)
     tree = jax.tree_util.tree_map(jnp.asarray, tree)
     return ArrayData(tree)

@@ -1,0 +1,161 @@
+"""Out-of-core data: a pytree node with no array leaves whose rows are gathered on the host.
+
+A ``HostData`` wraps a host reader (memory-mapped ``.npy``/``.npz``, Parquet shards). It has no
+array leaves, so it passes through ``jit``, ``scan`` and ``vmap`` unchanged as the ``data``
+argument of a kernel; ``take(data, idx)`` then becomes a ``jax.pure_callback`` that reads only the
+requested rows. Under ``vmap`` over chains the callback receives the indices of all chains at once
+(``vmap_method="broadcast_all"``), so one host read serves every chain of a step.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple, Protocol, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from minibatch_mcmc.data.indexing import MAX_DATA
+
+PyTree = Any
+
+SCAN_CHUNK = 1 << 18
+"""Rows per block when a source is validated by streaming over it."""
+
+
+class LeafSpec(NamedTuple):
+    """Name, per-row shape and dtype of one column of an out-of-core source."""
+
+    name: str
+    row_shape: tuple[int, ...]
+    dtype: np.dtype
+
+
+class HostReader(Protocol):
+    """What ``HostData`` needs from a reader: size, column layout and row reads."""
+
+    n: int
+    specs: tuple[LeafSpec, ...]
+    treedef: Any
+
+    def gather(self, idx: np.ndarray) -> list[np.ndarray]:
+        """Rows ``idx`` (1-d int64) of every column, in ``specs`` order."""
+        ...
+
+    def read_range(self, start: int, stop: int) -> list[np.ndarray]:
+        """Contiguous rows ``[start, stop)`` of every column, in ``specs`` order."""
+        ...
+
+
+def _device_dtype(dtype: np.dtype) -> np.dtype:
+    """The dtype JAX uses for a host column (float64 -> float32 unless x64 is enabled)."""
+    return np.dtype(jax.dtypes.canonicalize_dtype(dtype))
+
+
+def check_specs(specs: Sequence[LeafSpec], n: int, where: str) -> None:
+    """Reject non-numeric columns and out-of-range sizes with a message naming the column."""
+    if not specs:
+        raise ValueError(f"{where} has no columns; expected at least one numeric column")
+    for spec in specs:
+        dt = np.dtype(spec.dtype)
+        if not (np.issubdtype(dt, np.number) or dt == np.bool_):
+            raise ValueError(f"column {spec.name!r} of {where} has dtype {dt}; expected a numeric dtype")
+    if n < 1:
+        raise ValueError(f"{where} has N=0 rows; at least one data point is required")
+    if n > MAX_DATA:
+        raise ValueError(f"{where} has N={n} rows; at most {MAX_DATA} are supported")
+
+
+def check_finite_block(spec: LeafSpec, block: np.ndarray, start: int) -> None:
+    """Raise naming the first row of ``block`` (global row ``start + i``) holding NaN or inf."""
+    if not np.issubdtype(block.dtype, np.inexact):
+        return
+    bad = ~np.isfinite(block)
+    if bad.any():
+        first = np.argwhere(bad)[0]
+        raise ValueError(
+            f"column {spec.name!r} has a non-finite value {block[tuple(first)]} at row {start + int(first[0])}"
+            f" (index {(start + int(first[0]),) + tuple(int(i) for i in first[1:])}); NaN and inf are not allowed in data"
+        )
+
+
+class HostData:
+    """An out-of-core data set: a leafless pytree node holding a host reader as static data."""
+
+    __slots__ = ("reader",)
+
+    def __init__(self, reader: HostReader):
+        self.reader = reader
+
+    @property
+    def validated(self) -> bool:
+        """Whether the reader's columns (and, unless skipped, its values) have been checked."""
+        return bool(getattr(self.reader, "validated", False))
+
+    @property
+    def n(self) -> int:
+        """Number of data points ``N``."""
+        return int(self.reader.n)
+
+    def arrays(self) -> "HostData":
+        """Itself: the node is what flows into jitted kernels as ``data``."""
+        return self
+
+    def result_shapes(self, lead: tuple[int, ...]) -> PyTree:
+        """``ShapeDtypeStruct`` pytree of a gather with index shape ``lead``."""
+        leaves = [jax.ShapeDtypeStruct(lead + s.row_shape, _device_dtype(s.dtype)) for s in self.reader.specs]
+        return jax.tree_util.tree_unflatten(self.reader.treedef, leaves)
+
+    def _to_tree(self, cols: list[np.ndarray], lead: tuple[int, ...]) -> PyTree:
+        out = [
+            np.ascontiguousarray(c, dtype=_device_dtype(s.dtype)).reshape(lead + s.row_shape)
+            for c, s in zip(cols, self.reader.specs)
+        ]
+        return jax.tree_util.tree_unflatten(self.reader.treedef, out)
+
+    def take(self, idx: jax.Array) -> PyTree:
+        """Rows ``idx`` (any shape) of every column, read on the host by a ``pure_callback``."""
+        idx = jnp.asarray(idx, jnp.int32)
+
+        def gather(i: np.ndarray) -> PyTree:
+            i = np.asarray(i)
+            return self._to_tree(self.reader.gather(i.reshape(-1).astype(np.int64)), i.shape)
+
+        return jax.pure_callback(gather, self.result_shapes(idx.shape), idx, vmap_method="broadcast_all")
+
+    def slice(self, start: jax.Array | int, size: int) -> PyTree:
+        """Contiguous rows ``[start, start + size)`` of every column (a host read of one block)."""
+        start = jnp.asarray(start, jnp.int32)
+
+        def read(s: np.ndarray) -> PyTree:
+            s = np.asarray(s)
+            blocks = [self.reader.read_range(int(v), int(v) + size) for v in s.reshape(-1)]
+            cols = [np.stack([b[j] for b in blocks]) for j in range(len(self.reader.specs))]
+            return self._to_tree(cols, s.shape + (size,))
+
+        return jax.pure_callback(read, self.result_shapes(start.shape + (size,)), start, vmap_method="broadcast_all")
+
+    def validate(self, check_finite: bool = True, chunk: int = SCAN_CHUNK) -> int:
+        """Check columns and sizes, and (``check_finite``) stream over every row for NaN/inf."""
+        check_specs(self.reader.specs, self.n, repr(self.reader))
+        if check_finite:
+            for start in range(0, self.n, chunk):
+                cols = self.reader.read_range(start, min(self.n, start + chunk))
+                for spec, block in zip(self.reader.specs, cols):
+                    check_finite_block(spec, block, start)
+                release = getattr(self.reader, "release", None)
+                if release is not None:
+                    release()
+        self.reader.validated = True
+        return self.n
+
+    def __repr__(self) -> str:
+        return f"HostData({self.reader!r})"
+
+
+jax.tree_util.register_pytree_node(HostData, lambda h: ((), h.reader), lambda reader, _: HostData(reader))
+
+
+def is_host_data(tree: PyTree) -> bool:
+    """Whether a data pytree is an out-of-core ``HostData`` node."""
+    return isinstance(tree, HostData)

@@ -1,0 +1,216 @@
+"""Parquet files (one file or a directory of shards, on any fsspec filesystem) as an out-of-core source.
+
+Row counts come from the Parquet footers, so opening a source reads no data. A global row index is
+mapped to its row group by ``searchsorted`` over the row-group start offsets of all shards; a
+gather decodes the row groups its rows fall in (only the requested columns) and keeps the most
+recently used ones in a cache bounded in bytes. Scalar numeric columns give ``(N,)`` leaves and
+list / fixed-size-list columns of numbers give ``(N, d)`` leaves.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import OrderedDict
+from typing import Any, Sequence
+
+import jax
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from minibatch_mcmc.data.host import HostData, LeafSpec, check_specs
+
+
+def _filesystem(path: str, filesystem: Any | None) -> tuple[Any, str]:
+    """The fsspec filesystem and the path within it (``memory://``, ``s3://``, ``file://`` or local)."""
+    import fsspec
+
+    if filesystem is not None:
+        return filesystem, path
+    fs, inner = fsspec.core.url_to_fs(path)
+    return fs, inner
+
+
+def _shard_paths(fs: Any, path: str) -> list[str]:
+    """A single Parquet file, or the sorted ``*.parquet`` files under a directory."""
+    if not fs.exists(path):
+        raise ValueError(f"Parquet path {path!r} does not exist")
+    if fs.isdir(path):
+        files = sorted(p for p in fs.find(path) if p.endswith(".parquet"))
+        if not files:
+            raise ValueError(f"directory {path!r} holds no .parquet files")
+        return files
+    return [path]
+
+
+def _leaf_spec(field: pa.Field, where: str) -> tuple[np.dtype, str]:
+    """Element dtype and kind ('scalar' or 'list') of a numeric (list) column; raise otherwise."""
+    t = field.type
+    kind = "scalar"
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        t, kind = t.value_type, "list"
+    if not (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t)):
+        raise ValueError(
+            f"column {field.name!r} of {where} has type {field.type}; expected a numeric column or a list of numbers"
+        )
+    return np.dtype(t.to_pandas_dtype()), kind
+
+
+def _column_numpy(col: pa.ChunkedArray | pa.Array, kind: str, width: int, name: str, start: int) -> np.ndarray:
+    """A decoded column as numpy (``(rows,)`` or ``(rows, width)``), refusing nulls and ragged lists."""
+    arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    if arr.null_count:
+        row = int(np.flatnonzero(~np.asarray(arr.is_valid()))[0])
+        raise ValueError(f"column {name!r} has a null at row {start + row}; nulls are not allowed in data")
+    if kind == "scalar":
+        return arr.to_numpy(zero_copy_only=False)
+    if not pa.types.is_fixed_size_list(arr.type):
+        lengths = np.asarray(pc.list_value_length(arr))
+        if lengths.size and (lengths.min() != width or lengths.max() != width):
+            row = int(np.flatnonzero(lengths != width)[0])
+            raise ValueError(f"column {name!r} has a list of length {lengths[row]} at row {start + row}; expected {width}")
+    values = arr.flatten()
+    if values.null_count:
+        raise ValueError(f"column {name!r} has a null list element near row {start}; nulls are not allowed in data")
+    return values.to_numpy(zero_copy_only=False).reshape(len(arr), width)
+
+
+class ParquetReader:
+    """Row reads from Parquet shards by row group, with an LRU cache of decoded row groups."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike | Sequence[str | os.PathLike],
+        columns: Sequence[str] | None = None,
+        filesystem: Any | None = None,
+        cache_bytes: int = 256 << 20,
+    ):
+        paths = [os.fspath(path)] if isinstance(path, (str, os.PathLike)) else [os.fspath(p) for p in path]
+        if not paths:
+            raise ValueError("open_parquet got no paths")
+        fs, first = _filesystem(paths[0], filesystem)
+        files: list[str] = []
+        for p in paths:
+            files += _shard_paths(fs, first if p == paths[0] else _filesystem(p, fs)[1])
+        self.where = f"Parquet {paths[0]!r}" + (f" ({len(files)} shards)" if len(files) > 1 else "")
+        self._files = [pq.ParquetFile(fs.open(f, "rb")) for f in files]
+        schema = self._files[0].schema_arrow
+        names = list(columns) if columns is not None else list(schema.names)
+        missing = [c for c in names if c not in schema.names]
+        if missing:
+            raise ValueError(f"{self.where} has no column(s) {missing}; available: {schema.names}")
+        for f, name in zip(self._files[1:], files[1:]):
+            other = f.schema_arrow
+            for c in names:
+                if c not in other.names or other.field(c).type != schema.field(c).type:
+                    raise ValueError(f"shard {name!r} does not match the first shard's schema for column {c!r}")
+        self.names = names
+        kinds = [_leaf_spec(schema.field(c), self.where) for c in names]
+        self._kinds = [k for _, k in kinds]
+        # row-group table over all shards: (shard, row group, global start)
+        table = [(s, g, f.metadata.row_group(g).num_rows) for s, f in enumerate(self._files) for g in range(f.num_row_groups)]
+        table = [t for t in table if t[2] > 0]
+        self._groups = [(s, g) for s, g, _ in table]
+        counts = np.array([c for _, _, c in table], dtype=np.int64)
+        self._starts = np.concatenate([[0], np.cumsum(counts)])
+        self.n = int(self._starts[-1])
+        widths = []
+        for c, (dt, kind) in zip(names, kinds):
+            if kind == "scalar":
+                widths.append(0)
+                continue
+            t = schema.field(c).type
+            widths.append(t.list_size if pa.types.is_fixed_size_list(t) else self._first_list_length(c))
+        self._widths = widths
+        self.specs = tuple(
+            LeafSpec(c, () if k == "scalar" else (w,), dt) for c, (dt, k), w in zip(names, kinds, widths)
+        )
+        self.treedef = jax.tree_util.tree_structure({c: 0 for c in names})
+        # specs are in the sorted-key order of the dict pytree
+        order = sorted(range(len(names)), key=lambda i: names[i])
+        self._slot = {i: j for j, i in enumerate(order)}  # names index -> position in specs
+        self.specs = tuple(self.specs[i] for i in order)
+        check_specs(self.specs, self.n, self.where)
+        self.cache_bytes = int(cache_bytes)
+        self._cache: OrderedDict[int, list[np.ndarray]] = OrderedDict()
+        self._cached = 0
+        self._lock = threading.Lock()
+        self._io_lock = threading.Lock()
+        self.validated = False
+        self.decoded_groups = 0
+
+    def _first_list_length(self, column: str) -> int:
+        """Length of the first list in a variable-length list column (checked on every decode)."""
+        if not self._groups:
+            return 0
+        s, g = self._groups[0]
+        col = self._files[s].read_row_group(g, columns=[column]).column(0)
+        return int(pc.list_value_length(col.chunk(0))[0].as_py())
+
+    def _decode(self, k: int) -> list[np.ndarray]:
+        """Columns (in ``names`` order) of global row group ``k``, from the cache or decoded."""
+        with self._lock:
+            hit = self._cache.get(k)
+            if hit is not None:
+                self._cache.move_to_end(k)
+                return hit
+        s, g = self._groups[k]
+        with self._io_lock:
+            table = self._files[s].read_row_group(g, columns=self.names)
+        cols = [
+            _column_numpy(table.column(i), kind, w, c, int(self._starts[k]))
+            for i, (c, kind, w) in enumerate(zip(self.names, self._kinds, self._widths))
+        ]
+        size = sum(c.nbytes for c in cols)
+        with self._lock:
+            self.decoded_groups += 1
+            if k not in self._cache:
+                self._cache[k] = cols
+                self._cached += size
+            while self._cached > self.cache_bytes and len(self._cache) > 1:
+                _, old = self._cache.popitem(last=False)
+                self._cached -= sum(c.nbytes for c in old)
+        return cols
+
+    def gather(self, idx: np.ndarray) -> list[np.ndarray]:
+        """Rows ``idx`` of every column: decode each touched row group once, then take its rows."""
+        if idx.size and (idx.min() < 0 or idx.max() >= self.n):
+            raise IndexError(f"row index out of range [0, {self.n})")
+        group = np.searchsorted(self._starts, idx, side="right") - 1
+        out = [np.empty((idx.size,) + self.specs[j].row_shape, self.specs[j].dtype) for j in range(len(self.names))]
+        order = np.argsort(group, kind="stable")
+        for sel in np.split(order, np.flatnonzero(np.diff(group[order])) + 1):
+            if not sel.size:
+                continue
+            k = int(group[sel[0]])
+            cols = self._decode(k)
+            local = idx[sel] - self._starts[k]
+            for i, col in enumerate(cols):
+                out[self._slot[i]][sel] = col[local]
+        return out
+
+    def read_range(self, start: int, stop: int) -> list[np.ndarray]:
+        """Contiguous rows ``[start, stop)`` of every column."""
+        return self.gather(np.arange(start, stop, dtype=np.int64))
+
+    def __repr__(self) -> str:
+        return f"ParquetReader({self.where}, N={self.n})"
+
+
+def open_parquet(
+    path: str | os.PathLike | Sequence[str | os.PathLike],
+    columns: Sequence[str] | None = None,
+    *,
+    filesystem: Any | None = None,
+    cache_bytes: int = 256 << 20,
+    check_finite: bool = True,
+) -> HostData:
+    """Open a Parquet file, a directory of shards or a list of files (any fsspec URL) as a dict of columns.
+
+    ``check_finite=False`` skips the streaming NaN/inf/null scan (the per-step non-finite check remains).
+    """
+    data = HostData(ParquetReader(path, columns, filesystem, cache_bytes))
+    data.validate(check_finite=check_finite)
+    return data
