@@ -9,6 +9,7 @@ from minibatch_mcmc.diagnostics.binned import (
     poisson_log_likelihood,
 )
 from minibatch_mcmc.diagnostics.moments import MomentCheck, check_moments
+from minibatch_mcmc.diagnostics.risk import Risk, RiskCurve, posterior_risk, risk_curve
 
 __all__ = [
     "ChiSquared",
@@ -19,4 +20,8 @@ __all__ = [
     "poisson_log_likelihood",
     "MomentCheck",
     "check_moments",
+    "Risk",
+    "RiskCurve",
+    "posterior_risk",
+    "risk_curve",
 ]
