@@ -1,4 +1,4 @@
-"""Command line: ``minibatch-mcmc demo`` and ``minibatch-mcmc correction --sigma S``."""
+"""Command line: ``minibatch-mcmc demo``, ``sample`` (resumable, multi-device), ``reproduce NAME`` and ``correction``."""
 
 from __future__ import annotations
 
@@ -34,6 +34,78 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     table = run_demo(cfg, out, methods=methods, progress=not args.no_progress)
     print(table)
     print(f"\nwrote {out}/: " + ", ".join(sorted(p.name for p in out.iterdir())))
+    return 0
+
+SAMPLE_TESTS = ("mhminibatch", "austere", "mhsublhd", "naive", "barker", "metropolis")
+"""Acceptance tests the ``sample`` command can run."""
+
+
+def _sample_test(name: str, batch_size: int, sigma: float):
+    """The acceptance test named on the command line."""
+    from minibatch_mcmc.acceptance import BarkerTest, MetropolisTest, austere_mh, mh_minibatch, mh_sublhd, naive_minibatch
+
+    builders = {
+        "mhminibatch": lambda: mh_minibatch(batch_size=batch_size, sigma=sigma),
+        "austere": lambda: austere_mh(batch_size=batch_size),
+        "mhsublhd": lambda: mh_sublhd(batch_size=batch_size),
+        "naive": lambda: naive_minibatch(batch_size=batch_size),
+        "barker": BarkerTest,
+        "metropolis": MetropolisTest,
+    }
+    return builders[name]()
+
+
+def _devices_arg(text: str | None):
+    """``--devices``: None, ``all`` or a device count."""
+    if text is None or text == "all":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError(f"--devices={text!r}; expected 'all' or a number of devices") from None
+
+
+def _cmd_sample(args: argparse.Namespace) -> int:
+    """Sample the Section 6.1 mixture posterior with checkpoints (``--checkpoint``/``--resume``) and many devices."""
+    import jax
+    import jax.numpy as jnp
+
+    from minibatch_mcmc.models import gaussian_mixture, make_mixture_data
+    from minibatch_mcmc.proposals import random_walk
+    from minibatch_mcmc.samplers import sample
+
+    if args.resume and not args.checkpoint:
+        raise ValueError("--resume needs --checkpoint DIR (the directory of the interrupted run)")
+    data = make_mixture_data(jax.random.key(args.seed), args.n_data)
+    out = Path(args.out) / args.name
+    print(
+        f"Gaussian mixture (Seita et al. 6.1): N={args.n_data:,}, K={args.temperature:g}, test {args.test}, "
+        f"{args.chains} chain(s) x {args.num_samples} steps"
+        + (f", checkpoints in {args.checkpoint}" + (" (resuming)" if args.resume else "") if args.checkpoint else ""),
+        flush=True,
+    )
+    result = sample(
+        gaussian_mixture(),
+        data,
+        jnp.zeros(2, jnp.float32),
+        proposal=random_walk(scale=args.proposal_sd),
+        test=_sample_test(args.test, args.batch_size, args.sigma),
+        num_samples=args.num_samples,
+        key=args.seed + 1,
+        num_chains=args.chains,
+        temperature=args.temperature,
+        block_size=args.block_size,
+        progress=not args.no_progress,
+        devices=_devices_arg(args.devices),
+        checkpoint_dir=args.checkpoint,
+        resume=args.resume,
+    )
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "posterior.nc"
+    result.to_inference_data().to_netcdf(str(path))
+    for k, v in result.summary().items():
+        print(f"  {k:<24} {v}")
+    print(f"wrote {path}")
     return 0
 
 
@@ -161,6 +233,26 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--out", default="runs")
     r.add_argument("--no-progress", action="store_true")
     r.set_defaults(func=_cmd_reproduce)
+    sp = sub.add_parser(
+        "sample", help="sample the 6.1 mixture posterior; --checkpoint DIR writes each block, --resume continues a killed run"
+    )
+    sp.add_argument("--test", choices=SAMPLE_TESTS, default="mhminibatch", help="acceptance test (default mhminibatch)")
+    sp.add_argument("--n-data", type=_positive_int, default=100_000, help="data points N (default 10^5)")
+    sp.add_argument("--temperature", type=float, default=1000.0, help="temperature K (default 1000)")
+    sp.add_argument("--batch-size", type=_positive_int, default=50, help="minibatch size m (default 50)")
+    sp.add_argument("--sigma", type=float, default=1.0, help="MHminibatch noise level sigma (default 1)")
+    sp.add_argument("--proposal-sd", type=float, default=0.15, help="random-walk s.d. per coordinate (default 0.15)")
+    sp.add_argument("--num-samples", type=_positive_int, default=1000)
+    sp.add_argument("--chains", type=_positive_int, default=1, help="number of chains (a multiple of the devices used)")
+    sp.add_argument("--devices", default=None, help="split the chains over 'all' devices or the first N (default: one device)")
+    sp.add_argument("--block-size", type=_positive_int, default=250, help="steps per jitted block and per checkpoint chunk")
+    sp.add_argument("--checkpoint", default=None, metavar="DIR", help="write every finished block to DIR (netCDF chunks)")
+    sp.add_argument("--resume", action="store_true", help="continue the run in --checkpoint DIR (same settings and seed)")
+    sp.add_argument("--seed", type=int, default=0)
+    sp.add_argument("--name", default="sample", help="run name: output goes to OUT/NAME (default: sample)")
+    sp.add_argument("--out", default="runs", help="output folder (default: runs)")
+    sp.add_argument("--no-progress", action="store_true")
+    sp.set_defaults(func=_cmd_sample)
     c = sub.add_parser("correction", help="max CDF error of the correction distribution C_sigma")
     c.add_argument("--sigma", type=float, default=1.0)
     c.set_defaults(func=_cmd_correction)

@@ -30,9 +30,9 @@ import jax.numpy as jnp
 import numpy as np
 from scipy import stats as sps
 
-from minibatch_mcmc.acceptance.base import Statistics, TestOutcome, full_data_sum, check_batch_fits, uniform_from_bits
+from minibatch_mcmc.acceptance.base import Statistics, TestOutcome, check_batch_fits, compensated_add, full_data_sum, uniform_from_bits
 from minibatch_mcmc.data.arrays import take
-from minibatch_mcmc.data.indexing import chunk_indices
+from minibatch_mcmc.data.indexing import MAX_DATA, chunk_indices
 
 EPSILON_GRID = (0.001, 0.005, 0.01, 0.05, 0.1, 0.2)
 """Per-test thresholds searched by the design (Seita et al. Appendix B.2.1)."""
@@ -213,15 +213,29 @@ def student_t_pvalue(t: jax.Array, dof: jax.Array) -> jax.Array:
 
 
 class _Sums(NamedTuple):
-    """Streaming shifted sums of the ``l_i`` seen so far."""
+    """Streaming shifted sums of the ``l_i`` seen so far (``s1`` with a Neumaier compensation ``c1``)."""
 
     chunk: jax.Array
     count: jax.Array
     shift: jax.Array
     s1: jax.Array
+    c1: jax.Array
     s2: jax.Array
     bad: jax.Array
     done: jax.Array
+
+
+def _mean_and_var(st: _Sums, dtype) -> tuple[jax.Array, jax.Array]:
+    """Running mean and sample variance of the ``l_i`` from the shifted sums."""
+    nf = jnp.maximum(st.count, 1).astype(dtype)
+    s1 = st.s1 + st.c1
+    var = jnp.maximum(st.s2 - s1 * s1 / nf, 0.0) / jnp.maximum(nf - 1.0, 1.0)
+    return st.shift + s1 / nf, var
+
+
+def _fpc(count: jax.Array, n: int, dtype) -> jax.Array:
+    """``1 - (n - 1)/(N - 1)`` from integers: exactly 0 when all ``N`` points are used."""
+    return jnp.maximum(n - count, 0).astype(dtype) / max(n - 1, 1)
 
 
 class AustereMH(NamedTuple):
@@ -235,8 +249,12 @@ class AustereMH(NamedTuple):
     name: str = "austere_mh"
 
     def validate(self, n_data: int) -> None:
-        """Check ``m`` against ``N``."""
+        """Check ``m`` against ``N`` (and, for AustereMH(nc), that the ``2N`` hidden evaluations fit the int32 record)."""
         check_batch_fits(self.batch_size, n_data)
+        if self.design is not None and 2 * n_data > MAX_DATA:
+            raise ValueError(
+                f"AustereMH(nc) records 2N = {2 * n_data} hidden evaluations per step as int32; use N <= {MAX_DATA // 2}"
+            )
 
     def decide(self, key: jax.Array, stats: Statistics) -> TestOutcome:
         """Sequential t-test of ``mu > mu_0`` on growing minibatches."""
@@ -276,41 +294,40 @@ class AustereMH(NamedTuple):
             idx, valid = chunk_indices(key, st.chunk, chunk_m, n, bits[:4])
             lam = per_datum(take(stats.data, idx))
             bad = jnp.any(valid & ~jnp.isfinite(lam))
-            lam = jnp.where(valid, lam, 0.0)
+            lam = jnp.where(valid & jnp.isfinite(lam), lam, 0.0)
             w = valid.astype(dtype)
             cnt = jnp.sum(w)
             shift = jnp.where(st.count == 0, jnp.sum(lam) / jnp.maximum(cnt, 1.0), st.shift)
             z = (lam - shift) * w
             count = st.count + cnt.astype(jnp.int32)
-            s1 = st.s1 + jnp.sum(z)
-            s2 = st.s2 + jnp.sum(z * z)
+            s1, c1 = compensated_add(st.s1, st.c1, jnp.sum(z))
+            new = st._replace(chunk=st.chunk + 1, count=count, shift=shift, s1=s1, c1=c1, s2=st.s2 + jnp.sum(z * z))
             # test only at multiples of the stage size m (or when the data run out)
             at_stage = (count % stage_m == 0) | (count >= n)
             nf = count.astype(dtype)
-            mean = shift + s1 / nf
-            var = jnp.maximum(s2 - s1 * s1 / nf, 0.0) / jnp.maximum(nf - 1.0, 1.0)
-            fpc = jnp.maximum(1.0 - (nf - 1.0) / max(n - 1, 1), 0.0)
-            s = jnp.sqrt(var / nf * fpc)
+            mean, var = _mean_and_var(new, dtype)
+            s = jnp.sqrt(var / nf * _fpc(count, n, dtype))
             t = (mean - mu0) / jnp.maximum(s, jnp.finfo(dtype).tiny)
             pval = jnp.where(count >= n, 0.0, student_t_pvalue(t, jnp.maximum(nf - 1.0, 1.0)))
             done = (at_stage & (pval < eps)) | (count >= n) | bad | st.bad
-            return _Sums(st.chunk + 1, count, shift, s1, s2, st.bad | bad, done)
+            return new._replace(bad=st.bad | bad, done=done)
 
         zero = jnp.zeros((), dtype)
-        st0 = _Sums(jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32), zero, zero, zero, bad_full, jnp.zeros((), bool))
+        i0 = jnp.zeros((), jnp.int32)
+        st0 = _Sums(i0, i0, zero, zero, zero, zero, bad_full, jnp.zeros((), bool))
         st = jax.lax.while_loop(lambda s: ~s.done, add_chunk, add_chunk(st0))
         nf = st.count.astype(dtype)
-        mean = st.shift + st.s1 / nf
-        var = jnp.maximum(st.s2 - st.s1 * st.s1 / nf, 0.0) / jnp.maximum(nf - 1.0, 1.0)
-        fpc = jnp.maximum(1.0 - (nf - 1.0) / max(n - 1, 1), 0.0)
+        mean, var = _mean_and_var(st, dtype)
+        fpc = _fpc(st.count, n, dtype)
         prior_ok = stats.psi > -jnp.inf
         bad = st.bad | jnp.isnan(stats.psi)
+        big_n = jnp.asarray(n, dtype)
         return TestOutcome(
             accepted=(mean > mu0) & prior_ok & ~bad,
             batch_size=st.count,
-            s2=float(n) * float(n) * var / nf * fpc,
+            s2=big_n * big_n * (var / nf * fpc),
             epsilon=eps,
-            delta_star=jnp.where(prior_ok, n * mean + stats.psi, -jnp.inf),
+            delta_star=jnp.where(prior_ok, big_n * mean + stats.psi, -jnp.inf),
             nonfinite=bad,
             hidden_data=hidden,
         )

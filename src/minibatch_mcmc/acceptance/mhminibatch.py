@@ -17,7 +17,14 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from minibatch_mcmc.acceptance.base import Statistics, TestOutcome, check_batch_fits, uniform_from_bits
+from minibatch_mcmc.acceptance.base import (
+    Statistics,
+    TestOutcome,
+    check_batch_fits,
+    compensated_add,
+    population_fraction_left,
+    uniform_from_bits,
+)
 from minibatch_mcmc.acceptance.correction import (
     LOGISTIC_SD,
     CorrectionSampler,
@@ -35,12 +42,19 @@ BERRY_ESSEEN_B = 2.0
 
 
 class _Moments(NamedTuple):
-    """Streaming sums of ``(Lambda_i - shift)^k`` for k = 1..4 over the minibatch so far."""
+    """Streaming sums of ``z^k``, ``z = (Lambda_i - shift) / unit``, k = 1..4, over the minibatch so far.
+
+    ``shift`` (the first chunk's mean) and ``unit`` (the first chunk's largest ``|Lambda_i - shift|``)
+    keep the powers near 1 whatever the scale ``N / K`` is, so ``z^4`` neither overflows nor
+    underflows in float32; ``s1`` carries a compensation term ``c1`` (Neumaier summation).
+    """
 
     chunk: jax.Array
     count: jax.Array
     shift: jax.Array
+    unit: jax.Array
     s1: jax.Array
+    c1: jax.Array
     s2: jax.Array
     s3: jax.Array
     s4: jax.Array
@@ -57,21 +71,24 @@ class MinibatchStats(NamedTuple):
 
 def minibatch_stats(mom: _Moments, n: int) -> MinibatchStats:
     """Estimate ``Var(delta_star)`` (finite-population corrected) and the CLT bound from the sums."""
-    b = jnp.maximum(mom.count, 1).astype(mom.s1.dtype)
-    a = mom.s1 / b
+    dtype = mom.s1.dtype
+    b = jnp.maximum(mom.count, 1).astype(dtype)
+    a = (mom.s1 + mom.c1) / b
     r2, r3, r4 = mom.s2 / b, mom.s3 / b, mom.s4 / b
     m2 = jnp.maximum(r2 - a * a, 0.0)
     m4 = jnp.maximum(r4 - 4 * a * r3 + 6 * a * a * r2 - 3 * a**4, 0.0)
     var_sample = m2 * b / jnp.maximum(b - 1.0, 1.0)
-    fpc = jnp.maximum(1.0 - b / n, 0.0)
-    s2 = var_sample / b * fpc
-    tiny = jnp.finfo(m2.dtype).tiny
-    kurt = jnp.where(m2 > tiny, m4 / jnp.maximum(m2 * m2, tiny), 1.0)
+    fpc = population_fraction_left(mom.count, n, dtype)
+    s2 = (mom.unit * mom.unit) * (var_sample / b * fpc)
+    tiny = jnp.finfo(dtype).tiny
+    spread = m2 > jnp.finfo(dtype).eps * jnp.maximum(r2, tiny)  # more than rounding noise around the mean
+    kurt = jnp.where(spread, m4 / jnp.maximum(m2 * m2, tiny), 1.0)
+    kurt = jnp.where(jnp.isfinite(kurt), jnp.maximum(kurt, 1.0), jnp.inf)  # E Z^4 >= (E Z^2)^2 = 1
     rho3 = kurt**0.75  # Lyapunov: E|Z|^3 <= (E Z^4)^(3/4), the streamable bound on the third moment
     rho1 = 1.0  # E|Z| <= 1 for a standardised Z
     eps = (BERRY_ESSEEN_A * rho3 + BERRY_ESSEEN_B * rho1) / jnp.sqrt(b)
-    eps = jnp.where((m2 > tiny) & (mom.count < n), eps, 0.0)
-    return MinibatchStats(mean=mom.shift + a, s2=s2, epsilon=eps)
+    eps = jnp.where(spread & (mom.count < n), eps, 0.0)
+    return MinibatchStats(mean=mom.shift + mom.unit * a, s2=s2, epsilon=eps)
 
 
 class MHMinibatch(NamedTuple):
@@ -117,17 +134,23 @@ class MHMinibatch(NamedTuple):
             idx, valid = chunk_indices(key, mom.chunk, m, n, round_keys)
             lam = scale * stats.log_ratio(take(stats.data, idx)).astype(dtype)
             bad = jnp.any(valid & ~jnp.isfinite(lam))
-            lam = jnp.where(valid, lam, 0.0)
+            lam = jnp.where(valid & jnp.isfinite(lam), lam, 0.0)
             w = valid.astype(dtype)
             cnt = jnp.sum(w)
-            shift = jnp.where(mom.count == 0, jnp.sum(lam) / jnp.maximum(cnt, 1.0), mom.shift)
-            z = (lam - shift) * w
+            first = mom.count == 0
+            shift = jnp.where(first, jnp.sum(lam) / jnp.maximum(cnt, 1.0), mom.shift)
+            spread = jnp.max(jnp.abs(lam - shift) * w)
+            unit = jnp.where(first, jnp.where(spread > 0, spread, 1.0), mom.unit)
+            z = (lam - shift) / unit * w
             z2 = z * z
+            s1, c1 = compensated_add(mom.s1, mom.c1, jnp.sum(z))
             return _Moments(
                 chunk=mom.chunk + 1,
                 count=mom.count + cnt.astype(jnp.int32),
                 shift=shift,
-                s1=mom.s1 + jnp.sum(z),
+                unit=unit,
+                s1=s1,
+                c1=c1,
                 s2=mom.s2 + jnp.sum(z2),
                 s3=mom.s3 + jnp.sum(z2 * z),
                 s4=mom.s4 + jnp.sum(z2 * z2),
@@ -135,7 +158,8 @@ class MHMinibatch(NamedTuple):
             )
 
         zero = jnp.zeros((), dtype)
-        mom0 = _Moments(jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32), zero, zero, zero, zero, zero, jnp.zeros((), bool))
+        i0 = jnp.zeros((), jnp.int32)
+        mom0 = _Moments(i0, i0, zero, jnp.ones((), dtype), zero, zero, zero, zero, zero, jnp.zeros((), bool))
         # the first chunk is always needed: evaluate it outside the loop (cheaper when no growth is needed)
         mom = jax.lax.while_loop(need_more, add_chunk, add_chunk(mom0))
         st = minibatch_stats(mom, n)

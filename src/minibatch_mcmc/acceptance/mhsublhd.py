@@ -69,7 +69,15 @@ from typing import Callable, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from minibatch_mcmc.acceptance.base import Statistics, TestOutcome, check_batch_fits, full_data_max_abs, uniform_from_bits
+from minibatch_mcmc.acceptance.base import (
+    Statistics,
+    TestOutcome,
+    check_batch_fits,
+    compensated_add,
+    full_data_max_abs,
+    population_fraction_left,
+    uniform_from_bits,
+)
 from minibatch_mcmc.data.arrays import take
 from minibatch_mcmc.data.indexing import permuted_index
 
@@ -85,6 +93,8 @@ class _State(NamedTuple):
     look: jax.Array
     shift: jax.Array
     s1: jax.Array
+    c1: jax.Array
+    """Neumaier compensation of ``s1``."""
     s2: jax.Array
     bound: jax.Array
     bad: jax.Array
@@ -154,11 +164,13 @@ class MHSubLhd(NamedTuple):
         prior_ok = stats.psi > -jnp.inf
         offsets = jnp.arange(m, dtype=jnp.int32)
 
-        def half_width(t: jax.Array, sd: jax.Array, look: jax.Array) -> jax.Array:
+        def half_width(count: jax.Array, sd: jax.Array, look: jax.Array) -> jax.Array:
+            t = count.astype(dtype)
             delta_k = (p - 1.0) * delta / (p * look.astype(dtype) ** p)
             if fpc:
                 log_term = jnp.log(10.0 / delta_k)
-                rho = jnp.where(t <= 0.5 * n, 1.0 - (t - 1.0) / n, (1.0 - t / n) * (1.0 + 1.0 / t))
+                left = population_fraction_left(count, n, dtype)  # 1 - t/N, exactly 0 at t = N
+                rho = jnp.where(t <= 0.5 * n, left + 1.0 / n, left * (1.0 + 1.0 / t))
                 return sd * jnp.sqrt(2.0 * jnp.maximum(rho, 0.0) * log_term / t) + KAPPA * 2.0 * c_range * log_term / t
             log_term = jnp.log(3.0 / delta_k)
             return sd * jnp.sqrt(2.0 * log_term / t) + 6.0 * c_range * log_term / t
@@ -169,22 +181,24 @@ class MHSubLhd(NamedTuple):
             idx = permuted_index(key, jnp.where(valid, pos, 0), n, round_keys)
             lam = per_datum(take(stats.data, idx))
             bad = st.bad | jnp.any(valid & ~jnp.isfinite(lam))
-            lam = jnp.where(valid, lam, 0.0)
+            lam = jnp.where(valid & jnp.isfinite(lam), lam, 0.0)
             w = valid.astype(dtype)
             cnt = jnp.sum(w)
             shift = jnp.where(st.count == 0, jnp.sum(lam) / jnp.maximum(cnt, 1.0), st.shift)
             z = (lam - shift) * w
             count = st.count + cnt.astype(jnp.int32)
-            s1, s2 = st.s1 + jnp.sum(z), st.s2 + jnp.sum(z * z)
+            s1, c1 = compensated_add(st.s1, st.c1, jnp.sum(z))
+            s2 = st.s2 + jnp.sum(z * z)
+            tot = s1 + c1
             # a look happens exactly when the count reaches the current stage size
             look_now = count >= st.stage_end
             look = st.look + look_now.astype(jnp.int32)
             t = count.astype(dtype)
-            mean = shift + s1 / t
-            sd = jnp.sqrt(jnp.maximum(s2 - s1 * s1 / t, 0.0) / jnp.maximum(t - 1.0, 1.0))
-            c_t = half_width(t, sd, jnp.maximum(look, 1))
+            mean = shift + tot / t
+            sd = jnp.sqrt(jnp.maximum(s2 - tot * tot / t, 0.0) / jnp.maximum(t - 1.0, 1.0))
+            c_t = half_width(count, sd, jnp.maximum(look, 1))
             stop = look_now & (jnp.abs(mean - mu0) > c_t)
-            grown = jnp.ceil(gamma * t).astype(jnp.int32)
+            grown = jnp.minimum(jnp.ceil(gamma * t), float(n)).astype(jnp.int32)  # no int32 overflow near N = 2^31
             next_end = jnp.minimum(jnp.maximum(grown, count + 1), n)
             return _State(
                 count=count,
@@ -192,6 +206,7 @@ class MHSubLhd(NamedTuple):
                 look=look,
                 shift=shift,
                 s1=s1,
+                c1=c1,
                 s2=s2,
                 bound=jnp.where(look_now, c_t, st.bound),
                 bad=bad,
@@ -201,20 +216,21 @@ class MHSubLhd(NamedTuple):
         zero = jnp.zeros((), dtype)
         i0 = jnp.zeros((), jnp.int32)
         bad0 = bad_range | jnp.isnan(stats.psi)
-        st0 = _State(i0, jnp.asarray(min(m, n), jnp.int32), i0, zero, zero, zero, zero, bad0, jnp.zeros((), bool))
+        st0 = _State(i0, jnp.asarray(min(m, n), jnp.int32), i0, zero, zero, zero, zero, zero, bad0, jnp.zeros((), bool))
         # the first chunk is always needed: evaluate it outside the loop. A NaN psi stops after it;
         # a zero prior (psi = -inf, mu_0 = +inf) stops at the first look and rejects
         st = jax.lax.while_loop(lambda s: ~s.done, add_chunk, add_chunk(st0))
         t = st.count.astype(dtype)
-        mean = st.shift + st.s1 / t
-        var_l = jnp.maximum(st.s2 - st.s1 * st.s1 / t, 0.0) / jnp.maximum(t - 1.0, 1.0)
+        s1 = st.s1 + st.c1
+        mean = st.shift + s1 / t
+        var_l = jnp.maximum(st.s2 - s1 * s1 / t, 0.0) / jnp.maximum(t - 1.0, 1.0)
         exhausted = st.count >= n
         bad = st.bad
         nf = jnp.asarray(n, dtype)
         return TestOutcome(
             accepted=(mean > mu0) & prior_ok & ~bad,
             batch_size=st.count,
-            s2=nf * nf * var_l / t * jnp.maximum(1.0 - t / n, 0.0),
+            s2=nf * nf * (var_l / t * population_fraction_left(st.count, n, dtype)),
             epsilon=jnp.where(exhausted, 0.0, nf * st.bound),
             delta_star=jnp.where(prior_ok, nf * mean + stats.psi, -jnp.inf),
             nonfinite=bad,

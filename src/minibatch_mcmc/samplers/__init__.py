@@ -1,7 +1,22 @@
-"""Samplers: ``init``/``step`` kernels and the ``sample`` driver."""
+"""Samplers: ``init``/``step`` kernels, the ``sample`` driver, chain sharding and resumable checkpoints."""
 
+from minibatch_mcmc.samplers import checkpoint, sharding
 from minibatch_mcmc.samplers.driver import sample
 from minibatch_mcmc.samplers.kernel import ChainState, Kernel, build_kernel
 from minibatch_mcmc.samplers.results import RECORD_FIELDS, SampleResult, summarize, to_inference_data
+from minibatch_mcmc.samplers.sharding import ChainLayout, chain_layout
 
-__all__ = ["sample", "ChainState", "Kernel", "build_kernel", "RECORD_FIELDS", "SampleResult", "summarize", "to_inference_data"]
+__all__ = [
+    "sample",
+    "ChainState",
+    "Kernel",
+    "build_kernel",
+    "RECORD_FIELDS",
+    "SampleResult",
+    "summarize",
+    "to_inference_data",
+    "checkpoint",
+    "sharding",
+    "ChainLayout",
+    "chain_layout",
+]
