@@ -80,6 +80,9 @@ def test_stationary_distribution_is_the_tempered_posterior(conjugate, make_test)
     assert np.all(np.abs(chk.z_mean()) < 4), (chk.mean, chk.exact_mean, chk.se_mean)
     assert np.all(np.abs(chk.z_var()) < 4), (chk.var, chk.exact_var, chk.se_var)
     assert res.summary()["mean_batch_size"] == test.settings(x.shape[0]).batch_size
+    np.testing.assert_allclose(res.temperature, t, rtol=1e-12)  # the implied temperature is on the result
+    idata = res.to_inference_data()
+    np.testing.assert_allclose(idata.sample_stats["temperature"].values, t, rtol=1e-6)
 
 
 def test_noise_inflates_the_variance_when_lambda_approaches_tau(conjugate):

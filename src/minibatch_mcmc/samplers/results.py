@@ -24,7 +24,8 @@ class SampleResult(NamedTuple):
     method: str
     n_data: int
     temperature: np.ndarray
-    """Temperature used at each step, shape ``(num_draws,)``."""
+    """Temperature of the target at each step, shape ``(num_draws,)``: the driver's ``K`` times any
+    tempering the test applies itself (MINT's ``T = n^(1 - lambda)``)."""
     wall_time: float
     """Seconds spent sampling, compilation included."""
     interrupted: bool = False
@@ -70,6 +71,7 @@ def summarize(result: SampleResult) -> dict:
     pct = np.percentile(bs, [50, 90, 99]) if steps else [np.nan] * 3
     return {
         "method": result.method,
+        "temperature": float(result.temperature[-1]) if len(result.temperature) else float("nan"),
         "chains": result.num_chains,
         "draws": result.num_draws,
         "n_data": result.n_data,
