@@ -1,0 +1,354 @@
+"""Cyclic MINT (CMINT, Li and Wong Section 4.3.1): a cyclic Langevin step-size schedule and a snapshot ensemble.
+
+MINT runs with a Langevin (SGLD) proposal followed by its minibatch test. CMINT changes only the
+proposal's step size over epochs: within a round of ``R`` epochs the step is multiplied by a
+factor in ``(0, 1)`` every ``r`` epochs; after the round a snapshot of the parameters joins the
+ensemble and the step is multiplied by a factor ``> 1``; ``K`` rounds give ``K`` snapshots. The
+ensemble predicts with the average of the snapshots' predictive probabilities.
+
+The sampling loop here runs one jitted ``lax.scan`` per epoch with the step size as a traced
+argument, so a whole schedule compiles once. The Langevin drift targets the same tempered
+posterior as the test (``T = n^(1 - lambda)`` for MINT), so proposal and test agree.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, NamedTuple, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.flatten_util import ravel_pytree
+
+from minibatch_mcmc.acceptance.base import AcceptanceTest
+from minibatch_mcmc.acceptance.mint import mint
+from minibatch_mcmc.data.arrays import DataSource, as_data_source
+from minibatch_mcmc.models.base import Model
+from minibatch_mcmc.proposals.base import GradientFn, Proposal
+from minibatch_mcmc.proposals.langevin import langevin_log_q_ratio
+from minibatch_mcmc.samplers.kernel import ChainState, build_kernel
+
+PyTree = Any
+
+
+def _positive_int(value: Any, name: str) -> int:
+    """``value`` as an int >= 1, else a ValueError naming it."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{name}={value!r} must be a positive integer")
+    return int(value)
+
+
+def _finite(value: Any, name: str) -> float:
+    """``value`` as a finite float, else a ValueError naming it."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)) or not math.isfinite(value):
+        raise ValueError(f"{name}={value!r} must be a finite number")
+    return float(value)
+
+
+class CMINTSchedule(NamedTuple):
+    """CMINT's step-size schedule over epochs: shrink every ``r`` epochs, grow after each round of ``R``."""
+
+    step_size: float
+    """Initial Langevin step size ``alpha_0``."""
+    decay_every: int = 5
+    """``r``: epochs between two multiplications by ``decay_factor`` within a round."""
+    decay_factor: float = 0.9
+    """Factor in ``(0, 1)`` applied every ``r`` epochs."""
+    cycle_length: int = 50
+    """``R >= r``: epochs per round; a snapshot is taken at the end of each round."""
+    increase_factor: float = 2.0
+    """Factor ``> 1`` applied to the step size after each round (after the snapshot)."""
+    num_cycles: int = 10
+    """``K``: number of rounds, hence of snapshots in the ensemble."""
+
+    def validate(self) -> None:
+        """Raise a ValueError naming the first bad parameter."""
+        alpha = _finite(self.step_size, "step_size")
+        if alpha <= 0:
+            raise ValueError(f"step_size={self.step_size!r} must be positive")
+        r = _positive_int(self.decay_every, "decay_every (r)")
+        big_r = _positive_int(self.cycle_length, "cycle_length (R)")
+        if r > big_r:
+            raise ValueError(f"decay_every r={r} must not exceed cycle_length R={big_r} (the paper's r <= R)")
+        dec = _finite(self.decay_factor, "decay_factor")
+        if not 0.0 < dec < 1.0:
+            raise ValueError(f"decay_factor={self.decay_factor!r} must lie in (0, 1)")
+        inc = _finite(self.increase_factor, "increase_factor")
+        if inc <= 1.0:
+            raise ValueError(f"increase_factor={self.increase_factor!r} must be greater than 1")
+        _positive_int(self.num_cycles, "num_cycles (K)")
+
+    @property
+    def total_epochs(self) -> int:
+        """``K R`` epochs in all."""
+        return int(self.num_cycles) * int(self.cycle_length)
+
+    @property
+    def decays_per_cycle(self) -> int:
+        """Decays applied within one round before its snapshot: ``floor((R - 1) / r)``."""
+        return (int(self.cycle_length) - 1) // int(self.decay_every)
+
+    def step_size_at(self, epoch: int | np.ndarray) -> float | np.ndarray:
+        """Step size during 0-based ``epoch``: ``alpha_0 (g d^D)^c d^floor(j / r)`` with ``c, j = divmod(epoch, R)``.
+
+        ``d`` is ``decay_factor``, ``g`` is ``increase_factor`` and ``D = floor((R - 1) / r)`` the decays
+        of a full round: each round starts from the previous round's last step size times ``g``.
+        """
+        e = np.asarray(epoch)
+        if not np.issubdtype(e.dtype, np.integer) or np.any(e < 0) or np.any(e >= self.total_epochs):
+            raise ValueError(f"epoch={epoch!r} must be an integer in [0, {self.total_epochs}) (K R epochs)")
+        c, j = np.divmod(e, int(self.cycle_length))
+        per_round = float(self.increase_factor) * float(self.decay_factor) ** self.decays_per_cycle
+        out = float(self.step_size) * per_round**c * float(self.decay_factor) ** (j // int(self.decay_every))
+        return float(out) if np.ndim(out) == 0 else out
+
+    def epoch_step_sizes(self) -> np.ndarray:
+        """The step size of every epoch, shape ``(K R,)``."""
+        return self.step_size_at(np.arange(self.total_epochs))
+
+    def snapshot_epochs(self) -> tuple[int, ...]:
+        """Epoch counts after which snapshots are taken: ``R, 2R, ..., K R`` (just before each increase)."""
+        return tuple(int(self.cycle_length) * (c + 1) for c in range(int(self.num_cycles)))
+
+
+def cmint_schedule(
+    step_size: float,
+    decay_every: int = 5,
+    decay_factor: float = 0.9,
+    cycle_length: int = 50,
+    increase_factor: float = 2.0,
+    num_cycles: int = 10,
+) -> CMINTSchedule:
+    """A validated CMINT schedule (defaults: the paper's r=5, 0.9, R=50, 2, K=10)."""
+    s = CMINTSchedule(step_size, decay_every, decay_factor, cycle_length, increase_factor, num_cycles)
+    s.validate()
+    return s
+
+
+def constant_step_sizes(step_size: float, epochs: int) -> np.ndarray:
+    """A constant step size for ``epochs`` epochs (plain MINT or SGLD)."""
+    alpha = _finite(step_size, "step_size")
+    if alpha <= 0:
+        raise ValueError(f"step_size={step_size!r} must be positive")
+    return np.full(_positive_int(epochs, "epochs"), alpha)
+
+
+def tempered_langevin(
+    log_prior: Callable[[PyTree], jax.Array], step_size: jax.Array, batch_size: int, temperature_factor: float = 1.0
+) -> Proposal:
+    """Langevin proposal with a (traced) step size whose drift follows the likelihood tempered by ``T``.
+
+    The kernel supplies ``g = grad[log p0 + (N / (b K)) sum_batch log p]``; the drift uses
+    ``g / T + (1 - 1/T) grad log p0``, the minibatch gradient of ``log p0 + (N / (b K T)) sum_batch log p``.
+    """
+    t_inv = 1.0 / float(temperature_factor)
+    grad_prior = jax.grad(log_prior)
+
+    def tempered(grad_log_target: GradientFn) -> Callable[[PyTree], jax.Array]:
+        def g(theta: PyTree) -> jax.Array:
+            flat = ravel_pytree(grad_log_target(theta))[0]
+            if t_inv == 1.0:
+                return flat
+            return flat * t_inv + (1.0 - t_inv) * ravel_pytree(grad_prior(theta))[0]
+
+        return g
+
+    def sample(key: jax.Array, theta: PyTree, grad_log_target: GradientFn) -> tuple[PyTree, jax.Array]:
+        flat, unravel = ravel_pytree(theta)
+        alpha = jnp.asarray(step_size, flat.dtype)
+        g = tempered(grad_log_target)
+        grad = g(theta)
+        new = flat + 0.5 * alpha * grad + jnp.sqrt(alpha) * jax.random.normal(key, flat.shape, flat.dtype)
+        grad_new = g(unravel(new))
+        return unravel(new), langevin_log_q_ratio(flat, new, grad, grad_new, alpha)
+
+    return Proposal(sample=sample, symmetric=False, name="tempered_langevin", gradient_batch_size=int(batch_size))
+
+
+class EpochStats(NamedTuple):
+    """What one epoch of Langevin-MH steps reports."""
+
+    acceptance_rate: jax.Array
+    """Fraction of the epoch's proposals accepted."""
+    position_sum: PyTree
+    """Sum of the epoch's positions (one per step), for running averages of the samples."""
+    nonfinite: jax.Array
+    """True when some step met a non-finite log-likelihood ratio."""
+
+
+class EpochRunner(NamedTuple):
+    """A jitted epoch of Langevin-MH steps and the settings it was built for (reusable across runs)."""
+
+    run: Callable[[jax.Array, jax.Array, ChainState, PyTree, jax.Array], tuple[ChainState, EpochStats]]
+    """``run(key, epoch, state, data, step_size) -> (state, stats)``."""
+    model: Model
+    test: AcceptanceTest
+    n_data: int
+    batch_size: int
+    steps_per_epoch: int
+    temperature_factor: float
+
+
+def make_epoch_runner(
+    model: Model, test: AcceptanceTest, n_data: int, batch_size: int, steps_per_epoch: int, temperature_factor: float = 1.0
+) -> EpochRunner:
+    """A jitted ``run(key, epoch, state, data, step_size) -> (state, stats)`` doing ``steps_per_epoch`` steps.
+
+    Each step is ``build_kernel``'s MH transition with a ``tempered_langevin`` proposal (gradient
+    minibatch ``batch_size``) and ``test``, keyed by ``fold_in(key, epoch)``; the epoch and the
+    step size are traced, so any schedule compiles once.
+    """
+    _positive_int(steps_per_epoch, "steps_per_epoch")
+
+    @jax.jit
+    def run(key: jax.Array, epoch: jax.Array, state: ChainState, data: PyTree, step_size: jax.Array) -> tuple[ChainState, EpochStats]:
+        key = jax.random.fold_in(key, epoch)
+        proposal = tempered_langevin(model.log_prior, step_size, batch_size, temperature_factor)
+        kernel = build_kernel(model, proposal, test, n_data)
+        one = jnp.ones((), jnp.float32)
+
+        def body(carry, t):
+            st, acc, psum, bad = carry
+            st, out = kernel.step(jax.random.fold_in(key, t), st, data, one)
+            psum = jax.tree_util.tree_map(jnp.add, psum, st.position)
+            return (st, acc + out.accepted.astype(jnp.float32), psum, bad | out.nonfinite), None
+
+        zeros = jax.tree_util.tree_map(jnp.zeros_like, state.position)
+        init = (state, jnp.zeros((), jnp.float32), zeros, jnp.zeros((), bool))
+        (state, acc, psum, bad), _ = jax.lax.scan(body, init, jnp.arange(steps_per_epoch))
+        return state, EpochStats(acc / steps_per_epoch, psum, bad)
+
+    return EpochRunner(run, model, test, int(n_data), int(batch_size), int(steps_per_epoch), float(temperature_factor))
+
+
+class LangevinRun(NamedTuple):
+    """The outcome of an epoch-wise Langevin-MH run (MINT, CMINT or SGLD)."""
+
+    final: ChainState
+    """State after the last epoch."""
+    snapshots: tuple
+    """Positions saved after the requested epochs (CMINT: the ensemble), in epoch order."""
+    snapshot_epochs: tuple[int, ...]
+    """Epoch counts at which the snapshots were taken."""
+    step_sizes: np.ndarray
+    """Step size of each epoch."""
+    acceptance: np.ndarray
+    """Acceptance rate of each epoch."""
+    steps_per_epoch: int
+
+
+def run_langevin_epochs(
+    model: Model,
+    data: PyTree | DataSource,
+    initial_position: PyTree,
+    *,
+    step_sizes: Sequence[float] | np.ndarray,
+    batch_size: int,
+    test: AcceptanceTest,
+    key: jax.Array | int = 0,
+    steps_per_epoch: int | None = None,
+    temperature_factor: float | None = None,
+    snapshot_epochs: Sequence[int] = (),
+    callback: Callable[[int, ChainState, EpochStats], None] | None = None,
+    runner: EpochRunner | None = None,
+) -> LangevinRun:
+    """Langevin proposals plus ``test`` for ``len(step_sizes)`` epochs, one step size per epoch.
+
+    An epoch is ``steps_per_epoch`` steps (default ``N // batch_size``). ``temperature_factor`` is
+    the ``T`` the proposal's drift tempers the likelihood by; by default the test's own
+    (``MINT.temperature_factor(N)``), else 1. ``callback(epoch, state, stats)`` runs after each
+    epoch (``epoch`` counts finished epochs from 1); positions after the epochs in ``snapshot_epochs``
+    are kept. ``runner`` reuses the compiled epoch of an earlier run with the same settings.
+    """
+    source = as_data_source(data)
+    n = source.n
+    arrays = source.arrays()
+    b = _positive_int(batch_size, "batch_size")
+    if b > n:
+        raise ValueError(f"batch_size={b} exceeds the number of data points N={n}")
+    spe = max(1, n // b) if steps_per_epoch is None else _positive_int(steps_per_epoch, "steps_per_epoch")
+    alphas = np.asarray(step_sizes, dtype=np.float64)
+    if alphas.ndim != 1 or alphas.size == 0:
+        raise ValueError(f"step_sizes must be a non-empty 1-D sequence (one per epoch); got shape {alphas.shape}")
+    if not np.all(np.isfinite(alphas)) or np.any(alphas <= 0):
+        raise ValueError(f"step sizes must be positive and finite; got values in [{alphas.min()}, {alphas.max()}]")
+    wanted = tuple(int(e) for e in snapshot_epochs)
+    bad = [e for e in wanted if not 1 <= e <= alphas.size]
+    if bad:
+        raise ValueError(f"snapshot epochs {bad} lie outside [1, {alphas.size}] (epochs are counted from 1)")
+    if temperature_factor is None:
+        factor = getattr(test, "temperature_factor", None)
+        temperature_factor = float(factor(n)) if callable(factor) else 1.0
+    t = _finite(temperature_factor, "temperature_factor")
+    if t <= 0:
+        raise ValueError(f"temperature_factor={temperature_factor!r} must be positive")
+    base_key = jax.random.key(key) if isinstance(key, (int, np.integer)) else key
+
+    wanted_runner = (model, test, n, b, spe, t)
+    if runner is None:
+        runner = make_epoch_runner(*wanted_runner)
+    elif tuple(runner[1:]) != wanted_runner:
+        fields = EpochRunner._fields[1:]
+        diff = [f for f, a, w in zip(fields, runner[1:], wanted_runner) if a != w]
+        raise ValueError(f"runner was built for a different {', '.join(diff)}; build one with make_epoch_runner for this run")
+    run = runner.run
+    state = ChainState(initial_position, jnp.asarray(model.log_prior(initial_position)))
+    if not np.isfinite(float(state.log_prior)):
+        raise ValueError(f"the initial position has log prior {float(state.log_prior)}; start inside the prior's support")
+    snaps, acc = [], np.empty(alphas.size)
+    for epoch in range(alphas.size):
+        state, stats = run(base_key, np.int32(epoch), state, arrays, np.float32(alphas[epoch]))
+        acc[epoch], bad_epoch = jax.device_get((stats.acceptance_rate, stats.nonfinite))
+        if bad_epoch:
+            raise FloatingPointError(f"non-finite log-likelihood ratio during epoch {epoch + 1}; check the data and the step size")
+        if epoch + 1 in wanted:
+            snaps.append(jax.device_get(state.position))
+        if callback is not None:
+            callback(epoch + 1, state, stats)
+    return LangevinRun(state, tuple(snaps), tuple(sorted(set(wanted))), alphas, acc, spe)
+
+
+def cmint(
+    model: Model,
+    data: PyTree | DataSource,
+    initial_position: PyTree,
+    schedule: CMINTSchedule,
+    *,
+    batch_size: int,
+    test: AcceptanceTest | None = None,
+    key: jax.Array | int = 0,
+    steps_per_epoch: int | None = None,
+    callback: Callable[[int, ChainState, EpochStats], None] | None = None,
+    runner: EpochRunner | None = None,
+) -> LangevinRun:
+    """CMINT: MINT with Langevin proposals under ``schedule``; ``snapshots`` is the ensemble of ``K`` models.
+
+    ``test`` defaults to ``mint(batch_size=batch_size, alpha=0.99)`` (the paper's ``lambda = 0.99 tau``).
+    """
+    if not isinstance(schedule, CMINTSchedule):
+        raise ValueError(f"schedule must be a CMINTSchedule (see cmint_schedule); got {type(schedule).__name__}")
+    schedule.validate()
+    return run_langevin_epochs(
+        model,
+        data,
+        initial_position,
+        step_sizes=schedule.epoch_step_sizes(),
+        batch_size=batch_size,
+        test=mint(batch_size=batch_size, alpha=0.99) if test is None else test,
+        key=key,
+        steps_per_epoch=steps_per_epoch,
+        snapshot_epochs=schedule.snapshot_epochs(),
+        callback=callback,
+        runner=runner,
+    )
+
+
+def ensemble_predict_proba(predict_proba: Callable[[PyTree, Any], jax.Array], snapshots: Sequence[PyTree], x: Any) -> jax.Array:
+    """The ensemble's prediction: the average of the snapshots' predictive probabilities at ``x``."""
+    if len(snapshots) == 0:
+        raise ValueError("the ensemble is empty: need at least one snapshot")
+    total = predict_proba(snapshots[0], x)
+    for s in snapshots[1:]:
+        total = total + predict_proba(s, x)
+    return total / len(snapshots)

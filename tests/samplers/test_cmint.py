@@ -1,0 +1,158 @@
+"""CMINT: the exact step-size schedule and snapshots, the traced tempered Langevin proposal, and the
+epoch loop against the exact (tempered) posterior of the conjugate Gaussian model."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from minibatch_mcmc.acceptance import MetropolisTest, mint
+from minibatch_mcmc.diagnostics import check_moments
+from minibatch_mcmc.models import GaussianMeanSettings, exact_posterior, gaussian_mean
+from minibatch_mcmc.samplers.cmint import (
+    cmint,
+    cmint_schedule,
+    constant_step_sizes,
+    ensemble_predict_proba,
+    make_epoch_runner,
+    run_langevin_epochs,
+    tempered_langevin,
+)
+
+SETTINGS = GaussianMeanSettings(prior_mean=0.0, prior_scale=10.0, noise_scale=1.0)
+
+
+@pytest.fixture(scope="module")
+def conjugate():
+    rng = np.random.default_rng(7)
+    return rng.normal([1.0, -0.5], 1.0, size=(5000, 2)).astype(np.float32)
+
+
+def test_schedule_step_sizes_and_snapshots_exact():
+    s = cmint_schedule(1.0, decay_every=2, decay_factor=0.5, cycle_length=5, increase_factor=2.0, num_cycles=3)
+    # round 1: 1, 1, .5, .5, .25 | snapshot, x2 -> .5 | round 2: .5, .5, .25, .25, .125 | snapshot, x2 -> .25 | ...
+    expected = [1, 1, 0.5, 0.5, 0.25, 0.5, 0.5, 0.25, 0.25, 0.125, 0.25, 0.25, 0.125, 0.125, 0.0625]
+    np.testing.assert_allclose(s.epoch_step_sizes(), expected, rtol=0, atol=0)
+    assert s.snapshot_epochs() == (5, 10, 15)
+    assert s.total_epochs == 15 and s.decays_per_cycle == 2
+    assert s.step_size_at(9) == 0.125
+
+
+def test_paper_schedule():
+    s = cmint_schedule(0.22)  # r=5, x0.9, R=50, x2, K=10 as in Section 4.3.2
+    alphas = s.epoch_step_sizes()
+    assert alphas.shape == (500,) and s.snapshot_epochs() == tuple(range(50, 501, 50))
+    np.testing.assert_allclose(alphas[:10], [0.22] * 5 + [0.22 * 0.9] * 5)
+    assert alphas[49] == pytest.approx(0.22 * 0.9**9)  # last epoch before the first snapshot
+    assert alphas[50] == pytest.approx(2 * 0.22 * 0.9**9)  # doubled right after it
+    ratios = alphas[1:] / alphas[:-1]
+    changes = np.flatnonzero(~np.isclose(ratios, 1.0)) + 1
+    np.testing.assert_array_equal(changes, [e for e in range(5, 500, 5)])
+    np.testing.assert_allclose(ratios[changes - 1], [2.0 if e % 50 == 0 else 0.9 for e in changes])
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(step_size=0.0), "step_size"),
+        (dict(step_size=float("nan")), "step_size"),
+        (dict(step_size=1.0, decay_every=0), "decay_every"),
+        (dict(step_size=1.0, decay_every=6, cycle_length=5), "must not exceed cycle_length"),
+        (dict(step_size=1.0, decay_factor=1.0), "decay_factor"),
+        (dict(step_size=1.0, decay_factor=0.0), "decay_factor"),
+        (dict(step_size=1.0, increase_factor=1.0), "increase_factor"),
+        (dict(step_size=1.0, num_cycles=0), "num_cycles"),
+        (dict(step_size=1.0, cycle_length=2.5), "cycle_length"),
+    ],
+)
+def test_bad_schedule_raises(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        cmint_schedule(**kwargs)
+
+
+def test_bad_run_arguments_raise(conjugate):
+    model, start = gaussian_mean(SETTINGS), jnp.zeros(2)
+    common = dict(batch_size=100, test=MetropolisTest())
+    with pytest.raises(ValueError, match="step sizes must be positive"):
+        run_langevin_epochs(model, conjugate, start, step_sizes=[0.1, -1.0], **common)
+    with pytest.raises(ValueError, match="snapshot epochs"):
+        run_langevin_epochs(model, conjugate, start, step_sizes=[0.1], snapshot_epochs=[2], **common)
+    with pytest.raises(ValueError, match="batch_size"):
+        run_langevin_epochs(model, conjugate, start, step_sizes=[0.1], batch_size=10**6, test=MetropolisTest())
+    other = make_epoch_runner(model, MetropolisTest(), 5000, 100, 7)
+    with pytest.raises(ValueError, match="different steps_per_epoch"):
+        run_langevin_epochs(model, conjugate, start, step_sizes=[0.1], runner=other, **common)
+    with pytest.raises(ValueError, match="CMINTSchedule"):
+        cmint(model, conjugate, start, {"step_size": 0.1}, batch_size=100)
+    with pytest.raises(ValueError, match="epoch"):
+        cmint_schedule(1.0, cycle_length=5, num_cycles=2).step_size_at(10)
+    with pytest.raises(ValueError, match="epochs"):
+        constant_step_sizes(0.1, 0)
+    with pytest.raises(ValueError, match="empty"):
+        ensemble_predict_proba(lambda p, x: x, [], 0.0)
+
+
+def test_tempered_langevin_drift_is_the_tempered_gradient():
+    model = gaussian_mean(SETTINGS)
+    theta = jnp.array([0.3, -0.2])
+    lik_grad = jnp.array([5.0, -2.0])  # stands for grad (N / b) sum log p on the gradient minibatch
+
+    def grad_log_target(th):  # what the kernel supplies: prior gradient + likelihood gradient
+        return jax.grad(model.log_prior)(th) + lik_grad
+
+    key, alpha, t = jax.random.key(3), 0.01, 4.0
+    new, log_q = tempered_langevin(model.log_prior, jnp.float32(alpha), 100, temperature_factor=t).sample(key, theta, grad_log_target)
+    drift = jax.grad(model.log_prior)(theta) + lik_grad / t
+    expected = theta + 0.5 * alpha * drift + np.sqrt(alpha) * jax.random.normal(key, (2,))
+    np.testing.assert_allclose(new, expected, rtol=1e-6)
+    drift_new = jax.grad(model.log_prior)(new) + lik_grad / t
+    fwd = new - theta - 0.5 * alpha * drift
+    rev = theta - new - 0.5 * alpha * drift_new
+    assert float(log_q) == pytest.approx(float((fwd @ fwd - rev @ rev) / (2 * alpha)), rel=1e-5)
+
+
+def test_cmint_snapshots_are_the_states_after_each_round(conjugate):
+    sched = cmint_schedule(0.02, decay_every=1, decay_factor=0.8, cycle_length=3, increase_factor=1.5, num_cycles=3)
+    seen = {}
+
+    def cb(epoch, state, stats):
+        seen[epoch] = np.asarray(state.position)
+        assert 0.0 <= float(stats.acceptance_rate) <= 1.0
+
+    res = cmint(gaussian_mean(SETTINGS), conjugate, jnp.zeros(2), sched, batch_size=100, key=1, steps_per_epoch=4, callback=cb)
+    assert sorted(seen) == list(range(1, 10))
+    assert res.snapshot_epochs == (3, 6, 9) and len(res.snapshots) == 3
+    for snap, epoch in zip(res.snapshots, res.snapshot_epochs):
+        np.testing.assert_array_equal(snap, seen[epoch])
+    np.testing.assert_allclose(res.step_sizes, sched.epoch_step_sizes())
+    assert res.acceptance.shape == (9,) and res.steps_per_epoch == 4
+    # the ensemble averages the members' predictions
+    np.testing.assert_allclose(ensemble_predict_proba(lambda p, x: p * x, res.snapshots, 2.0), 2.0 * np.mean(res.snapshots, axis=0), rtol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "test, temperature, grad_batch",
+    [(MetropolisTest(), 1.0, 5000), (mint(batch_size=500, alpha=0.5), 5000 ** (1 - 0.5 * np.log(500) / np.log(5000)), 100)],
+    ids=["mala-full-data", "mint-tempered"],
+)
+def test_langevin_epochs_recover_exact_posterior(conjugate, test, temperature, grad_batch):
+    """MALA (full-data gradient and test) and MINT with a minibatch-gradient proposal tempered at MINT's T."""
+    mean, var = exact_posterior(conjugate, temperature, SETTINGS)
+    sd = float(np.sqrt(var))
+    draws = []
+    res = run_langevin_epochs(
+        gaussian_mean(SETTINGS),
+        conjugate,
+        jnp.asarray(mean + 3 * sd, jnp.float32),
+        step_sizes=constant_step_sizes(1.5 * var, 500),  # MALA step alpha ~ 1.5 sigma^2
+        batch_size=grad_batch,
+        test=test,
+        key=11,
+        steps_per_epoch=6,
+        callback=lambda e, st, stats: draws.append(np.asarray(st.position)),
+    )
+    chk = check_moments(np.asarray(draws)[None, 50:], mean, var)
+    assert np.all(chk.ess > 200), chk.ess
+    assert np.all(np.abs(chk.z_mean()) < 4), (chk.mean, chk.exact_mean, chk.se_mean)
+    assert np.all(np.abs(chk.z_var()) < 4), (chk.var, chk.exact_var, chk.se_var)
+    assert 0.3 < res.acceptance.mean() < 0.99
