@@ -194,7 +194,7 @@ def _cmd_correction(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with its sub-commands."""
-    p = argparse.ArgumentParser(prog="minibatch-mcmc", description=__doc__)
+    p = argparse.ArgumentParser(prog="minibatch-mcmc", description=__doc__, allow_abbrev=False)
     sub = p.add_subparsers(dest="command", required=True)
     d = sub.add_parser("demo", help="MHminibatch vs full-data Barker on the 10^6-point Gaussian mixture")
     d.add_argument("--name", default="demo", help="run name: output goes to OUT/NAME (default: demo)")
@@ -209,7 +209,8 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--no-reference", action="store_true", help="skip the full-data Barker reference run")
     d.add_argument("--no-progress", action="store_true", help="no progress bar")
     d.set_defaults(func=_cmd_demo)
-    r = sub.add_parser("reproduce", help="reproduce a paper experiment (tables and figures under runs/)")
+    # no abbreviations: options the experiment modules parse themselves must not be taken for prefixes of ours
+    r = sub.add_parser("reproduce", help="reproduce a paper experiment (tables and figures under runs/)", allow_abbrev=False)
     r.add_argument(
         "experiment",
         choices=["gmm", "logistic", *EXPERIMENT_MODULES],

@@ -65,6 +65,8 @@ def build_kernel(model: Model, proposal: Proposal, test: AcceptanceTest, n_data:
     if validate is not None:
         validate(n_data)
     grad_batch = getattr(proposal, "gradient_batch_size", None)
+    factor = getattr(test, "temperature_factor", None)  # a test that tempers by itself (MINT): the drift follows it
+    grad_temperature_factor = float(factor(n_data)) if factor is not None else 1.0
     if grad_batch is not None and (isinstance(grad_batch, bool) or not isinstance(grad_batch, int) or grad_batch < 0):
         raise ValueError(f"proposal.gradient_batch_size={grad_batch!r} must be None or a non-negative integer")
 
@@ -77,7 +79,7 @@ def build_kernel(model: Model, proposal: Proposal, test: AcceptanceTest, n_data:
             candidate, log_q_ratio = proposal.sample(k_prop, state.position)
         else:
             k_grad = jax.random.fold_in(k_prop, 1)  # the gradient minibatch; k_prop stays the noise key
-            grad_fn = minibatch_grad_log_target(model, k_grad, data, n_data, grad_batch, temperature)
+            grad_fn = minibatch_grad_log_target(model, k_grad, data, n_data, grad_batch, temperature * grad_temperature_factor)
             candidate, log_q_ratio = proposal.sample(k_prop, state.position, grad_fn)
         lp_new = model.log_prior(candidate)
         psi = jnp.where(lp_new > -jnp.inf, lp_new - state.log_prior + log_q_ratio, -jnp.inf)
