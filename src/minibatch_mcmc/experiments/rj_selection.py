@@ -1,0 +1,336 @@
+"""Korattikara et al. Section 4.2.3 reproduced: reversible-jump variable selection in logistic regression.
+
+The MiniBooNE data (130,065 x 50) is not available offline, so a synthetic set of the same shape with a
+known sparse truth stands in (:func:`~minibatch_mcmc.models.variable_selection.make_selection_data`),
+split 80/20 into training and test data. A long exact reversible-jump run gives the reference; then the
+exact sampler (``epsilon = 0``), AustereMH at several ``epsilon`` and MHminibatch run for the same
+number of steps from a one-variable start (the intercept), and we report
+
+* Figure 7: risk of the mean prediction ``E[sigmoid(x^T beta)]`` on test points against wall time;
+* Figure 8: marginal inclusion probabilities ``p(gamma_j = 1 | data)``;
+* a table of data use per test and acceptance rates of update and birth/death moves.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from minibatch_mcmc.acceptance import MetropolisTest, austere_mh, mh_minibatch
+from minibatch_mcmc.diagnostics.risk import posterior_risk, risk_curve
+from minibatch_mcmc.models.variable_selection import make_selection_data, selection_state, variable_selection
+from minibatch_mcmc.proposals.reversible_jump import BIRTH, DEATH, UPDATE, move_of, reversible_jump
+from minibatch_mcmc.samplers import sample
+from minibatch_mcmc.samplers.driver import _make_block_runner
+from minibatch_mcmc.samplers.kernel import build_kernel
+
+
+class RJConfig(NamedTuple):
+    """Settings; the defaults run in minutes, ``--full`` restores the paper's sizes."""
+
+    n_data: int = 130_065
+    n_features: int = 50
+    n_active: int = 8
+    lam: float = 5.0
+    """Rate of the truncated Poisson size prior (the paper's lambda is lam / 2)."""
+    update_sd: float = 0.01
+    birth_sd: float = 0.5
+    epsilons: tuple[float, ...] = (0.0, 0.01, 0.05, 0.1)
+    batch_size: int = 500
+    """AustereMH minibatch size ``m`` (also MHminibatch's initial ``m``)."""
+    mhminibatch: bool = True
+    time_budget: float = 20.0
+    """Wall-clock seconds per chain for each test (the paper ran each for about 3500 s)."""
+    max_samples: int = 200_000
+    reference_samples: int = 6000
+    chains: int = 4
+    burn_in: float = 0.2
+    """Fraction of each run discarded before averaging."""
+    test_points: int = 1000
+    seed: int = 0
+
+
+QUICK = dict(
+    n_data=10_000, n_features=10, n_active=3, time_budget=3.0, reference_samples=3000, update_sd=0.05, birth_sd=0.5, batch_size=200
+)
+FULL = dict(time_budget=3500.0, max_samples=2_000_000, reference_samples=400_000, chains=10)
+
+
+class TimedRun(NamedTuple):
+    """Draws of ``R`` vmapped chains with the wall-clock time at which each draw was finished (compilation excluded)."""
+
+    positions: object
+    """Pytree of ``(R, T, ...)`` draws."""
+    records: dict
+    """Per-step records ``(R, T)`` (``accepted``, ``batch_size``, ...)."""
+    times: np.ndarray
+    """``(R, T)`` cumulative seconds of each chain, linear within each block of steps."""
+
+
+def timed_sample(
+    model, data, start, proposal, test, num_samples: int, chains: int, key: int, time_budget: float | None = None, block: int = 250
+) -> TimedRun:
+    """Run ``chains`` chains one after another with the library's jitted block runner, timing every block.
+
+    Each chain stops after ``num_samples`` steps or once its clock passes ``time_budget`` seconds; all
+    chains are then cut to the shortest one.
+
+    The runner is compiled once (a warm-up block whose output is discarded) and reused for every chain,
+    so the clock excludes compilation; chains run separately because under ``vmap`` a minibatch test's
+    loop would run until the chain needing the most data is done.
+    """
+    n = jax.tree_util.tree_leaves(data)[0].shape[0]
+    kernel = build_kernel(model, proposal, test, n)
+    init = jax.tree_util.tree_map(lambda x: jnp.asarray(x)[None], start)
+    run_block = _make_block_runner(kernel, 1)
+    block = min(block, num_samples)
+    temps = jnp.ones(block, jnp.float32)
+    state0 = jax.vmap(kernel.init)(init)
+    jax.block_until_ready(run_block(jax.random.key(key), state0, data, jnp.arange(block, dtype=jnp.int32), temps))
+    all_pos, all_recs, all_times = [], [], []
+    for c in range(chains):
+        base = jax.random.fold_in(jax.random.key(key), c)
+        states, pos, recs, times, done, clock = state0, [], [], [], 0, 0.0
+        while done < num_samples and (time_budget is None or clock < time_budget):
+            steps = jnp.arange(done, done + block, dtype=jnp.int32)
+            t0 = time.perf_counter()
+            states, p, r = jax.block_until_ready(run_block(base, states, data, steps, temps))
+            dt = time.perf_counter() - t0
+            length = min(block, num_samples - done)
+            times.append(clock + dt * np.arange(1, length + 1) / block)
+            clock += dt * length / block
+            pos.append(jax.tree_util.tree_map(lambda a: np.asarray(a)[:length, 0], p))
+            recs.append({k: np.asarray(v)[:length, 0] for k, v in r.items()})
+            done += length
+        if any(np.any(r["nonfinite"]) for r in recs):
+            raise FloatingPointError(f"non-finite log-likelihood ratio in chain {c}")
+        all_pos.append(jax.tree_util.tree_map(lambda *a: np.concatenate(a, 0), *pos))
+        all_recs.append({k: np.concatenate([r[k] for r in recs]) for k in recs[0] if k != "nonfinite"})
+        all_times.append(np.concatenate(times))
+    t = min(len(x) for x in all_times)
+    return TimedRun(
+        positions=jax.tree_util.tree_map(lambda *a: np.stack([x[:t] for x in a]), *all_pos),
+        records={k: np.stack([r[k][:t] for r in all_recs]) for k in all_recs[0]},
+        times=np.stack([x[:t] for x in all_times]),
+    )
+
+
+def split(data: dict, test_fraction: float, seed: int) -> tuple[dict, dict]:
+    """Random training/test split of the rows."""
+    n = data["y"].shape[0]
+    perm = np.random.default_rng(seed + 1).permutation(n)
+    n_test = int(round(test_fraction * n))
+    te, tr = perm[:n_test], perm[n_test:]
+    return {k: v[tr] for k, v in data.items()}, {k: v[te] for k, v in data.items()}
+
+
+def initial_state(train: dict, d: int) -> dict:
+    """The paper's start: only the intercept, at the logit of the positive rate."""
+    p = float(np.mean(train["y"]))
+    beta = np.zeros(d)
+    beta[0] = np.log(p / (1 - p))
+    gamma = np.zeros(d)
+    gamma[0] = 1
+    return selection_state(beta, gamma)
+
+
+def tests_for(cfg: RJConfig) -> dict:
+    """Acceptance tests by label: exact MH for epsilon = 0, AustereMH otherwise, plus MHminibatch."""
+    tests = {}
+    for eps in cfg.epsilons:
+        tests[f"eps={eps:g}"] = MetropolisTest() if eps == 0 else austere_mh(cfg.batch_size, float(eps))
+    if cfg.mhminibatch:
+        tests["MHminibatch"] = mh_minibatch(cfg.batch_size)
+    return tests
+
+
+def predictions(beta: np.ndarray, gamma: np.ndarray, x_test: np.ndarray, chunk: int = 2048) -> np.ndarray:
+    """``sigmoid(x^T (beta * gamma))`` for draws ``(..., D)`` and test rows ``(Q, D)``: shape ``(..., Q)``."""
+    flat = (beta * gamma).reshape(-1, beta.shape[-1])
+    xt = jnp.asarray(x_test)
+    out = [np.asarray(jax.nn.sigmoid(jnp.asarray(flat[i : i + chunk]) @ xt.T)) for i in range(0, len(flat), chunk)]
+    return np.concatenate(out).reshape(beta.shape[:-1] + (x_test.shape[0],))
+
+
+def move_rates(res: TimedRun, start: dict) -> dict:
+    """Fractions of steps that were accepted, accepted jumps (birth or death) and accepted updates."""
+    g = np.asarray(res.positions["gamma"])
+    prev = np.concatenate([np.broadcast_to(np.asarray(start["gamma"]), (g.shape[0], 1, g.shape[2])), g[:, :-1]], 1)
+    moved = np.asarray(move_of({"gamma": prev}, {"gamma": g}))
+    acc = np.asarray(res.records["accepted"])
+    jumps = (moved == BIRTH) | (moved == DEATH)
+    return {
+        "accept": float(acc.mean()),
+        "accepted_jump_fraction": float(jumps.mean()),
+        "accepted_update_fraction": float((acc & (moved == UPDATE)).mean()),
+    }
+
+
+def run(cfg: RJConfig, out: Path) -> str:
+    """Run the reference and every test; write figures, ``summary.json`` and ``tables.md`` to ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    data, beta_true = make_selection_data(cfg.seed, cfg.n_data, cfg.n_features, cfg.n_active)
+    train, test = split(data, 0.2, cfg.seed)
+    d = cfg.n_features + 1
+    n_train = int(train["y"].shape[0])
+    x_test = test["x"][np.random.default_rng(cfg.seed + 2).permutation(test["x"].shape[0])[: cfg.test_points]]
+    model = variable_selection(d, cfg.lam)
+    proposal = reversible_jump(d, cfg.update_sd, cfg.birth_sd)
+    start = initial_state(train, d)
+    train_j = {"x": jnp.asarray(train["x"]), "y": jnp.asarray(train["y"])}
+
+    def burned(a: np.ndarray, total: int) -> np.ndarray:
+        return a[:, int(cfg.burn_in * total) :]
+
+    print(f"reference: exact RJ-MH, {cfg.chains} chains x {cfg.reference_samples} steps, N={n_train:,}, D={d}", flush=True)
+    ref = sample(model, train_j, start, proposal=proposal, test=MetropolisTest(), num_samples=cfg.reference_samples,
+                 num_chains=cfg.chains, key=cfg.seed + 100, progress=False, block_size=500)
+    rb = burned(np.asarray(ref.positions["beta"]), cfg.reference_samples)
+    rg = burned(np.asarray(ref.positions["gamma"]), cfg.reference_samples)
+    ref_pred = predictions(rb, rg, x_test).mean(axis=(0, 1))
+    ref_incl = rg.mean(axis=(0, 1))
+
+    rows, curves, inclusions = {}, {}, {"reference (exact, long)": ref_incl}
+    for i, (label, test_obj) in enumerate(tests_for(cfg).items()):
+        print(f"{label}: {cfg.chains} chains x {cfg.time_budget:g} s", flush=True)
+        res = timed_sample(model, train_j, start, proposal, test_obj, cfg.max_samples, cfg.chains, cfg.seed + i, cfg.time_budget)
+        t = res.times.shape[1]
+        keep = int(cfg.burn_in * t)
+        b, g = np.asarray(res.positions["beta"]), np.asarray(res.positions["gamma"])
+        thin = max(1, (t - keep) // 400)
+        pred = predictions(b[:, keep::thin], g[:, keep::thin], x_test)  # (R, T', Q)
+        wall = res.times[:, keep::thin] - (res.times[:, keep - 1 : keep] if keep else 0.0)
+        curves[label] = risk_curve(pred, wall, ref_pred, num_points=15)
+        final = posterior_risk(pred.mean(axis=1), ref_pred)
+        incl = g[:, keep:].mean(axis=(0, 1))
+        inclusions[label] = incl
+        rows[label] = {
+            "epsilon": label,
+            "wall_s": float(res.times[:, -1].mean()),
+            "steps": int(t),
+            "mean_batch": float(np.mean(res.records["batch_size"])),
+            "data_fraction": float(np.mean(res.records["batch_size"]) / n_train),
+            **move_rates(res, start),
+            "mean_model_size": float(g[:, keep:].sum(-1).mean()),
+            "risk": final.risk,
+            "bias2": final.bias2,
+            "variance": final.variance,
+            "inclusion_abs_error": float(np.abs(incl - ref_incl).mean()),
+        }
+    table = format_table(rows, cfg, n_train)
+    figs = plot(curves, inclusions, beta_true, out)
+    (out / "tables.md").write_text(table)
+    (out / "summary.json").write_text(json.dumps({
+        "config": cfg._asdict(), "rows": rows, "beta_true": beta_true.tolist(),
+        "inclusion": {k: v.tolist() for k, v in inclusions.items()},
+        "risk_curves": {k: {f: getattr(c, f).tolist() for f in c._fields} for k, c in curves.items()},
+        "reference_wall_s": ref.wall_time,
+    }, indent=1))
+    return table + "\n" + "figures: " + ", ".join(p.name for p in figs)
+
+
+def format_table(rows: dict, cfg: RJConfig, n_train: int) -> str:
+    """Markdown table: data use, acceptance, model size and final risk per test."""
+    lines = [
+        f"Reversible-jump variable selection (Korattikara et al. 4.2.3), synthetic MiniBooNE-shaped data: N={n_train:,} "
+        f"training rows, D={cfg.n_features + 1}, {cfg.n_active} true features, {cfg.chains} chains x {cfg.time_budget:g} s each, m={cfg.batch_size}",
+        "",
+        "| test | steps per chain | mean batch | data fraction | accept | accepted jumps | model size | risk (mean pred.) | mean abs err incl. prob. |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for label, r in rows.items():
+        lines.append(
+            f"| {label} | {r['steps']} | {r['mean_batch']:.0f} | {r['data_fraction']:.3f} | {r['accept']:.3f} | "
+            f"{r['accepted_jump_fraction']:.4f} | {r['mean_model_size']:.1f} | {r['risk']:.2e} | {r['inclusion_abs_error']:.3f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def plot(curves: dict, inclusions: dict, beta_true: np.ndarray, out: Path) -> list[Path]:
+    """Figure 7 (log risk vs wall time) and Figure 8 (marginal inclusion probabilities)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5.5, 4))
+    for label, c in curves.items():
+        ax.loglog(c.times, c.risk, marker="o", ms=3, label=label)
+    ax.set_xlabel("wall-clock time (s)")
+    ax.set_ylabel("risk in mean prediction")
+    ax.set_title("RJ variable selection: risk vs time (cf. Fig. 7)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    p1 = out / "figure7_risk.png"
+    fig.savefig(p1, dpi=120)
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(8, 3.5))
+    j = np.arange(len(beta_true))
+    width = 0.8 / len(inclusions)
+    for i, (label, incl) in enumerate(inclusions.items()):
+        ax.bar(j + i * width - 0.4, incl, width, label=label)
+    ax.plot(j[beta_true != 0], np.full((beta_true != 0).sum(), 1.04), "kv", ms=5, label="true non-zero")
+    ax.set_xlabel("feature j (0 = intercept)")
+    ax.set_ylabel("p(gamma_j = 1 | data)")
+    ax.set_title("Marginal inclusion probabilities (cf. Fig. 8)")
+    ax.legend(fontsize=7, ncol=3)
+    fig.tight_layout()
+    p2 = out / "figure8_inclusion.png"
+    fig.savefig(p2, dpi=120)
+    plt.close(fig)
+    return [p1, p2]
+
+
+def parse_config(args: argparse.Namespace, extra: list[str]) -> RJConfig:
+    """Build the configuration from the shared CLI options and this experiment's own flags."""
+    p = argparse.ArgumentParser(prog="minibatch-mcmc reproduce rj-selection", description=__doc__.splitlines()[0])
+    p.add_argument("--full", action="store_true", help="the paper's sizes: 10 chains, 400K reference steps, 3500 s per chain and test")
+    p.add_argument("--time-budget", type=float, help="wall-clock seconds per chain for each test (default 20)")
+    p.add_argument("--n-data", type=int, help="rows of synthetic data (80%% train); default 130,065 as MiniBooNE")
+    p.add_argument("--features", type=int, help="number of features besides the intercept (default 50)")
+    p.add_argument("--lam", type=float, help="rate of the truncated Poisson size prior (paper's lambda = lam/2)")
+    p.add_argument("--epsilons", type=str, help="comma-separated AustereMH epsilons; 0 is exact MH (default 0,0.01,0.05,0.1)")
+    p.add_argument("--batch-size", type=int, help="AustereMH / MHminibatch minibatch size m")
+    p.add_argument("--reference-samples", type=int, help="steps per chain of the exact reference run")
+    p.add_argument("--no-mhminibatch", action="store_true", help="skip MHminibatch")
+    p.add_argument("--help-experiment", action="help", help="show this experiment's options")
+    own = p.parse_args(extra)
+    cfg = RJConfig(seed=args.seed)
+    if own.full:
+        cfg = cfg._replace(**FULL)
+    if args.quick:
+        cfg = cfg._replace(**QUICK)
+    repl = {"n_data": own.n_data, "n_features": own.features, "lam": own.lam, "batch_size": own.batch_size,
+            "reference_samples": own.reference_samples, "max_samples": args.num_samples, "chains": args.trials,
+            "time_budget": own.time_budget}
+    cfg = cfg._replace(**{k: v for k, v in repl.items() if v})
+    if own.epsilons:
+        eps = tuple(float(e) for e in own.epsilons.split(","))
+        if any(not (0 <= e < 1) for e in eps):
+            raise ValueError(f"--epsilons {own.epsilons!r}: each epsilon must be in [0, 1) (0 is exact MH)")
+        cfg = cfg._replace(epsilons=eps)
+    if own.no_mhminibatch:
+        cfg = cfg._replace(mhminibatch=False)
+    if cfg.n_features < 1 or cfg.n_active > cfg.n_features:
+        raise ValueError(f"--features {cfg.n_features} must be >= the {cfg.n_active} true features")
+    if cfg.batch_size > 0.8 * cfg.n_data:
+        raise ValueError(f"--batch-size {cfg.batch_size} exceeds the {int(0.8 * cfg.n_data)} training rows")
+    return cfg
+
+
+def run_cli(args: argparse.Namespace, extra: list[str]) -> int:
+    """Entry point of ``minibatch-mcmc reproduce rj-selection``."""
+    cfg = parse_config(args, extra)
+    out = Path(args.out) / (args.name or "rj-selection")
+    start = time.perf_counter()
+    print(run(cfg, out))
+    print(f"wrote {out}/ in {time.perf_counter() - start:.0f} s")
+    return 0
