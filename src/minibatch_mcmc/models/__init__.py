@@ -8,7 +8,17 @@ from minibatch_mcmc.models.gaussian_mixture import (
     log_posterior_grid,
     make_mixture_data,
 )
+from minibatch_mcmc.models.ica import amari_distance, ica, ica_log_lik, make_ica_data, orthonormality_error
+from minibatch_mcmc.models.l1_regression import L1DataSettings, L1RegressionSettings, exact_posterior_l1, l1_regression, make_l1_data
 from minibatch_mcmc.models.logistic import logistic_log_lik, logistic_regression, make_logistic_data
+from minibatch_mcmc.models.mlp import bayesian_mlp, init_mlp, mlp_log_lik, predict_proba
+from minibatch_mcmc.models.variable_selection import (
+    SelectionPrior,
+    make_selection_data,
+    model_posterior_by_quadrature,
+    selection_state,
+    variable_selection,
+)
 
 __all__ = [
     "Model",
@@ -24,4 +34,23 @@ __all__ = [
     "logistic_log_lik",
     "logistic_regression",
     "make_logistic_data",
+    "amari_distance",
+    "ica",
+    "ica_log_lik",
+    "make_ica_data",
+    "orthonormality_error",
+    "L1DataSettings",
+    "L1RegressionSettings",
+    "exact_posterior_l1",
+    "l1_regression",
+    "make_l1_data",
+    "bayesian_mlp",
+    "init_mlp",
+    "mlp_log_lik",
+    "predict_proba",
+    "SelectionPrior",
+    "make_selection_data",
+    "model_posterior_by_quadrature",
+    "selection_state",
+    "variable_selection",
 ]

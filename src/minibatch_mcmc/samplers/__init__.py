@@ -1,6 +1,7 @@
 """Samplers: ``init``/``step`` kernels, the ``sample`` driver, chain sharding and resumable checkpoints."""
 
 from minibatch_mcmc.samplers import checkpoint, sharding
+from minibatch_mcmc.samplers.cmint import CMINTSchedule, cmint_schedule, ensemble_predict_proba
 from minibatch_mcmc.samplers.driver import sample
 from minibatch_mcmc.samplers.kernel import ChainState, Kernel, build_kernel
 from minibatch_mcmc.samplers.results import RECORD_FIELDS, SampleResult, summarize, to_inference_data
@@ -19,4 +20,7 @@ __all__ = [
     "sharding",
     "ChainLayout",
     "chain_layout",
+    "CMINTSchedule",
+    "cmint_schedule",
+    "ensemble_predict_proba",
 ]
