@@ -1,0 +1,410 @@
+"""Time to a fixed posterior error: MHminibatch vs BlackJAX random-walk MH (full data) vs NumPyro HMCECS.
+
+Bayesian logistic regression, d=50 synthetic features (``make_logistic_data``), prior N(0, 1) on
+every weight, temperature 1, float32. For each N in ``--sizes``:
+
+* reference: the Laplace approximation (Newton MAP, inverse Hessian of the negative log posterior,
+  accumulated in float64); for N <= ``--nuts-max`` a full-data NumPyro NUTS run started at the MAP
+  replaces it and its distance to the Laplace approximation is printed (it shrinks like N^-1/2);
+* all chains start at the same draw from the Laplace approximation (no burn-in is discarded);
+* MHminibatch (this package, ``mh_minibatch(batch_size=m)``) and BlackJAX RWMH
+  (``blackjax.normal_random_walk``, full data) get the same Gaussian random walk with per-coordinate
+  s.d. ``2.38/sqrt(d)`` times the reference s.d.; the BlackJAX log density is centred at the MAP
+  (``sum_i [log p(y_i|theta) - log p(y_i|MAP)]``) so that its float32 sum of N terms keeps the
+  O(1) differences the MH test needs;
+* NumPyro ``HMCECS(NUTS(model), num_blocks, proxy=HMCECS.taylor_proxy({"theta": MAP}))`` with a
+  ``numpyro.plate(..., subsample_size=...)`` model; its step size and diagonal mass matrix are
+  adapted by ``MCMC.warmup`` (timed separately, compile included); sampling then runs
+  ``kernel.sample`` in a jitted ``lax.scan``, which is what ``MCMC.run`` does but without
+  recompiling at every continuation.
+
+Each sampler runs one chain in jitted blocks until ``--time-cap`` seconds of sampling; the first
+block call (compile + one block) is timed separately and its draws discarded. After every block
+the running estimates of the posterior means and s.d.s over all draws so far give
+``err_mean = max_j |mean_j - ref_mean_j| / ref_sd_j`` and ``err_sd = max_j |sd_j / ref_sd_j - 1|``;
+"t(mean)" and "t(sd)" are the sampling wall times from which the error stays <= ``--threshold`` to
+the end of the run ("> cap" if it never does). ESS is ArviZ's bulk ESS, minimum over coordinates.
+
+    .venv/bin/python benchmarks/peers.py --quick                    # N = 20,000, 20 s per method
+    nice -n 10 .venv/bin/python benchmarks/peers.py --sizes 100000 1000000 --time-cap 150
+    nice -n 10 .venv/bin/python benchmarks/peers.py --sizes 10000000 --time-cap 150
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import math
+import platform
+import time
+from typing import Callable, NamedTuple
+
+import arviz as az
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from minibatch_mcmc.acceptance import mh_minibatch
+from minibatch_mcmc.models import logistic_log_lik, logistic_regression, make_logistic_data
+from minibatch_mcmc.proposals import random_walk
+from minibatch_mcmc.samplers import build_kernel
+
+D = 50
+PRIOR_SCALE = 1.0
+
+
+class Reference(NamedTuple):
+    """Posterior mean and marginal s.d. used as truth, the MAP, the Laplace s.d.s and the reference's name."""
+
+    mean: np.ndarray
+    sd: np.ndarray
+    map: np.ndarray
+    laplace_cov: np.ndarray
+    name: str
+
+
+class RunTrace(NamedTuple):
+    """Draws of one chain, the sampling wall time at the end of each block, and per-method statistics."""
+
+    draws: np.ndarray
+    block_end: np.ndarray
+    block_sizes: np.ndarray
+    compile_s: float
+    warmup_s: float
+    accept: float
+    extra: str
+
+
+# ---------------------------------------------------------------- the Laplace approximation / reference
+
+
+def _chunk_size(n: int, target: int = 100_000) -> int:
+    """Largest divisor of ``n`` not above ``target`` (rows per Newton chunk)."""
+    for c in range(min(n, target), 0, -1):
+        if n % c == 0:
+            return c
+    return n
+
+
+def laplace_approximation(data: dict, n: int, iters: int = 30) -> tuple[np.ndarray, np.ndarray]:
+    """Newton MAP of the N(0, 1)-prior logistic posterior and the inverse Hessian there (float64 sums)."""
+    c = _chunk_size(n)
+
+    @jax.jit
+    def chunk_terms(theta, start, data):
+        x = jax.lax.dynamic_slice_in_dim(data["x"], start, c)
+        y = jax.lax.dynamic_slice_in_dim(data["y"], start, c).astype(x.dtype)
+        p = jax.nn.sigmoid(x @ theta)
+        return x.T @ (y - p), (x * (p * (1 - p))[:, None]).T @ x
+
+    theta = np.zeros(D)
+    for _ in range(iters):
+        g, h = -theta / PRIOR_SCALE**2, np.eye(D) / PRIOR_SCALE**2
+        for s in range(0, n, c):
+            gc, hc = chunk_terms(jnp.asarray(theta, jnp.float32), s, data)
+            g, h = g + np.asarray(gc, np.float64), h - np.asarray(hc, np.float64)
+        step = np.linalg.solve(-h, g)
+        theta = theta + step
+        cov = np.linalg.inv(-h)
+        if np.max(np.abs(step) / np.sqrt(np.diag(cov))) < 1e-4:
+            break
+    return theta, cov
+
+
+def numpyro_model(x, y, subsample_size=None):
+    """The logistic model in NumPyro: theta ~ N(0, 1), y_i ~ Bernoulli(sigmoid(x_i . theta)), subsampled plate."""
+    import numpyro
+    import numpyro.distributions as dist
+
+    theta = numpyro.sample("theta", dist.Normal(jnp.zeros(x.shape[1]), PRIOR_SCALE).to_event(1))
+    with numpyro.plate("N", x.shape[0], subsample_size=subsample_size):
+        xb = numpyro.subsample(x, event_dim=1)
+        yb = numpyro.subsample(y, event_dim=0)
+        numpyro.sample("obs", dist.Bernoulli(logits=xb @ theta), obs=yb)
+
+
+def nuts_reference(data: dict, map_: np.ndarray, key: jax.Array, warmup: int, samples: int) -> np.ndarray:
+    """Full-data NumPyro NUTS draws started at the MAP."""
+    from numpyro.infer import MCMC, NUTS, init_to_value
+
+    kernel = NUTS(numpyro_model, init_strategy=init_to_value(values={"theta": jnp.asarray(map_, jnp.float32)}))
+    mcmc = MCMC(kernel, num_warmup=warmup, num_samples=samples, progress_bar=False, jit_model_args=True)
+    mcmc.run(key, data["x"], data["y"])
+    return np.asarray(mcmc.get_samples()["theta"], np.float64)
+
+
+# ---------------------------------------------------------------- timed block loop
+
+
+def timed_blocks(block: Callable, state, key: jax.Array, data, time_cap: float, max_blocks: int = 100_000):
+    """Run ``block(state, key, data) -> (state, (draws, stats))`` until ``time_cap`` s; the first call compiles."""
+    t0 = time.perf_counter()
+    jax.block_until_ready(block(state, jax.random.fold_in(key, 10**9), data))
+    first = time.perf_counter() - t0
+    draws, ends, times, stats = [], [], [], []
+    elapsed = 0.0
+    for b in range(max_blocks):
+        t0 = time.perf_counter()
+        state, (dr, st) = jax.block_until_ready(block(state, jax.random.fold_in(key, b), data))
+        dt = time.perf_counter() - t0
+        elapsed += dt
+        draws.append(np.asarray(dr, np.float64))
+        ends.append(elapsed)
+        times.append(dt)
+        stats.append(np.asarray(st, np.float64))
+        if elapsed >= time_cap:
+            break
+    compile_s = max(first - float(np.median(times)), 0.0)
+    return np.concatenate(draws), np.array(ends), np.array([len(d) for d in draws]), compile_s, np.concatenate(stats)
+
+
+def run_mhminibatch(data, n, ref: Reference, start, scale, args, key) -> RunTrace:
+    """MHminibatch with a diagonal random walk at temperature 1."""
+    kernel = build_kernel(logistic_regression(PRIOR_SCALE), random_walk(scale=scale), mh_minibatch(args.m, sigma=1.0), n)
+    steps = max(args.min_block_steps, int(args.block_work // n))
+    temp = jnp.float32(1.0)
+
+    @jax.jit
+    def block(state, k, data):
+        def body(st, kk):
+            st, out = kernel.step(kk, st, data, temp)
+            return st, (st.position, jnp.stack([out.accepted.astype(jnp.float32), out.batch_size.astype(jnp.float32)]))
+
+        return jax.lax.scan(body, state, jax.random.split(k, steps))
+
+    draws, ends, sizes, compile_s, st = timed_blocks(block, kernel.init(jnp.asarray(start, jnp.float32)), key, data, args.time_cap)
+    return RunTrace(draws, ends, sizes, compile_s, 0.0, float(st[:, 0].mean()), f"mean batch {st[:, 1].mean():,.0f} ({st[:, 1].mean() / n:.2f} N), m={args.m}")
+
+
+def run_rwmh(data, n, ref: Reference, start, scale, args, key) -> RunTrace:
+    """BlackJAX full-data random-walk Metropolis with the same Gaussian proposal."""
+    import blackjax
+
+    data = dict(data, lhat=logistic_log_lik(jnp.asarray(ref.map, jnp.float32), data))
+    sigma = jnp.asarray(scale, jnp.float32)
+
+    def algorithm(data):
+        def logdensity(theta):
+            return jnp.sum(logistic_log_lik(theta, data) - data["lhat"]) - 0.5 * jnp.sum(theta * theta) / PRIOR_SCALE**2
+
+        return blackjax.normal_random_walk(logdensity, sigma)
+    steps = max(args.min_block_steps, int(args.block_work // n))
+
+    @jax.jit
+    def block(state, k, data):
+        alg = algorithm(data)
+
+        def body(st, kk):
+            st, info = alg.step(kk, st)
+            return st, (st.position, info.is_accepted.astype(jnp.float32))
+
+        return jax.lax.scan(body, state, jax.random.split(k, steps))
+
+    init = algorithm(data).init(jnp.asarray(start, jnp.float32))
+    draws, ends, sizes, compile_s, acc = timed_blocks(block, init, key, data, args.time_cap)
+    return RunTrace(draws, ends, sizes, compile_s, 0.0, float(acc.mean()), "full data every step")
+
+
+def run_hmcecs(data, n, ref: Reference, start, scale, args, key) -> RunTrace:
+    """NumPyro HMCECS (NUTS inner kernel, Taylor proxy at the MAP) after ``MCMC.warmup``."""
+    from numpyro.infer import HMCECS, MCMC, NUTS, init_to_value
+
+    mapd = {"theta": jnp.asarray(ref.map, jnp.float32)}
+    sub = min(args.subsample, n)
+    model = functools.partial(numpyro_model, subsample_size=sub)  # the subsample size must stay static under jit
+    inner = NUTS(model, init_strategy=init_to_value(values={"theta": jnp.asarray(start, jnp.float32)}))
+    kernel = HMCECS(inner, num_blocks=args.num_blocks, proxy=HMCECS.taylor_proxy(mapd))
+    mcmc = MCMC(kernel, num_warmup=args.ecs_warmup, num_samples=1, progress_bar=False, jit_model_args=True)
+    k_warm = jax.random.fold_in(key, 1)
+    t0 = time.perf_counter()
+    mcmc.warmup(k_warm, data["x"], data["y"], collect_warmup=False)
+    jax.block_until_ready(mcmc.post_warmup_state)
+    warmup_s = time.perf_counter() - t0
+    sampler = mcmc.sampler
+
+    @jax.jit
+    def block(state, k, data):
+        del k  # the HMCECS state carries its own key
+
+        def body(st, _):
+            st = sampler.sample(st, (data["x"], data["y"]), {})
+            return st, (st.z["theta"], jnp.stack([st.hmc_state.accept_prob, st.hmc_state.num_steps.astype(jnp.float32)]))
+
+        return jax.lax.scan(body, state, None, length=args.ecs_block)
+
+    draws, ends, sizes, compile_s, st = timed_blocks(block, mcmc.post_warmup_state, key, data, args.time_cap)
+    step = float(mcmc.post_warmup_state.hmc_state.adapt_state.step_size)
+    extra = f"subsample {sub}, {args.num_blocks} blocks, step {step:.3g}, {st[:, 1].mean():.1f} leapfrogs/draw"
+    return RunTrace(draws, ends, sizes, compile_s, warmup_s, float(st[:, 0].mean()), extra)
+
+
+# ---------------------------------------------------------------- error metrics
+
+
+def running_errors(draws: np.ndarray, sizes: np.ndarray, ref: Reference) -> tuple[np.ndarray, np.ndarray]:
+    """Max standardised error of the running mean and max relative error of the running s.d. after each block."""
+    z = (draws - ref.mean) / ref.sd
+    ends = np.cumsum(sizes)
+    c1, c2 = np.cumsum(z, axis=0)[ends - 1], np.cumsum(z * z, axis=0)[ends - 1]
+    cnt = ends[:, None].astype(np.float64)
+    mean = c1 / cnt
+    var = np.maximum(c2 / cnt - mean**2, 0.0) * cnt / np.maximum(cnt - 1, 1)
+    return np.max(np.abs(mean), axis=1), np.max(np.abs(np.sqrt(var) - 1.0), axis=1)
+
+
+def time_to_stay_below(err: np.ndarray, ends: np.ndarray, threshold: float) -> float:
+    """Sampling time from which the error stays <= threshold to the end of the run (inf if it never does)."""
+    above = np.flatnonzero(err > threshold)
+    if above.size == 0:
+        return float(ends[0])
+    last = above[-1]
+    return float(ends[last + 1]) if last + 1 < len(ends) else math.inf
+
+
+def min_ess(draws: np.ndarray) -> float:
+    """ArviZ bulk ESS of one chain, minimum over the coordinates."""
+    ess = az.ess(az.convert_to_dataset({"theta": draws[None]}), method="bulk")["theta"].values
+    return float(np.min(ess))
+
+
+def fmt_t(t: float, cap: float) -> str:
+    """Seconds, or '> cap' when the threshold was not reached."""
+    return f"{t:.1f}" if math.isfinite(t) else f"> {cap:.0f}"
+
+
+# ---------------------------------------------------------------- driver
+
+
+def build_reference(data, n, args, key) -> Reference:
+    """Laplace approximation, replaced by full-data NUTS moments when N <= --nuts-max."""
+    t0 = time.perf_counter()
+    map_, cov = laplace_approximation(data, n)
+    lap_sd = np.sqrt(np.diag(cov))
+    print(f"  Laplace (Newton MAP + inverse Hessian): {time.perf_counter() - t0:.1f} s, median posterior s.d. {np.median(lap_sd):.3g}")
+    if n > args.nuts_max:
+        return Reference(map_, lap_sd, map_, cov, "Laplace")
+    t0 = time.perf_counter()
+    ref = nuts_reference(data, map_, key, args.ref_warmup, args.ref_samples)
+    mean, sd = ref.mean(0), ref.std(0, ddof=1)
+    ess = min_ess(ref)
+    ess_sq = min_ess(((ref - mean) / sd) ** 2)
+    print(
+        f"  NUTS reference: {args.ref_samples} draws, min ESS {ess:.0f} (of squared deviations {ess_sq:.0f}), {time.perf_counter() - t0:.1f} s; "
+        f"Laplace vs NUTS: max |mean diff|/sd {np.max(np.abs(map_ - mean) / sd):.3f}, "
+        f"max |sd ratio - 1| {np.max(np.abs(lap_sd / sd - 1)):.3f} (NUTS Monte Carlo error of these: "
+        f"~{2.5 / math.sqrt(ess):.3f} and ~{2.5 / math.sqrt(2 * ess_sq):.3f})"
+    )
+    return Reference(mean, sd, map_, cov, f"NUTS ({args.ref_samples} draws)")
+
+
+METHODS = {"MHminibatch": run_mhminibatch, "BlackJAX RWMH": run_rwmh, "NumPyro HMCECS": run_hmcecs}
+
+
+def bench_size(n: int, args) -> None:
+    """Reference, the three samplers, and the tables for one data size."""
+    key = jax.random.key(args.seed)
+    k_data, k_ref, k_start, k_run = jax.random.split(key, 4)
+    print(f"\nN = {n:,}, d = {D}, prior N(0, 1), threshold {args.threshold}, sampling cap {args.time_cap:.0f} s per method")
+    t0 = time.perf_counter()
+    data, _ = make_logistic_data(k_data, n, D)
+    jax.block_until_ready(data)
+    print(f"  data: {time.perf_counter() - t0:.1f} s")
+    ref = build_reference(data, n, args, k_ref)
+    start = np.asarray(jax.random.multivariate_normal(k_start, jnp.asarray(ref.map), jnp.asarray(ref.laplace_cov)), np.float64)
+    scale = 2.38 / math.sqrt(D) * ref.sd
+    rows = {}
+    for i, (name, fn) in enumerate(METHODS.items()):
+        if name not in args.methods:
+            continue
+        try:
+            tr = fn(data, n, ref, start, scale, args, jax.random.fold_in(k_run, i))
+        except Exception as err:  # noqa: BLE001 -- a failed peer (e.g. out of memory) is reported, not fatal
+            print(f"  {name}: FAILED: {type(err).__name__}: {str(err)[:300]}", flush=True)
+            continue
+        e_mean, e_sd = running_errors(tr.draws, tr.block_sizes, ref)
+        ess = min_ess(tr.draws)
+        total = float(tr.block_end[-1])
+        rows[name] = dict(
+            tr=tr, t_mean=time_to_stay_below(e_mean, tr.block_end, args.threshold),
+            t_sd=time_to_stay_below(e_sd, tr.block_end, args.threshold), e_mean=e_mean[-1], e_sd=e_sd[-1],
+            ess=ess, ess_s=ess / total, total=total,
+        )
+        print(f"  {name}: {len(tr.draws):,} draws in {total:.1f} s, {tr.extra}", flush=True)
+    cap = args.time_cap
+    print(f"\n  {'method':<15} {'draws':>8} {'draws/s':>9} {'accept':>7} {'compile s':>9} {'warm-up s':>9} "
+          f"{'t(mean) s':>9} {'t(sd) s':>9} {'end err mean':>12} {'end err sd':>10} {'min ESS':>8} {'ESS/s':>8}")
+    for name, r in rows.items():
+        tr = r["tr"]
+        print(f"  {name:<15} {len(tr.draws):>8,} {len(tr.draws) / r['total']:>9.1f} {tr.accept:>7.3f} {tr.compile_s:>9.1f} "
+              f"{tr.warmup_s:>9.1f} {fmt_t(r['t_mean'], cap):>9} {fmt_t(r['t_sd'], cap):>9} {r['e_mean']:>12.3f} "
+              f"{r['e_sd']:>10.3f} {r['ess']:>8.1f} {r['ess_s']:>8.3f}")
+    if "MHminibatch" in rows:
+        base = rows["MHminibatch"]
+        print("  ratios, other / MHminibatch (> 1: MHminibatch faster; bounds use the cap when a run did not reach the threshold):")
+        for name, r in rows.items():
+            if name == "MHminibatch":
+                continue
+            parts = []
+            for key_ in ("t_mean", "t_sd"):
+                a, b = r[key_], base[key_]
+                if math.isfinite(a) and math.isfinite(b):
+                    parts.append(f"{key_} {a / b:.2f}")
+                elif math.isfinite(b):
+                    parts.append(f"{key_} > {r['total'] / b:.2f}")
+                elif math.isfinite(a):
+                    parts.append(f"{key_} < {a / base['total']:.2f}")
+                else:
+                    parts.append(f"{key_} n/a (neither reached)")
+            parts.append(f"ESS/s {base['ess_s'] / max(r['ess_s'], 1e-12):.3g}")
+            print(f"    {name:<15} " + ", ".join(parts))
+
+
+def main() -> None:
+    """Parse flags and run every size."""
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000, 10_000_000])
+    ap.add_argument("--quick", action="store_true", help="N = 20,000, 20 s per method, short reference")
+    ap.add_argument("--time-cap", type=float, default=150.0, help="sampling seconds per method and size")
+    ap.add_argument("--threshold", type=float, default=0.25, help="error level for t(mean) and t(sd)")
+    ap.add_argument("--m", type=int, default=1000, help="MHminibatch initial minibatch size (and growth step)")
+    ap.add_argument("--subsample", type=int, default=1000, help="HMCECS subsample size")
+    ap.add_argument("--num-blocks", type=int, default=100, help="HMCECS blocks of the subsample indices")
+    ap.add_argument("--ecs-warmup", type=int, default=300, help="HMCECS warm-up (adaptation) iterations")
+    ap.add_argument("--ecs-block", type=int, default=25, help="HMCECS draws per timed block")
+    ap.add_argument("--block-work", type=float, default=2e7, help="random-walk steps per block = this / N")
+    ap.add_argument("--min-block-steps", type=int, default=10, help="at least this many random-walk steps per block")
+    ap.add_argument("--nuts-max", type=int, default=20_000, help="largest N with a full-data NUTS reference")
+    ap.add_argument("--ref-warmup", type=int, default=500)
+    ap.add_argument("--ref-samples", type=int, default=3000)
+    ap.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+    if args.quick:
+        args.sizes, args.time_cap, args.ref_warmup, args.ref_samples, args.ecs_warmup = [20_000], 20.0, 200, 1000, 150
+    for name in ("time_cap", "threshold", "block_work"):
+        if not getattr(args, name) > 0:
+            raise ValueError(f"--{name.replace('_', '-')}={getattr(args, name)} must be positive")
+    for name in ("min_block_steps", "m", "subsample", "num_blocks", "ecs_warmup", "ecs_block", "ref_warmup", "ref_samples"):
+        if getattr(args, name) < 1:
+            raise ValueError(f"--{name.replace('_', '-')}={getattr(args, name)} must be a positive integer")
+    if any(n < max(args.m, 2 * D) for n in args.sizes):
+        raise ValueError(f"--sizes {args.sizes}: every N must be at least max(m={args.m}, {2 * D})")
+    dev = jax.devices()[0]
+    print(f"machine: {platform.processor() or platform.machine()}, {jax.device_count()} x {dev.platform}:{dev.device_kind}, "
+          f"jax {jax.__version__}, float32; load average at start {', '.join(f'{v:.1f}' for v in _loadavg())}")
+    for n in args.sizes:
+        bench_size(n, args)
+
+
+def _loadavg() -> tuple[float, ...]:
+    """The 1, 5 and 15 minute load averages (zeros where unavailable)."""
+    try:
+        import os
+
+        return os.getloadavg()
+    except (AttributeError, OSError):
+        return (0.0, 0.0, 0.0)
+
+
+if __name__ == "__main__":
+    main()
