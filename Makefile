@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test install clean bench data
+.PHONY: demo test install clean bench bench-peers data
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,6 +22,13 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/step_cost.py
 	$(BIN)/python benchmarks/gmm_data_per_test.py
+	$(BIN)/python benchmarks/out_of_core.py
+	$(BIN)/python benchmarks/mintee_cost.py
+
+# Against BlackJAX and NumPyro (the optional `bench` extra); add `--sizes 100000 1000000 10000000` for the full table.
+bench-peers: $(STAMP)
+	$(BIN)/pip install --quiet -e ".[bench]"
+	$(BIN)/python benchmarks/peers.py --quick
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache

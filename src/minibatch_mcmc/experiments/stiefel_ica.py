@@ -21,9 +21,9 @@ from typing import NamedTuple
 import jax.numpy as jnp
 import numpy as np
 
-from minibatch_mcmc.acceptance import MetropolisTest, austere_mh, mh_minibatch
+from minibatch_mcmc.acceptance import MetropolisTest
 from minibatch_mcmc.diagnostics.risk import posterior_risk, risk_curve
-from minibatch_mcmc.experiments.rj_selection import timed_sample
+from minibatch_mcmc.experiments.timed import epsilon_tests, parse_epsilons, timed_sample
 from minibatch_mcmc.models.ica import amari_distance, ica, make_ica_data
 from minibatch_mcmc.proposals.stiefel import stiefel_random_walk
 from minibatch_mcmc.samplers import sample
@@ -59,10 +59,7 @@ def polar(w: np.ndarray) -> np.ndarray:
 
 def tests_for(cfg: ICAConfig) -> dict:
     """Exact MH for epsilon = 0, AustereMH(c) otherwise, optionally MHminibatch."""
-    tests = {f"eps={e:g}": MetropolisTest() if e == 0 else austere_mh(cfg.batch_size, float(e)) for e in cfg.epsilons}
-    if cfg.mhminibatch:
-        tests["MHminibatch"] = mh_minibatch(cfg.batch_size)
-    return tests
+    return epsilon_tests(cfg.epsilons, cfg.batch_size, cfg.mhminibatch)
 
 
 def run(cfg: ICAConfig, out: Path) -> str:
@@ -175,10 +172,7 @@ def parse_config(args: argparse.Namespace, extra: list[str]) -> ICAConfig:
             "time_budget": own.time_budget}
     cfg = cfg._replace(**{k: v for k, v in repl.items() if v})
     if own.epsilons:
-        eps = tuple(float(e) for e in own.epsilons.split(","))
-        if any(not (0 <= e < 1) for e in eps):
-            raise ValueError(f"--epsilons {own.epsilons!r}: each epsilon must be in [0, 1) (0 is exact MH)")
-        cfg = cfg._replace(epsilons=eps)
+        cfg = cfg._replace(epsilons=parse_epsilons(own.epsilons))
     if own.mhminibatch:
         cfg = cfg._replace(mhminibatch=True)
     if cfg.batch_size > cfg.n_data:
