@@ -3,6 +3,7 @@
 from minibatch_mcmc.samplers import checkpoint, sharding
 from minibatch_mcmc.samplers.cmint import CMINTSchedule, cmint_schedule, ensemble_predict_proba
 from minibatch_mcmc.samplers.driver import sample
+from minibatch_mcmc.samplers.mintee import Ladder, MINTEEConfig, MINTEEResult, MINTEEState, mintee, resolve_ladder
 from minibatch_mcmc.samplers.kernel import ChainState, Kernel, build_kernel
 from minibatch_mcmc.samplers.results import RECORD_FIELDS, SampleResult, summarize, to_inference_data
 from minibatch_mcmc.samplers.sharding import ChainLayout, chain_layout
@@ -23,4 +24,10 @@ __all__ = [
     "CMINTSchedule",
     "cmint_schedule",
     "ensemble_predict_proba",
+    "Ladder",
+    "MINTEEConfig",
+    "MINTEEResult",
+    "MINTEEState",
+    "mintee",
+    "resolve_ladder",
 ]
