@@ -289,3 +289,16 @@ def test_langevin_with_mint_targets_the_mint_temperature(problem):
     assert res.summary()["mean_batch_size"] == 2048
     assert 0.1 < res.summary()["acceptance_rate"] < 0.99
     _check(np.asarray(res.positions)[:, BURN:], mean, var)
+
+
+def test_full_data_gradient_streams_an_out_of_core_source(tmp_path):
+    # MALA (full-data gradient) on a memory-mapped file draws exactly what it draws in memory
+    from minibatch_mcmc.data import open_npy
+
+    x = np.random.default_rng(0).normal(1.0, 1.0, (3000, 2)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    kw = dict(proposal=langevin(1e-4, 0), test=MetropolisTest(), num_samples=50, key=3, progress=False)
+    a = sample(gaussian_mean(), x, jnp.zeros(2), **kw)
+    b = sample(gaussian_mean(), open_npy(tmp_path / "x.npy"), jnp.zeros(2), **kw)
+    np.testing.assert_array_equal(np.asarray(a.positions), np.asarray(b.positions))
+    assert 0 < a.summary()["acceptance_rate"]

@@ -14,7 +14,7 @@ import pytest
 import xarray as xr
 
 from minibatch_mcmc import cli, mh_minibatch, random_walk, sample
-from minibatch_mcmc.models import gaussian_mixture, make_mixture_data
+from minibatch_mcmc.models import MixtureSettings, gaussian_mixture, make_mixture_data
 from minibatch_mcmc.samplers import checkpoint
 
 BLOCK = 20
@@ -85,6 +85,10 @@ def test_resume_refuses_other_settings_and_cleans_partial_chunks(killed_run, tmp
         sample(gaussian_mixture(), data[:1000], jnp.zeros(2), **kw)
     with pytest.raises(ValueError, match="test_config"):
         sample(gaussian_mixture(), data, jnp.zeros(2), **{**kw, "test": mh_minibatch(60)})
+    with pytest.raises(ValueError, match="proposal_config"):  # a step size lives in the proposal's closure
+        sample(gaussian_mixture(), data, jnp.zeros(2), **{**kw, "proposal": random_walk(scale=0.2)})
+    with pytest.raises(ValueError, match="model_config"):
+        sample(gaussian_mixture(MixtureSettings(sigma_x_sq=3.0)), data, jnp.zeros(2), **kw)
     with pytest.raises(ValueError, match="temperature at step 0 was 50.0 in the checkpoint but is 40.0"):
         sample(gaussian_mixture(), data, jnp.zeros(2), **{**kw, "temperature": 40.0})
     with pytest.raises(ValueError, match="already holds .* pass resume=True"):

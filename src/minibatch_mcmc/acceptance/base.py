@@ -60,6 +60,12 @@ class AcceptanceTest(Protocol):
         ...
 
 
+def temperature_factor(test: object, n_data: int) -> float:
+    """The factor by which a test tempers the likelihood itself (MINT: ``T = n^(1 - lambda)``); 1 for the others."""
+    factor = getattr(test, "temperature_factor", None)
+    return float(factor(n_data)) if callable(factor) else 1.0
+
+
 def uniform_from_bits(bits: jax.Array, dtype) -> jax.Array:
     """Uniforms in (0, 1) from uint32 bits (24 bits of mantissa, centred in their cell)."""
     return ((bits >> 8).astype(dtype) + 0.5) * (1.0 / (1 << 24))

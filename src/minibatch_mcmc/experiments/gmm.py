@@ -12,7 +12,7 @@ import numpy as np
 
 from minibatch_mcmc.acceptance import BarkerTest, mh_minibatch
 from minibatch_mcmc.diagnostics import chi_squared, grid_posterior, poisson_log_likelihood
-from minibatch_mcmc.models import MixtureSettings, gaussian_mixture, log_posterior_grid, make_mixture_data
+from minibatch_mcmc.models import gaussian_mixture, log_posterior_grid, make_mixture_data
 from minibatch_mcmc.proposals import random_walk
 from minibatch_mcmc.samplers import SampleResult, sample
 

@@ -155,7 +155,7 @@ def run(cfg: MintLogisticConfig, out: Path, progress: bool = True) -> str:
         per_draw = accuracy_curve(pos[:, -1:], test_set)[:, 0]
         results[name] = res
         rows[name] = {
-            "temperature": temperature * (test.temperature_factor(n) if hasattr(test, "temperature_factor") else 1.0), "step_sd": step, "pilot_acceptance": pilot_rate,
+            "temperature": float(res.temperature[-1]), "step_sd": step, "pilot_acceptance": pilot_rate,
             "acceptance_rate": res.summary()["acceptance_rate"], "steps": steps, "epochs": steps * epochs_per_step,
             "data_per_step": res.summary()["data_per_test"], "final_predictive_accuracy": float(acc[:, -1].mean()),
             "final_predictive_accuracy_se": float(acc[:, -1].std(ddof=1) / np.sqrt(cfg.runs)),

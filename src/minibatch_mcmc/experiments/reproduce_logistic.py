@@ -30,7 +30,7 @@ from minibatch_mcmc.acceptance.austere import (
 )
 from minibatch_mcmc.models import logistic_regression
 from minibatch_mcmc.proposals import random_walk
-from minibatch_mcmc.samplers import SampleResult, sample
+from minibatch_mcmc.samplers import sample
 
 PAPER_TABLE2 = {
     "MHminibatch": ((125.4, 9.2), (216.5, 7.9)),

@@ -170,7 +170,10 @@ def parse_config(args: argparse.Namespace, extra: list[str]) -> ICAConfig:
     repl = {"n_data": own.n_data, "step_scale": own.step_scale, "batch_size": own.batch_size,
             "reference_samples": own.reference_samples, "max_samples": args.num_samples, "chains": args.trials,
             "time_budget": own.time_budget}
-    cfg = cfg._replace(**{k: v for k, v in repl.items() if v})
+    bad = {k: v for k, v in repl.items() if v is not None and not v > 0}
+    if bad:
+        raise ValueError(f"settings must be positive; got {', '.join(f'{k}={v}' for k, v in bad.items())}")
+    cfg = cfg._replace(**{k: v for k, v in repl.items() if v is not None})
     if own.epsilons:
         cfg = cfg._replace(epsilons=parse_epsilons(own.epsilons))
     if own.mhminibatch:

@@ -43,14 +43,17 @@ class Chunk(NamedTuple):
     wall_time: float
 
 
-def fingerprint(obj: Any) -> Any:
-    """A JSON-able description of a configuration (NamedTuples, arrays hashed, callables by name)."""
+def fingerprint(obj: Any, depth: int = 6) -> Any:
+    """A JSON-able description of a configuration: NamedTuples field by field, arrays hashed, callables
+    by name plus the values they close over (a proposal's step size or a model's prior scale live there)."""
+    if depth <= 0:
+        return type(obj).__name__
     if isinstance(obj, tuple) and hasattr(obj, "_fields"):
-        return {"type": type(obj).__name__, **{f: fingerprint(getattr(obj, f)) for f in obj._fields}}
+        return {"type": type(obj).__name__, **{f: fingerprint(getattr(obj, f), depth - 1) for f in obj._fields}}
     if isinstance(obj, (list, tuple)):
-        return [fingerprint(v) for v in obj]
+        return [fingerprint(v, depth - 1) for v in obj]
     if isinstance(obj, dict):
-        return {str(k): fingerprint(v) for k, v in sorted(obj.items(), key=lambda kv: str(kv[0]))}
+        return {str(k): fingerprint(v, depth - 1) for k, v in sorted(obj.items(), key=lambda kv: str(kv[0]))}
     if obj is None or isinstance(obj, (bool, int, str)):
         return obj
     if isinstance(obj, float):
@@ -61,8 +64,20 @@ def fingerprint(obj: Any) -> Any:
         arr = np.ascontiguousarray(np.asarray(obj))
         return {"dtype": str(arr.dtype), "shape": list(arr.shape), "sha1": hashlib.sha1(arr.tobytes()).hexdigest()}
     if callable(obj):
-        return f"{getattr(obj, '__module__', '?')}.{getattr(obj, '__qualname__', type(obj).__name__)}"
+        name = f"{getattr(obj, '__module__', '?')}.{getattr(obj, '__qualname__', type(obj).__name__)}"
+        cells = getattr(obj, "__closure__", None) or ()
+        if not cells:
+            return name
+        return {"callable": name, "closure": [_cell_fingerprint(c, depth - 1) for c in cells]}
     return repr(obj)
+
+
+def _cell_fingerprint(cell: Any, depth: int) -> Any:
+    """Fingerprint of one closure cell (an empty cell, not yet assigned, has none)."""
+    try:
+        return fingerprint(cell.cell_contents, depth)
+    except ValueError:
+        return "<empty>"
 
 
 def run_settings(*, key: jax.Array, model: Any, test: Any, proposal: Any, num_chains: int, n_data: int, positions: PyTree) -> dict:
@@ -75,7 +90,9 @@ def run_settings(*, key: jax.Array, model: Any, test: Any, proposal: Any, num_ch
         "model": getattr(model, "name", type(model).__name__),
         "test": getattr(test, "name", type(test).__name__),
         "test_config": fingerprint(test),
+        "model_config": fingerprint(model),
         "proposal": getattr(proposal, "name", type(proposal).__name__),
+        "proposal_config": fingerprint(proposal),
         "num_chains": int(num_chains),
         "n_data": int(n_data),
         "position_layout": [str(treedef)] + [[list(np.shape(x))[1:], str(np.asarray(x).dtype)] for x in leaves],

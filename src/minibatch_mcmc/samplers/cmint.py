@@ -22,6 +22,7 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 
 from minibatch_mcmc.acceptance.base import AcceptanceTest
+from minibatch_mcmc.acceptance.base import temperature_factor as test_temperature_factor
 from minibatch_mcmc.acceptance.mint import mint
 from minibatch_mcmc.data.arrays import DataSource, as_data_source
 from minibatch_mcmc.models.base import Model
@@ -200,11 +201,13 @@ def make_epoch_runner(
     step size are traced, so any schedule compiles once.
     """
     _positive_int(steps_per_epoch, "steps_per_epoch")
+    # the kernel already tempers the drift by the test's own factor (MINT's T): the proposal adds only the rest
+    extra_factor = float(temperature_factor) / test_temperature_factor(test, n_data)
 
     @jax.jit
     def run(key: jax.Array, epoch: jax.Array, state: ChainState, data: PyTree, step_size: jax.Array) -> tuple[ChainState, EpochStats]:
         key = jax.random.fold_in(key, epoch)
-        proposal = tempered_langevin(model.log_prior, step_size, batch_size, temperature_factor)
+        proposal = tempered_langevin(model.log_prior, step_size, batch_size, extra_factor)
         kernel = build_kernel(model, proposal, test, n_data)
         one = jnp.ones((), jnp.float32)
 
@@ -278,8 +281,7 @@ def run_langevin_epochs(
     if bad:
         raise ValueError(f"snapshot epochs {bad} lie outside [1, {alphas.size}] (epochs are counted from 1)")
     if temperature_factor is None:
-        factor = getattr(test, "temperature_factor", None)
-        temperature_factor = float(factor(n)) if callable(factor) else 1.0
+        temperature_factor = test_temperature_factor(test, n)
     t = _finite(temperature_factor, "temperature_factor")
     if t <= 0:
         raise ValueError(f"temperature_factor={temperature_factor!r} must be positive")

@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from minibatch_mcmc.acceptance.base import AcceptanceTest
+from minibatch_mcmc.acceptance.base import AcceptanceTest, temperature_factor
 from minibatch_mcmc.data.arrays import DataSource, as_data_source, take
 from minibatch_mcmc.models.base import Model
 from minibatch_mcmc.proposals.base import Proposal
@@ -326,13 +326,12 @@ def sample(
     all_pos = jax.tree_util.tree_map(stack, *pos_blocks)
     all_rec = {k: stack(*[r[k] for r in rec_blocks]) for k in RECORD_FIELDS}
     draws = all_rec["accepted"].shape[1]
-    factor = getattr(test, "temperature_factor", None)  # a test that tempers by itself (MINT: T = n^(1-lambda))
     return SampleResult(
         positions=all_pos,
         records=all_rec,
         method=getattr(test, "name", type(test).__name__),
         n_data=n,
-        temperature=temps[:draws] * (float(factor(n)) if factor is not None else 1.0),
+        temperature=temps[:draws] * temperature_factor(test, n),  # a test that tempers by itself (MINT)
         wall_time=wall,
         interrupted=interrupted,
     )

@@ -7,7 +7,7 @@ from typing import Any, Callable, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from minibatch_mcmc.acceptance.base import AcceptanceTest, Statistics, TestOutcome
+from minibatch_mcmc.acceptance.base import AcceptanceTest, Statistics, TestOutcome, full_data_sum, temperature_factor
 from minibatch_mcmc.data.arrays import take
 from minibatch_mcmc.data.indexing import chunk_indices
 from minibatch_mcmc.models.base import Model
@@ -39,14 +39,21 @@ def minibatch_grad_log_target(
     without replacement from ``key``, independently of ``theta``.
     """
     if batch_size == 0 or batch_size >= n_data:
-        batch, scale = data, 1.0
+        scale = 1.0
+
+        def log_lik_sum(theta: PyTree) -> jax.Array:
+            # streamed in chunks, so an out-of-core source works too
+            return full_data_sum(lambda rows: model.log_lik(theta, rows), data, n_data)[0]
+
     else:
         idx, _ = chunk_indices(key, jnp.zeros((), jnp.int32), batch_size, n_data)
         batch, scale = take(data, idx), n_data / batch_size
 
+        def log_lik_sum(theta: PyTree) -> jax.Array:
+            return jnp.sum(model.log_lik(theta, batch))
+
     def log_target(theta: PyTree) -> jax.Array:
-        ll = jnp.sum(model.log_lik(theta, batch))
-        return model.log_prior(theta) + ll * (scale / temperature)
+        return model.log_prior(theta) + log_lik_sum(theta) * (scale / temperature)
 
     return jax.grad(log_target)
 
@@ -65,8 +72,7 @@ def build_kernel(model: Model, proposal: Proposal, test: AcceptanceTest, n_data:
     if validate is not None:
         validate(n_data)
     grad_batch = getattr(proposal, "gradient_batch_size", None)
-    factor = getattr(test, "temperature_factor", None)  # a test that tempers by itself (MINT): the drift follows it
-    grad_temperature_factor = float(factor(n_data)) if factor is not None else 1.0
+    grad_temperature_factor = temperature_factor(test, n_data)  # a test that tempers by itself (MINT): the drift follows it
     if grad_batch is not None and (isinstance(grad_batch, bool) or not isinstance(grad_batch, int) or grad_batch < 0):
         raise ValueError(f"proposal.gradient_batch_size={grad_batch!r} must be None or a non-negative integer")
 

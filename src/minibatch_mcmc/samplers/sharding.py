@@ -45,9 +45,10 @@ def chain_layout(devices: Sequence[jax.Device] | int | str, num_chains: int) -> 
             raise ValueError(f"devices={devices!r}; expected None, 'all', a device count or a list of jax devices")
         devs = list(available)
     elif isinstance(devices, (int, np.integer)) and not isinstance(devices, bool):
-        if not 1 <= devices <= len(available):
-            raise ValueError(f"devices={devices} must be between 1 and the {len(available)} available device(s)")
-        devs = list(available[: int(devices)])
+        local = jax.local_devices()  # a count means this process's devices (all hosts' devices: "all")
+        if not 1 <= devices <= len(local):
+            raise ValueError(f"devices={devices} must be between 1 and the {len(local)} local device(s)")
+        devs = list(local[: int(devices)])
     else:
         devs = list(devices)
         if not devs or not all(isinstance(d, jax.Device) for d in devs):
