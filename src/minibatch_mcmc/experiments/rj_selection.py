@@ -28,7 +28,7 @@ from minibatch_mcmc.diagnostics.risk import posterior_risk, risk_curve
 from minibatch_mcmc.models.variable_selection import make_selection_data, selection_state, variable_selection
 from minibatch_mcmc.proposals.reversible_jump import BIRTH, DEATH, UPDATE, move_of, reversible_jump
 from minibatch_mcmc.samplers import sample
-from minibatch_mcmc.experiments.timed import TimedRun, epsilon_tests, parse_epsilons, timed_sample
+from minibatch_mcmc.experiments.timed import TimedRun, add_common_options, apply_common_options, epsilon_tests, timed_sample
 
 
 class RJConfig(NamedTuple):
@@ -227,31 +227,14 @@ def plot(curves: dict, inclusions: dict, beta_true: np.ndarray, out: Path) -> li
 def parse_config(args: argparse.Namespace, extra: list[str]) -> RJConfig:
     """Build the configuration from the shared CLI options and this experiment's own flags."""
     p = argparse.ArgumentParser(prog="minibatch-mcmc reproduce rj-selection", description=__doc__.splitlines()[0])
-    p.add_argument("--full", action="store_true", help="the paper's sizes: 10 chains, 400K reference steps, 3500 s per chain and test")
-    p.add_argument("--time-budget", type=float, help="wall-clock seconds per chain for each test (default 20)")
+    add_common_options(p, "the paper's sizes: 10 chains, 400K reference steps, 3500 s per chain and test", 20)
     p.add_argument("--n-data", type=int, help="rows of synthetic data (80%% train); default 130,065 as MiniBooNE")
     p.add_argument("--features", type=int, help="number of features besides the intercept (default 50)")
     p.add_argument("--lam", type=float, help="rate of the truncated Poisson size prior (paper's lambda = lam/2)")
-    p.add_argument("--epsilons", type=str, help="comma-separated AustereMH epsilons; 0 is exact MH (default 0,0.01,0.05,0.1)")
-    p.add_argument("--batch-size", type=int, help="AustereMH / MHminibatch minibatch size m")
-    p.add_argument("--reference-samples", type=int, help="steps per chain of the exact reference run")
     p.add_argument("--no-mhminibatch", action="store_true", help="skip MHminibatch")
-    p.add_argument("--help-experiment", action="help", help="show this experiment's options")
     own = p.parse_args(extra)
-    cfg = RJConfig(seed=args.seed)
-    if own.full:
-        cfg = cfg._replace(**FULL)
-    if args.quick:
-        cfg = cfg._replace(**QUICK)
-    repl = {"n_data": own.n_data, "n_features": own.features, "lam": own.lam, "batch_size": own.batch_size,
-            "reference_samples": own.reference_samples, "max_samples": args.num_samples, "chains": args.trials,
-            "time_budget": own.time_budget}
-    bad = {k: v for k, v in repl.items() if v is not None and not v > 0}
-    if bad:
-        raise ValueError(f"settings must be positive; got {', '.join(f'{k}={v}' for k, v in bad.items())}")
-    cfg = cfg._replace(**{k: v for k, v in repl.items() if v is not None})
-    if own.epsilons:
-        cfg = cfg._replace(epsilons=parse_epsilons(own.epsilons))
+    cfg = apply_common_options(RJConfig(seed=args.seed), args, own, FULL, QUICK,
+                               {"n_data": own.n_data, "n_features": own.features, "lam": own.lam})
     if own.no_mhminibatch:
         cfg = cfg._replace(mhminibatch=False)
     if cfg.n_features < 1 or cfg.n_active > cfg.n_features:

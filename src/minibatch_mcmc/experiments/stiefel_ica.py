@@ -23,7 +23,7 @@ import numpy as np
 
 from minibatch_mcmc.acceptance import MetropolisTest
 from minibatch_mcmc.diagnostics.risk import posterior_risk, risk_curve
-from minibatch_mcmc.experiments.timed import epsilon_tests, parse_epsilons, timed_sample
+from minibatch_mcmc.experiments.timed import add_common_options, apply_common_options, epsilon_tests, timed_sample
 from minibatch_mcmc.models.ica import amari_distance, ica, make_ica_data
 from minibatch_mcmc.proposals.stiefel import stiefel_random_walk
 from minibatch_mcmc.samplers import sample
@@ -152,30 +152,13 @@ def plot(curves: dict, out: Path) -> Path:
 def parse_config(args: argparse.Namespace, extra: list[str]) -> ICAConfig:
     """Build the configuration from the shared CLI options and this experiment's flags."""
     p = argparse.ArgumentParser(prog="minibatch-mcmc reproduce ica", description=__doc__.splitlines()[0])
-    p.add_argument("--full", action="store_true", help="the paper's size: 1.95M points, 10 chains, 100K reference steps, 6400 s per chain")
-    p.add_argument("--time-budget", type=float, help="wall-clock seconds per chain for each test (default 15)")
+    add_common_options(p, "the paper's size: 1.95M points, 10 chains, 100K reference steps, 6400 s per chain", 15)
     p.add_argument("--n-data", type=int, help="number of mixed samples (default 200,000)")
     p.add_argument("--step-scale", type=float, help="random-walk step is STEP_SCALE / sqrt(N)")
-    p.add_argument("--epsilons", type=str, help="comma-separated AustereMH epsilons; 0 is exact MH (default 0,0.01,0.05,0.1,0.2)")
-    p.add_argument("--batch-size", type=int, help="AustereMH minibatch size m")
-    p.add_argument("--reference-samples", type=int, help="steps per chain of the exact reference run")
     p.add_argument("--mhminibatch", action="store_true", help="also run MHminibatch")
-    p.add_argument("--help-experiment", action="help", help="show this experiment's options")
     own = p.parse_args(extra)
-    cfg = ICAConfig(seed=args.seed)
-    if own.full:
-        cfg = cfg._replace(**FULL)
-    if args.quick:
-        cfg = cfg._replace(**QUICK)
-    repl = {"n_data": own.n_data, "step_scale": own.step_scale, "batch_size": own.batch_size,
-            "reference_samples": own.reference_samples, "max_samples": args.num_samples, "chains": args.trials,
-            "time_budget": own.time_budget}
-    bad = {k: v for k, v in repl.items() if v is not None and not v > 0}
-    if bad:
-        raise ValueError(f"settings must be positive; got {', '.join(f'{k}={v}' for k, v in bad.items())}")
-    cfg = cfg._replace(**{k: v for k, v in repl.items() if v is not None})
-    if own.epsilons:
-        cfg = cfg._replace(epsilons=parse_epsilons(own.epsilons))
+    cfg = apply_common_options(ICAConfig(seed=args.seed), args, own, FULL, QUICK,
+                               {"n_data": own.n_data, "step_scale": own.step_scale})
     if own.mhminibatch:
         cfg = cfg._replace(mhminibatch=True)
     if cfg.batch_size > cfg.n_data:

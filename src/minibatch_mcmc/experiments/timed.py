@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import argparse
 import time
-from typing import NamedTuple, Sequence
+from typing import NamedTuple, Sequence, TypeVar
 
 import jax
 import jax.numpy as jnp
@@ -14,12 +15,42 @@ from minibatch_mcmc.samplers.driver import _make_block_runner
 from minibatch_mcmc.samplers.kernel import build_kernel
 
 
+Config = TypeVar("Config", bound=tuple)
+
+
 def epsilon_tests(epsilons: Sequence[float], batch_size: int, with_mhminibatch: bool) -> dict:
     """Acceptance tests by label: exact MH for ``epsilon = 0``, AustereMH(c) otherwise, optionally MHminibatch."""
     tests = {f"eps={e:g}": MetropolisTest() if e == 0 else austere_mh(batch_size, float(e)) for e in epsilons}
     if with_mhminibatch:
         tests["MHminibatch"] = mh_minibatch(batch_size)
     return tests
+
+
+def add_common_options(parser: argparse.ArgumentParser, full_help: str, budget_default: float) -> None:
+    """The options every risk-vs-time experiment has: ``--full``, ``--time-budget``, ``--epsilons``, ``--batch-size``, ..."""
+    parser.add_argument("--full", action="store_true", help=full_help)
+    parser.add_argument("--time-budget", type=float, help=f"wall-clock seconds per chain for each test (default {budget_default:g})")
+    parser.add_argument("--epsilons", type=str, help="comma-separated AustereMH epsilons; 0 is exact MH")
+    parser.add_argument("--batch-size", type=int, help="AustereMH / MHminibatch minibatch size m")
+    parser.add_argument("--reference-samples", type=int, help="steps per chain of the exact reference run")
+    parser.add_argument("--help-experiment", action="help", help="show this experiment's options")
+
+
+def apply_common_options(cfg: Config, args: argparse.Namespace, own: argparse.Namespace, full: dict, quick: dict, extra: dict) -> Config:
+    """``cfg`` with ``--full`` / ``--quick`` presets, then every option given (positive), then ``--epsilons``."""
+    if own.full:
+        cfg = cfg._replace(**full)
+    if args.quick:
+        cfg = cfg._replace(**quick)
+    repl = {"batch_size": own.batch_size, "reference_samples": own.reference_samples, "max_samples": args.num_samples,
+            "chains": args.trials, "time_budget": own.time_budget, **extra}
+    bad = {k: v for k, v in repl.items() if v is not None and not v > 0}
+    if bad:
+        raise ValueError(f"settings must be positive; got {', '.join(f'{k}={v}' for k, v in bad.items())}")
+    cfg = cfg._replace(**{k: v for k, v in repl.items() if v is not None})
+    if own.epsilons:
+        cfg = cfg._replace(epsilons=parse_epsilons(own.epsilons))
+    return cfg
 
 
 def parse_epsilons(text: str) -> tuple[float, ...]:
