@@ -27,7 +27,9 @@ def mhminibatch_plan(key: jax.Array | int, num_samples: int, num_chains: int, ba
     proposal and test keys, and MHminibatch's Feistel round keys. If any of these change the plan only
     stops matching (every gather is then a miss), it never alters the draws.
     """
-    base = jax.random.key(key) if isinstance(key, (int, np.integer)) else key
+    from minibatch_mcmc.samplers.driver import as_key  # here, not at the top: data is imported before samplers
+
+    base = as_key(key)
 
     def one(t):
         keys = jax.random.split(jax.random.fold_in(base, t), num_chains)

@@ -28,6 +28,7 @@ from minibatch_mcmc.data.arrays import DataSource, as_data_source
 from minibatch_mcmc.models.base import Model
 from minibatch_mcmc.proposals.base import GradientFn, Proposal
 from minibatch_mcmc.proposals.langevin import langevin_log_q_ratio
+from minibatch_mcmc.samplers.driver import as_key
 from minibatch_mcmc.samplers.kernel import ChainState, build_kernel
 
 PyTree = Any
@@ -285,7 +286,7 @@ def run_langevin_epochs(
     t = _finite(temperature_factor, "temperature_factor")
     if t <= 0:
         raise ValueError(f"temperature_factor={temperature_factor!r} must be positive")
-    base_key = jax.random.key(key) if isinstance(key, (int, np.integer)) else key
+    base_key = as_key(key)
 
     wanted_runner = (model, test, n, b, spe, t)
     if runner is None:

@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from minibatch_mcmc.acceptance.base import AcceptanceTest, temperature_factor
-from minibatch_mcmc.data.arrays import DataSource, as_data_source, take
+from minibatch_mcmc.data.arrays import DataSource, as_data_source, is_host_data, take
 from minibatch_mcmc.models.base import Model
 from minibatch_mcmc.proposals.base import Proposal
 from minibatch_mcmc.samplers import checkpoint
@@ -128,14 +128,7 @@ def _make_block_runner(kernel: Kernel, num_chains: int, layout: ChainLayout | No
     return run_block
 
 
-def _is_host_data(tree: PyTree) -> bool:
-    """Whether the data stay on the host (out-of-core sources are read block by block, never placed on devices)."""
-    from minibatch_mcmc.data import arrays as data_arrays
-
-    return bool(getattr(data_arrays, "is_host_data", lambda _: False)(tree))
-
-
-def _as_key(key: jax.Array | int) -> jax.Array:
+def as_key(key: jax.Array | int) -> jax.Array:
     """A typed PRNG key from a seed, a typed key or a legacy ``uint32[2]`` key."""
     if isinstance(key, (int, np.integer)) and not isinstance(key, bool):
         return jax.random.key(int(key))
@@ -220,7 +213,7 @@ def sample(
     n = source.n
     arrays = source.arrays()
     temps = _temperature_schedule(temperature, num_samples)
-    base_key = _as_key(key)
+    base_key = as_key(key)
 
     if batched_init:
         positions = jax.tree_util.tree_map(jnp.asarray, initial_position)
@@ -255,7 +248,7 @@ def sample(
             states, pos_blocks, rec_blocks, done, previous_wall = _restore(chunks, states, temps, num_samples, str(checkpoint_dir))
     if layout is not None:
         states = shard_chains(states, layout)
-        if not _is_host_data(arrays):
+        if not is_host_data(arrays):  # out-of-core sources stay on the host
             arrays = place_data(arrays, layout, data_sharding)
         base_key = jax.device_put(base_key, layout.replicated)
 
@@ -282,7 +275,7 @@ def sample(
                 position = jax.tree_util.tree_map(lambda a: np.asarray(a)[c], states.position)
                 if t > 0:
                     position = jax.tree_util.tree_map(lambda a: np.asarray(a)[int(t) - 1, c], jax.device_get(pos))
-                candidate = _replay_candidate(proposal, _as_key(key), t_abs, int(c), num_chains, position)
+                candidate = _replay_candidate(proposal, as_key(key), t_abs, int(c), num_chains, position)
                 where = _locate_nonfinite(model, source.arrays(), n, position, candidate)
                 raise FloatingPointError(
                     f"non-finite log-likelihood ratio at step {t_abs}, chain {int(c)}{where}. "

@@ -50,6 +50,7 @@ from minibatch_mcmc.data.arrays import DataSource, as_data_source, take
 from minibatch_mcmc.data.indexing import permuted_index
 from minibatch_mcmc.models.base import Model
 from minibatch_mcmc.proposals.langevin import langevin_log_q_ratio
+from minibatch_mcmc.samplers.driver import as_key
 from minibatch_mcmc.samplers.results import SampleResult
 
 PyTree = Any
@@ -276,10 +277,7 @@ def resolve_ladder(n_data: int, config: MINTEEConfig) -> Ladder:
     if config.energy_levels is not None:
         levels = tuple(float(v) for v in config.energy_levels)
     else:
-        levels = [float(config.h0)]
-        for j in range(config.num_chains - 1):
-            levels.append(levels[-1] + config.energy_gap * temps[j])
-        levels = tuple(levels)
+        levels = energy_levels_from(config.h0, temps, config.energy_gap)
     sizes = tuple(n_data for _ in m) if config.full_data else m
     return Ladder(batch_sizes=sizes, temperatures=tuple(temps), energy_levels=levels)
 
@@ -617,7 +615,7 @@ def mintee(
         raise ValueError("the initial position has log prior -inf or nan; start inside the prior's support")
     total = (config.num_chains - 1) * config.stagger + config.burn_in + num_samples
     init, sweep, starts = _make_sweep(model, arrays, n, ladder, config, unravel, d, total)
-    base = jax.random.key(key) if isinstance(key, (int, np.integer)) else key
+    base = as_key(key)
     k_init, k_run = jax.random.split(base)
     n_blocks = -(-total // block_size)
     length = -(-total // n_blocks)
