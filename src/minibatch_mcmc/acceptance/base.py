@@ -13,6 +13,9 @@ from typing import Any, Callable, NamedTuple, Protocol
 import jax
 import jax.numpy as jnp
 
+from minibatch_mcmc.data.arrays import take
+from minibatch_mcmc.data.passes import full_data_max_abs, full_data_sum
+
 PyTree = Any
 
 
@@ -77,65 +80,6 @@ def check_batch_fits(batch_size: int, n_data: int) -> None:
         raise ValueError(f"batch_size m={batch_size} exceeds the number of data points N={n_data}; use m <= N")
 
 
-def full_data_sum(fn: Callable[[PyTree], jax.Array], data: PyTree, n: int, chunk: int = 16384) -> tuple[jax.Array, jax.Array]:
-    """Sum of ``fn(rows)`` over all ``n`` rows in contiguous chunks; also whether any term was non-finite.
-
-    Chunks are read through ``slice_rows``, so an out-of-core source streams block by block.
-    """
-    from minibatch_mcmc.data.arrays import is_host_data, slice_rows
-
-    n_full, rem = divmod(n, chunk)
-
-    def part(rows: PyTree) -> tuple[jax.Array, jax.Array]:
-        v = fn(rows)
-        return jnp.sum(v), jnp.any(~jnp.isfinite(v))
-
-    total = jnp.zeros((), jnp.float32)
-    bad = jnp.zeros((), bool)
-    if n_full == 1 and rem == 0:
-        return part(slice_rows(data, 0, n) if is_host_data(data) else data)
-    if n_full:
-
-        def body(i: jax.Array, carry: tuple[jax.Array, jax.Array]) -> tuple[jax.Array, jax.Array]:
-            rows = slice_rows(data, i * chunk, chunk)
-            s, b = part(rows)
-            return carry[0] + s, carry[1] | b
-
-        total, bad = jax.lax.fori_loop(0, n_full, body, (total, bad))
-    if rem:
-        rows = slice_rows(data, n_full * chunk, rem)
-        s, b = part(rows)
-        total, bad = total + s, bad | b
-    return total, bad
-
-
-def full_data_max_abs(fn: Callable[[PyTree], jax.Array], data: PyTree, n: int, chunk: int = 16384) -> tuple[jax.Array, jax.Array]:
-    """``max_i |fn(rows)_i|`` over all ``n`` rows in contiguous chunks; also whether any term was non-finite."""
-    from minibatch_mcmc.data.arrays import slice_rows
-
-    n_full, rem = divmod(n, chunk)
-
-    def part(rows: PyTree) -> tuple[jax.Array, jax.Array]:
-        v = fn(rows)
-        return jnp.max(jnp.abs(v)), jnp.any(~jnp.isfinite(v))
-
-    best = jnp.zeros((), jnp.float32)
-    bad = jnp.zeros((), bool)
-    if n_full:
-
-        def body(i: jax.Array, carry: tuple[jax.Array, jax.Array]) -> tuple[jax.Array, jax.Array]:
-            rows = slice_rows(data, i * chunk, chunk)
-            s, b = part(rows)
-            return jnp.maximum(carry[0], s), carry[1] | b
-
-        best, bad = jax.lax.fori_loop(0, n_full, body, (best, bad))
-    if rem:
-        rows = slice_rows(data, n_full * chunk, rem)
-        s, b = part(rows)
-        best, bad = jnp.maximum(best, s), bad | b
-    return best, bad
-
-
 def compensated_add(total: jax.Array, carry: jax.Array, x: jax.Array) -> tuple[jax.Array, jax.Array]:
     """Neumaier (compensated) summation step: ``total + carry`` tracks the running sum to about one rounding."""
     t = total + x
@@ -154,8 +98,6 @@ def exact_delta(stats: Statistics) -> tuple[jax.Array, jax.Array]:
     The ratios are summed relative to the first datum's ratio ``r_0`` (``Lambda = sum_i (r_i - r_0) + N r_0``),
     so a common offset shared by all ``N`` terms does not accumulate rounding error chunk after chunk.
     """
-    from minibatch_mcmc.data.arrays import take
-
     r0 = stats.log_ratio(take(stats.data, jnp.zeros((1,), jnp.int32)))[0]
     r0 = jnp.where(jnp.isfinite(r0), r0, 0.0)  # a non-finite r_0 is caught by the sum itself
     lam, bad = full_data_sum(lambda rows: stats.log_ratio(rows) - r0, stats.data, stats.n_data)

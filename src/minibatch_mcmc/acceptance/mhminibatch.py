@@ -91,6 +91,18 @@ def minibatch_stats(mom: _Moments, n: int) -> MinibatchStats:
     return MinibatchStats(mean=mom.shift + mom.unit * a, s2=s2, epsilon=eps)
 
 
+def random_inputs(key: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """One draw of bits per decision: the four Feistel round keys of the minibatch order and four uniform words."""
+    bits = jax.random.bits(key, (8,), dtype=jnp.uint32)
+    return bits[:4], bits[4:]
+
+
+def first_chunk_indices(key: jax.Array, batch_size: int, n_data: int) -> jax.Array:
+    """The ``m`` rows the first chunk of ``decide(key, ...)`` reads (what a prefetcher can read ahead)."""
+    round_keys, _ = random_inputs(key)
+    return chunk_indices(key, jnp.zeros((), jnp.int32), batch_size, n_data, round_keys)[0]
+
+
 class MHMinibatch(NamedTuple):
     """The MHminibatch acceptance test with its correction distribution ``C_sigma``."""
 
@@ -113,9 +125,7 @@ class MHMinibatch(NamedTuple):
     def decide(self, key: jax.Array, stats: Statistics) -> TestOutcome:
         """Grow the minibatch until ``s2 < sigma^2`` (and ``epsilon <= delta``), then run the corrected Barker test."""
         n, m = stats.n_data, self.batch_size
-        # one draw of random bits serves the Feistel round keys and the four uniforms of the test
-        bits = jax.random.bits(key, (8,), dtype=jnp.uint32)
-        round_keys = bits[:4]
+        round_keys, uniform_bits = random_inputs(key)
         dtype = jnp.result_type(stats.psi, jnp.float32)
         scale = jnp.asarray(n, dtype) / stats.temperature
         sigma_sq = self.sigma**2
@@ -166,7 +176,7 @@ class MHMinibatch(NamedTuple):
         delta_star = st.mean + stats.psi
         bad = mom.bad | jnp.isnan(stats.psi)
 
-        u = uniform_from_bits(bits[4:], dtype)
+        u = uniform_from_bits(uniform_bits, dtype)
         x_nc = jnp.sqrt(2.0) * jax.scipy.special.erfinv(2.0 * u[0] - 1.0) * jnp.sqrt(jnp.maximum(sigma_sq - st.s2, 0.0))
         x_corr = correction_from_uniforms(u[1], u[2], self.correction).astype(dtype)
         x_log = jnp.log(u[3]) - jnp.log1p(-u[3])

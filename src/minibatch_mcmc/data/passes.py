@@ -1,0 +1,85 @@
+"""Streamed passes over all ``N`` rows of a data source in contiguous chunks.
+
+One reduction serves every full-data quantity the library needs (the exact log acceptance ratio,
+MHSubLhd's range constant, full-data gradients, the control-variate sums of gradients and
+Hessians): ``part(rows)`` maps a chunk to a pytree of partial results and ``combine`` folds them.
+Chunks are read through ``slice_rows``, so an out-of-core source streams block by block and a
+sharded array is reduced where it lives.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+
+from minibatch_mcmc.data.arrays import slice_rows
+from minibatch_mcmc.data.host import is_host_data
+
+PyTree = Any
+
+DEFAULT_CHUNK = 16384
+"""Rows per chunk of a streamed pass."""
+
+
+def full_data_reduce(
+    part: Callable[[PyTree], PyTree],
+    combine: Callable[[PyTree, PyTree], PyTree],
+    initial: PyTree,
+    data: PyTree,
+    n: int,
+    chunk: int = DEFAULT_CHUNK,
+) -> PyTree:
+    """``combine(... combine(initial, part(chunk_0)) ..., part(chunk_last))`` over contiguous chunks of ``n`` rows.
+
+    A data set of exactly one chunk is reduced by ``part`` alone (no loop, no ``initial``).
+    """
+    if chunk < 1:
+        raise ValueError(f"chunk={chunk!r} must be a positive number of rows")
+    n_full, rem = divmod(n, chunk)
+    if n_full == 1 and rem == 0:
+        return part(slice_rows(data, 0, n) if is_host_data(data) else data)
+    acc = initial
+    if n_full:
+
+        def body(i: jax.Array, carry: PyTree) -> PyTree:
+            return combine(carry, part(slice_rows(data, i * chunk, chunk)))
+
+        acc = jax.lax.fori_loop(0, n_full, body, acc)
+    if rem:
+        acc = combine(acc, part(slice_rows(data, n_full * chunk, rem)))
+    return acc
+
+
+def full_data_sum(fn: Callable[[PyTree], jax.Array], data: PyTree, n: int, chunk: int = DEFAULT_CHUNK) -> tuple[jax.Array, jax.Array]:
+    """``sum_i fn(rows)_i`` over all ``n`` rows, and whether any term was non-finite."""
+
+    def part(rows: PyTree) -> tuple[jax.Array, jax.Array]:
+        v = fn(rows)
+        return jnp.sum(v), jnp.any(~jnp.isfinite(v))
+
+    def combine(a, b):
+        return a[0] + b[0], a[1] | b[1]
+
+    return full_data_reduce(part, combine, (jnp.zeros((), jnp.float32), jnp.zeros((), bool)), data, n, chunk)
+
+
+def full_data_max_abs(fn: Callable[[PyTree], jax.Array], data: PyTree, n: int, chunk: int = DEFAULT_CHUNK) -> tuple[jax.Array, jax.Array]:
+    """``max_i |fn(rows)_i|`` over all ``n`` rows, and whether any term was non-finite."""
+
+    def part(rows: PyTree) -> tuple[jax.Array, jax.Array]:
+        v = fn(rows)
+        return jnp.max(jnp.abs(v)), jnp.any(~jnp.isfinite(v))
+
+    def combine(a, b):
+        return jnp.maximum(a[0], b[0]), a[1] | b[1]
+
+    return full_data_reduce(part, combine, (jnp.zeros((), jnp.float32), jnp.zeros((), bool)), data, n, chunk)
+
+
+def full_data_tree_sum(fn: Callable[[PyTree], PyTree], data: PyTree, n: int, chunk: int = DEFAULT_CHUNK) -> PyTree:
+    """Leafwise sum of ``fn(rows)`` (a pytree of per-chunk sums, e.g. a gradient sum) over all ``n`` rows."""
+    shapes = jax.eval_shape(fn, slice_rows(data, 0, min(n, chunk)))
+    zeros = jax.tree_util.tree_map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
+    return full_data_reduce(fn, lambda a, b: jax.tree_util.tree_map(jnp.add, a, b), zeros, data, n, chunk)
