@@ -30,9 +30,10 @@ import jax.numpy as jnp
 import numpy as np
 from scipy import stats as sps
 
-from minibatch_mcmc.acceptance.base import Statistics, TestOutcome, check_batch_fits, compensated_add, full_data_sum, uniform_from_bits
-from minibatch_mcmc.data.arrays import take
+from minibatch_mcmc.acceptance.base import Statistics, TestOutcome, check_batch_fits, data_free_delta, uniform_from_bits, untempered
+from minibatch_mcmc.acceptance.streaming import StreamingSums, add_rows, decision_dtype, init_sums, mean_and_variance, read_terms
 from minibatch_mcmc.data.indexing import MAX_DATA, chunk_indices
+from minibatch_mcmc.data.passes import full_data_sum
 
 EPSILON_GRID = (0.001, 0.005, 0.01, 0.05, 0.1, 0.2)
 """Per-test thresholds searched by the design (Seita et al. Appendix B.2.1)."""
@@ -212,27 +213,6 @@ def student_t_pvalue(t: jax.Array, dof: jax.Array) -> jax.Array:
     return 0.5 * jax.scipy.special.betainc(0.5 * dof, 0.5, x)
 
 
-class _Sums(NamedTuple):
-    """Streaming shifted sums of the ``l_i`` seen so far (``s1`` with a Neumaier compensation ``c1``)."""
-
-    chunk: jax.Array
-    count: jax.Array
-    shift: jax.Array
-    s1: jax.Array
-    c1: jax.Array
-    s2: jax.Array
-    bad: jax.Array
-    done: jax.Array
-
-
-def _mean_and_var(st: _Sums, dtype) -> tuple[jax.Array, jax.Array]:
-    """Running mean and sample variance of the ``l_i`` from the shifted sums."""
-    nf = jnp.maximum(st.count, 1).astype(dtype)
-    s1 = st.s1 + st.c1
-    var = jnp.maximum(st.s2 - s1 * s1 / nf, 0.0) / jnp.maximum(nf - 1.0, 1.0)
-    return st.shift + s1 / nf, var
-
-
 def _fpc(count: jax.Array, n: int, dtype) -> jax.Array:
     """``1 - (n - 1)/(N - 1)`` from integers: exactly 0 when all ``N`` points are used."""
     return jnp.maximum(n - count, 0).astype(dtype) / max(n - 1, 1)
@@ -256,68 +236,63 @@ class AustereMH(NamedTuple):
                 f"AustereMH(nc) records 2N = {2 * n_data} hidden evaluations per step as int32; use N <= {MAX_DATA // 2}"
             )
 
+    def temperature_factor(self, n_data: int) -> float:
+        """AustereMH does not temper the likelihood itself."""
+        return untempered(n_data)
+
+    def stage(self, stats: Statistics, per_datum, mu0: jax.Array, dtype) -> tuple[int, jax.Array, jax.Array, jax.Array, jax.Array]:
+        """Chunk size, stage size ``m``, threshold ``epsilon``, hidden data and a non-finite flag for this step."""
+        n = stats.n_data
+        if self.design is None:
+            zero = jnp.zeros((), jnp.int32)
+            return self.batch_size, jnp.asarray(self.batch_size, jnp.int32), jnp.asarray(self.epsilon, dtype), zero, jnp.zeros((), bool)
+        # full-data statistics (the "hidden" data the non-conservative test needs)
+        s1, b1 = full_data_sum(per_datum, stats.data, n)
+        mu = s1 / n
+        s2, b2 = full_data_sum(lambda rows: (per_datum(rows) - mu) ** 2, stats.data, n)
+        sd = jnp.sqrt(s2 / jnp.maximum(n - 1, 1))
+        mu_std = jnp.abs(mu - mu0) * jnp.sqrt(jnp.float32(n)) / jnp.maximum(sd, jnp.finfo(dtype).tiny)
+        grid = self.design.mu_std_grid
+        j = jnp.clip(jnp.searchsorted(grid, mu_std), 0, grid.shape[0] - 1)
+        # nearest grid value below or above: take the more cautious (smaller mu_std) neighbour
+        j = jnp.where((j > 0) & (grid[j] > mu_std), j - 1, j)
+        eps = self.design.epsilon[j].astype(dtype)
+        return self.design.base_chunk, self.design.batch_size[j], eps, jnp.asarray(2 * n, jnp.int32), b1 | b2
+
     def decide(self, key: jax.Array, stats: Statistics) -> TestOutcome:
         """Sequential t-test of ``mu > mu_0`` on growing minibatches."""
         n = stats.n_data
         bits = jax.random.bits(key, (5,), dtype=jnp.uint32)
-        dtype = jnp.result_type(stats.psi, jnp.float32)
+        dtype = decision_dtype(stats)
         u = uniform_from_bits(bits[4], dtype)
-        mu0 = (jnp.log(u) - stats.psi) / n
+        mu0 = (jnp.log(u) - data_free_delta(stats)) / n
         temp = stats.temperature
 
         def per_datum(rows):
             return stats.log_ratio(rows).astype(dtype) / temp
 
-        if self.design is None:
-            chunk_m = self.batch_size
-            stage_m = jnp.asarray(self.batch_size, jnp.int32)
-            eps = jnp.asarray(self.epsilon, dtype)
-            hidden = jnp.zeros((), jnp.int32)
-            bad_full = jnp.zeros((), bool)
-        else:
-            # full-data statistics (the "hidden" data the non-conservative test needs)
-            s1, b1 = full_data_sum(per_datum, stats.data, n)
-            mu = s1 / n
-            s2, b2 = full_data_sum(lambda rows: (per_datum(rows) - mu) ** 2, stats.data, n)
-            sd = jnp.sqrt(s2 / jnp.maximum(n - 1, 1))
-            mu_std = jnp.abs(mu - mu0) * jnp.sqrt(jnp.float32(n)) / jnp.maximum(sd, jnp.finfo(dtype).tiny)
-            j = jnp.clip(jnp.searchsorted(self.design.mu_std_grid, mu_std), 0, self.design.mu_std_grid.shape[0] - 1)
-            # nearest grid value below or above: take the more cautious (smaller mu_std) neighbour
-            j = jnp.where((j > 0) & (self.design.mu_std_grid[j] > mu_std), j - 1, j)
-            chunk_m = self.design.base_chunk
-            stage_m = self.design.batch_size[j]
-            eps = self.design.epsilon[j].astype(dtype)
-            hidden = jnp.asarray(2 * n, jnp.int32)
-            bad_full = b1 | b2
+        chunk_m, stage_m, eps, hidden, bad_full = self.stage(stats, per_datum, mu0, dtype)
 
-        def add_chunk(st: _Sums) -> _Sums:
-            idx, valid = chunk_indices(key, st.chunk, chunk_m, n, bits[:4])
-            lam = per_datum(take(stats.data, idx))
-            bad = jnp.any(valid & ~jnp.isfinite(lam))
-            lam = jnp.where(valid & jnp.isfinite(lam), lam, 0.0)
-            w = valid.astype(dtype)
-            cnt = jnp.sum(w)
-            shift = jnp.where(st.count == 0, jnp.sum(lam) / jnp.maximum(cnt, 1.0), st.shift)
-            z = (lam - shift) * w
-            count = st.count + cnt.astype(jnp.int32)
-            s1, c1 = compensated_add(st.s1, st.c1, jnp.sum(z))
-            new = st._replace(chunk=st.chunk + 1, count=count, shift=shift, s1=s1, c1=c1, s2=st.s2 + jnp.sum(z * z))
+        def add_chunk(carry: tuple[jax.Array, StreamingSums, jax.Array]) -> tuple[jax.Array, StreamingSums, jax.Array]:
+            chunk, st, _ = carry
+            idx, valid = chunk_indices(key, chunk, chunk_m, n, bits[:4])
+            st = add_rows(st, read_terms(stats, idx, dtype) / temp, valid)
+            count = st.count
             # test only at multiples of the stage size m (or when the data run out)
             at_stage = (count % stage_m == 0) | (count >= n)
             nf = count.astype(dtype)
-            mean, var = _mean_and_var(new, dtype)
+            mean, var = mean_and_variance(st)
             s = jnp.sqrt(var / nf * _fpc(count, n, dtype))
             t = (mean - mu0) / jnp.maximum(s, jnp.finfo(dtype).tiny)
             pval = jnp.where(count >= n, 0.0, student_t_pvalue(t, jnp.maximum(nf - 1.0, 1.0)))
-            done = (at_stage & (pval < eps)) | (count >= n) | bad | st.bad
-            return new._replace(bad=st.bad | bad, done=done)
+            done = (at_stage & (pval < eps)) | (count >= n) | st.bad
+            return chunk + 1, st, done
 
-        zero = jnp.zeros((), dtype)
+        st0 = init_sums(dtype)._replace(bad=bad_full)
         i0 = jnp.zeros((), jnp.int32)
-        st0 = _Sums(i0, i0, zero, zero, zero, zero, bad_full, jnp.zeros((), bool))
-        st = jax.lax.while_loop(lambda s: ~s.done, add_chunk, add_chunk(st0))
+        _, st, _ = jax.lax.while_loop(lambda c: ~c[2], add_chunk, add_chunk((i0, st0, jnp.zeros((), bool))))
         nf = st.count.astype(dtype)
-        mean, var = _mean_and_var(st, dtype)
+        mean, var = mean_and_variance(st)
         fpc = _fpc(st.count, n, dtype)
         prior_ok = stats.psi > -jnp.inf
         bad = st.bad | jnp.isnan(stats.psi)
@@ -327,7 +302,7 @@ class AustereMH(NamedTuple):
             batch_size=st.count,
             s2=big_n * big_n * (var / nf * fpc),
             epsilon=eps,
-            delta_star=jnp.where(prior_ok, big_n * mean + stats.psi, -jnp.inf),
+            delta_star=jnp.where(prior_ok, big_n * mean + data_free_delta(stats), -jnp.inf),
             nonfinite=bad,
             hidden_data=hidden,
         )

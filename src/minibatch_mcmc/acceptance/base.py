@@ -1,9 +1,15 @@
-"""What every acceptance test sees and returns.
+"""What every acceptance test sees and returns, and the contract it fulfils.
 
 An acceptance test is a pure function ``decide(key, stats) -> TestOutcome``. ``stats``
-bundles the data-independent log ratio ``psi`` with a way to evaluate per-datum
-log-likelihood ratios on any rows of the data, so a minibatch test decides how much
-data to touch and the full-data tests touch all of it.
+bundles the data-independent log ratio ``psi`` with a way to evaluate per-datum terms of the
+log-likelihood difference on any rows of the data, so a minibatch test decides how much data to
+touch and the full-data tests touch all of it. The log acceptance ratio every test estimates is
+
+    Delta = (sum_i log_ratio_i + known_sum) / K + psi,
+
+where ``log_ratio_i`` is the plain per-datum ratio ``log p(x_i|theta') - log p(x_i|theta)`` and
+``known_sum = 0``, or, with a control variate, the residual of that ratio after a proxy and
+``known_sum`` the proxy's exact, data-free sum (``minibatch_mcmc.control_variates``).
 """
 
 from __future__ import annotations
@@ -32,6 +38,8 @@ class Statistics(NamedTuple):
     """Data-independent log ratio ``log p0(theta') - log p0(theta) + log q(theta|theta') - log q(theta'|theta)``."""
     temperature: jax.Array
     """Temperature ``K``: each log-likelihood is divided by ``K`` (the prior is not)."""
+    known_sum: jax.Array | float = 0.0
+    """Data-free part of the log-likelihood difference (a control variate's proxy sum), un-tempered; 0 without one."""
 
 
 class TestOutcome(NamedTuple):
@@ -54,19 +62,47 @@ class TestOutcome(NamedTuple):
 
 
 class AcceptanceTest(Protocol):
-    """An acceptance test: configuration plus a pure ``decide`` function."""
+    """An acceptance test: configuration plus pure functions. Every hook the kernel and the driver use is here.
+
+    A new test implements all four; ``validate`` may do nothing (``no_checks``) and
+    ``temperature_factor`` returns 1 unless the test tempers the likelihood itself (``untempered``).
+    """
 
     name: str
+    """Name recorded in results and shown in progress bars."""
 
     def decide(self, key: jax.Array, stats: Statistics) -> TestOutcome:
         """Accept or reject one candidate."""
         ...
 
+    def validate(self, n_data: int) -> None:
+        """Raise a ``ValueError`` for settings impossible at this ``N`` (called once, before sampling)."""
+        ...
 
-def temperature_factor(test: object, n_data: int) -> float:
-    """The factor by which a test tempers the likelihood itself (MINT: ``T = n^(1 - lambda)``); 1 for the others."""
-    factor = getattr(test, "temperature_factor", None)
-    return float(factor(n_data)) if callable(factor) else 1.0
+    def temperature_factor(self, n_data: int) -> float:
+        """The factor by which the test itself tempers the likelihood on top of ``K`` (MINT: ``n^(1 - lambda)``)."""
+        ...
+
+
+def no_checks(n_data: int) -> None:
+    """The default ``validate``: nothing depends on ``N``."""
+    del n_data
+
+
+def untempered(n_data: int) -> float:
+    """The default ``temperature_factor``: the test does not temper the likelihood itself."""
+    del n_data
+    return 1.0
+
+
+def temperature_factor(test: AcceptanceTest, n_data: int) -> float:
+    """The test's own tempering factor as a float."""
+    return float(test.temperature_factor(n_data))
+
+
+def data_free_delta(stats: Statistics) -> jax.Array:
+    """``psi + known_sum / K``: the part of ``Delta`` that needs no data (``psi`` when there is no control variate)."""
+    return stats.psi + stats.known_sum / stats.temperature
 
 
 def uniform_from_bits(bits: jax.Array, dtype) -> jax.Array:
@@ -93,7 +129,7 @@ def population_fraction_left(count: jax.Array, n: int, dtype) -> jax.Array:
 
 
 def exact_delta(stats: Statistics) -> tuple[jax.Array, jax.Array]:
-    """The full-data log acceptance ratio ``Delta = Lambda / K + psi`` and a non-finite flag.
+    """The full-data log acceptance ratio ``Delta = (Lambda + known_sum) / K + psi`` and a non-finite flag.
 
     The ratios are summed relative to the first datum's ratio ``r_0`` (``Lambda = sum_i (r_i - r_0) + N r_0``),
     so a common offset shared by all ``N`` terms does not accumulate rounding error chunk after chunk.
@@ -101,7 +137,7 @@ def exact_delta(stats: Statistics) -> tuple[jax.Array, jax.Array]:
     r0 = stats.log_ratio(take(stats.data, jnp.zeros((1,), jnp.int32)))[0]
     r0 = jnp.where(jnp.isfinite(r0), r0, 0.0)  # a non-finite r_0 is caught by the sum itself
     lam, bad = full_data_sum(lambda rows: stats.log_ratio(rows) - r0, stats.data, stats.n_data)
-    lam = lam + jnp.asarray(stats.n_data, lam.dtype) * r0
+    lam = lam + jnp.asarray(stats.n_data, lam.dtype) * r0 + stats.known_sum
     delta = lam / stats.temperature + stats.psi
     return delta, bad | ~jnp.isfinite(lam)
 

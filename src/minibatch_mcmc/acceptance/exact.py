@@ -7,13 +7,15 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from minibatch_mcmc.acceptance.base import Statistics, TestOutcome, exact_delta, full_data_outcome
+from minibatch_mcmc.acceptance.base import Statistics, TestOutcome, exact_delta, full_data_outcome, no_checks, untempered
 
 
 class MetropolisTest(NamedTuple):
     """Full-data Metropolis-Hastings test: accept iff ``log u < Delta``."""
 
     name: str = "metropolis"
+    validate = staticmethod(no_checks)
+    temperature_factor = staticmethod(untempered)
 
     def decide(self, key: jax.Array, stats: Statistics) -> TestOutcome:
         """Accept with probability ``min(1, exp(Delta))`` using all ``N`` data points."""
@@ -26,6 +28,8 @@ class BarkerTest(NamedTuple):
     """Full-data Barker (logistic) test: accept iff ``Delta + X_log > 0`` with ``X_log`` standard logistic."""
 
     name: str = "barker"
+    validate = staticmethod(no_checks)
+    temperature_factor = staticmethod(untempered)
 
     def decide(self, key: jax.Array, stats: Statistics) -> TestOutcome:
         """Accept with probability ``sigmoid(Delta)`` using all ``N`` data points."""

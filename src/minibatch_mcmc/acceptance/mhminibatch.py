@@ -21,9 +21,10 @@ from minibatch_mcmc.acceptance.base import (
     Statistics,
     TestOutcome,
     check_batch_fits,
-    compensated_add,
+    data_free_delta,
     population_fraction_left,
     uniform_from_bits,
+    untempered,
 )
 from minibatch_mcmc.acceptance.correction import (
     LOGISTIC_SD,
@@ -32,33 +33,13 @@ from minibatch_mcmc.acceptance.correction import (
     correction_from_uniforms,
     make_sampler,
 )
-from minibatch_mcmc.data.arrays import take
+from minibatch_mcmc.acceptance.streaming import StreamingSums, add_rows, decision_dtype, init_sums, read_terms
 from minibatch_mcmc.data.indexing import chunk_indices
 
 BERRY_ESSEEN_A = 6.4
 """Coefficient of the standardised third absolute moment in the Corollary 1 bound."""
 BERRY_ESSEEN_B = 2.0
 """Coefficient of the standardised first absolute moment in the Corollary 1 bound."""
-
-
-class _Moments(NamedTuple):
-    """Streaming sums of ``z^k``, ``z = (Lambda_i - shift) / unit``, k = 1..4, over the minibatch so far.
-
-    ``shift`` (the first chunk's mean) and ``unit`` (the first chunk's largest ``|Lambda_i - shift|``)
-    keep the powers near 1 whatever the scale ``N / K`` is, so ``z^4`` neither overflows nor
-    underflows in float32; ``s1`` carries a compensation term ``c1`` (Neumaier summation).
-    """
-
-    chunk: jax.Array
-    count: jax.Array
-    shift: jax.Array
-    unit: jax.Array
-    s1: jax.Array
-    c1: jax.Array
-    s2: jax.Array
-    s3: jax.Array
-    s4: jax.Array
-    bad: jax.Array
 
 
 class MinibatchStats(NamedTuple):
@@ -69,7 +50,7 @@ class MinibatchStats(NamedTuple):
     epsilon: jax.Array
 
 
-def minibatch_stats(mom: _Moments, n: int) -> MinibatchStats:
+def minibatch_stats(mom: StreamingSums, n: int) -> MinibatchStats:
     """Estimate ``Var(delta_star)`` (finite-population corrected) and the CLT bound from the sums."""
     dtype = mom.s1.dtype
     b = jnp.maximum(mom.count, 1).astype(dtype)
@@ -122,58 +103,39 @@ class MHMinibatch(NamedTuple):
         """Check ``m`` against the data size ``N``."""
         check_batch_fits(self.batch_size, n_data)
 
+    def temperature_factor(self, n_data: int) -> float:
+        """MHminibatch does not temper the likelihood itself."""
+        return untempered(n_data)
+
     def decide(self, key: jax.Array, stats: Statistics) -> TestOutcome:
         """Grow the minibatch until ``s2 < sigma^2`` (and ``epsilon <= delta``), then run the corrected Barker test."""
         n, m = stats.n_data, self.batch_size
         round_keys, uniform_bits = random_inputs(key)
-        dtype = jnp.result_type(stats.psi, jnp.float32)
+        dtype = decision_dtype(stats)
         scale = jnp.asarray(n, dtype) / stats.temperature
         sigma_sq = self.sigma**2
         enforce = self.delta is not None
         delta_bound = 0.0 if self.delta is None else float(self.delta)
         prior_ok = stats.psi > -jnp.inf
 
-        def need_more(mom: _Moments) -> jax.Array:
+        def need_more(carry: tuple[jax.Array, StreamingSums]) -> jax.Array:
+            mom = carry[1]
             st = minibatch_stats(mom, n)
             grow = st.s2 >= sigma_sq
             if enforce:
                 grow = grow | (st.epsilon > delta_bound)
             return grow & (mom.count < n) & ~mom.bad & prior_ok
 
-        def add_chunk(mom: _Moments) -> _Moments:
-            idx, valid = chunk_indices(key, mom.chunk, m, n, round_keys)
-            lam = scale * stats.log_ratio(take(stats.data, idx)).astype(dtype)
-            bad = jnp.any(valid & ~jnp.isfinite(lam))
-            lam = jnp.where(valid & jnp.isfinite(lam), lam, 0.0)
-            w = valid.astype(dtype)
-            cnt = jnp.sum(w)
-            first = mom.count == 0
-            shift = jnp.where(first, jnp.sum(lam) / jnp.maximum(cnt, 1.0), mom.shift)
-            spread = jnp.max(jnp.abs(lam - shift) * w)
-            unit = jnp.where(first, jnp.where(spread > 0, spread, 1.0), mom.unit)
-            z = (lam - shift) / unit * w
-            z2 = z * z
-            s1, c1 = compensated_add(mom.s1, mom.c1, jnp.sum(z))
-            return _Moments(
-                chunk=mom.chunk + 1,
-                count=mom.count + cnt.astype(jnp.int32),
-                shift=shift,
-                unit=unit,
-                s1=s1,
-                c1=c1,
-                s2=mom.s2 + jnp.sum(z2),
-                s3=mom.s3 + jnp.sum(z2 * z),
-                s4=mom.s4 + jnp.sum(z2 * z2),
-                bad=mom.bad | bad,
-            )
+        def add_chunk(carry: tuple[jax.Array, StreamingSums]) -> tuple[jax.Array, StreamingSums]:
+            chunk, mom = carry
+            idx, valid = chunk_indices(key, chunk, m, n, round_keys)
+            lam = scale * read_terms(stats, idx, dtype)
+            return chunk + 1, add_rows(mom, lam, valid, normalise=True, higher=True)
 
-        zero = jnp.zeros((), dtype)
-        i0 = jnp.zeros((), jnp.int32)
-        mom0 = _Moments(i0, i0, zero, jnp.ones((), dtype), zero, zero, zero, zero, zero, jnp.zeros((), bool))
         # the first chunk is always needed: evaluate it outside the loop (cheaper when no growth is needed)
-        mom = jax.lax.while_loop(need_more, add_chunk, add_chunk(mom0))
+        _, mom = jax.lax.while_loop(need_more, add_chunk, add_chunk((jnp.zeros((), jnp.int32), init_sums(dtype))))
         st = minibatch_stats(mom, n)
-        delta_star = st.mean + stats.psi
+        delta_star = st.mean + data_free_delta(stats)
         bad = mom.bad | jnp.isnan(stats.psi)
 
         u = uniform_from_bits(uniform_bits, dtype)

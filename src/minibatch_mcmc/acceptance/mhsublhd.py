@@ -73,32 +73,30 @@ from minibatch_mcmc.acceptance.base import (
     Statistics,
     TestOutcome,
     check_batch_fits,
-    compensated_add,
-    full_data_max_abs,
+    data_free_delta,
     population_fraction_left,
     uniform_from_bits,
+    untempered,
 )
-from minibatch_mcmc.data.arrays import take
+from minibatch_mcmc.acceptance.streaming import StreamingSums, add_rows, decision_dtype, init_sums, mean_and_variance, read_terms
 from minibatch_mcmc.data.indexing import permuted_index
+from minibatch_mcmc.data.passes import full_data_max_abs
 
 KAPPA = 7.0 / 3.0 + 3.0 / math.sqrt(2.0)
 """Range coefficient of the empirical Bernstein-Serfling bound (Bardenet and Maillard 2015)."""
 
 
-class _State(NamedTuple):
-    """Streaming sums over the minibatch so far and the stage bookkeeping."""
+class _Stage(NamedTuple):
+    """The stage bookkeeping beside the streaming sums."""
 
-    count: jax.Array
     stage_end: jax.Array
+    """Count at which the next look happens."""
     look: jax.Array
-    shift: jax.Array
-    s1: jax.Array
-    c1: jax.Array
-    """Neumaier compensation of ``s1``."""
-    s2: jax.Array
+    """Looks made so far."""
     bound: jax.Array
-    bad: jax.Array
+    """Half-width ``c_t`` at the last look."""
     done: jax.Array
+    """Whether the test has decided."""
 
 
 def stage_sizes(batch_size: int, gamma: float, n_data: int) -> list[int]:
@@ -142,97 +140,89 @@ class MHSubLhd(NamedTuple):
         """Check ``m`` against ``N``."""
         check_batch_fits(self.batch_size, n_data)
 
+    def temperature_factor(self, n_data: int) -> float:
+        """MHSubLhd does not temper the likelihood itself."""
+        return untempered(n_data)
+
+    def half_width(self, count: jax.Array, sd: jax.Array, look: jax.Array, c_range: jax.Array, n: int) -> jax.Array:
+        """The concentration half-width ``c_t`` at a look with ``t = count`` points and sample s.d. ``sd``."""
+        dtype = sd.dtype
+        t = count.astype(dtype)
+        p, delta = self.p, self.delta
+        delta_k = (p - 1.0) * delta / (p * look.astype(dtype) ** p)
+        if self.finite_population:
+            log_term = jnp.log(10.0 / delta_k)
+            left = population_fraction_left(count, n, dtype)  # 1 - t/N, exactly 0 at t = N
+            rho = jnp.where(t <= 0.5 * n, left + 1.0 / n, left * (1.0 + 1.0 / t))
+            return sd * jnp.sqrt(2.0 * jnp.maximum(rho, 0.0) * log_term / t) + KAPPA * 2.0 * c_range * log_term / t
+        log_term = jnp.log(3.0 / delta_k)
+        return sd * jnp.sqrt(2.0 * log_term / t) + 6.0 * c_range * log_term / t
+
+    def range_constant(self, stats: Statistics, per_datum, dtype) -> tuple[jax.Array, jax.Array, jax.Array]:
+        """``C = max_i |l_i|`` (a full-data pass, or the model's bound), a non-finite flag and the hidden data."""
+        n = stats.n_data
+        if self.range_bound is None:
+            c_range, bad_range = full_data_max_abs(per_datum, stats.data, n)
+            return c_range, bad_range, jnp.asarray(n, jnp.int32)
+        c_range = jnp.asarray(self.range_bound(stats), dtype) / stats.temperature
+        return c_range, ~jnp.isfinite(c_range), jnp.zeros((), jnp.int32)
+
     def decide(self, key: jax.Array, stats: Statistics) -> TestOutcome:
         """Grow the minibatch geometrically until the concentration interval for ``mu`` excludes ``mu_0``."""
         n, m = stats.n_data, self.batch_size
-        dtype = jnp.result_type(stats.psi, jnp.float32)
+        dtype = decision_dtype(stats)
         round_keys, u = _random_inputs(key, dtype)
-        mu0 = (jnp.log(u) - stats.psi) / n
+        mu0 = (jnp.log(u) - data_free_delta(stats)) / n
         temp = stats.temperature
 
         def per_datum(rows):
             return stats.log_ratio(rows).astype(dtype) / temp
 
-        if self.range_bound is None:
-            c_range, bad_range = full_data_max_abs(per_datum, stats.data, n)
-            hidden = jnp.asarray(n, jnp.int32)
-        else:
-            c_range = jnp.asarray(self.range_bound(stats), dtype) / temp
-            bad_range = ~jnp.isfinite(c_range)
-            hidden = jnp.zeros((), jnp.int32)
-        gamma, p, delta, fpc = self.gamma, self.p, self.delta, self.finite_population
+        c_range, bad_range, hidden = self.range_constant(stats, per_datum, dtype)
+        gamma = self.gamma
         prior_ok = stats.psi > -jnp.inf
         offsets = jnp.arange(m, dtype=jnp.int32)
 
-        def half_width(count: jax.Array, sd: jax.Array, look: jax.Array) -> jax.Array:
-            t = count.astype(dtype)
-            delta_k = (p - 1.0) * delta / (p * look.astype(dtype) ** p)
-            if fpc:
-                log_term = jnp.log(10.0 / delta_k)
-                left = population_fraction_left(count, n, dtype)  # 1 - t/N, exactly 0 at t = N
-                rho = jnp.where(t <= 0.5 * n, left + 1.0 / n, left * (1.0 + 1.0 / t))
-                return sd * jnp.sqrt(2.0 * jnp.maximum(rho, 0.0) * log_term / t) + KAPPA * 2.0 * c_range * log_term / t
-            log_term = jnp.log(3.0 / delta_k)
-            return sd * jnp.sqrt(2.0 * log_term / t) + 6.0 * c_range * log_term / t
-
-        def add_chunk(st: _State) -> _State:
-            pos = st.count + offsets
-            valid = pos < st.stage_end
+        def add_chunk(carry: tuple[StreamingSums, _Stage]) -> tuple[StreamingSums, _Stage]:
+            sums, stage = carry
+            pos = sums.count + offsets
+            valid = pos < stage.stage_end
             idx = permuted_index(key, jnp.where(valid, pos, 0), n, round_keys)
-            lam = per_datum(take(stats.data, idx))
-            bad = st.bad | jnp.any(valid & ~jnp.isfinite(lam))
-            lam = jnp.where(valid & jnp.isfinite(lam), lam, 0.0)
-            w = valid.astype(dtype)
-            cnt = jnp.sum(w)
-            shift = jnp.where(st.count == 0, jnp.sum(lam) / jnp.maximum(cnt, 1.0), st.shift)
-            z = (lam - shift) * w
-            count = st.count + cnt.astype(jnp.int32)
-            s1, c1 = compensated_add(st.s1, st.c1, jnp.sum(z))
-            s2 = st.s2 + jnp.sum(z * z)
-            tot = s1 + c1
+            sums = add_rows(sums, read_terms(stats, idx, dtype) / temp, valid)
+            count = sums.count
             # a look happens exactly when the count reaches the current stage size
-            look_now = count >= st.stage_end
-            look = st.look + look_now.astype(jnp.int32)
-            t = count.astype(dtype)
-            mean = shift + tot / t
-            sd = jnp.sqrt(jnp.maximum(s2 - tot * tot / t, 0.0) / jnp.maximum(t - 1.0, 1.0))
-            c_t = half_width(count, sd, jnp.maximum(look, 1))
+            look_now = count >= stage.stage_end
+            look = stage.look + look_now.astype(jnp.int32)
+            mean, var = mean_and_variance(sums)
+            c_t = self.half_width(count, jnp.sqrt(var), jnp.maximum(look, 1), c_range, n)
             stop = look_now & (jnp.abs(mean - mu0) > c_t)
+            t = count.astype(dtype)
             grown = jnp.minimum(jnp.ceil(gamma * t), float(n)).astype(jnp.int32)  # no int32 overflow near N = 2^31
             next_end = jnp.minimum(jnp.maximum(grown, count + 1), n)
-            return _State(
-                count=count,
-                stage_end=jnp.where(look_now, next_end, st.stage_end),
+            return sums, _Stage(
+                stage_end=jnp.where(look_now, next_end, stage.stage_end),
                 look=look,
-                shift=shift,
-                s1=s1,
-                c1=c1,
-                s2=s2,
-                bound=jnp.where(look_now, c_t, st.bound),
-                bad=bad,
-                done=stop | (count >= n) | bad,
+                bound=jnp.where(look_now, c_t, stage.bound),
+                done=stop | (count >= n) | sums.bad,
             )
 
-        zero = jnp.zeros((), dtype)
         i0 = jnp.zeros((), jnp.int32)
-        bad0 = bad_range | jnp.isnan(stats.psi)
-        st0 = _State(i0, jnp.asarray(min(m, n), jnp.int32), i0, zero, zero, zero, zero, zero, bad0, jnp.zeros((), bool))
+        sums0 = init_sums(dtype)._replace(bad=bad_range | jnp.isnan(stats.psi))
+        stage0 = _Stage(jnp.asarray(min(m, n), jnp.int32), i0, jnp.zeros((), dtype), jnp.zeros((), bool))
         # the first chunk is always needed: evaluate it outside the loop. A NaN psi stops after it;
         # a zero prior (psi = -inf, mu_0 = +inf) stops at the first look and rejects
-        st = jax.lax.while_loop(lambda s: ~s.done, add_chunk, add_chunk(st0))
-        t = st.count.astype(dtype)
-        s1 = st.s1 + st.c1
-        mean = st.shift + s1 / t
-        var_l = jnp.maximum(st.s2 - s1 * s1 / t, 0.0) / jnp.maximum(t - 1.0, 1.0)
-        exhausted = st.count >= n
-        bad = st.bad
+        sums, stage = jax.lax.while_loop(lambda c: ~c[1].done, add_chunk, add_chunk((sums0, stage0)))
+        t = sums.count.astype(dtype)
+        mean, var_l = mean_and_variance(sums)
+        exhausted = sums.count >= n
+        bad = sums.bad
         nf = jnp.asarray(n, dtype)
         return TestOutcome(
             accepted=(mean > mu0) & prior_ok & ~bad,
-            batch_size=st.count,
-            s2=nf * nf * (var_l / t * population_fraction_left(st.count, n, dtype)),
-            epsilon=jnp.where(exhausted, 0.0, nf * st.bound),
-            delta_star=jnp.where(prior_ok, nf * mean + stats.psi, -jnp.inf),
+            batch_size=sums.count,
+            s2=nf * nf * (var_l / t * population_fraction_left(sums.count, n, dtype)),
+            epsilon=jnp.where(exhausted, 0.0, nf * stage.bound),
+            delta_star=jnp.where(prior_ok, nf * mean + data_free_delta(stats), -jnp.inf),
             nonfinite=bad,
             hidden_data=hidden,
         )

@@ -26,8 +26,8 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from minibatch_mcmc.acceptance.base import Statistics, TestOutcome, check_batch_fits, uniform_from_bits
-from minibatch_mcmc.data.arrays import take
+from minibatch_mcmc.acceptance.base import Statistics, TestOutcome, check_batch_fits, data_free_delta, uniform_from_bits, untempered
+from minibatch_mcmc.acceptance.streaming import add_rows, decision_dtype, init_sums, mean_and_variance, read_terms
 from minibatch_mcmc.data.indexing import chunk_indices
 
 
@@ -42,19 +42,23 @@ class NaiveMinibatch(NamedTuple):
         """Check ``m`` against ``N``."""
         check_batch_fits(self.batch_size, n_data)
 
+    def temperature_factor(self, n_data: int) -> float:
+        """The naive test does not temper the likelihood itself."""
+        return untempered(n_data)
+
     def decide(self, key: jax.Array, stats: Statistics) -> TestOutcome:
         """Accept iff ``log u < N * mean(l_i over the minibatch) + psi`` (biased)."""
         n, m = stats.n_data, self.batch_size
         bits = jax.random.bits(key, (5,), dtype=jnp.uint32)
-        dtype = jnp.result_type(stats.psi, jnp.float32)
+        dtype = decision_dtype(stats)
         u = uniform_from_bits(bits[4], dtype)
         idx, valid = chunk_indices(key, jnp.zeros((), jnp.int32), m, n, bits[:4])  # m <= N: all valid
-        lam = stats.log_ratio(take(stats.data, idx)).astype(dtype) / stats.temperature
-        bad = jnp.any(valid & ~jnp.isfinite(lam)) | jnp.isnan(stats.psi)
-        mean = jnp.mean(lam)
+        sums = add_rows(init_sums(dtype), read_terms(stats, idx, dtype) / stats.temperature, valid)
+        mean, var_l = mean_and_variance(sums)
+        bad = sums.bad | jnp.isnan(stats.psi)
         nf = jnp.asarray(n, dtype)
-        delta_star = nf * mean + stats.psi
-        var = nf * nf * jnp.var(lam, ddof=1) / m * (1.0 - m / n)
+        delta_star = nf * mean + data_free_delta(stats)
+        var = nf * nf * var_l / m * (1.0 - m / n)
         prior_ok = stats.psi > -jnp.inf
         return TestOutcome(
             accepted=(jnp.log(u) < delta_star) & prior_ok & ~bad,

@@ -1,4 +1,9 @@
-"""A Metropolis-Hastings kernel as an ``init``/``step`` pair over NamedTuple states (BlackJAX style)."""
+"""A Metropolis-Hastings kernel as an ``init``/``step`` pair over NamedTuple states (BlackJAX style).
+
+One step: the proposal draws a candidate (with a gradient from the estimator's log-likelihood sum
+when it asks for one), the estimator turns the pair into per-datum terms and a data-free sum
+(``control_variates``), the acceptance test decides from them, and the state moves or stays.
+"""
 
 from __future__ import annotations
 
@@ -7,9 +12,8 @@ from typing import Any, Callable, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from minibatch_mcmc.acceptance.base import AcceptanceTest, Statistics, TestOutcome, full_data_sum, temperature_factor
-from minibatch_mcmc.data.arrays import take
-from minibatch_mcmc.data.indexing import chunk_indices
+from minibatch_mcmc.acceptance.base import AcceptanceTest, Statistics, TestOutcome, temperature_factor
+from minibatch_mcmc.control_variates.base import Estimator, plain, uses_all_rows
 from minibatch_mcmc.models.base import Model
 from minibatch_mcmc.proposals.base import GradientFn, Proposal
 
@@ -31,26 +35,21 @@ class Kernel(NamedTuple):
 
 
 def minibatch_grad_log_target(
-    model: Model, key: jax.Array, data: PyTree, n_data: int, batch_size: int, temperature: jax.Array
+    model: Model,
+    key: jax.Array,
+    data: PyTree,
+    n_data: int,
+    batch_size: int,
+    temperature: jax.Array,
+    estimator: Estimator | None = None,
 ) -> GradientFn:
-    """Gradient of ``log p0(theta) + (N / (b K)) sum_{i in batch} log p(x_i|theta)`` on one fresh minibatch.
+    """Gradient of ``log p0(theta) + (1/K) * estimate of sum_i log p(x_i|theta)`` on one fresh minibatch.
 
     ``batch_size=0`` (or ``>= N``) uses all ``N`` points; otherwise ``b`` distinct points are drawn
-    without replacement from ``key``, independently of ``theta``.
+    without replacement from ``key``, independently of ``theta``. The estimate is the plain
+    ``(N / b) sum_batch`` unless ``estimator`` says otherwise (a control variate: SGLD-CV).
     """
-    if batch_size == 0 or batch_size >= n_data:
-        scale = 1.0
-
-        def log_lik_sum(theta: PyTree) -> jax.Array:
-            # streamed in chunks, so an out-of-core source works too
-            return full_data_sum(lambda rows: model.log_lik(theta, rows), data, n_data)[0]
-
-    else:
-        idx, _ = chunk_indices(key, jnp.zeros((), jnp.int32), batch_size, n_data)
-        batch, scale = take(data, idx), n_data / batch_size
-
-        def log_lik_sum(theta: PyTree) -> jax.Array:
-            return jnp.sum(model.log_lik(theta, batch))
+    log_lik_sum, scale = (estimator or plain()).log_lik_sum(model, key, data, n_data, batch_size)
 
     def log_target(theta: PyTree) -> jax.Array:
         return model.log_prior(theta) + log_lik_sum(theta) * (scale / temperature)
@@ -60,21 +59,28 @@ def minibatch_grad_log_target(
 
 def gradient_data_used(proposal: Proposal, n_data: int) -> int:
     """Data points a proposal's gradient evaluates per step (0 for gradient-free proposals)."""
-    b = getattr(proposal, "gradient_batch_size", None)
+    b = proposal.gradient_batch_size
     if b is None:
         return 0
-    return n_data if b == 0 or b >= n_data else int(b)
+    return n_data if uses_all_rows(b, n_data) else int(b)
 
 
-def build_kernel(model: Model, proposal: Proposal, test: AcceptanceTest, n_data: int) -> Kernel:
-    """Combine a model, a proposal and an acceptance test into one MH transition."""
-    validate = getattr(test, "validate", None)
-    if validate is not None:
-        validate(n_data)
-    grad_batch = getattr(proposal, "gradient_batch_size", None)
+def check_gradient_batch(proposal: Proposal) -> int | None:
+    """``proposal.gradient_batch_size``: None or a non-negative integer."""
+    b = proposal.gradient_batch_size
+    if b is not None and (isinstance(b, bool) or not isinstance(b, int) or b < 0):
+        raise ValueError(f"proposal.gradient_batch_size={b!r} must be None or a non-negative integer")
+    return b
+
+
+def build_kernel(
+    model: Model, proposal: Proposal, test: AcceptanceTest, n_data: int, estimator: Estimator | None = None
+) -> Kernel:
+    """Combine a model, a proposal, an acceptance test and an estimator of ``Delta``'s data part into one MH transition."""
+    test.validate(n_data)
+    estimator = plain() if estimator is None else estimator
+    grad_batch = check_gradient_batch(proposal)
     grad_temperature_factor = temperature_factor(test, n_data)  # a test that tempers by itself (MINT): the drift follows it
-    if grad_batch is not None and (isinstance(grad_batch, bool) or not isinstance(grad_batch, int) or grad_batch < 0):
-        raise ValueError(f"proposal.gradient_batch_size={grad_batch!r} must be None or a non-negative integer")
 
     def init(position: PyTree) -> ChainState:
         return ChainState(position=position, log_prior=jnp.asarray(model.log_prior(position)))
@@ -85,16 +91,20 @@ def build_kernel(model: Model, proposal: Proposal, test: AcceptanceTest, n_data:
             candidate, log_q_ratio = proposal.sample(k_prop, state.position)
         else:
             k_grad = jax.random.fold_in(k_prop, 1)  # the gradient minibatch; k_prop stays the noise key
-            grad_fn = minibatch_grad_log_target(model, k_grad, data, n_data, grad_batch, temperature * grad_temperature_factor)
+            grad_fn = minibatch_grad_log_target(
+                model, k_grad, data, n_data, grad_batch, temperature * grad_temperature_factor, estimator
+            )
             candidate, log_q_ratio = proposal.sample(k_prop, state.position, grad_fn)
         lp_new = model.log_prior(candidate)
         psi = jnp.where(lp_new > -jnp.inf, lp_new - state.log_prior + log_q_ratio, -jnp.inf)
-        current = state.position
-
-        def log_ratio(batch: PyTree) -> jax.Array:
-            return model.log_lik(candidate, batch) - model.log_lik(current, batch)
-
-        stats = Statistics(log_ratio=log_ratio, data=data, n_data=n_data, psi=psi, temperature=temperature)
+        stats = Statistics(
+            log_ratio=estimator.log_ratio(model, state.position, candidate),
+            data=data,
+            n_data=n_data,
+            psi=psi,
+            temperature=temperature,
+            known_sum=estimator.known_sum(state.position, candidate),
+        )
         outcome = test.decide(k_test, stats)
         new_state = jax.tree_util.tree_map(
             lambda new, old: jnp.where(outcome.accepted, new, old), ChainState(candidate, lp_new), state

@@ -1,0 +1,98 @@
+"""The estimator of the log-likelihood difference: the one place a control variate plugs into the kernel.
+
+An acceptance test sees, for a candidate ``theta'`` against ``theta``, per-datum terms ``log_ratio_i``
+and a data-free ``known_sum`` with ``sum_i log p(x_i|theta') - log p(x_i|theta) = sum_i log_ratio_i
++ known_sum`` (``acceptance.base.Statistics``). The plain estimator gives the per-datum ratios and
+``known_sum = 0``; a control variate (``taylor.py``) gives the residuals after a proxy and the proxy's
+exact sum, so a minibatch of residuals estimates the same ``Delta`` with far less variance. The
+same estimator also supplies the log-likelihood sum whose gradient drives gradient proposals.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, NamedTuple, Protocol
+
+import jax
+import jax.numpy as jnp
+
+from minibatch_mcmc.data.arrays import take
+from minibatch_mcmc.data.indexing import chunk_indices
+from minibatch_mcmc.data.passes import full_data_sum
+from minibatch_mcmc.models.base import Model
+
+PyTree = Any
+
+
+class Estimator(Protocol):
+    """How the kernel turns ``(theta, theta')`` into per-datum terms and a data-free sum, and estimates gradients."""
+
+    name: str
+    """Name recorded with the results."""
+
+    def log_ratio(self, model: Model, current: PyTree, candidate: PyTree) -> Callable[[PyTree], jax.Array]:
+        """Per-datum terms ``log_ratio_i`` (un-tempered) for any batch of rows."""
+        ...
+
+    def known_sum(self, current: PyTree, candidate: PyTree) -> jax.Array | float:
+        """Data-free part of ``sum_i log p(x_i|theta') - log p(x_i|theta)`` (0 for the plain estimator)."""
+        ...
+
+    def log_lik_sum(
+        self, model: Model, key: jax.Array, data: PyTree, n_data: int, batch_size: int
+    ) -> tuple[Callable[[PyTree], jax.Array], float]:
+        """``(f, scale)`` with ``scale * f(theta)`` an estimate of ``sum_i log p(x_i|theta)`` from one minibatch
+        of ``batch_size`` rows drawn with ``key`` (``0``: all rows, exact); its gradient drives gradient proposals."""
+        ...
+
+
+def minibatch_rows(key: jax.Array, data: PyTree, n_data: int, batch_size: int) -> PyTree:
+    """``batch_size`` distinct rows drawn without replacement from ``key``, independently of ``theta``."""
+    idx, _ = chunk_indices(key, jnp.zeros((), jnp.int32), batch_size, n_data)
+    return take(data, idx)
+
+
+def uses_all_rows(batch_size: int, n_data: int) -> bool:
+    """Whether a gradient minibatch of ``batch_size`` means the full data (``0`` or ``>= N``)."""
+    return batch_size == 0 or batch_size >= n_data
+
+
+class PlainDifference(NamedTuple):
+    """The per-datum log-likelihood ratios themselves (no control variate)."""
+
+    name: str = "plain"
+
+    def log_ratio(self, model: Model, current: PyTree, candidate: PyTree) -> Callable[[PyTree], jax.Array]:
+        """``log p(x_i|theta') - log p(x_i|theta)`` row by row."""
+
+        def ratio(batch: PyTree) -> jax.Array:
+            return model.log_lik(candidate, batch) - model.log_lik(current, batch)
+
+        return ratio
+
+    def known_sum(self, current: PyTree, candidate: PyTree) -> float:
+        """Nothing is known without the data."""
+        del current, candidate
+        return 0.0
+
+    def log_lik_sum(
+        self, model: Model, key: jax.Array, data: PyTree, n_data: int, batch_size: int
+    ) -> tuple[Callable[[PyTree], jax.Array], float]:
+        """The full-data sum (streamed) or ``N / b`` times a minibatch sum."""
+        if uses_all_rows(batch_size, n_data):
+
+            def full(theta: PyTree) -> jax.Array:
+                # streamed in chunks, so an out-of-core source works too
+                return full_data_sum(lambda rows: model.log_lik(theta, rows), data, n_data)[0]
+
+            return full, 1.0
+        batch = minibatch_rows(key, data, n_data, batch_size)
+
+        def partial(theta: PyTree) -> jax.Array:
+            return jnp.sum(model.log_lik(theta, batch))
+
+        return partial, n_data / batch_size
+
+
+def plain() -> PlainDifference:
+    """The plain estimator: per-datum ratios, no control variate (the default)."""
+    return PlainDifference()
