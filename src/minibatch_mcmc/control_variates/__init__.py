@@ -1,5 +1,16 @@
-"""Estimators of the log-likelihood difference: the plain per-datum ratio and control variates."""
+"""Estimators of the log-likelihood difference: the plain per-datum ratio and Taylor-proxy control variates."""
 
 from minibatch_mcmc.control_variates.base import Estimator, PlainDifference, plain
+from minibatch_mcmc.control_variates.proposals import proxy_gradient, proxy_langevin
+from minibatch_mcmc.control_variates.taylor import MAX_DENSE_DIM, TaylorProxy, taylor_proxy
 
-__all__ = ["Estimator", "PlainDifference", "plain"]
+__all__ = [
+    "Estimator",
+    "PlainDifference",
+    "plain",
+    "TaylorProxy",
+    "taylor_proxy",
+    "MAX_DENSE_DIM",
+    "proxy_gradient",
+    "proxy_langevin",
+]

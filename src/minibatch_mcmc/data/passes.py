@@ -13,6 +13,7 @@ from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from minibatch_mcmc.data.arrays import slice_rows
 from minibatch_mcmc.data.host import is_host_data
@@ -83,3 +84,20 @@ def full_data_tree_sum(fn: Callable[[PyTree], PyTree], data: PyTree, n: int, chu
     shapes = jax.eval_shape(fn, slice_rows(data, 0, min(n, chunk)))
     zeros = jax.tree_util.tree_map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
     return full_data_reduce(fn, lambda a, b: jax.tree_util.tree_map(jnp.add, a, b), zeros, data, n, chunk)
+
+
+def host_tree_sum(fn: Callable[[PyTree], PyTree], data: PyTree, n: int, chunk: int = DEFAULT_CHUNK) -> PyTree:
+    """Leafwise float64 sum of ``fn(rows)`` over contiguous chunks, accumulated on the host.
+
+    For one-off passes whose sums must be accurate beyond float32 (a control variate's gradient and
+    Hessian sums): ``fn`` runs jitted on each chunk, the partial sums are added in numpy float64.
+    """
+    if chunk < 1:
+        raise ValueError(f"chunk={chunk!r} must be a positive number of rows")
+    part = jax.jit(fn)
+    total = None
+    for start in range(0, n, chunk):
+        size = min(chunk, n - start)
+        piece = jax.tree_util.tree_map(lambda a: np.asarray(a, np.float64), jax.device_get(part(slice_rows(data, start, size))))
+        total = piece if total is None else jax.tree_util.tree_map(np.add, total, piece)
+    return total

@@ -80,10 +80,13 @@ def _cell_fingerprint(cell: Any, depth: int) -> Any:
         return "<empty>"
 
 
-def run_settings(*, key: jax.Array, model: Any, test: Any, proposal: Any, num_chains: int, n_data: int, positions: PyTree) -> dict:
-    """What must agree between a checkpoint and the call that resumes it."""
+def run_settings(
+    *, key: jax.Array, model: Any, test: Any, proposal: Any, num_chains: int, n_data: int, positions: PyTree, estimator: Any = None
+) -> dict:
+    """What must agree between a checkpoint and the call that resumes it (the estimator only when one is given)."""
     leaves, treedef = jax.tree_util.tree_flatten(positions)
-    return {
+    extra = {} if estimator is None else {"estimator": estimator.name, "estimator_config": fingerprint(estimator)}
+    return extra | {
         "format_version": FORMAT_VERSION,
         "seed": np.asarray(jax.random.key_data(key)).ravel().tolist(),
         "key_impl": str(jax.random.key_impl(key)),

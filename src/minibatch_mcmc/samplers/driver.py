@@ -12,6 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from minibatch_mcmc.acceptance.base import AcceptanceTest, temperature_factor
+from minibatch_mcmc.control_variates.base import Estimator
 from minibatch_mcmc.data.arrays import DataSource, as_data_source, is_host_data, take
 from minibatch_mcmc.models.base import Model
 from minibatch_mcmc.proposals.base import Proposal
@@ -172,6 +173,7 @@ def sample(
     proposal: Proposal,
     test: AcceptanceTest,
     num_samples: int,
+    estimator: Estimator | None = None,
     key: jax.Array | int = 0,
     num_chains: int = 1,
     temperature: float | Sequence[float] | np.ndarray = 1.0,
@@ -185,7 +187,9 @@ def sample(
 ) -> SampleResult:
     """Draw ``num_samples`` MH steps per chain for ``num_chains`` vmapped chains.
 
-    ``temperature`` is a constant ``K`` or one value per step (e.g. 100 then 1). Steps run in
+    ``estimator`` is how the kernel estimates the log-likelihood difference: the plain per-datum
+    ratio by default, or a control variate (``control_variates.taylor_proxy``) for temperature 1 on
+    tall data. ``temperature`` is a constant ``K`` or one value per step (e.g. 100 then 1). Steps run in
     jitted blocks of ``block_size``; finished blocks are kept if the run is interrupted
     (Ctrl-C), and a non-finite log-likelihood stops the run with the step and chain named.
 
@@ -231,7 +235,7 @@ def sample(
             raise ValueError("initial position contains NaN or inf")
     _check_initial(model, arrays, n, positions, num_chains)
 
-    kernel = build_kernel(model, proposal, test, n)
+    kernel = build_kernel(model, proposal, test, n, estimator)
     states = jax.vmap(kernel.init)(positions)
     run_block = _make_block_runner(kernel, num_chains, layout)
 
@@ -241,7 +245,8 @@ def sample(
     previous_wall = 0.0
     if checkpoint_dir is not None:
         settings = checkpoint.run_settings(
-            key=base_key, model=model, test=test, proposal=proposal, num_chains=num_chains, n_data=n, positions=positions
+            key=base_key, model=model, test=test, proposal=proposal, num_chains=num_chains, n_data=n, positions=positions,
+            estimator=estimator,
         )
         chunks = checkpoint.open_checkpoint(checkpoint_dir, settings, resume)
         if chunks:
