@@ -33,11 +33,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from minibatch_mcmc.acceptance import mh_minibatch
-from minibatch_mcmc.data import mhminibatch_plan, open_npy, open_parquet, prefetch
+from minibatch_mcmc.data import open_npy, open_parquet, prefetch
 from minibatch_mcmc.data.generate import write_npy, write_parquet
 from minibatch_mcmc.models import logistic_regression
 from minibatch_mcmc.proposals import random_walk
-from minibatch_mcmc.samplers import build_kernel
+from minibatch_mcmc.samplers import build_kernel, mhminibatch_plan
 
 D = 10
 

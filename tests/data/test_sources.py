@@ -17,7 +17,6 @@ from minibatch_mcmc.data import (
     HostData,
     as_data_source,
     chunk_indices,
-    mhminibatch_plan,
     open_npy,
     open_npz,
     open_parquet,
@@ -28,6 +27,7 @@ from minibatch_mcmc.data import (
 from minibatch_mcmc.data.generate import logistic_chunks, main as generate_main
 from minibatch_mcmc.models import logistic_regression
 from minibatch_mcmc.proposals import random_walk
+from minibatch_mcmc.samplers import mhminibatch_plan
 
 N, D, M, CHAINS = 1500, 3, 40, 3
 

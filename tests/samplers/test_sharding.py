@@ -21,7 +21,7 @@ SCRIPT = textwrap.dedent(
     from jax.sharding import PartitionSpec as P
     from minibatch_mcmc import mh_minibatch, random_walk, sample
     from minibatch_mcmc.models import gaussian_mixture, make_mixture_data
-    from minibatch_mcmc.samplers.driver import _make_block_runner
+    from minibatch_mcmc.samplers.driver import make_block_runner
     from minibatch_mcmc.samplers.kernel import build_kernel
     from minibatch_mcmc.samplers.sharding import chain_layout, shard_chains
 
@@ -41,7 +41,7 @@ SCRIPT = textwrap.dedent(
     layout = chain_layout("all", 8)
     kernel = build_kernel(gaussian_mixture(), random_walk(scale=0.25), mh_minibatch(50), 3000)
     states = shard_chains(jax.vmap(kernel.init)(jnp.zeros((8, 2))), layout)
-    new, pos, _ = _make_block_runner(kernel, 8, layout)(jax.random.key(0), states, data, jnp.arange(3), jnp.ones(3) * 30.0)
+    new, pos, _ = make_block_runner(kernel, 8, layout)(jax.random.key(0), states, data, jnp.arange(3), jnp.ones(3) * 30.0)
     out["state_sharded"] = bool(new.position.sharding.is_equivalent_to(layout.chains, 2))
     out["shards"] = len(new.position.addressable_shards)
     try:

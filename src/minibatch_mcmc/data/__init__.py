@@ -5,7 +5,7 @@ from minibatch_mcmc.data.host import HostData, is_host_data
 from minibatch_mcmc.data.indexing import permuted_index, chunk_indices
 from minibatch_mcmc.data.memmap import open_npy, open_npz
 from minibatch_mcmc.data.parquet import open_parquet
-from minibatch_mcmc.data.prefetch import mhminibatch_plan, prefetch
+from minibatch_mcmc.data.prefetch import prefetch
 
 __all__ = [
     "ArrayData",
@@ -20,7 +20,6 @@ __all__ = [
     "open_npz",
     "open_parquet",
     "prefetch",
-    "mhminibatch_plan",
     "permuted_index",
     "chunk_indices",
 ]

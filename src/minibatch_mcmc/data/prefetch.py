@@ -1,11 +1,12 @@
 """Read-ahead of the minibatches of upcoming steps for an out-of-core source.
 
 The minibatch positions of a step come from a keyed permutation, so the first chunk each step of
-an MHminibatch run will ask for is computable on the host before the step runs. ``prefetch`` wraps
-a ``HostData`` with a background thread that reads the rows of the next ``depth`` steps' first
-chunks; when a step's gather asks for exactly those rows it is served from memory. Any other
-gather (growth chunks, full-data passes, a run with another key) goes to the underlying reader,
-so prefetching never changes results, only where the read happens.
+an MHminibatch run will ask for is computable on the host before the step runs (the plan,
+``minibatch_mcmc.samplers.mhminibatch_plan``). ``prefetch`` wraps a ``HostData`` with a background
+thread that reads the planned rows of the next ``depth`` steps; when a step's gather asks for
+exactly those rows it is served from memory. Any other gather (growth chunks, full-data passes, a
+run with another key) goes to the underlying reader, so prefetching never changes results, only
+where the read happens.
 """
 
 from __future__ import annotations
@@ -13,35 +14,9 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 
-import jax
 import numpy as np
 
 from minibatch_mcmc.data.host import HostData
-from minibatch_mcmc.data.indexing import chunk_indices
-
-
-def mhminibatch_plan(key: jax.Array | int, num_samples: int, num_chains: int, batch_size: int, n: int) -> np.ndarray:
-    """First-chunk indices ``(num_samples, num_chains, m)`` that ``sample(..., test=mh_minibatch(m))`` will draw.
-
-    Replays the driver's key schedule (``fold_in(key, t)`` split over chains), the kernel's split into
-    proposal and test keys, and MHminibatch's Feistel round keys. If any of these change the plan only
-    stops matching (every gather is then a miss), it never alters the draws.
-    """
-    from minibatch_mcmc.samplers.driver import as_key  # here, not at the top: data is imported before samplers
-
-    base = as_key(key)
-
-    def one(t):
-        keys = jax.random.split(jax.random.fold_in(base, t), num_chains)
-
-        def chain(k):
-            k_test = jax.random.split(k)[1]
-            rk = jax.random.bits(k_test, (8,), dtype=np.uint32)[:4]
-            return chunk_indices(k_test, 0, batch_size, n, rk)[0]
-
-        return jax.vmap(chain)(keys)
-
-    return np.asarray(jax.jit(jax.vmap(one))(np.arange(num_samples, dtype=np.int32)))
 
 
 class PrefetchReader:

@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from minibatch_mcmc.acceptance import MetropolisTest, austere_mh, mh_minibatch
-from minibatch_mcmc.samplers.driver import _make_block_runner
+from minibatch_mcmc.samplers.driver import make_block_runner
 from minibatch_mcmc.samplers.kernel import build_kernel
 
 
@@ -87,7 +87,7 @@ def timed_sample(
     n = jax.tree_util.tree_leaves(data)[0].shape[0]
     kernel = build_kernel(model, proposal, test, n)
     init = jax.tree_util.tree_map(lambda x: jnp.asarray(x)[None], start)
-    run_block = _make_block_runner(kernel, 1)
+    run_block = make_block_runner(kernel, 1)
     block = min(block, num_samples)
     temps = jnp.ones(block, jnp.float32)
     state0 = jax.vmap(kernel.init)(init)

@@ -1,10 +1,11 @@
-"""Samplers: ``init``/``step`` kernels, the ``sample`` driver, chain sharding and resumable checkpoints."""
+"""Samplers: ``init``/``step`` kernels, the ``sample`` driver, the key schedule, chain sharding and resumable checkpoints."""
 
-from minibatch_mcmc.samplers import checkpoint, sharding
+from minibatch_mcmc.samplers import checkpoint, keys, sharding
 from minibatch_mcmc.samplers.cmint import CMINTSchedule, cmint_schedule, ensemble_predict_proba
 from minibatch_mcmc.samplers.driver import sample
 from minibatch_mcmc.samplers.mintee import Ladder, MINTEEConfig, MINTEEResult, MINTEEState, mintee, resolve_ladder
 from minibatch_mcmc.samplers.kernel import ChainState, Kernel, build_kernel
+from minibatch_mcmc.samplers.prefetch_plan import mhminibatch_plan
 from minibatch_mcmc.samplers.results import RECORD_FIELDS, SampleResult, summarize, to_inference_data
 from minibatch_mcmc.samplers.sharding import ChainLayout, chain_layout
 
@@ -18,6 +19,8 @@ __all__ = [
     "summarize",
     "to_inference_data",
     "checkpoint",
+    "keys",
+    "mhminibatch_plan",
     "sharding",
     "ChainLayout",
     "chain_layout",

@@ -2,26 +2,43 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 import warnings
-from typing import Any, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from minibatch_mcmc.acceptance.base import AcceptanceTest, temperature_factor
+from minibatch_mcmc.checks import check_bool, check_int
 from minibatch_mcmc.control_variates.base import Estimator
 from minibatch_mcmc.data.arrays import DataSource, as_data_source, is_host_data, take
 from minibatch_mcmc.models.base import Model
 from minibatch_mcmc.proposals.base import Proposal
 from minibatch_mcmc.samplers import checkpoint
+from minibatch_mcmc.samplers.diagnose import nonfinite_error
 from minibatch_mcmc.samplers.kernel import ChainState, Kernel, build_kernel
+from minibatch_mcmc.samplers.keys import as_key, step_keys  # as_key: cmint and mintee still import it from here
 from minibatch_mcmc.samplers.results import RECORD_FIELDS, SampleResult
 from minibatch_mcmc.samplers.sharding import ChainLayout, chain_layout, place_data, shard_chains
 
 PyTree = Any
+
+
+class Finished(NamedTuple):
+    """What a run holds after ``done`` steps: the chain states and the finished blocks' draws and records."""
+
+    states: ChainState
+    pos_blocks: list
+    """Positions of each finished block, each leaf ``(step, chain, ...)``."""
+    rec_blocks: list
+    """Records of each finished block, each ``(step, chain)``."""
+    done: int
+    wall_time: float
+    """Seconds the finished blocks took (in an earlier, checkpointed run too)."""
 
 
 def _temperature_schedule(temperature: float | Sequence[float] | np.ndarray, num_samples: int) -> np.ndarray:
@@ -64,42 +81,7 @@ def _check_initial(model: Model, data: PyTree, n: int, positions: PyTree, num_ch
         raise ValueError(f"log-likelihood of datum {i} is {ll[c, i]} at the initial position of chain {c}")
 
 
-def _first_nonfinite(model: Model, data: PyTree, n: int, position: PyTree) -> tuple[int, float] | None:
-    """The first datum whose log-likelihood is non-finite at ``position`` and its value (host-side scan)."""
-    for start in range(0, n, 65536):
-        idx = jnp.arange(start, min(n, start + 65536))
-        ll = np.asarray(model.log_lik(position, take(data, idx)))
-        bad = np.flatnonzero(~np.isfinite(ll))
-        if bad.size:
-            return start + int(bad[0]), float(ll[bad[0]])
-    return None
-
-
-def _locate_nonfinite(model: Model, data: PyTree, n: int, position: PyTree, candidate: PyTree | None = None) -> str:
-    """Name the datum whose log-likelihood is non-finite at the chain's position, or else at the candidate."""
-    found = _first_nonfinite(model, data, n, position)
-    if found is not None:
-        return f"; datum {found[0]} has log-likelihood {found[1]} at the chain's current position"
-    if candidate is not None:
-        found = _first_nonfinite(model, data, n, candidate)
-        if found is not None:
-            return f"; datum {found[0]} has log-likelihood {found[1]} at the proposed candidate"
-    return "; the current position's log-likelihoods are all finite, so the candidate produced it"
-
-
-def _replay_candidate(proposal: Proposal, base_key: jax.Array, step: int, chain: int, num_chains: int, position: PyTree):
-    """The candidate a gradient-free proposal made at ``step`` for ``chain`` (same key path as the kernel), else None."""
-    if getattr(proposal, "gradient_batch_size", None) is not None:
-        return None
-    key = jax.random.split(jax.random.fold_in(base_key, step), num_chains)[chain]
-    k_prop, _ = jax.random.split(key)
-    try:
-        return proposal.sample(k_prop, jax.tree_util.tree_map(jnp.asarray, position))[0]
-    except Exception:  # a replay is a diagnostic aid only
-        return None
-
-
-def _make_block_runner(kernel: Kernel, num_chains: int, layout: ChainLayout | None = None):
+def make_block_runner(kernel: Kernel, num_chains: int, layout: ChainLayout | None = None):
     """A jitted function running one block of steps for all chains under ``lax.scan``.
 
     With a ``layout`` the chain axis of the states stays split over the devices of its mesh; the
@@ -114,7 +96,7 @@ def _make_block_runner(kernel: Kernel, num_chains: int, layout: ChainLayout | No
     def one_step(carry: tuple[jax.Array, ChainState, PyTree], x: tuple[jax.Array, jax.Array]):
         base_key, states, data = carry
         t, temp = x
-        keys = keep_on_chains(jax.random.split(jax.random.fold_in(base_key, t), num_chains))
+        keys = keep_on_chains(step_keys(base_key, t, num_chains))
         new_states, outcome = jax.vmap(kernel.step, in_axes=(0, 0, None, None))(keys, states, data, temp)
         new_states = keep_on_chains(new_states)
         rec = {k: getattr(outcome, k) for k in RECORD_FIELDS}
@@ -129,21 +111,7 @@ def _make_block_runner(kernel: Kernel, num_chains: int, layout: ChainLayout | No
     return run_block
 
 
-def as_key(key: jax.Array | int) -> jax.Array:
-    """A typed PRNG key from a seed, a typed key or a legacy ``uint32[2]`` key."""
-    if isinstance(key, (int, np.integer)) and not isinstance(key, bool):
-        return jax.random.key(int(key))
-    key = jnp.asarray(key) if not isinstance(key, jax.Array) else key
-    if jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key):
-        if key.shape != ():
-            raise ValueError(f"key must be a single PRNG key; got a key array of shape {key.shape}")
-        return key
-    if key.dtype == jnp.uint32 and key.shape == (2,):
-        return jax.random.wrap_key_data(key)
-    raise ValueError(f"key={key!r} must be an int seed or a jax PRNG key")
-
-
-def _restore(chunks: list[checkpoint.Chunk], states: ChainState, temps: np.ndarray, num_samples: int, where: str):
+def _restore(chunks: list[checkpoint.Chunk], states: ChainState, temps: np.ndarray, num_samples: int, where: str) -> Finished:
     """States, finished blocks and step counter from the chunks of a checkpoint."""
     done = chunks[-1].end
     if done > num_samples:
@@ -162,7 +130,144 @@ def _restore(chunks: list[checkpoint.Chunk], states: ChainState, temps: np.ndarr
     pos_treedef = jax.tree_util.tree_structure(states.position)
     pos_blocks = [jax.tree_util.tree_unflatten(pos_treedef, c.positions) for c in chunks]
     rec_blocks = [{k: c.records[k] for k in RECORD_FIELDS} for c in chunks]
-    return restored, pos_blocks, rec_blocks, done, sum(c.wall_time for c in chunks)
+    return Finished(restored, pos_blocks, rec_blocks, done, sum(c.wall_time for c in chunks))
+
+
+def _check_args(num_samples, num_chains, block_size, resume, checkpoint_dir, devices, data_sharding) -> tuple[int, int, int]:
+    """``num_samples``, ``num_chains`` and ``block_size`` as ints, after checking them and the run options."""
+    num_samples = check_int(num_samples, "num_samples", 1)
+    num_chains = check_int(num_chains, "num_chains", 1)
+    block_size = check_int(block_size, "block_size", 1)
+    if check_bool(resume, "resume") and checkpoint_dir is None:
+        raise ValueError("resume=True needs checkpoint_dir (the directory the interrupted run wrote to)")
+    if data_sharding is not None and devices is None:
+        raise ValueError("data_sharding needs devices (the mesh the chains run on)")
+    return num_samples, num_chains, block_size
+
+
+def _initial_positions(initial_position: PyTree, num_chains: int, batched_init: bool) -> PyTree:
+    """One finite floating-point start per chain: ``initial_position`` broadcast, or as given with ``batched_init``."""
+    if batched_init:
+        positions = jax.tree_util.tree_map(jnp.asarray, initial_position)
+        lead = {np.shape(x)[0] if np.ndim(x) else None for x in jax.tree_util.tree_leaves(positions)}
+        if lead != {num_chains}:
+            raise ValueError(f"batched_init=True needs a leading axis of num_chains={num_chains} on every leaf; got {lead}")
+    else:
+        positions = jax.tree_util.tree_map(
+            lambda x: jnp.broadcast_to(jnp.asarray(x), (num_chains,) + np.shape(x)), initial_position
+        )
+    for leaf in jax.tree_util.tree_leaves(positions):
+        if not jnp.issubdtype(leaf.dtype, jnp.floating):
+            raise ValueError(f"initial position must be floating point; got dtype {leaf.dtype}")
+        if not bool(jnp.all(jnp.isfinite(leaf))):
+            raise ValueError("initial position contains NaN or inf")
+    return positions
+
+
+def _restore_or_start(
+    checkpoint_dir: str | os.PathLike, settings: dict, resume: bool, states: ChainState, temps: np.ndarray
+) -> Finished:
+    """Open the checkpoint directory; continue from its finished blocks, or else start from ``states``."""
+    chunks = checkpoint.open_checkpoint(checkpoint_dir, settings, resume)
+    if chunks:
+        return _restore(chunks, states, temps, len(temps), str(checkpoint_dir))
+    return Finished(states, [], [], 0, 0.0)
+
+
+def _place(finished: Finished, arrays: PyTree, base_key: jax.Array, layout: ChainLayout, data_sharding: Any):
+    """States split over the mesh's chain axis, the data placed (replicated unless ``data_sharding``), the key replicated."""
+    finished = finished._replace(states=shard_chains(finished.states, layout))
+    if not is_host_data(arrays):  # out-of-core sources stay on the host
+        arrays = place_data(arrays, layout, data_sharding)
+    return finished, arrays, jax.device_put(base_key, layout.replicated)
+
+
+def _write_block(checkpoint_dir, start: int, pos: PyTree, recs: dict, temps: np.ndarray, states: ChainState, wall: float):
+    """Write one finished block of ``len(temps)`` steps from ``start`` to the checkpoint directory."""
+    chunk = checkpoint.Chunk(
+        start=start,
+        end=start + len(temps),
+        positions=[np.asarray(x) for x in jax.tree_util.tree_leaves(pos)],
+        records=recs,
+        temperature=temps,
+        state=[np.asarray(x) for x in jax.tree_util.tree_leaves(jax.device_get(states))],
+        wall_time=wall,
+    )
+    checkpoint.write_chunk(checkpoint_dir, chunk)
+
+
+def _progress_bar(show: bool, total: int, done: int, name: str):
+    """A tqdm bar starting at ``done`` of ``total`` steps, or None."""
+    if not show:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, initial=done, desc=name, unit="step", leave=False)
+
+
+def _advance_bar(bar, recs: dict, length: int) -> None:
+    """Move the bar on by a block, showing its acceptance rate and mean batch size."""
+    if bar is not None:
+        bar.set_postfix(accept=f"{float(np.mean(recs['accepted'])):.2f}", batch=f"{np.mean(recs['batch_size']):.0f}")
+        bar.update(length)
+
+
+def _run_blocks(
+    run_block: Callable[[ChainState, jax.Array, jax.Array], tuple[ChainState, PyTree, dict]],
+    temps: np.ndarray,
+    block_size: int,
+    finished: Finished,
+    checkpoint_dir: str | os.PathLike | None,
+    bar,
+    diagnose: Callable[[PyTree, PyTree, np.ndarray, int], FloatingPointError],
+) -> tuple[Finished, bool]:
+    """Run blocks until all ``len(temps)`` steps are done or Ctrl-C; the finished blocks and whether it was interrupted."""
+    states, done = finished.states, finished.done
+    pos_blocks, rec_blocks = list(finished.pos_blocks), list(finished.rec_blocks)
+    interrupted = False
+    try:
+        while done < len(temps):
+            block_start = time.perf_counter()
+            block_temps = temps[done : done + min(block_size, len(temps) - done)]
+            steps = jnp.arange(done, done + len(block_temps), dtype=jnp.int32)
+            new_states, pos, recs = run_block(states, steps, jnp.asarray(block_temps, jnp.float32))
+            recs = jax.device_get(recs)
+            nonfinite = np.asarray(recs.pop("nonfinite"))
+            if nonfinite.any():
+                raise diagnose(states.position, pos, nonfinite, done)
+            states, pos = new_states, jax.device_get(pos)
+            pos_blocks.append(pos)
+            rec_blocks.append(recs)
+            if checkpoint_dir is not None:
+                _write_block(checkpoint_dir, done, pos, recs, block_temps, states, time.perf_counter() - block_start)
+            done += len(block_temps)
+            _advance_bar(bar, recs, len(block_temps))
+    except KeyboardInterrupt:
+        interrupted = True
+        warnings.warn(f"sampling interrupted; returning the {sum(len(r['accepted']) for r in rec_blocks)} finished draws")
+    return Finished(states, pos_blocks, rec_blocks, done, finished.wall_time), interrupted
+
+
+def _stack_result(finished: Finished, test: AcceptanceTest, n: int, temps: np.ndarray, wall: float, interrupted: bool) -> SampleResult:
+    """The finished blocks joined into ``(chain, draw, ...)`` arrays."""
+    if not finished.rec_blocks:
+        raise KeyboardInterrupt("sampling interrupted before the first block finished; nothing to return")
+
+    def stack(*blocks: np.ndarray) -> np.ndarray:
+        return np.swapaxes(np.concatenate(blocks, axis=0), 0, 1)
+
+    all_pos = jax.tree_util.tree_map(stack, *finished.pos_blocks)
+    all_rec = {k: stack(*[r[k] for r in finished.rec_blocks]) for k in RECORD_FIELDS}
+    draws = all_rec["accepted"].shape[1]
+    return SampleResult(
+        positions=all_pos,
+        records=all_rec,
+        method=test.name,
+        n_data=n,
+        temperature=temps[:draws] * temperature_factor(test, n),  # a test that tempers by itself (MINT)
+        wall_time=wall,
+        interrupted=interrupted,
+    )
 
 
 def sample(
@@ -199,137 +304,41 @@ def sample(
     ``checkpoint_dir`` every finished block is written there; ``resume=True`` reloads the finished
     blocks and continues, drawing exactly what an uninterrupted run with the same seed draws.
     """
-    if isinstance(num_samples, bool) or not isinstance(num_samples, (int, np.integer)) or num_samples < 1:
-        raise ValueError(f"num_samples={num_samples!r} must be a positive integer")
-    if isinstance(num_chains, bool) or not isinstance(num_chains, (int, np.integer)) or num_chains < 1:
-        raise ValueError(f"num_chains={num_chains!r} must be a positive integer")
-    if not isinstance(block_size, (int, np.integer)) or block_size < 1:
-        raise ValueError(f"block_size={block_size!r} must be a positive integer")
-    if not isinstance(resume, bool):
-        raise ValueError(f"resume={resume!r} must be True or False")
-    if resume and checkpoint_dir is None:
-        raise ValueError("resume=True needs checkpoint_dir (the directory the interrupted run wrote to)")
-    if data_sharding is not None and devices is None:
-        raise ValueError("data_sharding needs devices (the mesh the chains run on)")
-    num_samples, num_chains = int(num_samples), int(num_chains)
+    num_samples, num_chains, block_size = _check_args(
+        num_samples, num_chains, block_size, resume, checkpoint_dir, devices, data_sharding
+    )
     layout = None if devices is None else chain_layout(devices, num_chains)
     source = as_data_source(data)
-    n = source.n
     arrays = source.arrays()
     temps = _temperature_schedule(temperature, num_samples)
     base_key = as_key(key)
+    positions = _initial_positions(initial_position, num_chains, batched_init)
+    _check_initial(model, arrays, source.n, positions, num_chains)
 
-    if batched_init:
-        positions = jax.tree_util.tree_map(jnp.asarray, initial_position)
-        lead = {np.shape(x)[0] if np.ndim(x) else None for x in jax.tree_util.tree_leaves(positions)}
-        if lead != {num_chains}:
-            raise ValueError(f"batched_init=True needs a leading axis of num_chains={num_chains} on every leaf; got {lead}")
-    else:
-        positions = jax.tree_util.tree_map(
-            lambda x: jnp.broadcast_to(jnp.asarray(x), (num_chains,) + np.shape(x)), initial_position
-        )
-    for leaf in jax.tree_util.tree_leaves(positions):
-        if not jnp.issubdtype(leaf.dtype, jnp.floating):
-            raise ValueError(f"initial position must be floating point; got dtype {leaf.dtype}")
-        if not bool(jnp.all(jnp.isfinite(leaf))):
-            raise ValueError("initial position contains NaN or inf")
-    _check_initial(model, arrays, n, positions, num_chains)
-
-    kernel = build_kernel(model, proposal, test, n, estimator)
-    states = jax.vmap(kernel.init)(positions)
-    run_block = _make_block_runner(kernel, num_chains, layout)
-
-    pos_blocks: list = []
-    rec_blocks: list = []
-    done = 0
-    previous_wall = 0.0
+    kernel = build_kernel(model, proposal, test, source.n, estimator)
+    finished = Finished(jax.vmap(kernel.init)(positions), [], [], 0, 0.0)
     if checkpoint_dir is not None:
         settings = checkpoint.run_settings(
-            key=base_key, model=model, test=test, proposal=proposal, num_chains=num_chains, n_data=n, positions=positions,
+            key=base_key, model=model, test=test, proposal=proposal, num_chains=num_chains, n_data=source.n, positions=positions,
             estimator=estimator,
         )
-        chunks = checkpoint.open_checkpoint(checkpoint_dir, settings, resume)
-        if chunks:
-            states, pos_blocks, rec_blocks, done, previous_wall = _restore(chunks, states, temps, num_samples, str(checkpoint_dir))
+        finished = _restore_or_start(checkpoint_dir, settings, resume, finished.states, temps)
+    run_key = base_key
     if layout is not None:
-        states = shard_chains(states, layout)
-        if not is_host_data(arrays):  # out-of-core sources stay on the host
-            arrays = place_data(arrays, layout, data_sharding)
-        base_key = jax.device_put(base_key, layout.replicated)
+        finished, arrays, run_key = _place(finished, arrays, base_key, layout, data_sharding)
 
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
+    runner = make_block_runner(kernel, num_chains, layout)
 
-        bar = tqdm(total=num_samples, initial=done, desc=getattr(test, "name", "sampling"), unit="step", leave=False)
-    interrupted = False
+    def run_block(states: ChainState, steps: jax.Array, block_temps: jax.Array):
+        return runner(run_key, states, arrays, steps, block_temps)
+
+    diagnose = functools.partial(nonfinite_error, model, proposal, source, base_key, num_chains)
+    bar = _progress_bar(progress, num_samples, finished.done, test.name)
     start = time.perf_counter()
     try:
-        while done < num_samples:
-            block_start = time.perf_counter()
-            length = min(int(block_size), num_samples - done)
-            steps = jnp.arange(done, done + length, dtype=jnp.int32)
-            block_temps = temps[done : done + length]
-            new_states, pos, recs = run_block(base_key, states, arrays, steps, jnp.asarray(block_temps, jnp.float32))
-            recs = jax.device_get(recs)
-            nonfinite = np.asarray(recs.pop("nonfinite"))
-            if nonfinite.any():
-                t, c = np.argwhere(nonfinite)[0]
-                t_abs = done + int(t)
-                # replay the block's finished steps to find chain c's position before the bad step
-                position = jax.tree_util.tree_map(lambda a: np.asarray(a)[c], states.position)
-                if t > 0:
-                    position = jax.tree_util.tree_map(lambda a: np.asarray(a)[int(t) - 1, c], jax.device_get(pos))
-                candidate = _replay_candidate(proposal, as_key(key), t_abs, int(c), num_chains, position)
-                where = _locate_nonfinite(model, source.arrays(), n, position, candidate)
-                raise FloatingPointError(
-                    f"non-finite log-likelihood ratio at step {t_abs}, chain {int(c)}{where}. "
-                    "Check the data and the model's log_lik for NaN/inf (e.g. log(0))."
-                )
-            states = new_states
-            pos = jax.device_get(pos)
-            pos_blocks.append(pos)
-            rec_blocks.append(recs)
-            if checkpoint_dir is not None:
-                checkpoint.write_chunk(
-                    checkpoint_dir,
-                    checkpoint.Chunk(
-                        start=done,
-                        end=done + length,
-                        positions=[np.asarray(x) for x in jax.tree_util.tree_leaves(pos)],
-                        records=recs,
-                        temperature=block_temps,
-                        state=[np.asarray(x) for x in jax.tree_util.tree_leaves(jax.device_get(states))],
-                        wall_time=time.perf_counter() - block_start,
-                    ),
-                )
-            done += length
-            if bar is not None:
-                acc = float(np.mean(recs["accepted"]))
-                bar.set_postfix(accept=f"{acc:.2f}", batch=f"{np.mean(recs['batch_size']):.0f}")
-                bar.update(length)
-    except KeyboardInterrupt:
-        interrupted = True
-        warnings.warn(f"sampling interrupted; returning the {sum(len(r['accepted']) for r in rec_blocks)} finished draws")
+        finished, interrupted = _run_blocks(run_block, temps, block_size, finished, checkpoint_dir, bar, diagnose)
     finally:
         if bar is not None:
             bar.close()
-    wall = previous_wall + time.perf_counter() - start
-    if not rec_blocks:
-        raise KeyboardInterrupt("sampling interrupted before the first block finished; nothing to return")
-
-    def stack(*blocks: np.ndarray) -> np.ndarray:
-        return np.swapaxes(np.concatenate(blocks, axis=0), 0, 1)
-
-    all_pos = jax.tree_util.tree_map(stack, *pos_blocks)
-    all_rec = {k: stack(*[r[k] for r in rec_blocks]) for k in RECORD_FIELDS}
-    draws = all_rec["accepted"].shape[1]
-    return SampleResult(
-        positions=all_pos,
-        records=all_rec,
-        method=getattr(test, "name", type(test).__name__),
-        n_data=n,
-        temperature=temps[:draws] * temperature_factor(test, n),  # a test that tempers by itself (MINT)
-        wall_time=wall,
-        interrupted=interrupted,
-    )
+    wall = finished.wall_time + time.perf_counter() - start
+    return _stack_result(finished, test, source.n, temps, wall, interrupted)

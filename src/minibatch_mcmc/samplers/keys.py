@@ -1,0 +1,43 @@
+"""The key schedule of a run: one base key, ``fold_in`` by step, split over chains, then per decision.
+
+Step ``t`` of chain ``c`` uses ``step_keys(base_key, t, num_chains)[c]``; the kernel splits that key
+into a proposal key and a test key, and a gradient proposal draws its minibatch from a key folded out
+of the proposal key. The driver, the non-finite replay and the prefetch plan all read the schedule
+from here, so they cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+def as_key(key: jax.Array | int) -> jax.Array:
+    """A typed PRNG key from a seed, a typed key or a legacy ``uint32[2]`` key."""
+    if isinstance(key, (int, np.integer)) and not isinstance(key, (bool, np.bool_)):
+        return jax.random.key(int(key))
+    if isinstance(key, (jax.Array, np.ndarray)):
+        if jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key):
+            if key.shape != ():
+                raise ValueError(f"key must be a single PRNG key; got a key array of shape {key.shape}")
+            return key
+        if key.dtype == np.uint32 and key.shape == (2,):
+            return jax.random.wrap_key_data(jnp.asarray(key))
+    raise ValueError(f"key={key!r} must be an int seed or a jax PRNG key")
+
+
+def step_keys(base_key: jax.Array, t: jax.Array | int, num_chains: int) -> jax.Array:
+    """The keys of step ``t``, one per chain: ``base_key`` folded with ``t``, split ``num_chains`` ways."""
+    return jax.random.split(jax.random.fold_in(base_key, t), num_chains)
+
+
+def split_step(key: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """One chain's step key split into the proposal key and the acceptance-test key."""
+    k_proposal, k_test = jax.random.split(key)
+    return k_proposal, k_test
+
+
+def gradient_key(k_proposal: jax.Array) -> jax.Array:
+    """The key of a gradient proposal's minibatch, folded out of the proposal key (which stays the noise key)."""
+    return jax.random.fold_in(k_proposal, 1)
