@@ -26,6 +26,7 @@ from minibatch_mcmc.data.indexing import chunk_indices
 from minibatch_mcmc.diagnostics import check_moments
 from minibatch_mcmc.models import GaussianMeanSettings, exact_posterior, gaussian_mean
 from minibatch_mcmc.proposals import Proposal, langevin, langevin_log_q_ratio, random_walk
+from minibatch_mcmc.proposals.langevin import tempered_langevin
 from minibatch_mcmc.samplers import build_kernel, sample
 from minibatch_mcmc.samplers.kernel import gradient_data_used, minibatch_grad_log_target
 
@@ -133,6 +134,42 @@ def test_langevin_on_a_pytree_parameter():
 def test_bad_settings_raise(kwargs, message):
     with pytest.raises(ValueError, match=message):
         langevin(**kwargs)
+
+
+def test_tempered_langevin_drift_is_the_tempered_gradient():
+    model = gaussian_mean(SETTINGS)
+    theta = jnp.array([0.3, -0.2])
+    lik_grad = jnp.array([5.0, -2.0])  # stands for grad (N / b) sum log p on the gradient minibatch
+
+    def grad_log_target(th):  # what the kernel supplies: prior gradient + likelihood gradient
+        return jax.grad(model.log_prior)(th) + lik_grad
+
+    key, alpha, t = jax.random.key(3), 0.01, 4.0
+    new, log_q = tempered_langevin(model.log_prior, jnp.float32(alpha), 100, temperature_factor=t).sample(key, theta, grad_log_target)
+    drift = jax.grad(model.log_prior)(theta) + lik_grad / t
+    expected = theta + 0.5 * alpha * drift + np.sqrt(alpha) * jax.random.normal(key, (2,))
+    np.testing.assert_allclose(new, expected, rtol=1e-6)
+    drift_new = jax.grad(model.log_prior)(new) + lik_grad / t
+    fwd = new - theta - 0.5 * alpha * drift
+    rev = theta - new - 0.5 * alpha * drift_new
+    assert float(log_q) == pytest.approx(float((fwd @ fwd - rev @ rev) / (2 * alpha)), rel=1e-5)
+
+
+def test_tempered_langevin_at_t_one_is_langevin_with_a_traced_step():
+    """``tempered_langevin`` shares ``langevin``'s move: at ``T = 1`` the same key gives the same draw."""
+    model = gaussian_mean(SETTINGS)
+    theta = jnp.array([0.3, -0.2])
+
+    def grad_log_target(th):
+        return jax.grad(model.log_prior)(th) + jnp.array([5.0, -2.0])
+
+    key = jax.random.key(5)
+    plain = jax.jit(lambda: langevin(0.01).sample(key, theta, grad_log_target))()
+    traced = jax.jit(lambda a: tempered_langevin(model.log_prior, a, 0).sample(key, theta, grad_log_target))(jnp.float32(0.01))
+    np.testing.assert_array_equal(plain[0], traced[0])
+    np.testing.assert_allclose(plain[1], traced[1], rtol=1e-6)  # a constant vs a traced step: constant folding
+    with pytest.raises(ValueError, match="temperature_factor"):
+        tempered_langevin(model.log_prior, 0.01, 0, temperature_factor=0.0)
 
 
 def test_preconditioner_length_mismatch_is_reported():

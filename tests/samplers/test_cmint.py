@@ -1,4 +1,4 @@
-"""CMINT: the exact step-size schedule and snapshots, the traced tempered Langevin proposal, and the
+"""CMINT: the exact step-size schedule and snapshots, its one minibatch size, and the
 epoch loop against the exact (tempered) posterior of the conjugate Gaussian model."""
 
 import jax
@@ -14,9 +14,9 @@ from minibatch_mcmc.samplers.cmint import (
     cmint_schedule,
     constant_step_sizes,
     ensemble_predict_proba,
+    cmint_test,
     make_epoch_runner,
     run_langevin_epochs,
-    tempered_langevin,
 )
 
 SETTINGS = GaussianMeanSettings(prior_mean=0.0, prior_scale=10.0, noise_scale=1.0)
@@ -92,23 +92,16 @@ def test_bad_run_arguments_raise(conjugate):
         ensemble_predict_proba(lambda p, x: x, [], 0.0)
 
 
-def test_tempered_langevin_drift_is_the_tempered_gradient():
-    model = gaussian_mean(SETTINGS)
-    theta = jnp.array([0.3, -0.2])
-    lik_grad = jnp.array([5.0, -2.0])  # stands for grad (N / b) sum log p on the gradient minibatch
-
-    def grad_log_target(th):  # what the kernel supplies: prior gradient + likelihood gradient
-        return jax.grad(model.log_prior)(th) + lik_grad
-
-    key, alpha, t = jax.random.key(3), 0.01, 4.0
-    new, log_q = tempered_langevin(model.log_prior, jnp.float32(alpha), 100, temperature_factor=t).sample(key, theta, grad_log_target)
-    drift = jax.grad(model.log_prior)(theta) + lik_grad / t
-    expected = theta + 0.5 * alpha * drift + np.sqrt(alpha) * jax.random.normal(key, (2,))
-    np.testing.assert_allclose(new, expected, rtol=1e-6)
-    drift_new = jax.grad(model.log_prior)(new) + lik_grad / t
-    fwd = new - theta - 0.5 * alpha * drift
-    rev = theta - new - 0.5 * alpha * drift_new
-    assert float(log_q) == pytest.approx(float((fwd @ fwd - rev @ rev) / (2 * alpha)), rel=1e-5)
+def test_cmint_has_one_minibatch_size(conjugate):
+    """``batch_size`` sets the MINT test's minibatch too; a MINT test of another size is refused."""
+    assert cmint_test(100, 5000) == mint(batch_size=100, alpha=0.99)
+    assert cmint_test(100, 5000, mint(batch_size=100, alpha=0.5)) == mint(batch_size=100, alpha=0.5)
+    assert cmint_test(100, 5000, MetropolisTest()) == MetropolisTest()
+    with pytest.raises(ValueError, match="draws m=50 points but batch_size=100"):
+        cmint_test(100, 5000, mint(batch_size=50, alpha=0.99))
+    sched = cmint_schedule(0.01, decay_every=1, cycle_length=1, num_cycles=1)
+    with pytest.raises(ValueError, match="share one size"):
+        cmint(gaussian_mean(SETTINGS), conjugate, jnp.zeros(2), sched, batch_size=100, test=mint(batch_size=64, alpha=0.9))
 
 
 def test_cmint_snapshots_are_the_states_after_each_round(conjugate):

@@ -11,13 +11,14 @@ test it is MALA.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
 
+from minibatch_mcmc.checks import check_int, check_positive
 from minibatch_mcmc.proposals.base import GradientFn, Proposal
 
 PyTree = Any
@@ -40,6 +41,36 @@ def langevin_log_q_ratio(
     return (jnp.sum(fwd * fwd / p) - jnp.sum(rev * rev / p)) / (2.0 * step_size)
 
 
+def langevin_sample(
+    key: jax.Array, theta: PyTree, drift: Callable[[PyTree], jax.Array], step_size: Any, precond: Any = 1.0
+) -> tuple[PyTree, jax.Array]:
+    """``theta' = theta + (alpha / 2) P g(theta) + sqrt(alpha P) z`` and its ``log_q_ratio``; ``drift`` gives the flat ``g``."""
+    flat, unravel = ravel_pytree(theta)
+    alpha = jnp.asarray(step_size, flat.dtype)
+    p = jnp.asarray(precond, flat.dtype)
+    grad = drift(theta)
+    new = flat + 0.5 * alpha * p * grad + jnp.sqrt(alpha * p) * jax.random.normal(key, flat.shape, flat.dtype)
+    grad_new = drift(unravel(new))
+    return unravel(new), langevin_log_q_ratio(flat, new, grad, grad_new, alpha, p)
+
+
+def flat_gradient(grad_log_target: GradientFn) -> Callable[[PyTree], jax.Array]:
+    """The kernel's gradient function with its output flattened to one vector."""
+    return lambda theta: ravel_pytree(grad_log_target(theta))[0]
+
+
+def tempered_drift(
+    grad_log_target: GradientFn, log_prior: Callable[[PyTree], jax.Array], temperature_factor: float
+) -> Callable[[PyTree], jax.Array]:
+    """``g / T + (1 - 1/T) grad log p0``: the kernel's gradient ``g`` with its likelihood part tempered by ``T``."""
+    t_inv = 1.0 / float(temperature_factor)
+    flat = flat_gradient(grad_log_target)
+    if t_inv == 1.0:
+        return flat
+    grad_prior = jax.grad(log_prior)
+    return lambda theta: flat(theta) * t_inv + (1.0 - t_inv) * ravel_pytree(grad_prior(theta))[0]
+
+
 def langevin(step_size: float, batch_size: int = 0, preconditioner: Any = None) -> Proposal:
     """Langevin proposal with step ``alpha=step_size``, gradient minibatch ``batch_size`` (0: all data).
 
@@ -47,21 +78,33 @@ def langevin(step_size: float, batch_size: int = 0, preconditioner: Any = None) 
     coordinate of the flattened parameter.
     """
     alpha = _check_step(step_size)
-    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 0:
-        raise ValueError(f"batch_size={batch_size!r} must be a non-negative integer (0 means the full data set)")
+    b = check_int(batch_size, "batch_size", 0, why="0 means the full data set")
     precond = 1.0 if preconditioner is None else np.asarray(preconditioner, dtype=np.float64)
     if np.any(~np.isfinite(precond)) or np.any(np.asarray(precond) <= 0) or np.ndim(precond) > 1:
         raise ValueError(f"preconditioner must be a positive finite scalar or 1-D vector; got {preconditioner!r}")
 
     def sample(key: jax.Array, theta: PyTree, grad_log_target: GradientFn) -> tuple[PyTree, jax.Array]:
-        flat, unravel = ravel_pytree(theta)
-        if np.ndim(precond) == 1 and np.shape(precond)[0] != flat.size:
-            raise ValueError(f"preconditioner has {np.shape(precond)[0]} entries but the parameter has {flat.size}")
-        p = jnp.asarray(precond, flat.dtype)
-        grad = ravel_pytree(grad_log_target(theta))[0]
-        z = jax.random.normal(key, flat.shape, flat.dtype)
-        new = flat + 0.5 * alpha * p * grad + jnp.sqrt(alpha * p) * z
-        grad_new = ravel_pytree(grad_log_target(unravel(new)))[0]
-        return unravel(new), langevin_log_q_ratio(flat, new, grad, grad_new, alpha, p)
+        size = ravel_pytree(theta)[0].size
+        if np.ndim(precond) == 1 and np.shape(precond)[0] != size:
+            raise ValueError(f"preconditioner has {np.shape(precond)[0]} entries but the parameter has {size}")
+        return langevin_sample(key, theta, flat_gradient(grad_log_target), alpha, precond)
 
-    return Proposal(sample=sample, symmetric=False, name="langevin", gradient_batch_size=int(batch_size))
+    return Proposal(sample=sample, symmetric=False, name="langevin", gradient_batch_size=b)
+
+
+def tempered_langevin(
+    log_prior: Callable[[PyTree], jax.Array], step_size: jax.Array, batch_size: int, temperature_factor: float = 1.0
+) -> Proposal:
+    """Langevin proposal with a (traced) step size whose drift follows the likelihood tempered by ``T``.
+
+    The kernel supplies ``g = grad[log p0 + (N / (b K)) sum_batch log p]``; the drift uses
+    ``g / T + (1 - 1/T) grad log p0``, the minibatch gradient of ``log p0 + (N / (b K T)) sum_batch log p``.
+    ``step_size`` may be a traced array (one compiled step for a whole schedule); it is not checked here.
+    """
+    b = check_int(batch_size, "batch_size", 0, why="0 means the full data set")
+    t = check_positive(temperature_factor, "temperature_factor")
+
+    def sample(key: jax.Array, theta: PyTree, grad_log_target: GradientFn) -> tuple[PyTree, jax.Array]:
+        return langevin_sample(key, theta, tempered_drift(grad_log_target, log_prior, t), step_size)
+
+    return Proposal(sample=sample, symmetric=False, name="tempered_langevin", gradient_batch_size=b)

@@ -13,39 +13,23 @@ posterior as the test (``T = n^(1 - lambda)`` for MINT), so proposal and test ag
 
 from __future__ import annotations
 
-import math
 from typing import Any, Callable, NamedTuple, Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.flatten_util import ravel_pytree
 
 from minibatch_mcmc.acceptance.base import AcceptanceTest
 from minibatch_mcmc.acceptance.base import temperature_factor as test_temperature_factor
-from minibatch_mcmc.acceptance.mint import mint
+from minibatch_mcmc.acceptance.mint import MINT, mint
+from minibatch_mcmc.checks import check_int, check_positive, check_probability, check_real
 from minibatch_mcmc.data.arrays import DataSource, as_data_source
 from minibatch_mcmc.models.base import Model
-from minibatch_mcmc.proposals.base import GradientFn, Proposal
-from minibatch_mcmc.proposals.langevin import langevin_log_q_ratio
+from minibatch_mcmc.proposals.langevin import tempered_langevin
 from minibatch_mcmc.samplers.driver import as_key
 from minibatch_mcmc.samplers.kernel import ChainState, build_kernel
 
 PyTree = Any
-
-
-def _positive_int(value: Any, name: str) -> int:
-    """``value`` as an int >= 1, else a ValueError naming it."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{name}={value!r} must be a positive integer")
-    return int(value)
-
-
-def _finite(value: Any, name: str) -> float:
-    """``value`` as a finite float, else a ValueError naming it."""
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)) or not math.isfinite(value):
-        raise ValueError(f"{name}={value!r} must be a finite number")
-    return float(value)
 
 
 class CMINTSchedule(NamedTuple):
@@ -66,20 +50,14 @@ class CMINTSchedule(NamedTuple):
 
     def validate(self) -> None:
         """Raise a ValueError naming the first bad parameter."""
-        alpha = _finite(self.step_size, "step_size")
-        if alpha <= 0:
-            raise ValueError(f"step_size={self.step_size!r} must be positive")
-        r = _positive_int(self.decay_every, "decay_every (r)")
-        big_r = _positive_int(self.cycle_length, "cycle_length (R)")
+        check_positive(self.step_size, "step_size")
+        r = check_int(self.decay_every, "decay_every (r)", 1)
+        big_r = check_int(self.cycle_length, "cycle_length (R)", 1)
         if r > big_r:
             raise ValueError(f"decay_every r={r} must not exceed cycle_length R={big_r} (the paper's r <= R)")
-        dec = _finite(self.decay_factor, "decay_factor")
-        if not 0.0 < dec < 1.0:
-            raise ValueError(f"decay_factor={self.decay_factor!r} must lie in (0, 1)")
-        inc = _finite(self.increase_factor, "increase_factor")
-        if inc <= 1.0:
-            raise ValueError(f"increase_factor={self.increase_factor!r} must be greater than 1")
-        _positive_int(self.num_cycles, "num_cycles (K)")
+        check_probability(self.decay_factor, "decay_factor")
+        check_real(self.increase_factor, "increase_factor", 1.0, low_open=True)
+        check_int(self.num_cycles, "num_cycles (K)", 1)
 
     @property
     def total_epochs(self) -> int:
@@ -130,42 +108,8 @@ def cmint_schedule(
 
 def constant_step_sizes(step_size: float, epochs: int) -> np.ndarray:
     """A constant step size for ``epochs`` epochs (plain MINT or SGLD)."""
-    alpha = _finite(step_size, "step_size")
-    if alpha <= 0:
-        raise ValueError(f"step_size={step_size!r} must be positive")
-    return np.full(_positive_int(epochs, "epochs"), alpha)
-
-
-def tempered_langevin(
-    log_prior: Callable[[PyTree], jax.Array], step_size: jax.Array, batch_size: int, temperature_factor: float = 1.0
-) -> Proposal:
-    """Langevin proposal with a (traced) step size whose drift follows the likelihood tempered by ``T``.
-
-    The kernel supplies ``g = grad[log p0 + (N / (b K)) sum_batch log p]``; the drift uses
-    ``g / T + (1 - 1/T) grad log p0``, the minibatch gradient of ``log p0 + (N / (b K T)) sum_batch log p``.
-    """
-    t_inv = 1.0 / float(temperature_factor)
-    grad_prior = jax.grad(log_prior)
-
-    def tempered(grad_log_target: GradientFn) -> Callable[[PyTree], jax.Array]:
-        def g(theta: PyTree) -> jax.Array:
-            flat = ravel_pytree(grad_log_target(theta))[0]
-            if t_inv == 1.0:
-                return flat
-            return flat * t_inv + (1.0 - t_inv) * ravel_pytree(grad_prior(theta))[0]
-
-        return g
-
-    def sample(key: jax.Array, theta: PyTree, grad_log_target: GradientFn) -> tuple[PyTree, jax.Array]:
-        flat, unravel = ravel_pytree(theta)
-        alpha = jnp.asarray(step_size, flat.dtype)
-        g = tempered(grad_log_target)
-        grad = g(theta)
-        new = flat + 0.5 * alpha * grad + jnp.sqrt(alpha) * jax.random.normal(key, flat.shape, flat.dtype)
-        grad_new = g(unravel(new))
-        return unravel(new), langevin_log_q_ratio(flat, new, grad, grad_new, alpha)
-
-    return Proposal(sample=sample, symmetric=False, name="tempered_langevin", gradient_batch_size=int(batch_size))
+    alpha = check_positive(step_size, "step_size")
+    return np.full(check_int(epochs, "epochs", 1), alpha)
 
 
 class EpochStats(NamedTuple):
@@ -201,7 +145,7 @@ def make_epoch_runner(
     minibatch ``batch_size``) and ``test``, keyed by ``fold_in(key, epoch)``; the epoch and the
     step size are traced, so any schedule compiles once.
     """
-    _positive_int(steps_per_epoch, "steps_per_epoch")
+    check_int(steps_per_epoch, "steps_per_epoch", 1)
     # the kernel already tempers the drift by the test's own factor (MINT's T): the proposal adds only the rest
     extra_factor = float(temperature_factor) / test_temperature_factor(test, n_data)
 
@@ -268,10 +212,10 @@ def run_langevin_epochs(
     source = as_data_source(data)
     n = source.n
     arrays = source.arrays()
-    b = _positive_int(batch_size, "batch_size")
+    b = check_int(batch_size, "batch_size", 1)
     if b > n:
         raise ValueError(f"batch_size={b} exceeds the number of data points N={n}")
-    spe = max(1, n // b) if steps_per_epoch is None else _positive_int(steps_per_epoch, "steps_per_epoch")
+    spe = max(1, n // b) if steps_per_epoch is None else check_int(steps_per_epoch, "steps_per_epoch", 1)
     alphas = np.asarray(step_sizes, dtype=np.float64)
     if alphas.ndim != 1 or alphas.size == 0:
         raise ValueError(f"step_sizes must be a non-empty 1-D sequence (one per epoch); got shape {alphas.shape}")
@@ -283,9 +227,7 @@ def run_langevin_epochs(
         raise ValueError(f"snapshot epochs {bad} lie outside [1, {alphas.size}] (epochs are counted from 1)")
     if temperature_factor is None:
         temperature_factor = test_temperature_factor(test, n)
-    t = _finite(temperature_factor, "temperature_factor")
-    if t <= 0:
-        raise ValueError(f"temperature_factor={temperature_factor!r} must be positive")
+    t = check_positive(temperature_factor, "temperature_factor")
     base_key = as_key(key)
 
     wanted_runner = (model, test, n, b, spe, t)
@@ -312,6 +254,29 @@ def run_langevin_epochs(
     return LangevinRun(state, tuple(snaps), tuple(sorted(set(wanted))), alphas, acc, spe)
 
 
+CMINT_ALPHA = 0.99
+"""CMINT's default ``lambda / tau`` (the paper's ``lambda = 0.99 tau``)."""
+
+
+def cmint_test(batch_size: int, n_data: int, test: AcceptanceTest | None = None) -> AcceptanceTest:
+    """CMINT's test on its one minibatch size ``m = batch_size``: MINT at ``alpha = 0.99`` by default.
+
+    A given MINT test must draw the same ``m`` points as the Langevin gradient's minibatch (one setting,
+    not two that can drift apart); other tests are taken as given.
+    """
+    m = check_int(batch_size, "batch_size", 1)
+    if test is None:
+        return mint(batch_size=m, alpha=CMINT_ALPHA)
+    if isinstance(test, MINT):
+        m_test = test.settings(n_data).batch_size
+        if m_test != m:
+            raise ValueError(
+                f"the MINT test draws m={m_test} points but batch_size={m}: CMINT's gradient minibatch and its "
+                f"test share one size; pass batch_size={m_test} or test=mint(batch_size={m}, ...)"
+            )
+    return test
+
+
 def cmint(
     model: Model,
     data: PyTree | DataSource,
@@ -327,18 +292,21 @@ def cmint(
 ) -> LangevinRun:
     """CMINT: MINT with Langevin proposals under ``schedule``; ``snapshots`` is the ensemble of ``K`` models.
 
-    ``test`` defaults to ``mint(batch_size=batch_size, alpha=0.99)`` (the paper's ``lambda = 0.99 tau``).
+    ``batch_size`` is CMINT's one minibatch size ``m``: the Langevin gradient's minibatch and the MINT
+    test's (see ``cmint_test``: by default ``mint(batch_size=batch_size, alpha=0.99)``, the paper's
+    ``lambda = 0.99 tau``; a given MINT test must use the same ``m``).
     """
     if not isinstance(schedule, CMINTSchedule):
         raise ValueError(f"schedule must be a CMINTSchedule (see cmint_schedule); got {type(schedule).__name__}")
     schedule.validate()
+    source = as_data_source(data)
     return run_langevin_epochs(
         model,
-        data,
+        source,
         initial_position,
         step_sizes=schedule.epoch_step_sizes(),
         batch_size=batch_size,
-        test=mint(batch_size=batch_size, alpha=0.99) if test is None else test,
+        test=cmint_test(batch_size, source.n, test),
         key=key,
         steps_per_epoch=steps_per_epoch,
         snapshot_epochs=schedule.snapshot_epochs(),
