@@ -189,5 +189,19 @@ def write_reference() -> None:
     np.savez_compressed(REFERENCE, **arrays)
 
 
+
+
+def update_reference(prefix: str) -> None:
+    """Rewrite only the cases whose name starts with ``prefix`` (an intended change of those draws)."""
+    with np.load(REFERENCE) as f:
+        arrays = {k: f[k] for k in f.files if not k.startswith(prefix)}
+    for name, fn in all_cases().items():
+        if name.startswith(prefix):
+            arrays.update({f"{name}/{k}": v for k, v in fn().items()})
+    np.savez_compressed(REFERENCE, **arrays)
+
+
 if __name__ == "__main__":
-    write_reference()
+    import sys
+
+    update_reference(sys.argv[1]) if len(sys.argv) > 1 else write_reference()

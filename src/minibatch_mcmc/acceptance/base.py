@@ -95,11 +95,6 @@ def untempered(n_data: int) -> float:
     return 1.0
 
 
-def temperature_factor(test: AcceptanceTest, n_data: int) -> float:
-    """The test's own tempering factor as a float."""
-    return float(test.temperature_factor(n_data))
-
-
 def data_free_delta(stats: Statistics) -> jax.Array:
     """``psi + known_sum / K``: the part of ``Delta`` that needs no data (``psi`` when there is no control variate)."""
     return stats.psi + stats.known_sum / stats.temperature

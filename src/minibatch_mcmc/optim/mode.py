@@ -26,7 +26,7 @@ from minibatch_mcmc.data.arrays import as_data_source, take
 from minibatch_mcmc.data.indexing import chunk_indices
 from minibatch_mcmc.data.passes import DEFAULT_CHUNK, full_data_tree_sum
 from minibatch_mcmc.models.base import Model
-from minibatch_mcmc.samplers.driver import as_key
+from minibatch_mcmc.samplers.keys import as_key
 
 PyTree = Any
 

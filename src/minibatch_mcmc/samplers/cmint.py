@@ -20,13 +20,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from minibatch_mcmc.acceptance.base import AcceptanceTest
-from minibatch_mcmc.acceptance.base import temperature_factor as test_temperature_factor
 from minibatch_mcmc.acceptance.mint import MINT, mint
 from minibatch_mcmc.checks import check_int, check_positive, check_probability, check_real
 from minibatch_mcmc.data.arrays import DataSource, as_data_source
 from minibatch_mcmc.models.base import Model
 from minibatch_mcmc.proposals.langevin import tempered_langevin
-from minibatch_mcmc.samplers.driver import as_key
+from minibatch_mcmc.samplers.keys import as_key
 from minibatch_mcmc.samplers.kernel import ChainState, build_kernel
 
 PyTree = Any
@@ -147,7 +146,7 @@ def make_epoch_runner(
     """
     check_int(steps_per_epoch, "steps_per_epoch", 1)
     # the kernel already tempers the drift by the test's own factor (MINT's T): the proposal adds only the rest
-    extra_factor = float(temperature_factor) / test_temperature_factor(test, n_data)
+    extra_factor = float(temperature_factor) / float(test.temperature_factor(n_data))
 
     @jax.jit
     def run(key: jax.Array, epoch: jax.Array, state: ChainState, data: PyTree, step_size: jax.Array) -> tuple[ChainState, EpochStats]:
@@ -226,7 +225,7 @@ def run_langevin_epochs(
     if bad:
         raise ValueError(f"snapshot epochs {bad} lie outside [1, {alphas.size}] (epochs are counted from 1)")
     if temperature_factor is None:
-        temperature_factor = test_temperature_factor(test, n)
+        temperature_factor = float(test.temperature_factor(n))
     t = check_positive(temperature_factor, "temperature_factor")
     base_key = as_key(key)
 

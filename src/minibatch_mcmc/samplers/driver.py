@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from minibatch_mcmc.acceptance.base import AcceptanceTest, temperature_factor
+from minibatch_mcmc.acceptance.base import AcceptanceTest
 from minibatch_mcmc.checks import check_bool, check_int
 from minibatch_mcmc.control_variates.base import Estimator
 from minibatch_mcmc.data.arrays import DataSource, as_data_source, is_host_data, take
@@ -21,7 +21,7 @@ from minibatch_mcmc.proposals.base import Proposal
 from minibatch_mcmc.samplers import checkpoint
 from minibatch_mcmc.samplers.diagnose import nonfinite_error
 from minibatch_mcmc.samplers.kernel import ChainState, Kernel, build_kernel
-from minibatch_mcmc.samplers.keys import as_key, step_keys  # as_key: cmint and mintee still import it from here
+from minibatch_mcmc.samplers.keys import as_key, step_keys
 from minibatch_mcmc.samplers.results import RECORD_FIELDS, SampleResult
 from minibatch_mcmc.samplers.sharding import ChainLayout, chain_layout, place_data, shard_chains
 
@@ -264,7 +264,7 @@ def _stack_result(finished: Finished, test: AcceptanceTest, n: int, temps: np.nd
         records=all_rec,
         method=test.name,
         n_data=n,
-        temperature=temps[:draws] * temperature_factor(test, n),  # a test that tempers by itself (MINT)
+        temperature=temps[:draws] * float(test.temperature_factor(n)),  # a test that tempers by itself (MINT)
         wall_time=wall,
         interrupted=interrupted,
     )

@@ -12,10 +12,11 @@ from typing import Any, Callable, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from minibatch_mcmc.acceptance.base import AcceptanceTest, Statistics, TestOutcome, temperature_factor
+from minibatch_mcmc.acceptance.base import AcceptanceTest, Statistics, TestOutcome
 from minibatch_mcmc.control_variates.base import Estimator, plain, uses_all_rows
 from minibatch_mcmc.models.base import Model
 from minibatch_mcmc.proposals.base import GradientFn, Proposal
+from minibatch_mcmc.samplers.keys import gradient_key, split_step
 
 PyTree = Any
 
@@ -80,17 +81,17 @@ def build_kernel(
     test.validate(n_data)
     estimator = plain() if estimator is None else estimator
     grad_batch = check_gradient_batch(proposal)
-    grad_temperature_factor = temperature_factor(test, n_data)  # a test that tempers by itself (MINT): the drift follows it
+    grad_temperature_factor = float(test.temperature_factor(n_data))  # a test that tempers by itself (MINT): the drift follows it
 
     def init(position: PyTree) -> ChainState:
         return ChainState(position=position, log_prior=jnp.asarray(model.log_prior(position)))
 
     def step(key: jax.Array, state: ChainState, data: PyTree, temperature: jax.Array) -> tuple[ChainState, TestOutcome]:
-        k_prop, k_test = jax.random.split(key)
+        k_prop, k_test = split_step(key)
         if grad_batch is None:
             candidate, log_q_ratio = proposal.sample(k_prop, state.position)
         else:
-            k_grad = jax.random.fold_in(k_prop, 1)  # the gradient minibatch; k_prop stays the noise key
+            k_grad = gradient_key(k_prop)  # the gradient minibatch; k_prop stays the noise key
             grad_fn = minibatch_grad_log_target(
                 model, k_grad, data, n_data, grad_batch, temperature * grad_temperature_factor, estimator
             )

@@ -25,7 +25,7 @@ from jax.flatten_util import ravel_pytree
 
 from minibatch_mcmc.checks import check_int, check_positive, check_probability
 from minibatch_mcmc.data.arrays import DataSource, as_data_source
-from minibatch_mcmc.samplers.driver import as_key
+from minibatch_mcmc.samplers.keys import as_key
 from minibatch_mcmc.samplers.kernel import ChainState, Kernel
 
 PyTree = Any

@@ -17,7 +17,7 @@ from jax.flatten_util import ravel_pytree
 from minibatch_mcmc.checks import check_int
 from minibatch_mcmc.data.arrays import DataSource, as_data_source
 from minibatch_mcmc.models.base import Model
-from minibatch_mcmc.samplers.driver import as_key
+from minibatch_mcmc.samplers.keys import as_key
 from minibatch_mcmc.samplers.mintee.config import MOVE_EE, MINTEEConfig, resolve_ladder
 from minibatch_mcmc.samplers.mintee.state import Context, MINTEEResult, MINTEEState
 from minibatch_mcmc.samplers.mintee.sweep import make_sweep
