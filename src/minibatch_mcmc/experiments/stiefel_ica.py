@@ -14,16 +14,26 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import time
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, Sequence
 
 import jax.numpy as jnp
 import numpy as np
 
 from minibatch_mcmc.acceptance import MetropolisTest
 from minibatch_mcmc.diagnostics.risk import posterior_risk, risk_curve
-from minibatch_mcmc.experiments.timed import add_common_options, apply_common_options, epsilon_tests, timed_sample
+from minibatch_mcmc.experiments.options import (
+    add_risk_vs_time_options,
+    experiment_parser,
+    positive_float,
+    positive_int,
+    risk_vs_time_settings,
+    run_dir,
+    with_given,
+    with_presets,
+)
+from minibatch_mcmc.experiments.plots import risk_vs_time_figure
+from minibatch_mcmc.experiments.timed import epsilon_tests, timed_sample, wall_clock
 from minibatch_mcmc.models.ica import amari_distance, ica, make_ica_data
 from minibatch_mcmc.proposals.stiefel import stiefel_random_walk
 from minibatch_mcmc.samplers import sample
@@ -130,49 +140,37 @@ def format_table(rows: dict, cfg: ICAConfig, reference: float, step: float) -> s
 
 def plot(curves: dict, out: Path) -> Path:
     """Figure 6: risk in the mean Amari distance against wall time."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(5.5, 4))
-    for label, c in curves.items():
-        ax.loglog(c.times, c.risk, marker="o", ms=3, label=label)
-    ax.set_xlabel("wall-clock time (s)")
-    ax.set_ylabel("risk in mean Amari distance")
-    ax.set_title("ICA, random walk on the Stiefel manifold (cf. Fig. 6)")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    path = out / "figure6_risk.png"
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return risk_vs_time_figure(
+        curves, out / "figure6_risk.png", "risk in mean Amari distance", "ICA, random walk on the Stiefel manifold (cf. Fig. 6)"
+    )
 
 
-def parse_config(args: argparse.Namespace, extra: list[str]) -> ICAConfig:
-    """Build the configuration from the shared CLI options and this experiment's flags."""
-    p = argparse.ArgumentParser(prog="minibatch-mcmc reproduce ica", description=__doc__.splitlines()[0])
-    add_common_options(p, "the paper's size: 1.95M points, 10 chains, 100K reference steps, 6400 s per chain", 15)
-    p.add_argument("--n-data", type=int, help="number of mixed samples (default 200,000)")
-    p.add_argument("--step-scale", type=float, help="random-walk step is STEP_SCALE / sqrt(N)")
+def parse_config(argv: Sequence[str] | None = None) -> tuple[ICAConfig, argparse.Namespace]:
+    """The settings for a ``reproduce ica`` command line (presets, then the options given), and the parsed options."""
+    p = experiment_parser(
+        "ica", __doc__.splitlines()[0], quick="N = 20,000, 2 s per chain and test",
+        full="the paper's size: 1.95M points, 10 chains, 100K reference steps, 6400 s per chain",
+        trials="chains per test (default 4)", num_samples="at most this many steps per chain (default 500,000)",
+    )
+    add_risk_vs_time_options(p, 15)
+    p.add_argument("--n-data", type=positive_int, help="number of mixed samples (default 200,000)")
+    p.add_argument("--step-scale", type=positive_float, help="random-walk step is STEP_SCALE / sqrt(N)")
     p.add_argument("--mhminibatch", action="store_true", help="also run MHminibatch")
-    own = p.parse_args(extra)
-    cfg = apply_common_options(ICAConfig(seed=args.seed), args, own, FULL, QUICK,
-                               {"n_data": own.n_data, "step_scale": own.step_scale})
-    if own.mhminibatch:
+    opts = p.parse_args(argv)
+    cfg = with_presets(ICAConfig(seed=opts.seed), opts, QUICK, FULL)
+    cfg = with_given(cfg, **risk_vs_time_settings(opts), n_data=opts.n_data, step_scale=opts.step_scale)
+    if opts.mhminibatch:
         cfg = cfg._replace(mhminibatch=True)
     if cfg.batch_size > cfg.n_data:
         raise ValueError(f"--batch-size {cfg.batch_size} exceeds --n-data {cfg.n_data}")
-    if not cfg.step_scale > 0:
-        raise ValueError(f"--step-scale {cfg.step_scale} must be positive")
-    return cfg
+    return cfg, opts
 
 
-def run_cli(args: argparse.Namespace, extra: list[str]) -> int:
-    """Entry point of ``minibatch-mcmc reproduce ica``."""
-    cfg = parse_config(args, extra)
-    out = Path(args.out) / (args.name or "ica")
-    start = time.perf_counter()
-    print(run(cfg, out))
-    print(f"wrote {out}/ in {time.perf_counter() - start:.0f} s")
+def main(argv: Sequence[str] | None = None) -> int:
+    """``minibatch-mcmc reproduce ica [--quick | --full] [options]``."""
+    cfg, opts = parse_config(argv)
+    out = run_dir(opts, "ica")
+    table, seconds = wall_clock(run, cfg, out)
+    print(table)
+    print(f"wrote {out}/ in {seconds:.0f} s")
     return 0
