@@ -3,14 +3,14 @@
 ``minibatch-mcmc reproduce NAME ARGS...`` hands ``ARGS`` to the experiment's ``main(argv)``, which
 parses them with :func:`experiment_parser` (``--quick``, ``--seed``, ``--name``, ``--out``,
 ``--no-progress`` and, where the experiment uses them, ``--trials``, ``--num-samples`` and ``--full``)
-plus its own options. Parse errors are ``ValueError``\\ s, which the CLI prints as ``error: ...``.
+plus its own options; the risk-vs-wall-clock experiments share :func:`risk_vs_time_parser`. Parse errors are ``ValueError``\\ s, which the CLI prints as ``error: ...``.
 """
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any, Mapping, TypeVar
+from typing import Any, Callable, Mapping, TypeVar
 
 from minibatch_mcmc.checks import check_int, check_positive
 
@@ -25,28 +25,26 @@ class ExperimentParser(argparse.ArgumentParser):
         raise ValueError(f"{self.prog}: {message} (options: {self.prog} --help)")
 
 
-def positive_int(text: str) -> int:
-    """argparse type: an integer >= 1."""
+def checked(text: str, convert: Callable[[str], Any], check: Callable[[Any], Any]) -> Any:
+    """``check(convert(text))`` with either's ``ValueError`` turned into argparse's ``ArgumentTypeError``."""
     try:
-        value = int(text)
+        value = convert(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        raise argparse.ArgumentTypeError(f"{text!r} is not a valid {convert.__name__}") from None
     try:
-        return check_int(value, "value", low=1)
+        return check(value)
     except ValueError as err:
         raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1 (:func:`minibatch_mcmc.checks.check_int`)."""
+    return checked(text, int, lambda v: check_int(v, "value", low=1))
 
 
 def positive_float(text: str) -> float:
-    """argparse type: a finite number > 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    try:
-        return check_positive(value, "value")
-    except ValueError as err:
-        raise argparse.ArgumentTypeError(str(err)) from None
+    """argparse type: a finite number > 0 (:func:`minibatch_mcmc.checks.check_positive`)."""
+    return checked(text, float, lambda v: check_positive(v, "value"))
 
 
 def experiment_parser(
@@ -105,19 +103,25 @@ def written(out: Path) -> str:
     return f"\nwrote {out}/: " + ", ".join(sorted(p.name for p in out.iterdir()))
 
 
-def add_risk_vs_time_options(parser: argparse.ArgumentParser, budget_default: float) -> None:
-    """The options of the risk-vs-wall-clock experiments: ``--time-budget``, ``--epsilons``, ``--batch-size``, ``--reference-samples``."""
-    parser.add_argument(
-        "--time-budget", type=positive_float, help=f"wall-clock seconds per chain for each test (default {budget_default:g})"
+def risk_vs_time_parser(name: str, description: str, defaults: Any, *, quick: str, full: str) -> ExperimentParser:
+    """:func:`experiment_parser` plus the options of the risk-vs-wall-clock experiments (``defaults``: their config's defaults)."""
+    p = experiment_parser(
+        name, description, quick=quick, full=full, trials=f"chains per test (default {defaults.chains})",
+        num_samples=f"at most this many steps per chain (default {defaults.max_samples:,})",
     )
-    parser.add_argument("--epsilons", type=parse_epsilons, help="comma-separated AustereMH epsilons; 0 is exact MH")
-    parser.add_argument("--batch-size", type=positive_int, help="AustereMH / MHminibatch minibatch size m")
-    parser.add_argument("--reference-samples", type=positive_int, help="steps per chain of the exact reference run")
+    p.add_argument(
+        "--time-budget", type=positive_float, help=f"wall-clock seconds per chain for each test (default {defaults.time_budget:g})"
+    )
+    p.add_argument("--epsilons", type=parse_epsilons, help="comma-separated AustereMH epsilons; 0 is exact MH")
+    p.add_argument("--batch-size", type=positive_int, help="AustereMH / MHminibatch minibatch size m")
+    p.add_argument("--reference-samples", type=positive_int, help="steps per chain of the exact reference run")
+    return p
 
 
-def risk_vs_time_settings(opts: argparse.Namespace) -> dict:
-    """The settings :func:`add_risk_vs_time_options` and the shared ``--trials``/``--num-samples`` give (``None`` where absent)."""
-    return {
+def risk_vs_time_config(cfg: Config, opts: argparse.Namespace, quick: Mapping[str, Any], full: Mapping[str, Any], **own: Any) -> Config:
+    """``cfg`` with the seed, the ``--quick``/``--full`` preset, then the options of :func:`risk_vs_time_parser` and ``own`` given."""
+    cfg = with_presets(cfg._replace(seed=opts.seed), opts, quick, full)
+    shared = {
         "batch_size": opts.batch_size,
         "reference_samples": opts.reference_samples,
         "max_samples": opts.num_samples,
@@ -125,6 +129,7 @@ def risk_vs_time_settings(opts: argparse.Namespace) -> dict:
         "time_budget": opts.time_budget,
         "epsilons": opts.epsilons,
     }
+    return with_given(cfg, **shared, **own)
 
 
 def parse_epsilons(text: str) -> tuple[float, ...]:

@@ -22,23 +22,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from minibatch_mcmc.acceptance import MetropolisTest
 from minibatch_mcmc.diagnostics.risk import posterior_risk, risk_curve
-from minibatch_mcmc.experiments.options import (
-    add_risk_vs_time_options,
-    experiment_parser,
-    positive_float,
-    positive_int,
-    risk_vs_time_settings,
-    run_dir,
-    with_given,
-    with_presets,
-)
+from minibatch_mcmc.experiments.options import positive_float, positive_int, risk_vs_time_config, risk_vs_time_parser, run_dir
 from minibatch_mcmc.experiments.plots import pyplot, risk_vs_time_figure, save_figure
-from minibatch_mcmc.experiments.timed import TimedRun, epsilon_tests, timed_sample, wall_clock
+from minibatch_mcmc.experiments import risk_vs_time
+from minibatch_mcmc.experiments.timed import TimedRun, epsilon_tests
 from minibatch_mcmc.models.variable_selection import make_selection_data, selection_state, variable_selection
 from minibatch_mcmc.proposals.reversible_jump import BIRTH, DEATH, UPDATE, move_of, reversible_jump
-from minibatch_mcmc.samplers import sample
 
 
 class RJConfig(NamedTuple):
@@ -135,33 +125,27 @@ def run(cfg: RJConfig, out: Path) -> str:
         return a[:, int(cfg.burn_in * total) :]
 
     print(f"reference: exact RJ-MH, {cfg.chains} chains x {cfg.reference_samples} steps, N={n_train:,}, D={d}", flush=True)
-    ref = sample(model, train_j, start, proposal=proposal, test=MetropolisTest(), num_samples=cfg.reference_samples,
-                 num_chains=cfg.chains, key=cfg.seed + 100, progress=False, block_size=500)
+    ref = risk_vs_time.exact_reference(model, train_j, start, proposal, cfg)
     rb = burned(np.asarray(ref.positions["beta"]), cfg.reference_samples)
     rg = burned(np.asarray(ref.positions["gamma"]), cfg.reference_samples)
     ref_pred = predictions(rb, rg, x_test).mean(axis=(0, 1))
     ref_incl = rg.mean(axis=(0, 1))
 
     rows, curves, inclusions = {}, {}, {"reference (exact, long)": ref_incl}
-    for i, (label, test_obj) in enumerate(tests_for(cfg).items()):
-        print(f"{label}: {cfg.chains} chains x {cfg.time_budget:g} s", flush=True)
-        res = timed_sample(model, train_j, start, proposal, test_obj, cfg.max_samples, cfg.chains, cfg.seed + i, cfg.time_budget)
+    for label, res in risk_vs_time.timed_runs(model, train_j, start, proposal, tests_for(cfg), cfg):
         t = res.times.shape[1]
         keep = int(cfg.burn_in * t)
         b, g = np.asarray(res.positions["beta"]), np.asarray(res.positions["gamma"])
         thin = max(1, (t - keep) // 400)
         pred = predictions(b[:, keep::thin], g[:, keep::thin], x_test)  # (R, T', Q)
-        wall = res.times[:, keep::thin] - (res.times[:, keep - 1 : keep] if keep else 0.0)
+        wall = risk_vs_time.since_burn_in(res.times, keep)[:, ::thin]
         curves[label] = risk_curve(pred, wall, ref_pred, num_points=15)
         final = posterior_risk(pred.mean(axis=1), ref_pred)
         incl = g[:, keep:].mean(axis=(0, 1))
         inclusions[label] = incl
         rows[label] = {
             "epsilon": label,
-            "wall_s": float(res.times[:, -1].mean()),
-            "steps": int(t),
-            "mean_batch": float(np.mean(res.records["batch_size"])),
-            "data_fraction": float(np.mean(res.records["batch_size"]) / n_train),
+            **risk_vs_time.data_use(res, n_train),
             **move_rates(res, start),
             "mean_model_size": float(g[:, keep:].sum(-1).mean()),
             "risk": final.risk,
@@ -175,7 +159,7 @@ def run(cfg: RJConfig, out: Path) -> str:
     (out / "summary.json").write_text(json.dumps({
         "config": cfg._asdict(), "rows": rows, "beta_true": beta_true.tolist(),
         "inclusion": {k: v.tolist() for k, v in inclusions.items()},
-        "risk_curves": {k: {f: getattr(c, f).tolist() for f in c._fields} for k, c in curves.items()},
+        "risk_curves": risk_vs_time.risk_curves_json(curves),
         "reference_wall_s": ref.wall_time,
     }, indent=1))
     return table + "\n" + "figures: " + ", ".join(p.name for p in figs)
@@ -218,19 +202,17 @@ def plot(curves: dict, inclusions: dict, beta_true: np.ndarray, out: Path) -> li
 
 def parse_config(argv: Sequence[str] | None = None) -> tuple[RJConfig, argparse.Namespace]:
     """The settings for a ``reproduce rj-selection`` command line (presets, then the options given), and the parsed options."""
-    p = experiment_parser(
-        "rj-selection", __doc__.splitlines()[0], quick="N = 10,000, 10 features, 3 s per chain",
+    p = risk_vs_time_parser(
+        "rj-selection", __doc__.splitlines()[0], RJConfig(),
+        quick="N = 10,000, 10 features, 3 s per chain",
         full="the paper's sizes: 10 chains, 400K reference steps, 3500 s per chain and test",
-        trials="chains per test (default 4)", num_samples="at most this many steps per chain (default 200,000)",
     )
-    add_risk_vs_time_options(p, 20)
     p.add_argument("--n-data", type=positive_int, help="rows of synthetic data (80%% train); default 130,065 as MiniBooNE")
     p.add_argument("--features", type=positive_int, help="number of features besides the intercept (default 50)")
     p.add_argument("--lam", type=positive_float, help="rate of the truncated Poisson size prior (paper's lambda = lam/2)")
     p.add_argument("--no-mhminibatch", action="store_true", help="skip MHminibatch")
     opts = p.parse_args(argv)
-    cfg = with_presets(RJConfig(seed=opts.seed), opts, QUICK, FULL)
-    cfg = with_given(cfg, **risk_vs_time_settings(opts), n_data=opts.n_data, n_features=opts.features, lam=opts.lam)
+    cfg = risk_vs_time_config(RJConfig(), opts, QUICK, FULL, n_data=opts.n_data, n_features=opts.features, lam=opts.lam)
     if opts.no_mhminibatch:
         cfg = cfg._replace(mhminibatch=False)
     if cfg.n_features < 1 or cfg.n_active > cfg.n_features:
@@ -243,8 +225,4 @@ def parse_config(argv: Sequence[str] | None = None) -> tuple[RJConfig, argparse.
 def main(argv: Sequence[str] | None = None) -> int:
     """``minibatch-mcmc reproduce rj-selection [--quick | --full] [options]``."""
     cfg, opts = parse_config(argv)
-    out = run_dir(opts, "rj-selection")
-    table, seconds = wall_clock(run, cfg, out)
-    print(table)
-    print(f"wrote {out}/ in {seconds:.0f} s")
-    return 0
+    return risk_vs_time.run_timed_and_print(run, cfg, run_dir(opts, "rj-selection"))

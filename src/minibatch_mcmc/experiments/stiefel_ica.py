@@ -20,23 +20,13 @@ from typing import NamedTuple, Sequence
 import jax.numpy as jnp
 import numpy as np
 
-from minibatch_mcmc.acceptance import MetropolisTest
 from minibatch_mcmc.diagnostics.risk import posterior_risk, risk_curve
-from minibatch_mcmc.experiments.options import (
-    add_risk_vs_time_options,
-    experiment_parser,
-    positive_float,
-    positive_int,
-    risk_vs_time_settings,
-    run_dir,
-    with_given,
-    with_presets,
-)
+from minibatch_mcmc.experiments.options import positive_float, positive_int, risk_vs_time_config, risk_vs_time_parser, run_dir
 from minibatch_mcmc.experiments.plots import risk_vs_time_figure
-from minibatch_mcmc.experiments.timed import epsilon_tests, timed_sample, wall_clock
+from minibatch_mcmc.experiments import risk_vs_time
+from minibatch_mcmc.experiments.timed import epsilon_tests
 from minibatch_mcmc.models.ica import amari_distance, ica, make_ica_data
 from minibatch_mcmc.proposals.stiefel import stiefel_random_walk
-from minibatch_mcmc.samplers import sample
 
 
 class ICAConfig(NamedTuple):
@@ -85,25 +75,19 @@ def run(cfg: ICAConfig, out: Path) -> str:
         return amari_distance(np.asarray(run_positions, np.float64), d.w_true)
 
     print(f"reference: exact MH, {cfg.chains} chains x {cfg.reference_samples} steps, N={cfg.n_data:,}, step={step:.2e}", flush=True)
-    ref = sample(model, data, start, proposal=proposal, test=MetropolisTest(), num_samples=cfg.reference_samples,
-                 num_chains=cfg.chains, key=cfg.seed + 100, progress=False, block_size=500)
+    ref = risk_vs_time.exact_reference(model, data, start, proposal, cfg)
     ref_vals = amari(ref.positions)[:, int(cfg.burn_in * cfg.reference_samples) :]
     reference = float(ref_vals.mean())
     rows, curves = {}, {}
-    for i, (label, test) in enumerate(tests_for(cfg).items()):
-        print(f"{label}: {cfg.chains} chains x {cfg.time_budget:g} s", flush=True)
-        res = timed_sample(model, data, start, proposal, test, cfg.max_samples, cfg.chains, cfg.seed + i, cfg.time_budget)
+    for label, res in risk_vs_time.timed_runs(model, data, start, proposal, tests_for(cfg), cfg):
         keep = int(cfg.burn_in * res.times.shape[1])
         vals = amari(res.positions)[:, keep:]
-        times = res.times[:, keep:] - (res.times[:, keep - 1 : keep] if keep else 0.0)
+        times = risk_vs_time.since_burn_in(res.times, keep)
         curves[label] = risk_curve(vals, times, np.array([reference]), num_points=15)
         final = posterior_risk(vals.mean(axis=1), np.array([reference]))
         w = np.asarray(res.positions, np.float64)
         rows[label] = {
-            "wall_s": float(res.times[:, -1].mean()),
-            "steps": int(res.times.shape[1]),
-            "mean_batch": float(np.mean(res.records["batch_size"])),
-            "data_fraction": float(np.mean(res.records["batch_size"]) / cfg.n_data),
+            **risk_vs_time.data_use(res, cfg.n_data),
             "accept": float(np.mean(res.records["accepted"])),
             "mean_amari": float(vals.mean()),
             "risk": final.risk,
@@ -116,7 +100,7 @@ def run(cfg: ICAConfig, out: Path) -> str:
     (out / "tables.md").write_text(table)
     (out / "summary.json").write_text(json.dumps({
         "config": cfg._asdict(), "step": step, "reference_amari": reference, "reference_wall_s": ref.wall_time,
-        "rows": rows, "risk_curves": {k: {f: getattr(c, f).tolist() for f in c._fields} for k, c in curves.items()},
+        "rows": rows, "risk_curves": risk_vs_time.risk_curves_json(curves),
     }, indent=1))
     return table + f"\nfigure: {fig.name}"
 
@@ -147,18 +131,16 @@ def plot(curves: dict, out: Path) -> Path:
 
 def parse_config(argv: Sequence[str] | None = None) -> tuple[ICAConfig, argparse.Namespace]:
     """The settings for a ``reproduce ica`` command line (presets, then the options given), and the parsed options."""
-    p = experiment_parser(
-        "ica", __doc__.splitlines()[0], quick="N = 20,000, 2 s per chain and test",
+    p = risk_vs_time_parser(
+        "ica", __doc__.splitlines()[0], ICAConfig(),
+        quick="N = 20,000, 2 s per chain and test",
         full="the paper's size: 1.95M points, 10 chains, 100K reference steps, 6400 s per chain",
-        trials="chains per test (default 4)", num_samples="at most this many steps per chain (default 500,000)",
     )
-    add_risk_vs_time_options(p, 15)
     p.add_argument("--n-data", type=positive_int, help="number of mixed samples (default 200,000)")
     p.add_argument("--step-scale", type=positive_float, help="random-walk step is STEP_SCALE / sqrt(N)")
     p.add_argument("--mhminibatch", action="store_true", help="also run MHminibatch")
     opts = p.parse_args(argv)
-    cfg = with_presets(ICAConfig(seed=opts.seed), opts, QUICK, FULL)
-    cfg = with_given(cfg, **risk_vs_time_settings(opts), n_data=opts.n_data, step_scale=opts.step_scale)
+    cfg = risk_vs_time_config(ICAConfig(), opts, QUICK, FULL, n_data=opts.n_data, step_scale=opts.step_scale)
     if opts.mhminibatch:
         cfg = cfg._replace(mhminibatch=True)
     if cfg.batch_size > cfg.n_data:
@@ -169,8 +151,4 @@ def parse_config(argv: Sequence[str] | None = None) -> tuple[ICAConfig, argparse
 def main(argv: Sequence[str] | None = None) -> int:
     """``minibatch-mcmc reproduce ica [--quick | --full] [options]``."""
     cfg, opts = parse_config(argv)
-    out = run_dir(opts, "ica")
-    table, seconds = wall_clock(run, cfg, out)
-    print(table)
-    print(f"wrote {out}/ in {seconds:.0f} s")
-    return 0
+    return risk_vs_time.run_timed_and_print(run, cfg, run_dir(opts, "ica"))
