@@ -24,12 +24,11 @@ def test_unknown_command_exits_with_usage():
         main(["nonsense"])
 
 
-def test_experiment_options_are_not_taken_for_abbreviations_of_shared_ones():
-    from minibatch_mcmc.cli import EXPERIMENT_MODULES, build_parser
+def test_reproduce_passes_every_option_after_the_name_to_the_experiment():
+    from minibatch_mcmc.cli import build_parser
 
-    args, extra = build_parser().parse_known_args(["reproduce", "mint-gmm", "--data", "x", "--quick"])
-    assert extra == ["--data", "x"] and args.quick and args.dataset == "fashion-13k"
-    assert {"mint-gmm", "mint-logistic", "cmint-bnn", "mintee", "sgld-l1", "rj-selection", "ica", "irls"} <= set(EXPERIMENT_MODULES)
+    args = build_parser().parse_args(["reproduce", "mint-gmm", "--data", "x", "--quick", "--help"])
+    assert args.experiment == "mint-gmm" and args.experiment_args == ["--data", "x", "--quick", "--help"]
 
 
 def test_builtin_experiments_refuse_unknown_options(capsys):
@@ -37,10 +36,51 @@ def test_builtin_experiments_refuse_unknown_options(capsys):
     assert "--bogus" in capsys.readouterr().err
 
 
-def test_every_experiment_module_has_run_cli():
+@pytest.mark.parametrize(
+    "argv, match",
+    [
+        (["reproduce", "gmm", "--trials", "0"], "--trials"),
+        (["reproduce", "ica", "--epsilons", "0,1.5"], "epsilon"),
+        (["reproduce", "rj-selection", "--quick", "--full"], "mutually exclusive"),
+        (["reproduce", "mintee", "--trials", "3"], "--trials"),
+        (["reproduce", "mint-gmm", "--radius", "-1"], "--radius"),
+    ],
+)
+def test_experiments_refuse_bad_options_with_a_message(capsys, argv, match):
+    assert main(argv) == 2
+    assert match in capsys.readouterr().err
+
+
+def test_reproduce_lists_every_registered_experiment(capsys):
+    from minibatch_mcmc.experiments.registry import EXPERIMENTS
+
+    assert main(["reproduce", "--list"]) == 0
+    out = capsys.readouterr().out
+    names = {"gmm", "logistic", "mint-gmm", "mint-logistic", "cmint-bnn", "mintee", "sgld-l1", "rj-selection", "ica", "irls", "figure4"}
+    assert set(EXPERIMENTS) == names
+    assert all(name in out for name in names)
+
+
+def test_reproduce_without_a_name_says_how_to_list(capsys):
+    assert main(["reproduce"]) == 2
+    assert "--list" in capsys.readouterr().err
+
+
+def test_every_registered_experiment_has_main_and_help(capsys):
     import importlib
 
-    from minibatch_mcmc.cli import EXPERIMENT_MODULES
+    from minibatch_mcmc.experiments.registry import EXPERIMENTS
 
-    for name, module in EXPERIMENT_MODULES.items():
-        assert callable(getattr(importlib.import_module(module), "run_cli", None)), f"{name}: {module}.run_cli missing"
+    for name, entry in EXPERIMENTS.items():
+        assert callable(importlib.import_module(entry.module).main), f"{name}: {entry.module}.main missing"
+        with pytest.raises(SystemExit) as exit_:
+            entry.main(["--help"])
+        assert exit_.value.code == 0
+        assert f"reproduce {name}" in capsys.readouterr().out
+
+
+def test_sample_tests_build_every_named_test():
+    from minibatch_mcmc.cli import SAMPLE_TESTS, sample_test
+
+    for name in SAMPLE_TESTS:
+        assert sample_test(name, 50, 1.0) is not None

@@ -5,14 +5,11 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from types import ModuleType
+from typing import Callable, Sequence
 
-
-def _positive_int(text: str) -> int:
-    """argparse type: an integer >= 1."""
-    v = int(text)
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"{v} is not a positive integer")
-    return v
+from minibatch_mcmc.experiments.options import positive_int, written
+from minibatch_mcmc.experiments.registry import EXPERIMENTS, experiment, listing
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -33,26 +30,26 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     )
     table = run_demo(cfg, out, methods=methods, progress=not args.no_progress)
     print(table)
-    print(f"\nwrote {out}/: " + ", ".join(sorted(p.name for p in out.iterdir())))
+    print(written(out))
     return 0
 
-SAMPLE_TESTS = ("mhminibatch", "austere", "mhsublhd", "naive", "barker", "metropolis")
-"""Acceptance tests the ``sample`` command can run."""
+
+SAMPLE_TESTS: dict[str, Callable[[ModuleType, int, float], object]] = {
+    "mhminibatch": lambda acc, m, sigma: acc.mh_minibatch(batch_size=m, sigma=sigma),
+    "austere": lambda acc, m, sigma: acc.austere_mh(batch_size=m),
+    "mhsublhd": lambda acc, m, sigma: acc.mh_sublhd(batch_size=m),
+    "naive": lambda acc, m, sigma: acc.naive_minibatch(batch_size=m),
+    "barker": lambda acc, m, sigma: acc.BarkerTest(),
+    "metropolis": lambda acc, m, sigma: acc.MetropolisTest(),
+}
+"""Acceptance tests the ``sample`` command can run: name -> ``build(acceptance package, m, sigma)``."""
 
 
-def _sample_test(name: str, batch_size: int, sigma: float):
-    """The acceptance test named on the command line."""
-    from minibatch_mcmc.acceptance import BarkerTest, MetropolisTest, austere_mh, mh_minibatch, mh_sublhd, naive_minibatch
+def sample_test(name: str, batch_size: int, sigma: float):
+    """The acceptance test named by ``sample --test`` (the acceptance package is imported on first use)."""
+    from minibatch_mcmc import acceptance
 
-    builders = {
-        "mhminibatch": lambda: mh_minibatch(batch_size=batch_size, sigma=sigma),
-        "austere": lambda: austere_mh(batch_size=batch_size),
-        "mhsublhd": lambda: mh_sublhd(batch_size=batch_size),
-        "naive": lambda: naive_minibatch(batch_size=batch_size),
-        "barker": BarkerTest,
-        "metropolis": MetropolisTest,
-    }
-    return builders[name]()
+    return SAMPLE_TESTS[name](acceptance, batch_size, sigma)
 
 
 def _devices_arg(text: str | None):
@@ -89,7 +86,7 @@ def _cmd_sample(args: argparse.Namespace) -> int:
         data,
         jnp.zeros(2, jnp.float32),
         proposal=random_walk(scale=args.proposal_sd),
-        test=_sample_test(args.test, args.batch_size, args.sigma),
+        test=sample_test(args.test, args.batch_size, args.sigma),
         num_samples=args.num_samples,
         key=args.seed + 1,
         num_chains=args.chains,
@@ -109,79 +106,14 @@ def _cmd_sample(args: argparse.Namespace) -> int:
     return 0
 
 
-EXPERIMENT_MODULES = {
-    "mint-gmm": "minibatch_mcmc.experiments.mint_gmm",
-    "mint-logistic": "minibatch_mcmc.experiments.mint_logistic",
-    "cmint-bnn": "minibatch_mcmc.experiments.cmint_bnn",
-    "mintee": "minibatch_mcmc.experiments.mintee",
-    "sgld-l1": "minibatch_mcmc.experiments.sgld_l1",
-    "rj-selection": "minibatch_mcmc.experiments.rj_selection",
-    "ica": "minibatch_mcmc.experiments.stiefel_ica",
-    "irls": "minibatch_mcmc.experiments.sequential_irls",
-    "figure4": "minibatch_mcmc.experiments.figure4",
-}
-"""Experiments that live in their own module: ``run_cli(args, extra)`` parses its own options from ``extra``."""
-
-
-def _cmd_reproduce(args: argparse.Namespace, extra: list[str] | None = None) -> int:
-    """Reproduce a paper experiment."""
-    if args.experiment in EXPERIMENT_MODULES:
-        import importlib
-
-        module = importlib.import_module(EXPERIMENT_MODULES[args.experiment])
-        return int(module.run_cli(args, list(extra or [])) or 0)
-    if extra:
-        raise ValueError(f"unrecognised arguments for reproduce {args.experiment}: {' '.join(extra)}")
-    if args.experiment == "gmm":
-        from minibatch_mcmc.experiments.gmm import GMMConfig
-        from minibatch_mcmc.experiments.reproduce_gmm import ReproduceGMMConfig, run
-
-        base = GMMConfig(seed=args.seed)
-        trials = args.trials or 10
-        if args.quick:
-            base = base._replace(n_data=100_000, temperature=1000.0, num_samples=500)
-            trials = args.trials or 3
-        if args.num_samples:
-            base = base._replace(num_samples=args.num_samples)
-        cfg = ReproduceGMMConfig(base=base, trials=trials)
-        out = Path(args.out) / (args.name or "reproduce-gmm")
-        print(
-            f"Seita et al. 6.1: N={base.n_data:,}, K={base.temperature:g}, {base.num_samples} samples x {trials} trials; "
-            "MHminibatch, AustereMH(c), MHSubLhd",
-            flush=True,
-        )
-        print(run(cfg, out, progress=not args.no_progress))
-        print(f"\nwrote {out}/: " + ", ".join(sorted(p.name for p in out.iterdir())))
+def _cmd_reproduce(args: argparse.Namespace) -> int:
+    """Reproduce a paper experiment: its own ``main`` parses the arguments after its name."""
+    if args.list:
+        print(listing())
         return 0
-    if args.experiment == "logistic":
-        from minibatch_mcmc.experiments.reproduce_logistic import LogisticConfig, run as run_logistic
-
-        cfg = LogisticConfig(dataset=args.dataset, seed=args.seed)
-        if "100k" in args.dataset:
-            cfg = cfg._replace(num_samples=3000, trials=5, step_sd=0.01, austere_c_bound=0.2, austere_nc_bound=0.1)
-        if args.quick:
-            cfg = cfg._replace(num_samples=600, trials=2, switch_after=200)
-        if args.trials:
-            cfg = cfg._replace(trials=args.trials)
-        if args.num_samples:
-            cfg = cfg._replace(num_samples=args.num_samples)
-        if args.step_sd:
-            cfg = cfg._replace(step_sd=args.step_sd)
-        out = Path(args.out) / (args.name or f"reproduce-logistic-{args.dataset}")
-        if args.figure6:
-            from minibatch_mcmc.experiments.reproduce_logistic import figure6
-
-            path, means = figure6(out, dataset=args.dataset, num_samples=cfg.num_samples, progress=not args.no_progress)
-            print("Figure 6 (MHminibatch minibatch sizes by random-walk step s.d.):")
-            for step, mean in means.items():
-                print(f"  step s.d. {step:<6g} mean minibatch size {mean:.1f}")
-            print(f"wrote {path}")
-            return 0
-        print(f"Seita et al. 6.2 on {cfg.dataset}: {cfg.num_samples} samples x {cfg.trials} trials, K={cfg.temperature:g}", flush=True)
-        print(run_logistic(cfg, out, progress=not args.no_progress))
-        print(f"\nwrote {out}/: " + ", ".join(sorted(p.name for p in out.iterdir())))
-        return 0
-    raise ValueError(f"unknown experiment {args.experiment!r}")
+    if args.experiment is None:
+        raise ValueError("reproduce needs an experiment name; `minibatch-mcmc reproduce --list` lists them")
+    return experiment(args.experiment).main(args.experiment_args)
 
 
 def _cmd_correction(args: argparse.Namespace) -> int:
@@ -204,49 +136,34 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument(
         "--proposal-sd", type=float, default=0.15, help="random-walk s.d. per coordinate (default 0.15, as the paper's code)"
     )
-    d.add_argument("--num-samples", type=_positive_int, default=None)
+    d.add_argument("--num-samples", type=positive_int, default=None)
     d.add_argument("--quick", action="store_true", help="10^5 points, 1000 samples (K scaled to 1000)")
     d.add_argument("--no-reference", action="store_true", help="skip the full-data Barker reference run")
     d.add_argument("--no-progress", action="store_true", help="no progress bar")
     d.set_defaults(func=_cmd_demo)
-    # no abbreviations: options the experiment modules parse themselves must not be taken for prefixes of ours
-    r = sub.add_parser("reproduce", help="reproduce a paper experiment (tables and figures under runs/)", allow_abbrev=False)
-    r.add_argument(
-        "experiment",
-        choices=["gmm", "logistic", *EXPERIMENT_MODULES],
-        help="gmm: Seita et al. 6.1 (Tables 1, 4, Figures 1-2); logistic: 6.2 (Table 2, Figure 3); the others: "
-        "Li and Wong (mint-*, cmint-bnn, mintee) and Korattikara et al. (sgld-l1, rj-selection, ica, irls, figure4). "
-        "Options after the name that are not listed here belong to the experiment: `reproduce NAME --help-experiment`",
+    r = sub.add_parser(
+        "reproduce",
+        help="reproduce a paper experiment (tables and figures under runs/)",
+        description="Reproduce a paper experiment. Every option after NAME is the experiment's: "
+        "`minibatch-mcmc reproduce NAME --help` lists them (--quick, --seed, --out, --name, ... and its own).",
     )
-    r.add_argument(
-        "--dataset",
-        default="fashion-13k",
-        choices=["fashion-13k", "fashion-100k", "mnist-5k", "digits", "synthetic"],
-        help="logistic only: data set (fashion-* need `make data`)",
-    )
-    r.add_argument("--figure6", action="store_true", help="logistic only: Figure 6 (step sizes 0.005, 0.01, 0.05) instead")
-    r.add_argument("--step-sd", type=float, default=None, help="logistic only: random-walk s.d. (default 0.05; 0.01 for 100k)")
-    r.add_argument("--trials", type=_positive_int, default=None, help="independent trials (default 10; 3 with --quick)")
-    r.add_argument("--num-samples", type=_positive_int, default=None)
-    r.add_argument("--quick", action="store_true", help="10^5 points (K scaled to 10^3), 500 samples, 3 trials")
-    r.add_argument("--seed", type=int, default=0)
-    r.add_argument("--name", default=None, help="run name (default reproduce-EXPERIMENT)")
-    r.add_argument("--out", default="runs")
-    r.add_argument("--no-progress", action="store_true")
+    r.add_argument("--list", action="store_true", help="list the experiments and exit")
+    r.add_argument("experiment", nargs="?", choices=list(EXPERIMENTS), metavar="NAME", help="one of: " + ", ".join(EXPERIMENTS))
+    r.add_argument("experiment_args", nargs=argparse.REMAINDER, metavar="...", help="the experiment's options")
     r.set_defaults(func=_cmd_reproduce)
     sp = sub.add_parser(
         "sample", help="sample the 6.1 mixture posterior; --checkpoint DIR writes each block, --resume continues a killed run"
     )
     sp.add_argument("--test", choices=SAMPLE_TESTS, default="mhminibatch", help="acceptance test (default mhminibatch)")
-    sp.add_argument("--n-data", type=_positive_int, default=100_000, help="data points N (default 10^5)")
+    sp.add_argument("--n-data", type=positive_int, default=100_000, help="data points N (default 10^5)")
     sp.add_argument("--temperature", type=float, default=1000.0, help="temperature K (default 1000)")
-    sp.add_argument("--batch-size", type=_positive_int, default=50, help="minibatch size m (default 50)")
+    sp.add_argument("--batch-size", type=positive_int, default=50, help="minibatch size m (default 50)")
     sp.add_argument("--sigma", type=float, default=1.0, help="MHminibatch noise level sigma (default 1)")
     sp.add_argument("--proposal-sd", type=float, default=0.15, help="random-walk s.d. per coordinate (default 0.15)")
-    sp.add_argument("--num-samples", type=_positive_int, default=1000)
-    sp.add_argument("--chains", type=_positive_int, default=1, help="number of chains (a multiple of the devices used)")
+    sp.add_argument("--num-samples", type=positive_int, default=1000)
+    sp.add_argument("--chains", type=positive_int, default=1, help="number of chains (a multiple of the devices used)")
     sp.add_argument("--devices", default=None, help="split the chains over 'all' devices or the first N (default: one device)")
-    sp.add_argument("--block-size", type=_positive_int, default=250, help="steps per jitted block and per checkpoint chunk")
+    sp.add_argument("--block-size", type=positive_int, default=250, help="steps per jitted block and per checkpoint chunk")
     sp.add_argument("--checkpoint", default=None, metavar="DIR", help="write every finished block to DIR (netCDF chunks)")
     sp.add_argument("--resume", action="store_true", help="continue the run in --checkpoint DIR (same settings and seed)")
     sp.add_argument("--seed", type=int, default=0)
@@ -260,15 +177,10 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``minibatch-mcmc`` command."""
-    parser = build_parser()
-    args, extra = parser.parse_known_args(argv)
-    if extra and args.func is not _cmd_reproduce:
-        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    args = build_parser().parse_args(argv)
     try:
-        if args.func is _cmd_reproduce:
-            return int(_cmd_reproduce(args, extra) or 0)
         return int(args.func(args) or 0)
     except ValueError as err:
         print(f"minibatch-mcmc: error: {err}", file=sys.stderr)

@@ -1,6 +1,5 @@
 """``reproduce cmint-bnn`` end to end on a tiny synthetic problem, and its option checks."""
 
-import argparse
 import csv
 import json
 
@@ -14,14 +13,8 @@ TINY = ["--source", "synthetic", "--n-train", "400", "--n-test", "300", "--epoch
         "--cycle-epochs", "2", "--decay-every", "1", "--cycles", "2", "--mint-lr", "0.02"]
 
 
-def args(tmp_path, **kw):
-    base = dict(quick=False, seed=0, out=str(tmp_path), name="t", trials=None, num_samples=None, no_progress=True)
-    base.update(kw)
-    return argparse.Namespace(**base)
-
-
-def test_run_cli_tiny(tmp_path, capsys):
-    assert cmint_bnn.run_cli(args(tmp_path), TINY) == 0
+def test_main_tiny(tmp_path, capsys):
+    assert cmint_bnn.main([*TINY, "--out", str(tmp_path), "--name", "t", "--no-progress"]) == 0
     out = tmp_path / "t"
     with open(out / "test_error.csv") as f:
         rows = list(csv.DictReader(f))
@@ -53,17 +46,17 @@ def test_run_cli_tiny(tmp_path, capsys):
 )
 def test_bad_options_raise(tmp_path, extra, match):
     with pytest.raises(ValueError, match=match):
-        cmint_bnn.config_from_args(args(tmp_path), extra)
+        cmint_bnn.config_from_argv(extra)
 
 
-def test_shared_options_that_do_not_apply_raise(tmp_path):
+def test_shared_options_that_do_not_apply_raise():
     with pytest.raises(ValueError, match="--epochs"):
-        cmint_bnn.config_from_args(args(tmp_path, num_samples=100), [])
+        cmint_bnn.config_from_argv(["--num-samples", "100"])
     with pytest.raises(ValueError, match="--seed"):
-        cmint_bnn.config_from_args(args(tmp_path, trials=3), [])
+        cmint_bnn.config_from_argv(["--trials", "3"])
     with pytest.raises(ValueError, match="mutually exclusive"):
-        cmint_bnn.config_from_args(args(tmp_path, quick=True), ["--full"])
-    quick = cmint_bnn.config_from_args(args(tmp_path, quick=True), ["--epochs", "5"])
+        cmint_bnn.config_from_argv(["--quick", "--full"])
+    quick = cmint_bnn.config_from_argv(["--quick", "--epochs", "5"])
     assert (quick.n_train, quick.epochs, quick.cycle_epochs, quick.cycles) == (2000, 5, 2, 3)
 
 

@@ -1,17 +1,10 @@
 """Pieces of the Korattikara et al. 4.1 (sequential IRLS) and Figure 4 reproductions (no full runs here)."""
 
-import argparse
-
 import jax
 import numpy as np
 import pytest
 
 from minibatch_mcmc.experiments import figure4, sequential_irls as irls
-
-
-def _args(**kw):
-    base = dict(quick=True, seed=0, out="runs", name=None, trials=None, num_samples=None, no_progress=True)
-    return argparse.Namespace(**{**base, **kw})
 
 
 def test_standins_have_the_stated_shapes_and_labels():
@@ -66,4 +59,4 @@ def test_audit_counts_wrong_decisions():
 )
 def test_cli_rejects_bad_options(module, extra, match, tmp_path):
     with pytest.raises(ValueError, match=match):
-        module.run_cli(_args(out=str(tmp_path)), extra)
+        module.main(["--quick", "--out", str(tmp_path), *extra])

@@ -23,23 +23,23 @@ import csv
 import json
 import time
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from minibatch_mcmc.acceptance.mint import mint
-from minibatch_mcmc.data import mnist
+from minibatch_mcmc.experiments.bnn_data import DATASETS, load_data
 from minibatch_mcmc.experiments.nn_baselines import make_sgd_epoch, make_sgld_epoch, sgd_optimizer, weights_mask
+from minibatch_mcmc.experiments.options import experiment_parser, run_dir, split_list, with_given, with_presets, written
+from minibatch_mcmc.experiments.plots import pyplot, save_figure
 from minibatch_mcmc.models.mlp import bayesian_mlp, check_classification_data, error_rate, init_mlp, predict_proba
 from minibatch_mcmc.samplers.cmint import cmint, cmint_schedule, ensemble_predict_proba, make_epoch_runner, run_langevin_epochs
 
 PyTree = Any
 METHODS = ("sgd", "sgd-m", "sgld", "mint", "cmint")
 """The compared methods, in the order they run."""
-DATASETS = ("auto", "fashion", "digits", "synthetic")
-"""``auto``: Fashion-MNIST when installed, else scikit-learn digits; ``synthetic``: a teacher network's labels."""
 
 
 class BNNConfig(NamedTuple):
@@ -77,70 +77,6 @@ QUICK = dict(n_train=2000, n_test=2000, epochs=6, cycle_epochs=2, decay_every=1,
 """``--quick``: a 2,000-image subset, 6 epochs, CMINT with 3 rounds of 2 epochs."""
 FULL = dict(n_train=50_000, n_test=10_000, epochs=500, cycle_epochs=50, decay_every=5, cycles=10)
 """``--full``: the paper's sizes (50,000 training images after the 10,000-image validation split)."""
-
-
-def _read_split(directory: Path, prefix: str) -> tuple[np.ndarray, np.ndarray]:
-    """All ten classes of one IDX split as ``(x float32 (n, 784) in [0, 1], y int32)``."""
-    def path(stem: str) -> Path:
-        for name in (stem, stem + ".gz"):
-            if (directory / name).exists():
-                return directory / name
-        raise FileNotFoundError(f"{stem}[.gz] not found in {directory}: run `make data` (Debian's dataset-fashion-mnist)")
-
-    images = mnist.read_idx(path(f"{prefix}-images-idx3-ubyte"))
-    labels = mnist.read_idx(path(f"{prefix}-labels-idx1-ubyte"))
-    return images.reshape(images.shape[0], -1).astype(np.float32) / 255.0, labels.astype(np.int32)
-
-
-def _subset(x: np.ndarray, y: np.ndarray, n: int, rng: np.random.Generator) -> dict:
-    """A seeded random subset of ``n`` rows (all rows when ``n`` is at least their number)."""
-    if n >= len(y):
-        return {"x": x, "y": y}
-    idx = np.sort(rng.choice(len(y), size=n, replace=False))
-    return {"x": x[idx], "y": y[idx]}
-
-
-def synthetic_classification(seed: int, n: int, d: int = 20, classes: int = 10) -> dict:
-    """Inputs ``N(0, I_d)`` labelled by the argmax of a random teacher MLP ``d-32-classes`` (learnable, noise-free)."""
-    rng = np.random.default_rng(seed)
-    teacher = [rng.normal(size=(d, 32)) / np.sqrt(d), rng.normal(size=(32, classes)) / np.sqrt(32)]
-    x = rng.normal(size=(n, d)).astype(np.float32)
-    y = np.argmax(np.maximum(x @ teacher[0], 0.0) @ teacher[1], axis=1).astype(np.int32)
-    return {"x": x, "y": y}
-
-
-def load_data(cfg: BNNConfig) -> tuple[dict, dict, str]:
-    """``(train, test, description)`` for ``cfg.data``; training rows are a seeded subset of ``n_train``."""
-    if cfg.data not in DATASETS:
-        raise ValueError(f"data={cfg.data!r}; expected one of {DATASETS}")
-    rng = np.random.default_rng(cfg.seed)
-    kind = cfg.data
-    if kind == "auto":
-        kind = "fashion" if (mnist.DEBIAN_FASHION_DIR / "train-labels-idx1-ubyte.gz").exists() else "digits"
-    if kind == "fashion":
-        d = mnist.DEBIAN_FASHION_DIR
-        x, y = _read_split(d, "train")
-        # the paper holds out 10,000 training images for validation; keep the other 50,000 as the pool
-        pool = rng.permutation(len(y))[10_000:]
-        train = _subset(x[pool], y[pool], cfg.n_train, rng)
-        xt, yt = _read_split(d, "t10k")
-        test = _subset(xt, yt, cfg.n_test, rng)
-        return train, test, f"Fashion-MNIST (10 classes): {len(train['y'])} training / {len(test['y'])} test images"
-    if kind == "digits":
-        from sklearn.datasets import load_digits
-
-        dg = load_digits()
-        x = (dg.images.reshape(len(dg.target), -1) / 16.0).astype(np.float32)
-        y = dg.target.astype(np.int32)
-        perm = rng.permutation(len(y))
-        n_te = min(cfg.n_test, 500)
-        te, tr = perm[:n_te], perm[n_te:]
-        train = _subset(x[tr], y[tr], cfg.n_train, rng)
-        return train, {"x": x[te], "y": y[te]}, f"scikit-learn digits (8 x 8, 10 classes): {len(train['y'])} training / {n_te} test"
-    data = synthetic_classification(cfg.seed, cfg.n_train + cfg.n_test)
-    train = {k: v[: cfg.n_train] for k, v in data.items()}
-    test = {k: v[cfg.n_train :] for k, v in data.items()}
-    return train, test, f"synthetic teacher-network labels (20 inputs, 10 classes): {cfg.n_train} training / {cfg.n_test} test"
 
 
 def validate_config(cfg: BNNConfig) -> None:
@@ -192,7 +128,7 @@ def _error_fn(test: dict):
 def run(cfg: BNNConfig, out: Path, progress: bool = True) -> str:
     """Run the comparison, write ``test_error.csv``, ``summary.json`` and ``test_error.png`` under ``out``; return a table."""
     validate_config(cfg)
-    train, test, described = load_data(cfg)
+    train, test, described = load_data(cfg.data, cfg.n_train, cfg.n_test, cfg.seed)
     sizes = (train["x"].shape[1], cfg.hidden, 10)
     n = check_classification_data(train, sizes)
     check_classification_data(test, sizes)
@@ -335,12 +271,7 @@ def plot_test_error(rows: list[tuple[int, str, str, float]], path: Path, title: 
     SGLD and MINT are drawn with the paper's estimator (the average of the samples, solid) and the
     posterior predictive (the mean softmax of epoch-end samples, dotted).
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    fig, ax = pyplot().subplots(figsize=(6.4, 4.2))
     finals = final_errors(rows)
     for method, (_, est, _) in finals.items():
         if method == "cmint":
@@ -356,26 +287,25 @@ def plot_test_error(rows: list[tuple[int, str, str, float]], path: Path, title: 
     ax.set_ylabel("test error")
     ax.set_title(title, fontsize=8)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, path, dpi=120)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """This experiment's own options (the ones after ``reproduce cmint-bnn``)."""
-    p = argparse.ArgumentParser(prog="minibatch-mcmc reproduce cmint-bnn", add_help=False, description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--help-experiment", action="help", help="show these options and exit")
+    """The options of ``reproduce cmint-bnn``."""
+    p = experiment_parser(
+        "cmint-bnn", __doc__, quick="a 2,000-image subset, 6 epochs, CMINT with 3 rounds of 2 epochs",
+        full="the paper's sizes: 50,000 images, 500 epochs, R=50, r=5, K=10",
+        trials=argparse.SUPPRESS, num_samples=argparse.SUPPRESS,  # refused with a hint: see config_from_argv
+    )
     d = BNNConfig()
-    # not --data: the shared parser would take it as an abbreviation of its own --dataset
+    # not --data: kept from when the shared reproduce parser took it as an abbreviation of its --dataset
     p.add_argument("--source", dest="data", choices=DATASETS, default=d.data, help="auto: Fashion-MNIST if installed, else digits")
-    p.add_argument("--full", action="store_true", help="the paper's sizes: 50,000 images, 500 epochs, R=50, r=5, K=10")
     p.add_argument("--n-train", type=int, default=None, help=f"training images (default {d.n_train})")
     p.add_argument("--n-test", type=int, default=None, help=f"test images (default {d.n_test})")
     p.add_argument("--epochs", type=int, default=None, help=f"epochs for SGD, SGD-M, SGLD, MINT (default {d.epochs})")
     p.add_argument("--batch-size", type=int, default=d.batch_size)
     p.add_argument("--hidden", type=int, default=d.hidden, help="hidden ReLU units (default 200)")
-    p.add_argument("--methods", default=",".join(METHODS), help="comma-separated subset of " + ",".join(METHODS))
+    p.add_argument("--methods", type=split_list, default=METHODS, help="comma-separated subset of " + ",".join(METHODS))
     for name, help_ in (("sgd-lr", "SGD"), ("sgdm-lr", "SGD-M"), ("sgld-lr", "SGLD"), ("mint-lr", "MINT's SGLD proposal")):
         p.add_argument(f"--{name}", type=float, default=getattr(d, name.replace("-", "_")), help=f"{help_} learning rate")
     p.add_argument("--cmint-lr", type=float, default=None, help="CMINT's initial learning rate (default: --mint-lr)")
@@ -393,43 +323,41 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def config_from_args(args: argparse.Namespace, extra: list[str]) -> BNNConfig:
-    """Combine the shared CLI options (``--quick``, ``--seed``) with this experiment's own."""
-    ns = build_parser().parse_args(extra)
-    if getattr(args, "num_samples", None):
-        raise ValueError(f"--num-samples={args.num_samples} does not apply to cmint-bnn, which counts epochs: use --epochs")
-    if getattr(args, "trials", None) not in (None, 1):
-        raise ValueError(f"--trials={args.trials}: cmint-bnn runs one trial per seed; use --seed for another")
-    methods = tuple(m.strip() for m in ns.methods.split(",") if m.strip())
+def config_from(ns: argparse.Namespace) -> BNNConfig:
+    """The settings for the parsed options (``--quick``/``--full`` presets, then the sizes given), checked."""
+    if ns.num_samples:
+        raise ValueError(f"--num-samples={ns.num_samples} does not apply to cmint-bnn, which counts epochs: use --epochs")
+    if ns.trials not in (None, 1):
+        raise ValueError(f"--trials={ns.trials}: cmint-bnn runs one trial per seed; use --seed for another")
     cfg = BNNConfig(
         data=ns.data, hidden=ns.hidden, batch_size=ns.batch_size, sgd_lr=ns.sgd_lr, sgd_l2=ns.sgd_l2, sgdm_lr=ns.sgdm_lr,
         momentum=ns.momentum, sgdm_l2=ns.sgdm_l2, sgld_lr=ns.sgld_lr, sgld_prior_scale=ns.sgld_prior_scale,
         mint_lr=ns.mint_lr, mint_alpha=ns.mint_alpha, mint_prior_scale=ns.mint_prior_scale, cmint_lr=ns.cmint_lr, decay=ns.decay, increase=ns.increase,
-        methods=methods, seed=int(getattr(args, "seed", 0) or 0),
+        methods=tuple(ns.methods), seed=ns.seed,
     )
-    if ns.full and getattr(args, "quick", False):
-        raise ValueError("--full and --quick are mutually exclusive")
-    if ns.full:
-        cfg = cfg._replace(**FULL)
-    elif getattr(args, "quick", False):
-        cfg = cfg._replace(**QUICK)
-    for name in ("n_train", "n_test", "epochs", "cycle_epochs", "decay_every", "cycles"):
-        if getattr(ns, name) is not None:
-            cfg = cfg._replace(**{name: getattr(ns, name)})
+    cfg = with_presets(cfg, ns, QUICK, FULL)
+    cfg = with_given(cfg, n_train=ns.n_train, n_test=ns.n_test, epochs=ns.epochs, cycle_epochs=ns.cycle_epochs,
+                     decay_every=ns.decay_every, cycles=ns.cycles)
     validate_config(cfg)
     return cfg
 
 
-def run_cli(args: argparse.Namespace, extra: list[str]) -> int:
-    """Entry point for ``minibatch-mcmc reproduce cmint-bnn [options]``."""
-    cfg = config_from_args(args, extra)
-    out = Path(getattr(args, "out", "runs")) / (getattr(args, "name", None) or "cmint-bnn")
+def config_from_argv(argv: Sequence[str] | None = None) -> BNNConfig:
+    """The checked settings for a ``reproduce cmint-bnn`` command line."""
+    return config_from(build_parser().parse_args(argv))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``minibatch-mcmc reproduce cmint-bnn [options]``."""
+    opts = build_parser().parse_args(argv)
+    cfg = config_from(opts)
+    out = run_dir(opts, "cmint-bnn")
     print(
         f"Li and Wong 4.3.2: MLP {cfg.hidden} hidden units, batch {cfg.batch_size}, {cfg.epochs} epochs; "
         f"CMINT {cfg.cycles} rounds of {cfg.cycle_epochs} epochs (r={cfg.decay_every}); methods {', '.join(cfg.methods)}",
         flush=True,
     )
-    table = run(cfg, out, progress=not getattr(args, "no_progress", False))
+    table = run(cfg, out, progress=not opts.no_progress)
     print(table)
-    print(f"\nwrote {out}/: " + ", ".join(sorted(p.name for p in out.iterdir())))
+    print(written(out))
     return 0

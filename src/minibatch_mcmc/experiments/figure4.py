@@ -15,13 +15,12 @@ s.d. 0.01; AustereMH minibatch size m = 500 (the paper does not state m for this
 
 from __future__ import annotations
 
-import argparse
 import csv
 import functools
 import json
 import time
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -32,6 +31,8 @@ from minibatch_mcmc.acceptance.austere import AustereMH, austere_mh
 from minibatch_mcmc.acceptance.base import Statistics, check_batch_fits
 from minibatch_mcmc.acceptance.exact import MetropolisTest
 from minibatch_mcmc.diagnostics.risk import RiskCurve, risk_curve
+from minibatch_mcmc.experiments.options import experiment_parser, run_dir, written
+from minibatch_mcmc.experiments.plots import pyplot, risk_lines, save_figure
 from minibatch_mcmc.models import logistic_regression
 from minibatch_mcmc.proposals import random_walk
 from minibatch_mcmc.samplers.kernel import build_kernel
@@ -301,12 +302,7 @@ def write_outputs(out: Path, source: str, rows: list[AuditRow], curves: dict, re
     (out / "figure4.json").write_text(
         json.dumps({"data": source, "reference_se2": ref_se2, "audit": [r._asdict() for r in rows]}, indent=2)
     )
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.8))
+    fig, (ax1, ax2) = pyplot().subplots(1, 2, figsize=(10, 3.8))
     eps = [0.0] + [r.epsilon for r in rows]
     ax1.plot(eps, [100.0] + [100 * r.data_fraction for r in rows], "b-o", label="% data used")
     ax1b = ax1.twinx()
@@ -315,41 +311,40 @@ def write_outputs(out: Path, source: str, rows: list[AuditRow], curves: dict, re
     ax1.set_ylabel("% data used", color="b")
     ax1b.set_ylabel("% wrong accept/reject decisions", color="r")
     ax1.set_title("(a)")
-    for e, (c, ch) in curves.items():
-        ax2.loglog(c.times, c.risk, label=f"eps={e:g}")
+    risk_lines(ax2, {f"eps={e:g}": c for e, (c, _) in curves.items()})
     ax2.set_xlabel("wall-clock seconds")
     ax2.set_ylabel("risk of mean test prediction")
     ax2.set_title("(b)")
     ax2.legend(fontsize=7)
     fig.suptitle(source, fontsize=8)
-    fig.tight_layout()
-    fig.savefig(out / "figure4.png", dpi=120)
-    plt.close(fig)
+    save_figure(fig, out / "figure4.png", dpi=120)
 
 
-def run_cli(args: argparse.Namespace, extra: list[str]) -> int:
-    """``minibatch-mcmc reproduce figure4 [--mnist-dir DIR] [--batch-size 500] [--chain-steps T]``."""
-    p = argparse.ArgumentParser(prog="minibatch-mcmc reproduce figure4", description=__doc__)
+def main(argv: Sequence[str] | None = None) -> int:
+    """``minibatch-mcmc reproduce figure4 [--quick] [--mnist-dir DIR] [--batch-size 500] [--chain-steps T] [--audit-steps S]``."""
+    p = experiment_parser(
+        "figure4", __doc__, quick="400 audited steps, 3 chains x 2000 steps, 8000 reference steps",
+        trials="chains per epsilon for panel (b) (default 4)", num_samples="steps per chain for panel (b) (as --chain-steps)",
+    )
     p.add_argument("--mnist-dir", default=None, help="directory with the MNIST IDX files (else a synthetic stand-in)")
     p.add_argument("--batch-size", type=int, default=None, help="AustereMH minibatch size m (default 500)")
     p.add_argument("--chain-steps", type=int, default=None, help="steps per chain for panel (b)")
     p.add_argument("--audit-steps", type=int, default=None, help="audited steps per epsilon for panel (a)")
-    opts = p.parse_args(extra)
-    cfg = QUICK if args.quick else Figure4Config()
-    cfg = cfg._replace(seed=args.seed)
-    if args.trials:
-        cfg = cfg._replace(chains=args.trials)
-    if args.num_samples:
-        cfg = cfg._replace(chain_steps=args.num_samples)
+    opts = p.parse_args(argv)
+    cfg = (QUICK if opts.quick else Figure4Config())._replace(seed=opts.seed)
+    if opts.trials:
+        cfg = cfg._replace(chains=opts.trials)
+    if opts.num_samples:
+        cfg = cfg._replace(chain_steps=opts.num_samples)
     for name in ("batch_size", "chain_steps", "audit_steps"):
-        v = getattr(opts, name)
+        v = vars(opts)[name]
         if v is not None:
             if v < 2:
                 raise ValueError(f"--{name.replace('_', '-')} {v} must be at least 2")
             cfg = cfg._replace(**{name: v})
     if cfg.chain_steps < cfg.thin * 2:
         raise ValueError(f"chain steps {cfg.chain_steps} must be at least {2 * cfg.thin} (two thinned draws)")
-    out = Path(args.out) / (args.name or "reproduce-figure4")
-    print(run(cfg, out, mnist_dir=opts.mnist_dir, progress=not args.no_progress))
-    print(f"\nwrote {out}/: " + ", ".join(sorted(q.name for q in out.iterdir())))
+    out = run_dir(opts, "reproduce-figure4")
+    print(run(cfg, out, mnist_dir=opts.mnist_dir, progress=not opts.no_progress))
+    print(written(out))
     return 0

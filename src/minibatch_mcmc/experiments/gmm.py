@@ -12,6 +12,7 @@ import numpy as np
 
 from minibatch_mcmc.acceptance import BarkerTest, mh_minibatch
 from minibatch_mcmc.diagnostics import chi_squared, grid_posterior, poisson_log_likelihood
+from minibatch_mcmc.experiments.plots import minibatch_size_histogram, pyplot, save_figure
 from minibatch_mcmc.models import gaussian_mixture, log_posterior_grid, make_mixture_data
 from minibatch_mcmc.proposals import random_walk
 from minibatch_mcmc.samplers import SampleResult, sample
@@ -81,11 +82,7 @@ def sample_quality(samples: np.ndarray, grid) -> dict:
 
 def plot_results(cfg: GMMConfig, data: np.ndarray, results: dict[str, SampleResult], out: Path) -> list[Path]:
     """Figure 1 (samples over log-posterior contours) and Figure 2 (log-log minibatch-size histograms)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     t1 = np.linspace(*T1_RANGE, 160)
     t2 = np.linspace(*T2_RANGE, 160)
     lp = log_posterior_grid(data, t1, t2, cfg.temperature)
@@ -103,26 +100,16 @@ def plot_results(cfg: GMMConfig, data: np.ndarray, results: dict[str, SampleResu
     for ax in axes:
         ax.set_xlabel("theta_1")
     axes[0].set_ylabel("theta_2")
-    fig.tight_layout()
-    p1 = out / "samples_over_posterior.png"
-    fig.savefig(p1, dpi=110)
-    plt.close(fig)
+    p1 = save_figure(fig, out / "samples_over_posterior.png")
 
     mb = {k: v for k, v in results.items() if v.records["batch_size"].min() < v.n_data}  # drop full-data runs
     fig, axes = plt.subplots(1, max(len(mb), 1), figsize=(4.5 * max(len(mb), 1), 3.6), squeeze=False)
     for ax, (name, res) in zip(axes[0], mb.items()):
         bs = res.records["batch_size"].ravel()
         bins = np.logspace(np.log10(max(bs.min(), 1)), np.log10(res.n_data), 40)
-        ax.hist(bs, bins=bins, color="C0")
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xlabel("minibatch size")
+        minibatch_size_histogram(ax, bs, bins, f"{name}: mean {bs.mean():.1f}", color="C0")
         ax.set_ylabel("count")
-        ax.set_title(f"{name}: mean {bs.mean():.1f}")
-    fig.tight_layout()
-    p2 = out / "minibatch_sizes.png"
-    fig.savefig(p2, dpi=110)
-    plt.close(fig)
+    p2 = save_figure(fig, out / "minibatch_sizes.png")
     return [p1, p2]
 
 

@@ -8,10 +8,9 @@ estimated from the draws pooled over independent runs, approaches the exact rati
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -19,6 +18,8 @@ import numpy as np
 
 from minibatch_mcmc.acceptance import mint, no_test
 from minibatch_mcmc.diagnostics import chi_squared, grid_posterior
+from minibatch_mcmc.experiments.options import experiment_parser, positive_float, positive_int, run_dir, with_given, with_presets
+from minibatch_mcmc.experiments.plots import pyplot, save_figure
 from minibatch_mcmc.models import MixtureSettings, gaussian_mixture, log_posterior_grid, make_mixture_data
 from minibatch_mcmc.proposals import langevin, random_walk
 from minibatch_mcmc.samplers import sample
@@ -138,17 +139,12 @@ def run_sgld(cfg: MintGMMConfig, data: jax.Array, progress: bool):
 def plot(cfg: MintGMMConfig, draws: np.ndarray, data: np.ndarray, temperature: float, curve: ModeRatio, exact: float,
          sgld: np.ndarray, out: Path) -> Path:
     """Figure 1 of the paper: MINT draws, the exact pi_T, and the mode ratio against iterations (SGLD beside)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     flat = draws.reshape(-1, 2)
     lo = np.percentile(flat, 0.5, axis=0) - 0.3
     hi = np.percentile(flat, 99.5, axis=0) + 0.3
     t1, t2 = np.linspace(lo[0], hi[0], 160), np.linspace(lo[1], hi[1], 160)
     logp = log_posterior_grid(data, t1, t2, temperature)
-    fig, ax = plt.subplots(1, 3, figsize=(15, 4.4))
+    fig, ax = pyplot().subplots(1, 3, figsize=(15, 4.4))
     ax[0].hist2d(flat[:, 0], flat[:, 1], bins=120, range=[[lo[0], hi[0]], [lo[1], hi[1]]], cmap="viridis")
     ax[0].set_title(f"MINT draws ({draws.shape[0]} runs x {draws.shape[1]:,})")
     ax[1].contourf(t1, t2, np.exp(logp - logp.max()).T, levels=30, cmap="viridis")
@@ -170,11 +166,7 @@ def plot(cfg: MintGMMConfig, draws: np.ndarray, data: np.ndarray, temperature: f
     ax[2].set_xlabel("iterations per run")
     ax[2].set_ylabel(f"P(ball r={cfg.radius:g} at mode 1) / P(at mode 2)")
     ax[2].legend(fontsize=8)
-    fig.tight_layout()
-    path = out / "mint_gmm_figure1.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, out / "mint_gmm_figure1.png")
 
 
 def run(cfg: MintGMMConfig, out: Path, progress: bool = True) -> str:
@@ -245,30 +237,26 @@ def run(cfg: MintGMMConfig, out: Path, progress: bool = True) -> str:
     return table
 
 
-def run_cli(args: argparse.Namespace, extra: list[str]) -> int:
-    """``minibatch-mcmc reproduce mint-gmm [--full] [--radius R] [--runs R]``."""
-    p = argparse.ArgumentParser(prog="minibatch-mcmc reproduce mint-gmm")
-    p.add_argument("--full", action="store_true", help="the paper's 10^6 iterations per run (about 30 minutes on 2 cores)")
-    p.add_argument("--radius", type=float, default=None, help="radius of the mode balls (default 0.01, the paper's)")
-    p.add_argument("--runs", type=int, default=None, help="independent runs (default 20)")
-    p.add_argument("--proposal-sd", type=float, default=None, help="random-walk s.d. (default 0.5; smaller steps shrink MINT's bias)")
-    opts = p.parse_args(extra)
-    cfg = MintGMMConfig(seed=args.seed)
-    if opts.full:
-        cfg = cfg._replace(num_samples=1_000_000)
-    if args.quick:
-        cfg = cfg._replace(n_data=100_000, batch_size=300, num_samples=5000, runs=8, radius=0.1, sgld_steps=2000)
-    if args.num_samples:
-        cfg = cfg._replace(num_samples=args.num_samples)
-    if opts.radius is not None:
-        cfg = cfg._replace(radius=opts.radius)
-    if opts.runs is not None or args.trials:
-        cfg = cfg._replace(runs=opts.runs or args.trials)
-    if opts.proposal_sd is not None:
-        cfg = cfg._replace(proposal_sd=opts.proposal_sd)
-    if not (cfg.radius > 0 and np.isfinite(cfg.radius)):
-        raise ValueError(f"radius={cfg.radius} must be a positive finite number")
-    out = Path(args.out) / (args.name or "mint-gmm")
+QUICK = dict(n_data=100_000, batch_size=300, num_samples=5000, runs=8, radius=0.1, sgld_steps=2000)
+"""``--quick``: 10^5 points, m = 300, 8 runs x 5000 iterations, balls of radius 0.1."""
+FULL = dict(num_samples=1_000_000)
+"""``--full``: the paper's 10^6 iterations per run."""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``minibatch-mcmc reproduce mint-gmm [--quick | --full] [--radius R] [--runs R] [--proposal-sd S]``."""
+    p = experiment_parser(
+        "mint-gmm", __doc__, quick="10^5 points, m=300, 8 runs x 5000 iterations, radius 0.1",
+        full="the paper's 10^6 iterations per run (about 30 minutes on 2 cores)",
+        trials="independent runs (as --runs)", num_samples="iterations per run (default 10^5)",
+    )
+    p.add_argument("--radius", type=positive_float, default=None, help="radius of the mode balls (default 0.01, the paper's)")
+    p.add_argument("--runs", type=positive_int, default=None, help="independent runs (default 20)")
+    p.add_argument("--proposal-sd", type=positive_float, default=None, help="random-walk s.d. (default 0.5; smaller steps shrink MINT's bias)")
+    opts = p.parse_args(argv)
+    cfg = with_presets(MintGMMConfig(seed=opts.seed), opts, QUICK, FULL)
+    cfg = with_given(cfg, num_samples=opts.num_samples, radius=opts.radius, runs=opts.runs or opts.trials, proposal_sd=opts.proposal_sd)
+    out = run_dir(opts, "mint-gmm")
     print(f"Li and Wong 4.1: MINT, n={cfg.n_data:,}, m={cfg.batch_size}, {cfg.runs} runs x {cfg.num_samples:,}", flush=True)
-    print(run(cfg, out, progress=not args.no_progress))
+    print(run(cfg, out, progress=not opts.no_progress))
     return 0

@@ -12,10 +12,9 @@ paper's MNIST 1 vs 7), else a synthetic 784-feature set; the prior is ``N(0, 1)`
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -23,7 +22,9 @@ import numpy as np
 from scipy import stats as sps
 
 from minibatch_mcmc.acceptance import MetropolisTest, mint
-from minibatch_mcmc.experiments.reproduce_logistic import accuracy_curve, load_dataset
+from minibatch_mcmc.experiments.options import experiment_parser, positive_int, run_dir
+from minibatch_mcmc.experiments.plots import pyplot, save_figure
+from minibatch_mcmc.experiments.reproduce_logistic import DATASETS, accuracy_curve, load_dataset
 from minibatch_mcmc.models import logistic_log_lik, logistic_regression
 from minibatch_mcmc.proposals import random_walk
 from minibatch_mcmc.samplers import SampleResult, sample
@@ -102,12 +103,7 @@ def run_sampler(model, train: dict, test, step: float, steps: int, runs: int, te
 
 def plot(cfg: MintLogisticConfig, t: np.ndarray, curves: dict, out: Path) -> Path:
     """Figure 2 of the paper: t against a Gaussian; accuracy against epochs (mean +- s.e. over runs)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(1, 2, figsize=(12, 4.3))
+    fig, ax = pyplot().subplots(1, 2, figsize=(12, 4.3))
     ax[0].hist(t, bins=60, density=True, alpha=0.6, label="empirical t")
     g = np.linspace(t.min(), t.max(), 300)
     ax[0].plot(g, sps.norm.pdf(g, t.mean(), t.std()), "k", label="Gaussian, same mean and variance")
@@ -120,11 +116,7 @@ def plot(cfg: MintLogisticConfig, t: np.ndarray, curves: dict, out: Path) -> Pat
     ax[1].set_xlabel("epochs (passes over the training data)")
     ax[1].set_ylabel("test accuracy (posterior-predictive average)")
     ax[1].legend(fontsize=8)
-    fig.tight_layout()
-    path = out / "mint_logistic_figure2.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, out / "mint_logistic_figure2.png")
 
 
 def run(cfg: MintLogisticConfig, out: Path, progress: bool = True) -> str:
@@ -195,13 +187,19 @@ def run(cfg: MintLogisticConfig, out: Path, progress: bool = True) -> str:
     return table
 
 
-def run_cli(args: argparse.Namespace, extra: list[str]) -> int:
-    """``minibatch-mcmc reproduce mint-logistic [--dataset D] [--runs R]``."""
-    p = argparse.ArgumentParser(prog="minibatch-mcmc reproduce mint-logistic")
-    p.add_argument("--dataset", default=None, help="fashion-13k (default; needs `make data`), mnist-5k, digits or synthetic")
-    p.add_argument("--runs", type=int, default=None, help="independent runs per sampler (default 10)")
-    opts = p.parse_args(extra)
-    cfg = MintLogisticConfig(seed=args.seed)
+QUICK = dict(runs=3, mint_epochs=10.0, full_epochs=30, t_batches=1000, checkpoints=30)
+"""``--quick``: 3 runs, MINT for 10 epochs, the full-data samplers for 30 steps."""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``minibatch-mcmc reproduce mint-logistic [--quick] [--dataset D] [--runs R]``."""
+    p = experiment_parser(
+        "mint-logistic", __doc__, quick="3 runs, MINT for 10 epochs, 30 full-data steps", trials="independent runs (as --runs)"
+    )
+    p.add_argument("--dataset", default=None, choices=DATASETS, help="data set (default fashion-13k if `make data` ran, else synthetic)")
+    p.add_argument("--runs", type=positive_int, default=None, help="independent runs per sampler (default 10)")
+    opts = p.parse_args(argv)
+    cfg = MintLogisticConfig(seed=opts.seed)
     if opts.dataset:
         cfg = cfg._replace(dataset=opts.dataset)
     else:
@@ -210,13 +208,13 @@ def run_cli(args: argparse.Namespace, extra: list[str]) -> int:
         if not Path(DEBIAN_FASHION_DIR).exists():
             print(f"{DEBIAN_FASHION_DIR} not found (run `make data`): using the synthetic data set", flush=True)
             cfg = cfg._replace(dataset="synthetic")
-    if args.quick:
-        cfg = cfg._replace(runs=3, mint_epochs=10.0, full_epochs=30, t_batches=1000, checkpoints=30)
-    if opts.runs is not None or args.trials:
-        cfg = cfg._replace(runs=opts.runs or args.trials)
+    if opts.quick:
+        cfg = cfg._replace(**QUICK)
+    if opts.runs is not None or opts.trials:
+        cfg = cfg._replace(runs=opts.runs or opts.trials)
     if cfg.runs < 2:
         raise ValueError(f"runs={cfg.runs} must be at least 2 (standard errors over runs)")
-    out = Path(args.out) / (args.name or "mint-logistic")
+    out = run_dir(opts, "mint-logistic")
     print(f"Li and Wong 4.2: MINT vs tempered MCMC vs MCMC on {cfg.dataset}, {cfg.runs} runs each", flush=True)
-    print(run(cfg, out, progress=not args.no_progress))
+    print(run(cfg, out, progress=not opts.no_progress))
     return 0

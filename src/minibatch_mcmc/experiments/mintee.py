@@ -11,18 +11,19 @@ chain (no EE jumps) for contrast.
 
 from __future__ import annotations
 
-import argparse
 import json
-import time
 import warnings
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from minibatch_mcmc.acceptance import MetropolisTest
+from minibatch_mcmc.experiments.options import experiment_parser, positive_int, run_dir, with_given
+from minibatch_mcmc.experiments.plots import pyplot, save_figure
+from minibatch_mcmc.experiments.timed import wall_clock
 from minibatch_mcmc.models.tied_mixture import make_tied_mixture_data, nearest_mode, tied_mixture, tied_mixture_truth
 from minibatch_mcmc.proposals import langevin
 from minibatch_mcmc.samplers import sample
@@ -181,19 +182,17 @@ def run(cfg: ExperimentConfig, out: Path, progress: bool = True) -> dict:
     obj = kmeans_objective(draws, clusters, seed=cfg.seed)
     best_c = elbow(clusters, obj)
 
-    t0 = time.perf_counter()
     step0 = float(result.records["step_size"][0, -1])
     if cfg.plain_start not in ("mode", "origin"):
         raise ValueError(f"plain_start={cfg.plain_start!r}; expected 'mode' or 'origin'")
     plain_init = jnp.asarray(truth) if cfg.plain_start == "mode" else start
-    plain = sample(
-        model, data, plain_init, proposal=langevin(step0), test=MetropolisTest(),
+    plain, plain_wall = wall_clock(
+        sample, model, data, plain_init, proposal=langevin(step0), test=MetropolisTest(),
         num_samples=cfg.plain_samples, key=cfg.seed + 2, temperature=result.ladder.temperatures[0],
         progress=progress,
     )
     plain_draws = np.asarray(plain.positions)[0]
     plain_modes = mode_summary(plain_draws, cfg.spike)
-    plain_wall = time.perf_counter() - t0
 
     _figures(out, draws, plain_draws, clusters, obj, cfg)
     table = ring_table(result)
@@ -236,12 +235,7 @@ def run(cfg: ExperimentConfig, out: Path, progress: bool = True) -> dict:
 
 def _figures(out: Path, draws: np.ndarray, plain: np.ndarray, clusters: list[int], obj: np.ndarray, cfg: ExperimentConfig) -> None:
     """Figure 4 (left and right panels) plus the plain chain's histogram."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(1, 3, figsize=(14, 3.8))
+    fig, ax = pyplot().subplots(1, 3, figsize=(14, 3.8))
     ax[0].hist(draws[:, 0], bins=80, range=(-1.0, cfg.spike + 1.0), color="C0")
     ax[0].set(title="MINTEE, lowest chain", xlabel="theta_1", ylabel="count")
     ax[1].hist(plain[:, 0], bins=80, range=(-1.0, cfg.spike + 1.0), color="C3")
@@ -249,42 +243,34 @@ def _figures(out: Path, draws: np.ndarray, plain: np.ndarray, clusters: list[int
     ax[2].plot(clusters, obj, "o-", ms=3)
     ax[2].axvline(cfg.num_components, color="grey", ls=":")
     ax[2].set(title="k-means elbow", xlabel="clusters C", ylabel="within-cluster SS", yscale="log")
-    fig.tight_layout()
-    fig.savefig(out / "mintee_figure4.png", dpi=110)
-    plt.close(fig)
+    save_figure(fig, out / "mintee_figure4.png")
 
 
-def run_cli(args: argparse.Namespace, extra: list[str]) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     """``minibatch-mcmc reproduce mintee [--quick] [options]``: Section 5.3 (Figure 4, Table 3)."""
-    p = argparse.ArgumentParser(prog="minibatch-mcmc reproduce mintee", description=__doc__.splitlines()[0])
-    p.add_argument("--n-data", type=int, default=None, help="data points (default 10^5)")
+    p = experiment_parser(
+        "mintee", __doc__.splitlines()[0], quick="10^4 points, 10 components, 4 chains, short chains",
+        num_samples="draws of the lowest chain after burn-in (default 10,000)",
+    )
+    p.add_argument("--n-data", type=positive_int, default=None, help="data points (default 10^5)")
     p.add_argument("--burn-in", type=int, default=None, help="burn-in sweeps B (default 2000; paper 10,000)")
     p.add_argument("--full-data-lowest", action="store_true", help="chain 0 on all data at T=1 (paper's Table 3; slower)")
     p.add_argument("--p-ee", type=float, default=None, help="EE jump probability (default 0.1)")
     p.add_argument("--layout", choices=["loop", "padded"], default=None)
     p.add_argument("--ee-energy", choices=["paired", "cached"], default=None, help="EE-ratio energies (default paired)")
-    p.add_argument("--plain-samples", type=int, default=None, help="steps of the plain MCMC contrast (default 2000)")
+    p.add_argument("--plain-samples", type=positive_int, default=None, help="steps of the plain MCMC contrast (default 2000)")
     p.add_argument("--plain-start", choices=["mode", "origin"], default=None, help="start of the plain chain (default: theta*)")
-    if "--help-experiment" in extra:
-        p.print_help()
-        return 0
-    opts = p.parse_args(extra)
-    cfg = ExperimentConfig(seed=args.seed)
-    if args.quick:
+    opts = p.parse_args(argv)
+    cfg = ExperimentConfig(seed=opts.seed)
+    if opts.quick:
         cfg = quick(cfg)
-    if args.num_samples:
-        cfg = cfg._replace(num_samples=args.num_samples)
-    for field, value in (
-        ("n_data", opts.n_data), ("burn_in", opts.burn_in), ("p_ee", opts.p_ee), ("layout", opts.layout),
-        ("plain_samples", opts.plain_samples), ("plain_start", opts.plain_start),
-        ("ee_energy", opts.ee_energy),
-    ):
-        if value is not None:
-            cfg = cfg._replace(**{field: value})
-    if opts.full_data_lowest:
-        cfg = cfg._replace(lowest_full_data=True)
-    out = Path(args.out) / (args.name or (DEFAULT_NAME + ("-quick" if args.quick else "")))
-    summary = run(cfg, out, progress=not args.no_progress)
+    cfg = with_given(
+        cfg, num_samples=opts.num_samples, n_data=opts.n_data, burn_in=opts.burn_in, p_ee=opts.p_ee, layout=opts.layout,
+        plain_samples=opts.plain_samples, plain_start=opts.plain_start, ee_energy=opts.ee_energy,
+        lowest_full_data=opts.full_data_lowest or None,
+    )
+    out = run_dir(opts, DEFAULT_NAME + ("-quick" if opts.quick else ""))
+    summary = run(cfg, out, progress=not opts.no_progress)
     m, pl = summary["mintee"], summary["plain_mcmc"]
     print(summary["table3"])
     print(

@@ -8,9 +8,8 @@ m = 50 for all, AustereMH(c) epsilon = 0.005, MHSubLhd gamma = 1.5, p = 2, delta
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, Sequence
 
 import jax.numpy as jnp
 import numpy as np
@@ -18,6 +17,9 @@ import numpy as np
 from minibatch_mcmc.acceptance import mh_minibatch
 from minibatch_mcmc.acceptance.austere import austere_mh
 from minibatch_mcmc.experiments.gmm import GMMConfig, exact_grid, make_data, plot_results, sample_quality
+from minibatch_mcmc.experiments.options import experiment_parser, run_dir, written
+from minibatch_mcmc.experiments.tables import markdown_head, mean_sd, plus_minus
+from minibatch_mcmc.experiments.timed import wall_clock
 from minibatch_mcmc.models import gaussian_mixture
 from minibatch_mcmc.proposals import random_walk
 from minibatch_mcmc.samplers import SampleResult, sample
@@ -63,12 +65,6 @@ def tests_for(cfg: ReproduceGMMConfig, methods: tuple[str, ...] | None = None) -
     return {k: f() for k, f in makers.items() if not methods or k in methods}
 
 
-def _mean_sd(values: list[float]) -> tuple[float, float]:
-    """Mean and sample s.d. of per-trial values."""
-    a = np.asarray(values, float)
-    return float(a.mean()), float(a.std(ddof=1)) if a.size > 1 else 0.0
-
-
 def run(cfg: ReproduceGMMConfig, out: Path, progress: bool = True, methods: tuple[str, ...] | None = None) -> str:
     """Run all methods, write tables, figures and InferenceData to ``out``; return the tables as text."""
     tests = tests_for(cfg, methods)
@@ -80,8 +76,8 @@ def run(cfg: ReproduceGMMConfig, out: Path, progress: bool = True, methods: tupl
     results: dict[str, SampleResult] = {}
     rows = {}
     for name, test in tests.items():
-        t0 = time.perf_counter()
-        res = sample(
+        res, wall = wall_clock(
+            sample,
             gaussian_mixture(),
             data,
             jnp.asarray(base.initial, jnp.float32),
@@ -93,18 +89,17 @@ def run(cfg: ReproduceGMMConfig, out: Path, progress: bool = True, methods: tupl
             temperature=base.temperature,
             progress=progress,
         )
-        wall = time.perf_counter() - t0
         results[name] = res
         res.to_inference_data().to_netcdf(str(out / f"{name.replace('(', '_').replace(')', '')}.nc"))
         bs = res.records["batch_size"].astype(float).mean(axis=1)
         hidden = res.records["hidden_data"].astype(float).mean(axis=1)
         q = [sample_quality(np.asarray(res.positions)[c], grid) for c in range(cfg.trials)]
         rows[name] = {
-            "mean_batch": _mean_sd(list(bs)),
-            "hidden_per_test": _mean_sd(list(hidden)),
+            "mean_batch": mean_sd(list(bs)),
+            "hidden_per_test": mean_sd(list(hidden)),
             "acceptance": float(res.records["accepted"].mean()),
-            "eq40": _mean_sd([x["poisson_loglik_eq40"] for x in q]),
-            "chi2": _mean_sd([x["chi_squared"] for x in q]),
+            "eq40": mean_sd([x["poisson_loglik_eq40"] for x in q]),
+            "chi2": mean_sd([x["chi_squared"] for x in q]),
             "dof": q[0]["chi_squared_dof"],
             "wall_s": wall,
         }
@@ -137,26 +132,49 @@ def format_tables(rows: dict, cfg: ReproduceGMMConfig) -> str:
     lines = [
         f"Table 1: mean minibatch size +- s.d. over {cfg.trials} trials ({cfg.base.num_samples} samples each)",
         "",
-        "| method | ours | paper | hidden data per test (ours) | acceptance | wall s |",
-        "|---|---:|---:|---:|---:|---:|",
+        *markdown_head("method", "ours", "paper", "hidden data per test (ours)", "acceptance", "wall s"),
     ]
     for name, r in rows.items():
-        p = PAPER_TABLE1.get(name)
         lines.append(
-            f"| {name} | {r['mean_batch'][0]:.1f} +- {r['mean_batch'][1]:.1f} | "
-            f"{f'{p[0]:.1f} +- {p[1]:.1f}' if p else ''} | {r['hidden_per_test'][0]:.0f} | {r['acceptance']:.3f} | {r['wall_s']:.1f} |"
+            f"| {name} | {plus_minus(r['mean_batch'])} | {plus_minus(PAPER_TABLE1.get(name))} | "
+            f"{r['hidden_per_test'][0]:.0f} | {r['acceptance']:.3f} | {r['wall_s']:.1f} |"
         )
     lines += [
         "",
         "Table 4: sample quality against the exact posterior (mean +- s.d. over trials; Eq. 40: higher is better, chi-squared: lower is better)",
         "",
-        "| method | Eq. 40 (ours) | Eq. 40 (paper) | chi-squared (ours, dof) | chi-squared (paper) |",
-        "|---|---:|---:|---:|---:|",
+        *markdown_head("method", "Eq. 40 (ours)", "Eq. 40 (paper)", "chi-squared (ours, dof)", "chi-squared (paper)"),
     ]
     for name, r in rows.items():
-        p = PAPER_TABLE4.get(name)
+        eq40_paper, chi2_paper = PAPER_TABLE4.get(name, (None, None))
         lines.append(
-            f"| {name} | {r['eq40'][0]:.1f} +- {r['eq40'][1]:.1f} | {f'{p[0][0]:.1f} +- {p[0][1]:.1f}' if p else ''} | "
-            f"{r['chi2'][0]:.1f} +- {r['chi2'][1]:.1f} ({r['dof']}) | {f'{p[1][0]:.1f} +- {p[1][1]:.1f}' if p else ''} |"
+            f"| {name} | {plus_minus(r['eq40'])} | {plus_minus(eq40_paper)} | "
+            f"{plus_minus(r['chi2'])} ({r['dof']}) | {plus_minus(chi2_paper)} |"
         )
     return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``minibatch-mcmc reproduce gmm [--quick] [--trials N] [--num-samples T]``."""
+    p = experiment_parser(
+        "gmm", __doc__, quick="10^5 points (K scaled to 10^3), 500 samples, 3 trials",
+        trials="independent trials (default 10; 3 with --quick)", num_samples="samples per trial (default 3000)",
+    )
+    opts = p.parse_args(argv)
+    base = GMMConfig(seed=opts.seed)
+    trials = opts.trials or 10
+    if opts.quick:
+        base = base._replace(n_data=100_000, temperature=1000.0, num_samples=500)
+        trials = opts.trials or 3
+    if opts.num_samples:
+        base = base._replace(num_samples=opts.num_samples)
+    cfg = ReproduceGMMConfig(base=base, trials=trials)
+    out = run_dir(opts, "reproduce-gmm")
+    print(
+        f"Seita et al. 6.1: N={base.n_data:,}, K={base.temperature:g}, {base.num_samples} samples x {trials} trials; "
+        "MHminibatch, AustereMH(c), MHSubLhd",
+        flush=True,
+    )
+    print(run(cfg, out, progress=not opts.no_progress))
+    print(written(out))
+    return 0

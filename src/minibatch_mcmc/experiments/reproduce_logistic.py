@@ -11,9 +11,8 @@ digits ("digits") and a synthetic 784-feature set ("synthetic", always available
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -28,6 +27,10 @@ from minibatch_mcmc.acceptance.austere import (
     design_table,
     pilot_mu_std,
 )
+from minibatch_mcmc.experiments.options import experiment_parser, positive_float, run_dir, written
+from minibatch_mcmc.experiments.plots import minibatch_size_histogram, pyplot, save_figure
+from minibatch_mcmc.experiments.tables import markdown_head, mean_sd, plus_minus
+from minibatch_mcmc.experiments.timed import wall_clock
 from minibatch_mcmc.models import logistic_regression
 from minibatch_mcmc.proposals import random_walk
 from minibatch_mcmc.samplers import sample
@@ -39,6 +42,10 @@ PAPER_TABLE2 = {
     "MHSubLhd": ((10783.4, 78.9), (14977.3, 582.0)),
 }
 """Mean minibatch size +- s.d. on MNIST-13k and MNIST-100k (Seita et al. Table 2)."""
+
+
+DATASETS = ("fashion-13k", "fashion-100k", "mnist-5k", "digits", "synthetic")
+"""The data sets :func:`load_dataset` knows (fashion-* need ``make data``)."""
 
 
 class LogisticConfig(NamedTuple):
@@ -92,7 +99,7 @@ def load_dataset(name: str, seed: int = 0) -> tuple[dict, dict]:
     if name == "digits":
         full = mnist.sklearn_digits()
         return _split(full, 0.25, seed)
-    raise ValueError(f"dataset={name!r}; expected one of fashion-13k, fashion-100k, mnist-5k, digits, synthetic")
+    raise ValueError(f"dataset={name!r}; expected one of {', '.join(DATASETS)}")
 
 
 def _split(data: dict, test_fraction: float, seed: int) -> tuple[dict, dict]:
@@ -148,8 +155,8 @@ def run(cfg: LogisticConfig, out: Path, progress: bool = True) -> str:
     model = logistic_regression()
     rows, curves = {}, {}
     for name, t in tests.items():
-        t0 = time.perf_counter()
-        res = sample(
+        res, wall = wall_clock(
+            sample,
             model,
             train,
             jnp.zeros(d, jnp.float32),
@@ -161,12 +168,11 @@ def run(cfg: LogisticConfig, out: Path, progress: bool = True) -> str:
             temperature=cfg.temperature,
             progress=progress,
         )
-        wall = time.perf_counter() - t0
         acc = accuracy_curve(np.asarray(res.positions), test)
         bs = res.records["batch_size"].astype(float)
         per_trial = bs.mean(axis=1)
         rows[name] = {
-            "mean_batch": (float(per_trial.mean()), float(per_trial.std(ddof=1)) if cfg.trials > 1 else 0.0),
+            "mean_batch": mean_sd(per_trial),
             "hidden_per_test": float(res.records["hidden_data"].mean()),
             "acceptance": float(res.records["accepted"].mean()),
             "final_accuracy": (float(acc[:, -500:].mean()), float(acc[:, -500:].mean(1).std(ddof=1)) if cfg.trials > 1 else 0.0),
@@ -199,12 +205,7 @@ def run_temperature_switch(cfg: LogisticConfig, train: dict, test: dict, progres
 
 def plot_figure3(curves: dict, temp_curve: np.ndarray, cfg: LogisticConfig, out: Path) -> Path:
     """Test accuracy vs cumulative data consumed (mean +- s.d. over trials), and the temperature switch."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4))
+    fig, (a1, a2) = pyplot().subplots(1, 2, figsize=(11, 4))
     for name, (cum, acc) in curves.items():
         x = cum.mean(0)
         mu, sd = acc.mean(0), acc.std(0)
@@ -223,11 +224,7 @@ def plot_figure3(curves: dict, temp_curve: np.ndarray, cfg: LogisticConfig, out:
     a2.set_xlabel("sample")
     a2.set_ylabel("test accuracy")
     a2.set_title(f"MHminibatch, K={cfg.temperature:g} then K=1 after {cfg.switch_after}")
-    fig.tight_layout()
-    path = out / "figure3_accuracy.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, out / "figure3_accuracy.png")
 
 
 def format_table2(rows: dict, cfg: LogisticConfig, design_info: dict) -> str:
@@ -237,14 +234,13 @@ def format_table2(rows: dict, cfg: LogisticConfig, design_info: dict) -> str:
         f"Table 2 ({cfg.dataset}; {cfg.trials} trials x {cfg.num_samples} samples, K={cfg.temperature:g}, "
         f"random-walk s.d. {cfg.step_sd}): mean minibatch size +- s.d. over trials",
         "",
-        "| method | ours | paper (MNIST) | hidden data per test | acceptance | test accuracy (last 500) | wall s |",
-        "|---|---:|---:|---:|---:|---:|---:|",
+        *markdown_head("method", "ours", "paper (MNIST)", "hidden data per test", "acceptance", "test accuracy (last 500)", "wall s"),
     ]
     for name, r in rows.items():
         p = PAPER_TABLE2.get(name)
         lines.append(
-            f"| {name} | {r['mean_batch'][0]:.1f} +- {r['mean_batch'][1]:.1f} | {f'{p[col][0]:.1f} +- {p[col][1]:.1f}' if p else ''} | "
-            f"{r['hidden_per_test']:.0f} | {r['acceptance']:.3f} | {r['final_accuracy'][0]:.4f} +- {r['final_accuracy'][1]:.4f} | {r['wall_s']:.1f} |"
+            f"| {name} | {plus_minus(r['mean_batch'])} | {plus_minus(p[col] if p else None)} | "
+            f"{r['hidden_per_test']:.0f} | {r['acceptance']:.3f} | {plus_minus(r['final_accuracy'], '.4f')} | {r['wall_s']:.1f} |"
         )
     c = design_info["austere_c_choice"]
     lines += ["", f"AustereMH(c) design: m={c['batch_size']}, epsilon={c['epsilon']} (worst-case error {c['worst_error']:.3f}, "
@@ -255,31 +251,62 @@ def format_table2(rows: dict, cfg: LogisticConfig, design_info: dict) -> str:
 def figure6(out: Path, dataset: str = "fashion-100k", steps: tuple[float, ...] = (0.005, 0.01, 0.05), num_samples: int = 3000,
             temperature: float = 100.0, seed: int = 0, progress: bool = True) -> tuple[Path, dict]:
     """Minibatch-size histograms of MHminibatch for several random-walk step sizes (Seita et al. Figure 6)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     out.mkdir(parents=True, exist_ok=True)
     train, _ = load_dataset(dataset, seed)
     n, d = train["y"].shape[0], train["x"].shape[1]
     model = logistic_regression()
     means = {}
-    fig, axes = plt.subplots(1, len(steps), figsize=(4.2 * len(steps), 3.4), sharey=True)
+    fig, axes = pyplot().subplots(1, len(steps), figsize=(4.2 * len(steps), 3.4), sharey=True)
     for ax, step in zip(np.atleast_1d(axes), steps):
         res = sample(model, train, jnp.zeros(d, jnp.float32), proposal=random_walk(scale=step), test=mh_minibatch(100),
                      num_samples=num_samples, key=seed + 3, temperature=temperature, progress=progress)
         bs = res.records["batch_size"].ravel()
         means[step] = float(bs.mean())
-        ax.hist(bs, bins=np.logspace(2, np.log10(n), 40))
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xlabel("minibatch size")
-        ax.set_title(f"step s.d. {step}: mean {bs.mean():.1f}")
+        minibatch_size_histogram(ax, bs, np.logspace(2, np.log10(n), 40), f"step s.d. {step}: mean {bs.mean():.1f}")
     np.atleast_1d(axes)[0].set_ylabel("count")
-    fig.tight_layout()
-    path = out / "figure6_step_sizes.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    path = save_figure(fig, out / "figure6_step_sizes.png")
     (out / "figure6.json").write_text(json.dumps({"dataset": dataset, "mean_batch_size": {str(k): v for k, v in means.items()}}, indent=2))
     return path, means
+
+
+def config_from(opts) -> LogisticConfig:
+    """The settings for the parsed options: the paper's 13k (or 100k) column, then ``--quick`` and overrides."""
+    cfg = LogisticConfig(dataset=opts.dataset, seed=opts.seed)
+    if "100k" in opts.dataset:
+        cfg = cfg._replace(num_samples=3000, trials=5, step_sd=0.01, austere_c_bound=0.2, austere_nc_bound=0.1)
+    if opts.quick:
+        cfg = cfg._replace(num_samples=600, trials=2, switch_after=200)
+    if opts.trials:
+        cfg = cfg._replace(trials=opts.trials)
+    if opts.num_samples:
+        cfg = cfg._replace(num_samples=opts.num_samples)
+    if opts.step_sd:
+        cfg = cfg._replace(step_sd=opts.step_sd)
+    return cfg
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``minibatch-mcmc reproduce logistic [--dataset D] [--quick] [--figure6] [--trials N] [--num-samples T] [--step-sd S]``."""
+    p = experiment_parser(
+        "logistic", __doc__, quick="600 samples, 2 trials, temperature switch after 200",
+        trials="independent trials (default 10; 5 for fashion-100k; 2 with --quick)",
+        num_samples="samples per trial (default 5000; 3000 for fashion-100k)",
+    )
+    p.add_argument("--dataset", default="fashion-13k", choices=DATASETS,
+                   help="data set (fashion-* need `make data`)")
+    p.add_argument("--figure6", action="store_true", help="Figure 6 (step sizes 0.005, 0.01, 0.05) instead")
+    p.add_argument("--step-sd", type=positive_float, default=None, help="random-walk s.d. (default 0.05; 0.01 for 100k)")
+    opts = p.parse_args(argv)
+    cfg = config_from(opts)
+    out = run_dir(opts, f"reproduce-logistic-{opts.dataset}")
+    if opts.figure6:
+        path, means = figure6(out, dataset=opts.dataset, num_samples=cfg.num_samples, progress=not opts.no_progress)
+        print("Figure 6 (MHminibatch minibatch sizes by random-walk step s.d.):")
+        for step, mean in means.items():
+            print(f"  step s.d. {step:<6g} mean minibatch size {mean:.1f}")
+        print(f"wrote {path}")
+        return 0
+    print(f"Seita et al. 6.2 on {cfg.dataset}: {cfg.num_samples} samples x {cfg.trials} trials, K={cfg.temperature:g}", flush=True)
+    print(run(cfg, out, progress=not opts.no_progress))
+    print(written(out))
+    return 0

@@ -15,20 +15,20 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from minibatch_mcmc.acceptance import MetropolisTest
 from minibatch_mcmc.diagnostics.risk import posterior_risk, risk_curve
+from minibatch_mcmc.experiments.options import positive_float, positive_int, risk_vs_time_config, risk_vs_time_parser, run_dir
+from minibatch_mcmc.experiments.plots import pyplot, risk_vs_time_figure, save_figure
+from minibatch_mcmc.experiments import risk_vs_time
+from minibatch_mcmc.experiments.timed import TimedRun, epsilon_tests
 from minibatch_mcmc.models.variable_selection import make_selection_data, selection_state, variable_selection
 from minibatch_mcmc.proposals.reversible_jump import BIRTH, DEATH, UPDATE, move_of, reversible_jump
-from minibatch_mcmc.samplers import sample
-from minibatch_mcmc.experiments.timed import TimedRun, add_common_options, apply_common_options, epsilon_tests, timed_sample
 
 
 class RJConfig(NamedTuple):
@@ -125,33 +125,27 @@ def run(cfg: RJConfig, out: Path) -> str:
         return a[:, int(cfg.burn_in * total) :]
 
     print(f"reference: exact RJ-MH, {cfg.chains} chains x {cfg.reference_samples} steps, N={n_train:,}, D={d}", flush=True)
-    ref = sample(model, train_j, start, proposal=proposal, test=MetropolisTest(), num_samples=cfg.reference_samples,
-                 num_chains=cfg.chains, key=cfg.seed + 100, progress=False, block_size=500)
+    ref = risk_vs_time.exact_reference(model, train_j, start, proposal, cfg)
     rb = burned(np.asarray(ref.positions["beta"]), cfg.reference_samples)
     rg = burned(np.asarray(ref.positions["gamma"]), cfg.reference_samples)
     ref_pred = predictions(rb, rg, x_test).mean(axis=(0, 1))
     ref_incl = rg.mean(axis=(0, 1))
 
     rows, curves, inclusions = {}, {}, {"reference (exact, long)": ref_incl}
-    for i, (label, test_obj) in enumerate(tests_for(cfg).items()):
-        print(f"{label}: {cfg.chains} chains x {cfg.time_budget:g} s", flush=True)
-        res = timed_sample(model, train_j, start, proposal, test_obj, cfg.max_samples, cfg.chains, cfg.seed + i, cfg.time_budget)
+    for label, res in risk_vs_time.timed_runs(model, train_j, start, proposal, tests_for(cfg), cfg):
         t = res.times.shape[1]
         keep = int(cfg.burn_in * t)
         b, g = np.asarray(res.positions["beta"]), np.asarray(res.positions["gamma"])
         thin = max(1, (t - keep) // 400)
         pred = predictions(b[:, keep::thin], g[:, keep::thin], x_test)  # (R, T', Q)
-        wall = res.times[:, keep::thin] - (res.times[:, keep - 1 : keep] if keep else 0.0)
+        wall = risk_vs_time.since_burn_in(res.times, keep)[:, ::thin]
         curves[label] = risk_curve(pred, wall, ref_pred, num_points=15)
         final = posterior_risk(pred.mean(axis=1), ref_pred)
         incl = g[:, keep:].mean(axis=(0, 1))
         inclusions[label] = incl
         rows[label] = {
             "epsilon": label,
-            "wall_s": float(res.times[:, -1].mean()),
-            "steps": int(t),
-            "mean_batch": float(np.mean(res.records["batch_size"])),
-            "data_fraction": float(np.mean(res.records["batch_size"]) / n_train),
+            **risk_vs_time.data_use(res, n_train),
             **move_rates(res, start),
             "mean_model_size": float(g[:, keep:].sum(-1).mean()),
             "risk": final.risk,
@@ -165,7 +159,7 @@ def run(cfg: RJConfig, out: Path) -> str:
     (out / "summary.json").write_text(json.dumps({
         "config": cfg._asdict(), "rows": rows, "beta_true": beta_true.tolist(),
         "inclusion": {k: v.tolist() for k, v in inclusions.items()},
-        "risk_curves": {k: {f: getattr(c, f).tolist() for f in c._fields} for k, c in curves.items()},
+        "risk_curves": risk_vs_time.risk_curves_json(curves),
         "reference_wall_s": ref.wall_time,
     }, indent=1))
     return table + "\n" + "figures: " + ", ".join(p.name for p in figs)
@@ -190,24 +184,10 @@ def format_table(rows: dict, cfg: RJConfig, n_train: int) -> str:
 
 def plot(curves: dict, inclusions: dict, beta_true: np.ndarray, out: Path) -> list[Path]:
     """Figure 7 (log risk vs wall time) and Figure 8 (marginal inclusion probabilities)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(5.5, 4))
-    for label, c in curves.items():
-        ax.loglog(c.times, c.risk, marker="o", ms=3, label=label)
-    ax.set_xlabel("wall-clock time (s)")
-    ax.set_ylabel("risk in mean prediction")
-    ax.set_title("RJ variable selection: risk vs time (cf. Fig. 7)")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    p1 = out / "figure7_risk.png"
-    fig.savefig(p1, dpi=120)
-    plt.close(fig)
-
-    fig, ax = plt.subplots(figsize=(8, 3.5))
+    p1 = risk_vs_time_figure(
+        curves, out / "figure7_risk.png", "risk in mean prediction", "RJ variable selection: risk vs time (cf. Fig. 7)"
+    )
+    fig, ax = pyplot().subplots(figsize=(8, 3.5))
     j = np.arange(len(beta_true))
     width = 0.8 / len(inclusions)
     for i, (label, incl) in enumerate(inclusions.items()):
@@ -217,38 +197,32 @@ def plot(curves: dict, inclusions: dict, beta_true: np.ndarray, out: Path) -> li
     ax.set_ylabel("p(gamma_j = 1 | data)")
     ax.set_title("Marginal inclusion probabilities (cf. Fig. 8)")
     ax.legend(fontsize=7, ncol=3)
-    fig.tight_layout()
-    p2 = out / "figure8_inclusion.png"
-    fig.savefig(p2, dpi=120)
-    plt.close(fig)
-    return [p1, p2]
+    return [p1, save_figure(fig, out / "figure8_inclusion.png", dpi=120)]
 
 
-def parse_config(args: argparse.Namespace, extra: list[str]) -> RJConfig:
-    """Build the configuration from the shared CLI options and this experiment's own flags."""
-    p = argparse.ArgumentParser(prog="minibatch-mcmc reproduce rj-selection", description=__doc__.splitlines()[0])
-    add_common_options(p, "the paper's sizes: 10 chains, 400K reference steps, 3500 s per chain and test", 20)
-    p.add_argument("--n-data", type=int, help="rows of synthetic data (80%% train); default 130,065 as MiniBooNE")
-    p.add_argument("--features", type=int, help="number of features besides the intercept (default 50)")
-    p.add_argument("--lam", type=float, help="rate of the truncated Poisson size prior (paper's lambda = lam/2)")
+def parse_config(argv: Sequence[str] | None = None) -> tuple[RJConfig, argparse.Namespace]:
+    """The settings for a ``reproduce rj-selection`` command line (presets, then the options given), and the parsed options."""
+    p = risk_vs_time_parser(
+        "rj-selection", __doc__.splitlines()[0], RJConfig(),
+        quick="N = 10,000, 10 features, 3 s per chain",
+        full="the paper's sizes: 10 chains, 400K reference steps, 3500 s per chain and test",
+    )
+    p.add_argument("--n-data", type=positive_int, help="rows of synthetic data (80%% train); default 130,065 as MiniBooNE")
+    p.add_argument("--features", type=positive_int, help="number of features besides the intercept (default 50)")
+    p.add_argument("--lam", type=positive_float, help="rate of the truncated Poisson size prior (paper's lambda = lam/2)")
     p.add_argument("--no-mhminibatch", action="store_true", help="skip MHminibatch")
-    own = p.parse_args(extra)
-    cfg = apply_common_options(RJConfig(seed=args.seed), args, own, FULL, QUICK,
-                               {"n_data": own.n_data, "n_features": own.features, "lam": own.lam})
-    if own.no_mhminibatch:
+    opts = p.parse_args(argv)
+    cfg = risk_vs_time_config(RJConfig(), opts, QUICK, FULL, n_data=opts.n_data, n_features=opts.features, lam=opts.lam)
+    if opts.no_mhminibatch:
         cfg = cfg._replace(mhminibatch=False)
     if cfg.n_features < 1 or cfg.n_active > cfg.n_features:
         raise ValueError(f"--features {cfg.n_features} must be >= the {cfg.n_active} true features")
     if cfg.batch_size > 0.8 * cfg.n_data:
         raise ValueError(f"--batch-size {cfg.batch_size} exceeds the {int(0.8 * cfg.n_data)} training rows")
-    return cfg
+    return cfg, opts
 
 
-def run_cli(args: argparse.Namespace, extra: list[str]) -> int:
-    """Entry point of ``minibatch-mcmc reproduce rj-selection``."""
-    cfg = parse_config(args, extra)
-    out = Path(args.out) / (args.name or "rj-selection")
-    start = time.perf_counter()
-    print(run(cfg, out))
-    print(f"wrote {out}/ in {time.perf_counter() - start:.0f} s")
-    return 0
+def main(argv: Sequence[str] | None = None) -> int:
+    """``minibatch-mcmc reproduce rj-selection [--quick | --full] [options]``."""
+    cfg, opts = parse_config(argv)
+    return risk_vs_time.run_timed_and_print(run, cfg, run_dir(opts, "rj-selection"))

@@ -12,15 +12,16 @@ Settings follow the paper: epsilon = 0.01, N0 = N_inc = N / 1000, SGD on one poi
 
 from __future__ import annotations
 
-import argparse
 import csv
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from minibatch_mcmc.experiments.options import experiment_parser, run_dir, split_list, written
+from minibatch_mcmc.experiments.plots import pyplot, save_figure
 from minibatch_mcmc.optim import (
     IRLSProblem,
     SequentialIRLSConfig,
@@ -178,12 +179,7 @@ def write_outputs(out: Path, setup: ProblemSetup, curves: list[Curve]) -> None:
         for c in curves:
             for row in zip(c.times, c.metric, c.data_used):
                 w.writerow([c.method, f"{row[0]:.6f}", f"{row[1]:.6f}", int(row[2])])
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(5.5, 3.8))
+    fig, ax = pyplot().subplots(figsize=(5.5, 3.8))
     for c in curves:
         ax.plot(c.times, c.metric, marker=".", label=c.method)
     ax.set_xscale("log")
@@ -191,34 +187,31 @@ def write_outputs(out: Path, setup: ProblemSetup, curves: list[Curve]) -> None:
     ax.set_ylabel("test MAE" if setup.name == "lad" else "test negative log-likelihood")
     ax.set_title(f"{setup.name} (synthetic stand-in, N={setup.n_train:,})")
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(out / f"{setup.name}_test_error_vs_time.png", dpi=120)
-    plt.close(fig)
+    save_figure(fig, out / f"{setup.name}_test_error_vs_time.png", dpi=120)
 
 
-def run_cli(args: argparse.Namespace, extra: list[str]) -> int:
-    """``minibatch-mcmc reproduce irls [--problems lad,logistic] [--epsilon 0.01]``."""
-    p = argparse.ArgumentParser(prog="minibatch-mcmc reproduce irls", description=__doc__)
-    p.add_argument("--problems", default="lad,logistic", help="comma-separated subset of lad, logistic")
+def main(argv: Sequence[str] | None = None) -> int:
+    """``minibatch-mcmc reproduce irls [--quick] [--problems lad,logistic] [--epsilon 0.01] [--n-train N]``."""
+    p = experiment_parser("irls", __doc__, quick="20,000 training rows per problem (CI size)")
+    p.add_argument("--problems", type=split_list, default=tuple(FULL), help="comma-separated subset of lad, logistic")
     p.add_argument("--epsilon", type=float, default=0.01, help="threshold of the 90-degree test (default 0.01)")
     p.add_argument("--n-train", type=int, default=None, help="override the training size of every problem")
-    opts = p.parse_args(extra)
-    names = [s.strip() for s in opts.problems.split(",") if s.strip()]
-    bad = [s for s in names if s not in FULL]
-    if bad or not names:
-        raise ValueError(f"--problems {opts.problems!r}: choose from {', '.join(FULL)}")
+    opts = p.parse_args(argv)
+    bad = [s for s in opts.problems if s not in FULL]
+    if bad or not opts.problems:
+        raise ValueError(f"--problems {','.join(opts.problems)!r}: choose from {', '.join(FULL)}")
     SequentialIRLSConfig(epsilon=opts.epsilon).validate(10**6, 1)
-    out = Path(args.out) / (args.name or "reproduce-irls")
-    sizes = QUICK if args.quick else FULL
-    for name in names:
+    out = run_dir(opts, "reproduce-irls")
+    sizes = QUICK if opts.quick else FULL
+    for name in opts.problems:
         setup = sizes[name]
         if opts.n_train is not None:
             if opts.n_train < 1000:
                 raise ValueError(f"--n-train {opts.n_train} must be at least 1000")
             setup = setup._replace(n_train=opts.n_train, sgd_updates=2 * opts.n_train)
         print(f"Korattikara et al. 4.1, {name} on a synthetic stand-in ...", flush=True)
-        curves, start = compare(setup, args.seed, opts.epsilon)
+        curves, start = compare(setup, opts.seed, opts.epsilon)
         write_outputs(out, setup, curves)
         print(format_table(setup, curves, start), flush=True)
-    print(f"\nwrote {out}/: " + ", ".join(sorted(q.name for q in out.iterdir())))
+    print(written(out))
     return 0

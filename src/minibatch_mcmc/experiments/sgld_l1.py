@@ -14,19 +14,20 @@ probability at fixed moves against the exact test's (``probe.md``).
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
-import time
 import warnings
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from minibatch_mcmc.acceptance import MetropolisTest, austere_mh, mh_minibatch, no_test
+from minibatch_mcmc.experiments.options import experiment_parser, run_dir, with_given, written
+from minibatch_mcmc.experiments.plots import pyplot, save_figure
+from minibatch_mcmc.experiments.timed import wall_clock
 from minibatch_mcmc.models.l1_regression import (
     L1DataSettings,
     L1Posterior,
@@ -170,16 +171,11 @@ def summarize_run(name: str, res: SampleResult, cfg: SGLDL1Config, edges: np.nda
 
 def plot(post: L1Posterior, results: dict[str, np.ndarray], rows: list[dict], edges: np.ndarray, path: Path) -> Path:
     """Figure 9 of the paper: (a) density, (b) gradient of the log posterior, then one histogram per method."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     t = np.linspace(edges[0], edges[-1], 2000)
     dens = post.density(t)
     n_panels = 2 + len(results)
     cols = 4
-    fig, axes = plt.subplots(math.ceil(n_panels / cols), cols, figsize=(4.2 * cols, 3.3 * math.ceil(n_panels / cols)))
+    fig, axes = pyplot().subplots(math.ceil(n_panels / cols), cols, figsize=(4.2 * cols, 3.3 * math.ceil(n_panels / cols)))
     axes = axes.ravel()
     axes[0].plot(t, dens, color="k")
     axes[0].set_title("(a) exact posterior density")
@@ -197,10 +193,7 @@ def plot(post: L1Posterior, results: dict[str, np.ndarray], rows: list[dict], ed
         ax.set_xlim(edges[0], edges[-1])
     for ax in axes[n_panels:]:
         ax.axis("off")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 def format_table(rows: list[dict], exact: dict | None = None) -> str:
@@ -300,11 +293,10 @@ def run(cfg: SGLDL1Config, out: Path, progress: bool = True, methods: tuple[str,
     draws: dict[str, np.ndarray] = {}
     results: dict[str, SampleResult] = {}
     for name, test in tests.items():
-        t0 = time.perf_counter()
-        res = run_method(cfg, data, post, test, progress)
+        res, seconds = wall_clock(run_method, cfg, data, post, test, progress)
         results[name] = res
         draws[name] = np.asarray(res.positions)[:, cfg.burn_in :, 0]
-        print(f"  {name}: {time.perf_counter() - t0:.1f} s", flush=True)
+        print(f"  {name}: {seconds:.1f} s", flush=True)
     edges = bin_edges(post, list(draws.values()))
     masses = post.bin_masses(edges)
     rows = [summarize_run(name, results[name], cfg, edges, masses) for name in tests]
@@ -334,35 +326,30 @@ def run(cfg: SGLDL1Config, out: Path, progress: bool = True, methods: tuple[str,
     return header + "\n" + table
 
 
-def run_cli(args: argparse.Namespace, extra: list[str]) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     """``minibatch-mcmc reproduce sgld-l1 [--quick] [--probe] [--data-seed S] [--step-size A] [--grad-batch B]``."""
-    p = argparse.ArgumentParser(prog="minibatch-mcmc reproduce sgld-l1")
+    p = experiment_parser(
+        "sgld-l1", __doc__, quick="10,000 samples after 500 burn-in", trials="vmapped chains per method (default 1)",
+        num_samples="samples per chain after burn-in (default 100,000)",
+    )
     p.add_argument("--data-seed", type=int, default=None, help="seed of the synthetic data set (default 2; see the docs)")
     p.add_argument("--step-size", type=float, default=None, help="SGLD step alpha (default 5e-6, the paper's)")
     p.add_argument("--grad-batch", type=int, default=None, help="gradient minibatch of the SGLD proposal (default 500)")
     p.add_argument("--austere-batch", type=int, default=None, help="AustereMH minibatch and increment (default 500)")
     p.add_argument("--probe", action="store_true", help="only measure each minibatch test's acceptance at fixed moves (probe.md)")
-    opts = p.parse_args(extra)
-    cfg = SGLDL1Config(seed=args.seed)
-    if args.quick:
+    opts = p.parse_args(argv)
+    cfg = SGLDL1Config(seed=opts.seed)
+    if opts.quick:
         cfg = cfg._replace(num_samples=10_000, burn_in=500)
-    if args.num_samples:
-        cfg = cfg._replace(num_samples=int(args.num_samples))
-    if args.trials:
-        cfg = cfg._replace(num_chains=int(args.trials))
-    for field, value in (
-        ("data_seed", opts.data_seed),
-        ("step_size", opts.step_size),
-        ("grad_batch", opts.grad_batch),
-        ("austere_batch", opts.austere_batch),
-    ):
-        if value is not None:
-            cfg = cfg._replace(**{field: value})
-    out = Path(args.out) / (args.name or "sgld-l1")
+    cfg = with_given(
+        cfg, num_samples=opts.num_samples, num_chains=opts.trials, data_seed=opts.data_seed, step_size=opts.step_size,
+        grad_batch=opts.grad_batch, austere_batch=opts.austere_batch,
+    )
+    out = run_dir(opts, "sgld-l1")
     if opts.probe:
         check_config(cfg)
         out.mkdir(parents=True, exist_ok=True)
-        table = format_probe(probe_acceptance(cfg, n_keys=2000 if args.quick else 20_000))
+        table = format_probe(probe_acceptance(cfg, n_keys=2000 if opts.quick else 20_000))
         (out / "probe.md").write_text(table + "\n")
         print(table)
         return 0
@@ -371,6 +358,6 @@ def run_cli(args: argparse.Namespace, extra: list[str]) -> int:
         f"{cfg.num_samples:,} samples x {cfg.num_chains} chain(s); tests: {', '.join(method_tests(cfg))}",
         flush=True,
     )
-    print(run(cfg, out, progress=not args.no_progress))
-    print(f"\nwrote {out}/: " + ", ".join(sorted(q.name for q in out.iterdir())))
+    print(run(cfg, out, progress=not opts.no_progress))
+    print(written(out))
     return 0

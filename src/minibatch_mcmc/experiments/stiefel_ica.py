@@ -14,19 +14,19 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import time
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, Sequence
 
 import jax.numpy as jnp
 import numpy as np
 
-from minibatch_mcmc.acceptance import MetropolisTest
 from minibatch_mcmc.diagnostics.risk import posterior_risk, risk_curve
-from minibatch_mcmc.experiments.timed import add_common_options, apply_common_options, epsilon_tests, timed_sample
+from minibatch_mcmc.experiments.options import positive_float, positive_int, risk_vs_time_config, risk_vs_time_parser, run_dir
+from minibatch_mcmc.experiments.plots import risk_vs_time_figure
+from minibatch_mcmc.experiments import risk_vs_time
+from minibatch_mcmc.experiments.timed import epsilon_tests
 from minibatch_mcmc.models.ica import amari_distance, ica, make_ica_data
 from minibatch_mcmc.proposals.stiefel import stiefel_random_walk
-from minibatch_mcmc.samplers import sample
 
 
 class ICAConfig(NamedTuple):
@@ -75,25 +75,19 @@ def run(cfg: ICAConfig, out: Path) -> str:
         return amari_distance(np.asarray(run_positions, np.float64), d.w_true)
 
     print(f"reference: exact MH, {cfg.chains} chains x {cfg.reference_samples} steps, N={cfg.n_data:,}, step={step:.2e}", flush=True)
-    ref = sample(model, data, start, proposal=proposal, test=MetropolisTest(), num_samples=cfg.reference_samples,
-                 num_chains=cfg.chains, key=cfg.seed + 100, progress=False, block_size=500)
+    ref = risk_vs_time.exact_reference(model, data, start, proposal, cfg)
     ref_vals = amari(ref.positions)[:, int(cfg.burn_in * cfg.reference_samples) :]
     reference = float(ref_vals.mean())
     rows, curves = {}, {}
-    for i, (label, test) in enumerate(tests_for(cfg).items()):
-        print(f"{label}: {cfg.chains} chains x {cfg.time_budget:g} s", flush=True)
-        res = timed_sample(model, data, start, proposal, test, cfg.max_samples, cfg.chains, cfg.seed + i, cfg.time_budget)
+    for label, res in risk_vs_time.timed_runs(model, data, start, proposal, tests_for(cfg), cfg):
         keep = int(cfg.burn_in * res.times.shape[1])
         vals = amari(res.positions)[:, keep:]
-        times = res.times[:, keep:] - (res.times[:, keep - 1 : keep] if keep else 0.0)
+        times = risk_vs_time.since_burn_in(res.times, keep)
         curves[label] = risk_curve(vals, times, np.array([reference]), num_points=15)
         final = posterior_risk(vals.mean(axis=1), np.array([reference]))
         w = np.asarray(res.positions, np.float64)
         rows[label] = {
-            "wall_s": float(res.times[:, -1].mean()),
-            "steps": int(res.times.shape[1]),
-            "mean_batch": float(np.mean(res.records["batch_size"])),
-            "data_fraction": float(np.mean(res.records["batch_size"]) / cfg.n_data),
+            **risk_vs_time.data_use(res, cfg.n_data),
             "accept": float(np.mean(res.records["accepted"])),
             "mean_amari": float(vals.mean()),
             "risk": final.risk,
@@ -106,7 +100,7 @@ def run(cfg: ICAConfig, out: Path) -> str:
     (out / "tables.md").write_text(table)
     (out / "summary.json").write_text(json.dumps({
         "config": cfg._asdict(), "step": step, "reference_amari": reference, "reference_wall_s": ref.wall_time,
-        "rows": rows, "risk_curves": {k: {f: getattr(c, f).tolist() for f in c._fields} for k, c in curves.items()},
+        "rows": rows, "risk_curves": risk_vs_time.risk_curves_json(curves),
     }, indent=1))
     return table + f"\nfigure: {fig.name}"
 
@@ -130,49 +124,31 @@ def format_table(rows: dict, cfg: ICAConfig, reference: float, step: float) -> s
 
 def plot(curves: dict, out: Path) -> Path:
     """Figure 6: risk in the mean Amari distance against wall time."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(5.5, 4))
-    for label, c in curves.items():
-        ax.loglog(c.times, c.risk, marker="o", ms=3, label=label)
-    ax.set_xlabel("wall-clock time (s)")
-    ax.set_ylabel("risk in mean Amari distance")
-    ax.set_title("ICA, random walk on the Stiefel manifold (cf. Fig. 6)")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    path = out / "figure6_risk.png"
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return risk_vs_time_figure(
+        curves, out / "figure6_risk.png", "risk in mean Amari distance", "ICA, random walk on the Stiefel manifold (cf. Fig. 6)"
+    )
 
 
-def parse_config(args: argparse.Namespace, extra: list[str]) -> ICAConfig:
-    """Build the configuration from the shared CLI options and this experiment's flags."""
-    p = argparse.ArgumentParser(prog="minibatch-mcmc reproduce ica", description=__doc__.splitlines()[0])
-    add_common_options(p, "the paper's size: 1.95M points, 10 chains, 100K reference steps, 6400 s per chain", 15)
-    p.add_argument("--n-data", type=int, help="number of mixed samples (default 200,000)")
-    p.add_argument("--step-scale", type=float, help="random-walk step is STEP_SCALE / sqrt(N)")
+def parse_config(argv: Sequence[str] | None = None) -> tuple[ICAConfig, argparse.Namespace]:
+    """The settings for a ``reproduce ica`` command line (presets, then the options given), and the parsed options."""
+    p = risk_vs_time_parser(
+        "ica", __doc__.splitlines()[0], ICAConfig(),
+        quick="N = 20,000, 2 s per chain and test",
+        full="the paper's size: 1.95M points, 10 chains, 100K reference steps, 6400 s per chain",
+    )
+    p.add_argument("--n-data", type=positive_int, help="number of mixed samples (default 200,000)")
+    p.add_argument("--step-scale", type=positive_float, help="random-walk step is STEP_SCALE / sqrt(N)")
     p.add_argument("--mhminibatch", action="store_true", help="also run MHminibatch")
-    own = p.parse_args(extra)
-    cfg = apply_common_options(ICAConfig(seed=args.seed), args, own, FULL, QUICK,
-                               {"n_data": own.n_data, "step_scale": own.step_scale})
-    if own.mhminibatch:
+    opts = p.parse_args(argv)
+    cfg = risk_vs_time_config(ICAConfig(), opts, QUICK, FULL, n_data=opts.n_data, step_scale=opts.step_scale)
+    if opts.mhminibatch:
         cfg = cfg._replace(mhminibatch=True)
     if cfg.batch_size > cfg.n_data:
         raise ValueError(f"--batch-size {cfg.batch_size} exceeds --n-data {cfg.n_data}")
-    if not cfg.step_scale > 0:
-        raise ValueError(f"--step-scale {cfg.step_scale} must be positive")
-    return cfg
+    return cfg, opts
 
 
-def run_cli(args: argparse.Namespace, extra: list[str]) -> int:
-    """Entry point of ``minibatch-mcmc reproduce ica``."""
-    cfg = parse_config(args, extra)
-    out = Path(args.out) / (args.name or "ica")
-    start = time.perf_counter()
-    print(run(cfg, out))
-    print(f"wrote {out}/ in {time.perf_counter() - start:.0f} s")
-    return 0
+def main(argv: Sequence[str] | None = None) -> int:
+    """``minibatch-mcmc reproduce ica [--quick | --full] [options]``."""
+    cfg, opts = parse_config(argv)
+    return risk_vs_time.run_timed_and_print(run, cfg, run_dir(opts, "ica"))

@@ -1,10 +1,9 @@
-"""Shared pieces of the risk-vs-wall-clock experiments (Korattikara et al. 4.2.2-4.2.3): timed chains and tests by epsilon."""
+"""Timing for the experiments: timed chains and tests by epsilon for the risk-vs-wall-clock ones (Korattikara et al. 4.2.2-4.2.3)."""
 
 from __future__ import annotations
 
-import argparse
 import time
-from typing import NamedTuple, Sequence, TypeVar
+from typing import Callable, NamedTuple, Sequence, TypeVar
 
 import jax
 import jax.numpy as jnp
@@ -15,7 +14,7 @@ from minibatch_mcmc.samplers.driver import make_block_runner
 from minibatch_mcmc.samplers.kernel import build_kernel
 
 
-Config = TypeVar("Config", bound=tuple)
+Result = TypeVar("Result")
 
 
 def epsilon_tests(epsilons: Sequence[float], batch_size: int, with_mhminibatch: bool) -> dict:
@@ -24,41 +23,6 @@ def epsilon_tests(epsilons: Sequence[float], batch_size: int, with_mhminibatch: 
     if with_mhminibatch:
         tests["MHminibatch"] = mh_minibatch(batch_size)
     return tests
-
-
-def add_common_options(parser: argparse.ArgumentParser, full_help: str, budget_default: float) -> None:
-    """The options every risk-vs-time experiment has: ``--full``, ``--time-budget``, ``--epsilons``, ``--batch-size``, ..."""
-    parser.add_argument("--full", action="store_true", help=full_help)
-    parser.add_argument("--time-budget", type=float, help=f"wall-clock seconds per chain for each test (default {budget_default:g})")
-    parser.add_argument("--epsilons", type=str, help="comma-separated AustereMH epsilons; 0 is exact MH")
-    parser.add_argument("--batch-size", type=int, help="AustereMH / MHminibatch minibatch size m")
-    parser.add_argument("--reference-samples", type=int, help="steps per chain of the exact reference run")
-    parser.add_argument("--help-experiment", action="help", help="show this experiment's options")
-
-
-def apply_common_options(cfg: Config, args: argparse.Namespace, own: argparse.Namespace, full: dict, quick: dict, extra: dict) -> Config:
-    """``cfg`` with ``--full`` / ``--quick`` presets, then every option given (positive), then ``--epsilons``."""
-    if own.full:
-        cfg = cfg._replace(**full)
-    if args.quick:
-        cfg = cfg._replace(**quick)
-    repl = {"batch_size": own.batch_size, "reference_samples": own.reference_samples, "max_samples": args.num_samples,
-            "chains": args.trials, "time_budget": own.time_budget, **extra}
-    bad = {k: v for k, v in repl.items() if v is not None and not v > 0}
-    if bad:
-        raise ValueError(f"settings must be positive; got {', '.join(f'{k}={v}' for k, v in bad.items())}")
-    cfg = cfg._replace(**{k: v for k, v in repl.items() if v is not None})
-    if own.epsilons:
-        cfg = cfg._replace(epsilons=parse_epsilons(own.epsilons))
-    return cfg
-
-
-def parse_epsilons(text: str) -> tuple[float, ...]:
-    """Comma-separated AustereMH error levels in ``[0, 1)`` (0 is exact MH), e.g. ``"0,0.05,0.1"``."""
-    eps = tuple(float(e) for e in text.split(","))
-    if any(not (0 <= e < 1) for e in eps):
-        raise ValueError(f"--epsilons {text!r}: each epsilon must be in [0, 1) (0 is exact MH)")
-    return eps
 
 
 class TimedRun(NamedTuple):
@@ -120,3 +84,8 @@ def timed_sample(
     )
 
 
+def wall_clock(fn: Callable[..., Result], *args, **kwargs) -> tuple[Result, float]:
+    """``fn(*args, **kwargs)`` and the wall-clock seconds it took."""
+    t0 = time.perf_counter()
+    result = fn(*args, **kwargs)
+    return result, time.perf_counter() - t0
