@@ -71,6 +71,12 @@ def _glm_data(n: int) -> dict:
     return {"x": x, "y": y}
 
 
+def _log_lik_rows(thetas: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Full-data log-likelihood at each of a few parameter values (float64), a block of the grid at a time."""
+    z = thetas @ x.T
+    return (y * -np.logaddexp(0, -z) + (1 - y) * -np.logaddexp(0, z)).sum(1)
+
+
 def _glm_quadrature(data: dict, prior_scale: float):
     """Posterior mean, variance and Laplace quantities by Newton's method and a 301 x 301 grid in float64."""
     x, y = np.asarray(data["x"], np.float64), np.asarray(data["y"], np.float64)
@@ -84,8 +90,7 @@ def _glm_quadrature(data: dict, prior_scale: float):
     g0, g1 = (np.linspace(th[j] - half[j], th[j] + half[j], 301) for j in range(2))
     t0, t1 = np.meshgrid(g0, g1, indexing="ij")
     grid = np.stack([t0.ravel(), t1.ravel()], 1)
-    z = grid @ x.T
-    logp = (y * -np.logaddexp(0, -z) + (1 - y) * -np.logaddexp(0, z)).sum(1) - 0.5 * (grid**2).sum(1) / prior_scale**2
+    logp = np.concatenate([_log_lik_rows(rows, x, y) for rows in np.array_split(grid, 301)]) - 0.5 * (grid**2).sum(1) / prior_scale**2
     w = np.exp(logp - logp.max())
     w /= w.sum()
     mean = w @ grid

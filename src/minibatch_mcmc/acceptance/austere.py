@@ -305,6 +305,7 @@ class AustereMH(NamedTuple):
             delta_star=jnp.where(prior_ok, big_n * mean + data_free_delta(stats), -jnp.inf),
             nonfinite=bad,
             hidden_data=hidden,
+            residual_sd=jnp.sqrt(var) * stats.temperature,
         )
 
 

@@ -59,6 +59,9 @@ class TestOutcome(NamedTuple):
     """True when a log-likelihood ratio was NaN or infinite (the driver raises)."""
     hidden_data: jax.Array = 0
     """Data points evaluated outside the minibatch (full-data statistics some tests need), int32."""
+    residual_sd: jax.Array = 0.0
+    """Sample s.d. of the un-tempered per-datum terms read (the proxy's residuals under a control variate):
+    a chain that wanders where the proxy is poor shows here; 0 for tests that read no minibatch."""
 
 
 class AcceptanceTest(Protocol):
@@ -148,4 +151,5 @@ def full_data_outcome(accepted: jax.Array, delta: jax.Array, bad: jax.Array, n: 
         delta_star=delta,
         nonfinite=bad,
         hidden_data=jnp.zeros((), jnp.int32),
+        residual_sd=zero,
     )

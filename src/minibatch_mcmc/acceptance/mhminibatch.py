@@ -33,7 +33,7 @@ from minibatch_mcmc.acceptance.correction import (
     correction_from_uniforms,
     make_sampler,
 )
-from minibatch_mcmc.acceptance.streaming import StreamingSums, add_rows, decision_dtype, init_sums, read_terms
+from minibatch_mcmc.acceptance.streaming import StreamingSums, add_rows, decision_dtype, init_sums, mean_and_variance, read_terms
 from minibatch_mcmc.data.indexing import chunk_indices
 
 BERRY_ESSEEN_A = 6.4
@@ -154,6 +154,7 @@ class MHMinibatch(NamedTuple):
             delta_star=jnp.where(prior_ok, delta_star, -jnp.inf),
             nonfinite=bad,
             hidden_data=jnp.zeros((), jnp.int32),
+            residual_sd=jnp.sqrt(mean_and_variance(mom)[1]) / scale,
         )
 
 

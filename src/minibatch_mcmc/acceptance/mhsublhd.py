@@ -225,6 +225,7 @@ class MHSubLhd(NamedTuple):
             delta_star=jnp.where(prior_ok, nf * mean + data_free_delta(stats), -jnp.inf),
             nonfinite=bad,
             hidden_data=hidden,
+            residual_sd=jnp.sqrt(var_l) * stats.temperature,
         )
 
 

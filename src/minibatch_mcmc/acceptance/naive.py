@@ -68,6 +68,7 @@ class NaiveMinibatch(NamedTuple):
             delta_star=jnp.where(prior_ok, delta_star, -jnp.inf),
             nonfinite=bad,
             hidden_data=jnp.zeros((), jnp.int32),
+            residual_sd=jnp.sqrt(var_l) * stats.temperature,
         )
 
 

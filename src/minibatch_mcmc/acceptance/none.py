@@ -30,6 +30,7 @@ class NoTest(NamedTuple):
             delta_star=jnp.asarray(stats.psi, dtype),
             nonfinite=jnp.isnan(stats.psi),
             hidden_data=jnp.zeros((), jnp.int32),
+            residual_sd=zero,
         )
 
 

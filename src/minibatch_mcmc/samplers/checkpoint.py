@@ -24,7 +24,7 @@ PyTree = Any
 
 SETTINGS_FILE = "settings.json"
 CHUNK_PATTERN = re.compile(r"^chunk-(\d{9})-(\d{9})\.nc$")
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 
 
 class Chunk(NamedTuple):
@@ -90,11 +90,11 @@ def run_settings(
         "format_version": FORMAT_VERSION,
         "seed": np.asarray(jax.random.key_data(key)).ravel().tolist(),
         "key_impl": str(jax.random.key_impl(key)),
-        "model": getattr(model, "name", type(model).__name__),
-        "test": getattr(test, "name", type(test).__name__),
+        "model": model.name,
+        "test": test.name,
         "test_config": fingerprint(test),
         "model_config": fingerprint(model),
-        "proposal": getattr(proposal, "name", type(proposal).__name__),
+        "proposal": proposal.name,
         "proposal_config": fingerprint(proposal),
         "num_chains": int(num_chains),
         "n_data": int(n_data),

@@ -106,6 +106,7 @@ def mintee(
         "batch_size": records["data_used"][0, first:][None].astype(np.int32),
         "hidden_data": (sweep_data - records["data_used"][0, first:])[None].astype(np.int32),
         "s2": np.zeros((1, num_samples), np.float32),
+        "residual_sd": np.zeros((1, num_samples), np.float32),
         "epsilon": np.zeros((1, num_samples), np.float32),
         "delta_star": np.full((1, num_samples), np.nan, np.float32),
         "move": records["move"][0, first:][None],

@@ -1,0 +1,74 @@
+"""The architecture rules of docs/architecture.md, checked on the source: imports only run down the layers,
+no module imports another module's private name, no hook is discovered with getattr, no module is a hub.
+
+Each check would fail on the code before the kernel-contract refactor (data/prefetch.py imported the driver,
+experiments/timed.py imported ``_make_block_runner``, kernel.py looked hooks up with getattr, mintee.py had
+703 lines)."""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+
+import pytest
+
+PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "src" / "minibatch_mcmc"
+
+LAYERS = {
+    "checks": 0, "data": 0, "models": 0, "proposals": 0,
+    "acceptance": 1,
+    "control_variates": 2,
+    "samplers": 3,
+    "optim": 4, "diagnostics": 4,
+    "warmup": 5,
+    "experiments": 6,
+    "cli": 7, "__init__": 7, "__main__": 7,
+}
+"""Layer of each top-level part, bottom (0) to top: a module may import its own layer and the ones below."""
+MAX_LINES = 400
+HOOKS = ("validate", "temperature_factor", "gradient_batch_size", "decide", "log_ratio", "known_sum", "log_lik_sum")
+PARTS = ("test", "proposal", "model", "estimator")
+"""Objects whose declared fields (``name`` included) are read directly, never with getattr."""
+
+
+def _modules() -> list[pathlib.Path]:
+    return sorted(PACKAGE.rglob("*.py"))
+
+
+def _part(path: pathlib.Path) -> str:
+    rel = path.relative_to(PACKAGE)
+    return rel.parts[0].removesuffix(".py")
+
+
+def _imports(tree: ast.AST):
+    """``(module, names)`` of every ``from minibatch_mcmc... import names`` and ``import minibatch_mcmc...``."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("minibatch_mcmc"):
+            yield node.module, [a.name for a in node.names]
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.startswith("minibatch_mcmc"):
+                    yield a.name, []
+
+
+@pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_module_follows_the_rules(path):
+    tree = ast.parse(path.read_text())
+    part = _part(path)
+    assert part in LAYERS, f"{part} has no layer in LAYERS: add it here and to docs/architecture.md"
+    for module, names in _imports(tree):
+        bits = module.split(".")
+        target = bits[1] if len(bits) > 1 else "__init__"
+        if target in LAYERS:
+            assert LAYERS[target] <= LAYERS[part], f"{path.name} ({part}) imports {module}, a higher layer"
+        if module != "minibatch_mcmc" or part != "__init__":
+            private = [n for n in names if n.startswith("_") and not n.startswith("__")]
+            assert not private, f"{path.name} imports private names {private} from {module}"
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "getattr" and len(node.args) >= 2:
+            arg = node.args[1]
+            owner = getattr(node.args[0], "id", None)
+            if isinstance(arg, ast.Constant) and (arg.value in HOOKS or (owner in PARTS and arg.value == "name")):
+                assert False, f"{path.name} looks up the hook {arg.value!r} with getattr: declare it in the protocol"
+    lines = len(path.read_text().splitlines())
+    assert lines <= MAX_LINES, f"{path.name} has {lines} lines (> {MAX_LINES}): split it"
