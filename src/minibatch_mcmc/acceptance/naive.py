@@ -27,6 +27,7 @@ import jax
 import jax.numpy as jnp
 
 from minibatch_mcmc.acceptance.base import Statistics, TestOutcome, check_batch_fits, uniform_from_bits
+from minibatch_mcmc.checks import check_int
 from minibatch_mcmc.data.arrays import take
 from minibatch_mcmc.data.indexing import chunk_indices
 
@@ -69,6 +70,4 @@ class NaiveMinibatch(NamedTuple):
 
 def naive_minibatch(batch_size: int = 100) -> NaiveMinibatch:
     """The biased plug-in minibatch Metropolis test with minibatch size ``m=batch_size`` (for comparison only)."""
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 2:
-        raise ValueError(f"batch_size m={batch_size!r} must be an integer >= 2")
-    return NaiveMinibatch(int(batch_size))
+    return NaiveMinibatch(check_int(batch_size, "batch_size m", low=2))
