@@ -36,15 +36,20 @@ def check_real(
     low_open: bool = False,
     high_open: bool = False,
     why: str = "",
+    allowed: str = "",
 ) -> float:
-    """A finite real number (not a bool) in the interval given by ``low``/``high`` (open ends on request)."""
+    """A finite real number (not a bool) in the interval given by ``low``/``high`` (open ends on request).
+
+    ``allowed``, if given, replaces the generated words for the interval in the message.
+    """
     ok = isinstance(value, _REAL) and not isinstance(value, (bool, np.bool_)) and math.isfinite(float(value))
     if ok and low is not None:
         ok = float(value) > low if low_open else float(value) >= low
     if ok and high is not None:
         ok = float(value) < high if high_open else float(value) <= high
     if not ok:
-        raise ValueError(f"{name}={value!r} must be {_describe_real(low, high, low_open, high_open)}{_because(why)}")
+        words = allowed or _describe_real(low, high, low_open, high_open)
+        raise ValueError(f"{name}={value!r} must be {words}{_because(why)}")
     return float(value)
 
 

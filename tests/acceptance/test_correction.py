@@ -1,4 +1,4 @@
-"""The correction distribution C_sigma: table accuracy, the alias sampler, input checks."""
+"""The correction distribution C_sigma at run time: shipped tables, the alias sampler, input checks."""
 
 import math
 import re
@@ -7,15 +7,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers_correction import implied_alias_probs, independent_error
 from scipy import stats
 
 from minibatch_mcmc.acceptance.correction import (
-    SHIPPED_SIGMAS,
     LOGISTIC_SD,
-    CorrectionTable,
     alias_cells,
-    alias_table,
-    correction_cdf,
     correction_error,
     correction_from_uniforms,
     format_correction_report,
@@ -24,29 +21,10 @@ from minibatch_mcmc.acceptance.correction import (
     make_sampler,
     sample_correction,
     shipped_sigmas,
-    solve_correction,
 )
+from minibatch_mcmc.acceptance.correction_lp import SHIPPED_SIGMAS
 
 PAPER_ERROR_SIGMA_1 = 8.9e-4  # Seita et al. 2017, Table 3: ridge least squares, N = 4000, lambda = 10
-
-
-def independent_error(table: CorrectionTable) -> float:
-    """Sup CDF error re-measured with scipy.stats on a grid offset from (and finer than) the module's."""
-    x = np.arange(-45.0, 45.0, 0.0037) + 0.0011
-    keep = table.probs > 0
-    y, p = table.support[keep], table.probs[keep]
-    cdf = np.concatenate([stats.norm.cdf((xx[:, None] - y[None, :]) / table.sigma) @ p for xx in np.array_split(x, 8)])
-    return float(np.max(np.abs(cdf - stats.logistic.cdf(x))))
-
-
-def implied_alias_probs(alias_prob: np.ndarray, alias_index: np.ndarray, n_atoms: int) -> np.ndarray:
-    """The distribution over ``n_atoms`` atoms that an alias table (possibly padded) samples."""
-    n_cells = alias_prob.size
-    out = np.zeros(max(n_cells, n_atoms))
-    out[:n_cells] += alias_prob
-    np.add.at(out, alias_index, 1.0 - alias_prob)
-    assert np.all(out[n_atoms:] == 0)
-    return out[:n_atoms] / n_cells
 
 
 # (a) shipped tables ----------------------------------------------------------------------------
@@ -79,12 +57,6 @@ def test_shipped_table_is_a_distribution_meeting_its_stated_error(sigma):
     np.testing.assert_allclose(implied_alias_probs(t.alias_prob, t.alias_index, t.probs.size), t.probs, rtol=0, atol=1e-14)
     assert t.alias_index.dtype == np.int32 and np.all((t.alias_prob >= 0) & (t.alias_prob <= 1))
     assert np.all(t.alias_index < t.support.size) and np.all(t.alias_prob[t.support.size :] == 0)
-
-
-def test_shipped_table_is_reproduced_by_a_fresh_solve():
-    t = solve_correction(1.3)
-    assert not t.shipped
-    assert abs(t.max_cdf_error - correction_error(1.3)) <= 0.01 * correction_error(1.3)
 
 
 # (b) accuracy vs the paper, growth with sigma ----------------------------------------------------
@@ -183,58 +155,19 @@ def test_sampler_works_under_jit_and_vmap():
     assert scalar.shape == ()
 
 
-def test_alias_table_handles_zero_masses_and_padding():
-    p = np.array([0.0, 0.5, 0.0, 0.25, 0.25])
-    for cells in (None, 8):
-        prob, index = alias_table(p, cells)
-        np.testing.assert_allclose(implied_alias_probs(prob, index, p.size), p, atol=1e-15)
-        assert prob[0] == prob[2] == 0.0
-    assert alias_cells(401) == 512 and alias_cells(512) == 512 and alias_cells(1) == 1
-
-
 # (d) bad inputs --------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("bad", [0.0, 0, -0.5, float("nan"), float("inf"), LOGISTIC_SD, 2.0, "abc", None])
 def test_bad_sigma_raises_with_the_value(bad):
     shown = repr(float(bad)) if isinstance(bad, (int, float)) else repr(bad)
-    for fn in (solve_correction, load_correction, format_correction_report):
+    for fn in (load_correction, format_correction_report):
         with pytest.raises(ValueError, match=re.escape(f"sigma={shown}")) as info:
             fn(bad)
         assert "pi/sqrt(3)" in str(info.value)
 
 
-@pytest.mark.parametrize(
-    "kwargs, message",
-    [
-        ({"grid_step": 0.0}, "grid_step=0.0"),
-        ({"grid_step": -0.1}, "grid_step=-0.1"),
-        ({"grid_step": float("nan")}, "grid_step=nan"),
-        ({"half_width": 0.0}, "half_width=0.0"),
-        ({"half_width": -3.0}, "half_width=-3.0"),
-        ({"grid_step": 1.0, "half_width": 0.5}, "grid_step=1.0"),
-        ({"grid_step": 1e-4}, "support points"),
-        ({"half_width": 1000.0}, "half_width=1000.0"),
-    ],
-)
-def test_bad_grid_raises_with_the_value(kwargs, message):
-    with pytest.raises(ValueError, match=re.escape(message)):
-        solve_correction(1.0, **kwargs)
-
-
-# (e) a sigma that is not shipped -----------------------------------------------------------------------
-
-
-def test_non_shipped_sigma_is_solved_on_demand_and_accurate():
-    assert 0.95 not in shipped_sigmas()
-    t = load_correction(0.95)
-    assert not t.shipped and t.sigma == 0.95
-    assert np.all(t.probs >= 0) and abs(t.probs.sum() - 1) < 1e-12
-    assert t.max_cdf_error <= correction_error(1.0)  # smaller sigma, smaller error
-    assert independent_error(t) <= t.max_cdf_error * (1 + 1e-3) + 1e-12
-    x = np.linspace(-12.0, 12.0, 241)
-    assert np.max(np.abs(correction_cdf(x, t) - stats.logistic.cdf(x))) <= t.max_cdf_error + 1e-15
-    assert "computed" in format_correction_report(0.95)
+# (e) the report -----------------------------------------------------------------------------------------
 
 
 def test_report_names_the_error_and_the_source():

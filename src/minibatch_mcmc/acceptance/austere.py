@@ -32,6 +32,7 @@ from scipy import stats as sps
 
 from minibatch_mcmc.acceptance.base import Statistics, TestOutcome, check_batch_fits, data_free_delta, uniform_from_bits, untempered
 from minibatch_mcmc.acceptance.streaming import StreamingSums, add_rows, decision_dtype, init_sums, mean_and_variance, read_terms
+from minibatch_mcmc.checks import check_int, check_probability, check_real
 from minibatch_mcmc.data.indexing import MAX_DATA, chunk_indices
 from minibatch_mcmc.data.passes import full_data_sum
 
@@ -142,6 +143,11 @@ class DesignChoice(NamedTuple):
     data_fraction: float
 
 
+def _check_error_bound(error_bound: float) -> float:
+    """The design's bound on the probability of a wrong decision, in ``(0, 0.5)``."""
+    return check_real(error_bound, "error_bound", 0.0, 0.5, low_open=True, high_open=True, why="a coin flip errs with 0.5")
+
+
 def design_conservative(
     n_data: int,
     error_bound: float,
@@ -157,8 +163,7 @@ def design_conservative(
     so the constraint is evaluated there; the data use is averaged over the ``|mu_std|`` values of a
     pilot run (full-data statistics of a few MH steps), as the expected cost of the run.
     """
-    if not (0.0 < error_bound < 0.5):
-        raise ValueError(f"error_bound={error_bound!r} must lie in (0, 0.5)")
+    _check_error_bound(error_bound)
     pilot = np.abs(np.asarray(pilot_mu_std, float))
     if pilot.size == 0 or not np.all(np.isfinite(pilot)):
         raise ValueError("pilot_mu_std must be a non-empty list of finite values")
@@ -186,8 +191,7 @@ class AustereDesign(NamedTuple):
 
 def design_adaptive(table: DesignTable, error_bound: float) -> AustereDesign:
     """For each ``|mu_std|`` on the table's grid, the feasible ``(m, epsilon)`` with the least data use."""
-    if not (0.0 < error_bound < 0.5):
-        raise ValueError(f"error_bound={error_bound!r} must lie in (0, 0.5)")
+    _check_error_bound(error_bound)
     k = table.mu_std.size
     ms, es = np.empty(k, np.int32), np.empty(k, np.float32)
     for j in range(k):
@@ -311,11 +315,9 @@ class AustereMH(NamedTuple):
 
 def austere_mh(batch_size: int = 50, epsilon: float = 0.005) -> AustereMH:
     """AustereMH(c): the sequential t-test with a fixed minibatch size ``m`` and threshold ``epsilon``."""
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 2:
-        raise ValueError(f"batch_size m={batch_size!r} must be an integer >= 2 (the t statistic needs two points)")
-    if not (isinstance(epsilon, (int, float)) and math.isfinite(epsilon) and 0.0 < epsilon < 1.0):
-        raise ValueError(f"epsilon={epsilon!r} must be a number in (0, 1)")
-    return AustereMH(batch_size=int(batch_size), epsilon=float(epsilon), name="austere_mh_c")
+    batch_size = check_int(batch_size, "batch_size m", low=2, why="the t statistic needs two points")
+    epsilon = check_probability(epsilon, "epsilon", why="the per-stage error threshold of the t-test")
+    return AustereMH(batch_size=batch_size, epsilon=epsilon, name="austere_mh_c")
 
 
 def austere_mh_adaptive(design: AustereDesign) -> AustereMH:

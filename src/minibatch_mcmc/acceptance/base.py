@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 
 from minibatch_mcmc.data.arrays import take
-from minibatch_mcmc.data.passes import full_data_max_abs, full_data_sum
+from minibatch_mcmc.data.passes import full_data_sum
 
 PyTree = Any
 

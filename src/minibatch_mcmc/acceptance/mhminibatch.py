@@ -11,7 +11,6 @@ reaches all ``N`` points, ``delta_star`` is exact and a standard logistic draw i
 
 from __future__ import annotations
 
-import math
 from typing import NamedTuple
 
 import jax
@@ -27,13 +26,14 @@ from minibatch_mcmc.acceptance.base import (
     untempered,
 )
 from minibatch_mcmc.acceptance.correction import (
-    LOGISTIC_SD,
     CorrectionSampler,
-    load_correction,
+    check_sigma,
     correction_from_uniforms,
+    load_correction,
     make_sampler,
 )
 from minibatch_mcmc.acceptance.streaming import StreamingSums, add_rows, decision_dtype, init_sums, mean_and_variance, read_terms
+from minibatch_mcmc.checks import check_int, check_probability
 from minibatch_mcmc.data.indexing import chunk_indices
 
 BERRY_ESSEEN_A = 6.4
@@ -160,20 +160,15 @@ class MHMinibatch(NamedTuple):
 
 def mh_minibatch(batch_size: int = 50, sigma: float = 1.0, delta: float | None = None) -> MHMinibatch:
     """Build an MHminibatch test with initial minibatch ``m=batch_size`` and noise level ``sigma``."""
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 2:
-        raise ValueError(f"batch_size m={batch_size!r} must be an integer >= 2 (the sample variance needs two points)")
-    if not (isinstance(sigma, (int, float)) and math.isfinite(sigma) and 0 < sigma < LOGISTIC_SD):
-        raise ValueError(
-            f"sigma={sigma!r} must satisfy 0 < sigma < pi/sqrt(3) = {LOGISTIC_SD:.4f} "
-            "(the standard deviation of the standard logistic distribution)"
-        )
-    if delta is not None and not (isinstance(delta, (int, float)) and math.isfinite(delta) and 0 < delta < 1):
-        raise ValueError(f"delta={delta!r} must be None (do not enforce) or a number in (0, 1)")
-    table = load_correction(float(sigma))
+    batch_size = check_int(batch_size, "batch_size m", low=2, why="the sample variance needs two points")
+    sigma = check_sigma(sigma)
+    if delta is not None:
+        delta = check_probability(delta, "delta", why="or None: do not enforce the CLT error bound")
+    table = load_correction(sigma)
     return MHMinibatch(
-        batch_size=int(batch_size),
-        sigma=float(sigma),
-        delta=None if delta is None else float(delta),
+        batch_size=batch_size,
+        sigma=sigma,
+        delta=delta,
         correction=make_sampler(table),
         correction_error=float(table.max_cdf_error),
     )

@@ -79,6 +79,7 @@ from minibatch_mcmc.acceptance.base import (
     untempered,
 )
 from minibatch_mcmc.acceptance.streaming import StreamingSums, add_rows, decision_dtype, init_sums, mean_and_variance, read_terms
+from minibatch_mcmc.checks import check_bool, check_int, check_real
 from minibatch_mcmc.data.indexing import permuted_index
 from minibatch_mcmc.data.passes import full_data_max_abs
 
@@ -238,16 +239,11 @@ def mh_sublhd(
     finite_population: bool = False,
 ) -> MHSubLhd:
     """Build MHSubLhd (defaults are the Section 6.1 settings of Seita et al.: m=50, gamma=1.5, p=2, delta=0.01)."""
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 2:
-        raise ValueError(f"batch_size m={batch_size!r} must be an integer >= 2 (the sample variance needs two points)")
-    if isinstance(gamma, bool) or not (isinstance(gamma, (int, float)) and math.isfinite(gamma) and gamma > 1.0):
-        raise ValueError(f"gamma={gamma!r} must be a finite number > 1 (the geometric growth factor of the batch size)")
-    if isinstance(p, bool) or not (isinstance(p, (int, float)) and math.isfinite(p) and p > 1.0):
-        raise ValueError(f"p={p!r} must be a finite number > 1 (so that delta_k = (p-1) delta / (p k^p) sums to at most delta)")
-    if isinstance(delta, bool) or not (isinstance(delta, (int, float)) and math.isfinite(delta) and 0.0 < delta < 1.0):
-        raise ValueError(f"delta={delta!r} must be a number in the open interval (0, 1)")
+    batch_size = check_int(batch_size, "batch_size m", low=2, why="the sample variance needs two points")
+    gamma = check_real(gamma, "gamma", 1.0, low_open=True, why="the geometric growth factor of the batch size")
+    p = check_real(p, "p", 1.0, low_open=True, why="so that delta_k = (p-1) delta / (p k^p) sums to at most delta")
+    delta = check_real(delta, "delta", 0.0, 1.0, low_open=True, high_open=True, allowed="a number in the open interval (0, 1)")
     if range_bound is not None and not callable(range_bound):
         raise ValueError(f"range_bound={range_bound!r} must be None or a callable stats -> bound on max_i |log ratio_i|")
-    if not isinstance(finite_population, bool):
-        raise ValueError(f"finite_population={finite_population!r} must be True or False")
-    return MHSubLhd(int(batch_size), float(gamma), float(p), float(delta), range_bound, finite_population)
+    finite_population = check_bool(finite_population, "finite_population")
+    return MHSubLhd(batch_size, gamma, p, delta, range_bound, finite_population)

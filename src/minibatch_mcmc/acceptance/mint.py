@@ -21,6 +21,7 @@ import jax
 
 from minibatch_mcmc.acceptance.base import Statistics, TestOutcome
 from minibatch_mcmc.acceptance.naive import NaiveMinibatch
+from minibatch_mcmc.checks import check_int, check_real
 
 
 class MINTSettings(NamedTuple):
@@ -41,16 +42,6 @@ def mint_temperature(n_data: int, lam: float) -> float:
     return float(n_data) ** (1.0 - float(lam))
 
 
-def _check_unit(value: float, name: str, low_open: bool) -> float:
-    """A finite exponent in ``(0, 1]`` (or ``[0, 1)`` when ``low_open`` is False), as float."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ValueError(f"{name}={value!r} must be a finite number")
-    ok = (0.0 < value <= 1.0) if low_open else (0.0 <= value < 1.0)
-    if not ok:
-        raise ValueError(f"{name}={value!r} must lie in {'(0, 1]' if low_open else '[0, 1)'}")
-    return float(value)
-
-
 def check_mint_parameters(
     tau: float | None = None, lam: float | None = None, batch_size: int | None = None, alpha: float | None = None
 ) -> None:
@@ -61,15 +52,13 @@ def check_mint_parameters(
             f"got tau={tau!r}, lam={lam!r}, batch_size={batch_size!r}, alpha={alpha!r}"
         )
     if tau is not None:
-        tau = _check_unit(tau, "tau", low_open=True)
-        if isinstance(lam, bool) or not isinstance(lam, (int, float)) or not math.isfinite(lam) or lam < 0:
-            raise ValueError(f"lam={lam!r} must be a finite number >= 0")
+        tau = check_real(tau, "tau", 0.0, 1.0, low_open=True, why="the exponent of m = n^tau")
+        lam = check_real(lam, "lam", 0.0)
         if lam >= tau:
             raise ValueError(f"MINT needs lambda < tau; got lam={lam} >= tau={tau} (the minibatch noise would not vanish)")
         return
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 2:
-        raise ValueError(f"batch_size m={batch_size!r} must be an integer >= 2")
-    _check_unit(alpha, "alpha", low_open=False)
+    check_int(batch_size, "batch_size m", low=2)
+    check_real(alpha, "alpha", 0.0, 1.0, high_open=True, why="lambda = alpha tau")
 
 
 def resolve_mint(

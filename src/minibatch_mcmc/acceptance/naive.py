@@ -28,6 +28,7 @@ import jax.numpy as jnp
 
 from minibatch_mcmc.acceptance.base import Statistics, TestOutcome, check_batch_fits, data_free_delta, uniform_from_bits, untempered
 from minibatch_mcmc.acceptance.streaming import add_rows, decision_dtype, init_sums, mean_and_variance, read_terms
+from minibatch_mcmc.checks import check_int
 from minibatch_mcmc.data.indexing import chunk_indices
 
 
@@ -74,6 +75,4 @@ class NaiveMinibatch(NamedTuple):
 
 def naive_minibatch(batch_size: int = 100) -> NaiveMinibatch:
     """The biased plug-in minibatch Metropolis test with minibatch size ``m=batch_size`` (for comparison only)."""
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 2:
-        raise ValueError(f"batch_size m={batch_size!r} must be an integer >= 2")
-    return NaiveMinibatch(int(batch_size))
+    return NaiveMinibatch(check_int(batch_size, "batch_size m", low=2))

@@ -20,11 +20,12 @@ from typing import Iterator, Sequence
 import numpy as np
 from numpy.lib import format as npy_format
 
+from minibatch_mcmc.checks import check_int
+
 
 def logistic_chunks(rows: int, dim: int, seed: int, chunk: int) -> tuple[np.ndarray, Iterator[tuple[np.ndarray, np.ndarray]]]:
     """The true weights and an iterator of ``(x, y)`` chunks of at most ``chunk`` rows."""
-    if rows < 1 or dim < 1 or chunk < 1:
-        raise ValueError(f"rows={rows}, dim={dim} and chunk={chunk} must all be positive")
+    rows, dim, chunk = (check_int(v, name, low=1) for v, name in ((rows, "rows"), (dim, "dim"), (chunk, "chunk")))
     root = np.random.default_rng(seed)
     theta = (root.standard_normal(dim) / np.sqrt(dim)).astype(np.float32)
     streams = root.spawn((rows + chunk - 1) // chunk)

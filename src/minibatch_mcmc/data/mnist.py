@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from minibatch_mcmc.checks import check_int
+
 DEBIAN_FASHION_DIR = Path("/usr/share/datasets/fashion-mnist")
 """Where Debian's ``dataset-fashion-mnist`` package puts the (gzipped) IDX files."""
 FASHION_CLASSES = (5, 7)
@@ -155,8 +157,7 @@ def elastic_augment(
     imgs = np.asarray(images, np.float32).reshape(-1, side, side)
     if imgs.shape[0] == 0:
         raise ValueError("elastic_augment needs at least one source image")
-    if n_out < 0:
-        raise ValueError(f"n_out={n_out} must be >= 0")
+    n_out = check_int(n_out, "n_out", low=0)
     rng = _rng(key_or_seed)
     # gaussian_filter (reflect boundary) along one axis is linear, so smoothing both axes is smooth @ u @ smooth.T
     smooth = ndimage.gaussian_filter1d(np.eye(side), sigma, axis=0).astype(np.float32)
@@ -198,8 +199,7 @@ def sklearn_digits(classes: tuple[int, int] = (1, 7)) -> dict:
 def train_test_split_fixed(data: dict, n_test: int, seed: int = 0) -> tuple[dict, dict]:
     """A seeded random split of a ``{"x", "y"}`` dict into ``(train, test)`` with ``n_test`` test rows."""
     n = int(np.asarray(data["y"]).shape[0])
-    if not 0 <= n_test <= n:
-        raise ValueError(f"n_test={n_test} must lie in [0, {n}]")
+    n_test = check_int(n_test, "n_test", 0, n)
     perm = np.random.default_rng(seed).permutation(n)
     te, tr = np.sort(perm[:n_test]), np.sort(perm[n_test:])
     return {k: np.asarray(v)[tr] for k, v in data.items()}, {k: np.asarray(v)[te] for k, v in data.items()}

@@ -16,6 +16,7 @@ from collections import OrderedDict
 
 import numpy as np
 
+from minibatch_mcmc.checks import check_int
 from minibatch_mcmc.data.host import HostData
 
 
@@ -23,8 +24,7 @@ class PrefetchReader:
     """A reader that serves planned gathers from rows read ahead by a background thread."""
 
     def __init__(self, inner, plan: np.ndarray, depth: int = 8):
-        if depth < 1:
-            raise ValueError(f"prefetch depth={depth!r} must be a positive integer")
+        depth = check_int(depth, "prefetch depth", low=1)
         plan = np.asarray(plan)
         if plan.ndim < 2 or plan.size == 0:
             raise ValueError(f"prefetch plan has shape {plan.shape}; expected (steps, ..., m) row indices")

@@ -13,6 +13,8 @@ from typing import NamedTuple
 import numpy as np
 from scipy import special, stats
 
+from minibatch_mcmc.checks import check_int
+
 
 class GridPosterior(NamedTuple):
     """Bin edges on two axes and the exact probability of each bin (shape ``(n1, n2)``, sums to 1)."""
@@ -30,8 +32,7 @@ def grid_posterior(log_density, edges1: np.ndarray, edges2: np.ndarray, refine: 
     e1, e2 = np.asarray(edges1, float), np.asarray(edges2, float)
     if e1.ndim != 1 or e2.ndim != 1 or e1.size < 2 or e2.size < 2:
         raise ValueError("edges1 and edges2 must be 1-D arrays with at least two edges")
-    if refine < 1:
-        raise ValueError(f"refine={refine} must be >= 1")
+    refine = check_int(refine, "refine", low=1, why="sub-grid points per bin and axis")
 
     def sub(e: np.ndarray) -> np.ndarray:
         w = np.diff(e)

@@ -11,6 +11,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from minibatch_mcmc.checks import check_int
+
 
 class Risk(NamedTuple):
     """Squared bias, variance and risk (= bias2 + variance) of R chains' estimates, averaged over the quantities."""
@@ -102,8 +104,7 @@ def risk_curve(
         raise ValueError(f"values must have shape (R, T, Q) with R, T, Q >= 1; got {np.shape(values)}")
     if not np.all(np.isfinite(vals)):
         raise ValueError("values must be finite")
-    if isinstance(num_points, bool) or int(num_points) != num_points or num_points < 1:
-        raise ValueError(f"num_points must be an integer >= 1; got {num_points!r}")
+    num_points = check_int(num_points, "num_points", low=1)
     r, t, q = vals.shape
     ref = _as_reference(reference, q)
     w = _as_wall_times(wall_times, r, t)

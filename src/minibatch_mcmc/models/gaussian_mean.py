@@ -12,6 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from minibatch_mcmc.checks import check_positive, check_real
 from minibatch_mcmc.models.base import Model
 
 
@@ -25,9 +26,9 @@ class GaussianMeanSettings(NamedTuple):
 
 def gaussian_mean(settings: GaussianMeanSettings = GaussianMeanSettings()) -> Model:
     """The conjugate model over ``theta`` of shape ``(d,)`` and data rows ``x_i`` of shape ``(d,)``."""
-    mu0, tau, s = (float(v) for v in settings)
-    if not (np.isfinite(tau) and tau > 0 and np.isfinite(s) and s > 0 and np.isfinite(mu0)):
-        raise ValueError(f"invalid settings {settings}: scales must be positive and finite, mean finite")
+    mu0 = check_real(float(settings.prior_mean), "prior_mean")
+    tau = check_positive(float(settings.prior_scale), "prior_scale")
+    s = check_positive(float(settings.noise_scale), "noise_scale")
 
     def log_prior(theta: jax.Array) -> jax.Array:
         z = (theta - mu0) / tau

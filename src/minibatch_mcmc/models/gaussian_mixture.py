@@ -13,6 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from minibatch_mcmc.checks import check_positive
 from minibatch_mcmc.models.base import Model
 
 
@@ -26,10 +27,7 @@ class MixtureSettings(NamedTuple):
 
 def gaussian_mixture(settings: MixtureSettings = MixtureSettings()) -> Model:
     """The Welling-Teh mixture model over ``theta`` of shape ``(2,)`` and scalar data ``x``."""
-    s1, s2, sx = (float(v) for v in settings)
-    for name, v in zip(settings._fields, (s1, s2, sx)):
-        if not (np.isfinite(v) and v > 0):
-            raise ValueError(f"{name}={v!r} must be a positive finite variance")
+    s1, s2, sx = (check_positive(float(v), name, why="a variance") for name, v in zip(settings._fields, settings))
 
     def log_prior(theta: jax.Array) -> jax.Array:
         return (

@@ -16,6 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from minibatch_mcmc.checks import check_real
 from minibatch_mcmc.models.base import Model
 
 
@@ -39,8 +40,7 @@ def orthonormality_error(w: jax.Array) -> jax.Array:
 
 def ica(tolerance: float = 1e-4) -> Model:
     """ICA model: uniform prior on orthonormal ``W`` (``-inf`` if ``max|W^T W - I| > tolerance``) and the 4 cosh^2 likelihood."""
-    if not (np.isfinite(tolerance) and 0 < tolerance < 1):
-        raise ValueError(f"tolerance={tolerance!r} must be in (0, 1): the allowed max |W^T W - I| of a prior-support point")
+    check_real(tolerance, "tolerance", 0.0, 1.0, low_open=True, high_open=True, why="the allowed max |W^T W - I| of a prior-support point")
 
     def log_prior(w: jax.Array) -> jax.Array:
         dtype = jnp.result_type(w, jnp.float32)

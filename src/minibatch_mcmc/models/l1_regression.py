@@ -21,6 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 from scipy import integrate, optimize
 
+from minibatch_mcmc.checks import check_int, check_positive, check_real
 from minibatch_mcmc.models.base import Model
 
 
@@ -41,18 +42,10 @@ class L1DataSettings(NamedTuple):
     x_high: float = 1.0
 
 
-def _check_settings(settings: L1RegressionSettings) -> tuple[float, float]:
-    """``lam`` and ``lam0`` must be positive and finite."""
-    lam, lam0 = (float(v) for v in settings)
-    for name, v in (("lam", lam), ("lam0", lam0)):
-        if not (np.isfinite(v) and v > 0):
-            raise ValueError(f"{name}={v!r} must be a positive finite number")
-    return lam, lam0
-
-
 def l1_regression(settings: L1RegressionSettings = L1RegressionSettings()) -> Model:
     """The model over ``theta`` of shape ``(d,)`` and data ``{"x": (N, d), "y": (N,)}``."""
-    lam, lam0 = _check_settings(settings)
+    lam = check_positive(settings.lam, "lam", why="the noise precision")
+    lam0 = check_positive(settings.lam0, "lam0", why="the rate of the Laplace prior")
 
     def log_prior(theta: jax.Array) -> jax.Array:
         return jnp.sum(jnp.log(lam0 / 2.0) - lam0 * jnp.abs(theta))
@@ -66,13 +59,10 @@ def l1_regression(settings: L1RegressionSettings = L1RegressionSettings()) -> Mo
 
 def make_l1_data(key: jax.Array, settings: L1DataSettings = L1DataSettings(), dtype=jnp.float32) -> dict:
     """One-dimensional data ``{"x": (N, 1), "y": (N,)}`` with ``y_i = slope x_i + xi_i``."""
-    n = settings.n_data
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-        raise ValueError(f"n_data={n!r} must be a positive integer")
-    if not (np.isfinite(settings.noise_var) and settings.noise_var > 0):
-        raise ValueError(f"noise_var={settings.noise_var!r} must be a positive finite number")
-    if not (np.isfinite(settings.x_low) and np.isfinite(settings.x_high) and settings.x_low < settings.x_high):
-        raise ValueError(f"need finite x_low < x_high; got x_low={settings.x_low!r}, x_high={settings.x_high!r}")
+    n = check_int(settings.n_data, "n_data", low=1)
+    check_positive(settings.noise_var, "noise_var")
+    x_low = check_real(settings.x_low, "x_low")
+    check_real(settings.x_high, "x_high", x_low, low_open=True, why="the upper end of the range of x")
     k_x, k_xi = jax.random.split(key)
     x = jax.random.uniform(k_x, (int(n), 1), dtype, minval=settings.x_low, maxval=settings.x_high)
     xi = jax.random.normal(k_xi, (int(n),), dtype) * jnp.sqrt(jnp.asarray(settings.noise_var, dtype))
@@ -151,9 +141,9 @@ def exact_posterior_l1(
     data: dict, temperature: float = 1.0, settings: L1RegressionSettings = L1RegressionSettings()
 ) -> L1Posterior:
     """The exact 1-D posterior for ``data`` (``x`` of shape ``(N, 1)`` or ``(N,)``), normalised by quadrature."""
-    lam, lam0 = _check_settings(settings)
-    if not (np.isfinite(temperature) and temperature > 0):
-        raise ValueError(f"temperature={temperature!r} must be a positive finite number")
+    lam = check_positive(settings.lam, "lam", why="the noise precision")
+    lam0 = check_positive(settings.lam0, "lam0", why="the rate of the Laplace prior")
+    temperature = check_positive(temperature, "temperature")
     x = np.asarray(data["x"], np.float64)
     if x.ndim == 2 and x.shape[1] != 1:
         raise ValueError(f"the quadrature posterior is one-dimensional; x has shape {x.shape} (need (N,) or (N, 1))")
@@ -188,8 +178,7 @@ WINDOW_NATS = 40.0
 
 def density_window(post: L1Posterior, nats: float = WINDOW_NATS) -> tuple[float, float]:
     """Points left and right of the mode where the log density has dropped by ``nats`` (root finding)."""
-    if not (np.isfinite(nats) and 0 < nats < 1000):
-        raise ValueError(f"nats={nats!r} must lie in (0, 1000)")
+    check_real(nats, "nats", 0.0, 1000.0, low_open=True, high_open=True)
     sd = post.scale()
     f = lambda t: post.log_unnormalised(t) - post.log_unnormalised(post.mode) + nats
     # the quadratic term alone drops by 5000 nats at 100 sd, so both brackets change sign

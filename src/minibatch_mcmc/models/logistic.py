@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
+from minibatch_mcmc.checks import check_positive
 from minibatch_mcmc.models.base import Model, flat_prior, gaussian_prior
 
 
@@ -18,8 +18,8 @@ def logistic_log_lik(theta: jax.Array, batch: dict) -> jax.Array:
 
 def logistic_regression(prior_scale: float | None = None) -> Model:
     """Logistic regression; ``prior_scale=None`` is the paper's uniform prior, else ``N(0, scale^2)``."""
-    if prior_scale is not None and not (np.isfinite(prior_scale) and prior_scale > 0):
-        raise ValueError(f"prior_scale={prior_scale!r} must be a positive finite number or None (uniform prior)")
+    if prior_scale is not None:
+        check_positive(prior_scale, "prior_scale", why="or None for the uniform prior")
     prior = flat_prior() if prior_scale is None else gaussian_prior(0.0, prior_scale)
     return Model(log_prior=prior, log_lik=logistic_log_lik, name="logistic_regression")
 

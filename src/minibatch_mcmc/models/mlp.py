@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from minibatch_mcmc.checks import check_int, check_positive
 from minibatch_mcmc.models.base import Model, flat_prior, gaussian_prior
 
 PyTree = Any
@@ -33,8 +34,7 @@ def check_sizes(sizes: Sequence[int]) -> tuple[int, ...]:
     if len(widths) < 2:
         raise ValueError(f"sizes={widths!r} needs at least an input and an output width, e.g. (784, 200, 10)")
     for w in widths:
-        if isinstance(w, bool) or not isinstance(w, (int, np.integer)) or w < 1:
-            raise ValueError(f"sizes={widths!r}: every layer width must be a positive integer; got {w!r}")
+        check_int(w, "layer width", low=1, why=f"every entry of sizes={widths!r}")
     if widths[-1] < 2:
         raise ValueError(f"sizes={widths!r}: the softmax output needs at least 2 classes; got {widths[-1]}")
     return tuple(int(w) for w in widths)
@@ -105,9 +105,7 @@ def bayesian_mlp(sizes: Sequence[int] = PAPER_SIZES, prior_scale: float | None =
     of scale ``s`` is an L2 penalty ``||Theta||^2 / (2 s^2)`` on the summed log-likelihood.
     """
     check_sizes(sizes)
-    if prior_scale is not None and (
-        isinstance(prior_scale, bool) or not isinstance(prior_scale, (int, float)) or not np.isfinite(prior_scale) or prior_scale <= 0
-    ):
-        raise ValueError(f"prior_scale={prior_scale!r} must be a positive finite number or None (uniform prior)")
-    prior = flat_prior() if prior_scale is None else gaussian_prior(0.0, float(prior_scale))
+    if prior_scale is not None:
+        prior_scale = check_positive(prior_scale, "prior_scale", why="or None for the uniform prior")
+    prior = flat_prior() if prior_scale is None else gaussian_prior(0.0, prior_scale)
     return Model(log_prior=prior, log_lik=mlp_log_lik, name="bayesian_mlp")

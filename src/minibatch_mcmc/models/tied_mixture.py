@@ -15,21 +15,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from minibatch_mcmc.checks import check_int, check_positive
 from minibatch_mcmc.models.base import Model, flat_prior
-
-
-def _check(num_components: int, sigma_sq: float) -> tuple[int, float]:
-    """Validate the number of components ``C >= 1`` and the variance ``sigma^2 > 0``."""
-    if isinstance(num_components, bool) or not isinstance(num_components, (int, np.integer)) or num_components < 1:
-        raise ValueError(f"num_components={num_components!r} must be an integer >= 1")
-    if isinstance(sigma_sq, bool) or not np.isfinite(sigma_sq) or sigma_sq <= 0:
-        raise ValueError(f"sigma_sq={sigma_sq!r} must be a positive finite variance")
-    return int(num_components), float(sigma_sq)
 
 
 def tied_mixture(num_components: int = 50, sigma_sq: float = 1.0) -> Model:
     """Equal-weight mixture of ``C`` unit-variance normals with means ``theta`` (shape ``(C,)``), flat prior."""
-    c, s2 = _check(num_components, sigma_sq)
+    c = check_int(num_components, "num_components", low=1)
+    s2 = check_positive(sigma_sq, "sigma_sq", why="the component variance")
     const = -math.log(c) - 0.5 * math.log(2 * math.pi * s2)
 
     def log_lik(theta: jax.Array, batch: jax.Array) -> jax.Array:
@@ -41,7 +34,7 @@ def tied_mixture(num_components: int = 50, sigma_sq: float = 1.0) -> Model:
 
 def tied_mixture_truth(num_components: int = 50, spike: float = 2.0) -> np.ndarray:
     """The paper's data-generating parameter ``theta* = spike * e_1`` (``2 e_1`` in ``R^50``)."""
-    c, _ = _check(num_components, 1.0)
+    c = check_int(num_components, "num_components", low=1)
     theta = np.zeros(c, np.float32)
     theta[0] = spike
     return theta
@@ -50,9 +43,9 @@ def tied_mixture_truth(num_components: int = 50, spike: float = 2.0) -> np.ndarr
 def make_tied_mixture_data(key: jax.Array, n: int, theta: np.ndarray, sigma_sq: float = 1.0, dtype=jnp.float32) -> jax.Array:
     """Draw ``n`` points from the mixture with means ``theta`` (each component with probability ``1/C``)."""
     theta = jnp.asarray(theta, dtype)
-    c, s2 = _check(int(theta.shape[0]), sigma_sq)
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-        raise ValueError(f"n={n!r} must be a positive integer")
+    c = check_int(int(theta.shape[0]), "num_components", low=1)
+    s2 = check_positive(sigma_sq, "sigma_sq", why="the component variance")
+    n = check_int(n, "n", low=1)
     k_comp, k_noise = jax.random.split(key)
     comp = jax.random.randint(k_comp, (n,), 0, c)
     return theta[comp] + math.sqrt(s2) * jax.random.normal(k_noise, (n,), dtype)

@@ -30,6 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 from scipy import special as sps
 
+from minibatch_mcmc.checks import check_int, check_positive, check_real
 from minibatch_mcmc.models.base import Model
 from minibatch_mcmc.models.logistic import logistic_log_lik
 
@@ -49,19 +50,15 @@ class SelectionPrior(NamedTuple):
 
 def check_prior(prior: SelectionPrior) -> SelectionPrior:
     """Validate the hyperparameters, raising ``ValueError`` naming the bad one."""
-    d = prior.n_features
-    if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 1:
-        raise ValueError(f"n_features={d!r} must be a positive integer (the number of covariates D)")
-    if not (np.isfinite(prior.lam) and prior.lam > 0):
-        raise ValueError(f"lam={prior.lam!r} must be a positive finite Poisson rate")
-    a, b = prior.psi_shape, prior.psi_scale
-    if not (np.isfinite(a) and np.isfinite(b) and a >= 0 and b >= 0):
-        raise ValueError(f"psi_shape={a!r} and psi_scale={b!r} must be finite and >= 0")
+    d = check_int(prior.n_features, "n_features", low=1, why="the number of covariates D")
+    lam = check_positive(prior.lam, "lam", why="the Poisson rate of the model size")
+    a = check_real(prior.psi_shape, "psi_shape", 0.0, why="the inverse-gamma shape")
+    b = check_real(prior.psi_scale, "psi_scale", 0.0, why="the inverse-gamma scale")
     if (a > 0) != (b > 0):
         raise ValueError(
             f"psi_shape={a!r}, psi_scale={b!r}: give both > 0 (proper inverse-gamma) or both 0 (the paper's 1/psi)"
         )
-    return SelectionPrior(int(d), float(prior.lam), float(a), float(b))
+    return SelectionPrior(d, lam, a, b)
 
 
 def size_log_prior(k: jax.Array, prior: SelectionPrior) -> jax.Array:

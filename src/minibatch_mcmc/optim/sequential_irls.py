@@ -27,6 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 from scipy.stats import norm
 
+from minibatch_mcmc.checks import check_bool, check_choice, check_int, check_positive, check_real
 from minibatch_mcmc.data.indexing import permuted_index
 
 WorkingFn = Callable[[jax.Array, jax.Array, jax.Array], tuple[jax.Array, jax.Array]]
@@ -51,8 +52,7 @@ def lad_problem(floor: float = 1e-4) -> IRLSProblem:
 
     Residuals are floored at ``floor`` so the weights stay finite at points the fit passes through.
     """
-    if not (np.isfinite(floor) and floor > 0):
-        raise ValueError(f"floor={floor!r} must be a positive finite number")
+    check_positive(floor, "floor")
 
     def working(theta: jax.Array, x: jax.Array, y: jax.Array) -> tuple[jax.Array, jax.Array]:
         r = y - x @ theta
@@ -72,8 +72,7 @@ def logistic_problem(floor: float = 1e-6) -> IRLSProblem:
 
     ``w_i^2`` is floored at ``floor`` for saturated predictions.
     """
-    if not (np.isfinite(floor) and floor > 0):
-        raise ValueError(f"floor={floor!r} must be a positive finite number")
+    check_positive(floor, "floor")
 
     def working(theta: jax.Array, x: jax.Array, y: jax.Array) -> tuple[jax.Array, jax.Array]:
         z = x @ theta
@@ -107,22 +106,17 @@ class SequentialIRLSConfig(NamedTuple):
 
     def validate(self, n_data: int, dim: int) -> SequentialIRLSConfig:
         """Check the settings against ``N`` and ``D`` and fill in default sizes."""
-        if not (isinstance(self.epsilon, (int, float)) and 0.0 <= self.epsilon < 0.5):
-            raise ValueError(f"epsilon={self.epsilon!r} must be in [0, 0.5)")
-        if not isinstance(self.debias, bool):
-            raise ValueError(f"debias={self.debias!r} must be True or False")
-        if self.update not in UPDATES:
-            raise ValueError(f"update={self.update!r} must be one of {UPDATES}")
+        check_real(self.epsilon, "epsilon", 0.0, 0.5, high_open=True)
+        check_bool(self.debias, "debias")
+        check_choice(self.update, "update", UPDATES)
         if n_data <= dim:
             raise ValueError(f"need more data points than parameters: N={n_data}, D={dim}")
         default = max(n_data // 1000, dim + 1)
         n0 = default if self.initial_size is None else self.initial_size
         inc = default if self.increment is None else self.increment
-        if not (isinstance(n0, (int, np.integer)) and dim < n0 <= n_data):
-            raise ValueError(f"initial_size={n0!r} must be an integer in ({dim}, {n_data}] (more than D points)")
-        if not (isinstance(inc, (int, np.integer)) and inc >= 1):
-            raise ValueError(f"increment={inc!r} must be a positive integer")
-        return self._replace(initial_size=int(n0), increment=int(min(inc, n_data)))
+        n0 = check_int(n0, "initial_size", dim + 1, n_data, why="more than D points")
+        inc = check_int(inc, "increment", low=1)
+        return self._replace(initial_size=n0, increment=min(inc, n_data))
 
 
 class StepInfo(NamedTuple):
@@ -301,7 +295,7 @@ class IRLSTrace(NamedTuple):
     deltas: np.ndarray
 
 
-def _check_data(data: dict, theta0: jax.Array) -> tuple[int, int]:
+def check_regression_data(data: dict, theta0: jax.Array) -> tuple[int, int]:
     """``(N, D)`` of a ``{"x": (N, D), "y": (N,)}`` data set, checked against ``theta0 (D,)``."""
     if not isinstance(data, dict) or "x" not in data or "y" not in data:
         raise ValueError("data must be a dict with arrays 'x' (N, D) and 'y' (N,)")
@@ -325,9 +319,8 @@ def run_irls(
 
     The step is compiled before timing; iteration ``t`` uses ``jax.random.fold_in(key, t)``.
     """
-    n, dim = _check_data(data, theta0)
-    if isinstance(num_iterations, bool) or int(num_iterations) != num_iterations or num_iterations < 1:
-        raise ValueError(f"num_iterations={num_iterations!r} must be a positive integer")
+    n, dim = check_regression_data(data, theta0)
+    check_int(num_iterations, "num_iterations", low=1)
     theta = jnp.asarray(theta0, data["x"].dtype)
     if config is None:
         batch = make_batch_step(problem)

@@ -10,7 +10,8 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from minibatch_mcmc.optim.sequential_irls import IRLSProblem, _check_data
+from minibatch_mcmc.checks import check_int, check_positive, check_real
+from minibatch_mcmc.optim.sequential_irls import IRLSProblem, check_regression_data
 
 
 class SGDConfig(NamedTuple):
@@ -23,16 +24,10 @@ class SGDConfig(NamedTuple):
 
     def validate(self, n_data: int) -> SGDConfig:
         """Check the constants: ``c1 > 0``, ``c2 > 0``, ``c3`` in ``(0, 1]``, ``1 <= batch_size <= N``."""
-        for name in ("c1", "c2"):
-            v = getattr(self, name)
-            if not (np.isfinite(v) and v > 0):
-                raise ValueError(f"{name}={v!r} must be a positive finite number")
-        if not (np.isfinite(self.c3) and 0 < self.c3 <= 1):
-            raise ValueError(f"c3={self.c3!r} must be in (0, 1]")
-        if isinstance(self.batch_size, bool) or not isinstance(self.batch_size, (int, np.integer)) or not (
-            1 <= self.batch_size <= n_data
-        ):
-            raise ValueError(f"batch_size={self.batch_size!r} must be an integer in [1, {n_data}]")
+        check_positive(self.c1, "c1")
+        check_positive(self.c2, "c2")
+        check_real(self.c3, "c3", 0.0, 1.0, low_open=True)
+        check_int(self.batch_size, "batch_size", 1, n_data)
         return self
 
 
@@ -82,20 +77,18 @@ def run_sgd(
     num_checkpoints: int = 20,
 ) -> SGDTrace:
     """Run ``num_updates`` annealed-step SGD updates, recording the iterate at ``num_checkpoints`` equal chunks."""
-    n, _ = _check_data(data, theta0)
+    n, _ = check_regression_data(data, theta0)
     cfg = config.validate(n)
-    if isinstance(num_checkpoints, bool) or int(num_checkpoints) != num_checkpoints or num_checkpoints < 1:
-        raise ValueError(f"num_checkpoints={num_checkpoints!r} must be a positive integer")
-    if isinstance(num_updates, bool) or int(num_updates) != num_updates or num_updates < num_checkpoints:
-        raise ValueError(f"num_updates={num_updates!r} must be an integer >= num_checkpoints={num_checkpoints}")
-    chunk = int(num_updates) // int(num_checkpoints)
+    num_checkpoints = check_int(num_checkpoints, "num_checkpoints", low=1)
+    num_updates = check_int(num_updates, "num_updates", low=num_checkpoints, why="at least one update per checkpoint")
+    chunk = num_updates // num_checkpoints
     run, opt = make_sgd_epoch(problem, cfg, n, chunk)
     theta = jnp.asarray(theta0, data["x"].dtype)
     state = opt.init(theta)
     jax.block_until_ready(run(theta, state, data, key))  # compile outside the clock
     thetas, counts, times = [np.asarray(theta)], [0], [0.0]
     elapsed = 0.0
-    for c in range(int(num_checkpoints)):
+    for c in range(num_checkpoints):
         start = time.perf_counter()
         theta, state = jax.block_until_ready(run(theta, state, data, jax.random.fold_in(key, c)))
         elapsed += time.perf_counter() - start

@@ -22,6 +22,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from minibatch_mcmc.checks import check_int, check_positive, check_probability
 from minibatch_mcmc.proposals.base import Proposal
 
 UPDATE, BIRTH, DEATH = 0, 1, 2
@@ -65,15 +66,13 @@ def reversible_jump(
     probs: MoveProbabilities = MoveProbabilities(),
 ) -> Proposal:
     """Mixture of update, birth and death moves on ``{"beta", "gamma"}`` with ``D = n_features``."""
-    if isinstance(n_features, bool) or not isinstance(n_features, int) or n_features < 1:
-        raise ValueError(f"n_features={n_features!r} must be a positive integer (D, the number of covariates)")
-    for name, v in (("update_sd", update_sd), ("birth_sd", birth_sd)):
-        if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
-            raise ValueError(f"{name}={v!r} must be a positive finite standard deviation")
-    b, d = probs.birth, probs.death
-    if not (0 < b < 1 and 0 < d < 1 and b + d < 1 + 1e-12):
+    n = check_int(n_features, "n_features", low=1, why="D, the number of covariates")
+    check_positive(update_sd, "update_sd", why="a standard deviation")
+    check_positive(birth_sd, "birth_sd", why="a standard deviation")
+    b = check_probability(probs.birth, "birth", why="a move probability")
+    d = check_probability(probs.death, "death", why="a move probability")
+    if b + d >= 1 + 1e-12:
         raise ValueError(f"move probabilities birth={b!r}, death={d!r} must be in (0, 1) with birth + death <= 1")
-    n = n_features
 
     def sample(key: jax.Array, theta: dict) -> tuple[dict, jax.Array]:
         beta, gamma = theta["beta"], theta["gamma"]

@@ -19,6 +19,7 @@ import math
 import jax
 import jax.numpy as jnp
 
+from minibatch_mcmc.checks import check_positive
 from minibatch_mcmc.proposals.base import Proposal
 
 
@@ -36,8 +37,7 @@ def newton_schulz(w: jax.Array) -> jax.Array:
 
 def stiefel_random_walk(step: float, reorthonormalize: bool = True) -> Proposal:
     """Symmetric random walk ``W' = W expm(S)`` on ``D x D`` orthonormal matrices with step size ``step``."""
-    if not (isinstance(step, (int, float)) and math.isfinite(step) and step > 0):
-        raise ValueError(f"step={step!r} must be a positive finite number (s.d. of the skew-symmetric increments)")
+    check_positive(step, "step", why="s.d. of the skew-symmetric increments")
 
     def sample(key: jax.Array, w: jax.Array) -> tuple[jax.Array, jax.Array]:
         if w.ndim != 2 or w.shape[0] != w.shape[1]:

@@ -1,0 +1,249 @@
+"""The offline builder of the correction tables ``C_sigma`` (Seita et al. 2017, Section 4).
+
+The masses solve a linear programme (minimise the largest CDF error of ``N(0, sigma^2) * C_sigma``
+against the standard logistic, subject to non-negative masses summing to one); the error is then
+measured on a grid much finer than the one the programme saw. :func:`build_shipped_tables` writes the
+tables that :mod:`minibatch_mcmc.acceptance.correction` loads at run time; run this module to regenerate
+them (``python -m minibatch_mcmc.acceptance.correction_lp``).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from types import MappingProxyType
+
+import numpy as np
+from scipy.optimize import linprog
+from scipy.special import expit, ndtr
+
+from minibatch_mcmc.acceptance.correction import (
+    EVAL_STEP,
+    SHIP_MAX_ERROR,
+    SHIPPED_PATH,
+    CorrectionTable,
+    alias_cells,
+    check_sigma,
+    shipped_tables,
+)
+from minibatch_mcmc.checks import check_positive, check_real
+
+SHIPPED_SIGMAS: tuple[float, ...] = (
+    0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.05, 1.1, 1.15, 1.2, 1.25, 1.3, 1.35, 1.4, 1.42, 1.44, 1.45, 1.5, 1.6, 1.7,
+)
+"""The ``sigma`` values whose tables :func:`build_shipped_tables` writes by default."""
+
+EVAL_HALF_WIDTH = 40.0
+"""The fine grid covers at least ``[-EVAL_HALF_WIDTH, EVAL_HALF_WIDTH]``."""
+
+MAX_SUPPORT_POINTS = 1201
+"""Largest grid ``solve_correction`` accepts (the LP is dense; 1201 points take ~10 s)."""
+
+MAX_HALF_WIDTH = 100.0
+"""Largest ``half_width`` accepted; the standard logistic has mass ~1e-43 beyond 100."""
+
+_LP_OPTIONS = MappingProxyType({"primal_feasibility_tolerance": 1e-10, "dual_feasibility_tolerance": 1e-10})
+_EXCHANGE_ROUNDS = 4
+
+
+# ---------------------------------------------------------------------------------------------
+# numerics (numpy, scipy)
+
+
+def _grid_half_count(grid_step: float, half_width: float) -> int:
+    """Number ``k`` of grid points on each side of 0 (support is ``grid_step * (-k..k)``)."""
+    k = int(math.floor(half_width / grid_step + 1e-9))
+    if k < 1:
+        raise ValueError(f"grid_step={grid_step!r} must not exceed half_width={half_width!r}")
+    if 2 * k + 1 > MAX_SUPPORT_POINTS:
+        raise ValueError(
+            f"grid_step={grid_step!r} and half_width={half_width!r} give {2 * k + 1} support points; "
+            f"at most {MAX_SUPPORT_POINTS} are allowed"
+        )
+    return k
+
+
+def _symmetric_cdf_matrix(x: np.ndarray, offsets: np.ndarray, sigma: float) -> np.ndarray:
+    """Columns: CDF at ``x`` of N(0, sigma^2) shifted to 0 (first) and to the pairs ``+-offsets[j]``."""
+    a = ndtr((x[:, None] - offsets[None, :]) / sigma)
+    b = ndtr((x[:, None] + offsets[None, :]) / sigma)
+    a[:, 1:] += b[:, 1:]
+    return a
+
+
+def _mixture_cdf(x: np.ndarray, support: np.ndarray, probs: np.ndarray, sigma: float) -> np.ndarray:
+    """``sum_j probs_j Phi((x - support_j) / sigma)``, in chunks, over the atoms with mass only."""
+    xs = np.asarray(x, dtype=np.float64)
+    keep = np.asarray(probs) > 0
+    y, p = np.asarray(support, dtype=np.float64)[keep], np.asarray(probs, dtype=np.float64)[keep]
+    flat = xs.reshape(-1)
+    out = np.empty(flat.shape, dtype=np.float64)
+    chunk = max(1, 2_000_000 // max(1, y.size))
+    for start in range(0, flat.size, chunk):
+        part = flat[start : start + chunk]
+        out[start : start + chunk] = ndtr((part[:, None] - y[None, :]) / sigma) @ p
+    return out.reshape(xs.shape)
+
+
+def correction_cdf(x: np.ndarray | float, table: CorrectionTable) -> np.ndarray:
+    """CDF of ``N(0, sigma^2) + X_corr`` at ``x`` (numpy, float64)."""
+    return _mixture_cdf(np.asarray(x, dtype=np.float64), table.support, table.probs, table.sigma)
+
+
+def _eval_limit(half_width: float) -> float:
+    """Half width of the fine evaluation grid."""
+    return max(EVAL_HALF_WIDTH, 2.0 * half_width)
+
+
+def _fine_grid(limit: float, start: float) -> np.ndarray:
+    """Points ``start, start + EVAL_STEP, ..., limit``."""
+    n = int(round((limit - start) / EVAL_STEP))
+    return start + EVAL_STEP * np.arange(n + 1)
+
+
+def _sup_error(support: np.ndarray, probs: np.ndarray, sigma: float, limit: float) -> float:
+    """``max |CDF - S|`` over the fine grid on ``[-limit, limit]`` (no symmetry assumed)."""
+    x = _fine_grid(limit, -limit)
+    return float(np.max(np.abs(_mixture_cdf(x, support, probs, sigma) - expit(x))))
+
+
+def _solve_lp(x: np.ndarray, offsets: np.ndarray, sigma: float) -> tuple[np.ndarray, float]:
+    """Minimise ``t`` s.t. ``|M q - S(x)| <= t``, ``q >= 0``, ``q_0 + 2 sum q_j = 1`` (symmetric masses)."""
+    m = _symmetric_cdf_matrix(x, offsets, sigma)
+    s = expit(x)
+    n = offsets.size
+    ones = np.ones((x.size, 1))
+    a_ub = np.block([[m, -ones], [-m, -ones]])
+    b_ub = np.concatenate([s, -s])
+    weights = np.full(n, 2.0)
+    weights[0] = 1.0
+    a_eq = np.concatenate([weights, [0.0]])[None, :]
+    cost = np.zeros(n + 1)
+    cost[-1] = 1.0
+    for options in (dict(_LP_OPTIONS), {}):  # tight tolerances first, HiGHS defaults as a fallback
+        res = linprog(cost, A_ub=a_ub, b_ub=b_ub, A_eq=a_eq, b_eq=[1.0], bounds=(0, None), method="highs", options=options)
+        if res.status == 0:
+            break
+    else:
+        raise RuntimeError(f"the correction LP failed for sigma={sigma!r}: {res.message}")
+    q = np.clip(res.x[:n], 0.0, None)
+    q /= weights @ q
+    return q, float(res.x[-1])
+
+
+def _unfold(q: np.ndarray) -> np.ndarray:
+    """Masses on ``-k..k`` from the symmetric half ``q_0..q_k``."""
+    return np.concatenate([q[:0:-1], q])
+
+
+def _local_maxima_above(err: np.ndarray, level: float) -> np.ndarray:
+    """Indices of local maxima of ``err`` that exceed ``level``."""
+    left = np.concatenate([[-np.inf], err[:-1]])
+    right = np.concatenate([err[1:], [-np.inf]])
+    return np.flatnonzero((err >= left) & (err >= right) & (err > level))
+
+
+def alias_table(probs: np.ndarray, n_cells: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Vose's alias method over ``n_cells >= len(probs)`` cells (extra cells carry zero mass)."""
+    p = np.asarray(probs, dtype=np.float64)
+    n = p.size if n_cells is None else int(n_cells)
+    if n < p.size:
+        raise ValueError(f"n_cells={n} must be at least the number of atoms {p.size}")
+    p = np.concatenate([p, np.zeros(n - p.size)])
+    scaled = p * (n / p.sum())
+    alias_prob = np.ones(n, dtype=np.float64)
+    alias_index = np.arange(n, dtype=np.int32)
+    small = [i for i in range(n) if scaled[i] < 1.0]
+    large = [i for i in range(n) if scaled[i] >= 1.0]
+    while small and large:
+        s, big = small.pop(), large.pop()
+        alias_prob[s] = scaled[s]
+        alias_index[s] = big
+        scaled[big] = (scaled[big] + scaled[s]) - 1.0
+        (small if scaled[big] < 1.0 else large).append(big)
+    # leftovers (from rounding) keep probability 1 and alias themselves; a massless one would be a bug
+    if np.any((alias_prob > 0) & (p == 0)):
+        raise RuntimeError("alias table construction left a zero-mass cell selectable")
+    return alias_prob, alias_index
+
+
+def _make_table(sigma: float, support: np.ndarray, probs: np.ndarray, error: float) -> CorrectionTable:
+    """Assemble a table, computing its alias arrays."""
+    alias_prob, alias_index = alias_table(probs, alias_cells(probs.size))
+    return CorrectionTable(float(sigma), support, probs, float(error), alias_prob, alias_index, False)
+
+
+def solve_correction(sigma: float, grid_step: float = 0.1, half_width: float = 20.0) -> CorrectionTable:
+    """Solve the minimax LP for ``C_sigma`` on the grid ``-half_width..half_width`` (step ``grid_step``)."""
+    sigma = check_sigma(sigma)
+    grid_step = check_positive(grid_step, "grid_step")
+    half_width = check_real(half_width, "half_width", 0.0, MAX_HALF_WIDTH, low_open=True)
+    k = _grid_half_count(grid_step, half_width)
+    offsets = grid_step * np.arange(k + 1)
+    limit = _eval_limit(half_width)
+    # constraints on x >= 0 suffice: symmetric masses give CDF(-x) = 1 - CDF(x), as for S
+    step = 0.5 * min(grid_step, sigma / 5.0)
+    x = step * np.arange(int(math.ceil(limit / step)) + 1)
+    support = grid_step * np.arange(-k, k + 1)
+    fine = _fine_grid(limit, 0.0)
+    fine_target = expit(fine)
+    best_probs, best_err = np.empty(0), math.inf
+    for _ in range(_EXCHANGE_ROUNDS):
+        q, t = _solve_lp(x, offsets, sigma)
+        probs = _unfold(q)
+        err = np.abs(_mixture_cdf(fine, support, probs, sigma) - fine_target)
+        if err.max() < best_err:
+            best_probs, best_err = probs, float(err.max())
+        # below ~1e-10 the LP's own tolerances dominate: refining further only chases noise
+        worst = _local_maxima_above(err, t * (1.0 + 1e-4) + 1e-10)
+        if worst.size == 0:
+            break
+        x = np.union1d(x, fine[worst])  # exchange step: add the points where the fine grid beats t
+    return _make_table(sigma, support, best_probs, _sup_error(support, best_probs, sigma, limit))
+
+
+# ---------------------------------------------------------------------------------------------
+# shipped tables
+
+
+def build_shipped_tables(
+    path: str | Path | None = None, sigmas: tuple[float, ...] = SHIPPED_SIGMAS
+) -> dict[float, float]:
+    """Solve the LP for each ``sigma``, write those with error < 1e-2 to ``path``; return ``{sigma: error}``."""
+    target = Path(path) if path is not None else SHIPPED_PATH
+    tables = [solve_correction(s) for s in sigmas]
+    kept = [t for t in tables if t.max_cdf_error < SHIP_MAX_ERROR]
+    dropped = [t for t in tables if t.max_cdf_error >= SHIP_MAX_ERROR]
+    if not kept:
+        raise ValueError(f"no sigma in {sigmas!r} reaches a max CDF error below {SHIP_MAX_ERROR}")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    np.savez_compressed(
+        target,
+        sigmas=np.array([t.sigma for t in kept]),
+        max_cdf_error=np.array([t.max_cdf_error for t in kept]),
+        support=np.stack([t.support for t in kept]),
+        probs=np.stack([t.probs for t in kept]),
+        alias_prob=np.stack([t.alias_prob for t in kept]),
+        alias_index=np.stack([t.alias_index for t in kept]),
+        dropped_sigmas=np.array([t.sigma for t in dropped], dtype=np.float64),
+        dropped_errors=np.array([t.max_cdf_error for t in dropped], dtype=np.float64),
+    )
+    shipped_tables.cache_clear()
+    return {t.sigma: t.max_cdf_error for t in tables}
+
+
+def _main() -> None:
+    """Regenerate the shipped tables and print their errors."""
+    import time
+
+    start = time.perf_counter()
+    errors = build_shipped_tables()
+    elapsed = time.perf_counter() - start
+    print(f"wrote {SHIPPED_PATH} ({SHIPPED_PATH.stat().st_size / 1024:.1f} KiB) in {elapsed:.1f} s")
+    for sigma, err in errors.items():
+        flag = "" if err < SHIP_MAX_ERROR else "  (dropped: error >= 1e-2)"
+        print(f"  sigma={sigma:<5g} max CDF error {err:.3e}{flag}")
+
+
+if __name__ == "__main__":
+    _main()

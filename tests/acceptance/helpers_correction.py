@@ -1,0 +1,25 @@
+"""Shared checks of correction tables: an independent error measurement and the masses an alias table samples."""
+
+import numpy as np
+from scipy import stats
+
+from minibatch_mcmc.acceptance.correction import CorrectionTable
+
+
+def independent_error(table: CorrectionTable) -> float:
+    """Sup CDF error re-measured with scipy.stats on a grid offset from (and finer than) the module's."""
+    x = np.arange(-45.0, 45.0, 0.0037) + 0.0011
+    keep = table.probs > 0
+    y, p = table.support[keep], table.probs[keep]
+    cdf = np.concatenate([stats.norm.cdf((xx[:, None] - y[None, :]) / table.sigma) @ p for xx in np.array_split(x, 8)])
+    return float(np.max(np.abs(cdf - stats.logistic.cdf(x))))
+
+
+def implied_alias_probs(alias_prob: np.ndarray, alias_index: np.ndarray, n_atoms: int) -> np.ndarray:
+    """The distribution over ``n_atoms`` atoms that an alias table (possibly padded) samples."""
+    n_cells = alias_prob.size
+    out = np.zeros(max(n_cells, n_atoms))
+    out[:n_cells] += alias_prob
+    np.add.at(out, alias_index, 1.0 - alias_prob)
+    assert np.all(out[n_atoms:] == 0)
+    return out[:n_atoms] / n_cells
