@@ -4,7 +4,6 @@ minibatch test reads only its first chunk."""
 
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest

@@ -12,7 +12,7 @@ import pytest
 
 from minibatch_mcmc import sample
 from minibatch_mcmc.acceptance import mh_minibatch
-from minibatch_mcmc.acceptance.base import full_data_max_abs, full_data_sum
+from minibatch_mcmc.data.passes import full_data_max_abs, full_data_sum
 from minibatch_mcmc.data import (
     HostData,
     as_data_source,

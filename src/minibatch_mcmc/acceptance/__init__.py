@@ -1,6 +1,7 @@
 """Acceptance tests: pure ``decide(key, stats) -> TestOutcome`` functions, one module each."""
 
-from minibatch_mcmc.acceptance.base import AcceptanceTest, Statistics, TestOutcome, full_data_sum
+from minibatch_mcmc.acceptance.base import AcceptanceTest, Statistics, TestOutcome
+from minibatch_mcmc.data.passes import full_data_sum
 from minibatch_mcmc.acceptance.exact import BarkerTest, MetropolisTest, barker_probability, metropolis_probability
 from minibatch_mcmc.acceptance.austere import AustereMH, austere_mh, austere_mh_adaptive
 from minibatch_mcmc.acceptance.mhminibatch import MHMinibatch, mh_minibatch
