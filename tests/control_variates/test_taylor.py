@@ -132,3 +132,25 @@ def test_bad_settings_and_centres_are_refused():
     log_model = Model(log_prior=lambda t: 0.0, log_lik=lambda t, b: jnp.log(t[0]) + 0.0 * b[:, 0], name="log")
     with pytest.raises(ValueError, match="sum at the centre is not finite"):
         taylor_proxy(log_model, x, jnp.asarray([-1.0, 0.0]))
+
+
+def test_sgld_cv_gradient_unbiased_and_smaller_by_enumeration():
+    """The control-variate minibatch gradient (SGLD-CV) averaged over all C(12, 3) minibatches equals the
+    full-data gradient to 1e-9 (float64), and its spread over minibatches is far below the plain estimate's
+    near the centre: a missing proxy-gradient term or an N/b factor applied to it would break either."""
+    with jax.enable_x64(True):
+        data = _logistic_data(12, 2, 4)
+        centre, _ = _mode_and_hessian(data, 3.0)
+        model = logistic_regression(prior_scale=3.0)
+        jdata = jax.tree_util.tree_map(jnp.asarray, data)
+        proxy = taylor_proxy(model, jdata, jnp.asarray(centre), order=2)
+        theta = jnp.asarray(centre + [0.05, -0.04])
+        exact = np.asarray(jax.grad(lambda t: jnp.sum(model.log_lik(t, jdata)))(theta))
+        cv, raw = [], []
+        for subset in itertools.combinations(range(12), 3):
+            rows = jax.tree_util.tree_map(lambda a: a[np.asarray(subset)], jdata)
+            cv.append(np.asarray(jax.grad(proxy.minibatch_estimate(model, rows, 12, 3))(theta)))
+            raw.append(np.asarray(4.0 * jax.grad(lambda t: jnp.sum(model.log_lik(t, rows)))(theta)))
+        np.testing.assert_allclose(np.mean(cv, axis=0), exact, rtol=1e-9, atol=1e-9)
+        np.testing.assert_allclose(np.mean(raw, axis=0), exact, rtol=1e-9, atol=1e-9)
+        assert np.max(np.std(cv, axis=0)) < 0.05 * np.max(np.std(raw, axis=0))

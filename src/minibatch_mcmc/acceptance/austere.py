@@ -240,9 +240,7 @@ class AustereMH(NamedTuple):
                 f"AustereMH(nc) records 2N = {2 * n_data} hidden evaluations per step as int32; use N <= {MAX_DATA // 2}"
             )
 
-    def temperature_factor(self, n_data: int) -> float:
-        """AustereMH does not temper the likelihood itself."""
-        return untempered(n_data)
+    temperature_factor = staticmethod(untempered)
 
     def stage(self, stats: Statistics, per_datum, mu0: jax.Array, dtype) -> tuple[int, jax.Array, jax.Array, jax.Array, jax.Array]:
         """Chunk size, stage size ``m``, threshold ``epsilon``, hidden data and a non-finite flag for this step."""

@@ -103,9 +103,7 @@ class MHMinibatch(NamedTuple):
         """Check ``m`` against the data size ``N``."""
         check_batch_fits(self.batch_size, n_data)
 
-    def temperature_factor(self, n_data: int) -> float:
-        """MHminibatch does not temper the likelihood itself."""
-        return untempered(n_data)
+    temperature_factor = staticmethod(untempered)
 
     def decide(self, key: jax.Array, stats: Statistics) -> TestOutcome:
         """Grow the minibatch until ``s2 < sigma^2`` (and ``epsilon <= delta``), then run the corrected Barker test."""

@@ -141,9 +141,7 @@ class MHSubLhd(NamedTuple):
         """Check ``m`` against ``N``."""
         check_batch_fits(self.batch_size, n_data)
 
-    def temperature_factor(self, n_data: int) -> float:
-        """MHSubLhd does not temper the likelihood itself."""
-        return untempered(n_data)
+    temperature_factor = staticmethod(untempered)
 
     def half_width(self, count: jax.Array, sd: jax.Array, look: jax.Array, c_range: jax.Array, n: int) -> jax.Array:
         """The concentration half-width ``c_t`` at a look with ``t = count`` points and sample s.d. ``sd``."""

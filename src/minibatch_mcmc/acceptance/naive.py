@@ -43,9 +43,7 @@ class NaiveMinibatch(NamedTuple):
         """Check ``m`` against ``N``."""
         check_batch_fits(self.batch_size, n_data)
 
-    def temperature_factor(self, n_data: int) -> float:
-        """The naive test does not temper the likelihood itself."""
-        return untempered(n_data)
+    temperature_factor = staticmethod(untempered)
 
     def decide(self, key: jax.Array, stats: Statistics) -> TestOutcome:
         """Accept iff ``log u < N * mean(l_i over the minibatch) + psi`` (biased)."""

@@ -125,7 +125,10 @@ class TaylorProxy(NamedTuple):
                 return full_data_sum(lambda rows: model.log_lik(theta, rows), data, n_data)[0]
 
             return full, 1.0
-        batch = minibatch_rows(key, data, n_data, batch_size)
+        return self.minibatch_estimate(model, minibatch_rows(key, data, n_data, batch_size), n_data, batch_size), 1.0
+
+    def minibatch_estimate(self, model: Model, batch: PyTree, n_data: int, batch_size: int) -> Callable[[PyTree], jax.Array]:
+        """``theta -> sum_i l~_i(theta) + (N / b) sum_batch (l_i(theta) - l~_i(theta))`` (constants dropped) on given rows."""
         c, _ = self.flat_centre()
 
         def estimate(theta: PyTree) -> jax.Array:
@@ -133,7 +136,7 @@ class TaylorProxy(NamedTuple):
             resid = model.log_lik(theta, batch) - self.per_datum(model, batch, d, 0.5 * d)
             return self.proxy_sum(theta) + (n_data / batch_size) * jnp.sum(resid)
 
-        return estimate, 1.0
+        return estimate
 
 
 def chunk_derivatives(model: Model, centre: PyTree, order: int) -> Callable[[PyTree], dict]:
