@@ -30,6 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from minibatch_mcmc.acceptance.mint import mint
+from minibatch_mcmc.checks import check_int, check_positive
 from minibatch_mcmc.experiments.bnn_data import DATASETS, load_data
 from minibatch_mcmc.experiments.nn_baselines import make_sgd_epoch, make_sgld_epoch, sgd_optimizer, weights_mask
 from minibatch_mcmc.experiments.options import experiment_parser, run_dir, split_list, with_given, with_presets, written
@@ -85,13 +86,9 @@ def validate_config(cfg: BNNConfig) -> None:
     if unknown or not cfg.methods:
         raise ValueError(f"methods={list(cfg.methods)!r}: choose a non-empty subset of {METHODS}")
     for name in ("n_train", "n_test", "hidden", "batch_size", "epochs", "cycle_epochs", "decay_every", "cycles"):
-        v = getattr(cfg, name)
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-            raise ValueError(f"{name}={v!r} must be a positive integer")
+        check_int(getattr(cfg, name), name, 1)
     for name in ("sgd_lr", "sgdm_lr", "sgld_lr", "mint_lr", "sgld_prior_scale"):
-        v = getattr(cfg, name)
-        if not np.isfinite(v) or v <= 0:
-            raise ValueError(f"{name}={v!r} must be a positive finite number")
+        check_positive(getattr(cfg, name), name)
     if cfg.mint_prior_scale is not None and (not np.isfinite(cfg.mint_prior_scale) or cfg.mint_prior_scale <= 0):
         raise ValueError(f"mint_prior_scale={cfg.mint_prior_scale!r} must be a positive finite number (omit it for the uniform prior)")
     if cfg.cmint_lr is not None and (not np.isfinite(cfg.cmint_lr) or cfg.cmint_lr <= 0):

@@ -14,36 +14,20 @@ from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import optax
 from jax.flatten_util import ravel_pytree
 
+from minibatch_mcmc.checks import check_int, check_positive, check_real
 from minibatch_mcmc.models.base import Model
 
 PyTree = Any
 
 
-def _check_rate(value: Any, name: str) -> float:
-    """A positive finite float, else a ValueError naming it."""
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating)) or not np.isfinite(value) or value <= 0:
-        raise ValueError(f"{name}={value!r} must be a positive finite number")
-    return float(value)
-
-
-def _check_batch(batch_size: Any, n: int) -> int:
-    """A minibatch size in ``[1, N]``, else a ValueError naming it."""
-    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or not 1 <= batch_size <= n:
-        raise ValueError(f"batch_size={batch_size!r} must be an integer in [1, N={n}]")
-    return int(batch_size)
-
-
 def sgd_optimizer(learning_rate: float, momentum: float = 0.0, l2: float = 0.0, decay_mask: PyTree | None = None):
     """``optax.sgd`` (heavy-ball momentum when ``momentum > 0``) with weight decay ``l2`` on the masked leaves."""
-    lr = _check_rate(learning_rate, "learning_rate")
-    if isinstance(momentum, bool) or not np.isfinite(momentum) or not 0.0 <= momentum < 1.0:
-        raise ValueError(f"momentum={momentum!r} must lie in [0, 1) (0 is plain SGD)")
-    if isinstance(l2, bool) or not np.isfinite(l2) or l2 < 0:
-        raise ValueError(f"l2={l2!r} must be a finite number >= 0")
+    lr = check_positive(learning_rate, "learning_rate")
+    check_real(momentum, "momentum", 0.0, 1.0, high_open=True, why="0 is plain SGD")
+    check_real(l2, "l2", 0.0)
     parts = [optax.add_decayed_weights(float(l2), mask=decay_mask)] if l2 > 0 else []
     parts.append(optax.sgd(lr, momentum=float(momentum) if momentum > 0 else None))
     return optax.chain(*parts)
@@ -71,7 +55,7 @@ class SGDEpoch(NamedTuple):
 
 def make_sgd_epoch(model: Model, n_data: int, batch_size: int, optimizer: optax.GradientTransformation) -> SGDEpoch:
     """One epoch of ``optimizer`` on the mean negative log-likelihood of permuted minibatches."""
-    b = _check_batch(batch_size, n_data)
+    b = check_int(batch_size, "batch_size", 1, n_data)
 
     def loss(params: PyTree, batch: PyTree) -> jax.Array:
         return -jnp.mean(model.log_lik(params, batch))
@@ -93,7 +77,7 @@ def make_sgd_epoch(model: Model, n_data: int, batch_size: int, optimizer: optax.
 
 def make_sgld_epoch(model: Model, n_data: int, batch_size: int) -> Callable[[jax.Array, PyTree, PyTree, jax.Array], tuple[PyTree, PyTree]]:
     """Jitted ``run(key, params, data, lr) -> (params, sum of the epoch's samples)`` for plain SGLD, ``alpha = 2 lr / N``."""
-    b = _check_batch(batch_size, n_data)
+    b = check_int(batch_size, "batch_size", 1, n_data)
 
     def log_target(params: PyTree, batch: PyTree) -> jax.Array:
         return model.log_prior(params) + (n_data / b) * jnp.sum(model.log_lik(params, batch))

@@ -25,6 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from minibatch_mcmc.acceptance import MetropolisTest, austere_mh, mh_minibatch, no_test
+from minibatch_mcmc.checks import check_int
 from minibatch_mcmc.experiments.options import experiment_parser, run_dir, with_given, written
 from minibatch_mcmc.experiments.plots import pyplot, save_figure
 from minibatch_mcmc.experiments.timed import wall_clock
@@ -71,11 +72,8 @@ class SGLDL1Config(NamedTuple):
 def check_config(cfg: SGLDL1Config) -> None:
     """Raise a clear error for settings the experiment cannot run."""
     for field in ("num_samples", "num_chains", "n_data"):
-        v = getattr(cfg, field)
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-            raise ValueError(f"{field}={v!r} must be a positive integer")
-    if isinstance(cfg.burn_in, bool) or not isinstance(cfg.burn_in, (int, np.integer)) or cfg.burn_in < 0:
-        raise ValueError(f"burn_in={cfg.burn_in!r} must be a non-negative integer")
+        check_int(getattr(cfg, field), field, 1)
+    check_int(cfg.burn_in, "burn_in", 0)
     if not cfg.epsilons:
         raise ValueError("epsilons must name at least one AustereMH threshold")
 

@@ -24,13 +24,6 @@ from minibatch_mcmc.proposals.base import GradientFn, Proposal
 PyTree = Any
 
 
-def _check_step(step_size: float) -> float:
-    """The Langevin step size ``alpha`` must be positive and finite."""
-    if isinstance(step_size, bool) or not np.isfinite(step_size) or step_size <= 0:
-        raise ValueError(f"step_size alpha={step_size!r} must be a positive finite number")
-    return float(step_size)
-
-
 def langevin_log_q_ratio(
     theta: jax.Array, theta_new: jax.Array, grad: jax.Array, grad_new: jax.Array, step_size: float, precond: Any = 1.0
 ) -> jax.Array:
@@ -77,7 +70,7 @@ def langevin(step_size: float, batch_size: int = 0, preconditioner: Any = None) 
     ``preconditioner`` is an optional positive vector (or scalar) ``P`` scaling drift and noise per
     coordinate of the flattened parameter.
     """
-    alpha = _check_step(step_size)
+    alpha = check_positive(step_size, "step_size", why="the Langevin step alpha")
     b = check_int(batch_size, "batch_size", 0, why="0 means the full data set")
     precond = 1.0 if preconditioner is None else np.asarray(preconditioner, dtype=np.float64)
     if np.any(~np.isfinite(precond)) or np.any(np.asarray(precond) <= 0) or np.ndim(precond) > 1:

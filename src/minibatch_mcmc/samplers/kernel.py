@@ -13,6 +13,7 @@ import jax
 import jax.numpy as jnp
 
 from minibatch_mcmc.acceptance.base import AcceptanceTest, Statistics, TestOutcome
+from minibatch_mcmc.checks import check_int
 from minibatch_mcmc.control_variates.base import Estimator, plain, uses_all_rows
 from minibatch_mcmc.models.base import Model
 from minibatch_mcmc.proposals.base import GradientFn, Proposal
@@ -69,9 +70,7 @@ def gradient_data_used(proposal: Proposal, n_data: int) -> int:
 def check_gradient_batch(proposal: Proposal) -> int | None:
     """``proposal.gradient_batch_size``: None or a non-negative integer."""
     b = proposal.gradient_batch_size
-    if b is not None and (isinstance(b, bool) or not isinstance(b, int) or b < 0):
-        raise ValueError(f"proposal.gradient_batch_size={b!r} must be None or a non-negative integer")
-    return b
+    return None if b is None else check_int(b, "proposal.gradient_batch_size", 0, why="None for a gradient-free proposal")
 
 
 def build_kernel(
