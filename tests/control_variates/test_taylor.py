@@ -154,3 +154,20 @@ def test_sgld_cv_gradient_unbiased_and_smaller_by_enumeration():
         np.testing.assert_allclose(np.mean(cv, axis=0), exact, rtol=1e-9, atol=1e-9)
         np.testing.assert_allclose(np.mean(raw, axis=0), exact, rtol=1e-9, atol=1e-9)
         assert np.max(np.std(cv, axis=0)) < 0.05 * np.max(np.std(raw, axis=0))
+
+
+def test_proxy_sums_stream_out_of_core_sources(tmp_path):
+    """The proxy's one pass reads an out-of-core source chunk by chunk and gives the in-memory sums (to float32
+    rounding): memory-mapped .npy columns, with a chunk that does not divide N."""
+    from minibatch_mcmc.data import open_npy
+
+    data = {k: np.asarray(v, np.float32 if k == "x" else np.int32) for k, v in _logistic_data(1000, 3, 9).items()}
+    for k, v in data.items():
+        np.save(tmp_path / f"{k}.npy", v)
+    model = logistic_regression(prior_scale=10.0)
+    centre = jnp.asarray([0.1, -0.2, 0.3])
+    in_memory = taylor_proxy(model, data, centre, chunk=300)
+    mapped = taylor_proxy(model, open_npy({k: tmp_path / f"{k}.npy" for k in data}), centre, chunk=300)
+    np.testing.assert_allclose(np.asarray(mapped.grad_sum), np.asarray(in_memory.grad_sum), rtol=1e-5)
+    np.testing.assert_allclose(np.asarray(mapped.hess_sum), np.asarray(in_memory.hess_sum), rtol=1e-5)
+    assert mapped.setup_data == 1000
