@@ -44,7 +44,7 @@ class T1Config(NamedTuple):
     """MHminibatch's minibatch size ``b`` (with the proxy the test stops after the first one)."""
     num_samples: int = 2000
     num_chains: int = 4
-    reference_samples: int = 300
+    reference_samples: int = 200
     """Steps per chain of the full-data Metropolis run (each reads all ``N`` rows)."""
     reference_chains: int = 2
     burn_in: float = 0.1
@@ -52,7 +52,7 @@ class T1Config(NamedTuple):
     seed: int = 0
 
 
-QUICK = {"n_data": 100_000, "num_samples": 500, "reference_samples": 200}
+QUICK = {"n_data": 100_000, "num_samples": 500, "reference_samples": 100}
 """The CI-sized preset (``--quick``)."""
 
 
@@ -207,7 +207,7 @@ def headline(cfg: T1Config, methods: Sequence[str]) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """``minibatch-mcmc reproduce logistic-t1 [--quick] [--n-data N] [--dim D] ...``."""
     p = experiment_parser(
-        "logistic-t1", __doc__, quick="10^5 rows, 500 draws per chain, 200 full-data steps",
+        "logistic-t1", __doc__, quick="10^5 rows, 500 draws per chain, 100 full-data steps",
         num_samples=f"draws per chain of the control-variate run (default {T1Config().num_samples})",
     )
     p.add_argument("--n-data", type=positive_int, help=f"rows N (default {T1Config().n_data:,})")
