@@ -129,7 +129,8 @@ def plot_posteriors(draws: dict[str, np.ndarray], w: Warmup, theta_true: np.ndar
         grid = centre[j] + sd[j] * np.linspace(-4, 4, 200)
         for (name, x), color in zip(draws.items(), ("C0", "C3")):
             ax.hist(x[..., j].ravel(), bins=30, range=(grid[0], grid[-1]), density=True, histtype="step", color=color, label=name)
-        ax.plot(grid, np.exp(-0.5 * ((grid - centre[j]) / sd[j]) ** 2) / (sd[j] * np.sqrt(2 * np.pi)), "k--", lw=0.8, label="Laplace")
+        laplace = np.exp(-0.5 * ((grid - centre[j]) / sd[j]) ** 2) / (sd[j] * np.sqrt(2 * np.pi))
+        ax.plot(grid, laplace, "k--", lw=0.8, label="Laplace")
         ax.axvline(theta_true[j], color="0.5", lw=0.8)
         ax.set_xlabel(f"theta_{j}")
         ax.set_yticks([])
@@ -188,7 +189,10 @@ def run_t1(cfg: T1Config, out: Path, methods: Sequence[str] = METHODS, progress:
     table = format_table(rows)
     if len(rows) == 2:
         z = mean_z(draws[METHODS[0]], np.asarray(rows[0]["ess"]), draws[METHODS[1]], np.asarray(rows[1]["ess"]))
-        table += f"\nposterior means, control variate vs full data: max |difference| / MC s.e. = {np.abs(z).max():.2f} over d={z.size}"
+        table += (
+            f"\nposterior means, control variate vs full data: max |difference| / MC s.e. = {np.abs(z).max():.2f} "
+            f"over d={z.size}"
+        )
     summary = {"config": cfg._asdict(), "theta_true": theta_true.tolist(), "runs": rows}
     (out / f"{PREFIX}summary.json").write_text(json.dumps(summary, indent=2))
     (out / f"{PREFIX}summary.txt").write_text(table + "\n")
@@ -214,7 +218,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--dim", type=positive_int, help=f"parameters d (default {T1Config().dim})")
     p.add_argument("--batch-size", type=positive_int, help=f"MHminibatch minibatch size b (default {T1Config().batch_size})")
     p.add_argument("--chains", type=positive_int, help=f"chains of the control-variate run (default {T1Config().num_chains})")
-    p.add_argument("--reference-samples", type=positive_int, help=f"steps per chain of full-data MH (default {T1Config().reference_samples})")
+    p.add_argument(
+        "--reference-samples", type=positive_int, help=f"steps per chain of full-data MH (default {T1Config().reference_samples})"
+    )
     p.add_argument("--no-reference", action="store_true", help="skip the full-data Metropolis run")
     opts = p.parse_args(argv)
     cfg = with_presets(T1Config(seed=opts.seed), opts, QUICK)
