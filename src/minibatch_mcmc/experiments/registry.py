@@ -40,6 +40,7 @@ EXPERIMENTS: dict[str, Experiment] = {
         Experiment("rj-selection", "Korattikara et al. 4.2.3: reversible-jump variable selection, Figures 7-8", f"{_PACKAGE}.rj_selection"),
         Experiment("ica", "Korattikara et al. 4.2.2: ICA on the Stiefel manifold, Figure 6", f"{_PACKAGE}.stiefel_ica"),
         Experiment("irls", "Korattikara et al. 4.1: sequential vs batch IRLS vs SGD, Figures 2-3", f"{_PACKAGE}.sequential_irls"),
+        Experiment("logistic-t1", "Temperature 1: 10^6-row logistic regression, Taylor-proxy control variate vs full-data MH", f"{_PACKAGE}.logistic_t1"),
         Experiment("figure4", "Korattikara et al. 4.2.1: AustereMH data use, wrong decisions and risk, Figure 4", f"{_PACKAGE}.figure4"),
     )
 }
