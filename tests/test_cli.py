@@ -56,7 +56,7 @@ def test_reproduce_lists_every_registered_experiment(capsys):
 
     assert main(["reproduce", "--list"]) == 0
     out = capsys.readouterr().out
-    names = {"gmm", "logistic", "mint-gmm", "mint-logistic", "cmint-bnn", "mintee", "sgld-l1", "rj-selection", "ica", "irls", "figure4"}
+    names = {"gmm", "logistic", "mint-gmm", "mint-logistic", "cmint-bnn", "mintee", "sgld-l1", "rj-selection", "ica", "irls", "figure4", "logistic-t1"}
     assert set(EXPERIMENTS) == names
     assert all(name in out for name in names)
 

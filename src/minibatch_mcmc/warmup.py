@@ -24,7 +24,7 @@ from minibatch_mcmc.acceptance.base import AcceptanceTest
 from minibatch_mcmc.acceptance.exact import BarkerTest
 from minibatch_mcmc.acceptance.mhminibatch import MHMinibatch, mh_minibatch
 from minibatch_mcmc.checks import check_bool, check_choice, check_int, check_positive
-from minibatch_mcmc.control_variates import TaylorProxy, proxy_langevin, taylor_proxy
+from minibatch_mcmc.control_variates import MAX_DENSE_DIM, TaylorProxy, proxy_langevin, taylor_proxy
 from minibatch_mcmc.control_variates.proposals import cholesky_factor
 from minibatch_mcmc.data.arrays import DataSource, as_data_source
 from minibatch_mcmc.models.base import Model
@@ -140,7 +140,7 @@ def warmup(
     if mode.hessian is None:
         raise ValueError(
             f"the warm-up needs the Hessian at the mode for the Laplace covariance; the model has more than "
-            f"{mode.hessian} parameters for a dense Hessian: build the proxy with taylor_proxy(order=1) and tune by hand"
+            f"{MAX_DENSE_DIM} parameters for a dense Hessian: build the proxy with taylor_proxy(order=1) and tune by hand"
         )
     cov = laplace_covariance(mode.hessian)
     cost = {"mode": PhaseCost(mode.data_used, mode.seconds)}

@@ -58,7 +58,8 @@ class TestOutcome(NamedTuple):
     nonfinite: jax.Array
     """True when a log-likelihood ratio was NaN or infinite (the driver raises)."""
     hidden_data: jax.Array = 0
-    """Data points evaluated outside the minibatch (full-data statistics some tests need), int32."""
+    """Data points evaluated outside the test's minibatch, int32: full-data statistics some tests need, and the
+    rows a gradient proposal's gradient reads (added by the kernel)."""
     residual_sd: jax.Array = 0.0
     """Sample s.d. of the un-tempered per-datum terms read (the proxy's residuals under a control variate):
     a chain that wanders where the proxy is poor shows here; 0 for tests that read no minibatch."""

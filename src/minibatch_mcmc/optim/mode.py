@@ -21,6 +21,7 @@ import numpy as np
 import optax
 from jax.flatten_util import ravel_pytree
 
+from minibatch_mcmc.control_variates.taylor import MAX_DENSE_DIM
 from minibatch_mcmc.checks import check_int, check_positive
 from minibatch_mcmc.data.arrays import as_data_source, take
 from minibatch_mcmc.data.indexing import chunk_indices
@@ -30,8 +31,6 @@ from minibatch_mcmc.samplers.keys import as_key
 
 PyTree = Any
 
-MAX_DENSE_DIM = 2048
-"""Largest parameter dimension ``d`` for which the full-data phase forms the ``d x d`` Hessian (Newton)."""
 
 ARMIJO = 1e-4
 """Sufficient-increase constant of the backtracking line search."""

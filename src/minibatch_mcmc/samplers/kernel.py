@@ -80,6 +80,7 @@ def build_kernel(
     test.validate(n_data)
     estimator = plain() if estimator is None else estimator
     grad_batch = check_gradient_batch(proposal)
+    grad_rows = gradient_data_used(proposal, n_data)
     grad_temperature_factor = float(test.temperature_factor(n_data))  # a test that tempers by itself (MINT): the drift follows it
 
     def init(position: PyTree) -> ChainState:
@@ -106,6 +107,8 @@ def build_kernel(
             known_sum=estimator.known_sum(state.position, candidate),
         )
         outcome = test.decide(k_test, stats)
+        if grad_rows:  # the gradient's rows are read outside the test's minibatch: count them
+            outcome = outcome._replace(hidden_data=outcome.hidden_data + jnp.asarray(grad_rows, jnp.int32))
         new_state = jax.tree_util.tree_map(
             lambda new, old: jnp.where(outcome.accepted, new, old), ChainState(candidate, lp_new), state
         )
