@@ -1,14 +1,17 @@
 """minibatch-mcmc: Metropolis-Hastings on tall data with minibatch acceptance tests, on JAX."""
 
-from minibatch_mcmc import acceptance, data, diagnostics, models, proposals, samplers
+from minibatch_mcmc import acceptance, control_variates, data, diagnostics, models, proposals, samplers
 from minibatch_mcmc.acceptance import BarkerTest, MetropolisTest, mh_minibatch
 from minibatch_mcmc.proposals import independence_gaussian, random_walk
+from minibatch_mcmc.control_variates import taylor_proxy
 from minibatch_mcmc.samplers import SampleResult, build_kernel, sample
+from minibatch_mcmc.warmup import auto_sample
 
 __version__ = "0.1.0"
 
 __all__ = [
     "acceptance",
+    "control_variates",
     "data",
     "diagnostics",
     "models",
@@ -22,4 +25,6 @@ __all__ = [
     "SampleResult",
     "build_kernel",
     "sample",
+    "taylor_proxy",
+    "auto_sample",
 ]
