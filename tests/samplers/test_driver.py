@@ -1,3 +1,5 @@
+import re
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -108,8 +110,12 @@ def test_bad_start_and_settings_are_reported(mixture_data):
 
 
 def test_data_shape_mismatch_with_model_is_reported():
-    # the model expects rows of length 2 but the data rows have length 3
+    # the model expects rows of length 2 but the data rows have length 3: a user model without a shape check
+    # gets the driver's generic message, a shipped model its own
+    user_model = gaussian_mean()._replace(check_shapes=None)
     with pytest.raises(ValueError, match="log_lik failed .* data shapes \\(\\(4096, 3\\)|log_lik failed"):
+        sample(user_model, np.zeros((5000, 3), np.float32), jnp.zeros(2), proposal=random_walk(scale=0.1), test=BarkerTest(), num_samples=5, progress=False)
+    with pytest.raises(ValueError, match=re.escape("gaussian_mean: the data batch has shape (4096, 3); expected (b, 2)")):
         sample(gaussian_mean(), np.zeros((5000, 3), np.float32), jnp.zeros(2), proposal=random_walk(scale=0.1), test=BarkerTest(), num_samples=5, progress=False)
 
 

@@ -3,8 +3,9 @@
 ``C_sigma`` is a discrete distribution (point masses on a symmetric grid) chosen so that
 ``N(0, sigma^2) * C_sigma`` is as close as possible, in the sup norm of the CDF, to the standard
 logistic distribution. Tables for common ``sigma`` ship with the package and are loaded here; others
-are solved on demand by the linear programme in :mod:`minibatch_mcmc.acceptance.correction_lp`
-(imported only then). Draws use Vose's alias method: O(1) per draw, usable under ``jit`` and ``vmap``.
+are derived from the nearest larger shipped table by Gaussian smoothing
+(:mod:`minibatch_mcmc.acceptance.correction_smooth`, imported only then; no LP is solved at run time).
+Draws use Vose's alias method: O(1) per draw, usable under ``jit`` and ``vmap``.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import functools
 import math
 import numbers
+import warnings
 from pathlib import Path
 from typing import NamedTuple
 
@@ -26,6 +28,20 @@ LOGISTIC_SD = math.pi / math.sqrt(3)
 
 SHIP_MAX_ERROR = 1e-2
 """A table is shipped only if its max CDF error is below this."""
+
+MAX_CORRECTION_ERROR = 1e-3
+"""Above this max CDF error ``mh_minibatch`` warns (the paper's own table reached 8.9e-4 at ``sigma = 1``)."""
+
+SIGMA_MIN = 0.1
+"""Smallest ``sigma`` with a correction table at run time (reason in ``SIGMA_MIN_REASON``)."""
+
+SIGMA_MIN_REASON = (
+    "the tables are point masses on a lattice of step 0.1 that N(0, sigma^2) must blur (lattice error about "
+    "exp(-2 pi^2 sigma^2 / 0.1^2): 3e-9 at sigma=0.1, 7e-3 at sigma=0.05); a finer lattice needs a new LP whose "
+    "grid step scales with sigma, so its memory and time grow like 1/sigma^2 (sigma=0.02 took 67 s and 1.5 GB "
+    "for an error of 3.6e-3, sigma=1e-3 passed 16 GB)"
+)
+"""Why ``sigma`` below ``SIGMA_MIN`` is refused."""
 
 EVAL_STEP = 0.005
 """Step of the fine grid on which ``max_cdf_error`` is measured."""
@@ -55,6 +71,7 @@ class CorrectionTable(NamedTuple):
     alias_prob: np.ndarray
     alias_index: np.ndarray
     shipped: bool = False
+    derived_from: float | None = None
 
 
 class CorrectionSampler(NamedTuple):
@@ -122,14 +139,27 @@ def shipped_sigmas() -> tuple[float, ...]:
 
 
 def load_correction(sigma: float) -> CorrectionTable:
-    """The shipped table for ``sigma`` if there is one, else a freshly solved one."""
+    """The shipped table for ``sigma`` if there is one, else one derived from the next larger shipped table."""
     sigma = check_sigma(sigma)
     table = _find_shipped(sigma)
     if table is not None:
         return table
-    from minibatch_mcmc.acceptance.correction_lp import solve_correction  # the LP (scipy) only when needed
+    check_real(sigma, "sigma", SIGMA_MIN, allowed=f"at least {SIGMA_MIN} (SIGMA_MIN)", why=SIGMA_MIN_REASON)
+    from minibatch_mcmc.acceptance.correction_smooth import smoothed_correction  # scipy only when needed
 
-    return solve_correction(sigma)
+    return smoothed_correction(sigma)
+
+
+def warn_if_inaccurate(table: CorrectionTable) -> None:
+    """A ``UserWarning`` naming ``sigma`` and the CDF error if the table's error exceeds ``MAX_CORRECTION_ERROR``."""
+    if table.max_cdf_error > MAX_CORRECTION_ERROR:
+        warnings.warn(
+            f"sigma={table.sigma!r}: the correction distribution's max CDF error is {table.max_cdf_error:.2e}, above "
+            f"{MAX_CORRECTION_ERROR:g} (MAX_CORRECTION_ERROR); every acceptance probability may be off by that much. "
+            f"sigma <= {largest_sigma_with_error(MAX_CORRECTION_ERROR):g} stays below it",
+            UserWarning,
+            stacklevel=3,
+        )
 
 
 def correction_error(sigma: float) -> float:
@@ -199,6 +229,8 @@ def format_correction_report(sigma: float) -> str:
     variance = float(probs @ support**2 - (probs @ support) ** 2)
     theory = math.pi**2 / 3.0 - sigma**2
     source = f"shipped table ({SHIPPED_PATH.name})" if table.shipped else "computed now (LP, not shipped)"
+    if table.derived_from is not None:
+        source = f"computed now: the shipped table at sigma={table.derived_from:g} smoothed by N(0, {table.derived_from**2 - sigma**2:.4g})"
     rows = [
         ("sigma", f"{table.sigma:g}"),
         ("source", source),
@@ -210,6 +242,8 @@ def format_correction_report(sigma: float) -> str:
     ]
     if table.max_cdf_error >= SHIP_MAX_ERROR:
         rows.append(("warning", f"error >= {SHIP_MAX_ERROR:g}: too inaccurate to ship; use a smaller sigma"))
+    elif table.max_cdf_error > MAX_CORRECTION_ERROR:
+        rows.append(("warning", f"error > {MAX_CORRECTION_ERROR:g}: mh_minibatch warns; use a smaller sigma"))
     width = max(len(name) for name, _ in rows)
     title = "Correction distribution C_sigma: N(0, sigma^2) + X_corr ~ standard logistic"
     return "\n".join([title] + [f"  {name:<{width}}  {value}" for name, value in rows])

@@ -42,6 +42,9 @@ MAX_SUPPORT_POINTS = 1201
 MAX_HALF_WIDTH = 100.0
 """Largest ``half_width`` accepted; the standard logistic has mass ~1e-43 beyond 100."""
 
+LP_MAX_ENTRIES = 4_000_000
+"""Largest LP ``solve_correction`` starts: coefficients of its dense constraint matrix (32 MB; ~10 s)."""
+
 _LP_OPTIONS = MappingProxyType({"primal_feasibility_tolerance": 1e-10, "dual_feasibility_tolerance": 1e-10})
 _EXCHANGE_ROUNDS = 4
 
@@ -61,6 +64,20 @@ def _grid_half_count(grid_step: float, half_width: float) -> int:
             f"at most {MAX_SUPPORT_POINTS} are allowed"
         )
     return k
+
+
+def _lp_rows(sigma: float, grid_step: float, k: int, limit: float, step: float) -> int:
+    """Number of constraint points; refuses an LP whose dense matrix would exceed ``LP_MAX_ENTRIES``."""
+    rows = int(math.ceil(limit / step)) + 1
+    entries = 2 * rows * (k + 2)
+    if entries > LP_MAX_ENTRIES:
+        raise ValueError(
+            f"sigma={sigma!r} with grid_step={grid_step!r} needs an LP of 2 x {rows} x {k + 2} = {entries:.3g} "
+            f"coefficients ({entries * 8 / 2**30:.2g} GiB dense) before HiGHS starts; at most LP_MAX_ENTRIES="
+            f"{LP_MAX_ENTRIES:.3g} are solved: the constraint grid step is min(grid_step, sigma/5)/2, so the LP grows "
+            "like 1/sigma, and like 1/sigma^2 once grid_step follows sigma as accuracy needs"
+        )
+    return rows
 
 
 def _symmetric_cdf_matrix(x: np.ndarray, offsets: np.ndarray, sigma: float) -> np.ndarray:
@@ -167,10 +184,17 @@ def alias_table(probs: np.ndarray, n_cells: int | None = None) -> tuple[np.ndarr
     return alias_prob, alias_index
 
 
-def _make_table(sigma: float, support: np.ndarray, probs: np.ndarray, error: float) -> CorrectionTable:
-    """Assemble a table, computing its alias arrays."""
+def make_table(
+    sigma: float, support: np.ndarray, probs: np.ndarray, error: float, derived_from: float | None = None
+) -> CorrectionTable:
+    """Assemble a (not shipped) table, computing its alias arrays."""
     alias_prob, alias_index = alias_table(probs, alias_cells(probs.size))
-    return CorrectionTable(float(sigma), support, probs, float(error), alias_prob, alias_index, False)
+    return CorrectionTable(float(sigma), support, probs, float(error), alias_prob, alias_index, False, derived_from)
+
+
+def measured_error(support: np.ndarray, probs: np.ndarray, sigma: float) -> float:
+    """Max CDF error of ``N(0, sigma^2) * masses`` against the logistic on the fine grid (step ``EVAL_STEP``)."""
+    return _sup_error(support, probs, sigma, _eval_limit(float(np.max(np.abs(support)))))
 
 
 def solve_correction(sigma: float, grid_step: float = 0.1, half_width: float = 20.0) -> CorrectionTable:
@@ -183,7 +207,7 @@ def solve_correction(sigma: float, grid_step: float = 0.1, half_width: float = 2
     limit = _eval_limit(half_width)
     # constraints on x >= 0 suffice: symmetric masses give CDF(-x) = 1 - CDF(x), as for S
     step = 0.5 * min(grid_step, sigma / 5.0)
-    x = step * np.arange(int(math.ceil(limit / step)) + 1)
+    x = step * np.arange(_lp_rows(sigma, grid_step, k, limit, step))
     support = grid_step * np.arange(-k, k + 1)
     fine = _fine_grid(limit, 0.0)
     fine_target = expit(fine)
@@ -199,7 +223,7 @@ def solve_correction(sigma: float, grid_step: float = 0.1, half_width: float = 2
         if worst.size == 0:
             break
         x = np.union1d(x, fine[worst])  # exchange step: add the points where the fine grid beats t
-    return _make_table(sigma, support, best_probs, _sup_error(support, best_probs, sigma, limit))
+    return make_table(sigma, support, best_probs, _sup_error(support, best_probs, sigma, limit))
 
 
 # ---------------------------------------------------------------------------------------------

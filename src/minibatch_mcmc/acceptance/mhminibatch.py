@@ -31,6 +31,7 @@ from minibatch_mcmc.acceptance.correction import (
     correction_from_uniforms,
     load_correction,
     make_sampler,
+    warn_if_inaccurate,
 )
 from minibatch_mcmc.acceptance.streaming import StreamingSums, add_rows, decision_dtype, init_sums, mean_and_variance, read_terms
 from minibatch_mcmc.checks import check_int, check_probability
@@ -163,6 +164,7 @@ def mh_minibatch(batch_size: int = 50, sigma: float = 1.0, delta: float | None =
     if delta is not None:
         delta = check_probability(delta, "delta", why="or None: do not enforce the CLT error bound")
     table = load_correction(sigma)
+    warn_if_inaccurate(table)
     return MHMinibatch(
         batch_size=batch_size,
         sigma=sigma,

@@ -19,6 +19,9 @@ class Model(NamedTuple):
     log_lik: Callable[[PyTree, PyTree], jax.Array]
     """``log p(x_i | theta)`` for each row of a batch: returns shape ``(b,)``."""
     name: str = "model"
+    check_shapes: Callable[[PyTree, PyTree], None] | None = None
+    """``check_shapes(theta, batch)`` raises a ValueError naming expected and given shapes; ``sample`` calls it
+    once on the start and a data batch before sampling (``None``: no check)."""
 
 
 def flat_prior() -> Callable[[PyTree], jax.Array]:

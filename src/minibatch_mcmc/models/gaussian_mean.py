@@ -14,6 +14,7 @@ import numpy as np
 
 from minibatch_mcmc.checks import check_positive, check_real
 from minibatch_mcmc.models.base import Model
+from minibatch_mcmc.models.shapes import Dims, shape_check
 
 
 class GaussianMeanSettings(NamedTuple):
@@ -38,7 +39,10 @@ def gaussian_mean(settings: GaussianMeanSettings = GaussianMeanSettings()) -> Mo
         z = (batch - theta) / s
         return -0.5 * jnp.sum(z * z, axis=-1) - batch.shape[-1] * (jnp.log(s) + 0.5 * jnp.log(2 * jnp.pi))
 
-    return Model(log_prior=log_prior, log_lik=log_lik, name="gaussian_mean")
+    return Model(
+        log_prior=log_prior, log_lik=log_lik, name="gaussian_mean",
+        check_shapes=shape_check("gaussian_mean", Dims("d"), Dims("b", "d")),
+    )
 
 
 def exact_posterior(

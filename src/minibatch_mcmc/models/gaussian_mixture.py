@@ -15,6 +15,7 @@ import numpy as np
 
 from minibatch_mcmc.checks import check_positive
 from minibatch_mcmc.models.base import Model
+from minibatch_mcmc.models.shapes import Dims, shape_check
 
 
 class MixtureSettings(NamedTuple):
@@ -43,7 +44,10 @@ def gaussian_mixture(settings: MixtureSettings = MixtureSettings()) -> Model:
         b = c - 0.5 * (x - theta[0] - theta[1]) ** 2 / sx
         return jnp.logaddexp(a, b)
 
-    return Model(log_prior=log_prior, log_lik=log_lik, name="gaussian_mixture")
+    return Model(
+        log_prior=log_prior, log_lik=log_lik, name="gaussian_mixture",
+        check_shapes=shape_check("gaussian_mixture", Dims(2), Dims("b")),
+    )
 
 
 def make_mixture_data(

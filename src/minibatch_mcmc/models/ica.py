@@ -18,6 +18,7 @@ import numpy as np
 
 from minibatch_mcmc.checks import check_real
 from minibatch_mcmc.models.base import Model
+from minibatch_mcmc.models.shapes import Dims, shape_check
 
 
 def logistic_source_log_density(s: jax.Array) -> jax.Array:
@@ -46,7 +47,10 @@ def ica(tolerance: float = 1e-4) -> Model:
         dtype = jnp.result_type(w, jnp.float32)
         return jnp.where(orthonormality_error(w) <= tolerance, 0.0, -jnp.inf).astype(dtype)
 
-    return Model(log_prior=log_prior, log_lik=ica_log_lik, name="ica")
+    return Model(
+        log_prior=log_prior, log_lik=ica_log_lik, name="ica",
+        check_shapes=shape_check("ica", Dims("D", "D"), {"x": Dims("b", "D")}),
+    )
 
 
 def amari_distance(w: np.ndarray, w0: np.ndarray) -> np.ndarray:

@@ -23,6 +23,7 @@ from scipy import integrate, optimize
 
 from minibatch_mcmc.checks import check_int, check_positive, check_real
 from minibatch_mcmc.models.base import Model
+from minibatch_mcmc.models.shapes import REGRESSION_DATA, Dims, shape_check
 
 
 class L1RegressionSettings(NamedTuple):
@@ -54,7 +55,10 @@ def l1_regression(settings: L1RegressionSettings = L1RegressionSettings()) -> Mo
         r = batch["y"] - batch["x"] @ theta
         return 0.5 * jnp.log(lam / (2.0 * jnp.pi)) - 0.5 * lam * r * r
 
-    return Model(log_prior=log_prior, log_lik=log_lik, name="l1_regression")
+    return Model(
+        log_prior=log_prior, log_lik=log_lik, name="l1_regression",
+        check_shapes=shape_check("l1_regression", Dims("d"), REGRESSION_DATA),
+    )
 
 
 def make_l1_data(key: jax.Array, settings: L1DataSettings = L1DataSettings(), dtype=jnp.float32) -> dict:

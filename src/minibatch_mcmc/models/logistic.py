@@ -7,6 +7,7 @@ import jax.numpy as jnp
 
 from minibatch_mcmc.checks import check_positive
 from minibatch_mcmc.models.base import Model, flat_prior, gaussian_prior
+from minibatch_mcmc.models.shapes import REGRESSION_DATA, Dims, shape_check
 
 
 def logistic_log_lik(theta: jax.Array, batch: dict) -> jax.Array:
@@ -21,7 +22,10 @@ def logistic_regression(prior_scale: float | None = None) -> Model:
     if prior_scale is not None:
         check_positive(prior_scale, "prior_scale", why="or None for the uniform prior")
     prior = flat_prior() if prior_scale is None else gaussian_prior(0.0, prior_scale)
-    return Model(log_prior=prior, log_lik=logistic_log_lik, name="logistic_regression")
+    return Model(
+        log_prior=prior, log_lik=logistic_log_lik, name="logistic_regression",
+        check_shapes=shape_check("logistic_regression", Dims("d"), REGRESSION_DATA),
+    )
 
 
 def make_logistic_data(

@@ -16,6 +16,7 @@ import numpy as np
 
 from minibatch_mcmc.checks import check_int, check_positive
 from minibatch_mcmc.models.base import Model, flat_prior, gaussian_prior
+from minibatch_mcmc.models.shapes import Dims, shape_check
 
 PyTree = Any
 MLPParams = tuple
@@ -104,8 +105,12 @@ def bayesian_mlp(sizes: Sequence[int] = PAPER_SIZES, prior_scale: float | None =
     ``prior_scale=None`` is the improper uniform prior the paper uses for MINT. A Gaussian prior
     of scale ``s`` is an L2 penalty ``||Theta||^2 / (2 s^2)`` on the summed log-likelihood.
     """
-    check_sizes(sizes)
+    widths = check_sizes(sizes)
+    layers = tuple({"w": Dims(a, b), "b": Dims(b)} for a, b in zip(widths[:-1], widths[1:]))
     if prior_scale is not None:
         prior_scale = check_positive(prior_scale, "prior_scale", why="or None for the uniform prior")
     prior = flat_prior() if prior_scale is None else gaussian_prior(0.0, prior_scale)
-    return Model(log_prior=prior, log_lik=mlp_log_lik, name="bayesian_mlp")
+    return Model(
+        log_prior=prior, log_lik=mlp_log_lik, name="bayesian_mlp",
+        check_shapes=shape_check("bayesian_mlp", layers, {"x": Dims("b", widths[0]), "y": Dims("b")}),
+    )

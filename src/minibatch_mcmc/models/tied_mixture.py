@@ -17,6 +17,7 @@ import numpy as np
 
 from minibatch_mcmc.checks import check_int, check_positive
 from minibatch_mcmc.models.base import Model, flat_prior
+from minibatch_mcmc.models.shapes import Dims, shape_check
 
 
 def tied_mixture(num_components: int = 50, sigma_sq: float = 1.0) -> Model:
@@ -29,7 +30,10 @@ def tied_mixture(num_components: int = 50, sigma_sq: float = 1.0) -> Model:
         z = batch[:, None] - theta[None, :]
         return jax.nn.logsumexp(-0.5 * z * z / s2, axis=1) + const
 
-    return Model(log_prior=flat_prior(), log_lik=log_lik, name="tied_mixture")
+    return Model(
+        log_prior=flat_prior(), log_lik=log_lik, name="tied_mixture",
+        check_shapes=shape_check("tied_mixture", Dims(c), Dims("b")),
+    )
 
 
 def tied_mixture_truth(num_components: int = 50, spike: float = 2.0) -> np.ndarray:

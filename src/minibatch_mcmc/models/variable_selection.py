@@ -33,6 +33,7 @@ from scipy import special as sps
 from minibatch_mcmc.checks import check_int, check_positive, check_real
 from minibatch_mcmc.models.base import Model
 from minibatch_mcmc.models.logistic import logistic_log_lik
+from minibatch_mcmc.models.shapes import REGRESSION_DATA, Dims, shape_check
 
 
 class SelectionPrior(NamedTuple):
@@ -110,7 +111,12 @@ def variable_selection(n_features: int, lam: float, psi_shape: float = 0.0, psi_
     def log_prior(theta: dict) -> jax.Array:
         return selection_log_prior(theta, prior)
 
-    return Model(log_prior=log_prior, log_lik=selection_log_lik, name="variable_selection")
+    return Model(
+        log_prior=log_prior, log_lik=selection_log_lik, name="variable_selection",
+        check_shapes=shape_check(
+            "variable_selection", {"beta": Dims("d"), "gamma": Dims("d")}, REGRESSION_DATA, {"d": prior.n_features}
+        ),
+    )
 
 
 def selection_state(beta: np.ndarray, gamma: np.ndarray, dtype=jnp.float32) -> dict:

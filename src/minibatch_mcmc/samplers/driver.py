@@ -55,13 +55,15 @@ def _temperature_schedule(temperature: float | Sequence[float] | np.ndarray, num
 
 def _check_initial(model: Model, data: PyTree, n: int, positions: PyTree, num_chains: int) -> None:
     """Fail early, with the chain and datum, if the start has a zero prior or a non-finite log-likelihood."""
+    probe = take(data, jnp.arange(min(n, 4096)))
+    if model.check_shapes is not None:  # the model's own shape check, once, on chain 0's start
+        model.check_shapes(jax.tree_util.tree_map(lambda a: a[0], positions), probe)
     lp = np.asarray(jax.vmap(model.log_prior)(positions))
     if lp.shape != (num_chains,):
         raise ValueError(f"model.log_prior must return a scalar; got shape {lp.shape[1:]}")
     for c in range(num_chains):
         if not np.isfinite(lp[c]):
             raise ValueError(f"initial position of chain {c} has log prior {lp[c]}; start inside the prior's support")
-    probe = take(data, jnp.arange(min(n, 4096)))
     try:
         ll = np.asarray(jax.vmap(model.log_lik, in_axes=(0, None))(positions, probe))
     except (TypeError, ValueError) as err:
