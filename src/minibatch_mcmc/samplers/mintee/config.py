@@ -21,8 +21,15 @@ from minibatch_mcmc.models.base import Model
 PyTree = Any
 
 LAYOUTS = ("loop", "padded")
+"""Allowed values of ``MINTEEConfig.layout``."""
 EE_ENERGIES = ("paired", "cached")
-MOVE_IDLE, MOVE_MH, MOVE_EE = 0, 1, 2
+"""Allowed values of ``MINTEEConfig.ee_energy``."""
+MOVE_IDLE = 0
+"""Per-sweep move code: the chain is idle (before its staggered start or after the last sweep)."""
+MOVE_MH = 1
+"""Per-sweep move code: a local Metropolis-Hastings move."""
+MOVE_EE = 2
+"""Per-sweep move code: an equi-energy jump proposal."""
 
 
 class MINTEEConfig(NamedTuple):

@@ -1,0 +1,100 @@
+"""A built wheel is complete: it carries every module and the correction tables, builds without setuptools
+deprecation warnings, and installed into a fresh virtual environment (no source tree on the path) runs one
+``sample`` with MHminibatch, which reads the shipped correction table.
+
+Offline: the wheel is built with the installed setuptools (``--no-build-isolation --no-index``), installed
+with ``--no-deps``, and the new environment sees the current one's packages through a ``.pth`` file."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import zipfile
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+SRC = ROOT / "src"
+SKIP_COPY = (".git", ".venv", "site", "build", "dist", "runs", "__pycache__", "*.egg-info", ".pytest_cache", "*.pyc")
+MIN_SETUPTOOLS = 77  # the first release reading ``license = "MIT"`` (an SPDX string)
+
+SAMPLE = """
+import jax.numpy as jnp, numpy as np
+import minibatch_mcmc
+from minibatch_mcmc import mh_minibatch, random_walk, sample
+from minibatch_mcmc.acceptance.correction import SHIPPED_PATH
+from minibatch_mcmc.models import gaussian_mean
+x = np.random.default_rng(0).normal(1.0, 1.0, size=(2000, 1)).astype(np.float32)
+res = sample(gaussian_mean(), x, jnp.ones(1), proposal=random_walk(scale=0.02), test=mh_minibatch(batch_size=50),
+             num_samples=200, temperature=10.0, key=0, progress=False)
+assert res.positions.shape == (1, 200, 1) and np.all(np.isfinite(res.positions)), res.positions
+print(minibatch_mcmc.__file__)
+print(SHIPPED_PATH)
+"""
+
+
+def _clean_env() -> dict[str, str]:
+    """The environment without ``PYTHONPATH`` (which would put the source tree first)."""
+    env = dict(os.environ)
+    env.pop("PYTHONPATH", None)
+    return env
+
+
+def _run(args: list[str], cwd: pathlib.Path) -> subprocess.CompletedProcess:
+    """Run a command; fail with its output if it fails."""
+    proc = subprocess.run(args, cwd=cwd, env=_clean_env(), capture_output=True, text=True)
+    assert proc.returncode == 0, f"{' '.join(map(str, args))} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
+    return proc
+
+
+def _site_dirs() -> list[str]:
+    """This interpreter's package directories (not the source tree), for the new environment's ``.pth``."""
+    src = str(SRC)
+    return [p for p in sys.path if ("site-packages" in p or "dist-packages" in p) and os.path.isdir(p) and p != src]
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> pathlib.Path:
+    major = int(importlib.metadata.version("setuptools").split(".")[0])
+    if major < MIN_SETUPTOOLS:
+        pytest.skip(f"setuptools {major} < {MIN_SETUPTOOLS} cannot build the SPDX license offline: pip install 'setuptools>={MIN_SETUPTOOLS}'")
+    tmp = tmp_path_factory.mktemp("wheel")
+    tree = tmp / "tree"  # a copy, so the build leaves no build/ or egg-info in the checkout
+    shutil.copytree(ROOT, tree, ignore=shutil.ignore_patterns(*SKIP_COPY))
+    out = tmp / "dist"
+    proc = _run([sys.executable, "-m", "pip", "wheel", "-v", "--no-deps", "--no-build-isolation", "--no-index", "-w", str(out), str(tree)], tmp)
+    log = proc.stdout + proc.stderr
+    assert "SetuptoolsDeprecationWarning" not in log, f"building the wheel warns:\n{log[-4000:]}"
+    (built,) = out.glob("minibatch_mcmc-*.whl")
+    return built
+
+
+def test_wheel_carries_every_module_and_the_correction_tables(wheel):
+    names = set(zipfile.ZipFile(wheel).namelist())
+    package = SRC / "minibatch_mcmc"
+    wanted = [p for p in package.rglob("*") if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"]
+    missing = [str(p.relative_to(SRC)) for p in wanted if str(p.relative_to(SRC).as_posix()) not in names]
+    assert not missing, f"{wheel.name} lacks {missing}"
+    assert any(n.startswith("minibatch_mcmc/acceptance/tables/") and n.endswith(".npz") for n in names), sorted(names)
+    assert any(n.endswith("entry_points.txt") for n in names), "no console script entry point"
+
+
+@pytest.mark.slow
+def test_installed_wheel_runs_one_sample(wheel, tmp_path):
+    venv = tmp_path / "venv"
+    _run([sys.executable, "-m", "venv", "--without-pip", str(venv)], tmp_path)
+    python = venv / "bin" / "python"
+    _run([sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", "--no-deps", "--no-index", str(wheel)], tmp_path)
+    site = _run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"], tmp_path).stdout.strip()
+    pathlib.Path(site, "outer_env.pth").write_text("\n".join(_site_dirs()) + "\n")  # numpy, jax, ... from this environment
+
+    lines = _run([str(python), "-c", SAMPLE], tmp_path).stdout.split()
+    module_file, table = pathlib.Path(lines[-2]), pathlib.Path(lines[-1])
+    assert module_file.is_relative_to(venv), f"minibatch_mcmc was imported from {module_file}, not from the wheel in {venv}"
+    assert table.is_relative_to(venv) and table.exists(), f"the correction table {table} is not the installed one"
+    script = venv / "bin" / "minibatch-mcmc"
+    assert "reproduce" in _run([str(script), "--help"], tmp_path).stdout
