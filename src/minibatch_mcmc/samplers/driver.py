@@ -64,6 +64,10 @@ def _check_initial(model: Model, data: PyTree, n: int, positions: PyTree, num_ch
     probe = take(data, jnp.arange(min(n, 4096)))
     try:
         ll = np.asarray(jax.vmap(model.log_lik, in_axes=(0, None))(positions, probe))
+    except KeyError as err:
+        keys = sorted(probe) if isinstance(probe, dict) else type(probe).__name__
+        where = checkpoint.describe_data(data)
+        raise ValueError(f"model.log_lik reads data column {err} but the data ({where}) have columns {keys}") from None
     except (TypeError, ValueError) as err:
         shapes = jax.tree_util.tree_map(lambda a: tuple(np.shape(a)), probe)
         pshapes = jax.tree_util.tree_map(lambda a: tuple(np.shape(a)[1:]), positions)
@@ -320,7 +324,7 @@ def sample(
     if checkpoint_dir is not None:
         settings = checkpoint.run_settings(
             key=base_key, model=model, test=test, proposal=proposal, num_chains=num_chains, n_data=source.n, positions=positions,
-            estimator=estimator,
+            estimator=estimator, data=arrays,
         )
         finished = _restore_or_start(checkpoint_dir, settings, resume, finished.states, temps)
     run_key = base_key
