@@ -16,6 +16,7 @@ from minibatch_mcmc.acceptance.base import AcceptanceTest
 from minibatch_mcmc.checks import check_bool, check_int
 from minibatch_mcmc.control_variates.base import Estimator
 from minibatch_mcmc.data.arrays import DataSource, as_data_source, is_host_data, take
+from minibatch_mcmc.data.host import host_read_errors
 from minibatch_mcmc.models.base import Model
 from minibatch_mcmc.proposals.base import Proposal
 from minibatch_mcmc.samplers import checkpoint
@@ -334,7 +335,8 @@ def sample(
     runner = make_block_runner(kernel, num_chains, layout)
 
     def run_block(states: ChainState, steps: jax.Array, block_temps: jax.Array):
-        return runner(run_key, states, arrays, steps, block_temps)
+        with host_read_errors(arrays):  # a data file changed under the run: its own error, naming the file
+            return jax.block_until_ready(runner(run_key, states, arrays, steps, block_temps))
 
     diagnose = functools.partial(nonfinite_error, model, proposal, source, base_key, num_chains)
     bar = _progress_bar(progress, num_samples, finished.done, test.name)
