@@ -97,6 +97,7 @@ def test_sample_checks_the_data_size_before_generating_the_data(capsys, monkeypa
     assert "--n-data=3000000000 must be an integer in [1, 2147483647]" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # a subprocess importing JAX and compiling: ~25 s on a loaded machine
 def test_sample_interrupted_by_sigint_saves_the_draws_and_exits_130(tmp_path):
     import os
     import signal
