@@ -84,3 +84,45 @@ def test_sample_tests_build_every_named_test():
 
     for name in SAMPLE_TESTS:
         assert sample_test(name, 50, 1.0) is not None
+
+
+def test_sample_checks_the_data_size_before_generating_the_data(capsys, monkeypatch, tmp_path):
+    import minibatch_mcmc.models
+
+    def never(*args, **kwargs):
+        raise AssertionError("make_mixture_data was called before the size check")
+
+    monkeypatch.setattr(minibatch_mcmc.models, "make_mixture_data", never)
+    assert main(["sample", "--n-data", "3000000000", "--no-progress", "--out", str(tmp_path)]) == 2
+    assert "--n-data=3000000000 must be an integer in [1, 2147483647]" in capsys.readouterr().err
+
+
+@pytest.mark.slow  # a subprocess importing JAX and compiling: ~25 s on a loaded machine
+def test_sample_interrupted_by_sigint_saves_the_draws_and_exits_130(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import xarray as xr
+
+    ckpt = tmp_path / "ckpt"
+    cmd = [sys.executable, "-m", "minibatch_mcmc.cli", "sample", "--n-data", "1000", "--num-samples", "10000000",
+           "--block-size", "20", "--no-progress", "--checkpoint", str(ckpt), "--out", str(tmp_path)]
+    proc = subprocess.Popen(cmd, env=dict(os.environ, JAX_PLATFORMS="cpu"), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and proc.poll() is None and not any(ckpt.glob("chunk-*.nc")):
+            time.sleep(0.05)
+        assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err.decode()[-2000:]
+    assert "minibatch-mcmc: interrupted after" in err.decode()
+    with xr.open_dataset(tmp_path / "sample" / "posterior.nc", group="posterior", engine="h5netcdf") as post:
+        assert post["theta"].shape[1] >= 20 and post["theta"].shape[1] % 20 == 0

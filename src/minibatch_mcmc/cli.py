@@ -8,8 +8,13 @@ from pathlib import Path
 from types import ModuleType
 from typing import Callable, Sequence
 
+from minibatch_mcmc.checks import check_int
+from minibatch_mcmc.data.indexing import MAX_DATA
 from minibatch_mcmc.experiments.options import positive_int, written
 from minibatch_mcmc.experiments.registry import EXPERIMENTS, experiment, listing
+
+INTERRUPTED = 130
+"""Exit status of a run stopped by Ctrl-C (SIGINT), after its finished draws were written: 128 + SIGINT."""
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -78,6 +83,7 @@ def _cmd_sample(args: argparse.Namespace) -> int:
 
     if args.resume and not args.checkpoint:
         raise ValueError("--resume needs --checkpoint DIR (the directory of the interrupted run)")
+    check_int(args.n_data, "--n-data", 1, MAX_DATA, "checked before the data are generated")
     data = make_mixture_data(jax.random.key(args.seed), args.n_data)
     out = Path(args.out) / args.name
     print(
@@ -108,6 +114,10 @@ def _cmd_sample(args: argparse.Namespace) -> int:
     for k, v in result.summary().items():
         print(f"  {k:<24} {v}")
     print(f"wrote {path}")
+    if result.interrupted:
+        steps = result.records["accepted"].shape[1]
+        print(f"minibatch-mcmc: interrupted after {steps} of {args.num_samples} steps; the finished draws are in {path}", file=sys.stderr)
+        return INTERRUPTED
     return 0
 
 
@@ -194,6 +204,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as err:
         print(f"minibatch-mcmc: error: {err}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("minibatch-mcmc: interrupted", file=sys.stderr)
+        return INTERRUPTED
 
 
 if __name__ == "__main__":

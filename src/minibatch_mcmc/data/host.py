@@ -9,7 +9,9 @@ requested rows. Under ``vmap`` over chains the callback receives the indices of 
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple, Protocol, Sequence
+import contextlib
+import os
+from typing import Any, Iterator, NamedTuple, Protocol, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -45,6 +47,61 @@ class HostReader(Protocol):
     def read_range(self, start: int, stop: int) -> list[np.ndarray]:
         """Contiguous rows ``[start, stop)`` of every column, in ``specs`` order."""
         ...
+
+
+class DataChangedError(RuntimeError):
+    """A file of an out-of-core source was changed, replaced or removed while a run read it."""
+
+
+class FileStamp(NamedTuple):
+    """What identifies the version of a data file a source was opened on: size, modification time, inode."""
+
+    path: str
+    size: int
+    mtime_ns: int
+    inode: int
+
+
+def file_stamp(path: str | os.PathLike) -> FileStamp:
+    """The stamp of ``path`` now."""
+    st = os.stat(path)
+    return FileStamp(os.fspath(path), st.st_size, st.st_mtime_ns, st.st_ino)
+
+
+def check_unchanged(stamps: Sequence[FileStamp], where: str) -> None:
+    """Raise ``DataChangedError`` naming the first file whose size, mtime or inode is not the stamped one.
+
+    One ``stat`` per file: cheap enough before every host read, and it comes before any mapped page
+    is touched, so a file truncated in place (``np.save`` to the same path) is reported, not a SIGBUS.
+    """
+    for stamp in stamps:
+        try:
+            now = file_stamp(stamp.path)
+        except FileNotFoundError:
+            raise DataChangedError(
+                f"data file {stamp.path} of {where} was removed during the run; restore it or open the new data and "
+                "start again (a run with checkpoint_dir keeps its finished blocks on disk)"
+            ) from None
+        if now != stamp:
+            what = ", ".join(
+                f"{name} {a} -> {b}" for name, a, b in zip(("size", "mtime_ns", "inode"), stamp[1:], now[1:]) if a != b
+            )
+            raise DataChangedError(
+                f"data file {stamp.path} of {where} changed during the run ({what}); the rows read so far came from the "
+                "old version: open the new data and start again (a run with checkpoint_dir keeps its finished blocks on disk)"
+            )
+
+
+@contextlib.contextmanager
+def host_read_errors(data: PyTree) -> Iterator[None]:
+    """Inside: a host read that failed because a data file changed is re-raised as ``DataChangedError`` naming
+    the file, rather than as JAX's runtime error that wraps the callback's traceback."""
+    try:
+        yield
+    except (jax.errors.JaxRuntimeError, ValueError):  # how JAX reports a failed callback: by its runtime, or as ValueError
+        if is_host_data(data):
+            data.reader.read_range(0, 0)  # every read checks the files first: raises DataChangedError if one changed
+        raise
 
 
 def _device_dtype(dtype: np.dtype) -> np.dtype:
@@ -121,6 +178,8 @@ class HostData:
             i = np.asarray(i)
             return self._to_tree(self.reader.gather(i.reshape(-1).astype(np.int64)), i.shape)
 
+        if not isinstance(idx, jax.core.Tracer):  # an eager read runs here, so its errors are raised as they are
+            return jax.tree_util.tree_map(jnp.asarray, gather(np.asarray(idx)))
         return jax.pure_callback(gather, self.result_shapes(idx.shape), idx, vmap_method="broadcast_all")
 
     def slice(self, start: jax.Array | int, size: int) -> PyTree:
@@ -133,6 +192,8 @@ class HostData:
             cols = [np.stack([b[j] for b in blocks]) for j in range(len(self.reader.specs))]
             return self._to_tree(cols, s.shape + (size,))
 
+        if not isinstance(start, jax.core.Tracer):
+            return jax.tree_util.tree_map(jnp.asarray, read(np.asarray(start)))
         return jax.pure_callback(read, self.result_shapes(start.shape + (size,)), start, vmap_method="broadcast_all")
 
     def validate(self, check_finite: bool = True, chunk: int = SCAN_CHUNK) -> int:

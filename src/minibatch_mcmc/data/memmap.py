@@ -11,6 +11,10 @@ has grown by ``resident_bytes`` since the last drop (read from ``/proc/self/stat
 elsewhere after ``resident_bytes / 2 MiB`` rows): resident memory stays bounded however large the
 file is. Contiguous reads (validation scans, full-data passes) use ``pread`` instead of the map, so
 they get the kernel's sequential readahead and leave nothing mapped.
+
+Every read first compares each file's size, mtime and inode with those it was opened with (one
+``stat``), and a changed or removed file stops the run with ``DataChangedError`` naming it before
+the map is touched: a file truncated in place never ends in SIGBUS.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ import jax
 import numpy as np
 from numpy.lib import format as npy_format
 
-from minibatch_mcmc.data.host import HostData, LeafSpec, check_specs
+from minibatch_mcmc.data.host import HostData, LeafSpec, check_specs, check_unchanged, file_stamp
 
 PathLike = str | os.PathLike
 
@@ -146,6 +150,8 @@ class MemmapReader:
                 raise ValueError(f"columns of {where} disagree on N: {sizes[0][0]} has {sizes[0][1]} rows but {name} has {size}")
         self.n = int(sizes[0][1]) if sizes else 0
         check_specs(self.specs, self.n, where)
+        files = dict.fromkeys(a.filename for a in self.columns if isinstance(a, np.memmap) and a.filename)
+        self.stamps = tuple(file_stamp(f) for f in files)
         self.resident_bytes = int(resident_bytes)
         self._touched = 0
         self._base = _file_resident()
@@ -157,7 +163,9 @@ class MemmapReader:
         """Rows ``idx`` of every column (page faults on the mapping do the I/O)."""
         if idx.size and (idx.min() < 0 or idx.max() >= self.n):
             raise IndexError(f"row index out of range [0, {self.n})")
+        check_unchanged(self.stamps, self.where)
         out = [np.take(a, idx, axis=0) for a in self.columns]
+        check_unchanged(self.stamps, self.where)  # a change during the read: the rows may mix two versions
         self._touched += int(idx.size)
         if self._touched >= self.check_rows:
             self._touched = 0
@@ -168,6 +176,7 @@ class MemmapReader:
 
     def read_range(self, start: int, stop: int) -> list[np.ndarray]:
         """Contiguous rows ``[start, stop)`` of every column, read with ``pread`` (kernel readahead, no mapped pages)."""
+        check_unchanged(self.stamps, self.where)
         return [self._read_column(a, start, stop) for a in self.columns]
 
     @staticmethod

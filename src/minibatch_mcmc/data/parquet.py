@@ -5,6 +5,11 @@ mapped to its row group by ``searchsorted`` over the row-group start offsets of 
 gather decodes the row groups its rows fall in (only the requested columns) and keeps the most
 recently used ones in a cache bounded in bytes. Scalar numeric columns give ``(N,)`` leaves and
 list / fixed-size-list columns of numbers give ``(N, d)`` leaves.
+
+Nothing is read silently wrong: at open, row groups whose min/max statistics are non-finite or absurd
+(``|value| > ABSURD``) for a float column are refused; every decoded row group is checked against
+its statistics (a corrupt page decodes to values outside them); and local files are checked for
+changes (size, mtime, inode) before every read, stopping the run with ``DataChangedError``.
 """
 
 from __future__ import annotations
@@ -20,7 +25,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from minibatch_mcmc.data.host import HostData, LeafSpec, check_specs
+from minibatch_mcmc.data.host import HostData, LeafSpec, check_specs, check_unchanged, file_stamp
+
+ABSURD = 1e30
+"""Largest magnitude believed of a float column's statistics; larger is taken as a corrupt file."""
 
 
 def _filesystem(path: str, filesystem: Any | None) -> tuple[Any, str]:
@@ -77,6 +85,26 @@ def _column_numpy(col: pa.ChunkedArray | pa.Array, kind: str, width: int, name: 
     return values.to_numpy(zero_copy_only=False).reshape(len(arr), width)
 
 
+def _float_bounds(pf: pq.ParquetFile, group: int, names: Sequence[str]) -> dict[str, tuple[float, float]]:
+    """The min/max statistics of the float columns ``names`` in one row group (where the file has them)."""
+    rg = pf.metadata.row_group(group)
+    out = {}
+    for j in range(rg.num_columns):
+        col = rg.column(j)
+        name = col.path_in_schema.split(".")[0]
+        st = col.statistics
+        if name in names and col.physical_type in ("FLOAT", "DOUBLE") and st is not None and st.has_min_max:
+            out[name] = (float(st.min), float(st.max))
+    return out
+
+
+def _is_local(fs: Any) -> bool:
+    """Whether an fsspec filesystem is the local one (whose files can be stat'ed cheaply)."""
+    from fsspec.implementations.local import LocalFileSystem
+
+    return isinstance(fs, LocalFileSystem)
+
+
 class ParquetReader:
     """Row reads from Parquet shards by row group, with an LRU cache of decoded row groups."""
 
@@ -95,7 +123,9 @@ class ParquetReader:
         for p in paths:
             files += _shard_paths(fs, first if p == paths[0] else _filesystem(p, fs)[1])
         self.where = f"Parquet {paths[0]!r}" + (f" ({len(files)} shards)" if len(files) > 1 else "")
+        self.stamps = tuple(file_stamp(f) for f in files) if _is_local(fs) else ()
         self._files = [pq.ParquetFile(fs.open(f, "rb")) for f in files]
+        self._file_names = files
         schema = self._files[0].schema_arrow
         names = list(columns) if columns is not None else list(schema.names)
         missing = [c for c in names if c not in schema.names]
@@ -127,6 +157,7 @@ class ParquetReader:
         self.specs = tuple(
             LeafSpec(c, () if k == "scalar" else (w,), dt) for c, (dt, k), w in zip(names, kinds, widths)
         )
+        self._bounds = [_float_bounds(self._files[s], g, names) for s, g in self._groups]
         self.treedef = jax.tree_util.tree_structure({c: 0 for c in names})
         # specs are in the sorted-key order of the dict pytree
         order = sorted(range(len(names)), key=lambda i: names[i])
@@ -163,6 +194,8 @@ class ParquetReader:
             _column_numpy(table.column(i), kind, w, c, int(self._starts[k]))
             for i, (c, kind, w) in enumerate(zip(self.names, self._kinds, self._widths))
         ]
+        for c, col in zip(self.names, cols):
+            self._check_decoded(k, c, col)
         size = sum(c.nbytes for c in cols)
         with self._lock:
             self.decoded_groups += 1
@@ -174,10 +207,38 @@ class ParquetReader:
                 self._cached -= sum(c.nbytes for c in old)
         return cols
 
+    def _group_name(self, k: int) -> str:
+        """Row group ``k`` by file, its index in the file and its global rows."""
+        s, g = self._groups[k]
+        return f"{self._file_names[s]} row group {g} (rows [{self._starts[k]}, {self._starts[k + 1]}))"
+
+    def _check_decoded(self, k: int, name: str, col: np.ndarray) -> None:
+        """Refuse a decoded float column with values outside its row group's statistics: a corrupt page."""
+        if name not in self._bounds[k] or not col.size:
+            return
+        lo, hi = self._bounds[k][name]
+        got_lo, got_hi = np.fmin.reduce(col, axis=None), np.fmax.reduce(col, axis=None)
+        if got_lo < lo or got_hi > hi:
+            raise ValueError(
+                f"column {name!r} of {self._group_name(k)} decodes to values in [{got_lo}, {got_hi}] but the file's "
+                f"statistics say [{lo}, {hi}]: a page of the file is corrupt"
+            )
+
+    def check_statistics(self) -> None:
+        """Refuse, naming file, row group and column, float statistics that are non-finite or beyond ``ABSURD``."""
+        for k, bounds in enumerate(self._bounds):
+            for name, (lo, hi) in bounds.items():
+                if not (np.isfinite(lo) and np.isfinite(hi) and max(abs(lo), abs(hi)) <= ABSURD):
+                    raise ValueError(
+                        f"column {name!r} of {self._group_name(k)} has statistics min={lo}, max={hi}: impossible for "
+                        f"data (non-finite or beyond {ABSURD:g} in magnitude); the file is corrupt or holds no data values"
+                    )
+
     def gather(self, idx: np.ndarray) -> list[np.ndarray]:
         """Rows ``idx`` of every column: decode each touched row group once, then take its rows."""
         if idx.size and (idx.min() < 0 or idx.max() >= self.n):
             raise IndexError(f"row index out of range [0, {self.n})")
+        check_unchanged(self.stamps, self.where)
         group = np.searchsorted(self._starts, idx, side="right") - 1
         out = [np.empty((idx.size,) + self.specs[j].row_shape, self.specs[j].dtype) for j in range(len(self.names))]
         order = np.argsort(group, kind="stable")
@@ -209,8 +270,12 @@ def open_parquet(
 ) -> HostData:
     """Open a Parquet file, a directory of shards or a list of files (any fsspec URL) as a dict of columns.
 
-    ``check_finite=False`` skips the streaming NaN/inf/null scan (the per-step non-finite check remains).
+    ``check_finite=False`` skips the streaming NaN/inf/null scan and the check of the float columns'
+    statistics (the per-step non-finite check and the check of decoded values against the statistics remain).
     """
-    data = HostData(ParquetReader(path, columns, filesystem, cache_bytes))
+    reader = ParquetReader(path, columns, filesystem, cache_bytes)
+    data = HostData(reader)
     data.validate(check_finite=check_finite)
+    if check_finite:
+        reader.check_statistics()
     return data

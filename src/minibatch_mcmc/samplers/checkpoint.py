@@ -6,6 +6,11 @@ the draws and per-step records of steps ``[START, END)``, the temperatures used,
 states after step ``END - 1``. Since the key of step ``t`` is ``fold_in(key, t)``, the last chunk's
 states and ``END`` are all a resumed run needs to continue exactly where the killed one stopped; a
 run killed mid-block loses only that block (its temporary file is ignored and removed).
+
+Nothing is resumed silently wrong: every chunk carries a SHA-256 of its contents and of the run's
+``settings.json`` (a corrupt, truncated or foreign chunk is refused with its file named), and the
+settings hold a fingerprint of the data (``N``, every leaf's dtype and row shape, and a hash of
+``FINGERPRINT_ROWS`` rows at fixed positions), so a resume on other data of the same size is refused.
 """
 
 from __future__ import annotations
@@ -18,13 +23,21 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import jax
+import jax.numpy as jnp
 import numpy as np
+
+from minibatch_mcmc.data.arrays import take
+from minibatch_mcmc.data.host import is_host_data
 
 PyTree = Any
 
 SETTINGS_FILE = "settings.json"
 CHUNK_PATTERN = re.compile(r"^chunk-(\d{9})-(\d{9})\.nc$")
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
+FINGERPRINT_ROWS = 64
+"""Rows read (at evenly spaced fixed positions) to fingerprint the data of a checkpointed run."""
+INFORMATIONAL = ("data_source",)
+"""Settings written for the reader only: a resume may differ in them (a data file moved elsewhere)."""
 
 
 class Chunk(NamedTuple):
@@ -62,6 +75,8 @@ def fingerprint(obj: Any, depth: int = 6) -> Any:
         if isinstance(obj, jax.Array) and jax.dtypes.issubdtype(obj.dtype, jax.dtypes.prng_key):
             obj = jax.random.key_data(obj)
         arr = np.ascontiguousarray(np.asarray(obj))
+        if arr.size <= 16 and arr.dtype.kind in "biuf":  # small arrays (a step size) by value, so a refusal can show it
+            return {"dtype": str(arr.dtype), "shape": list(arr.shape), "values": arr.ravel().tolist()}
         return {"dtype": str(arr.dtype), "shape": list(arr.shape), "sha1": hashlib.sha1(arr.tobytes()).hexdigest()}
     if callable(obj):
         name = f"{getattr(obj, '__module__', '?')}.{getattr(obj, '__qualname__', type(obj).__name__)}"
@@ -80,12 +95,48 @@ def _cell_fingerprint(cell: Any, depth: int) -> Any:
         return "<empty>"
 
 
+def data_fingerprint(data: PyTree, n_data: int, rows: int = FINGERPRINT_ROWS) -> dict:
+    """``N``, each leaf's name, dtype and row shape, and a SHA-256 of ``rows`` rows at fixed evenly spaced positions.
+
+    The rows are read through ``take`` (a host read for an out-of-core source), so this costs
+    ``rows`` row reads whatever ``N`` is.
+    """
+    idx = np.unique(np.linspace(0, n_data - 1, min(rows, n_data)).round().astype(np.int64))
+    sample = take(data, jnp.asarray(idx, jnp.int32))
+    digest = hashlib.sha256(idx.tobytes())
+    leaves = []
+    for path, leaf in jax.tree_util.tree_flatten_with_path(sample)[0]:
+        arr = np.ascontiguousarray(np.asarray(leaf))
+        leaves.append([jax.tree_util.keystr(path) or "data", str(arr.dtype), list(arr.shape[1:])])
+        digest.update(arr.tobytes())
+    return {"n": int(n_data), "leaves": leaves, "rows": len(idx), "rows_sha256": digest.hexdigest()}
+
+
+def describe_data(data: PyTree) -> str:
+    """A short name of a data set for messages: the file of an out-of-core source, else the arrays' shapes."""
+    if is_host_data(data):
+        return repr(data)
+    shapes = jax.tree_util.tree_map(lambda a: tuple(np.shape(a)), data)
+    return f"in-memory arrays {shapes}"
+
+
 def run_settings(
-    *, key: jax.Array, model: Any, test: Any, proposal: Any, num_chains: int, n_data: int, positions: PyTree, estimator: Any = None
+    *,
+    key: jax.Array,
+    model: Any,
+    test: Any,
+    proposal: Any,
+    num_chains: int,
+    n_data: int,
+    positions: PyTree,
+    estimator: Any = None,
+    data: PyTree = None,
 ) -> dict:
-    """What must agree between a checkpoint and the call that resumes it (the estimator only when one is given)."""
+    """What must agree between a checkpoint and the call that resumes it (the estimator and data only when given)."""
     leaves, treedef = jax.tree_util.tree_flatten(positions)
     extra = {} if estimator is None else {"estimator": estimator.name, "estimator_config": fingerprint(estimator)}
+    if data is not None:
+        extra |= {"data": data_fingerprint(data, n_data), "data_source": describe_data(data)}
     return extra | {
         "format_version": FORMAT_VERSION,
         "seed": np.asarray(jax.random.key_data(key)).ravel().tolist(),
@@ -110,14 +161,57 @@ def _fsync_replace(tmp: Path, final: Path) -> None:
 
 
 def _describe(value: Any) -> str:
-    """Short text of a setting for error messages."""
-    text = json.dumps(value, sort_keys=True)
-    return text if len(text) <= 120 else text[:117] + "..."
+    """Text of a setting for error messages (in full: what differs must be visible)."""
+    return "(absent)" if value is _ABSENT else json.dumps(value, sort_keys=True)
+
+
+_ABSENT = object()
+
+
+def setting_differences(saved: Any, given: Any, name: str = "") -> list[tuple[str, Any, Any]]:
+    """``(setting, checkpoint value, this call's value)`` for every innermost setting that differs.
+
+    Dicts are compared key by key and lists of equal length holding dicts or lists element by
+    element, so a changed step size is named ``proposal_config.closure[0]`` rather than the whole
+    proposal; other lists (a seed) are compared whole.
+    """
+    if saved == given:
+        return []
+    if isinstance(saved, dict) and isinstance(given, dict):
+        out = []
+        for k in sorted(set(saved) | set(given)):
+            sub = f"{name}.{k}" if name else str(k)
+            out += setting_differences(saved.get(k, _ABSENT), given.get(k, _ABSENT), sub)
+        return out
+    nested = isinstance(saved, list) and isinstance(given, list) and len(saved) == len(given)
+    if nested and any(isinstance(v, (dict, list)) for v in saved + given):
+        return [d for i, (a, b) in enumerate(zip(saved, given)) for d in setting_differences(a, b, f"{name}[{i}]")]
+    return [(name, saved, given)]
+
+
+def _settings_error(path: Path, saved: dict, stored: dict) -> ValueError | None:
+    """The refusal of a resume whose settings differ from the checkpoint's, naming every differing setting."""
+    keys = sorted(k for k in set(saved) | set(stored) if k not in INFORMATIONAL)
+    diffs = [d for k in keys for d in setting_differences(saved.get(k, _ABSENT), stored.get(k, _ABSENT), k)]
+    if not diffs:
+        return None
+    lines = "; ".join(f"{k}: checkpoint has {_describe(a)}, this call has {_describe(b)}" for k, a, b in diffs)
+    if any(k == "data" or k.startswith("data.") for k, _, _ in diffs):
+        lines += (
+            f"; the data passed ({stored.get('data_source', 'unknown')}) are not the data the checkpoint was written with "
+            f"({saved.get('data_source', 'unknown')})"
+        )
+    return ValueError(f"cannot resume the run in {path} with different settings ({lines})")
 
 
 def open_checkpoint(directory: str | os.PathLike, settings: dict, resume: bool) -> list[Chunk]:
     """Prepare ``directory`` for a run with ``settings``; return the finished chunks when resuming."""
     path = Path(directory)
+    if resume and not (path / SETTINGS_FILE).is_file():
+        what = "does not exist" if not path.exists() else f"holds no run ({SETTINGS_FILE} is missing)"
+        raise ValueError(
+            f"cannot resume: checkpoint directory {path} {what}; check the path, or start a new run without resume (CLI: --resume)"
+        )
     path.mkdir(parents=True, exist_ok=True)
     for stale in path.glob(".chunk-*.tmp"):
         stale.unlink()  # a block that was being written when the run died
@@ -137,11 +231,11 @@ def open_checkpoint(directory: str | os.PathLike, settings: dict, resume: bool) 
             "pass resume=True (CLI: --resume) to continue it, or choose an empty directory"
         )
     stored = json.loads(json.dumps(settings, sort_keys=True))  # normalise tuples to lists as on disk
-    diffs = [k for k in sorted(set(saved) | set(stored)) if saved.get(k) != stored.get(k)]
-    if diffs:
-        lines = "; ".join(f"{k}: checkpoint has {_describe(saved.get(k))}, this call has {_describe(stored.get(k))}" for k in diffs)
-        raise ValueError(f"cannot resume the run in {path} with different settings ({lines})")
-    chunks = [read_chunk(p) for p in chunk_files]
+    error = _settings_error(path, saved, stored)
+    if error is not None:
+        raise error
+    run = _run_id(path)
+    chunks = [read_chunk(p, run) for p in chunk_files]
     expected = 0
     for c in chunks:
         if c.start != expected:
@@ -150,8 +244,25 @@ def open_checkpoint(directory: str | os.PathLike, settings: dict, resume: bool) 
     return chunks
 
 
+def _run_id(directory: Path) -> str:
+    """SHA-256 of the directory's ``settings.json``: the run a chunk belongs to."""
+    return hashlib.sha256((directory / SETTINGS_FILE).read_bytes()).hexdigest()
+
+
+def content_checksum(arrays: dict[str, np.ndarray], start: int, end: int, run: str) -> str:
+    """SHA-256 over a chunk's step range, run and every array (name, dtype, shape, bytes; NaNs canonical)."""
+    digest = hashlib.sha256(f"{start}:{end}:{run}".encode())
+    for name in sorted(arrays):
+        arr = np.ascontiguousarray(np.asarray(arrays[name]))
+        if np.issubdtype(arr.dtype, np.floating):
+            arr = np.where(np.isnan(arr), np.array(np.nan, arr.dtype), arr)  # netCDF's fill value rewrites NaN payloads
+        digest.update(f"{name}|{arr.dtype.str}|{arr.shape}|".encode())
+        digest.update(arr.tobytes())
+    return digest.hexdigest()
+
+
 def write_chunk(directory: str | os.PathLike, chunk: Chunk) -> Path:
-    """Write one finished block as ``chunk-START-END.nc`` (crash-safe: temporary file, fsync, rename)."""
+    """Write one finished block as ``chunk-START-END.nc`` (crash-safe: temporary file, fsync, rename), with its checksum."""
     import xarray as xr
 
     data_vars = {}
@@ -163,8 +274,11 @@ def write_chunk(directory: str | os.PathLike, chunk: Chunk) -> Path:
     for i, leaf in enumerate(chunk.state):
         leaf = np.asarray(leaf)
         data_vars[f"state_{i}"] = (("chain",) + tuple(f"state_{i}_dim_{d}" for d in range(leaf.ndim - 1)), leaf)
-    ds = xr.Dataset(data_vars, attrs={"start": int(chunk.start), "end": int(chunk.end), "wall_time": float(chunk.wall_time)})
     path = Path(directory)
+    run = _run_id(path)
+    checksum = content_checksum({k: v[1] for k, v in data_vars.items()}, int(chunk.start), int(chunk.end), run)
+    attrs = {"start": int(chunk.start), "end": int(chunk.end), "wall_time": float(chunk.wall_time), "run": run, "sha256": checksum}
+    ds = xr.Dataset(data_vars, attrs=attrs)
     final = path / f"chunk-{chunk.start:09d}-{chunk.end:09d}.nc"
     tmp = path / f".{final.name}.tmp"
     ds.to_netcdf(tmp, engine="h5netcdf")
@@ -172,20 +286,45 @@ def write_chunk(directory: str | os.PathLike, chunk: Chunk) -> Path:
     return final
 
 
-def read_chunk(path: str | os.PathLike) -> Chunk:
-    """Load one chunk file written by :func:`write_chunk`."""
+def _load_dataset(path: Path) -> Any:
+    """The chunk file's dataset, loaded; a file that is not readable netCDF is refused with its name."""
     import xarray as xr
 
-    with xr.open_dataset(path, engine="h5netcdf") as ds:
-        ds = ds.load()
+    try:
+        with xr.open_dataset(path, engine="h5netcdf") as ds:
+            return ds.load()
+    except (OSError, ValueError, KeyError, RuntimeError, TypeError) as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ValueError(
+            f"checkpoint chunk {path} is truncated or corrupt and cannot be read ({type(err).__name__}: {first}); "
+            "delete it and every later chunk to resume from the chunks before it"
+        ) from None
+
+
+def read_chunk(path: str | os.PathLike, run: str | None = None) -> Chunk:
+    """Load one chunk file written by :func:`write_chunk`, verifying its checksum (and, given ``run``, that it belongs to it)."""
+    path = Path(path)
+    ds = _load_dataset(path)
+    bad = f"checkpoint chunk {path}"
+    if "sha256" not in ds.attrs or "run" not in ds.attrs:
+        raise ValueError(f"{bad} has no checksum (written before checkpoint format {FORMAT_VERSION}, or not by this library)")
+    start, end = int(ds.attrs["start"]), int(ds.attrs["end"])
+    match = CHUNK_PATTERN.match(path.name)
+    if match and (int(match.group(1)), int(match.group(2))) != (start, end):
+        raise ValueError(f"{bad} holds steps [{start}, {end}), not the steps its name says; it was renamed or copied")
+    if run is not None and ds.attrs["run"] != run:
+        raise ValueError(f"{bad} belongs to another run (its settings hash differs from {SETTINGS_FILE}'s); remove it")
+    arrays = {k: ds[k].values for k in ds.data_vars}
+    if content_checksum(arrays, start, end, str(ds.attrs["run"])) != ds.attrs["sha256"]:
+        raise ValueError(f"{bad} is corrupt: its contents do not match the checksum written with it; delete it and every later chunk")
     n_pos = sum(1 for k in ds.data_vars if k.startswith("position_"))
     n_state = sum(1 for k in ds.data_vars if k.startswith("state_"))
     return Chunk(
-        start=int(ds.attrs["start"]),
-        end=int(ds.attrs["end"]),
-        positions=[ds[f"position_{i}"].values for i in range(n_pos)],
-        records={k[len("record_") :]: ds[k].values for k in ds.data_vars if k.startswith("record_")},
-        temperature=ds["temperature"].values,
-        state=[ds[f"state_{i}"].values for i in range(n_state)],
+        start=start,
+        end=end,
+        positions=[arrays[f"position_{i}"] for i in range(n_pos)],
+        records={k[len("record_") :]: v for k, v in arrays.items() if k.startswith("record_")},
+        temperature=arrays["temperature"],
+        state=[arrays[f"state_{i}"] for i in range(n_state)],
         wall_time=float(ds.attrs.get("wall_time", 0.0)),
     )

@@ -16,6 +16,7 @@ from minibatch_mcmc.acceptance.base import AcceptanceTest
 from minibatch_mcmc.checks import check_bool, check_int
 from minibatch_mcmc.control_variates.base import Estimator
 from minibatch_mcmc.data.arrays import DataSource, as_data_source, is_host_data, take
+from minibatch_mcmc.data.host import host_read_errors
 from minibatch_mcmc.models.base import Model
 from minibatch_mcmc.proposals.base import Proposal
 from minibatch_mcmc.samplers import checkpoint
@@ -66,6 +67,10 @@ def _check_initial(model: Model, data: PyTree, n: int, positions: PyTree, num_ch
             raise ValueError(f"initial position of chain {c} has log prior {lp[c]}; start inside the prior's support")
     try:
         ll = np.asarray(jax.vmap(model.log_lik, in_axes=(0, None))(positions, probe))
+    except KeyError as err:
+        keys = sorted(probe) if isinstance(probe, dict) else type(probe).__name__
+        where = checkpoint.describe_data(data)
+        raise ValueError(f"model.log_lik reads data column {err} but the data ({where}) have columns {keys}") from None
     except (TypeError, ValueError) as err:
         shapes = jax.tree_util.tree_map(lambda a: tuple(np.shape(a)), probe)
         pshapes = jax.tree_util.tree_map(lambda a: tuple(np.shape(a)[1:]), positions)
@@ -322,7 +327,7 @@ def sample(
     if checkpoint_dir is not None:
         settings = checkpoint.run_settings(
             key=base_key, model=model, test=test, proposal=proposal, num_chains=num_chains, n_data=source.n, positions=positions,
-            estimator=estimator,
+            estimator=estimator, data=arrays,
         )
         finished = _restore_or_start(checkpoint_dir, settings, resume, finished.states, temps)
     run_key = base_key
@@ -332,7 +337,8 @@ def sample(
     runner = make_block_runner(kernel, num_chains, layout)
 
     def run_block(states: ChainState, steps: jax.Array, block_temps: jax.Array):
-        return runner(run_key, states, arrays, steps, block_temps)
+        with host_read_errors(arrays):  # a data file changed under the run: its own error, naming the file
+            return jax.block_until_ready(runner(run_key, states, arrays, steps, block_temps))
 
     diagnose = functools.partial(nonfinite_error, model, proposal, source, base_key, num_chains)
     bar = _progress_bar(progress, num_samples, finished.done, test.name)
