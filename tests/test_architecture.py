@@ -20,7 +20,7 @@ LAYERS = {
     "control_variates": 2,
     "samplers": 3,
     "optim": 4, "diagnostics": 4,
-    "warmup": 5,
+    "warmup": 5, "interop": 5,
     "experiments": 6,
     "cli": 7, "__init__": 7, "__main__": 7,
 }

@@ -134,17 +134,21 @@ def test_mhminibatch_with_taylor_proxy_agrees_with_numpyro_nuts(converted, regre
     import arviz as az
     from numpyro.infer import MCMC, NUTS
 
-    from minibatch_mcmc import sample
-    from minibatch_mcmc.warmup import warmup
+    from minibatch_mcmc import mh_minibatch, sample
+    from minibatch_mcmc.control_variates import proxy_langevin, taylor_proxy
+    from minibatch_mcmc.optim.mode import find_mode, laplace_covariance
 
-    w = warmup(converted.model, converted.data, converted.init, key=0, num_windows=6, adam_steps=300)
-    result = sample(converted.model, converted.data, w.centre, proposal=w.proposal, test=w.test, estimator=w.proxy,
-                    num_samples=800, num_chains=4, key=1, progress=False)
+    model, data = converted.model, converted.data
+    mode = find_mode(model, data, converted.init, key=0, adam_steps=200)
+    proxy = taylor_proxy(model, data, mode.theta_hat)
+    proposal = proxy_langevin(proxy, model.log_prior, 2.0, cov=laplace_covariance(mode.hessian))
+    result = sample(model, data, mode.theta_hat, proposal=proposal, test=mh_minibatch(50), estimator=proxy,
+                    num_samples=500, num_chains=4, key=1, progress=False, block_size=500)
     ours = to_inference_data(result, converted)
     assert set(ours.posterior.data_vars) == {"b", "sigma", "w"}
     assert constrained_result(result, converted).summary()["mean_batch_size"] < N / 10
 
-    mcmc = MCMC(NUTS(linreg), num_warmup=300, num_samples=1000, progress_bar=False)
+    mcmc = MCMC(NUTS(linreg), num_warmup=200, num_samples=600, progress_bar=False)
     mcmc.run(jax.random.PRNGKey(0), *regression_data)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
