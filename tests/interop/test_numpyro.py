@@ -143,12 +143,12 @@ def test_mhminibatch_with_taylor_proxy_agrees_with_numpyro_nuts(converted, regre
     proxy = taylor_proxy(model, data, mode.theta_hat)
     proposal = proxy_langevin(proxy, model.log_prior, 2.0, cov=laplace_covariance(mode.hessian))
     result = sample(model, data, mode.theta_hat, proposal=proposal, test=mh_minibatch(50), estimator=proxy,
-                    num_samples=500, num_chains=4, key=1, progress=False, block_size=500)
+                    num_samples=400, num_chains=4, key=1, progress=False, block_size=400)
     ours = to_inference_data(result, converted)
     assert set(ours.posterior.data_vars) == {"b", "sigma", "w"}
     assert constrained_result(result, converted).summary()["mean_batch_size"] < N / 10
 
-    mcmc = MCMC(NUTS(linreg), num_warmup=200, num_samples=600, progress_bar=False)
+    mcmc = MCMC(NUTS(linreg), num_warmup=150, num_samples=500, progress_bar=False)
     mcmc.run(jax.random.PRNGKey(0), *regression_data)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

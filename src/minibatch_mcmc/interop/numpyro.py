@@ -128,11 +128,11 @@ def build_likelihood(numpyro, model_for: Callable, layout: Layout, unravel: Call
 
         model = numpyro.handlers.substitute(model_for(batch), substitute_fn=constrain)
         trace = numpyro.handlers.trace(model).get_trace()
-        plate_scale = (layout.n / b) ** len(layout.plates) if b != layout.n else 1.0
         out = {}
         for name in layout.observed:
             site = trace[name]
-            log_prob = site["fn"].log_prob(site["value"]) * row_scale(site, plate_scale)
+            plates = sum(f.name in layout.plates for f in site["cond_indep_stack"])
+            log_prob = site["fn"].log_prob(site["value"]) * row_scale(site, (layout.n / b) ** plates)
             out[name] = per_row(log_prob, row_frame(site).dim, b)
         return out
 
