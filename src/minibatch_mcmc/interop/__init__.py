@@ -1,4 +1,9 @@
-"""Use from other libraries' loops and models: ``interop.blackjax`` (BlackJAX ``SamplingAlgorithm``s).
+"""Other libraries' models and loops: NumPyro models in (``from_numpyro``), named constrained draws out, and
+our kernels as BlackJAX ``SamplingAlgorithm``s (``interop.blackjax``, imported on demand).
 
-Submodules are imported on demand so that an optional peer library is never a dependency of the package.
+Every peer library is an optional import: nothing here imports NumPyro or BlackJAX until it is used.
 """
+
+from minibatch_mcmc.interop.numpyro import NumPyroModel, constrained_result, from_numpyro, to_inference_data
+
+__all__ = ["NumPyroModel", "constrained_result", "from_numpyro", "to_inference_data"]

@@ -1,0 +1,279 @@
+"""NumPyro models in: a model whose observations sit in one ``numpyro.plate`` becomes a ``Model``.
+
+``from_numpyro(model, *args, **kwargs)`` traces the model once on its arguments and reads off
+
+- the data: every argument whose array leaves all have the plate's size ``N`` on axis 0 (a dict
+  ``{argument name: rows}``, the pytree the samplers draw minibatches from);
+- the per-datum log-likelihood: the model rerun on a batch of rows (those arguments sliced, the data
+  plates' indices set to ``arange(b)`` as NumPyro's subsampling does, so ``x[idx]``, ``numpyro.subsample``
+  and plain ``obs=y`` all read the batch), summing the observed sites of the plate row by row, unscaled;
+- the prior: every other site, on one data row, at unconstrained parameters through NumPyro's own
+  ``biject_to`` transforms with the log-Jacobian included (``numpyro.infer.util.potential_energy``);
+- a start: NumPyro's ``initialize_model`` with ``init_to_median`` on the full data;
+- the way back: ``postprocess`` maps unconstrained draws (dict or flat, any leading axes) to named
+  constrained values; ``constrained_result`` / ``to_inference_data`` apply it to a ``SampleResult``.
+
+NumPyro is an optional extra, imported only when one of these functions is called.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import re
+import warnings
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.flatten_util import ravel_pytree
+
+from minibatch_mcmc.interop.numpyro_sites import Layout, import_numpyro, read_layout, row_frame
+from minibatch_mcmc.models.base import Model
+from minibatch_mcmc.samplers.results import SampleResult
+
+PyTree = Any
+
+SUBSAMPLE_WARNING = "subsample_size does not match len(subsample)"
+"""NumPyro's warning when a plate's indices are set to a batch other than its ``subsample_size`` (expected here)."""
+
+
+class NumPyroModel(NamedTuple):
+    """A NumPyro model as a ``Model`` plus its data, a start, and the map back to named constrained values."""
+
+    model: Model
+    """``log_prior`` (unconstrained, Jacobian included) and per-datum ``log_lik``; ``theta`` a dict or flat vector."""
+    data: dict
+    """``{argument name: array with leading axis N}``: pass as ``data`` to ``sample``."""
+    init: dict
+    """Unconstrained start ``{latent site: array}`` (NumPyro's ``init_to_median`` on the full data)."""
+    postprocess: Callable[[PyTree], dict]
+    """Unconstrained draws (dict or flat, any leading axes) to ``{latent site: constrained array}``."""
+    site_log_lik: Callable[[PyTree, PyTree], dict]
+    """``(theta, batch) -> {observed site: (b,) log-likelihood per row}``; ``model.log_lik`` is their sum."""
+    layout: Layout
+    """Data plates, ``N``, observed and latent sites, data arguments."""
+
+
+def first_rows(data: dict, b: int) -> dict:
+    """The first ``b`` rows of every leaf."""
+    return jax.tree_util.tree_map(lambda a: a[:b], data)
+
+
+def batch_size(batch: dict) -> int:
+    """Rows in a batch (static)."""
+    return int(jax.tree_util.tree_leaves(batch)[0].shape[0])
+
+
+def on_rows(numpyro, model_fn: Callable, signature: inspect.Signature, args: tuple, kwargs: dict, layout: Layout):
+    """``rows -> model``: the model run with its data arguments replaced by ``rows``, plate indices ``arange(b)``."""
+    from numpyro.primitives import Messenger
+
+    class RowsGiven(Messenger):
+        """Data arguments arrive already sliced: ``numpyro.subsample`` passes them through unchanged."""
+
+        def process_message(self, msg):
+            """Drop ``event_dim`` from subsample messages so the plate does not index the sliced rows again."""
+            if msg["type"] == "subsample":
+                msg["kwargs"] = {**msg["kwargs"], "event_dim": None}
+
+    def model_for(rows: dict):
+        """The model on ``rows`` (no arguments)."""
+        idx = jnp.arange(batch_size(rows))
+
+        def run():
+            bound = signature.bind(*args, **kwargs)
+            bound.arguments.update(rows)
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message=re.escape(SUBSAMPLE_WARNING))
+                return model_fn(*bound.args, **bound.kwargs)
+
+        return numpyro.handlers.substitute(RowsGiven(run), data={p: idx for p in layout.plates})
+
+    return model_for
+
+
+def row_scale(site: dict, plate_scale: float):
+    """Any scale the user put on a likelihood site, the data plates' ``N/b`` divided out (1 if none)."""
+    scale = site["scale"]
+    if scale is None:
+        return 1.0
+    ratio = scale / plate_scale
+    return 1.0 if isinstance(ratio, float) and math.isclose(ratio, 1.0) else ratio
+
+
+def per_row(log_prob: jax.Array, dim: int, b: int) -> jax.Array:
+    """Sum a site's log-density over every batch axis but the plate's ``dim``: shape ``(b,)``."""
+    return jnp.moveaxis(jnp.asarray(log_prob), dim, 0).reshape(b, -1).sum(axis=1)
+
+
+def as_dict(theta: PyTree, unravel: Callable) -> dict:
+    """A parameter dict from a dict or a flat vector."""
+    return theta if isinstance(theta, dict) else unravel(theta)
+
+
+def build_likelihood(numpyro, model_for: Callable, layout: Layout, unravel: Callable):
+    """``site_log_lik(theta, batch)``: each observed site's per-row log-likelihood at unconstrained ``theta``."""
+    biject_to = numpyro.distributions.transforms.biject_to
+
+    def site_log_lik(theta: PyTree, batch: dict) -> dict:
+        params = as_dict(theta, unravel)
+        b = batch_size(batch)
+
+        def constrain(site):
+            if site["type"] == "sample" and site["name"] in params:
+                return biject_to(site["fn"].support)(params[site["name"]])
+            return None
+
+        model = numpyro.handlers.substitute(model_for(batch), substitute_fn=constrain)
+        trace = numpyro.handlers.trace(model).get_trace()
+        out = {}
+        for name in layout.observed:
+            site = trace[name]
+            plates = sum(f.name in layout.plates for f in site["cond_indep_stack"])
+            log_prob = site["fn"].log_prob(site["value"]) * row_scale(site, (layout.n / b) ** plates)
+            out[name] = per_row(log_prob, row_frame(site).dim, b)
+        return out
+
+    return site_log_lik
+
+
+def build_postprocess(numpyro, prior_model: Callable, init: dict, unravel: Callable):
+    """``postprocess(positions)``: unconstrained draws with any leading axes to named constrained draws."""
+    constrain_fn = numpyro.infer.util.constrain_fn
+    flat_init, _ = ravel_pytree(init)
+
+    def one(params: dict) -> dict:
+        values = constrain_fn(prior_model, (), {}, params)
+        return {name: values[name] for name in init}
+
+    def postprocess(positions: PyTree) -> dict:
+        if not isinstance(positions, dict):
+            lead = np.shape(positions)[:-1]
+            flat = jnp.reshape(jnp.asarray(positions), (-1, flat_init.size))
+            params = jax.vmap(unravel)(flat)
+        else:
+            first = next(iter(init))
+            lead = np.shape(positions[first])[: np.ndim(positions[first]) - np.ndim(init[first])]
+            params = {k: jnp.reshape(jnp.asarray(positions[k]), (-1, *np.shape(init[k]))) for k in init}
+        values = jax.jit(jax.vmap(one))(params)
+        return {k: np.asarray(v).reshape((*lead, *v.shape[1:])) for k, v in values.items()}
+
+    return postprocess
+
+
+def check_prior_is_data_free(numpyro, model_for: Callable, layout: Layout, data: dict, init: dict) -> None:
+    """Raise a ``ValueError`` naming the sites outside the plate whose log-density changes with the data row."""
+    infer = numpyro.infer.util
+    hide = list(layout.observed)
+
+    def site_sums(rows: dict) -> dict:
+        prior = numpyro.handlers.block(model_for(rows), hide=hide)
+        _, trace = infer.log_density(prior, (), {}, infer.constrain_fn(prior, (), {}, init))
+        return {k: jnp.sum(s["fn"].log_prob(s["value"])) for k, s in trace.items() if s["type"] == "sample"}
+
+    last = jax.tree_util.tree_map(lambda a: a[-1:], data)
+    first, other = jax.jit(lambda: (site_sums(first_rows(data, 1)), site_sums(last)))()
+    moved = sorted(k for k in first if not np.isclose(first[k], other.get(k, np.nan), rtol=1e-5, atol=1e-6))
+    if moved:
+        raise ValueError(
+            f"sites {moved} outside the data plate(s) {list(layout.plates)} read the data arguments "
+            f"{list(layout.data_names)}: the prior must not depend on the data rows (it is evaluated on one row); "
+            "pass data summaries (e.g. a scale computed from y) as separate arguments"
+        )
+
+
+def check_likelihood(site_log_lik: Callable, data: dict, init: dict, layout: Layout) -> None:
+    """Evaluate the likelihood on two rows; raise a ``ValueError`` naming the sites and arguments if it fails."""
+    b = min(2, layout.n)
+    try:
+        values = jax.jit(site_log_lik)(init, first_rows(data, b))
+        bad = {k: tuple(v.shape) for k, v in values.items() if v.shape != (b,)}
+    except Exception as err:  # noqa: BLE001 - any failure here means the rows did not reach the sites
+        bad = {"error": f"{type(err).__name__}: {err}"}
+    if bad:
+        raise ValueError(
+            f"the observed sites {list(layout.observed)} could not be read on {b} rows of the data arguments "
+            f"{list(layout.data_names)} ({bad}): their observations must come in through those arguments "
+            f"(rows on axis 0, N={layout.n}), not through a closure"
+        )
+
+
+def inspect_trace(numpyro, model_fn: Callable, args: tuple, kwargs: dict) -> dict:
+    """One trace of the model on its arguments, abstractly (``jax.eval_shape``: nothing is computed or compiled)."""
+    held = {}
+
+    def run():
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=re.escape(SUBSAMPLE_WARNING))
+            held["trace"] = numpyro.handlers.trace(numpyro.handlers.seed(model_fn, rng_seed=0)).get_trace(*args, **kwargs)
+        return 0
+
+    jax.eval_shape(run)
+    return held["trace"]
+
+
+def initial_point(numpyro, model: Callable, trace: dict, latent: tuple[str, ...]) -> dict:
+    """NumPyro's ``init_to_median`` start on the full data, unconstrained; a ``ValueError`` if none is finite."""
+    from numpyro.infer.initialization import init_to_median
+    from numpyro.infer.util import find_valid_initial_params
+
+    biject_to = numpyro.distributions.transforms.biject_to
+    shapes = {k: biject_to(trace[k]["fn"].support).inverse_shape(jnp.shape(trace[k]["value"])) for k in latent}
+    prototype = {k: jnp.zeros(shape, jnp.result_type(float)) for k, shape in shapes.items()}
+
+    def find(key):
+        (params, _, _), valid = find_valid_initial_params(key, model, init_strategy=init_to_median, prototype_params=prototype)
+        return {name: params[name] for name in latent}, valid
+
+    init, valid = jax.jit(find)(jax.random.PRNGKey(0))
+    if not bool(valid):
+        raise ValueError(f"NumPyro found no start with a finite log density and gradient for the latent sites {list(latent)}")
+    return init
+
+
+def from_numpyro(model_fn: Callable, *args: Any, **kwargs: Any) -> NumPyroModel:
+    """Turn ``model_fn(*args, **kwargs)``, observations in one ``numpyro.plate``, into a ``NumPyroModel``."""
+    numpyro = import_numpyro()
+    args, kwargs = jax.tree_util.tree_map(lambda a: jnp.asarray(a) if isinstance(a, np.ndarray) else a, (args, kwargs))
+    signature = inspect.signature(model_fn)
+    bound = signature.bind(*args, **kwargs)
+    trace = inspect_trace(numpyro, model_fn, args, kwargs)
+    layout = read_layout(trace, bound)
+    data = {name: bound.arguments[name] for name in layout.data_names}
+    model_for = on_rows(numpyro, model_fn, signature, args, kwargs, layout)
+    init = initial_point(numpyro, model_for(data), trace, layout.latent)
+    _, unravel = ravel_pytree(init)
+    prior_model = numpyro.handlers.block(model_for(first_rows(data, 1)), hide=list(layout.observed))
+    potential_energy = numpyro.infer.util.potential_energy
+
+    def log_prior(theta: PyTree) -> jax.Array:
+        return -potential_energy(prior_model, (), {}, as_dict(theta, unravel))
+
+    site_log_lik = build_likelihood(numpyro, model_for, layout, unravel)
+
+    def log_lik(theta: PyTree, batch: dict) -> jax.Array:
+        return sum(site_log_lik(theta, batch).values())
+
+    check_prior_is_data_free(numpyro, model_for, layout, data, init)
+    check_likelihood(site_log_lik, data, init, layout)
+    name = f"numpyro:{getattr(model_fn, '__name__', type(model_fn).__name__)}"
+    return NumPyroModel(
+        model=Model(log_prior, log_lik, name),
+        data=data,
+        init=init,
+        postprocess=build_postprocess(numpyro, prior_model, init, unravel),
+        site_log_lik=site_log_lik,
+        layout=layout,
+    )
+
+
+def constrained_result(result: SampleResult, converted: NumPyroModel) -> SampleResult:
+    """``result`` with its positions replaced by the named constrained draws (summaries, ArviZ, plots read these)."""
+    return result._replace(positions=converted.postprocess(result.positions))
+
+
+def to_inference_data(result: SampleResult, converted: NumPyroModel):
+    """ArviZ ``InferenceData`` of a run on a converted model: one posterior variable per latent site, constrained."""
+    return constrained_result(result, converted).to_inference_data()
