@@ -4,8 +4,9 @@ The driver vmaps one MH transition over chains; here the chain axis of the state
 the devices with ``NamedSharding(mesh, P("chains"))`` and the data are replicated (or laid out as the
 caller asks), and ``jit`` propagates the layout through the scanned block. Per-chain keys come from
 ``split(fold_in(key, t), num_chains)`` whatever the layout, so a sharded run draws exactly what an
-unsharded one does. On several hosts, call ``jax.distributed.initialize()`` first and pass
-``jax.devices()`` (all hosts' devices): the same code runs one process per host.
+unsharded one does. Several hosts are not supported yet: with ``jax.distributed`` the data and
+states are placed with ``device_put`` on devices another process owns, which JAX refuses
+(``tests/samplers/test_multiprocess.py`` records the error; ``docs/usage.md`` says what was run).
 """
 
 from __future__ import annotations
