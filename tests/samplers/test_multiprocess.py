@@ -38,12 +38,6 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-KNOWN_FAILURE = "device_put's second argument must be a Device or a Sharding which represents addressable devices"
-"""Where the driver stops today: it places key, states and data with ``jax.device_put`` on a mesh spanning other
-processes' devices, which multi-controller JAX refuses (placement by ``make_array_from_callback`` and gathering of
-each block with ``multihost_utils.process_allgather`` are not written yet)."""
-
-
 @pytest.mark.slow  # two subprocesses importing JAX and compiling: ~35 s on a loaded machine
 def test_two_processes_draw_what_one_process_draws(tmp_path):
     port = _free_port()
@@ -61,8 +55,6 @@ def test_two_processes_draw_what_one_process_draws(tmp_path):
             if p.poll() is None:
                 p.kill()
                 p.wait()
-    if any(KNOWN_FAILURE in e for e in errs):
-        pytest.xfail(f"several processes are not supported yet: {KNOWN_FAILURE}")
     assert all(p.returncode == 0 for p in procs), "\n".join(e[-1500:] for e in errs)
     single = sample(gaussian_mixture(), make_mixture_data(jax.random.key(1), 2000), jnp.zeros(2),
                     proposal=random_walk(scale=0.15), test=mh_minibatch(50), num_samples=40, key=3, num_chains=4,

@@ -24,7 +24,7 @@ from minibatch_mcmc.samplers.diagnose import nonfinite_error
 from minibatch_mcmc.samplers.kernel import ChainState, Kernel, build_kernel
 from minibatch_mcmc.samplers.keys import as_key, step_keys
 from minibatch_mcmc.samplers.results import RECORD_FIELDS, SampleResult
-from minibatch_mcmc.samplers.sharding import ChainLayout, chain_layout, place_data, shard_chains
+from minibatch_mcmc.samplers.sharding import ChainLayout, chain_layout, place, place_data, shard_chains, to_host
 
 PyTree = Any
 
@@ -186,7 +186,7 @@ def _place(finished: Finished, arrays: PyTree, base_key: jax.Array, layout: Chai
     finished = finished._replace(states=shard_chains(finished.states, layout))
     if not is_host_data(arrays):  # out-of-core sources stay on the host
         arrays = place_data(arrays, layout, data_sharding)
-    return finished, arrays, jax.device_put(base_key, layout.replicated)
+    return finished, arrays, place(base_key, layout.replicated)
 
 
 def _write_block(checkpoint_dir, start: int, pos: PyTree, recs: dict, temps: np.ndarray, states: ChainState, wall: float):
@@ -197,7 +197,7 @@ def _write_block(checkpoint_dir, start: int, pos: PyTree, recs: dict, temps: np.
         positions=[np.asarray(x) for x in jax.tree_util.tree_leaves(pos)],
         records=recs,
         temperature=temps,
-        state=[np.asarray(x) for x in jax.tree_util.tree_leaves(jax.device_get(states))],
+        state=jax.tree_util.tree_leaves(to_host(states)),
         wall_time=wall,
     )
     checkpoint.write_chunk(checkpoint_dir, chunk)
@@ -238,11 +238,11 @@ def _run_blocks(
             block_temps = temps[done : done + min(block_size, len(temps) - done)]
             steps = jnp.arange(done, done + len(block_temps), dtype=jnp.int32)
             new_states, pos, recs = run_block(states, steps, jnp.asarray(block_temps, jnp.float32))
-            recs = jax.device_get(recs)
+            recs = to_host(recs)
             nonfinite = np.asarray(recs.pop("nonfinite"))
             if nonfinite.any():
-                raise diagnose(states.position, pos, nonfinite, done)
-            states, pos = new_states, jax.device_get(pos)
+                raise diagnose(to_host(states.position), to_host(pos), nonfinite, done)
+            states, pos = new_states, to_host(pos)
             pos_blocks.append(pos)
             rec_blocks.append(recs)
             if checkpoint_dir is not None:

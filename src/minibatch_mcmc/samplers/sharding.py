@@ -4,9 +4,11 @@ The driver vmaps one MH transition over chains; here the chain axis of the state
 the devices with ``NamedSharding(mesh, P("chains"))`` and the data are replicated (or laid out as the
 caller asks), and ``jit`` propagates the layout through the scanned block. Per-chain keys come from
 ``split(fold_in(key, t), num_chains)`` whatever the layout, so a sharded run draws exactly what an
-unsharded one does. Several hosts are not supported yet: with ``jax.distributed`` the data and
-states are placed with ``device_put`` on devices another process owns, which JAX refuses
-(``tests/samplers/test_multiprocess.py`` records the error; ``docs/usage.md`` says what was run).
+unsharded one does. Several hosts (``jax.distributed``, one process per host, each with the same
+full host copy of data, key and states): on a mesh spanning other processes' devices ``place`` builds
+global arrays with ``make_array_from_callback`` and ``to_host`` all-gathers each finished block to
+every process; two CPU processes draw exactly what one process draws
+(``tests/samplers/test_multiprocess.py``; ``docs/usage.md`` says what was and was not run).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any, NamedTuple, Sequence
 
 import jax
 import numpy as np
+from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 PyTree = Any
@@ -65,11 +68,43 @@ def chain_layout(devices: Sequence[jax.Device] | int | str, num_chains: int) -> 
     return ChainLayout(mesh, NamedSharding(mesh, PartitionSpec(CHAIN_AXIS)), NamedSharding(mesh, PartitionSpec()))
 
 
+def _global_leaf(leaf: Any, sharding: Any) -> jax.Array:
+    """One array laid out by ``sharding`` over devices of several processes, from this process's full copy."""
+    if isinstance(leaf, jax.Array) and jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key):
+        data = _global_leaf(jax.random.key_data(leaf), sharding)
+        return jax.random.wrap_key_data(data, impl=jax.random.key_impl(leaf))
+    host = np.asarray(leaf)
+    return jax.make_array_from_callback(host.shape, sharding, lambda index: host[index])
+
+
+def place(tree: PyTree, sharding: Any) -> PyTree:
+    """``device_put`` on this process's devices; on a mesh spanning other processes, one global array per leaf.
+
+    Every process holds the same full host copy, so each process fills its own shards from it.
+    """
+    leaves, treedef = jax.tree_util.tree_flatten(tree)
+    shardings = [sharding] * len(leaves) if isinstance(sharding, jax.sharding.Sharding) else treedef.flatten_up_to(sharding)
+    if all(s.is_fully_addressable for s in shardings):
+        return jax.device_put(tree, sharding)
+    return jax.tree_util.tree_unflatten(treedef, [_global_leaf(x, s) for x, s in zip(leaves, shardings)])
+
+
+def to_host(tree: PyTree) -> PyTree:
+    """Every leaf as a full numpy array on this host; shards other processes hold are all-gathered."""
+
+    def get(leaf: Any) -> np.ndarray:
+        if isinstance(leaf, jax.Array) and not leaf.is_fully_addressable:
+            return np.asarray(multihost_utils.process_allgather(leaf, tiled=True))
+        return np.asarray(jax.device_get(leaf))
+
+    return jax.tree_util.tree_map(get, tree)
+
+
 def shard_chains(tree: PyTree, layout: ChainLayout) -> PyTree:
     """Put the leading (chain) axis of every leaf on the mesh."""
-    return jax.device_put(tree, layout.chains)
+    return place(tree, layout.chains)
 
 
 def place_data(tree: PyTree, layout: ChainLayout, sharding: Any = None) -> PyTree:
     """Replicate the data on every device, or apply the caller's sharding (a ``Sharding`` or a pytree of them)."""
-    return jax.device_put(tree, layout.replicated if sharding is None else sharding)
+    return place(tree, layout.replicated if sharding is None else sharding)
