@@ -22,6 +22,18 @@ class Dims:
     def __init__(self, *dims: int | str) -> None:
         self.dims = tuple(dims)
 
+    def __repr__(self) -> str:
+        """``Dims('b', 'd')``: the same text in every process (checkpoint fingerprints read it)."""
+        return f"Dims{self.dims!r}"
+
+    def __eq__(self, other: object) -> bool:
+        """Equal when the expected shapes are."""
+        return isinstance(other, Dims) and other.dims == self.dims
+
+    def __hash__(self) -> int:
+        """Hash of the expected shape."""
+        return hash(self.dims)
+
     def render(self, sizes: dict[str, int]) -> str:
         """The shape as text, named sizes replaced by their bound values where known."""
         parts = [str(sizes.get(d, d)) if isinstance(d, str) else str(d) for d in self.dims]
