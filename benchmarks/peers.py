@@ -1,33 +1,46 @@
-"""Time to a fixed posterior error: MHminibatch vs BlackJAX random-walk MH (full data) vs NumPyro HMCECS.
+"""Temperature 1 on tall data: MHminibatch with Taylor-proxy control variates vs NumPyro HMCECS and BlackJAX.
 
 Bayesian logistic regression, d=50 synthetic features (``make_logistic_data``), prior N(0, 1) on
-every weight, temperature 1, float32. For each N in ``--sizes``:
+every weight, temperature 1, float32. For each N in ``--sizes``, side by side in one process:
 
 * reference: the Laplace approximation (Newton MAP, inverse Hessian of the negative log posterior,
   accumulated in float64); for N <= ``--nuts-max`` a full-data NumPyro NUTS run started at the MAP
   replaces it and its distance to the Laplace approximation is printed (it shrinks like N^-1/2);
 * all chains start at the same draw from the Laplace approximation (no burn-in is discarded);
-* MHminibatch (this package, ``mh_minibatch(batch_size=m)``) and BlackJAX RWMH
-  (``blackjax.normal_random_walk``, full data) get the same Gaussian random walk with per-coordinate
-  s.d. ``2.38/sqrt(d)`` times the reference s.d.; the BlackJAX log density is centred at the MAP
-  (``sum_i [log p(y_i|theta) - log p(y_i|MAP)]``) so that its float32 sum of N terms keeps the
-  O(1) differences the MH test needs;
+* "MHminibatch+CV MALA" / "MHminibatch+CV RW": ``minibatch_mcmc.warmup.warmup(proposal="langevin" |
+  "random_walk", test=mh_minibatch(batch_size=--cv-m))`` from theta = 0 (mode, Laplace covariance,
+  Taylor proxy at the mode, scale tuned; its seconds and data points are the warm-up columns), then
+  the frozen kernel ``build_kernel(model, w.proposal, w.test, N, estimator=w.proxy)``; after
+  sampling, one of its steps is timed against one SGD step (value-and-grad of the minibatch log
+  posterior on the same --cv-m rows, drawn the same way, plus the update), interleaved;
 * NumPyro ``HMCECS(NUTS(model), num_blocks, proxy=HMCECS.taylor_proxy({"theta": MAP}))`` with a
-  ``numpyro.plate(..., subsample_size=...)`` model; its step size and diagonal mass matrix are
-  adapted by ``MCMC.warmup`` (timed separately, compile included); sampling then runs
-  ``kernel.sample`` in a jitted ``lax.scan``, which is what ``MCMC.run`` does but without
-  recompiling at every continuation.
+  ``numpyro.plate(..., subsample_size=...)`` model, as NumPyro documents it; its step size and
+  diagonal mass matrix are adapted by ``MCMC.warmup``; its warm-up column is the Newton MAP plus
+  ``MCMC.warmup`` (proxy setup and compile included); sampling then runs ``kernel.sample`` in a
+  jitted ``lax.scan``, which is what ``MCMC.run`` does but without recompiling at every continuation;
+* "BlackJAX NUTS": full data, ``blackjax.window_adaptation(blackjax.nuts, ...)`` for --nuts-warmup
+  steps (diagonal mass matrix); not run when --nuts-warmup x one full-data gradient (measured)
+  already exceeds --warmup-cap (recorded as such: a lower bound, not a run);
+* "BlackJAX RWMH" (``blackjax.normal_random_walk``, full data) and the optional plain "MHminibatch"
+  (``mh_minibatch(batch_size=--m)``, no control variate) get a Gaussian random walk with
+  per-coordinate s.d. ``2.38/sqrt(d)`` times the reference s.d. (an oracle: no warm-up); the full-data
+  log densities are centred at the MAP (``sum_i [log p(y_i|theta) - log p(y_i|MAP)]``) so that their
+  float32 sums of N terms keep the O(1) differences the MH test needs.
 
 Each sampler runs one chain in jitted blocks until ``--time-cap`` seconds of sampling; the first
 block call (compile + one block) is timed separately and its draws discarded. After every block
 the running estimates of the posterior means and s.d.s over all draws so far give
 ``err_mean = max_j |mean_j - ref_mean_j| / ref_sd_j`` and ``err_sd = max_j |sd_j / ref_sd_j - 1|``;
 "t(mean)" and "t(sd)" are the sampling wall times from which the error stays <= ``--threshold`` to
-the end of the run ("> cap" if it never does). ESS is ArviZ's bulk ESS, minimum over coordinates.
+the end of the run ("> cap" if it never does). ESS is ArviZ's bulk ESS, minimum over coordinates;
+"ESS/s" divides it by the sampling seconds, "ESS/s incl. warm-up" by warm-up + sampling seconds.
+"data/step" is the data points read per step (ours: per test; HMCECS: subsample x leapfrogs; NUTS:
+N x leapfrogs). Every figure goes to ``--out`` (JSON), from which ``benchmarks/render_results.py``
+renders the tables of docs/benchmarks.md.
 
-    .venv/bin/python benchmarks/peers.py --quick                    # N = 20,000, 20 s per method
-    nice -n 10 .venv/bin/python benchmarks/peers.py --sizes 100000 1000000 --time-cap 150
-    nice -n 10 .venv/bin/python benchmarks/peers.py --sizes 10000000 --time-cap 150
+    .venv/bin/python benchmarks/peers.py --quick                       # N = 20,000, 20 s per method, no results file
+    nice -n 10 .venv/bin/python benchmarks/peers.py --sizes 100000 1000000 --time-cap 60
+    nice -n 10 .venv/bin/python benchmarks/peers.py --sizes 10000000 --time-cap 60 --append
 """
 
 from __future__ import annotations
@@ -343,12 +356,14 @@ def main() -> None:
     ap.add_argument("--ref-warmup", type=int, default=500)
     ap.add_argument("--ref-samples", type=int, default=3000)
     ap.add_argument("--methods", nargs="+", default=DEFAULT_METHODS, choices=list(METHODS))
-    ap.add_argument("--out", default="docs/results/peers_t1.json", help="JSON results file ('' : none)")
+    ap.add_argument("--out", default=None, help="JSON results file (default docs/results/peers_t1.json, none with --quick; '': none)")
     ap.add_argument("--append", action="store_true", help="keep the rows of other sizes already in --out (a later run adds sizes)")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
     if args.quick:
         args.sizes, args.time_cap, args.ref_warmup, args.ref_samples, args.ecs_warmup = [20_000], 20.0, 200, 1000, 150
+    if args.out is None:
+        args.out = "" if args.quick else "docs/results/peers_t1.json"
     for name in ("time_cap", "warmup_cap", "threshold", "block_work"):
         if not getattr(args, name) > 0:
             raise ValueError(f"--{name.replace('_', '-')}={getattr(args, name)} must be positive")
