@@ -324,7 +324,7 @@ def bench_size(n: int, args) -> tuple[list[dict], dict]:
         print(f"  {name}: {len(tr.draws):,} draws in {row['sampling_s']:.1f} s (compile {tr.compile_s:.1f} s), "
               f"end errors mean {row['end_err_mean']:.3f} sd {row['end_err_sd']:.3f}, {tr.extra}{sgd}", flush=True)
     print()
-    print_table(COLUMNS, [table_row(r, args.time_cap) for r in rows])
+    print_table(COLUMNS, [table_row(r) for r in rows])
     ratios = ratio_rows(rows)
     if ratios:
         print("  ESS/s ratios over NumPyro HMCECS (> 1: ours faster):")
@@ -386,7 +386,7 @@ def main() -> None:
             write_results(args.out, env, args, rows, refs)
     if len(args.sizes) > 1:
         print("\nall sizes:")
-        print_table(COLUMNS, [table_row(r, args.time_cap) for r in rows])
+        print_table(COLUMNS, [table_row(r) for r in rows])
         print_table(RATIO_COLUMNS, ratio_rows(rows))
     if args.out:
         print(f"results written to {args.out}")

@@ -22,7 +22,7 @@ BASELINE = "NumPyro HMCECS"
 OURS = ("MHminibatch+CV MALA", "MHminibatch+CV RW")
 COLUMNS = [
     "N", "method", "warm-up s", "warm-up data (x N)", "draws/s", "accept", "min ESS", "ESS/s", "ESS/s incl. warm-up",
-    "t(mean) s", "t(sd) s", "data/step (% of N)", "step / SGD step",
+    "t(mean) s", "t(sd) s", "data/step (% of N)", "step / SGD step (best, median)",
 ]
 RATIO_COLUMNS = ["N", "ratio", "ESS/s", "ESS/s incl. warm-up"]
 
@@ -58,19 +58,19 @@ def fmt(x, spec: str, none: str = "-") -> str:
     return none if x is None or (isinstance(x, float) and not math.isfinite(x)) else format(x, spec)
 
 
-def table_row(r: dict, cap: float) -> list[str]:
-    """One formatted row of the main table."""
+def table_row(r: dict) -> list[str]:
+    """One formatted row of the main table (a time not reached shows as '> the seconds sampled')."""
     n = f"{r['n']:.0e}".replace("e+0", "e")
     if r.get("skipped"):
         lb = r.get("warmup_s_lower_bound")
         warm = f"> {lb:.0f} (not run)" if lb else "-"
         return [n, r["method"], warm] + ["-"] * (len(COLUMNS) - 3)
-    t = lambda v: fmt(v, ".1f", none=f"> {cap:.0f}")  # noqa: E731 -- not reached within the cap
+    t = lambda v: fmt(v, ".1f", none=f"> {math.floor(r['sampling_s']):.0f}")  # noqa: E731 -- not reached within the run
     return [
         n, r["method"], fmt(r["warmup_s"], ".1f"), fmt(r["warmup_data_over_n"], ".2f"), fmt(r["draws_per_s"], ",.0f"),
         fmt(r["accept"], ".2f"), fmt(r["min_ess"], ",.0f"), fmt(r["ess_per_s"], ".2f"), fmt(r["ess_per_s_with_warmup"], ".2f"),
         t(r["t_mean_s"]), t(r["t_sd_s"]), fmt(None if r["data_per_step_over_n"] is None else 100 * r["data_per_step_over_n"], ".3g"),
-        fmt(r["step_over_sgd_best"], ".2f"),
+        "-" if r["step_over_sgd_best"] is None else f"{r['step_over_sgd_best']:.2f}, {r['step_over_sgd_median']:.2f}",
     ]
 
 
@@ -95,11 +95,6 @@ def print_table(columns: list[str], rows: list[list[str]]) -> None:
     print("  " + "  ".join(c.rjust(w) for c, w in zip(columns, widths)))
     for r in rows:
         print("  " + "  ".join(v.rjust(w) for v, w in zip(r, widths)))
-
-
-def notes(rows: list[dict]) -> list[str]:
-    """Per-row details and skip reasons, as printed under the table."""
-    return [f"N={r['n']:,} {r['method']}: " + (f"skipped: {r['skipped']}" if r.get("skipped") else r["details"]) for r in rows]
 
 
 def environment() -> dict:
@@ -132,21 +127,31 @@ def previous_results(path: str, env: dict, sizes: list[int]) -> tuple[dict, list
     return {**env, "runs": runs + [env]}, rows, refs
 
 
+def tables(rows: list[dict]) -> dict:
+    """The formatted tables the docs render, from the rows' raw figures."""
+    return {
+        "peers_t1": {"columns": COLUMNS, "rows": [table_row(r) for r in rows]},
+        "peers_t1_ratios": {"columns": RATIO_COLUMNS, "rows": ratio_rows(rows)},
+        "peers_t1_notes": {"columns": ["N", "method", "details"],
+                           "rows": [[f"{r['n']:,}", r["method"], (f"skipped: {r['skipped']}" if r.get("skipped") else r["details"])] for r in rows]},
+    }
+
+
 def write_results(path: str, env: dict, args, rows: list[dict], references: dict) -> None:
     """Write every figure and the rendered tables to ``path`` (JSON)."""
-    cap = args.time_cap
     out = {
         **env, "load_average_end": list(os.getloadavg()),
         "settings": {k: v for k, v in vars(args).items() if k not in ("out",)},
-        "references": references, "rows": rows,
-        "tables": {
-            "peers_t1": {"columns": COLUMNS, "rows": [table_row(r, cap) for r in rows]},
-            "peers_t1_ratios": {"columns": RATIO_COLUMNS, "rows": ratio_rows(rows)},
-            "peers_t1_notes": {"columns": ["N", "method", "details"],
-                               "rows": [[f"{r['n']:,}", r["method"], (f"skipped: {r['skipped']}" if r.get("skipped") else r["details"])] for r in rows]},
-        },
+        "references": references, "rows": rows, "tables": tables(rows),
     }
     Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(json.dumps(out, indent=1, default=_json_default) + "\n")
+
+
+def rebuild_tables(path: str) -> None:
+    """Re-format the tables of a results file from its raw rows (after a change of layout here; no rerun)."""
+    out = json.loads(Path(path).read_text())
+    out["tables"] = tables(out["rows"])
     Path(path).write_text(json.dumps(out, indent=1, default=_json_default) + "\n")
 
 
@@ -157,3 +162,7 @@ def _json_default(x):
     if isinstance(x, np.generic):
         return x.item()
     raise TypeError(f"not JSON serialisable: {type(x).__name__}")
+
+
+if __name__ == "__main__":
+    rebuild_tables(sys.argv[1] if len(sys.argv) > 1 else "docs/results/peers_t1.json")
