@@ -178,21 +178,21 @@ def run_nuts(data, n, ref, start, scale, args, key) -> RunTrace | Skipped:
 # ---------------------------------------------------------------- the SGD-step yardstick
 
 
-def sgd_block(data, n: int, m: int, steps: int, lr: float = 1e-6):
+def sgd_block(n: int, m: int, steps: int, lr: float = 1e-6):
     """A jitted scan of ``steps`` SGD steps: value-and-grad of the minibatch log posterior on ``m`` rows, then an update."""
     model = logistic_regression(PRIOR_SCALE)
 
-    def one(theta, k):
-        batch = minibatch_rows(k, data, n, m)  # the same row draw (without replacement) as the kernel's test
-
-        def log_post(th):
-            return model.log_prior(th) + (n / m) * jnp.sum(model.log_lik(th, batch))
-
-        val, g = jax.value_and_grad(log_post)(theta)
-        return theta + lr * g, val
-
     @jax.jit
-    def block(theta, key):
+    def block(theta, key, data):
+        def one(theta, k):
+            batch = minibatch_rows(k, data, n, m)  # the same row draw (without replacement) as the kernel's test
+
+            def log_post(th):
+                return model.log_prior(th) + (n / m) * jnp.sum(model.log_lik(th, batch))
+
+            val, g = jax.value_and_grad(log_post)(theta)
+            return theta + lr * g, val
+
         return jax.lax.scan(one, theta, jax.random.split(key, steps))
 
     return block
@@ -200,16 +200,16 @@ def sgd_block(data, n: int, m: int, steps: int, lr: float = 1e-6):
 
 def step_over_sgd(kernel_block: Callable, state, data, n: int, m: int, steps: int, repeats: int) -> dict:
     """Wall time per step of ``kernel_block`` (``steps`` steps per call) over that of an SGD step on ``m`` rows, interleaved."""
-    sgd = sgd_block(data, n, m, steps)
+    sgd = sgd_block(n, m, steps)
     theta = jax.tree_util.tree_leaves(state.position)[0]
     key = jax.random.key(7)
-    jax.block_until_ready(sgd(theta, key))
+    jax.block_until_ready(sgd(theta, key, data))
     jax.block_until_ready(kernel_block(state, key, data))
     t_sgd, t_mh = [], []
     for r in range(repeats):
         k = jax.random.fold_in(key, r)
         t0 = time.perf_counter()
-        jax.block_until_ready(sgd(theta, k))
+        jax.block_until_ready(sgd(theta, k, data))
         t_sgd.append(time.perf_counter() - t0)
         t0 = time.perf_counter()
         jax.block_until_ready(kernel_block(state, k, data))
