@@ -144,6 +144,8 @@ def write_results(path: str, env: dict, args, rows: list[dict], references: dict
         "settings": {k: v for k, v in vars(args).items() if k not in ("out",)},
         "references": references, "rows": rows, "tables": tables(rows),
     }
+    if "runs" in out:
+        out["runs"][-1] = {**out["runs"][-1], "load_average_end": out["load_average_end"]}
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     Path(path).write_text(json.dumps(out, indent=1, default=_json_default) + "\n")
 
