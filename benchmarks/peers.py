@@ -1,33 +1,46 @@
-"""Time to a fixed posterior error: MHminibatch vs BlackJAX random-walk MH (full data) vs NumPyro HMCECS.
+"""Temperature 1 on tall data: MHminibatch with Taylor-proxy control variates vs NumPyro HMCECS and BlackJAX.
 
 Bayesian logistic regression, d=50 synthetic features (``make_logistic_data``), prior N(0, 1) on
-every weight, temperature 1, float32. For each N in ``--sizes``:
+every weight, temperature 1, float32. For each N in ``--sizes``, side by side in one process:
 
 * reference: the Laplace approximation (Newton MAP, inverse Hessian of the negative log posterior,
   accumulated in float64); for N <= ``--nuts-max`` a full-data NumPyro NUTS run started at the MAP
   replaces it and its distance to the Laplace approximation is printed (it shrinks like N^-1/2);
 * all chains start at the same draw from the Laplace approximation (no burn-in is discarded);
-* MHminibatch (this package, ``mh_minibatch(batch_size=m)``) and BlackJAX RWMH
-  (``blackjax.normal_random_walk``, full data) get the same Gaussian random walk with per-coordinate
-  s.d. ``2.38/sqrt(d)`` times the reference s.d.; the BlackJAX log density is centred at the MAP
-  (``sum_i [log p(y_i|theta) - log p(y_i|MAP)]``) so that its float32 sum of N terms keeps the
-  O(1) differences the MH test needs;
+* "MHminibatch+CV MALA" / "MHminibatch+CV RW": ``minibatch_mcmc.warmup.warmup(proposal="langevin" |
+  "random_walk", test=mh_minibatch(batch_size=--cv-m))`` from theta = 0 (mode, Laplace covariance,
+  Taylor proxy at the mode, scale tuned; its seconds and data points are the warm-up columns), then
+  the frozen kernel ``build_kernel(model, w.proposal, w.test, N, estimator=w.proxy)``; after
+  sampling, one of its steps is timed against one SGD step (value-and-grad of the minibatch log
+  posterior on the same --cv-m rows, drawn the same way, plus the update), interleaved;
 * NumPyro ``HMCECS(NUTS(model), num_blocks, proxy=HMCECS.taylor_proxy({"theta": MAP}))`` with a
-  ``numpyro.plate(..., subsample_size=...)`` model; its step size and diagonal mass matrix are
-  adapted by ``MCMC.warmup`` (timed separately, compile included); sampling then runs
-  ``kernel.sample`` in a jitted ``lax.scan``, which is what ``MCMC.run`` does but without
-  recompiling at every continuation.
+  ``numpyro.plate(..., subsample_size=...)`` model, as NumPyro documents it; its step size and
+  diagonal mass matrix are adapted by ``MCMC.warmup``; its warm-up column is the Newton MAP plus
+  ``MCMC.warmup`` (proxy setup and compile included); sampling then runs ``kernel.sample`` in a
+  jitted ``lax.scan``, which is what ``MCMC.run`` does but without recompiling at every continuation;
+* "BlackJAX NUTS": full data, ``blackjax.window_adaptation(blackjax.nuts, ...)`` for --nuts-warmup
+  steps (diagonal mass matrix); not run when --nuts-warmup x one full-data gradient (measured)
+  already exceeds --warmup-cap (recorded as such: a lower bound, not a run);
+* "BlackJAX RWMH" (``blackjax.normal_random_walk``, full data) and the optional plain "MHminibatch"
+  (``mh_minibatch(batch_size=--m)``, no control variate) get a Gaussian random walk with
+  per-coordinate s.d. ``2.38/sqrt(d)`` times the reference s.d. (an oracle: no warm-up); the full-data
+  log densities are centred at the MAP (``sum_i [log p(y_i|theta) - log p(y_i|MAP)]``) so that their
+  float32 sums of N terms keep the O(1) differences the MH test needs.
 
 Each sampler runs one chain in jitted blocks until ``--time-cap`` seconds of sampling; the first
 block call (compile + one block) is timed separately and its draws discarded. After every block
 the running estimates of the posterior means and s.d.s over all draws so far give
 ``err_mean = max_j |mean_j - ref_mean_j| / ref_sd_j`` and ``err_sd = max_j |sd_j / ref_sd_j - 1|``;
 "t(mean)" and "t(sd)" are the sampling wall times from which the error stays <= ``--threshold`` to
-the end of the run ("> cap" if it never does). ESS is ArviZ's bulk ESS, minimum over coordinates.
+the end of the run ("> cap" if it never does). ESS is ArviZ's bulk ESS, minimum over coordinates;
+"ESS/s" divides it by the sampling seconds, "ESS/s incl. warm-up" by warm-up + sampling seconds.
+"data/step" is the data points read per step (ours: per test; HMCECS: subsample x leapfrogs; NUTS:
+N x leapfrogs). Every figure goes to ``--out`` (JSON), from which ``benchmarks/render_results.py``
+renders the tables of docs/benchmarks.md.
 
-    .venv/bin/python benchmarks/peers.py --quick                    # N = 20,000, 20 s per method
-    nice -n 10 .venv/bin/python benchmarks/peers.py --sizes 100000 1000000 --time-cap 150
-    nice -n 10 .venv/bin/python benchmarks/peers.py --sizes 10000000 --time-cap 150
+    .venv/bin/python benchmarks/peers.py --quick                       # N = 20,000, 20 s per method, no results file
+    nice -n 10 .venv/bin/python benchmarks/peers.py --sizes 100000 1000000 --time-cap 60
+    nice -n 10 .venv/bin/python benchmarks/peers.py --sizes 10000000 --time-cap 60 --append
 """
 
 from __future__ import annotations
@@ -35,9 +48,8 @@ from __future__ import annotations
 import argparse
 import functools
 import math
-import platform
 import time
-from typing import Callable, NamedTuple
+from typing import NamedTuple
 
 import arviz as az
 import jax
@@ -48,6 +60,9 @@ from minibatch_mcmc.acceptance import mh_minibatch
 from minibatch_mcmc.models import logistic_log_lik, logistic_regression, make_logistic_data
 from minibatch_mcmc.proposals import random_walk
 from minibatch_mcmc.samplers import build_kernel
+from peer_runners import RunTrace, Skipped, centred_logdensity, run_cv_mala, run_cv_rw, run_nuts, timed_blocks
+from peers_report import (COLUMNS, RATIO_COLUMNS, environment, previous_results, print_table, ratio_rows, row_figures,
+                          skipped_figures, table_row, write_results)
 
 D = 50
 PRIOR_SCALE = 1.0
@@ -61,18 +76,7 @@ class Reference(NamedTuple):
     map: np.ndarray
     laplace_cov: np.ndarray
     name: str
-
-
-class RunTrace(NamedTuple):
-    """Draws of one chain, the sampling wall time at the end of each block, and per-method statistics."""
-
-    draws: np.ndarray
-    block_end: np.ndarray
-    block_sizes: np.ndarray
-    compile_s: float
-    warmup_s: float
-    accept: float
-    extra: str
+    map_s: float = 0.0
 
 
 # ---------------------------------------------------------------- the Laplace approximation / reference
@@ -136,28 +140,6 @@ def nuts_reference(data: dict, map_: np.ndarray, key: jax.Array, warmup: int, sa
 # ---------------------------------------------------------------- timed block loop
 
 
-def timed_blocks(block: Callable, state, key: jax.Array, data, time_cap: float, max_blocks: int = 100_000):
-    """Run ``block(state, key, data) -> (state, (draws, stats))`` until ``time_cap`` s; the first call compiles."""
-    t0 = time.perf_counter()
-    jax.block_until_ready(block(state, jax.random.fold_in(key, 10**9), data))
-    first = time.perf_counter() - t0
-    draws, ends, times, stats = [], [], [], []
-    elapsed = 0.0
-    for b in range(max_blocks):
-        t0 = time.perf_counter()
-        state, (dr, st) = jax.block_until_ready(block(state, jax.random.fold_in(key, b), data))
-        dt = time.perf_counter() - t0
-        elapsed += dt
-        draws.append(np.asarray(dr, np.float64))
-        ends.append(elapsed)
-        times.append(dt)
-        stats.append(np.asarray(st, np.float64))
-        if elapsed >= time_cap:
-            break
-    compile_s = max(first - float(np.median(times)), 0.0)
-    return np.concatenate(draws), np.array(ends), np.array([len(d) for d in draws]), compile_s, np.concatenate(stats)
-
-
 def run_mhminibatch(data, n, ref: Reference, start, scale, args, key) -> RunTrace:
     """MHminibatch with a diagonal random walk at temperature 1."""
     kernel = build_kernel(logistic_regression(PRIOR_SCALE), random_walk(scale=scale), mh_minibatch(args.m, sigma=1.0), n)
@@ -173,7 +155,8 @@ def run_mhminibatch(data, n, ref: Reference, start, scale, args, key) -> RunTrac
         return jax.lax.scan(body, state, jax.random.split(k, steps))
 
     draws, ends, sizes, compile_s, st = timed_blocks(block, kernel.init(jnp.asarray(start, jnp.float32)), key, data, args.time_cap)
-    return RunTrace(draws, ends, sizes, compile_s, 0.0, float(st[:, 0].mean()), f"mean batch {st[:, 1].mean():,.0f} ({st[:, 1].mean() / n:.2f} N), m={args.m}")
+    return RunTrace(draws, ends, sizes, compile_s, 0.0, float(st[:, 0].mean()), f"mean batch {st[:, 1].mean():,.0f} ({st[:, 1].mean() / n:.2f} N), m={args.m}",
+                    data_per_step=float(st[:, 1].mean()), step_s=float(ends[-1]) / len(draws))
 
 
 def run_rwmh(data, n, ref: Reference, start, scale, args, key) -> RunTrace:
@@ -184,10 +167,8 @@ def run_rwmh(data, n, ref: Reference, start, scale, args, key) -> RunTrace:
     sigma = jnp.asarray(scale, jnp.float32)
 
     def algorithm(data):
-        def logdensity(theta):
-            return jnp.sum(logistic_log_lik(theta, data) - data["lhat"]) - 0.5 * jnp.sum(theta * theta) / PRIOR_SCALE**2
+        return blackjax.normal_random_walk(centred_logdensity(data), sigma)
 
-        return blackjax.normal_random_walk(logdensity, sigma)
     steps = max(args.min_block_steps, int(args.block_work // n))
 
     @jax.jit
@@ -202,7 +183,8 @@ def run_rwmh(data, n, ref: Reference, start, scale, args, key) -> RunTrace:
 
     init = algorithm(data).init(jnp.asarray(start, jnp.float32))
     draws, ends, sizes, compile_s, acc = timed_blocks(block, init, key, data, args.time_cap)
-    return RunTrace(draws, ends, sizes, compile_s, 0.0, float(acc.mean()), "full data every step")
+    return RunTrace(draws, ends, sizes, compile_s, 0.0, float(acc.mean()), "full data every step; proposal s.d. from the reference (oracle, no warm-up)",
+                    data_per_step=float(n), step_s=float(ends[-1]) / len(draws))
 
 
 def run_hmcecs(data, n, ref: Reference, start, scale, args, key) -> RunTrace:
@@ -234,8 +216,11 @@ def run_hmcecs(data, n, ref: Reference, start, scale, args, key) -> RunTrace:
 
     draws, ends, sizes, compile_s, st = timed_blocks(block, mcmc.post_warmup_state, key, data, args.time_cap)
     step = float(mcmc.post_warmup_state.hmc_state.adapt_state.step_size)
-    extra = f"subsample {sub}, {args.num_blocks} blocks, step {step:.3g}, {st[:, 1].mean():.1f} leapfrogs/draw"
-    return RunTrace(draws, ends, sizes, compile_s, warmup_s, float(st[:, 0].mean()), extra)
+    leap = float(st[:, 1].mean())
+    extra = (f"subsample {sub}, {args.num_blocks} blocks, step {step:.3g}, {leap:.1f} leapfrogs/draw; warm-up = Newton MAP "
+             f"{ref.map_s:.1f} s + MCMC.warmup ({args.ecs_warmup} iterations, proxy setup and compile included) {warmup_s:.1f} s")
+    return RunTrace(draws, ends, sizes, compile_s, ref.map_s + warmup_s, float(st[:, 0].mean()), extra,
+                    data_per_step=leap * sub, step_s=float(ends[-1]) / len(draws))
 
 
 # ---------------------------------------------------------------- error metrics
@@ -279,10 +264,11 @@ def build_reference(data, n, args, key) -> Reference:
     """Laplace approximation, replaced by full-data NUTS moments when N <= --nuts-max."""
     t0 = time.perf_counter()
     map_, cov = laplace_approximation(data, n)
+    map_s = time.perf_counter() - t0
     lap_sd = np.sqrt(np.diag(cov))
-    print(f"  Laplace (Newton MAP + inverse Hessian): {time.perf_counter() - t0:.1f} s, median posterior s.d. {np.median(lap_sd):.3g}")
+    print(f"  Laplace (Newton MAP + inverse Hessian): {map_s:.1f} s, median posterior s.d. {np.median(lap_sd):.3g}")
     if n > args.nuts_max:
-        return Reference(map_, lap_sd, map_, cov, "Laplace")
+        return Reference(map_, lap_sd, map_, cov, "Laplace", map_s)
     t0 = time.perf_counter()
     ref = nuts_reference(data, map_, key, args.ref_warmup, args.ref_samples)
     mean, sd = ref.mean(0), ref.std(0, ddof=1)
@@ -294,25 +280,29 @@ def build_reference(data, n, args, key) -> Reference:
         f"max |sd ratio - 1| {np.max(np.abs(lap_sd / sd - 1)):.3f} (NUTS Monte Carlo error of these: "
         f"~{2.5 / math.sqrt(ess):.3f} and ~{2.5 / math.sqrt(2 * ess_sq):.3f})"
     )
-    return Reference(mean, sd, map_, cov, f"NUTS ({args.ref_samples} draws)")
+    return Reference(mean, sd, map_, cov, f"NUTS ({args.ref_samples} draws)", map_s)
 
 
-METHODS = {"MHminibatch": run_mhminibatch, "BlackJAX RWMH": run_rwmh, "NumPyro HMCECS": run_hmcecs}
+METHODS = {
+    "MHminibatch+CV MALA": run_cv_mala, "MHminibatch+CV RW": run_cv_rw, "NumPyro HMCECS": run_hmcecs,
+    "BlackJAX NUTS": run_nuts, "BlackJAX RWMH": run_rwmh, "MHminibatch": run_mhminibatch,
+}
+DEFAULT_METHODS = [m for m in METHODS if m != "MHminibatch"]
 
 
-def bench_size(n: int, args) -> None:
-    """Reference, the three samplers, and the tables for one data size."""
+def bench_size(n: int, args) -> tuple[list[dict], dict]:
+    """Reference and every method in ``--methods`` at one data size: the figures of each row and the reference's."""
     key = jax.random.key(args.seed)
     k_data, k_ref, k_start, k_run = jax.random.split(key, 4)
-    print(f"\nN = {n:,}, d = {D}, prior N(0, 1), threshold {args.threshold}, sampling cap {args.time_cap:.0f} s per method")
+    print(f"\nN = {n:,}, d = {D}, prior N(0, 1), threshold {args.threshold}, sampling cap {args.time_cap:.0f} s per method", flush=True)
     t0 = time.perf_counter()
     data, _ = make_logistic_data(k_data, n, D)
     jax.block_until_ready(data)
-    print(f"  data: {time.perf_counter() - t0:.1f} s")
+    print(f"  data: {time.perf_counter() - t0:.1f} s", flush=True)
     ref = build_reference(data, n, args, k_ref)
     start = np.asarray(jax.random.multivariate_normal(k_start, jnp.asarray(ref.map), jnp.asarray(ref.laplace_cov)), np.float64)
     scale = 2.38 / math.sqrt(D) * ref.sd
-    rows = {}
+    rows = []
     for i, (name, fn) in enumerate(METHODS.items()):
         if name not in args.methods:
             continue
@@ -320,90 +310,86 @@ def bench_size(n: int, args) -> None:
             tr = fn(data, n, ref, start, scale, args, jax.random.fold_in(k_run, i))
         except Exception as err:  # noqa: BLE001 -- a failed peer (e.g. out of memory) is reported, not fatal
             print(f"  {name}: FAILED: {type(err).__name__}: {str(err)[:300]}", flush=True)
+            rows.append(skipped_figures(name, n, f"failed: {type(err).__name__}: {str(err)[:200]}"))
+            continue
+        if isinstance(tr, Skipped):
+            print(f"  {name}: {tr.reason}", flush=True)
+            rows.append(skipped_figures(name, n, tr.reason, tr.warmup_s_lower_bound))
             continue
         e_mean, e_sd = running_errors(tr.draws, tr.block_sizes, ref)
-        ess = min_ess(tr.draws)
-        total = float(tr.block_end[-1])
-        rows[name] = dict(
-            tr=tr, t_mean=time_to_stay_below(e_mean, tr.block_end, args.threshold),
-            t_sd=time_to_stay_below(e_sd, tr.block_end, args.threshold), e_mean=e_mean[-1], e_sd=e_sd[-1],
-            ess=ess, ess_s=ess / total, total=total,
-        )
-        print(f"  {name}: {len(tr.draws):,} draws in {total:.1f} s, {tr.extra}", flush=True)
-    cap = args.time_cap
-    print(f"\n  {'method':<15} {'draws':>8} {'draws/s':>9} {'accept':>7} {'compile s':>9} {'warm-up s':>9} "
-          f"{'t(mean) s':>9} {'t(sd) s':>9} {'end err mean':>12} {'end err sd':>10} {'min ESS':>8} {'ESS/s':>8}")
-    for name, r in rows.items():
-        tr = r["tr"]
-        print(f"  {name:<15} {len(tr.draws):>8,} {len(tr.draws) / r['total']:>9.1f} {tr.accept:>7.3f} {tr.compile_s:>9.1f} "
-              f"{tr.warmup_s:>9.1f} {fmt_t(r['t_mean'], cap):>9} {fmt_t(r['t_sd'], cap):>9} {r['e_mean']:>12.3f} "
-              f"{r['e_sd']:>10.3f} {r['ess']:>8.1f} {r['ess_s']:>8.3f}")
-    if "MHminibatch" in rows:
-        base = rows["MHminibatch"]
-        print("  ratios, other / MHminibatch (> 1: MHminibatch faster; bounds use the cap when a run did not reach the threshold):")
-        for name, r in rows.items():
-            if name == "MHminibatch":
-                continue
-            parts = []
-            for key_ in ("t_mean", "t_sd"):
-                a, b = r[key_], base[key_]
-                if math.isfinite(a) and math.isfinite(b):
-                    parts.append(f"{key_} {a / b:.2f}")
-                elif math.isfinite(b):
-                    parts.append(f"{key_} > {r['total'] / b:.2f}")
-                elif math.isfinite(a):
-                    parts.append(f"{key_} < {a / base['total']:.2f}")
-                else:
-                    parts.append(f"{key_} n/a (neither reached)")
-            parts.append(f"ESS/s {base['ess_s'] / max(r['ess_s'], 1e-12):.3g}")
-            print(f"    {name:<15} " + ", ".join(parts))
+        row = row_figures(name, n, tr, min_ess(tr.draws), time_to_stay_below(e_mean, tr.block_end, args.threshold),
+                          time_to_stay_below(e_sd, tr.block_end, args.threshold), e_mean[-1], e_sd[-1])
+        rows.append(row)
+        sgd = f"; step {row['step_us']:.0f} us vs SGD step {row['sgd_step_us']:.0f} us (m={row['sgd_m']})" if tr.sgd else ""
+        print(f"  {name}: {len(tr.draws):,} draws in {row['sampling_s']:.1f} s (compile {tr.compile_s:.1f} s), "
+              f"end errors mean {row['end_err_mean']:.3f} sd {row['end_err_sd']:.3f}, {tr.extra}{sgd}", flush=True)
+    print()
+    print_table(COLUMNS, [table_row(r) for r in rows])
+    ratios = ratio_rows(rows)
+    if ratios:
+        print("  ESS/s ratios over NumPyro HMCECS (> 1: ours faster):")
+        print_table(RATIO_COLUMNS, ratios)
+    summary = {"name": ref.name, "map_s": ref.map_s, "median_sd": float(np.median(ref.sd)), "start": start.tolist()}
+    return rows, summary
 
 
 def main() -> None:
-    """Parse flags and run every size."""
+    """Parse flags, run every size, print the tables and write the results file after each size."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000, 10_000_000])
     ap.add_argument("--quick", action="store_true", help="N = 20,000, 20 s per method, short reference")
-    ap.add_argument("--time-cap", type=float, default=150.0, help="sampling seconds per method and size")
-    ap.add_argument("--threshold", type=float, default=0.25, help="error level for t(mean) and t(sd)")
-    ap.add_argument("--m", type=int, default=1000, help="MHminibatch initial minibatch size (and growth step)")
+    ap.add_argument("--time-cap", type=float, default=60.0, help="sampling seconds per method and size")
+    ap.add_argument("--warmup-cap", type=float, default=300.0, help="NUTS is not run when its warm-up needs more than this")
+    ap.add_argument("--threshold", type=float, default=0.1, help="error level for t(mean) and t(sd)")
+    ap.add_argument("--m", type=int, default=1000, help="plain MHminibatch initial minibatch size (and growth step)")
+    ap.add_argument("--cv-m", type=int, default=50, help="MHminibatch+CV minibatch size (and the SGD yardstick's)")
+    ap.add_argument("--cv-block", type=int, default=2000, help="MHminibatch+CV steps per timed block")
+    ap.add_argument("--sgd-repeats", type=int, default=5, help="interleaved repeats of the step vs SGD-step timing")
     ap.add_argument("--subsample", type=int, default=1000, help="HMCECS subsample size")
     ap.add_argument("--num-blocks", type=int, default=100, help="HMCECS blocks of the subsample indices")
     ap.add_argument("--ecs-warmup", type=int, default=300, help="HMCECS warm-up (adaptation) iterations")
     ap.add_argument("--ecs-block", type=int, default=25, help="HMCECS draws per timed block")
-    ap.add_argument("--block-work", type=float, default=2e7, help="random-walk steps per block = this / N")
-    ap.add_argument("--min-block-steps", type=int, default=10, help="at least this many random-walk steps per block")
-    ap.add_argument("--nuts-max", type=int, default=20_000, help="largest N with a full-data NUTS reference")
+    ap.add_argument("--nuts-warmup", type=int, default=500, help="BlackJAX window_adaptation steps")
+    ap.add_argument("--block-work", type=float, default=2e7, help="random-walk steps per block = this / N (NUTS: / 10 N)")
+    ap.add_argument("--min-block-steps", type=int, default=10, help="at least this many full-data steps per block")
+    ap.add_argument("--nuts-max", type=int, default=20_000, help="largest N with a full-data NumPyro NUTS reference")
     ap.add_argument("--ref-warmup", type=int, default=500)
     ap.add_argument("--ref-samples", type=int, default=3000)
-    ap.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
+    ap.add_argument("--methods", nargs="+", default=DEFAULT_METHODS, choices=list(METHODS))
+    ap.add_argument("--out", default=None, help="JSON results file (default docs/results/peers_t1.json, none with --quick; '': none)")
+    ap.add_argument("--append", action="store_true", help="keep the rows of other sizes already in --out (a later run adds sizes)")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
     if args.quick:
         args.sizes, args.time_cap, args.ref_warmup, args.ref_samples, args.ecs_warmup = [20_000], 20.0, 200, 1000, 150
-    for name in ("time_cap", "threshold", "block_work"):
+    if args.out is None:
+        args.out = "" if args.quick else "docs/results/peers_t1.json"
+    for name in ("time_cap", "warmup_cap", "threshold", "block_work"):
         if not getattr(args, name) > 0:
             raise ValueError(f"--{name.replace('_', '-')}={getattr(args, name)} must be positive")
-    for name in ("min_block_steps", "m", "subsample", "num_blocks", "ecs_warmup", "ecs_block", "ref_warmup", "ref_samples"):
+    for name in ("min_block_steps", "m", "cv_m", "cv_block", "sgd_repeats", "subsample", "num_blocks", "ecs_warmup", "ecs_block",
+                 "nuts_warmup", "ref_warmup", "ref_samples"):
         if getattr(args, name) < 1:
             raise ValueError(f"--{name.replace('_', '-')}={getattr(args, name)} must be a positive integer")
-    if any(n < max(args.m, 2 * D) for n in args.sizes):
-        raise ValueError(f"--sizes {args.sizes}: every N must be at least max(m={args.m}, {2 * D})")
-    dev = jax.devices()[0]
-    print(f"machine: {platform.processor() or platform.machine()}, {jax.device_count()} x {dev.platform}:{dev.device_kind}, "
-          f"jax {jax.__version__}, float32; load average at start {', '.join(f'{v:.1f}' for v in _loadavg())}")
+    if any(n < max(args.m, args.cv_m, 2 * D) for n in args.sizes):
+        raise ValueError(f"--sizes {args.sizes}: every N must be at least max(m={args.m}, cv-m={args.cv_m}, {2 * D})")
+    env = environment()
+    print(f"machine: {env['machine']}, versions {env['versions']}, float32; load average at start "
+          f"{', '.join(f'{v:.1f}' for v in env['load_average_start'])}")
+    rows, refs = [], {}
+    if args.append and args.out:
+        env, rows, refs = previous_results(args.out, env, args.sizes)
     for n in args.sizes:
-        bench_size(n, args)
-
-
-def _loadavg() -> tuple[float, ...]:
-    """The 1, 5 and 15 minute load averages (zeros where unavailable)."""
-    try:
-        import os
-
-        return os.getloadavg()
-    except (AttributeError, OSError):
-        return (0.0, 0.0, 0.0)
+        r, refs[str(n)] = bench_size(n, args)
+        rows += r
+        if args.out:
+            write_results(args.out, env, args, rows, refs)
+    if len(args.sizes) > 1:
+        print("\nall sizes:")
+        print_table(COLUMNS, [table_row(r) for r in rows])
+        print_table(RATIO_COLUMNS, ratio_rows(rows))
+    if args.out:
+        print(f"results written to {args.out}")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,49 @@
+"""The results tables in docs/*.md are exactly what docs/results/*.json render (no sampling: fast)."""
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def load_renderer():
+    """``benchmarks/render_results.py`` as a module (benchmarks/ is not a package)."""
+    spec = importlib.util.spec_from_file_location("render_results", ROOT / "benchmarks" / "render_results.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+renderer = load_renderer()
+
+
+@pytest.mark.parametrize("path", renderer.docs_with_blocks(), ids=lambda p: p.name)
+def test_docs_results_blocks_match_the_json(path):
+    """Every results block of the file renders to itself (rerun benchmarks/render_results.py after a new run)."""
+    assert renderer.stale([path], renderer.load_tables()) == []
+
+
+def test_render_replaces_only_the_block_and_check_sees_a_stale_one(tmp_path):
+    """The renderer fills a block from a table; a hand-edited block is reported stale."""
+    tables = {"t": {"columns": ["N", "method", "ESS/s"], "rows": [["1e5", "a", "1.50"], ["1e6", "b", "> 60"]]}}
+    text = "before\n<!-- results:t -->\nold\n<!-- /results:t -->\nafter\n"
+    out = renderer.render(text, tables)
+    assert out.startswith("before\n<!-- results:t -->\n| N | method | ESS/s |\n|---:|:---|---:|\n| 1e5 | a | 1.50 |\n")
+    assert out.endswith("| 1e6 | b | > 60 |\n<!-- /results:t -->\nafter\n")
+    assert renderer.render(out, tables) == out
+    doc = tmp_path / "x.md"
+    doc.write_text(out.replace("1.50", "9.99"))
+    assert renderer.stale([doc], tables) == [doc]
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / "r.json").write_text(json.dumps({"tables": tables}))
+    assert renderer.load_tables(results) == tables
+
+
+def test_unknown_block_name_is_an_error():
+    """A block naming no table fails loudly instead of rendering nothing."""
+    with pytest.raises(KeyError, match="nope"):
+        renderer.render("<!-- results:nope -->\n<!-- /results:nope -->\n", {})
