@@ -117,7 +117,12 @@ def test_parquet_columns_that_do_not_match_the_model_are_named(tmp_path):
     table = pa.table({"a": pa.array(list(rng.normal(size=(200, 3)).astype(np.float32))), "b": rng.integers(0, 2, 200)})
     pq.write_table(table, tmp_path / "k.parquet")
     src = open_parquet(tmp_path / "k.parquet")
-    with pytest.raises(ValueError, match=rf"model.log_lik reads data column 'x' but the data \(HostData\(ParquetReader\(Parquet "
-                       rf"'{tmp_path / 'k.parquet'}', N=200\)\)\) have columns \['a', 'b'\]"):
+    where = rf"HostData\(ParquetReader\(Parquet '{tmp_path / 'k.parquet'}', N=200\)\)"
+    # a shipped model's own shape check names the columns it expects, those given, and the file
+    with pytest.raises(ValueError, match=rf"has structure PyTreeDef\(\{{'a': \*, 'b': \*\}}\); expected PyTreeDef\(\{{'x': \*, 'y': \*\}}\).*\(data: {where}\)"):
         sample(logistic_regression(), src, jnp.zeros(3), proposal=random_walk(scale=0.1), test=mh_minibatch(50),
                num_samples=5, progress=False)
+    # a user's model without a shape check: the column it reads, the file and the columns there
+    with pytest.raises(ValueError, match=rf"model.log_lik reads data column 'x' but the data \({where}\) have columns \['a', 'b'\]"):
+        sample(logistic_regression()._replace(check_shapes=None), src, jnp.zeros(3), proposal=random_walk(scale=0.1),
+               test=mh_minibatch(50), num_samples=5, progress=False)

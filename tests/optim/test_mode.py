@@ -10,6 +10,7 @@ from scipy.special import expit, log_expit
 from minibatch_mcmc import models
 from minibatch_mcmc.models.base import Model, flat_prior
 from minibatch_mcmc.optim import mode
+from minibatch_mcmc.control_variates import MAX_DENSE_DIM as CONTROL_VARIATE_LIMIT
 from minibatch_mcmc.optim.mode import MAX_DENSE_DIM, find_mode, laplace_covariance
 
 
@@ -78,7 +79,7 @@ def test_lbfgs_path_above_the_dense_limit(monkeypatch):
     assert r.hessian is None and r.converged
     assert np.linalg.norm(np.asarray(r.theta_hat, np.float64) - ref.x) <= 1e-3 * np.linalg.norm(ref.x)
     assert (r.data_used - 50 * 200) % 2000 == 0 and r.data_used > 50 * 200
-    assert MAX_DENSE_DIM == 2048
+    assert MAX_DENSE_DIM == CONTROL_VARIATE_LIMIT  # one dense-Hessian limit for the mode and the proxy
 
 
 def normal_location_scale() -> Model:

@@ -58,7 +58,10 @@ def _check_initial(model: Model, data: PyTree, n: int, positions: PyTree, num_ch
     """Fail early, with the chain and datum, if the start has a zero prior or a non-finite log-likelihood."""
     probe = take(data, jnp.arange(min(n, 4096)))
     if model.check_shapes is not None:  # the model's own shape check, once, on chain 0's start
-        model.check_shapes(jax.tree_util.tree_map(lambda a: a[0], positions), probe)
+        try:
+            model.check_shapes(jax.tree_util.tree_map(lambda a: a[0], positions), probe)
+        except ValueError as err:
+            raise ValueError(f"{err} (data: {checkpoint.describe_data(data)})") from None
     lp = np.asarray(jax.vmap(model.log_prior)(positions))
     if lp.shape != (num_chains,):
         raise ValueError(f"model.log_prior must return a scalar; got shape {lp.shape[1:]}")
