@@ -74,12 +74,17 @@ def test_file_changed_during_a_run_stops_it_naming_the_file_with_finished_blocks
     writer = threading.Thread(target=rewrite_after_first_block)
     writer.start()
     try:
-        with pytest.raises(DataChangedError, match=rf"data file {tmp_path / 'x.npy'} .* changed during the run \(size 80128 -> 2128"):
+        with pytest.raises(DataChangedError, match=rf"data file {tmp_path / 'x.npy'} .* changed during the run \(size 80128 -> 2128") as err:
             sample(gaussian_mixture(), src, jnp.zeros(2), proposal=random_walk(scale=0.15), test=mh_minibatch(50),
                    num_samples=200_000, temperature=20.0, block_size=20, progress=False, checkpoint_dir=ckpt)
     finally:
         writer.join()
     assert any(ckpt.glob("chunk-000000000-000000020.nc"))
+    # the finished draws also travel with the error (a run without a checkpoint directory keeps them too)
+    partial = err.value.result
+    assert partial.interrupted and partial.num_draws >= 20 and partial.num_draws % 20 == 0
+    assert np.all(np.isfinite(partial.positions))
+    assert any("finished steps are in this error's .result" in note for note in err.value.__notes__)
 
 
 def _corrupt_float(path, value: float, new: float) -> None:

@@ -52,6 +52,11 @@ class HostReader(Protocol):
 class DataChangedError(RuntimeError):
     """A file of an out-of-core source was changed, replaced or removed while a run read it."""
 
+    result: Any = None
+    """The draws finished before the change (a ``SampleResult`` marked interrupted), set by ``sample``."""
+    finished: Any = None
+    """The driver's finished blocks (internal hand-over to ``sample``)."""
+
 
 class FileStamp(NamedTuple):
     """What identifies the version of a data file a source was opened on: size, modification time, inode."""

@@ -16,7 +16,7 @@ from minibatch_mcmc.acceptance.base import AcceptanceTest
 from minibatch_mcmc.checks import check_bool, check_int
 from minibatch_mcmc.control_variates.base import Estimator
 from minibatch_mcmc.data.arrays import DataSource, as_data_source, is_host_data, take
-from minibatch_mcmc.data.host import host_read_errors
+from minibatch_mcmc.data.host import DataChangedError, host_read_errors
 from minibatch_mcmc.models.base import Model
 from minibatch_mcmc.proposals.base import Proposal
 from minibatch_mcmc.samplers import checkpoint
@@ -255,6 +255,9 @@ def _run_blocks(
     except KeyboardInterrupt:
         interrupted = True
         warnings.warn(f"sampling interrupted; returning the {sum(len(r['accepted']) for r in rec_blocks)} finished draws")
+    except DataChangedError as err:
+        err.finished = Finished(states, pos_blocks, rec_blocks, done, finished.wall_time)
+        raise
     return Finished(states, pos_blocks, rec_blocks, done, finished.wall_time), interrupted
 
 
@@ -348,6 +351,12 @@ def sample(
     start = time.perf_counter()
     try:
         finished, interrupted = _run_blocks(run_block, temps, block_size, finished, checkpoint_dir, bar, diagnose)
+    except DataChangedError as err:  # the finished draws travel with the error, never lost
+        if err.finished.rec_blocks:
+            err.result = _stack_result(err.finished, test, source.n, temps, time.perf_counter() - start, True)
+            err.add_note(f"the {err.finished.done} finished steps are in this error's .result"
+                         + (f" and in {checkpoint_dir}" if checkpoint_dir is not None else ""))
+        raise
     finally:
         if bar is not None:
             bar.close()
