@@ -9,7 +9,6 @@ import warnings
 from pathlib import Path
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
