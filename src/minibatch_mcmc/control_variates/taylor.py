@@ -32,9 +32,9 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 
 from minibatch_mcmc.checks import check_choice, check_int
-from minibatch_mcmc.control_variates.base import minibatch_rows, uses_all_rows
+from minibatch_mcmc.control_variates.base import minibatch_rows, plain, uses_all_rows
 from minibatch_mcmc.data.arrays import as_data_source
-from minibatch_mcmc.data.passes import DEFAULT_CHUNK, full_data_sum, host_tree_sum
+from minibatch_mcmc.data.passes import DEFAULT_CHUNK, host_tree_sum
 from minibatch_mcmc.models.base import Model
 
 PyTree = Any
@@ -97,9 +97,10 @@ class TaylorProxy(NamedTuple):
     def log_ratio(self, model: Model, current: PyTree, candidate: PyTree) -> Callable[[PyTree], jax.Array]:
         """Residuals ``l_i(theta') - l_i(theta) - q_i`` row by row."""
         u, half_v = self.directions(current, candidate)
+        ratio = plain().log_ratio(model, current, candidate)
 
         def residual(batch: PyTree) -> jax.Array:
-            r = model.log_lik(candidate, batch) - model.log_lik(current, batch)
+            r = ratio(batch)
             return r - self.per_datum(model, batch, u, half_v).astype(r.dtype)
 
         return residual
@@ -120,11 +121,7 @@ class TaylorProxy(NamedTuple):
         """Exact full-data sum for ``batch_size=0``; else the control-variate estimate (SGLD-CV):
         ``sum_i l~_i(theta) + (N / b) sum_batch (l_i(theta) - l~_i(theta))``, up to a constant."""
         if uses_all_rows(batch_size, n_data):
-
-            def full(theta: PyTree) -> jax.Array:
-                return full_data_sum(lambda rows: model.log_lik(theta, rows), data, n_data)[0]
-
-            return full, 1.0
+            return plain().log_lik_sum(model, key, data, n_data, batch_size)  # the exact streamed sum
         return self.minibatch_estimate(model, minibatch_rows(key, data, n_data, batch_size), n_data, batch_size), 1.0
 
     def minibatch_estimate(self, model: Model, batch: PyTree, n_data: int, batch_size: int) -> Callable[[PyTree], jax.Array]:
