@@ -23,7 +23,7 @@ renderer = load_renderer()
 @pytest.mark.parametrize("path", renderer.docs_with_blocks(), ids=lambda p: p.name)
 def test_docs_results_blocks_match_the_json(path):
     """Every results block of the file renders to itself (rerun benchmarks/render_results.py after a new run)."""
-    assert renderer.stale([path], renderer.load_tables()) == []
+    assert renderer.stale([path], renderer.load_results()) == []
 
 
 def test_render_replaces_only_the_block_and_check_sees_a_stale_one(tmp_path):
@@ -47,3 +47,28 @@ def test_unknown_block_name_is_an_error():
     """A block naming no table fails loudly instead of rendering nothing."""
     with pytest.raises(KeyError, match="nope"):
         renderer.render("<!-- results:nope -->\n<!-- /results:nope -->\n", {})
+
+
+def test_value_markers_are_filled_and_an_unknown_key_fails():
+    """A prose figure is rendered from the results values; a marker naming no value fails loudly."""
+    res = renderer.Results({}, {"gmm.ratio": "51"}, {})
+    text = "AustereMH uses <!-- value:gmm.ratio -->7<!-- /value --> times more data.\n"
+    assert renderer.render(text, res) == "AustereMH uses <!-- value:gmm.ratio -->51<!-- /value --> times more data.\n"
+    with pytest.raises(KeyError, match="nope"):
+        renderer.render("<!-- value:nope -->1<!-- /value -->", res)
+
+
+def test_rendered_table_names_its_results_file_and_command(tmp_path):
+    """The line under a rendered table names the file and the command recorded in it."""
+    results = tmp_path / "results"
+    results.mkdir()
+    payload = {"command": "minibatch-mcmc reproduce gmm", "date": "2026-01-01", "tables": {"t": {"columns": ["a"], "rows": [["1"]]}}}
+    (results / "gmm.json").write_text(json.dumps(payload))
+    out = renderer.render("<!-- results:t -->\n<!-- /results:t -->\n", renderer.load_results(results))
+    assert "`minibatch-mcmc reproduce gmm` on 2026-01-01" in out and "gmm.json" in out
+
+
+def test_loose_tables_are_found_outside_blocks_only():
+    """A table typed outside a results block is reported by line; one inside a block is not."""
+    text = "x\n| a | b |\n|---|---:|\n| 1 | 2 |\n<!-- results:t -->\n| a |\n|---|\n<!-- /results:t -->\n"
+    assert renderer.loose_tables(text) == [2]

@@ -2,7 +2,7 @@
 
 ``minibatch-mcmc reproduce NAME ARGS...`` hands ``ARGS`` to the experiment's ``main(argv)``, which
 parses them with :func:`experiment_parser` (``--quick``, ``--seed``, ``--name``, ``--out``,
-``--no-progress`` and, where the experiment uses them, ``--trials``, ``--num-samples`` and ``--full``)
+``--no-progress``, ``--results`` and, where the experiment uses them, ``--trials``, ``--num-samples`` and ``--full``)
 plus its own options; the risk-vs-wall-clock experiments share :func:`risk_vs_time_parser`. Parse errors are ``ValueError``\\ s, which the CLI prints as ``error: ...``.
 """
 
@@ -75,6 +75,10 @@ def experiment_parser(
     p.add_argument("--name", default=None, help="run name: output goes to OUT/NAME")
     p.add_argument("--out", default="runs", help="output folder (default: runs)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.add_argument(
+        "--results", default=None, metavar="FILE",
+        help=f"also write the results file (the figures the docs quote) to FILE, e.g. docs/results/{name}.json",
+    )
     return p
 
 
