@@ -72,3 +72,11 @@ def test_loose_tables_are_found_outside_blocks_only():
     """A table typed outside a results block is reported by line; one inside a block is not."""
     text = "x\n| a | b |\n|---|---:|\n| 1 | 2 |\n<!-- results:t -->\n| a |\n|---|\n<!-- /results:t -->\n"
     assert renderer.loose_tables(text) == [2]
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "docs" / "results").glob("*.json")), ids=lambda p: p.name)
+def test_every_results_file_names_its_command_machine_and_date(path):
+    """A results file without its command, machine or date could not be traced to the run that made it."""
+    payload = json.loads(path.read_text())
+    missing = [k for k in ("command", "machine", "date", "tables") if not payload.get(k)]
+    assert not missing, f"{path.name} lacks {missing}"

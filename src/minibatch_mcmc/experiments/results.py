@@ -107,13 +107,15 @@ def results_payload(
     return payload
 
 
+def save_results(path: str | Path, payload: dict) -> Path:
+    """Write ``payload`` as JSON to ``path`` (folders created); return the path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(payload, indent=1) + "\n")
+    return path
+
+
 def write_results(out: Path, payload: dict, copy_to: str | Path | None = None) -> list[Path]:
     """Write ``payload`` to ``out/results.json`` and, if given, to ``copy_to``; return the paths written."""
-    text = json.dumps(payload, indent=1) + "\n"
-    paths = [Path(out) / RESULTS_NAME]
-    if copy_to:
-        paths.append(Path(copy_to))
-    for path in paths:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    return paths
+    paths = [Path(out) / RESULTS_NAME] + ([Path(copy_to)] if copy_to else [])
+    return [save_results(p, payload) for p in paths]
