@@ -10,14 +10,8 @@ import pytest
 from scipy import stats
 
 from minibatch_mcmc.acceptance import AccuracyWarning, austere_mh, austere_mh_for_error
-from minibatch_mcmc.acceptance.austere_design import (
-    CHECK_PATHS,
-    MAX_DECISION_ERROR,
-    simulate_design,
-    simulate_stops,
-    warn_if_untrustworthy,
-    worst_case_error,
-)
+from minibatch_mcmc.acceptance.austere import MAX_DECISION_ERROR, warn_if_untrustworthy
+from minibatch_mcmc.acceptance.austere_design import CHECK_PATHS, simulate_design, simulate_stops, worst_case_error
 
 ISSUE_N, ISSUE_M, ISSUE_EPS = 100_000, 100, 0.005
 
@@ -48,14 +42,14 @@ def test_many_stages_agree_with_the_stage_by_stage_simulation():
 
 
 def test_worst_case_error_is_quick_and_cached():
-    """The start-of-run check at 10^4 stages: under a second cold on a loaded 2-core machine, instant when cached."""
+    """The start-of-run check at 10^4 stages: under a second of CPU cold (about 0.2 s unloaded), instant when cached."""
     worst_case_error.cache_clear()
-    began = time.perf_counter()
+    began = time.process_time()
     first = worst_case_error(10**6, 100, 0.005)
-    cold = time.perf_counter() - began
-    began = time.perf_counter()
+    cold = time.process_time() - began
+    began = time.process_time()
     again = worst_case_error(10**6, 100, 0.005)
-    assert again == first and time.perf_counter() - began < 1e-3 and cold < 1.0, cold
+    assert again == first and time.process_time() - began < 1e-2 and cold < 1.0, cold
     assert first.n_paths == CHECK_PATHS and first.error <= first.upper
 
 
@@ -109,3 +103,12 @@ def test_more_stages_more_error():
     errs = [worst_case_error(n, 100, 0.005).error for n in (1000, 10_000, 100_000)]
     assert errs[0] < errs[1] < errs[2]
     assert np.isclose(worst_case_error(200, 100, 0.005).error, 0.5 * 2 * stats.norm.sf(stats.t.ppf(0.995, 99)), atol=0.01)
+
+
+def test_a_huge_number_of_stages_is_checked_on_a_subset_as_a_lower_bound():
+    """N/m = 10^6 stages: the check looks at CHECK_STAGES of them (fast) and says "at least"; the subset's stops
+    are a subset of the full schedule's, so the bound is no larger than the error at 10^4 stages' neighbours."""
+    began = time.process_time()
+    with pytest.warns(AccuracyWarning, match=r"worst-case per-decision error at least 0\.\d+.*austere_mh_for_error\(100000000"):
+        warn_if_untrustworthy(10**8, 100, 0.005)
+    assert time.process_time() - began < 5.0

@@ -26,6 +26,9 @@ run's ``N`` exceeds :data:`MAX_DECISION_ERROR` warns when the run starts (``aust
 
 from __future__ import annotations
 
+import math
+import warnings
+from functools import lru_cache
 from typing import NamedTuple, Sequence
 
 import jax
@@ -34,20 +37,20 @@ import numpy as np
 
 from minibatch_mcmc.acceptance.austere_design import (  # the design lives there; re-exported here
     BATCH_GRID,
+    CHECK_STAGES,
     EPSILON_GRID,
-    MAX_DECISION_ERROR,
-    AccuracyWarning,
+    ERROR_BATCH_GRID,
     AustereDesign,
     DesignChoice,
     DesignTable,
     ErrorDesign,
+    ErrorEstimate,
     design_adaptive,
     design_conservative,
     design_for_error,
     design_table,
     per_decision_error,
     simulate_design,
-    warn_if_untrustworthy,
     worst_case_error,
 )
 from minibatch_mcmc.acceptance.base import Statistics, TestOutcome, check_batch_fits, data_free_delta, uniform_from_bits, untempered
@@ -55,6 +58,70 @@ from minibatch_mcmc.acceptance.streaming import StreamingSums, add_rows, decisio
 from minibatch_mcmc.checks import check_int, check_probability
 from minibatch_mcmc.data.indexing import MAX_DATA, chunk_indices
 from minibatch_mcmc.data.passes import full_data_sum
+
+# --------------------------------------------------------------------------------------------
+# The start-of-run check of AustereMH(c)'s settings
+# --------------------------------------------------------------------------------------------
+
+
+class AccuracyWarning(UserWarning):
+    """A setting whose measured error exceeds the library's stated level (the message names both)."""
+
+
+MAX_DECISION_ERROR = 0.01
+"""Worst-case per-decision error above which AustereMH(c) warns when a run starts.
+
+The worst case (``mu_std -> 0``) is the probability that a decision whose exact answer is a coin
+flip away stops early on the wrong side. At temperature 1 such decisions are common (a random walk
+scaled to the posterior proposes moves with ``|Delta| = O(1)``), and wrong decisions there widen or
+narrow the stationary distribution: the benchmark ``benchmarks/austere_bias.py`` (table in
+docs/benchmarks.md) measures the posterior s.d. against the exact one for settings on both sides of
+this level. No refusal: even a large error is a setting the papers used on purpose (their
+experiments are reproduced with it), so the sampler runs and the warning says what it costs.
+"""
+
+
+@lru_cache(maxsize=32)
+def cached_design(n_data: int, error: float) -> ErrorDesign:
+    """:func:`design_for_error` with its defaults, cached (the warning names what it would pick)."""
+    return design_for_error(n_data, error)
+
+
+def accuracy_message(n_data: int, batch_size: int, epsilon: float, measured: ErrorEstimate, level: float) -> str:
+    """The warning text for AustereMH(c) settings whose worst-case error exceeds ``level``, with what to use instead."""
+    text = untrustworthy_text(n_data, batch_size, epsilon, measured, level)
+    if n_data / min(ERROR_BATCH_GRID) > CHECK_STAGES:
+        return f"{text} Run austere_mh_for_error({n_data}, error={level:g}) for settings (a design at this N takes a while)."
+    try:
+        fix = cached_design(n_data, level)
+        advice = (
+            f"austere_mh_for_error({n_data}, error={level:g}) picks m={fix.batch_size}, epsilon={fix.epsilon:g} "
+            f"(worst-case error {fix.worst_error:.2g}, {fix.data_fraction:.0%} of the data per decision)"
+        )
+    except ValueError as err:
+        advice = str(err)
+    return f"{text} {advice}"
+
+
+def untrustworthy_text(n_data: int, batch_size: int, epsilon: float, measured: ErrorEstimate, level: float) -> str:
+    """What the warning says about the settings and the measured error (a lower bound above ``CHECK_STAGES`` stages)."""
+    stages = math.ceil(n_data / batch_size)
+    bound = "at least " if stages > CHECK_STAGES + 1 else ""
+    return (
+        f"AustereMH m={batch_size}, epsilon={epsilon:g} at N={n_data} ({math.ceil(n_data / batch_size)} stages): "
+        f"worst-case per-decision error {bound}{measured.error:.3g} (+- {measured.std_error:.2g}, {measured.n_paths} "
+        f"simulated paths), above {level:g} (MAX_DECISION_ERROR). epsilon is a level per stage, not per decision; "
+        f"at temperature 1 such errors bias the posterior spread."
+    )
+
+
+def warn_if_untrustworthy(n_data: int, batch_size: int, epsilon: float, level: float = MAX_DECISION_ERROR) -> ErrorEstimate:
+    """Measure AustereMH(c)'s worst-case per-decision error at ``N`` and warn (:class:`AccuracyWarning`) above ``level``."""
+    measured = worst_case_error(int(n_data), int(batch_size), float(epsilon))
+    if measured.error > level:
+        warnings.warn(accuracy_message(int(n_data), int(batch_size), float(epsilon), measured, level), AccuracyWarning, stacklevel=4)
+    return measured
+
 
 # --------------------------------------------------------------------------------------------
 # The test
