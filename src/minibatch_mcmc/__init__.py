@@ -2,6 +2,7 @@
 
 from minibatch_mcmc import acceptance, control_variates, data, diagnostics, models, proposals, samplers
 from minibatch_mcmc.acceptance import BarkerTest, MetropolisTest, mh_minibatch
+from minibatch_mcmc.acceptance import AccuracyWarning, austere_mh_for_error
 from minibatch_mcmc.proposals import independence_gaussian, random_walk
 from minibatch_mcmc.control_variates import taylor_proxy
 from minibatch_mcmc.samplers import SampleResult, build_kernel, sample
@@ -20,6 +21,8 @@ __all__ = [
     "BarkerTest",
     "MetropolisTest",
     "mh_minibatch",
+    "AccuracyWarning",
+    "austere_mh_for_error",
     "random_walk",
     "independence_gaussian",
     "SampleResult",

@@ -3,7 +3,8 @@
 from minibatch_mcmc.acceptance.base import AcceptanceTest, Statistics, TestOutcome
 from minibatch_mcmc.data.passes import full_data_sum
 from minibatch_mcmc.acceptance.exact import BarkerTest, MetropolisTest, barker_probability, metropolis_probability
-from minibatch_mcmc.acceptance.austere import AustereMH, austere_mh, austere_mh_adaptive
+from minibatch_mcmc.acceptance.austere import MAX_DECISION_ERROR, AccuracyWarning, AustereMH, austere_mh, austere_mh_adaptive, austere_mh_for_error
+from minibatch_mcmc.acceptance.austere_design import design_for_error, worst_case_error
 from minibatch_mcmc.acceptance.mhminibatch import MHMinibatch, mh_minibatch
 from minibatch_mcmc.acceptance.mhsublhd import MHSubLhd, mh_sublhd
 from minibatch_mcmc.acceptance.naive import NaiveMinibatch, naive_minibatch
@@ -24,6 +25,11 @@ __all__ = [
     "AustereMH",
     "austere_mh",
     "austere_mh_adaptive",
+    "austere_mh_for_error",
+    "AccuracyWarning",
+    "MAX_DECISION_ERROR",
+    "design_for_error",
+    "worst_case_error",
     "MHSubLhd",
     "mh_sublhd",
     "NaiveMinibatch",
