@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from helpers_ratio import acceptance_draws, exact_delta, population
+from helpers_ratio import acceptance_draws, austere_error_bound, exact_delta, population
 from minibatch_mcmc.acceptance.austere import (
     austere_mh,
     austere_mh_adaptive,
@@ -30,13 +30,17 @@ def test_student_t_pvalue_matches_scipy():
 
 @pytest.mark.parametrize("delta, spread", [(-1.0, 5.0), (0.0, 20.0), (1.5, 60.0)])
 def test_acceptance_probability_within_the_tests_error(delta, spread):
+    """The tolerance is the stage-wise union bound of ``helpers_ratio.austere_error_bound`` (closed form, computed
+    here from the population), not the library's ``simulate_design``: 0.012, 0.053 and 0.011 for these cases
+    (measured errors -0.0007, -0.019, -0.007). A Barker threshold in place of Metropolis moves P(accept) by ~0.1-0.2
+    (sigmoid vs min(1, e^Delta)) and fails it."""
     m, eps = 100, 0.01
     r, psi = population(N, delta, spread, seed=4)
     p = exact_metropolis(r, psi)
     acc, bs, _ = acceptance_draws(austere_mh(m, eps), r, psi, DRAWS, seed=3)
-    worst, _ = simulate_design(N, m, [eps], [0.0], n_paths=4000)
+    bound = austere_error_bound(r, psi, m, eps)
     se = np.sqrt(max(p * (1 - p), 1e-4) / DRAWS)
-    assert abs(acc.mean() - p) <= worst[0, 0] + 3 * se, (acc.mean(), p, worst)
+    assert abs(acc.mean() - p) <= bound + 3 * se, (acc.mean(), p, bound)
     assert np.all((bs % m == 0) | (bs == N))
 
 
