@@ -11,7 +11,9 @@ alternately, ``--repeats`` times; the table gives the best time of each and its 
 Part 2 (``--big DIR`` holding ``x.npy``/``y.npy``, e.g. 10^8 rows written by
 ``python -m minibatch_mcmc.data.generate``): a child process opens the memory-mapped file (streaming
 NaN scan included), runs ``minibatch_mcmc.sample`` with MHminibatch and prints its peak resident
-memory (``ru_maxrss``, which counts the mapped file pages the process touched).
+memory (``VmHWM`` of ``/proc/self/status``: the high-water mark of its resident set, which counts the mapped
+file pages the process touched; not ``ru_maxrss``, which in a child started by ``subprocess`` can report
+the parent's peak, inherited through ``vfork``/``exec``).
 
 With ``--generate-big ROWS`` the script first writes that file itself (``python -m
 minibatch_mcmc.data.generate --format npy`` in a child process, timed, with its peak memory), with
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import resource
@@ -188,7 +191,7 @@ def big_child(path: Path, steps: int, m: int, chains: int) -> None:
     t0 = time.perf_counter()
     src = open_npy({"x": path / "x.npy", "y": path / "y.npy"})
     t_open = time.perf_counter() - t0
-    rss_open = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    hwm_open = proc_status().get("VmHWM", math.nan)
     theta = np.load(path / "theta.npy")
     st = chain_settings(src.n, theta)
     t0 = time.perf_counter()
@@ -198,17 +201,13 @@ def big_child(path: Path, steps: int, m: int, chains: int) -> None:
         temperature=st["temperature"],
     )
     t_run = time.perf_counter() - t0
-    status = {}
-    if Path("/proc/self/status").exists():  # Linux: split of the current resident set
-        for line in Path("/proc/self/status").read_text().splitlines():
-            key, _, val = line.partition(":")
-            if key in ("RssAnon", "RssFile", "VmHWM"):
-                status[key] = int(val.split()[0]) / 1024
+    status = proc_status()
     print(json.dumps({
         "status_mb": status,
         "n": src.n, "open_and_scan_s": t_open, "sample_s": t_run, "steps": steps,
         "mean_batch": float(res.records["batch_size"].mean()), "accept": float(res.records["accepted"].mean()),
-        "maxrss_after_scan_mb": rss_open / 1024, "maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "peak_after_scan_mb": hwm_open, "peak_mb": status.get("VmHWM", math.nan),
+        "ru_maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "file_gb": sum(os.path.getsize(path / f) for f in ("x.npy", "y.npy")) / 2**30,
     }))
 
@@ -221,10 +220,26 @@ def child_run(path: Path, args) -> dict:
 
 def generate(path: Path, rows: int) -> dict:
     """Write a ``rows`` x 10 ``.npy`` data set under ``path`` in a child process: seconds and the child's peak memory."""
-    cmd = [sys.executable, "-m", "minibatch_mcmc.data.generate", "--rows", str(rows), "--dim", str(D), "--format", "npy", "--out", str(path)]
+    cmd = [sys.executable, "-c", GENERATE_CHILD, "--rows", str(rows), "--dim", str(D), "--format", "npy", "--out", str(path)]
     t0 = time.perf_counter()
-    subprocess.run(cmd, check=True, capture_output=True, text=True)
-    return {"seconds": time.perf_counter() - t0, "maxrss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1]
+    return {"seconds": time.perf_counter() - t0, "peak_mb": float(out)}
+
+
+def proc_status() -> dict[str, float]:
+    """Peak and current resident memory of this process in MiB (``VmHWM``, ``RssAnon``, ``RssFile``; Linux only)."""
+    path = Path("/proc/self/status")
+    out = {}
+    for line in path.read_text().splitlines() if path.exists() else []:
+        key, _, val = line.partition(":")
+        if key in ("RssAnon", "RssFile", "VmHWM"):
+            out[key] = int(val.split()[0]) / 1024
+    return out
+
+
+GENERATE_CHILD = ("import sys; from minibatch_mcmc.data.generate import main; main(sys.argv[1:]); "
+                  "print([int(l.split()[1]) / 1024 for l in open('/proc/self/status') if l.startswith('VmHWM')][0])")
+"""Child process that writes the data set and prints its own peak memory."""
 
 
 def part2(args) -> tuple[dict, dict]:
@@ -250,23 +265,23 @@ def part2_results(r: dict, gen: dict | None, base: dict | None, baseline_rows: i
     """The big-file table (generation, open + scan, ``sample()``, peak memory, baseline) and its prose values."""
     rows = []
     if gen:
-        rows.append([f"generate (chunks of 2^20 rows, child process; generator peak RSS {gen['maxrss_mb']:.0f} MiB)", f"{gen['seconds']:.0f} s"])
+        rows.append([f"generate (chunks of 2^20 rows, child process; generator peak resident memory {gen['peak_mb']:.0f} MiB)", f"{gen['seconds']:.0f} s"])
     rows.append(["`open_npy` incl. streaming NaN/inf scan of all rows (pread, 2^18-row blocks)", f"{r['open_and_scan_s']:.1f} s"])
     rows.append([f"`sample()`: {r['steps']} MHminibatch steps, compile included (mean batch {r['mean_batch']:.1f}, accept {r['accept']:.2f})",
                  f"{r['sample_s']:.0f} s"])
-    rows.append(["**peak resident memory of the process (`ru_maxrss`)**", f"**{r['maxrss_mb']:.0f} MiB**"])
+    rows.append(["**peak resident memory of the process (`VmHWM`)**", f"**{r['peak_mb']:.0f} MiB**"])
     s = r.get("status_mb") or {}
     if s:
         rows.append(["at the end: anonymous / file-backed resident memory", f"{s.get('RssAnon', 0):.0f} / {s.get('RssFile', 0):.0f} MiB"])
     values = {"out_of_core.big_rows": f"{r['n']:,}", "out_of_core.big_gib": f"{r['file_gb']:.2f}",
-              "out_of_core.big_maxrss_mib": f"{r['maxrss_mb']:.0f}", "out_of_core.big_open_s": f"{r['open_and_scan_s']:.1f}",
+              "out_of_core.big_peak_mib": f"{r['peak_mb']:.0f}", "out_of_core.big_open_s": f"{r['open_and_scan_s']:.1f}",
               "out_of_core.big_sample_s": f"{r['sample_s']:.0f}"}
     if gen:
         values["out_of_core.big_generate_s"] = f"{gen['seconds']:.0f}"
     if base:
-        rows.append([f"same run on a {baseline_rows:,}-row file (JAX + model baseline)", f"{base['maxrss_mb']:.0f} MiB"])
-        values["out_of_core.baseline_maxrss_mib"] = f"{base['maxrss_mb']:.0f}"
-        values["out_of_core.big_over_baseline_mib"] = f"{r['maxrss_mb'] - base['maxrss_mb']:.0f}"
+        rows.append([f"same run on a {baseline_rows:,}-row file (JAX + model baseline)", f"{base['peak_mb']:.0f} MiB"])
+        values["out_of_core.baseline_peak_mib"] = f"{base['peak_mb']:.0f}"
+        values["out_of_core.big_over_baseline_mib"] = f"{r['peak_mb'] - base['peak_mb']:.0f}"
     label = f"{r['n']:,} rows x {D} float32 ({r['file_gb']:.2f} GiB on disk), memory-mapped"
     return table([label, "measured"], rows), values
 
