@@ -11,24 +11,46 @@ the memory of the gathered minibatches (``C x m x 784`` floats per growth round)
 
     .venv/bin/python benchmarks/gpu_chains.py                       # 1, 1024, 65536 chains
     .venv/bin/python benchmarks/gpu_chains.py --chains 1 64 1024 --steps 200 --n 20000   # CPU-sized
+
+``--results FILE`` writes the table (named after the file: ``gpu_chains_cpu.json`` -> table
+``gpu_chains_cpu``) and, per chain count ``C``, the values ``NAME.rate_C`` (chain-steps/s) and
+``NAME.speedup_C`` (chain-steps/s over that of the first chain count).
 """
 
 from __future__ import annotations
 
 import argparse
 import platform
+from pathlib import Path
 import time
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from bench_results import add_results_option, save, table
 from minibatch_mcmc.acceptance import mh_minibatch
 from minibatch_mcmc.models import logistic_regression, make_logistic_data
 from minibatch_mcmc.proposals import random_walk
 from minibatch_mcmc.samplers import build_kernel
 
 D = 784
+COLUMNS = ["chains", "steps", "compile s", "best s", "chain-steps/s", "us/step", "mean batch", "accept"]
+
+
+def result_row(chains: int, steps: int, compile_s: float, best: float, batch: float, accept: float) -> list[str]:
+    """One formatted row of the table (``us/step`` is one scan step of all chains together)."""
+    rate = chains * steps / best
+    return [str(chains), str(steps), f"{compile_s:.2f}", f"{best:.3f}", f"{rate:,.0f}", f"{1e6 * best / steps:,.1f}", f"{batch:.1f}", f"{accept:.3f}"]
+
+
+def results_values(name: str, rows: list[list[str]]) -> dict[str, str]:
+    """Chain-steps/s per chain count and its ratio to the first row's (``NAME.rate_C``, ``NAME.speedup_C``)."""
+    rate = {r[0]: float(r[4].replace(",", "")) for r in rows}
+    first = rate[rows[0][0]] if rows else 1.0
+    out = {f"{name}.rate_{c}": f"{v:,.0f}" for c, v in rate.items()}
+    out.update({f"{name}.speedup_{c}": f"{v / first:.2f}" for c, v in rate.items()})
+    return out
 
 
 def chain_runner(kernel, data, steps: int, chains: int, temperature: float, max_vmap: int):
@@ -86,6 +108,7 @@ def main() -> None:
     ap.add_argument("--scale", type=float, default=0.002, help="random-walk s.d. per coordinate")
     ap.add_argument("--temperature", type=float, default=100.0)
     ap.add_argument("--max-vmap", type=int, default=0, help="process chains this many at a time (0: all at once)")
+    add_results_option(ap)
     args = ap.parse_args()
     for name in ("n", "m", "steps", "repeats", "min_steps", "min_chain_steps"):
         if getattr(args, name) < 1:
@@ -102,12 +125,17 @@ def main() -> None:
         f"jax {jax.__version__}"
     )
     print(f"MHminibatch, logistic regression d={D}, N={args.n:,}, m={args.m}, random walk s.d. {args.scale}, K={args.temperature:g}")
-    print(f"{'chains':>7} {'steps':>6} {'compile s':>10} {'best s':>9} {'chain-steps/s':>14} {'us/step':>10} {'mean batch':>11} {'accept':>7}")
+    widths = [7, 6, 10, 9, 14, 12, 11, 7]
+    print(" ".join(c.rjust(w) for c, w in zip(COLUMNS, widths)))
+    rows = []
     for chains in args.chains:
         steps = max(args.min_steps, min(args.steps, args.min_chain_steps // chains))
-        compile_s, best, bs, acc = time_config(kernel, data, chains, steps, args)
-        rate = chains * steps / best
-        print(f"{chains:>7} {steps:>6} {compile_s:>10.2f} {best:>9.3f} {rate:>14.4g} {1e6 * best / steps:>10.1f} {bs:>11.1f} {acc:>7.3f}")
+        rows.append(result_row(chains, steps, *time_config(kernel, data, chains, steps, args)))
+        print(" ".join(c.rjust(w) for c, w in zip(rows[-1], widths)), flush=True)
+    if args.results:
+        name = Path(args.results).stem.replace("-", "_")
+        save(args.results, name, config=args, tables={name: table(COLUMNS, rows)}, values=results_values(name, rows),
+             extra={"device": f"{jax.device_count()} x {dev.platform}:{dev.device_kind}"})
 
 
 if __name__ == "__main__":

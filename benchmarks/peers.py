@@ -41,6 +41,14 @@ renders the tables of docs/benchmarks.md.
     .venv/bin/python benchmarks/peers.py --quick                       # N = 20,000, 20 s per method, no results file
     nice -n 10 .venv/bin/python benchmarks/peers.py --sizes 100000 1000000 --time-cap 60
     nice -n 10 .venv/bin/python benchmarks/peers.py --sizes 10000000 --time-cap 60 --append
+
+``--out`` (default ``docs/results/peers_t1.json``) writes the raw figures and the tables ``peers_t1*``;
+``--results FILE`` instead writes the payload of ``minibatch_mcmc.experiments.results`` (command, machine,
+date) with tables and values named after the file (``peers_plain.json``: ``peers_plain``,
+``peers_plain_runs``, ``peers_plain_ratios``, ``peers_plain_reference``, values ``peers_plain.*``):
+
+    nice -n 10 .venv/bin/python benchmarks/peers.py --sizes 20000 100000 1000000 --time-cap 40 --threshold 0.25 \
+        --methods MHminibatch "BlackJAX RWMH" "NumPyro HMCECS" --results docs/results/peers_plain.json
 """
 
 from __future__ import annotations
@@ -49,6 +57,7 @@ import argparse
 import functools
 import math
 import time
+from pathlib import Path
 from typing import NamedTuple
 
 import arviz as az
@@ -56,13 +65,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from bench_results import add_results_option, save
 from minibatch_mcmc.acceptance import mh_minibatch
 from minibatch_mcmc.models import logistic_log_lik, logistic_regression, make_logistic_data
 from minibatch_mcmc.proposals import random_walk
 from minibatch_mcmc.samplers import build_kernel
 from peer_runners import RunTrace, Skipped, centred_logdensity, run_cv_mala, run_cv_rw, run_nuts, timed_blocks
-from peers_report import (COLUMNS, RATIO_COLUMNS, environment, previous_results, print_table, ratio_rows, row_figures,
-                          skipped_figures, table_row, write_results)
+from peers_report import (COLUMNS, RATIO_COLUMNS, environment, prefixed_results, previous_results, print_table, ratio_rows,
+                          row_figures, skipped_figures, table_row, write_results)
 
 D = 50
 PRIOR_SCALE = 1.0
@@ -77,6 +87,7 @@ class Reference(NamedTuple):
     laplace_cov: np.ndarray
     name: str
     map_s: float = 0.0
+    check: dict | None = None
 
 
 # ---------------------------------------------------------------- the Laplace approximation / reference
@@ -274,13 +285,14 @@ def build_reference(data, n, args, key) -> Reference:
     mean, sd = ref.mean(0), ref.std(0, ddof=1)
     ess = min_ess(ref)
     ess_sq = min_ess(((ref - mean) / sd) ** 2)
+    check = {"mean_diff": float(np.max(np.abs(map_ - mean) / sd)), "sd_diff": float(np.max(np.abs(lap_sd / sd - 1))),
+             "mc_mean": 2.5 / math.sqrt(ess), "mc_sd": 2.5 / math.sqrt(2 * ess_sq), "ess": ess, "ess_sq": ess_sq}
     print(
         f"  NUTS reference: {args.ref_samples} draws, min ESS {ess:.0f} (of squared deviations {ess_sq:.0f}), {time.perf_counter() - t0:.1f} s; "
-        f"Laplace vs NUTS: max |mean diff|/sd {np.max(np.abs(map_ - mean) / sd):.3f}, "
-        f"max |sd ratio - 1| {np.max(np.abs(lap_sd / sd - 1)):.3f} (NUTS Monte Carlo error of these: "
-        f"~{2.5 / math.sqrt(ess):.3f} and ~{2.5 / math.sqrt(2 * ess_sq):.3f})"
+        f"Laplace vs NUTS: max |mean diff|/sd {check['mean_diff']:.3f}, max |sd ratio - 1| {check['sd_diff']:.3f} "
+        f"(NUTS Monte Carlo error of these: ~{check['mc_mean']:.3f} and ~{check['mc_sd']:.3f})"
     )
-    return Reference(mean, sd, map_, cov, f"NUTS ({args.ref_samples} draws)", map_s)
+    return Reference(mean, sd, map_, cov, f"NUTS ({args.ref_samples} draws)", map_s, check)
 
 
 METHODS = {
@@ -329,7 +341,7 @@ def bench_size(n: int, args) -> tuple[list[dict], dict]:
     if ratios:
         print("  ESS/s ratios over NumPyro HMCECS (> 1: ours faster):")
         print_table(RATIO_COLUMNS, ratios)
-    summary = {"name": ref.name, "map_s": ref.map_s, "median_sd": float(np.median(ref.sd)), "start": start.tolist()}
+    summary = {"name": ref.name, "map_s": ref.map_s, "median_sd": float(np.median(ref.sd)), "start": start.tolist(), "check": ref.check}
     return rows, summary
 
 
@@ -356,14 +368,15 @@ def main() -> None:
     ap.add_argument("--ref-warmup", type=int, default=500)
     ap.add_argument("--ref-samples", type=int, default=3000)
     ap.add_argument("--methods", nargs="+", default=DEFAULT_METHODS, choices=list(METHODS))
-    ap.add_argument("--out", default=None, help="JSON results file (default docs/results/peers_t1.json, none with --quick; '': none)")
+    ap.add_argument("--out", default=None, help="JSON results file (default docs/results/peers_t1.json, none with --quick or --results; '': none)")
     ap.add_argument("--append", action="store_true", help="keep the rows of other sizes already in --out (a later run adds sizes)")
     ap.add_argument("--seed", type=int, default=0)
+    add_results_option(ap)
     args = ap.parse_args()
     if args.quick:
         args.sizes, args.time_cap, args.ref_warmup, args.ref_samples, args.ecs_warmup = [20_000], 20.0, 200, 1000, 150
     if args.out is None:
-        args.out = "" if args.quick else "docs/results/peers_t1.json"
+        args.out = "" if args.quick or args.results else "docs/results/peers_t1.json"
     for name in ("time_cap", "warmup_cap", "threshold", "block_work"):
         if not getattr(args, name) > 0:
             raise ValueError(f"--{name.replace('_', '-')}={getattr(args, name)} must be positive")
@@ -384,6 +397,9 @@ def main() -> None:
         rows += r
         if args.out:
             write_results(args.out, env, args, rows, refs)
+        if args.results:
+            tabs, values = prefixed_results(Path(args.results).stem.replace("-", "_"), rows, refs)
+            save(args.results, "peers", config=args, tables=tabs, values=values, extra={"references": refs, "rows": rows})
     if len(args.sizes) > 1:
         print("\nall sizes:")
         print_table(COLUMNS, [table_row(r) for r in rows])

@@ -137,6 +137,61 @@ def tables(rows: list[dict]) -> dict:
     }
 
 
+RUN_COLUMNS = ["N", "method", "draws", "compile s", "end err mean", "end err sd", "details"]
+PAIR_COLUMNS = ["N", "ratio", "draws/s", "ESS/s", "ESS/s incl. warm-up"]
+REF_COLUMNS = ["N", "reference", "max abs mean diff / sd", "its MC error", "max abs sd ratio - 1", "its MC error", "reference min ESS"]
+
+
+def pair_ratio_rows(rows: list[dict], ours=("MHminibatch", *OURS), bases=("BlackJAX RWMH", BASELINE)) -> list[list[str]]:
+    """Draws/s and ESS/s (sampling only, warm-up included) of each of ``ours`` over each of ``bases``, per N."""
+    by = {(r["n"], r["method"]): r for r in rows if not r.get("skipped")}
+    out = []
+    for n in sorted({r["n"] for r in rows}):
+        for a in ours:
+            for b in bases:
+                ra, rb = by.get((n, a)), by.get((n, b))
+                if ra is None or rb is None:
+                    continue
+                q = [ra[k] / rb[k] for k in ("draws_per_s", "ess_per_s", "ess_per_s_with_warmup")]
+                out.append([f"{n:.0e}".replace("e+0", "e"), f"{a} / {b}", *(f"{x:.2g}" for x in q)])
+    return out
+
+
+def reference_rows(references: dict) -> list[list[str]]:
+    """Distance between the Laplace approximation and the full-data NUTS reference, where NUTS was run."""
+    out = []
+    for n, ref in sorted(references.items(), key=lambda kv: int(kv[0])):
+        c = ref.get("check")
+        if c:
+            out.append([f"{int(n):.0e}".replace("e+0", "e"), ref["name"], f"{c['mean_diff']:.3f}", f"{c['mc_mean']:.3f}",
+                        f"{c['sd_diff']:.3f}", f"{c['mc_sd']:.3f}", f"{c['ess']:,.0f}"])
+    return out
+
+
+def prefixed_results(prefix: str, rows: list[dict], references: dict) -> tuple[dict, dict]:
+    """Tables ``PREFIX``, ``PREFIX_runs``, ``PREFIX_ratios``, ``PREFIX_reference`` and the prose values ``PREFIX.*``."""
+    tabs = {
+        prefix: {"columns": COLUMNS, "rows": [table_row(r) for r in rows]},
+        f"{prefix}_runs": {"columns": RUN_COLUMNS, "rows": [
+            [f"{r['n']:.0e}".replace("e+0", "e"), r["method"], f"{r['draws']:,}", f"{r['compile_s']:.1f}", f"{r['end_err_mean']:.3f}",
+             f"{r['end_err_sd']:.3f}", r["details"]] if not r.get("skipped") else
+            [f"{r['n']:.0e}".replace("e+0", "e"), r["method"], "-", "-", "-", "-", f"skipped: {r['skipped']}"] for r in rows]},
+        f"{prefix}_ratios": {"columns": PAIR_COLUMNS, "rows": pair_ratio_rows(rows)},
+    }
+    refs = reference_rows(references)
+    if refs:
+        tabs[f"{prefix}_reference"] = {"columns": REF_COLUMNS, "rows": refs}
+    values = {}
+    for r in rows:
+        if r["method"] == "MHminibatch" and not r.get("skipped"):
+            values[f"{prefix}.batch_fraction_{r['n']}"] = f"{r['data_per_step_over_n']:.2f}"
+    for row in tabs[f"{prefix}_ratios"]["rows"]:
+        key = row[1].replace(" / ", "_over_").replace(" ", "_").replace("+", "_")
+        values[f"{prefix}.{key}.draws_per_s_{row[0]}"] = row[2]
+        values[f"{prefix}.{key}.ess_per_s_{row[0]}"] = row[3]
+    return tabs, values
+
+
 def write_results(path: str, env: dict, args, rows: list[dict], references: dict) -> None:
     """Write every figure and the rendered tables to ``path`` (JSON)."""
     out = {

@@ -9,7 +9,7 @@ chosen so that the minibatch rarely grows (the mean batch size is printed). Step
 jitted functions are timed alternately, ``--repeats`` times each; the table gives the best time
 of each and the median of the per-repeat ratios.
 
-    .venv/bin/python benchmarks/step_cost.py [--steps 2000] [--repeats 5]
+    .venv/bin/python benchmarks/step_cost.py [--steps 2000] [--repeats 11] [--results docs/results/step_cost.json]
 """
 
 from __future__ import annotations
@@ -22,12 +22,30 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from bench_results import add_results_option, save, table
 from minibatch_mcmc.acceptance import mh_minibatch
 from minibatch_mcmc.models import logistic_regression, make_logistic_data
 from minibatch_mcmc.proposals import random_walk
 from minibatch_mcmc.samplers import build_kernel
 
 D, M = 784, 100
+COLUMNS = ["chains", "steps", "SGD us/step", "MHminibatch us/step", "mean batch", "ratio of best", "median ratio"]
+
+
+def result_row(chains: int, steps: int, t_sgd: np.ndarray, t_mh: np.ndarray, mean_batch: float) -> list[str]:
+    """One formatted row: best microseconds per step of each, mean batch, ratio of the best times, median per-repeat ratio."""
+    us_sgd, us_mh = 1e6 * float(np.min(t_sgd)) / steps, 1e6 * float(np.min(t_mh)) / steps
+    med = float(np.median(np.asarray(t_mh) / np.asarray(t_sgd)))
+    return [str(chains), str(steps), f"{us_sgd:.1f}", f"{us_mh:.1f}", f"{mean_batch:.1f}", f"{us_mh / us_sgd:.2f}", f"{med:.2f}"]
+
+
+def results_values(rows: list[list[str]]) -> dict[str, str]:
+    """The prose figures: ratio of the best times and median ratio per chain count (``step_cost.ratio_best_1`` ...)."""
+    out = {}
+    for r in rows:
+        out[f"step_cost.ratio_best_{r[0]}"] = r[5]
+        out[f"step_cost.median_ratio_{r[0]}"] = r[6]
+    return out
 
 
 def sgd_runner(model, data, n, steps, chains, lr=1e-3):
@@ -100,13 +118,16 @@ def main() -> None:
     ap.add_argument("--chains", type=int, nargs="+", default=[1, 1024])
     ap.add_argument("--scale", type=float, default=0.002, help="random-walk s.d. per coordinate")
     ap.add_argument("--temperature", type=float, default=100.0)
+    add_results_option(ap)
     args = ap.parse_args()
 
     model = logistic_regression()
     data, theta_true = make_logistic_data(jax.random.key(0), args.n, D)
     print(f"machine: {platform.processor() or platform.machine()}, {jax.device_count()} x {jax.devices()[0].device_kind}, jax {jax.__version__}")
     print(f"logistic regression d={D}, N={args.n:,}, m={M}, random walk s.d. {args.scale}, K={args.temperature:g}")
-    print(f"{'chains':>7} {'steps':>6} {'SGD us/step':>12} {'MHminibatch us/step':>20} {'mean batch':>11} {'ratio of best':>14} {'median ratio':>13}")
+    widths = [7, 6, 12, 20, 11, 14, 13]
+    print(" ".join(c.rjust(w) for c, w in zip(COLUMNS, widths)))
+    rows = []
     for chains in args.chains:
         steps = max(20, args.steps // max(1, chains // 16))
         thetas = jnp.zeros((chains, D), jnp.float32)
@@ -116,9 +137,9 @@ def main() -> None:
         t_sgd, t_mh, (_, mean_bs) = interleaved_times(
             sgd, (thetas, jax.random.key(1)), mh, (states, jax.random.key(2)), args.repeats
         )
-        us_sgd, us_mh = 1e6 * t_sgd.min() / steps, 1e6 * t_mh.min() / steps
-        med_ratio = float(np.median(t_mh / t_sgd))
-        print(f"{chains:>7} {steps:>6} {us_sgd:>12.1f} {us_mh:>20.1f} {float(mean_bs):>11.1f} {us_mh / us_sgd:>14.2f} {med_ratio:>13.2f}")
+        rows.append(result_row(chains, steps, t_sgd, t_mh, float(mean_bs)))
+        print(" ".join(c.rjust(w) for c, w in zip(rows[-1], widths)), flush=True)
+    save(args.results, "step_cost", config=args, tables={"step_cost": table(COLUMNS, rows)}, values=results_values(rows))
 
 
 if __name__ == "__main__":

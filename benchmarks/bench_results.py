@@ -1,0 +1,45 @@
+"""The results file of a benchmark script: ``minibatch_mcmc.experiments.results``'s payload written to ``--results FILE``.
+
+A benchmark builds its printed tables with ``table(columns, rows)`` (cells as strings) and the figures its
+section of ``docs/benchmarks.md`` quotes in prose as ``values``; ``save`` adds the exact command line,
+machine, versions, date and load average, and writes ``FILE`` (nothing without ``--results``, so a casual
+run does not overwrite the committed ``docs/results/NAME.json``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+from pathlib import Path
+from typing import Any, Mapping
+
+from minibatch_mcmc.experiments.results import jsonable, results_payload, table
+
+__all__ = ["add_results_option", "command", "save", "table"]
+
+
+def add_results_option(parser: argparse.ArgumentParser) -> None:
+    """Add ``--results FILE`` (default: write no results file)."""
+    parser.add_argument("--results", default=None, metavar="FILE",
+                        help="write the tables and figures to this JSON results file (e.g. docs/results/NAME.json)")
+
+
+def command(argv: list[str] | None = None) -> str:
+    """The command line that reruns this script with the same options, quoted for a shell."""
+    return shlex.join(["python", *(sys.argv if argv is None else argv)])
+
+
+def save(path: str | Path | None, name: str, *, config: Any, tables: Mapping[str, dict], values: Mapping[str, Any],
+         extra: Mapping[str, Any] | None = None, argv: list[str] | None = None) -> Path | None:
+    """Write the results payload of benchmark ``name`` to ``path`` and return it (nothing when ``path`` is empty)."""
+    if not path:
+        return None
+    cfg = vars(config) if isinstance(config, argparse.Namespace) else config
+    payload = results_payload(name, command(argv), config=jsonable(cfg), tables=tables, values=values, extra=extra)
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(payload, indent=1) + "\n")
+    print(f"results written to {out}")
+    return out

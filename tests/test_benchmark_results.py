@@ -1,0 +1,103 @@
+"""The results files of the benchmark scripts: tables and prose values computed from known timings (no sampling: fast).
+
+Each check feeds hand-made timings to the formatting function of one script and compares every cell with the
+figure worked out by hand: a wrong ratio, a swapped column, a best-of taken as a mean or a value key the docs
+do not expect would fail.
+"""
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
+
+
+@pytest.fixture(scope="module")
+def bench():
+    """Import benchmark scripts by name (benchmarks/ is not a package; the scripts import their siblings)."""
+    sys.path.insert(0, str(BENCH))
+    try:
+        import importlib
+
+        yield importlib.import_module
+    finally:
+        sys.path.remove(str(BENCH))
+
+
+def test_save_writes_the_payload_with_the_exact_command_and_nothing_without_a_path(bench, tmp_path):
+    """``--results FILE`` gets the command line (quoted as a shell would need it), tables and values; no path, no file."""
+    br = bench("bench_results")
+    out = tmp_path / "r.json"
+    tab = br.table(["a", "b"], [[1, "x y"]])
+    argv = ["benchmarks/peers.py", "--methods", "BlackJAX RWMH", "--results", str(out)]
+    assert br.save(out, "peers", config={"k": 1}, tables={"t": tab}, values={"t.v": 2.5}, argv=argv) == out
+    payload = json.loads(out.read_text())
+    assert payload["command"] == f"python benchmarks/peers.py --methods 'BlackJAX RWMH' --results {out}"
+    assert payload["tables"] == {"t": {"columns": ["a", "b"], "rows": [["1", "x y"]]}}
+    assert payload["values"] == {"t.v": "2.5"} and payload["config"] == {"k": 1} and payload["experiment"] == "peers"
+    assert br.save(None, "x", config={}, tables={}, values={}) is None
+
+
+def test_step_cost_row_uses_best_times_and_median_of_per_repeat_ratios(bench):
+    """Best SGD 1 ms and best MH 1.5 ms over 10 steps: 100 and 150 us/step, ratio 1.50; per-repeat ratios 1.5, 1.5, 1.0: median 1.50."""
+    sc = bench("step_cost")
+    row = sc.result_row(1, 10, np.array([2e-3, 1e-3, 3e-3]), np.array([3e-3, 1.5e-3, 3e-3]), 100.0)
+    assert row == ["1", "10", "100.0", "150.0", "100.0", "1.50", "1.50"]
+    row2 = sc.result_row(1024, 10, np.array([1e-3, 1e-3]), np.array([1.2e-3, 1.4e-3]), 101.0)
+    assert row2[5:] == ["1.20", "1.30"]
+    assert sc.results_values([row, row2]) == {"step_cost.ratio_best_1": "1.50", "step_cost.median_ratio_1": "1.50",
+                                              "step_cost.ratio_best_1024": "1.20", "step_cost.median_ratio_1024": "1.30"}
+
+
+def test_gpu_chains_rate_and_speedup(bench):
+    """1 chain x 500 steps in 0.1 s = 5,000 chain-steps/s; 1024 x 10 in 1.024 s = 10,000: speedup 2.00."""
+    gc = bench("gpu_chains")
+    rows = [gc.result_row(1, 500, 3.0, 0.1, 100.0, 0.5), gc.result_row(1024, 10, 4.0, 1.024, 100.0, 0.48)]
+    assert rows[0][4] == "5,000" and rows[0][5] == "200.0" and rows[1][4] == "10,000" and rows[1][5] == "102,400.0"
+    vals = gc.results_values("gpu_chains_cpu", rows)
+    assert vals["gpu_chains_cpu.speedup_1024"] == "2.00" and vals["gpu_chains_cpu.rate_1"] == "5,000"
+
+
+def test_out_of_core_tables_and_values(bench):
+    """Ratios to in-memory from best times, hits as 'hits/total', memory over the baseline as a difference."""
+    oc = bench("out_of_core")
+    best = {"in-memory": 0.1, "memmap (.npy)": 0.6, "Parquet (16k-row groups, all cached)": 7.0, "Parquet + prefetch": 3.5}
+    batch = dict.fromkeys(best, 100.5)
+    tabs, vals = oc.part1_results(2_000_000, 8, 200, best, batch, {"Parquet + prefetch": (10, 200)})
+    tab = tabs["out_of_core_chains8"]
+    assert tab["columns"][0] == "source (N = 2,000,000, 8 chains, 200 steps)"
+    assert tab["rows"][1] == ["memmap (.npy)", "333", "6.00x", "100.5", "-"]
+    assert tab["rows"][3] == ["Parquet + prefetch", "57", "35.00x", "100.5", "10/200"]
+    assert vals["out_of_core.c8.memmap_ratio"] == "6.0" and vals["out_of_core.c8.parquet_prefetch_gain"] == "2.0"
+    assert vals["out_of_core.c8.memmap_ms_per_step"] == "3" and vals["out_of_core.c8.parquet_prefetch_hits"] == "10/200"
+    run = {"n": 10**7, "file_gb": 0.41, "open_and_scan_s": 1.25, "sample_s": 30.2, "steps": 1000, "mean_batch": 101.0,
+           "accept": 0.49, "peak_mb": 800.4, "status_mb": {}}
+    big, v = oc.part2_results(run, {"seconds": 18.6, "peak_mb": 347.0}, dict(run, peak_mb=500.0), 200_000)
+    assert big["rows"][-1] == ["same run on a 200,000-row file (JAX + model baseline)", "500 MiB"]
+    assert v["out_of_core.big_over_baseline_mib"] == "300" and v["out_of_core.big_peak_mib"] == "800"
+    assert v["out_of_core.big_generate_s"] == "19" and v["out_of_core.big_rows"] == "10,000,000"
+
+
+def test_peers_prefixed_ratios_and_reference(bench):
+    """MHminibatch over RWMH: draws/s 10/100 = 0.1, ESS/s 1/2 = 0.5; over HMCECS 1/40; the NUTS check row."""
+    pr = bench("peers_report")
+
+    def row(method, dps, ess, essw, frac):
+        return {"method": method, "n": 100000, "draws": 10, "sampling_s": 1.0, "draws_per_s": dps, "accept": 0.2, "compile_s": 1.0,
+                "warmup_s": 0.0, "warmup_data_over_n": None, "min_ess": ess, "ess_per_s": ess, "ess_per_s_with_warmup": essw,
+                "t_mean_s": None, "t_sd_s": 0.5, "end_err_mean": 0.3, "end_err_sd": 0.1, "data_per_step_over_n": frac,
+                "step_us": 1.0, "step_over_sgd_best": None, "step_over_sgd_median": None, "details": "d", "skipped": None}
+
+    rows = [row("MHminibatch", 10.0, 1.0, 1.0, 0.853), row("BlackJAX RWMH", 100.0, 2.0, 2.0, 1.0), row("NumPyro HMCECS", 20.0, 40.0, 4.0, 0.07)]
+    refs = {"100000": {"name": "NUTS (3000 draws)", "check": {"mean_diff": 0.0971, "mc_mean": 0.079, "sd_diff": 0.11, "mc_sd": 0.1, "ess": 994.0}}}
+    tabs, vals = pr.prefixed_results("peers_plain", rows, refs)
+    assert set(tabs) == {"peers_plain", "peers_plain_runs", "peers_plain_ratios", "peers_plain_reference"}
+    assert tabs["peers_plain_ratios"]["rows"] == [["1e5", "MHminibatch / BlackJAX RWMH", "0.1", "0.5", "0.5"],
+                                                  ["1e5", "MHminibatch / NumPyro HMCECS", "0.5", "0.025", "0.25"]]
+    assert tabs["peers_plain_reference"]["rows"] == [["1e5", "NUTS (3000 draws)", "0.097", "0.079", "0.110", "0.100", "994"]]
+    assert vals["peers_plain.batch_fraction_100000"] == "0.85"
+    assert vals["peers_plain.MHminibatch_over_BlackJAX_RWMH.ess_per_s_1e5"] == "0.5"
+    assert tabs["peers_plain"]["rows"][0][9:11] == ["> 1", "0.5"]
