@@ -145,10 +145,16 @@ def test_posterior_mean_and_sd(name, kind, n, temperature):
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", ["gaussian", "student"])
 def test_mint_targets_its_tempered_posterior(kind):
-    """MINT (m = n^0.6, lambda = 0.35) against the exact posterior at its temperature ``n^(1 - lambda)``
-    (ESS >= 3500: a 5% s.d. error gives |z| >= 4.2)."""
+    """MINT (m = n^0.8, lambda = 0.2) against the exact posterior at its temperature ``n^(1 - lambda)``
+    (ESS >= 3500: a 5% s.d. error gives |z| >= 4.2).
+
+    MINT is exact only as n grows: its scaled minibatch noise is about ``n^(lambda - tau)`` of the
+    tempered posterior's scale, so ``tau - lambda`` is kept at 0.6 (noise 0.006 at n = 5000). With
+    ``tau = 0.6, lambda = 0.35`` (noise 0.12) this test measured the s.d. 6% too wide (|z| = 8):
+    the power to see MINT's finite-n widening, which ``test_mint.py`` documents.
+    """
     n = 5000
-    test = mint(tau=0.6, lam=0.35)
+    test = mint(tau=0.8, lam=0.2)
     # MINT tempers the likelihood itself by n^(1 - lambda): sample at K = 1, compare with the posterior at that temperature
     draws, mean, sd = posterior_draws(kind, test, n, 1.0, exact_temperature=test.temperature_factor(n))
     ess, z_mean, z_log_sd = posterior_z(draws, mean, sd)
