@@ -5,6 +5,7 @@ from minibatch_mcmc.data.passes import full_data_sum
 from minibatch_mcmc.acceptance.exact import BarkerTest, MetropolisTest, barker_probability, metropolis_probability
 from minibatch_mcmc.acceptance.austere import AustereMH, austere_mh, austere_mh_adaptive
 from minibatch_mcmc.acceptance.mhminibatch import MHMinibatch, mh_minibatch
+from minibatch_mcmc.acceptance.mhminibatch_skew import MHMinibatchSkew, mh_minibatch_skew
 from minibatch_mcmc.acceptance.mhsublhd import MHSubLhd, mh_sublhd
 from minibatch_mcmc.acceptance.naive import NaiveMinibatch, naive_minibatch
 from minibatch_mcmc.acceptance.mint import MINT, MINTSettings, mint, mint_temperature, resolve_mint
@@ -21,6 +22,8 @@ __all__ = [
     "metropolis_probability",
     "MHMinibatch",
     "mh_minibatch",
+    "MHMinibatchSkew",
+    "mh_minibatch_skew",
     "AustereMH",
     "austere_mh",
     "austere_mh_adaptive",
