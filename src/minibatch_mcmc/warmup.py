@@ -23,6 +23,7 @@ from jax.flatten_util import ravel_pytree
 from minibatch_mcmc.acceptance.base import AcceptanceTest
 from minibatch_mcmc.acceptance.exact import BarkerTest
 from minibatch_mcmc.acceptance.mhminibatch import MHMinibatch, mh_minibatch
+from minibatch_mcmc.acceptance.mhminibatch_skew import MHMinibatchSkew
 from minibatch_mcmc.checks import check_bool, check_choice, check_int, check_positive
 from minibatch_mcmc.control_variates import MAX_DENSE_DIM, TaylorProxy, proxy_langevin, taylor_proxy
 from minibatch_mcmc.control_variates.proposals import cholesky_factor
@@ -87,7 +88,7 @@ class Warmup(NamedTuple):
 
 def decision_rule(test: AcceptanceTest) -> str:
     """``"barker"`` for tests that accept with (approximately) Barker's probability, else ``"metropolis"``."""
-    return "barker" if isinstance(test, (MHMinibatch, BarkerTest)) else "metropolis"
+    return "barker" if isinstance(test, (MHMinibatch, MHMinibatchSkew, BarkerTest)) else "metropolis"
 
 
 def initial_scale(kind: str, d: int) -> float:

@@ -6,6 +6,7 @@ from minibatch_mcmc.acceptance.exact import BarkerTest, MetropolisTest, barker_p
 from minibatch_mcmc.acceptance.austere import MAX_DECISION_ERROR, AccuracyWarning, AustereMH, austere_mh, austere_mh_adaptive, austere_mh_for_error
 from minibatch_mcmc.acceptance.austere_design import design_for_error, worst_case_error
 from minibatch_mcmc.acceptance.mhminibatch import MHMinibatch, mh_minibatch
+from minibatch_mcmc.acceptance.mhminibatch_skew import MHMinibatchSkew, mh_minibatch_skew
 from minibatch_mcmc.acceptance.mhsublhd import MHSubLhd, mh_sublhd
 from minibatch_mcmc.acceptance.naive import NaiveMinibatch, naive_minibatch
 from minibatch_mcmc.acceptance.mint import MINT, MINTSettings, mint, mint_temperature, resolve_mint
@@ -22,6 +23,8 @@ __all__ = [
     "metropolis_probability",
     "MHMinibatch",
     "mh_minibatch",
+    "MHMinibatchSkew",
+    "mh_minibatch_skew",
     "AustereMH",
     "austere_mh",
     "austere_mh_adaptive",

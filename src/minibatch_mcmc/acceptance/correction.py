@@ -49,6 +49,9 @@ EVAL_STEP = 0.005
 SHIPPED_PATH = Path(__file__).resolve().parent / "tables" / "correction_tables.npz"
 """Where the precomputed tables live."""
 
+SKEW_PATH = Path(__file__).resolve().parent / "tables" / "skew_correction_tables.npz"
+"""Where the skew-corrected tables ``C_{sigma,kappa}`` live (built by ``correction_skew_lp``)."""
+
 _MATCH_TOL = 1e-9
 _SIGMA_LIMIT = (
     f"pi/sqrt(3) = {LOGISTIC_SD:.6f} is the standard deviation of the standard logistic distribution; "
@@ -175,6 +178,40 @@ def largest_sigma_with_error(max_error: float) -> float:
         best = min((t.max_cdf_error for t in shipped_tables()), default=float("nan"))
         raise ValueError(f"max_error={bound!r} is below every shipped table's error (smallest {best:.3g})")
     return max(ok)
+
+
+class SkewCorrectionTable(NamedTuple):
+    """Rows ``probs[r]`` of ``C_{sigma,kappa}`` at ``kappa = kappas[r]`` (``kappa >= 0``) on one support, with alias arrays."""
+
+    sigma: float
+    kappas: np.ndarray
+    support: np.ndarray
+    probs: np.ndarray
+    alias_prob: np.ndarray
+    alias_index: np.ndarray
+    max_cdf_error: float
+    """Largest CDF error of any row and of any two-row mixture, against the standard logistic."""
+
+
+@functools.lru_cache(maxsize=1)
+def skew_tables() -> tuple[SkewCorrectionTable, ...]:
+    """The skew tables in the shipped npz file (empty if it is missing); cached, cleared by their builder."""
+    if not SKEW_PATH.exists():
+        return ()
+    with np.load(SKEW_PATH) as f:
+        arrays = [_readonly(f[k]) for k in ("kappas", "support", "probs", "alias_prob")]
+        index = _readonly(f["alias_index"].astype(np.int32))
+        return (SkewCorrectionTable(float(f["sigma"]), *arrays, index, float(f["max_cdf_error"])),)
+
+
+def load_skew_correction(sigma: float) -> SkewCorrectionTable:
+    """The shipped skew table for ``sigma``; a ValueError naming ``sigma`` and the tabulated values if there is none."""
+    sigma = check_sigma(sigma)
+    for table in skew_tables():
+        if abs(table.sigma - sigma) <= _MATCH_TOL:
+            return table
+    have = [t.sigma for t in skew_tables()]
+    raise ValueError(f"sigma={sigma!r} has no skew-corrected table; tabulated: {have} (built by correction_skew_lp)")
 
 
 # ---------------------------------------------------------------------------------------------

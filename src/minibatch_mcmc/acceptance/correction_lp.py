@@ -5,13 +5,19 @@ against the standard logistic, subject to non-negative masses summing to one); t
 measured on a grid much finer than the one the programme saw. :func:`build_shipped_tables` writes the
 tables that :mod:`minibatch_mcmc.acceptance.correction` loads at run time; run this module to regenerate
 them (``python -m minibatch_mcmc.acceptance.correction_lp``).
+
+The noise that ``C`` is convolved with is a :class:`ConvolutionKernel` (its CDF): ``N(0, sigma^2)`` by
+default, or any other, e.g. the skewed Edgeworth kernel of :mod:`minibatch_mcmc.acceptance.correction_skew_lp`.
+A symmetric kernel gets symmetric masses (half the unknowns); any other gets free masses on the whole grid.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
 from types import MappingProxyType
+from typing import NamedTuple
 
 import numpy as np
 from scipy.optimize import linprog
@@ -45,6 +51,24 @@ MAX_HALF_WIDTH = 100.0
 LP_MAX_ENTRIES = 4_000_000
 """Largest LP ``solve_correction`` starts: coefficients of its dense constraint matrix (32 MB; ~10 s)."""
 
+
+
+class ConvolutionKernel(NamedTuple):
+    """The noise ``C`` is convolved with: its CDF (vectorised, float64), its scale and whether it is symmetric."""
+
+    cdf: Callable[[np.ndarray], np.ndarray]
+    """CDF of the kernel at an array of points."""
+    sigma: float
+    """Its standard deviation: sets the LP's constraint step ``min(grid_step, sigma / 5) / 2``."""
+    symmetric: bool
+    """True if the kernel is symmetric about 0 (then so are the masses and only ``x >= 0`` is constrained)."""
+
+
+def gaussian_kernel(sigma: float) -> ConvolutionKernel:
+    """``N(0, sigma^2)``: the kernel of the plain correction ``C_sigma``."""
+    return ConvolutionKernel(lambda d: ndtr(d / sigma), float(sigma), True)
+
+
 _LP_OPTIONS = MappingProxyType({"primal_feasibility_tolerance": 1e-10, "dual_feasibility_tolerance": 1e-10})
 _EXCHANGE_ROUNDS = 4
 
@@ -66,13 +90,16 @@ def _grid_half_count(grid_step: float, half_width: float) -> int:
     return k
 
 
-def _lp_rows(sigma: float, grid_step: float, k: int, limit: float, step: float) -> int:
-    """Number of constraint points; refuses an LP whose dense matrix would exceed ``LP_MAX_ENTRIES``."""
+def _lp_rows(sigma: float, grid_step: float, k: int, limit: float, step: float, sides: int = 1) -> int:
+    """Constraint points on ``[0, limit]``; refuses an LP whose dense matrix would exceed ``LP_MAX_ENTRIES``.
+
+    ``sides=2`` (an asymmetric kernel) doubles both the constraint points and the unknowns.
+    """
     rows = int(math.ceil(limit / step)) + 1
-    entries = 2 * rows * (k + 2)
+    entries = 2 * (sides * rows) * (sides * k + 2)
     if entries > LP_MAX_ENTRIES:
         raise ValueError(
-            f"sigma={sigma!r} with grid_step={grid_step!r} needs an LP of 2 x {rows} x {k + 2} = {entries:.3g} "
+            f"sigma={sigma!r} with grid_step={grid_step!r} needs an LP of 2 x {sides * rows} x {sides * k + 2} = {entries:.3g} "
             f"coefficients ({entries * 8 / 2**30:.2g} GiB dense) before HiGHS starts; at most LP_MAX_ENTRIES="
             f"{LP_MAX_ENTRIES:.3g} are solved: the constraint grid step is min(grid_step, sigma/5)/2, so the LP grows "
             "like 1/sigma, and like 1/sigma^2 once grid_step follows sigma as accuracy needs"
@@ -80,16 +107,16 @@ def _lp_rows(sigma: float, grid_step: float, k: int, limit: float, step: float) 
     return rows
 
 
-def _symmetric_cdf_matrix(x: np.ndarray, offsets: np.ndarray, sigma: float) -> np.ndarray:
-    """Columns: CDF at ``x`` of N(0, sigma^2) shifted to 0 (first) and to the pairs ``+-offsets[j]``."""
-    a = ndtr((x[:, None] - offsets[None, :]) / sigma)
-    b = ndtr((x[:, None] + offsets[None, :]) / sigma)
+def _symmetric_cdf_matrix(x: np.ndarray, offsets: np.ndarray, kernel: ConvolutionKernel) -> np.ndarray:
+    """Columns: CDF at ``x`` of the kernel shifted to 0 (first) and to the pairs ``+-offsets[j]``."""
+    a = kernel.cdf(x[:, None] - offsets[None, :])
+    b = kernel.cdf(x[:, None] + offsets[None, :])
     a[:, 1:] += b[:, 1:]
     return a
 
 
-def _mixture_cdf(x: np.ndarray, support: np.ndarray, probs: np.ndarray, sigma: float) -> np.ndarray:
-    """``sum_j probs_j Phi((x - support_j) / sigma)``, in chunks, over the atoms with mass only."""
+def _mixture_cdf(x: np.ndarray, support: np.ndarray, probs: np.ndarray, kernel: ConvolutionKernel) -> np.ndarray:
+    """``sum_j probs_j K(x - support_j)`` for the kernel CDF ``K``, in chunks, over the atoms with mass only."""
     xs = np.asarray(x, dtype=np.float64)
     keep = np.asarray(probs) > 0
     y, p = np.asarray(support, dtype=np.float64)[keep], np.asarray(probs, dtype=np.float64)[keep]
@@ -98,13 +125,13 @@ def _mixture_cdf(x: np.ndarray, support: np.ndarray, probs: np.ndarray, sigma: f
     chunk = max(1, 2_000_000 // max(1, y.size))
     for start in range(0, flat.size, chunk):
         part = flat[start : start + chunk]
-        out[start : start + chunk] = ndtr((part[:, None] - y[None, :]) / sigma) @ p
+        out[start : start + chunk] = kernel.cdf(part[:, None] - y[None, :]) @ p
     return out.reshape(xs.shape)
 
 
 def correction_cdf(x: np.ndarray | float, table: CorrectionTable) -> np.ndarray:
     """CDF of ``N(0, sigma^2) + X_corr`` at ``x`` (numpy, float64)."""
-    return _mixture_cdf(np.asarray(x, dtype=np.float64), table.support, table.probs, table.sigma)
+    return _mixture_cdf(np.asarray(x, dtype=np.float64), table.support, table.probs, gaussian_kernel(table.sigma))
 
 
 def _eval_limit(half_width: float) -> float:
@@ -118,22 +145,29 @@ def _fine_grid(limit: float, start: float) -> np.ndarray:
     return start + EVAL_STEP * np.arange(n + 1)
 
 
-def _sup_error(support: np.ndarray, probs: np.ndarray, sigma: float, limit: float) -> float:
+def _sup_error(support: np.ndarray, probs: np.ndarray, kernel: ConvolutionKernel, limit: float) -> float:
     """``max |CDF - S|`` over the fine grid on ``[-limit, limit]`` (no symmetry assumed)."""
     x = _fine_grid(limit, -limit)
-    return float(np.max(np.abs(_mixture_cdf(x, support, probs, sigma) - expit(x))))
+    return float(np.max(np.abs(_mixture_cdf(x, support, probs, kernel) - expit(x))))
 
 
-def _solve_lp(x: np.ndarray, offsets: np.ndarray, sigma: float) -> tuple[np.ndarray, float]:
-    """Minimise ``t`` s.t. ``|M q - S(x)| <= t``, ``q >= 0``, ``q_0 + 2 sum q_j = 1`` (symmetric masses)."""
-    m = _symmetric_cdf_matrix(x, offsets, sigma)
+def _lp_columns(x: np.ndarray, k: int, grid_step: float, kernel: ConvolutionKernel) -> tuple[np.ndarray, np.ndarray]:
+    """The LP's matrix and the weights of its unknowns in the total mass (symmetric: ``q_0 + 2 sum q_j``)."""
+    if kernel.symmetric:
+        weights = np.full(k + 1, 2.0)
+        weights[0] = 1.0
+        return _symmetric_cdf_matrix(x, grid_step * np.arange(k + 1), kernel), weights
+    support = grid_step * np.arange(-k, k + 1)
+    return kernel.cdf(x[:, None] - support[None, :]), np.ones(2 * k + 1)
+
+
+def _solve_lp(x: np.ndarray, m: np.ndarray, weights: np.ndarray, sigma: float) -> tuple[np.ndarray, float]:
+    """Minimise ``t`` s.t. ``|M q - S(x)| <= t``, ``q >= 0``, ``weights . q = 1``."""
     s = expit(x)
-    n = offsets.size
+    n = weights.size
     ones = np.ones((x.size, 1))
     a_ub = np.block([[m, -ones], [-m, -ones]])
     b_ub = np.concatenate([s, -s])
-    weights = np.full(n, 2.0)
-    weights[0] = 1.0
     a_eq = np.concatenate([weights, [0.0]])[None, :]
     cost = np.zeros(n + 1)
     cost[-1] = 1.0
@@ -192,30 +226,40 @@ def make_table(
     return CorrectionTable(float(sigma), support, probs, float(error), alias_prob, alias_index, False, derived_from)
 
 
-def measured_error(support: np.ndarray, probs: np.ndarray, sigma: float) -> float:
-    """Max CDF error of ``N(0, sigma^2) * masses`` against the logistic on the fine grid (step ``EVAL_STEP``)."""
-    return _sup_error(support, probs, sigma, _eval_limit(float(np.max(np.abs(support)))))
+def measured_error(
+    support: np.ndarray, probs: np.ndarray, sigma: float, kernel: ConvolutionKernel | None = None
+) -> float:
+    """Max CDF error of ``kernel * masses`` (default ``N(0, sigma^2)``) against the logistic on the fine grid."""
+    kernel = gaussian_kernel(sigma) if kernel is None else kernel
+    return _sup_error(support, probs, kernel, _eval_limit(float(np.max(np.abs(support)))))
 
 
-def solve_correction(sigma: float, grid_step: float = 0.1, half_width: float = 20.0) -> CorrectionTable:
-    """Solve the minimax LP for ``C_sigma`` on the grid ``-half_width..half_width`` (step ``grid_step``)."""
+def solve_correction(
+    sigma: float, grid_step: float = 0.1, half_width: float = 20.0, kernel: ConvolutionKernel | None = None
+) -> CorrectionTable:
+    """Solve the minimax LP for ``C`` on the grid ``-half_width..half_width`` (step ``grid_step``).
+
+    ``kernel`` is the noise ``C`` is convolved with (default ``N(0, sigma^2)``; ``sigma`` labels the table).
+    """
     sigma = check_sigma(sigma)
+    kernel = gaussian_kernel(sigma) if kernel is None else kernel
     grid_step = check_positive(grid_step, "grid_step")
     half_width = check_real(half_width, "half_width", 0.0, MAX_HALF_WIDTH, low_open=True)
     k = _grid_half_count(grid_step, half_width)
-    offsets = grid_step * np.arange(k + 1)
     limit = _eval_limit(half_width)
-    # constraints on x >= 0 suffice: symmetric masses give CDF(-x) = 1 - CDF(x), as for S
-    step = 0.5 * min(grid_step, sigma / 5.0)
-    x = step * np.arange(_lp_rows(sigma, grid_step, k, limit, step))
+    # constraints on x >= 0 suffice for a symmetric kernel: symmetric masses give CDF(-x) = 1 - CDF(x), as for S
+    step = 0.5 * min(grid_step, kernel.sigma / 5.0)
+    sides = 1 if kernel.symmetric else 2
+    x = step * np.arange(_lp_rows(sigma, grid_step, k, limit, step, sides))
+    x = x if kernel.symmetric else np.concatenate([-x[:0:-1], x])
     support = grid_step * np.arange(-k, k + 1)
-    fine = _fine_grid(limit, 0.0)
+    fine = _fine_grid(limit, 0.0 if kernel.symmetric else -limit)
     fine_target = expit(fine)
     best_probs, best_err = np.empty(0), math.inf
     for _ in range(_EXCHANGE_ROUNDS):
-        q, t = _solve_lp(x, offsets, sigma)
-        probs = _unfold(q)
-        err = np.abs(_mixture_cdf(fine, support, probs, sigma) - fine_target)
+        q, t = _solve_lp(x, *_lp_columns(x, k, grid_step, kernel), sigma)
+        probs = _unfold(q) if kernel.symmetric else q
+        err = np.abs(_mixture_cdf(fine, support, probs, kernel) - fine_target)
         if err.max() < best_err:
             best_probs, best_err = probs, float(err.max())
         # below ~1e-10 the LP's own tolerances dominate: refining further only chases noise
@@ -223,7 +267,7 @@ def solve_correction(sigma: float, grid_step: float = 0.1, half_width: float = 2
         if worst.size == 0:
             break
         x = np.union1d(x, fine[worst])  # exchange step: add the points where the fine grid beats t
-    return make_table(sigma, support, best_probs, _sup_error(support, best_probs, sigma, limit))
+    return make_table(sigma, support, best_probs, _sup_error(support, best_probs, kernel, limit))
 
 
 # ---------------------------------------------------------------------------------------------
