@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from minibatch_mcmc.experiments.sgld_l1 import SGLDL1Config, iid_tv_floor, probe_acceptance, run, total_variation
+from minibatch_mcmc.experiments.sgld_l1 import SGLDL1Config, iid_tv_floor, run, total_variation
+from minibatch_mcmc.experiments.sgld_l1_probe import probe_acceptance
 from minibatch_mcmc.models.l1_regression import (
     L1DataSettings,
     L1RegressionSettings,
@@ -117,7 +118,7 @@ def test_total_variation_and_its_floor():
 def test_small_run_shows_the_sgld_excursion_and_its_correction(tmp_path):
     """Plain SGLD against AustereMH at eps=0.5: the test decides on its first 5% minibatch every step and fixes the shift."""
     cfg = SGLDL1Config(num_samples=2000, burn_in=200)
-    run(cfg, tmp_path, progress=False, methods=("SGLD (no test)", "AustereMH eps=0.5"))
+    _, tables, values = run(cfg, tmp_path, progress=False, methods=("SGLD (no test)", "AustereMH eps=0.5"))
     summary = json.loads((tmp_path / "summary.json").read_text())
     rows = {r["method"]: r for r in summary["rows"]}
     sgld, aus = rows["SGLD (no test)"], rows["AustereMH eps=0.5"]
@@ -129,6 +130,10 @@ def test_small_run_shows_the_sgld_excursion_and_its_correction(tmp_path):
     assert sgld["mean"] > exact["mean"] + 0.5 * exact["sd"]  # thrown right by the valley's gradient
     assert sgld["tv"] > 2 * aus["tv"]
     assert {"histograms.png", "summary.json", "table.md"} <= {p.name for p in tmp_path.iterdir()}
+    # the results table and values restate the summary's figures, row by row
+    assert [r[0] for r in tables["sgld_l1_table"]["rows"]] == ["SGLD (no test)", "AustereMH eps=0.5", "exact (quadrature)"]
+    assert tables["sgld_l1_table"]["rows"][1][1] == f"{aus['tv']:.3f}" == values["sgld_l1.austere_0.5.tv"]
+    assert values["sgld_l1.sgld.mean"] == f"{sgld['mean']:.4f}" and values["sgld_l1.exact.sd"] == f"{exact['sd']:.5f}"
 
 
 def test_acceptance_probe_against_the_exact_delta(data):

@@ -31,8 +31,17 @@ from minibatch_mcmc.acceptance.austere import AustereMH, austere_mh
 from minibatch_mcmc.acceptance.base import Statistics, check_batch_fits
 from minibatch_mcmc.acceptance.exact import MetropolisTest
 from minibatch_mcmc.diagnostics.risk import RiskCurve, risk_curve
+from minibatch_mcmc.experiments.figure4_results import (
+    FIGURE5_EPSILONS,
+    figure4_tables,
+    figure5_table,
+    plot_figure5,
+    risk_grid,
+    snapshot_times,
+)
 from minibatch_mcmc.experiments.options import experiment_parser, run_dir, written
 from minibatch_mcmc.experiments.plots import pyplot, risk_lines, save_figure
+from minibatch_mcmc.experiments.results import command_line, results_payload, write_results
 from minibatch_mcmc.models import logistic_regression
 from minibatch_mcmc.proposals import random_walk
 from minibatch_mcmc.samplers.kernel import build_kernel
@@ -163,12 +172,16 @@ def _audit_runner(n: int, prior_precision: float, step_sd: float, batch_size: in
 
 
 class TimedChains(NamedTuple):
-    """Test-set predictions of thinned draws ``(R, T, Q)``, cumulative seconds per draw ``(R, T)``, data fraction."""
+    """Test-set predictions of thinned draws ``(R, T, Q)``, cumulative seconds per draw ``(R, T)``, data fraction, the draws."""
 
     predictions: np.ndarray
     wall_times: np.ndarray
     data_fraction: float
     acceptance: float
+    positions: np.ndarray
+    """The thinned draws ``(R, T, D)`` (Figure 5 plots their first two coordinates)."""
+    steps: int
+    """Steps per chain (``T`` times the thinning)."""
 
 
 def timed_chains(
@@ -205,12 +218,12 @@ def timed_chains(
         return jax.nn.sigmoid(thetas @ xt.T)
 
     jax.block_until_ready(run_block(kernel.init(jnp.asarray(theta0)), jax.random.split(key, block), data))  # compile
-    preds, times, used, accepted = [], [], 0.0, 0.0
+    preds, times, positions, used, accepted = [], [], [], 0.0, 0.0
     num_blocks = -(-num_steps // block)
     for c in range(num_chains):
         state = kernel.init(jnp.asarray(theta0))
         ck = jax.random.fold_in(key, c)
-        elapsed, chain_preds, chain_times = 0.0, [], []
+        elapsed, chain_preds, chain_times, chain_pos = 0.0, [], [], []
         for b in range(num_blocks):
             start = time.perf_counter()
             keys = jax.random.split(jax.random.fold_in(ck, b), block)
@@ -221,16 +234,19 @@ def timed_chains(
             keep = np.arange(cfg.thin - 1, block, cfg.thin)
             chain_preds.append(np.asarray(predict(pos[keep])))
             chain_times.append(step_times[keep])
+            chain_pos.append(np.asarray(pos[keep]))
             used += float(np.sum(sizes))
             accepted += float(np.sum(acc))
         preds.append(np.concatenate(chain_preds))
         times.append(np.concatenate(chain_times))
+        positions.append(np.concatenate(chain_pos))
     total = num_chains * num_blocks * block
-    return TimedChains(np.stack(preds), np.stack(times), used / (total * n), accepted / total)
+    return TimedChains(np.stack(preds), np.stack(times), used / (total * n), accepted / total, np.stack(positions), num_blocks * block)
 
 
-def run(cfg: Figure4Config, out: Path, mnist_dir: str | None = None, progress: bool = True) -> str:
-    """Both panels of Figure 4; writes CSV/JSON/PNG files to ``out`` and returns a printable table."""
+def run(cfg: Figure4Config, out: Path, mnist_dir: str | None = None, progress: bool = True) -> tuple[str, dict, dict]:
+    """Both panels of Figure 4 and Figure 5; writes CSV/JSON/PNG files to ``out``; returns a printable table and
+    the results tables and values."""
     out.mkdir(parents=True, exist_ok=True)
     if mnist_dir:
         train, test = mnist_7_vs_9(mnist_dir, cfg.dim)
@@ -263,7 +279,14 @@ def run(cfg: Figure4Config, out: Path, mnist_dir: str | None = None, progress: b
         say(f"  chains eps={eps:g}: {secs:.1f} s per chain, risk at end {risk_end:.2e}")
     table = format_table(source, rows, curves, ref_se2)
     write_outputs(out, source, rows, curves, ref_se2)
-    return table
+    tables, values = figure4_tables(rows, curves, ref_se2)
+    runs = {e: (curves[e][1].positions[..., :2], curves[e][1].wall_times) for e in FIGURE5_EPSILONS if e in curves}
+    if runs:
+        times = snapshot_times([w for _, w in runs.values()])
+        reference = ref.positions[..., :2].reshape(-1, 2)
+        tables.update(figure5_table(runs, reference, times))
+        plot_figure5(runs, reference, times, out / "figure5.png", f"Figure 5 on {source}")
+    return table, tables, values
 
 
 def format_table(source: str, rows: list[AuditRow], curves: dict, ref_se2: float) -> str:
@@ -275,8 +298,7 @@ def format_table(source: str, rows: list[AuditRow], curves: dict, ref_se2: float
             f"    {r.epsilon:<8g}{100 * r.data_fraction:>12.1f}{100 * r.wrong_fraction:>14.2f}"
             f"  +- {100 * r.wrong_se:<9.2f}{r.acceptance:>8.3f}"
         )
-    t_end = min(c.times[-1] for c, _ in curves.values())
-    grid = np.geomspace(max(c.times[0] for c, _ in curves.values()), t_end, 4)
+    grid = risk_grid(curves)
     lines.append(f"(b) risk of the mean test prediction (reference's own s.e.^2 {ref_se2:.1e}); draws T per chain")
     lines.append("    epsilon  " + "".join(f"{f't={t:.2g}s':>11}" for t in grid) + f"{'T':>9}{'data %':>8}")
     for eps, (c, ch) in curves.items():
@@ -345,6 +367,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if cfg.chain_steps < cfg.thin * 2:
         raise ValueError(f"chain steps {cfg.chain_steps} must be at least {2 * cfg.thin} (two thinned draws)")
     out = run_dir(opts, "reproduce-figure4")
-    print(run(cfg, out, mnist_dir=opts.mnist_dir, progress=not opts.no_progress))
+    text, tables, values = run(cfg, out, mnist_dir=opts.mnist_dir, progress=not opts.no_progress)
+    print(text)
+    payload = results_payload(
+        "figure4", command_line("figure4", list(argv or [])), config=cfg, tables=tables, values=values,
+        figures=["figure4.png", "figure5.png"], extra={"data": "MNIST 7 vs 9" if opts.mnist_dir else "synthetic stand-in"},
+    )
+    write_results(out, payload, copy_to=opts.results)
     print(written(out))
     return 0

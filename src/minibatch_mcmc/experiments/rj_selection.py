@@ -108,8 +108,8 @@ def move_rates(res: TimedRun, start: dict) -> dict:
     }
 
 
-def run(cfg: RJConfig, out: Path) -> str:
-    """Run the reference and every test; write figures, ``summary.json`` and ``tables.md`` to ``out``."""
+def run(cfg: RJConfig, out: Path) -> risk_vs_time.Report:
+    """Run the reference and every test; write figures, ``summary.json`` and ``tables.md`` to ``out``; return the report."""
     out.mkdir(parents=True, exist_ok=True)
     data, beta_true = make_selection_data(cfg.seed, cfg.n_data, cfg.n_features, cfg.n_active)
     train, test = split(data, 0.2, cfg.seed)
@@ -156,30 +156,83 @@ def run(cfg: RJConfig, out: Path) -> str:
     table = format_table(rows, cfg, n_train)
     figs = plot(curves, inclusions, beta_true, out)
     (out / "tables.md").write_text(table)
+    values = {
+        **risk_vs_time.row_values("rj_selection", rows, ROW_FORMATS),
+        **reference_values(ref_incl, beta_true),
+        "rj_selection.reference_wall_min": f"{ref.wall_time / 60:.0f}",
+    }
+    tables = {"rj_selection_setup": setup_table(cfg), "rj_selection_table": risk_vs_time.result_table(COLUMNS, rows, ROW_FORMATS, cfg.time_budget)}
     (out / "summary.json").write_text(json.dumps({
         "config": cfg._asdict(), "rows": rows, "beta_true": beta_true.tolist(),
         "inclusion": {k: v.tolist() for k, v in inclusions.items()},
         "risk_curves": risk_vs_time.risk_curves_json(curves),
         "reference_wall_s": ref.wall_time,
     }, indent=1))
-    return table + "\n" + "figures: " + ", ".join(p.name for p in figs)
+    text = table + "\n" + "figures: " + ", ".join(p.name for p in figs)
+    return risk_vs_time.Report(text, tables, values, [p.name for p in figs])
+
+
+COLUMNS = (
+    "test", "steps per chain", "mean batch", "data fraction", "accept", "accepted jumps", "model size", "risk (mean pred.)",
+    "mean abs err incl. prob.",
+)
+ROW_FORMATS = {
+    "steps": "d", "mean_batch": ".0f", "data_fraction": ".3f", "accept": ".3f", "accepted_jump_fraction": ".4f",
+    "mean_model_size": ".1f", "risk": ".2e", "inclusion_abs_error": ".3f",
+}
+"""Format of each figure of a test's row (table cells and values ``rj_selection.LABEL.FIELD``)."""
 
 
 def format_table(rows: dict, cfg: RJConfig, n_train: int) -> str:
     """Markdown table: data use, acceptance, model size and final risk per test."""
-    lines = [
+    header = (
         f"Reversible-jump variable selection (Korattikara et al. 4.2.3), synthetic MiniBooNE-shaped data: N={n_train:,} "
-        f"training rows, D={cfg.n_features + 1}, {cfg.n_active} true features, {cfg.chains} chains x {cfg.time_budget:g} s each, m={cfg.batch_size}",
-        "",
-        "| test | steps per chain | mean batch | data fraction | accept | accepted jumps | model size | risk (mean pred.) | mean abs err incl. prob. |",
-        "|---|---|---|---|---|---|---|---|---|",
+        f"training rows, D={cfg.n_features + 1}, {cfg.n_active} true features, {cfg.chains} chains x {cfg.time_budget:g} s each, m={cfg.batch_size}"
+    )
+    return risk_vs_time.markdown_table(header, COLUMNS, rows, ROW_FORMATS)
+
+
+def setup_table(cfg: RJConfig) -> dict:
+    """Results table ``rj_selection_setup``: the paper's set-up beside this run's."""
+    eps = ", ".join(f"{e:g}" for e in cfg.epsilons if e > 0)
+    mhmb = f", and MHminibatch (m = {cfg.batch_size}, sigma = 1)" if cfg.mhminibatch else ""
+    ours = [
+        f"synthetic, {cfg.n_data:,} x {cfg.n_features} + intercept: AR(1)-correlated (rho = 0.3) Gaussian features, "
+        f"{cfg.n_active} true non-zero coefficients of size 0.5-1.5, intercept set for 28% positives, 80/20 split",
+        f"the same (`models.variable_selection`), `lam = {cfg.lam:g}`",
+        f"the same (`proposals.reversible_jump`), update s.d. {cfg.update_sd:g}, birth s.d. {cfg.birth_sd:g}, move probabilities 1/3 each",
+        "the intercept only, at the logit of the positive rate",
+        f"exact RJ, {cfg.chains} chains x {cfg.reference_samples:,} steps ({100 * cfg.burn_in:.0f}% burn-in)",
+        f"eps = 0 (exact MH), AustereMH(c) with m = {cfg.batch_size} and eps = {eps}{mhmb}; {cfg.chains} chains x {cfg.time_budget:g} s each",
+        f"`figure7_risk.png` (risk of the mean predicted probability on {cfg.test_points:,} test points)",
+        "`figure8_inclusion.png` (with the true non-zero features marked)",
     ]
-    for label, r in rows.items():
-        lines.append(
-            f"| {label} | {r['steps']} | {r['mean_batch']:.0f} | {r['data_fraction']:.3f} | {r['accept']:.3f} | "
-            f"{r['accepted_jump_fraction']:.4f} | {r['mean_model_size']:.1f} | {r['risk']:.2e} | {r['inclusion_abs_error']:.3f} |"
-        )
-    return "\n".join(lines) + "\n"
+    return risk_vs_time.setup_table(PAPER_SETUP, ours)
+
+
+PAPER_SETUP = (
+    ("data", "MiniBooNE, 130,065 x 50 + intercept, 28% positive, 80/20 split"),
+    ("model", "Laplace prior, psi integrated out, truncated Poisson size prior (Eq. 17)"),
+    ("moves", "update / birth / death, mu_0 of Eqs. 18-20"),
+    ("start", "one variable"),
+    ("reference", "exact RJ, 400K samples"),
+    ("runs", "eps = 0, 0.01, 0.05, 0.1, 10 chains x about 3500 s"),
+    ("Fig. 7", "risk of the mean prediction on test data vs time: lowest for eps > 0"),
+    ("Fig. 8", "marginal inclusion probabilities"),
+)
+"""Section 4.2.3's set-up, item by item."""
+
+
+def reference_values(ref_incl: np.ndarray, beta_true: np.ndarray) -> dict[str, str]:
+    """The true features and the reference's inclusion probabilities of them (with the intercept) and of the rest."""
+    true = np.flatnonzero(beta_true[1:]) + 1
+    others = np.setdiff1d(np.arange(1, len(beta_true)), true)
+    return {
+        "rj_selection.true_features": ", ".join(str(j) for j in true),
+        "rj_selection.ref_incl_true_min": f"{min(ref_incl[true].min(), ref_incl[0]):.2f}",
+        "rj_selection.ref_incl_other_max": f"{ref_incl[others].max():.2f}" if others.size else "-",
+        "rj_selection.ref_incl_others_above_0.1": str(int((ref_incl[others] > 0.1).sum())),
+    }
 
 
 def plot(curves: dict, inclusions: dict, beta_true: np.ndarray, out: Path) -> list[Path]:
@@ -225,4 +278,4 @@ def parse_config(argv: Sequence[str] | None = None) -> tuple[RJConfig, argparse.
 def main(argv: Sequence[str] | None = None) -> int:
     """``minibatch-mcmc reproduce rj-selection [--quick | --full] [options]``."""
     cfg, opts = parse_config(argv)
-    return risk_vs_time.run_timed_and_print(run, cfg, run_dir(opts, "rj-selection"))
+    return risk_vs_time.run_timed_and_print(run, "rj-selection", list(argv or []), opts.results, cfg, run_dir(opts, "rj-selection"))

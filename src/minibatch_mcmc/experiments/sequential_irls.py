@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import csv
 from pathlib import Path
+import time
 from typing import NamedTuple, Sequence
 
 import jax
@@ -22,6 +23,7 @@ import numpy as np
 
 from minibatch_mcmc.experiments.options import experiment_parser, run_dir, split_list, written
 from minibatch_mcmc.experiments.plots import pyplot, save_figure
+from minibatch_mcmc.experiments.results import command_line, results_payload, table, write_results
 from minibatch_mcmc.optim import (
     IRLSProblem,
     SequentialIRLSConfig,
@@ -149,25 +151,73 @@ def time_to_reach(curve: Curve, target: float) -> float:
     return float(curve.times[hit[0]]) if hit.size else float("inf")
 
 
-def format_table(setup: ProblemSetup, curves: list[Curve], start: float) -> str:
+SHORT_NAMES = ("batch", "sequential", "debiased", "sgd")
+"""Value-key names of the curves :func:`compare` returns, in its order."""
+
+
+def summary_rows(setup: ProblemSetup, curves: list[Curve], start: float) -> list[dict]:
     """Per method: final time, final test metric, data touched (in passes over N), and seconds to close 90% / 99% of
     the gap between the start's and batch IRLS's final test metric, with the ratio to batch IRLS's time."""
     best = curves[0].metric[-1]
     gap = start - best
-    metric = "test MAE" if setup.name == "lad" else "test NLL"
+    ref = [time_to_reach(curves[0], best + f * gap) for f in (0.1, 0.01)]
+    rows = []
+    for c in curves:
+        t = [time_to_reach(c, best + f * gap) for f in (0.1, 0.01)]
+        ratio = [tt / r if np.isfinite(tt) and r > 0 else float("inf") for tt, r in zip(t, ref)]
+        rows.append({
+            "method": c.method, "time": float(c.times[-1]), "metric": float(c.metric[-1]),
+            "passes": float(c.data_used[-1] / setup.n_train), "t10": t[0], "ratio10": ratio[0], "t1": t[1], "ratio1": ratio[1],
+        })
+    return rows
+
+
+def metric_name(setup: ProblemSetup) -> str:
+    """``test MAE`` (LAD) or ``test NLL`` (logistic)."""
+    return "test MAE" if setup.name == "lad" else "test NLL"
+
+
+def format_table(setup: ProblemSetup, curves: list[Curve], start: float) -> str:
+    """The rows of :func:`summary_rows` as printed text."""
+    metric = metric_name(setup)
     lines = [
         f"{setup.name}: N={setup.n_train:,} x D={setup.dim}, {setup.n_test:,} test rows; start {metric} {start:.4f}",
         f"{'method':<32}{'time s':>9}{metric:>11}{'data/N':>9}{'t(10%) s':>10}{'ratio':>7}{'t(1%) s':>11}{'ratio':>7}",
     ]
-    ref = [time_to_reach(curves[0], best + f * gap) for f in (0.1, 0.01)]
-    for c in curves:
-        t = [time_to_reach(c, best + f * gap) for f in (0.1, 0.01)]
-        ratio = [tt / r if np.isfinite(tt) and r > 0 else float("inf") for tt, r in zip(t, ref)]
+    for r in summary_rows(setup, curves, start):
         lines.append(
-            f"{c.method:<32}{c.times[-1]:>9.3f}{c.metric[-1]:>11.4f}{c.data_used[-1] / setup.n_train:>9.2f}"
-            f"{t[0]:>10.3f}{ratio[0]:>7.2f}{t[1]:>11.3f}{ratio[1]:>7.2f}"
+            f"{r['method']:<32}{r['time']:>9.3f}{r['metric']:>11.4f}{r['passes']:>9.2f}"
+            f"{r['t10']:>10.3f}{r['ratio10']:>7.2f}{r['t1']:>11.3f}{r['ratio1']:>7.2f}"
         )
     return "\n".join(lines)
+
+
+def cells(r: dict) -> dict[str, str]:
+    """The formatted figures of one :func:`summary_rows` row (``never`` for a gap never closed)."""
+
+    def fmt(v: float, spec: str) -> str:
+        return format(v, spec) if np.isfinite(v) else "never"
+
+    return {
+        "time": f"{r['time']:.3f}", "metric": f"{r['metric']:.4f}", "passes": f"{r['passes']:.2f}",
+        "t10": fmt(r["t10"], ".3f"), "ratio10": fmt(r["ratio10"], ".2f"), "t1": fmt(r["t1"], ".3f"), "ratio1": fmt(r["ratio1"], ".2f"),
+    }
+
+
+def results_of(setup: ProblemSetup, curves: list[Curve], start: float) -> tuple[dict, dict[str, str]]:
+    """The results table ``irls_NAME`` and the values ``irls.NAME.*`` the docs quote for one problem."""
+    rows = summary_rows(setup, curves, start)
+    columns = ["method", "time s", metric_name(setup), "data/N", "t(10%) s", "t(10%) / batch", "t(1%) s", "t(1%) / batch"]
+    fields = ("time", "metric", "passes", "t10", "ratio10", "t1", "ratio1")
+    tab = table(columns, [[r["method"], *(cells(r)[f] for f in fields)] for r in rows])
+    values = {f"irls.{setup.name}.start": f"{start:.4f}"}
+    for short, r in zip(SHORT_NAMES, rows):
+        values.update({f"irls.{setup.name}.{short}.{f}": v for f, v in cells(r).items()})
+        values[f"irls.{setup.name}.{short}.speedup1"] = f"{1 / r['ratio1']:.0f}" if 0 < r["ratio1"] < np.inf else "never"
+    seq = curves[1].metric[len(curves[1].metric) // 2 :]
+    values[f"irls.{setup.name}.sequential.late_min"] = f"{seq.min():.4f}"
+    values[f"irls.{setup.name}.sequential.late_max"] = f"{seq.max():.4f}"
+    return {f"irls_{setup.name}": tab}, values
 
 
 def write_outputs(out: Path, setup: ProblemSetup, curves: list[Curve]) -> None:
@@ -203,6 +253,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     SequentialIRLSConfig(epsilon=opts.epsilon).validate(10**6, 1)
     out = run_dir(opts, "reproduce-irls")
     sizes = QUICK if opts.quick else FULL
+    tables, values, setups, t0 = {}, {}, {}, time.perf_counter()
     for name in opts.problems:
         setup = sizes[name]
         if opts.n_train is not None:
@@ -213,5 +264,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         curves, start = compare(setup, opts.seed, opts.epsilon)
         write_outputs(out, setup, curves)
         print(format_table(setup, curves, start), flush=True)
+        tab, vals = results_of(setup, curves, start)
+        tables.update(tab)
+        values.update(vals)
+        setups[name] = setup
+    values["irls.wall_s"] = f"{time.perf_counter() - t0:.0f}"
+    payload = results_payload(
+        "irls", command_line("irls", list(argv or [])), config={"epsilon": opts.epsilon, "seed": opts.seed, "problems": setups},
+        tables=tables, values=values, figures=[f"{n}_test_error_vs_time.png" for n in opts.problems],
+    )
+    write_results(out, payload, copy_to=opts.results)
     print(written(out))
     return 0

@@ -9,7 +9,7 @@ draws and the exact bin probabilities, the data each test touches and the accept
 
 ``minibatch-mcmc reproduce sgld-l1 [--quick]`` writes ``histograms.png``, ``summary.json`` and
 ``table.md`` to ``runs/sgld-l1``; ``--probe`` instead measures each minibatch test's acceptance
-probability at fixed moves against the exact test's (``probe.md``).
+probability at fixed moves against the exact test's (``probe.md``; :mod:`.sgld_l1_probe`).
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from minibatch_mcmc.acceptance import MetropolisTest, austere_mh, mh_minibatch, 
 from minibatch_mcmc.checks import check_int
 from minibatch_mcmc.experiments.options import experiment_parser, run_dir, with_given, written
 from minibatch_mcmc.experiments.plots import pyplot, save_figure
+from minibatch_mcmc.experiments.results import command_line, results_payload, table, write_results
 from minibatch_mcmc.experiments.timed import wall_clock
 from minibatch_mcmc.models.l1_regression import (
     L1DataSettings,
@@ -194,87 +195,69 @@ def plot(post: L1Posterior, results: dict[str, np.ndarray], rows: list[dict], ed
     return save_figure(fig, path)
 
 
-def format_table(rows: list[dict], exact: dict | None = None) -> str:
-    """Markdown table of the runs beside the paper's data fractions (and the exact posterior's tail, if given)."""
-    head = "| method | TV to exact | iid TV floor at ESS | ESS | acceptance | data per test (% of N) | paper | P(theta<0) | 99.9% quantile | max |"
-    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+TABLE_COLUMNS = (
+    "method", "TV to exact", "iid TV floor at ESS", "ESS", "acceptance", "data per test (% of N)", "paper", "P(theta<0)",
+    "99.9% quantile", "max",
+)
+
+
+def markdown(tab: dict) -> str:
+    """A results table as Markdown text."""
+    lines = ["| " + " | ".join(tab["columns"]) + " |", "|" + "---|" * len(tab["columns"])]
+    return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in tab["rows"]])
+
+
+def results_table(rows: list[dict], exact: dict | None = None) -> dict:
+    """The runs beside the paper's data fractions (and the exact posterior's tail, if given), as a results table."""
+    cells = []
     for r in rows:
         paper = "" if r["paper_data_fraction"] is None else f"{100 * r['paper_data_fraction']:.1f}"
-        lines.append(
-            f"| {r['method']} | {r['tv']:.3f} | {r['tv_iid_floor_at_ess']:.3f} | {r['ess']:.0f} | {r['acceptance_rate']:.3f} | "
-            f"{100 * r['data_fraction_per_test']:.1f} | {paper} | {r['p_negative']:.4f} | {r['q999']:.4f} | {r['max']:.4f} |"
-        )
+        cells.append([
+            r["method"], f"{r['tv']:.3f}", f"{r['tv_iid_floor_at_ess']:.3f}", f"{r['ess']:.0f}", f"{r['acceptance_rate']:.3f}",
+            f"{100 * r['data_fraction_per_test']:.1f}", paper, f"{r['p_negative']:.4f}", f"{r['q999']:.4f}", f"{r['max']:.4f}",
+        ])
     if exact is not None:
-        lines.append(f"| exact (quadrature) | 0 | | | | | | {exact['p_negative']:.4f} | {exact['q999']:.4f} | |")
-    return "\n".join(lines)
+        cells.append(["exact (quadrature)", "0", "", "", "", "", "", f"{exact['p_negative']:.4f}", f"{exact['q999']:.4f}", ""])
+    return table(TABLE_COLUMNS, cells)
 
 
-PROBE_PAIRS = ((0.0005, 0.002), (0.005, 0.008), (0.01, 0.012), (0.02, 0.023), (0.015, 0.02))
-"""Moves ``theta -> theta'`` (and their reverses) at which :func:`probe_acceptance` measures each test's acceptance."""
+def format_table(rows: list[dict], exact: dict | None = None) -> str:
+    """Markdown table of the runs beside the paper's data fractions (and the exact posterior's tail, if given)."""
+    return markdown(results_table(rows, exact))
 
 
-def probe_acceptance(
-    cfg: SGLDL1Config, pairs=PROBE_PAIRS, n_keys: int = 20_000, methods: tuple[str, ...] = ("AustereMH eps=0.1", "MHminibatch")
-) -> list[dict]:
-    """Acceptance frequency of each minibatch test over ``n_keys`` draws at fixed moves, against the exact test it approximates.
-
-    AustereMH approximates Metropolis ``min(1, e^Delta)``, MHminibatch approximates Barker ``sigmoid(Delta)``;
-    ``psi`` is the prior ratio only (the per-step error does not depend on where ``psi`` comes from).
-    """
-    from minibatch_mcmc.acceptance import Statistics
-    from minibatch_mcmc.acceptance.base import exact_delta
-
-    data = make_l1_data(jax.random.key(cfg.data_seed), L1DataSettings(n_data=cfg.n_data))
-    model = l1_regression(L1RegressionSettings(cfg.lam, cfg.lam0))
-    tests = method_tests(cfg)
-    moves = [m for a, b in pairs for m in ((a, b), (b, a))]
-    rows = []
-    for name in methods:
-        test = tests[name]
-
-        @jax.jit
-        def decide_many(theta, theta_new, keys, data):
-            """Exact ``Delta`` and the test's acceptance frequency and mean batch over ``keys`` at one move."""
-            psi = model.log_prior(theta_new) - model.log_prior(theta)
-            log_ratio = lambda b: model.log_lik(theta_new, b) - model.log_lik(theta, b)
-            stats = Statistics(log_ratio, data, cfg.n_data, psi, jnp.float32(1.0))
-            out = jax.vmap(lambda k: test.decide(k, stats))(keys)
-            return exact_delta(stats)[0], jnp.mean(out.accepted), jnp.mean(out.batch_size)
-
-        for i, (th, thp) in enumerate(moves):
-            keys = jax.random.split(jax.random.fold_in(jax.random.key(cfg.seed + 1), i), n_keys)  # fresh draws per move
-            d, a, b = decide_many(jnp.asarray([th], jnp.float32), jnp.asarray([thp], jnp.float32), keys, data)
-            delta, acc = float(d), float(a)
-            exact = 1.0 / (1.0 + math.exp(-delta)) if name == "MHminibatch" else math.exp(min(delta, 0.0))
-            se = math.sqrt(max(exact * (1 - exact), acc * (1 - acc), 1.0 / n_keys) / n_keys)
-            rows.append(
-                {
-                    "method": name,
-                    "theta": th,
-                    "theta_new": thp,
-                    "delta": delta,
-                    "exact": exact,
-                    "observed": acc,
-                    "z": (acc - exact) / se,
-                    "data_fraction": float(b) / cfg.n_data,
-                }
-            )
-    return rows
+def method_key(name: str) -> str:
+    """A method's name as a value-key part: ``sgld``, ``exact_mh``, ``austere_0.1``, ``mhminibatch``."""
+    if name.startswith("AustereMH eps="):
+        return "austere_" + name.split("=", 1)[1]
+    return {"SGLD (no test)": "sgld", "SGLD + exact MH": "exact_mh"}.get(name, name.lower().replace(" ", "_"))
 
 
-def format_probe(rows: list[dict]) -> str:
-    """Markdown table of :func:`probe_acceptance`."""
-    lines = ["| method | theta -> theta' | Delta | exact P(accept) | observed | z | data per test (% of N) |", "|---|---|---|---|---|---|---|"]
+def run_values(rows: list[dict], exact: dict) -> dict[str, str]:
+    """The figures the docs quote: the exact posterior's summaries and each method's TV, mean, tail and data use."""
+    values = {
+        "sgld_l1.exact.mode": f"{exact['mode']:.5f}", "sgld_l1.exact.mean": f"{exact['mean']:.5f}",
+        "sgld_l1.exact.sd": f"{exact['sd']:.5f}", "sgld_l1.exact.p_negative": f"{exact['p_negative']:.4f}",
+        "sgld_l1.exact.p_negative_pct": f"{100 * exact['p_negative']:.2f}", "sgld_l1.exact.q999": f"{exact['q999']:.4f}",
+        "sgld_l1.exact.lam_s_xy": f"{exact['lam_s_xy']:.1f}",
+    }
     for r in rows:
-        lines.append(
-            f"| {r['method']} | {r['theta']:.4f} -> {r['theta_new']:.4f} | {r['delta']:.3f} | {r['exact']:.4f} | {r['observed']:.4f} | "
-            f"{r['z']:+.1f} | {100 * r['data_fraction']:.1f} |"
-        )
-    return "\n".join(lines)
+        k = f"sgld_l1.{method_key(r['method'])}"
+        values.update({
+            f"{k}.tv": f"{r['tv']:.3f}", f"{k}.mean": f"{r['mean']:.4f}", f"{k}.p_negative_pct": f"{100 * r['p_negative']:.2f}",
+            f"{k}.data_pct": f"{100 * r['data_fraction_per_test']:.1f}", f"{k}.acceptance": f"{r['acceptance_rate']:.3f}",
+            f"{k}.wall_s": f"{r['wall_time_s']:.0f}",
+        })
+    corrected = [r["tv"] for r in rows if r["method"] != "SGLD (no test)"]
+    if corrected:
+        values["sgld_l1.corrected_tv_min"] = f"{min(corrected):.2f}"
+        values["sgld_l1.corrected_tv_max"] = f"{max(corrected):.2f}"
+    return values
 
 
-def run(cfg: SGLDL1Config, out: Path, progress: bool = True, methods: tuple[str, ...] | None = None) -> str:
-    """Run every method (or those named in ``methods``), write the figure, ``summary.json`` and ``table.md``; return the table."""
+def run(cfg: SGLDL1Config, out: Path, progress: bool = True, methods: tuple[str, ...] | None = None) -> tuple[str, dict, dict]:
+    """Run every method (or those named in ``methods``), write the figure, ``summary.json`` and ``table.md``; return the
+    printed text, the results table and the values."""
     check_config(cfg)
     tests = method_tests(cfg)  # bad settings fail before any work
     if methods is not None:
@@ -321,7 +304,13 @@ def run(cfg: SGLDL1Config, out: Path, progress: bool = True, methods: tuple[str,
         f"P(theta<0) {exact['p_negative']:.4f}; lambda S_xy = {exact['lam_s_xy']:.1f}; bins of width {exact['bin_width']:.5f}.\n"
     )
     (out / "table.md").write_text(header + "\n" + table + "\n")
-    return header + "\n" + table
+    return header + "\n" + table, {"sgld_l1_table": results_table(rows, exact)}, run_values(rows, exact)
+
+
+def write_run_results(name: str, argv, opts, cfg: SGLDL1Config, out: Path, tables: dict, values: dict, figures: list) -> None:
+    """Write the run's results file (``--results FILE``: a copy)."""
+    payload = results_payload(name, command_line(name, list(argv or [])), config=cfg, tables=tables, values=values, figures=figures)
+    write_results(out, payload, copy_to=opts.results)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -347,15 +336,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     if opts.probe:
         check_config(cfg)
         out.mkdir(parents=True, exist_ok=True)
-        table = format_probe(probe_acceptance(cfg, n_keys=2000 if opts.quick else 20_000))
-        (out / "probe.md").write_text(table + "\n")
-        print(table)
+        from minibatch_mcmc.experiments.sgld_l1_probe import run_probe
+
+        tables, values = run_probe(cfg, out, n_keys=2000 if opts.quick else 20_000)
+        write_run_results("sgld-l1", argv, opts, cfg, out, tables, values, [])
         return 0
     print(
         f"Korattikara et al. 4.2.4: SGLD on 1-D L1-regularised regression, N={cfg.n_data:,}, alpha={cfg.step_size:g}, "
         f"{cfg.num_samples:,} samples x {cfg.num_chains} chain(s); tests: {', '.join(method_tests(cfg))}",
         flush=True,
     )
-    print(run(cfg, out, progress=not opts.no_progress))
+    (text, tables, values), seconds = wall_clock(run, cfg, out, progress=not opts.no_progress)
+    print(text)
+    values["sgld_l1.wall_min"] = f"{seconds / 60:.1f}"
+    write_run_results("sgld-l1", argv, opts, cfg, out, tables, values, ["histograms.png"])
     print(written(out))
     return 0
