@@ -8,6 +8,7 @@ times that are not the sampling time pro rata.
 import json
 
 import numpy as np
+import pytest
 
 from minibatch_mcmc.experiments import mint_gmm, mint_logistic, mintee
 
@@ -17,7 +18,7 @@ def _results(path):
 
 
 def test_mint_gmm_tiny_run_writes_its_table_and_values(tmp_path):
-    cfg = mint_gmm.MintGMMConfig(n_data=20_000, batch_size=200, num_samples=600, runs=2, radius=0.2, sgld_steps=100)
+    cfg = mint_gmm.MintGMMConfig(n_data=3000, batch_size=100, num_samples=400, runs=2, radius=0.3, sgld_steps=50)
     mint_gmm.run(cfg, tmp_path / "run", progress=False, command="cmd", results=str(tmp_path / "mint_gmm.json"))
     res = _results(tmp_path / "mint_gmm.json")
     assert res == _results(tmp_path / "run" / "results.json") and res["command"] == "cmd"
@@ -51,6 +52,7 @@ def test_mint_logistic_tables_and_wall_clock_figure(tmp_path):
     assert path.name == "mint_logistic_figure5_wallclock.png" and path.stat().st_size > 0
 
 
+@pytest.mark.slow  # about 25 s of CPU (MINTEE's compile)
 def test_mintee_tiny_run_writes_table3_with_the_paper_rows(tmp_path):
     argv = ["--quick", "--n-data", "2000", "--num-samples", "120", "--burn-in", "40", "--plain-samples", "30",
             "--out", str(tmp_path), "--name", "t", "--no-progress", "--results", str(tmp_path / "mintee_tiny.json")]

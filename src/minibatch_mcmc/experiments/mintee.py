@@ -210,6 +210,7 @@ def results_values(summary: dict, result: MINTEEResult, prefix: str) -> dict:
         "basin_switches_per_sweep": f"{m['basin_switches'] / draws:.2f}",
         "modes_visited": str(m["modes_visited"]),
         "percent_in_a_mode": f"{100 * m['fraction_in_a_mode']:.0f}",
+        "percent_outside_modes": f"{100 * (1 - m['fraction_in_a_mode']):.0f}",
         "max_mode_percent": f"{100 * m['max_mode_fraction']:.2f}",
         "mode_switches": f"{m['mode_switches']:,}",
         "kmeans_elbow": str(m["kmeans_elbow"]),
@@ -226,6 +227,8 @@ def results_values(summary: dict, result: MINTEEResult, prefix: str) -> dict:
         "plain_max_mode_percent": f"{100 * pl['max_mode_fraction']:.0f}",
         "plain_median_max_coordinate": f"{pl['median_max_coordinate']:.2f}",
         "plain_acceptance": f"{pl['acceptance_rate']:.2f}",
+        "plain_steps_to_leave_start": "never" if pl["steps_to_leave_start"] is None else str(pl["steps_to_leave_start"]),
+        "plain_median_distance_from_start": f"{pl['median_distance_from_start']:.1f}",
         "plain_wall_s": f"{pl['wall_time_s']:.0f}",
     }
     return {f"{prefix}.{k}": x for k, x in v.items()}
@@ -264,6 +267,10 @@ def run(cfg: ExperimentConfig, out: Path, progress: bool = True, command: str | 
     )
     plain_draws = np.asarray(plain.positions)[0]
     plain_modes = mode_summary(plain_draws, cfg.spike)
+    dist = np.linalg.norm(plain_draws - np.asarray(plain_init), axis=1)
+    left = np.flatnonzero(dist >= cfg.spike / np.sqrt(2.0))  # half the inter-mode distance from the start
+    plain_modes["steps_to_leave_start"] = int(left[0]) + 1 if left.size else None
+    plain_modes["median_distance_from_start"] = float(np.median(dist[len(dist) // 2 :]))
 
     _figures(out, draws, plain_draws, clusters, obj, cfg)
     table = ring_table(result)
