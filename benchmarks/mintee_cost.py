@@ -9,18 +9,25 @@ the source of the ``K^2``). Reported per post-burn-in draw of chain 0: data poin
 chains, burn-in included) and wall seconds (compilation excluded), with ratios to the full-data
 EE sampler of the same schedule. Also: the ``padded`` layout and Algorithm 2's cached EE energies.
 
-    .venv/bin/python benchmarks/mintee_cost.py [--n 16000] [--samples 500] [--burn-in 100]
+    .venv/bin/python benchmarks/mintee_cost.py [--n 16000] [--samples 500] [--burn-in 100] [--results docs/results/mintee_cost.json]
+
+``--results FILE`` writes the table (``STEM_table``, STEM the file's name) and the ratios the docs quote
+(``STEM.*``) to FILE; without it nothing is written.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
+import sys
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 
+from minibatch_mcmc.experiments.results import results_payload, table
 from minibatch_mcmc.models.tied_mixture import make_tied_mixture_data, tied_mixture, tied_mixture_truth
 from minibatch_mcmc.samplers.mintee import MINTEEConfig, full_data_energy, mintee
 
@@ -35,6 +42,7 @@ def main() -> None:
     ap.add_argument("--samples", type=int, default=500)
     ap.add_argument("--burn-in", type=int, default=100)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--results", default=None, metavar="FILE", help="write the results file (e.g. docs/results/mintee_cost.json)")
     a = ap.parse_args()
 
     model = tied_mixture(a.components)
@@ -66,13 +74,33 @@ def main() -> None:
         f"# {platform.processor() or platform.machine()}, {os.cpu_count()} cores, jax {jax.__version__}, "
         f"{jax.devices()[0].platform}"
     )
-    print("| sampler | starts | data / lowest sample | ratio to EE | s / lowest sample | ratio to EE | compile s |")
-    print("|---|---|---|---|---|---|---|")
+    cols = ["sampler", "starts", "data / lowest sample", "ratio to EE", "s / lowest sample", "ratio to EE", "compile s"]
     ref = {sched: r for name, sched, r in rows if name == "EE full data"}
+    cells, ratios = [], {}
     for name, sched, r in rows:
         d, s = r.data_per_lowest_sample(), r.seconds_per_lowest_sample()
         d0, s0 = ref[sched].data_per_lowest_sample(), ref[sched].seconds_per_lowest_sample()
-        print(f"| {name} | {sched} | {d:,.0f} | {d / d0:.3f} | {s * 1e3:.2f} ms | {s / s0:.3f} | {r.compile_time:.1f} |")
+        cells.append([name, sched, f"{d:,.0f}", f"{d / d0:.3f}", f"{s * 1e3:.2f} ms", f"{s / s0:.3f}", f"{r.compile_time:.1f}"])
+        ratios[(name, sched)] = (d / d0, s / s0)
+    print("| " + " | ".join(cols) + " |\n|" + "---|" * len(cols))
+    for row in cells:
+        print("| " + " | ".join(row) + " |")
+    if a.results:
+        stem = Path(a.results).stem
+        values = {
+            f"{stem}.data_ratio_together": f"{ratios[('MINTEE', 'together')][0]:.3f}",
+            f"{stem}.data_ratio_staggered": f"{ratios[('MINTEE', 'staggered')][0]:.3f}",
+            f"{stem}.time_ratio_together": f"{ratios[('MINTEE', 'together')][1]:.3f}",
+            f"{stem}.time_ratio_staggered": f"{ratios[('MINTEE', 'staggered')][1]:.3f}",
+            f"{stem}.padded_over_ee": f"{ratios[('MINTEE, padded layout', 'together')][1]:.2f}",
+            f"{stem}.padded_over_loop": f"{ratios[('MINTEE, padded layout', 'together')][1] / ratios[('MINTEE', 'together')][1]:.1f}",
+            f"{stem}.batches": ", ".join(str(b) for b in rows[1][2].ladder.batch_sizes),
+        }
+        payload = results_payload("mintee_cost", " ".join(["python", *sys.argv]), config=vars(a),
+                                  tables={f"{stem}_table": table(cols, cells)}, values=values)
+        Path(a.results).parent.mkdir(parents=True, exist_ok=True)
+        Path(a.results).write_text(json.dumps(payload, indent=1) + "\n")
+        print(f"wrote {a.results}")
 
 
 if __name__ == "__main__":

@@ -14,7 +14,8 @@ TINY = ["--source", "synthetic", "--n-train", "400", "--n-test", "300", "--epoch
 
 
 def test_main_tiny(tmp_path, capsys):
-    assert cmint_bnn.main([*TINY, "--out", str(tmp_path), "--name", "t", "--no-progress"]) == 0
+    results = tmp_path / "cmint_bnn_tiny.json"
+    assert cmint_bnn.main([*TINY, "--out", str(tmp_path), "--name", "t", "--no-progress", "--results", str(results)]) == 0
     out = tmp_path / "t"
     with open(out / "test_error.csv") as f:
         rows = list(csv.DictReader(f))
@@ -32,6 +33,14 @@ def test_main_tiny(tmp_path, capsys):
     assert 0.0 < summary["methods"]["mint"]["temperature"] < 400
     assert (out / "test_error.png").stat().st_size > 0
     assert "cmint" in capsys.readouterr().out
+    # the results file: named after --results' file, cells equal to the CSV's last errors
+    res = json.loads(results.read_text())
+    assert res == json.loads((out / "results.json").read_text()) and res["command"].startswith("minibatch-mcmc reproduce cmint-bnn")
+    tab = res["tables"]["cmint_bnn_tiny_errors"]
+    cells = {(r[0], r[1]): r[3] for r in tab["rows"]}
+    assert cells[("SGD", "current weights")] == f"{by[('sgd', 'current')][-1][1]:.3f}"
+    assert cells[("CMINT", "ensemble of the 2 snapshots")] == f"{by[('cmint', 'ensemble')][-1][1]:.3f}"
+    assert res["values"]["cmint_bnn_tiny.cmint_snapshots"] == ", ".join(f"{e:.3f}" for _, e in by[("cmint", "ensemble")])
 
 
 @pytest.mark.parametrize(

@@ -32,9 +32,10 @@ import numpy as np
 from minibatch_mcmc.acceptance.mint import mint
 from minibatch_mcmc.checks import check_int, check_positive
 from minibatch_mcmc.experiments.bnn_data import DATASETS, load_data
+from minibatch_mcmc.experiments.cmint_bnn_report import format_table, plot_test_error, results_tables
 from minibatch_mcmc.experiments.nn_baselines import make_sgd_epoch, make_sgld_epoch, sgd_optimizer, weights_mask
 from minibatch_mcmc.experiments.options import experiment_parser, run_dir, split_list, with_given, with_presets, written
-from minibatch_mcmc.experiments.plots import pyplot, save_figure
+from minibatch_mcmc.experiments.results import command_line, results_payload, write_results
 from minibatch_mcmc.models.mlp import bayesian_mlp, check_classification_data, error_rate, init_mlp, predict_proba
 from minibatch_mcmc.samplers.cmint import cmint, cmint_schedule, ensemble_predict_proba, make_epoch_runner, run_langevin_epochs
 
@@ -122,8 +123,12 @@ def _error_fn(test: dict):
     return jax.jit(lambda p: predict_proba(p, x))
 
 
-def run(cfg: BNNConfig, out: Path, progress: bool = True) -> str:
-    """Run the comparison, write ``test_error.csv``, ``summary.json`` and ``test_error.png`` under ``out``; return a table."""
+def run(cfg: BNNConfig, out: Path, progress: bool = True, command: str | None = None, results: str | None = None) -> str:
+    """Run the comparison, write ``test_error.csv``, ``summary.json``, ``test_error.png`` and the results file; return a table.
+
+    The results file's table and values are named after ``results``' file name (``cmint_bnn`` without it), so
+    runs with different settings can sit side by side in ``docs/results/``.
+    """
     validate_config(cfg)
     train, test, described = load_data(cfg.data, cfg.n_train, cfg.n_test, cfg.seed)
     sizes = (train["x"].shape[1], cfg.hidden, 10)
@@ -238,53 +243,12 @@ def run(cfg: BNNConfig, out: Path, progress: bool = True) -> str:
     table = format_table(rows, info)
     (out / "table.txt").write_text(described + "\n" + table + "\n")
     plot_test_error(rows, out / "test_error.png", described)
+    prefix = Path(results).stem if results else "cmint_bnn"
+    tables, values = results_tables(rows, info, cfg.epochs, prefix)
+    payload = results_payload("cmint-bnn", command or command_line("cmint-bnn", []), config=cfg, tables=tables, values=values,
+                              figures=[str(out / "test_error.png")], extra={"data": described})
+    write_results(out, payload, copy_to=results)
     return table
-
-
-def final_errors(rows: list[tuple[int, str, str, float]]) -> dict[str, tuple[int, str, float]]:
-    """Per method, the last recorded ``(epoch, estimator, error)`` of its reported estimator."""
-    reported = {"sgd": "current", "sgd-m": "current", "sgld": "average", "mint": "average", "cmint": "ensemble"}
-    out = {}
-    for epoch, method, est, err in rows:
-        if est == reported[method]:
-            out[method] = (epoch, est, err)
-    return out
-
-
-def format_table(rows: list[tuple[int, str, str, float]], info: dict) -> str:
-    """A plain-text table of final and best test errors, wall time and mean acceptance."""
-    lines = [f"{'method':<7} {'estimator':<9} {'epochs':>6} {'final err':>9} {'best err':>9} {'wall s':>7} {'accept':>6}"]
-    for method, (epoch, est, err) in final_errors(rows).items():
-        best = min(r[3] for r in rows if r[1] == method and r[2] == est)
-        acc = info[method].get("acceptance_by_epoch")
-        acc_s = f"{np.mean(acc):6.2f}" if acc else f"{'-':>6}"
-        lines.append(f"{method:<7} {est:<9} {epoch:>6} {err:>9.4f} {best:>9.4f} {info[method]['wall_s']:>7.1f} {acc_s}")
-    return "\n".join(lines)
-
-
-def plot_test_error(rows: list[tuple[int, str, str, float]], path: Path, title: str) -> None:
-    """Test error against epochs for each method (Figure 3's layout); CMINT's final ensemble as a dashed line.
-
-    SGLD and MINT are drawn with the paper's estimator (the average of the samples, solid) and the
-    posterior predictive (the mean softmax of epoch-end samples, dotted).
-    """
-    fig, ax = pyplot().subplots(figsize=(6.4, 4.2))
-    finals = final_errors(rows)
-    for method, (_, est, _) in finals.items():
-        if method == "cmint":
-            continue
-        pts = [(r[0], r[3]) for r in rows if r[1] == method and r[2] == est]
-        (line,) = ax.plot(*zip(*pts), label=f"{method.upper()} ({est})" if est != "current" else method.upper())
-        pred = [(r[0], r[3]) for r in rows if r[1] == method and r[2] == "predictive"]
-        if pred:
-            ax.plot(*zip(*pred), ls=":", color=line.get_color(), label=f"{method.upper()} (predictive)")
-    if "cmint" in finals:
-        ax.axhline(finals["cmint"][2], color="k", ls="--", label=f"CMINT ensemble ({finals['cmint'][0]} epochs)")
-    ax.set_xlabel("epoch")
-    ax.set_ylabel("test error")
-    ax.set_title(title, fontsize=8)
-    ax.legend(fontsize=8)
-    save_figure(fig, path, dpi=120)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -354,7 +318,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"CMINT {cfg.cycles} rounds of {cfg.cycle_epochs} epochs (r={cfg.decay_every}); methods {', '.join(cfg.methods)}",
         flush=True,
     )
-    table = run(cfg, out, progress=not opts.no_progress)
+    command = command_line("cmint-bnn", list(argv) if argv is not None else [])
+    table = run(cfg, out, progress=not opts.no_progress, command=command, results=opts.results)
     print(table)
     print(written(out))
     return 0

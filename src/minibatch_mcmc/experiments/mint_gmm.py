@@ -20,6 +20,7 @@ from minibatch_mcmc.acceptance import mint, no_test
 from minibatch_mcmc.diagnostics import chi_squared, grid_posterior
 from minibatch_mcmc.experiments.options import experiment_parser, positive_float, positive_int, run_dir, with_given, with_presets
 from minibatch_mcmc.experiments.plots import pyplot, save_figure
+from minibatch_mcmc.experiments.results import command_line, results_payload, table, write_results
 from minibatch_mcmc.models import MixtureSettings, gaussian_mixture, log_posterior_grid, make_mixture_data
 from minibatch_mcmc.proposals import langevin, random_walk
 from minibatch_mcmc.samplers import sample
@@ -169,8 +170,39 @@ def plot(cfg: MintGMMConfig, draws: np.ndarray, data: np.ndarray, temperature: f
     return save_figure(fig, out / "mint_gmm_figure1.png")
 
 
-def run(cfg: MintGMMConfig, out: Path, progress: bool = True) -> str:
-    """Run MINT and SGLD, write the figure, table and summary; return the table."""
+def results_tables(summary: dict) -> tuple[dict, dict]:
+    """The results file's table ``mint_gmm_figure1`` (paper against ours) and the values the docs' prose quotes."""
+    s = summary
+    mint_frac, sgld_frac = np.asarray(s["mint_nearest_mode1_fraction_per_run"]), np.asarray(s["sgld_nearest_mode1_fraction_per_run"])
+    sgld_one_mode = int(np.sum((sgld_frac == 0.0) | (sgld_frac == 1.0)))
+    low, high = s["mint_ratio_90"]
+    rows = [
+        ["both modes visited", "yes",
+         f"{s['mint_runs_visiting_both']} of {s['runs']} runs hit both balls; per run, {mint_frac.min():.2f}-{mint_frac.max():.2f} "
+         "of the draws are nearer to mode 1"],
+        ["ratio of ball probabilities", '"1.00", estimated "quite accurately"',
+         f"{s['mint_ratio']:.2f}, 90% bootstrap band over runs [{low:.2f}, {high:.2f}], pooled over {s['runs']} runs x {s['iterations']:,} "
+         f"({s['hits_mode1']} vs {s['hits_mode2']} hits); exact under pi_T by quadrature: {s['exact_ratio']:.3f}"],
+        ["SGLD", "visits one mode only",
+         f"{s['runs']} SGLD chains at T = 1, {s['sgld_steps']:,} steps: {sgld_one_mode} of {s['runs']} spend all of their second half in one mode "
+         f"({int(np.sum(sgld_frac == 1.0))} in mode 1, {int(np.sum(sgld_frac == 0.0))} in mode 2)"],
+    ]
+    values = {
+        "mint_gmm.acceptance": f"{s['acceptance_rate']:.3f}",
+        "mint_gmm.ratio": f"{s['mint_ratio']:.2f}",
+        "mint_gmm.ratio_band": f"[{low:.2f}, {high:.2f}]",
+        "mint_gmm.exact_ratio": f"{s['exact_ratio']:.3f}",
+        "mint_gmm.chi_squared": f"{s['chi_squared_thinned']:.0f}",
+        "mint_gmm.chi_squared_dof": f"{s['chi_squared_dof']}",
+        "mint_gmm.sgld_one_mode": f"{sgld_one_mode} of {s['runs']}",
+        "mint_gmm.wall_mint_s": f"{s['wall_time_mint_s']:.0f}",
+        "mint_gmm.wall_sgld_s": f"{s['wall_time_sgld_s']:.0f}",
+    }
+    return {"mint_gmm_figure1": table(["quantity", "paper", "ours"], rows)}, values
+
+
+def run(cfg: MintGMMConfig, out: Path, progress: bool = True, command: str | None = None, results: str | None = None) -> str:
+    """Run MINT and SGLD, write the figure, table, summary and results file; return the table."""
     out.mkdir(parents=True, exist_ok=True)
     data = make_mixture_data(jax.random.key(cfg.seed), cfg.n_data)
     data_np = np.asarray(data, np.float64)
@@ -215,6 +247,10 @@ def run(cfg: MintGMMConfig, out: Path, progress: bool = True) -> str:
         "wall_time_sgld_s": sg.wall_time,
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    tables, values = results_tables(summary)
+    payload = results_payload("mint-gmm", command or command_line("mint-gmm", []), config=cfg, tables=tables, values=values,
+                              figures=[str(fig)])
+    write_results(out, payload, copy_to=results)
     lines = [
         f"MINT on the tied-means mixture: n={cfg.n_data:,}, m={settings.batch_size}, tau={settings.tau:.3f}, "
         f"lambda={settings.lam:.3f}, T = n^(1-lambda) = {temperature:,.0f}",
@@ -258,5 +294,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     cfg = with_given(cfg, num_samples=opts.num_samples, radius=opts.radius, runs=opts.runs or opts.trials, proposal_sd=opts.proposal_sd)
     out = run_dir(opts, "mint-gmm")
     print(f"Li and Wong 4.1: MINT, n={cfg.n_data:,}, m={cfg.batch_size}, {cfg.runs} runs x {cfg.num_samples:,}", flush=True)
-    print(run(cfg, out, progress=not opts.no_progress))
+    command = command_line("mint-gmm", list(argv) if argv is not None else [])
+    print(run(cfg, out, progress=not opts.no_progress, command=command, results=opts.results))
     return 0

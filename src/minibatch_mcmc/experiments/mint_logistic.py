@@ -24,6 +24,7 @@ from scipy import stats as sps
 from minibatch_mcmc.acceptance import MetropolisTest, mint
 from minibatch_mcmc.experiments.options import experiment_parser, positive_int, run_dir
 from minibatch_mcmc.experiments.plots import pyplot, save_figure
+from minibatch_mcmc.experiments.results import command_line, results_payload, table, write_results
 from minibatch_mcmc.experiments.reproduce_logistic import DATASETS, accuracy_curve, load_dataset
 from minibatch_mcmc.models import logistic_log_lik, logistic_regression
 from minibatch_mcmc.proposals import random_walk
@@ -46,6 +47,11 @@ class MintLogisticConfig(NamedTuple):
     checkpoints: int = 120
     seed: int = 0
 
+
+PAPER_MEAN_JUMP = {"MINT": 1.71, "tempered MCMC": 1.50, "MCMC": 0.05}
+"""The paper's mean accepted jump per sampler (Section 4.2)."""
+PAPER_TABLE1 = {"MHminibatch": 125.4, "AustereMH(nc)": 973.8, "AustereMH(c)": 1924.3, "MHSubLhd": 10783.4}
+"""The minibatch sizes the paper's Table 1 quotes for the other tests (Seita et al.'s figures)."""
 
 STEP_GRID = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2)
 """Random-walk s.d.s tried by the pilot runs that tune each sampler to the target acceptance rate."""
@@ -119,8 +125,60 @@ def plot(cfg: MintLogisticConfig, t: np.ndarray, curves: dict, out: Path) -> Pat
     return save_figure(fig, out / "mint_logistic_figure2.png")
 
 
-def run(cfg: MintLogisticConfig, out: Path, progress: bool = True) -> str:
-    """Run the three samplers, write figure, table and summary; return the table."""
+def plot_wall_clock(times: dict, curves: dict, out: Path) -> Path:
+    """Appendix B, Figure 5 of the paper: test accuracy against sampling wall-clock seconds (mean +- s.e. over runs)."""
+    fig, ax = pyplot().subplots(figsize=(6.4, 4.3))
+    for name, (_, acc) in curves.items():
+        m, se = acc.mean(0), acc.std(0, ddof=1) / np.sqrt(acc.shape[0])
+        ax.semilogx(times[name], m, label=name)
+        ax.fill_between(times[name], m - se, m + se, alpha=0.3)
+    ax.set_xlabel("sampling wall-clock seconds (all runs vmapped; shared 2-core CPU)")
+    ax.set_ylabel("test accuracy (posterior-predictive average)")
+    ax.legend(fontsize=8)
+    return save_figure(fig, out / "mint_logistic_figure5_wallclock.png")
+
+
+def first_reaching(x: np.ndarray, acc: np.ndarray, target: float) -> float | None:
+    """The first ``x`` at which the mean accuracy over runs reaches ``target`` (``None``: never)."""
+    hit = np.flatnonzero(acc.mean(0) >= target)
+    return float(x[hit[0]]) if hit.size else None
+
+
+def results_tables(rows: dict, norm: dict, settings, cfg: MintLogisticConfig) -> tuple[dict, dict]:
+    """The results file's tables (``mint_logistic_samplers``, ``mint_logistic_table1``) and the prose values."""
+    def reach(v, spec):
+        return "not reached" if v is None else format(v, spec)
+
+    cells = [
+        [name, f"{r['temperature']:,.0f}", f"{r['step_sd']:g}", f"{r['acceptance_rate']:.3f}", f"{r['data_per_step']:,.0f}",
+         f"{r['epochs']:,.0f}", f"{r['final_predictive_accuracy']:.3f} +- {r['final_predictive_accuracy_se']:.3f}",
+         f"{r['last_draw_accuracy']:.3f}", reach(r["epochs_to_0.8"], ",.0f"), reach(r["seconds_to_0.8"], ".1f"),
+         f"{r['wall_time_s']:.0f}", f"{r['mean_accepted_jump']:.2f} ({PAPER_MEAN_JUMP[name]:.2f})"]
+        for name, r in rows.items()
+    ]
+    cols = ["sampler", "T", "step s.d.", "acceptance", "data per step", "epochs run", "test accuracy", "last-draw accuracy",
+            "epochs to 0.8", "seconds to 0.8", "sampling wall s", "mean accepted jump (paper)"]
+    t1 = [["MINT", f"{settings.batch_size} (constant)", f"{settings.batch_size} (constant)"]]
+    t1 += [[k, f"{v:,.1f}", "Seita et al. Section 6.2 table"] for k, v in PAPER_TABLE1.items()]
+    values = {
+        "mint_logistic.ks_distance": f"{norm['ks_distance']:.3f}",
+        "mint_logistic.ks_pvalue": f"{norm['ks_pvalue']:.2g}",
+        "mint_logistic.skewness": f"{norm['skewness']:.2f}",
+        "mint_logistic.excess_kurtosis": f"{norm['excess_kurtosis']:.2f}",
+        "mint_logistic.t_batches": f"{cfg.t_batches}",
+    }
+    for name, key in (("MINT", "mint"), ("tempered MCMC", "tempered"), ("MCMC", "mcmc")):
+        r = rows[name]
+        values[f"mint_logistic.{key}_accuracy"] = f"{r['final_predictive_accuracy']:.3f}"
+        values[f"mint_logistic.{key}_last_draw_accuracy"] = f"{r['last_draw_accuracy']:.2f}"
+        values[f"mint_logistic.{key}_wall_s"] = f"{r['wall_time_s']:.0f}"
+    tables = {"mint_logistic_samplers": table(cols, cells),
+              "mint_logistic_table1": table(["test", "minibatch size (paper)", "ours"], t1)}
+    return tables, values
+
+
+def run(cfg: MintLogisticConfig, out: Path, progress: bool = True, command: str | None = None, results: str | None = None) -> str:
+    """Run the three samplers, write the figures, table, summary and results file; return the table."""
     out.mkdir(parents=True, exist_ok=True)
     train, test_set = load_dataset(cfg.dataset, cfg.seed)
     n = int(train["y"].shape[0])
@@ -133,7 +191,7 @@ def run(cfg: MintLogisticConfig, out: Path, progress: bool = True) -> str:
         "tempered MCMC": (MetropolisTest(), temp, cfg.full_epochs, 1.0),
         "MCMC": (MetropolisTest(), 1.0, cfg.full_epochs, 1.0),
     }
-    curves, rows, results = {}, {}, {}
+    curves, rows, sampled, times = {}, {}, {}, {}
     for i, (name, (test, temperature, steps, epochs_per_step)) in enumerate(samplers.items()):
         pilot_steps = 400 if epochs_per_step < 1 else 120
         step, pilot_rate = tune_step(
@@ -144,8 +202,9 @@ def run(cfg: MintLogisticConfig, out: Path, progress: bool = True) -> str:
         pos = np.asarray(res.positions)
         at, acc = predictive_accuracy(pos, test_set, cfg.checkpoints)
         curves[name] = (at * epochs_per_step, acc)
+        times[name] = at / steps * res.wall_time  # each step costs the same: elapsed time pro rata (compilation included)
         per_draw = accuracy_curve(pos[:, -1:], test_set)[:, 0]
-        results[name] = res
+        sampled[name] = res
         rows[name] = {
             "temperature": float(res.temperature[-1]), "step_sd": step, "pilot_acceptance": pilot_rate,
             "acceptance_rate": res.summary()["acceptance_rate"], "steps": steps, "epochs": steps * epochs_per_step,
@@ -155,15 +214,20 @@ def run(cfg: MintLogisticConfig, out: Path, progress: bool = True) -> str:
             "wall_time_s": res.wall_time,
         }
         for target in (0.8, 0.9, 0.95):
-            hit = np.flatnonzero(acc.mean(0) >= target)
-            rows[name][f"epochs_to_{target}"] = float(curves[name][0][hit[0]]) if hit.size else None
-    theta = np.asarray(results["MINT"].positions)[0, -1]
+            rows[name][f"epochs_to_{target}"] = first_reaching(curves[name][0], acc, target)
+            rows[name][f"seconds_to_{target}"] = first_reaching(times[name], acc, target)
+    theta = np.asarray(sampled["MINT"].positions)[0, -1]
     t = t_statistic(theta, train, cfg.batch_size, cfg.t_batches, cfg.seed)
     norm = normality(t)
     fig = plot(cfg, t, curves, out)
+    fig5 = plot_wall_clock(times, curves, out)
     summary = {"dataset": cfg.dataset, "n_train": n, "n_test": int(test_set["y"].shape[0]), "mint": settings._asdict(),
                "prior_scale": cfg.prior_scale, "runs": cfg.runs, "t_statistic": norm, "samplers": rows}
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    tables, values = results_tables(rows, norm, settings, cfg)
+    payload = results_payload("mint-logistic", command or command_line("mint-logistic", []), config=cfg, tables=tables, values=values,
+                              figures=[str(fig), str(fig5)], extra={"dataset": cfg.dataset, "n_train": n, "temperature": temp})
+    write_results(out, payload, copy_to=results)
     lines = [
         f"Li and Wong 4.2 on {cfg.dataset}: n={n:,}, m={settings.batch_size}, tau={settings.tau:.3f}, lambda={settings.lam:.3f}, "
         f"T = n^(1-lambda) = {temp:,.0f}; prior N(0, {cfg.prior_scale:g}^2); {cfg.runs} runs",
@@ -181,7 +245,7 @@ def run(cfg: MintLogisticConfig, out: Path, progress: bool = True) -> str:
             f"{e90:>10} {r['last_draw_accuracy']:>13.3f} {r['mean_accepted_jump']:>9.3f} {r['wall_time_s']:>7.1f}"
         )
     lines += ["", "Table 1 (minibatch size): MINT " + f"{settings.batch_size} (constant); the paper quotes MHminibatch 125.4, "
-              "AustereMH(nc) 973.8, AustereMH(c) 1924.3, MHSubLhd 10783.4 (ours: docs/reproduction.md, Table 2)", f"figure: {fig}"]
+              "AustereMH(nc) 973.8, AustereMH(c) 1924.3, MHSubLhd 10783.4 (ours: docs/reproduction.md, Table 2)", f"figures: {fig}, {fig5}"]
     table = "\n".join(lines)
     (out / "table.txt").write_text(table + "\n")
     return table
@@ -216,5 +280,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise ValueError(f"runs={cfg.runs} must be at least 2 (standard errors over runs)")
     out = run_dir(opts, "mint-logistic")
     print(f"Li and Wong 4.2: MINT vs tempered MCMC vs MCMC on {cfg.dataset}, {cfg.runs} runs each", flush=True)
-    print(run(cfg, out, progress=not opts.no_progress))
+    command = command_line("mint-logistic", list(argv) if argv is not None else [])
+    print(run(cfg, out, progress=not opts.no_progress, command=command, results=opts.results))
     return 0

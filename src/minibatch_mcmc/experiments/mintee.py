@@ -23,6 +23,7 @@ import numpy as np
 from minibatch_mcmc.acceptance import MetropolisTest
 from minibatch_mcmc.experiments.options import experiment_parser, positive_int, run_dir, with_given
 from minibatch_mcmc.experiments.plots import pyplot, save_figure
+from minibatch_mcmc.experiments.results import command_line, results_payload, table, write_results
 from minibatch_mcmc.experiments.timed import wall_clock
 from minibatch_mcmc.models.tied_mixture import make_tied_mixture_data, nearest_mode, tied_mixture, tied_mixture_truth
 from minibatch_mcmc.proposals import langevin
@@ -30,6 +31,18 @@ from minibatch_mcmc.samplers import sample
 from minibatch_mcmc.samplers.mintee import MINTEEConfig, MINTEEResult, full_data_energy, mintee
 
 DEFAULT_NAME = "mintee"
+PAPER_TABLE3 = (
+    (51.08, 4.76, 6.45, 8.44, 10.00, 9.73, 9.55),
+    (40.15, 5.01, 7.14, 9.63, 12.20, 12.72, 13.16),
+    (34.80, 4.91, 7.16, 10.11, 13.09, 14.37, 15.57),
+    (29.93, 4.78, 7.05, 10.23, 13.97, 15.82, 18.22),
+    (22.20, 4.17, 6.42, 9.93, 14.40, 18.17, 24.71),
+    (13.60, 3.16, 5.12, 8.45, 13.69, 20.02, 35.96),
+    (6.08, 1.74, 3.07, 5.60, 10.44, 18.71, 54.37),
+)
+"""The paper's Table 3: percentage of chain ``k``'s samples in each energy ring (its chain 0: all data, ``T = 1``)."""
+PAPER_LADDER = ((1.00, 100000), (19.41, 5378), (27.13, 3841), (37.93, 2743), (53.02, 1959), (74.06, 1400), (103.51, 1000))
+"""The paper's ``(T_k, m_k)`` of Table 3."""
 
 
 class ExperimentConfig(NamedTuple):
@@ -164,8 +177,69 @@ def ring_table(result: MINTEEResult) -> str:
     return "\n".join(lines)
 
 
-def run(cfg: ExperimentConfig, out: Path, progress: bool = True) -> dict:
-    """Run MINTEE and the plain-MCMC contrast; write figures, tables, InferenceData and ``summary.json``."""
+def results_table3(result: MINTEEResult, name: str) -> dict:
+    """Table 3 for the results file: our rows, each followed by the paper's when the ladder has its 7 chains."""
+    occ = result.ring_occupancy() * 100
+    k = occ.shape[0]
+    heads = ["< H_1"] + [f"[H_{j}, H_{j + 1})" for j in range(1, k - 1)] + [f">= H_{k - 1}"]
+    paper = k == len(PAPER_TABLE3)
+    rows = []
+    for c in range(k):
+        rows.append([f"theta^({c})", "ours", f"{result.ladder.temperatures[c]:.2f}", str(result.ladder.batch_sizes[c]),
+                     *(f"{v:.2f}" for v in occ[c])])
+        if paper:
+            rows.append([f"theta^({c})", "paper", f"{PAPER_LADDER[c][0]:.2f}", str(PAPER_LADDER[c][1]), *(f"{v:.2f}" for v in PAPER_TABLE3[c])])
+    return {name: table(["chain", "", "T_k", "m_k", *heads], rows)}
+
+
+def results_values(summary: dict, result: MINTEEResult, prefix: str) -> dict:
+    """The figures the docs' prose quotes from one run, keyed ``PREFIX.*``."""
+    m, pl, cfg = summary["mintee"], summary["plain_mcmc"], summary["config"]
+    n, draws = cfg["n_data"], cfg["num_samples"]
+    rates = m["move_rates"]
+    occ0 = result.ring_occupancy()[0] * 100
+    v = {
+        "wall_s": f"{m['wall_time_s']:.0f}",
+        "data_per_lowest": f"{m['data_per_lowest_sample']:,.0f}",
+        "data_per_lowest_over_n": f"{m['data_per_lowest_sample'] / n:.2f}",
+        "theta1_peak_ratio": f"{m['theta1_peak_ratio']:.1f}",
+        "min_basin_percent": f"{100 * m['min_basin_fraction']:.2f}",
+        "max_basin_percent": f"{100 * m['max_basin_fraction']:.1f}",
+        "basins_visited": str(m["basins_visited"]),
+        "basin_switches": f"{m['basin_switches']:,}",
+        "basin_switches_per_sweep": f"{m['basin_switches'] / draws:.2f}",
+        "modes_visited": str(m["modes_visited"]),
+        "percent_in_a_mode": f"{100 * m['fraction_in_a_mode']:.0f}",
+        "percent_outside_modes": f"{100 * (1 - m['fraction_in_a_mode']):.0f}",
+        "max_mode_percent": f"{100 * m['max_mode_fraction']:.2f}",
+        "mode_switches": f"{m['mode_switches']:,}",
+        "kmeans_elbow": str(m["kmeans_elbow"]),
+        "median_max_coordinate": f"{m['median_max_coordinate']:.2f}",
+        "temperature0": f"{result.ladder.temperatures[0]:.2f}",
+        "chain0_ring0_percent": f"{occ0[0]:.2f}",
+        "chain0_ring1_percent": f"{occ0[1]:.2f}" if occ0.size > 1 else "-",
+        "chain0_ee_attempts": f"{rates['ee_attempt'][0] * draws:.0f}",
+        "chain0_ee_accept": f"{rates['ee_accept'][0]:.3f}",
+        "plain_basins_visited": str(pl["basins_visited"]),
+        "plain_basin_switches": str(pl["basin_switches"]),
+        "plain_basin_switches_per_step": f"{pl['basin_switches'] / pl['steps']:.2f}",
+        "plain_modes_visited": str(pl["modes_visited"]),
+        "plain_max_mode_percent": f"{100 * pl['max_mode_fraction']:.0f}",
+        "plain_median_max_coordinate": f"{pl['median_max_coordinate']:.2f}",
+        "plain_acceptance": f"{pl['acceptance_rate']:.2f}",
+        "plain_steps_to_leave_start": "never" if pl["steps_to_leave_start"] is None else str(pl["steps_to_leave_start"]),
+        "plain_median_distance_from_start": f"{pl['median_distance_from_start']:.1f}",
+        "plain_wall_s": f"{pl['wall_time_s']:.0f}",
+    }
+    return {f"{prefix}.{k}": x for k, x in v.items()}
+
+
+def run(cfg: ExperimentConfig, out: Path, progress: bool = True, command: str | None = None, results: str | None = None) -> dict:
+    """Run MINTEE and the plain-MCMC contrast; write figures, tables, InferenceData, ``summary.json`` and the results file.
+
+    The results file's table (``PREFIX_table3``) and values (``PREFIX.*``) are named after ``results``'
+    file name (``mintee`` without it), so several runs can sit side by side in ``docs/results/``.
+    """
     out.mkdir(parents=True, exist_ok=True)
     model = tied_mixture(cfg.num_components)
     truth = tied_mixture_truth(cfg.num_components, cfg.spike)
@@ -193,6 +267,10 @@ def run(cfg: ExperimentConfig, out: Path, progress: bool = True) -> dict:
     )
     plain_draws = np.asarray(plain.positions)[0]
     plain_modes = mode_summary(plain_draws, cfg.spike)
+    dist = np.linalg.norm(plain_draws - np.asarray(plain_init), axis=1)
+    left = np.flatnonzero(dist >= cfg.spike / np.sqrt(2.0))  # half the inter-mode distance from the start
+    plain_modes["steps_to_leave_start"] = int(left[0]) + 1 if left.size else None
+    plain_modes["median_distance_from_start"] = float(np.median(dist[len(dist) // 2 :]))
 
     _figures(out, draws, plain_draws, clusters, obj, cfg)
     table = ring_table(result)
@@ -230,6 +308,12 @@ def run(cfg: ExperimentConfig, out: Path, progress: bool = True) -> dict:
         "table3": table,
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=2, default=float))
+    prefix = Path(results).stem if results else DEFAULT_NAME
+    payload = results_payload(
+        "mintee", command or command_line("mintee", []), config=cfg, tables=results_table3(result, f"{prefix}_table3"),
+        values=results_values(summary, result, prefix), figures=[str(out / "mintee_figure4.png")],
+    )
+    write_results(out, payload, copy_to=results)
     return summary
 
 
@@ -270,7 +354,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         lowest_full_data=opts.full_data_lowest or None,
     )
     out = run_dir(opts, DEFAULT_NAME + ("-quick" if opts.quick else ""))
-    summary = run(cfg, out, progress=not opts.no_progress)
+    command = command_line("mintee", list(argv) if argv is not None else [])
+    summary = run(cfg, out, progress=not opts.no_progress, command=command, results=opts.results)
     m, pl = summary["mintee"], summary["plain_mcmc"]
     print(summary["table3"])
     print(
