@@ -214,7 +214,7 @@ def run_temperature_switch(cfg: LogisticConfig, train: dict, test: dict, progres
 
 def format_table2(rows: dict, cfg: LogisticConfig, design_info: dict) -> str:
     """Markdown Table 2 (ours beside the paper's MNIST-13k column) with test accuracy."""
-    col = paper_column(cfg.dataset) or 0
+    col = paper_column(cfg.dataset)
     lines = [
         f"Table 2 ({cfg.dataset}; {cfg.trials} trials x {cfg.num_samples} samples, K={cfg.temperature:g}, "
         f"random-walk s.d. {cfg.step_sd}): mean minibatch size +- s.d. over trials",
@@ -222,7 +222,7 @@ def format_table2(rows: dict, cfg: LogisticConfig, design_info: dict) -> str:
         *markdown_head("method", "ours", "paper (MNIST)", "hidden data per test", "acceptance", "test accuracy (last 500)", "wall s"),
     ]
     for name, r in rows.items():
-        p = PAPER_TABLE2.get(name)
+        p = PAPER_TABLE2.get(name) if col is not None else None
         lines.append(
             f"| {name} | {plus_minus(r['mean_batch'])} | {plus_minus(p[col] if p else None)} | "
             f"{r['hidden_per_test']:.0f} | {r['acceptance']:.3f} | {plus_minus(r['final_accuracy'], '.4f')} | {r['wall_s']:.1f} |"
