@@ -6,13 +6,17 @@ error is at most 9e-4 (the paper's own correction error at sigma=1), plus a full
 run as the reference. Prints mean minibatch size +- s.d. over trials, the binned Poisson
 log-likelihood (Equation 40) and chi-squared against the exact posterior on a grid, and ratios.
 
-    .venv/bin/python benchmarks/gmm_data_per_test.py [--trials 10] [--num-samples 3000]
+    .venv/bin/python benchmarks/gmm_data_per_test.py [--trials 10] [--num-samples 3000] [--results docs/results/gmm_data_per_test.json]
+
+The MHminibatch sigma=1 row has the settings and seed of the MHminibatch row of
+``minibatch-mcmc reproduce gmm`` (Table 1), so the two give the same figures.
 """
 
 from __future__ import annotations
 
 import argparse
 import platform
+import sys
 import time
 
 import jax
@@ -22,6 +26,7 @@ import numpy as np
 from minibatch_mcmc.acceptance import BarkerTest, mh_minibatch
 from minibatch_mcmc.acceptance.correction import correction_error, largest_sigma_with_error
 from minibatch_mcmc.experiments.gmm import GMMConfig, exact_grid, make_data, sample_quality
+from minibatch_mcmc.experiments.results import results_payload, table, write_results
 from minibatch_mcmc.models import gaussian_mixture
 from minibatch_mcmc.proposals import random_walk
 from minibatch_mcmc.samplers import sample
@@ -53,6 +58,8 @@ def main() -> None:
     ap.add_argument("--num-samples", type=int, default=3000)
     ap.add_argument("--reference-samples", type=int, default=3000)
     ap.add_argument("--max-error", type=float, default=9e-4)
+    ap.add_argument("--out", default="runs/gmm-data-per-test", help="folder of results.json (default runs/gmm-data-per-test)")
+    ap.add_argument("--results", default=None, metavar="FILE", help="also write the results file to FILE (docs/results/gmm_data_per_test.json)")
     args = ap.parse_args()
 
     cfg = GMMConfig(num_samples=args.num_samples)
@@ -114,6 +121,41 @@ def main() -> None:
     print(f"ratio data per test, full data / MHminibatch sigma=1: {cfg.n_data / rows[0]['mean_bs']:.0f}")
     print(f"ratio mean batch, literal covariance reading / s.d. reading (sigma=1): {rows[2]['mean_bs'] / rows[0]['mean_bs']:.2f}")
     print("(chi2 and Eq. 40 of the literal-covariance row use the same grid; its chain explores the same posterior)")
+    tables, values = results_tables(rows, big_sigma)
+    config = cfg._asdict() | {"trials": args.trials, "reference_samples": args.reference_samples, "reference_chains": min(args.trials, 2),
+                              "max_error": args.max_error, "seed_minibatch": 1, "seed_reference": 2}
+    payload = results_payload("gmm_data_per_test", " ".join(["python", *sys.argv]), config=config, tables=tables, values=values)
+    for path in write_results(args.out, payload, copy_to=args.results):
+        print(f"wrote {path}")
+
+
+def results_tables(rows: list[dict], big_sigma: float) -> tuple[dict, dict]:
+    """The benchmark's table (with the paper's row) and the figures the docs' prose quotes, as strings."""
+    body = [
+        [r["method"], f"{r['corr_err']:.1e}", f"{r['mean_bs']:.1f} +- {r['sd_bs']:.1f}", f"{r['accept']:.3f}",
+         f"{r['eq40']:.1f} +- {r['eq40_sd']:.1f}", f"{r['chi2']:.1f} +- {r['chi2_sd']:.1f} ({r['dof']})", f"{r['wall']:.1f}"]
+        for r in rows
+    ]
+    body.append(["paper MHminibatch (Table 1)", "8.9e-04", f"{PAPER_MEAN:.1f} +- {PAPER_SD:.1f}", "", "", "", ""])
+    columns = ["method", "corr. err", "mean batch +- s.d.", "acceptance", "Eq. 40 loglik", "chi-squared (dof)", "wall s"]
+    mb, big, literal, ref = rows
+    values = {
+        "gmm_data_per_test.big_sigma": f"{big_sigma:g}",
+        "gmm_data_per_test.sigma1_mean": f"{mb['mean_bs']:.1f} +- {mb['sd_bs']:.1f}",
+        "gmm_data_per_test.big_sigma_mean": f"{big['mean_bs']:.1f}",
+        "gmm_data_per_test.big_over_sigma1": f"{big['mean_bs'] / mb['mean_bs']:.2f}",
+        "gmm_data_per_test.inverse_sigma_squared": f"{1 / big_sigma**2:.2f}",
+        "gmm_data_per_test.sigma1_over_paper": f"{mb['mean_bs'] / PAPER_MEAN:.2f}",
+        "gmm_data_per_test.full_over_sigma1": f"{ref['mean_bs'] / mb['mean_bs']:,.0f}",
+        "gmm_data_per_test.literal_over_sd": f"{literal['mean_bs'] / mb['mean_bs']:.1f}",
+        "gmm_data_per_test.literal_mean": f"{literal['mean_bs']:.0f}",
+        "gmm_data_per_test.sigma1_chi2": f"{mb['chi2']:.0f} +- {mb['chi2_sd']:.0f}",
+        "gmm_data_per_test.big_sigma_chi2": f"{big['chi2']:.0f} +- {big['chi2_sd']:.0f}",
+        "gmm_data_per_test.barker_chi2": f"{ref['chi2']:.0f} +- {ref['chi2_sd']:.0f}",
+        "gmm_data_per_test.sigma1_wall": f"{mb['wall']:.1f}",
+        "gmm_data_per_test.barker_wall": f"{ref['wall']:.1f}",
+    }
+    return {"gmm_data_per_test": table(columns, body)}, values
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ m = 50 for all, AustereMH(c) epsilon = 0.005, MHSubLhd gamma = 1.5, p = 2, delta
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import NamedTuple, Sequence
 
@@ -18,6 +19,7 @@ from minibatch_mcmc.acceptance import mh_minibatch
 from minibatch_mcmc.acceptance.austere import austere_mh
 from minibatch_mcmc.experiments.gmm import GMMConfig, exact_grid, make_data, plot_results, sample_quality
 from minibatch_mcmc.experiments.options import experiment_parser, run_dir, written
+from minibatch_mcmc.experiments.results import command_line, results_payload, table, write_results
 from minibatch_mcmc.experiments.tables import markdown_head, mean_sd, plus_minus
 from minibatch_mcmc.experiments.timed import wall_clock
 from minibatch_mcmc.models import gaussian_mixture
@@ -65,8 +67,15 @@ def tests_for(cfg: ReproduceGMMConfig, methods: tuple[str, ...] | None = None) -
     return {k: f() for k, f in makers.items() if not methods or k in methods}
 
 
-def run(cfg: ReproduceGMMConfig, out: Path, progress: bool = True, methods: tuple[str, ...] | None = None) -> str:
-    """Run all methods, write tables, figures and InferenceData to ``out``; return the tables as text."""
+def run(
+    cfg: ReproduceGMMConfig,
+    out: Path,
+    progress: bool = True,
+    methods: tuple[str, ...] | None = None,
+    command: str = "minibatch-mcmc reproduce gmm",
+    results_copy: str | Path | None = None,
+) -> str:
+    """Run all methods; write tables, figures, InferenceData and ``results.json`` (and ``results_copy``) to ``out``; return the tables as text."""
     tests = tests_for(cfg, methods)
     out.mkdir(parents=True, exist_ok=True)
     base = cfg.base
@@ -98,6 +107,7 @@ def run(cfg: ReproduceGMMConfig, out: Path, progress: bool = True, methods: tupl
             "mean_batch": mean_sd(list(bs)),
             "hidden_per_test": mean_sd(list(hidden)),
             "acceptance": float(res.records["accepted"].mean()),
+            "max_batch": int(res.records["batch_size"].max()),
             "eq40": mean_sd([x["poisson_loglik_eq40"] for x in q]),
             "chi2": mean_sd([x["chi_squared"] for x in q]),
             "dof": q[0]["chi_squared_dof"],
@@ -107,6 +117,10 @@ def run(cfg: ReproduceGMMConfig, out: Path, progress: bool = True, methods: tupl
     text = format_tables(rows, cfg)
     (out / "tables.md").write_text(text + "\n")
     (out / "summary.json").write_text(json.dumps({"config": _jsonable(cfg), "rows": rows}, indent=2))
+    tables, values = results_tables(rows, cfg)
+    figures = ["docs/figures/gmm_figure1_samples.png", "docs/figures/gmm_figure2_minibatch_sizes.png"]
+    payload = results_payload("gmm", command, config=_jsonable(cfg), tables=tables, values=values, figures=figures)
+    write_results(out, payload, copy_to=results_copy)
     return text
 
 
@@ -154,6 +168,36 @@ def format_tables(rows: dict, cfg: ReproduceGMMConfig) -> str:
     return "\n".join(lines)
 
 
+def results_tables(rows: dict, cfg: ReproduceGMMConfig) -> tuple[dict, dict]:
+    """Tables 1 and 4 (ours beside the paper's) and the figures the docs' prose quotes, as strings."""
+    t1 = table(
+        ["method", "ours", "paper", "hidden data per test (ours)", "acceptance", "largest minibatch (ours)", "wall s"],
+        [[name, plus_minus(r["mean_batch"]), plus_minus(PAPER_TABLE1.get(name)), f"{r['hidden_per_test'][0]:.0f}",
+          f"{r['acceptance']:.3f}", f"{r['max_batch']:,}", f"{r['wall_s']:.1f}"] for name, r in rows.items()],
+    )
+    dof = next(iter(rows.values()))["dof"] if rows else 0
+    t4 = table(
+        ["method", "Eq. 40 (ours)", "Eq. 40 (paper)", f"chi-squared (ours, {dof} dof)", "chi-squared (paper)"],
+        [[name, plus_minus(r["eq40"]), plus_minus(PAPER_TABLE4.get(name, (None, None))[0]), plus_minus(r["chi2"]),
+          plus_minus(PAPER_TABLE4.get(name, (None, None))[1])] for name, r in rows.items()],
+    )
+    keys = {"MHminibatch": "mhminibatch", "AustereMH(c)": "austere", "MHSubLhd": "sublhd"}
+    values = {"gmm.trials": str(cfg.trials), "gmm.chi2_dof": str(dof)}
+    for name, r in rows.items():
+        k = keys[name]
+        values[f"gmm.{k}_mean_batch"] = f"{r['mean_batch'][0]:.1f}"
+        values[f"gmm.{k}_acceptance"] = f"{r['acceptance']:.2f}"
+        values[f"gmm.{k}_max_batch"] = f"{r['max_batch']:,}"
+        values[f"gmm.{k}_chi2"] = plus_minus(r["chi2"], ".0f")
+    if "MHminibatch" in rows:
+        base, paper = rows["MHminibatch"]["mean_batch"][0], PAPER_TABLE1["MHminibatch"][0]
+        for name in ("AustereMH(c)", "MHSubLhd"):
+            if name in rows:
+                values[f"gmm.{keys[name]}_ratio"] = f"{rows[name]['mean_batch'][0] / base:.0f}"
+                values[f"gmm.paper_{keys[name]}_ratio"] = f"{PAPER_TABLE1[name][0] / paper:.0f}"
+    return {"gmm_table1": t1, "gmm_table4": t4}, values
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """``minibatch-mcmc reproduce gmm [--quick] [--trials N] [--num-samples T]``."""
     p = experiment_parser(
@@ -175,6 +219,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "MHminibatch, AustereMH(c), MHSubLhd",
         flush=True,
     )
-    print(run(cfg, out, progress=not opts.no_progress))
+    command = command_line("gmm", sys.argv[1:] if argv is None else argv)
+    print(run(cfg, out, progress=not opts.no_progress, command=command, results_copy=opts.results))
     print(written(out))
     return 0

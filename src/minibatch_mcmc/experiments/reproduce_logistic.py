@@ -1,4 +1,4 @@
-"""Seita et al. Section 6.2 reproduced: logistic regression, Table 2, Figure 3 and Figure 6.
+"""Seita et al. Section 6.2 reproduced: logistic regression, Table 2 and Figures 3 to 6.
 
 Four minibatch tests (MHminibatch, AustereMH(nc), AustereMH(c), MHSubLhd) and full-data
 Metropolis-Hastings on a two-class, 784-feature image problem, uniform prior, random walk, K = 100.
@@ -11,6 +11,7 @@ digits ("digits") and a synthetic 784-feature set ("synthetic", always available
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import NamedTuple, Sequence
 
@@ -27,22 +28,22 @@ from minibatch_mcmc.acceptance.austere import (
     design_table,
     pilot_mu_std,
 )
+from minibatch_mcmc.experiments.logistic_report import (
+    PAPER_TABLE2,
+    figure6_results,
+    paper_column,
+    plot_figure3,
+    plot_minibatch_sizes,
+    table2_results,
+)
 from minibatch_mcmc.experiments.options import experiment_parser, positive_float, run_dir, written
 from minibatch_mcmc.experiments.plots import minibatch_size_histogram, pyplot, save_figure
+from minibatch_mcmc.experiments.results import command_line, results_payload, write_results
 from minibatch_mcmc.experiments.tables import markdown_head, mean_sd, plus_minus
 from minibatch_mcmc.experiments.timed import wall_clock
 from minibatch_mcmc.models import logistic_regression
 from minibatch_mcmc.proposals import random_walk
 from minibatch_mcmc.samplers import sample
-
-PAPER_TABLE2 = {
-    "MHminibatch": ((125.4, 9.2), (216.5, 7.9)),
-    "AustereMH(nc)": ((973.8, 49.8), (1098.3, 44.9)),
-    "AustereMH(c)": ((1924.3, 52.4), (2795.6, 364.0)),
-    "MHSubLhd": ((10783.4, 78.9), (14977.3, 582.0)),
-}
-"""Mean minibatch size +- s.d. on MNIST-13k and MNIST-100k (Seita et al. Table 2)."""
-
 
 DATASETS = ("fashion-13k", "fashion-100k", "mnist-5k", "digits", "synthetic")
 """The data sets :func:`load_dataset` knows (fashion-* need ``make data``)."""
@@ -146,14 +147,15 @@ def build_tests(cfg: LogisticConfig, train: dict, key: jax.Array) -> dict:
     }, {"austere_c_choice": choice._asdict(), "pilot_mu_std_median": float(np.median(pilot))}
 
 
-def run(cfg: LogisticConfig, out: Path, progress: bool = True) -> str:
-    """Run all methods on one data set; write Table 2, Figure 3 and the InferenceData to ``out``."""
+def run(cfg: LogisticConfig, out: Path, progress: bool = True, command: str = "minibatch-mcmc reproduce logistic",
+        results_copy: str | Path | None = None) -> str:
+    """Run all methods on one data set; write Table 2, Figures 3 and 4/5, InferenceData and ``results.json`` to ``out``."""
     out.mkdir(parents=True, exist_ok=True)
     train, test = load_dataset(cfg.dataset, cfg.seed)
     d = train["x"].shape[1]
     tests, design_info = build_tests(cfg, train, jax.random.key(cfg.seed + 7))
     model = logistic_regression()
-    rows, curves = {}, {}
+    rows, curves, sizes = {}, {}, {}
     for name, t in tests.items():
         res, wall = wall_clock(
             sample,
@@ -179,12 +181,19 @@ def run(cfg: LogisticConfig, out: Path, progress: bool = True) -> str:
             "wall_s": wall,
         }
         curves[name] = (np.cumsum(bs, axis=1), acc)
+        sizes[name] = bs[0]
         res.to_inference_data().to_netcdf(str(out / f"{name.replace('(', '_').replace(')', '').replace(' ', '_')}.nc"))
     temp_curve = run_temperature_switch(cfg, train, test, progress)
     plot_figure3(curves, temp_curve, cfg, out)
+    plot_minibatch_sizes(sizes, int(train["y"].shape[0]), cfg.dataset, out)
     text = format_table2(rows, cfg, design_info)
     (out / "table2.md").write_text(text + "\n")
     (out / "summary.json").write_text(json.dumps({"config": cfg._asdict(), "rows": rows, "design": design_info}, indent=2))
+    switch_accuracy = float(temp_curve[:, -min(100, temp_curve.shape[1]):].mean())
+    tables, values = table2_results(rows, cfg, design_info, switch_accuracy)
+    payload = results_payload(f"logistic-{cfg.dataset}", command, config=cfg._asdict(), tables=tables, values=values,
+                              extra={"design": design_info})
+    write_results(out, payload, copy_to=results_copy)
     return text
 
 
@@ -203,33 +212,9 @@ def run_temperature_switch(cfg: LogisticConfig, train: dict, test: dict, progres
     return accuracy_curve(pos, test)
 
 
-def plot_figure3(curves: dict, temp_curve: np.ndarray, cfg: LogisticConfig, out: Path) -> Path:
-    """Test accuracy vs cumulative data consumed (mean +- s.d. over trials), and the temperature switch."""
-    fig, (a1, a2) = pyplot().subplots(1, 2, figsize=(11, 4))
-    for name, (cum, acc) in curves.items():
-        x = cum.mean(0)
-        mu, sd = acc.mean(0), acc.std(0)
-        a1.plot(x, mu, label=name)
-        a1.fill_between(x, mu - sd, mu + sd, alpha=0.2)
-    a1.set_xscale("log")
-    a1.set_xlabel("cumulative data points consumed (visible)")
-    a1.set_ylabel("test accuracy")
-    a1.set_title(f"{cfg.dataset}, K={cfg.temperature:g}")
-    a1.legend(fontsize=8)
-    t = np.arange(1, temp_curve.shape[1] + 1)
-    mu, sd = temp_curve.mean(0), temp_curve.std(0)
-    a2.plot(t, mu, color="C0")
-    a2.fill_between(t, mu - sd, mu + sd, alpha=0.2, color="C0")
-    a2.axvline(cfg.switch_after, ls="--", color="0.4")
-    a2.set_xlabel("sample")
-    a2.set_ylabel("test accuracy")
-    a2.set_title(f"MHminibatch, K={cfg.temperature:g} then K=1 after {cfg.switch_after}")
-    return save_figure(fig, out / "figure3_accuracy.png")
-
-
 def format_table2(rows: dict, cfg: LogisticConfig, design_info: dict) -> str:
     """Markdown Table 2 (ours beside the paper's MNIST-13k column) with test accuracy."""
-    col = 1 if "100k" in cfg.dataset else 0
+    col = paper_column(cfg.dataset)
     lines = [
         f"Table 2 ({cfg.dataset}; {cfg.trials} trials x {cfg.num_samples} samples, K={cfg.temperature:g}, "
         f"random-walk s.d. {cfg.step_sd}): mean minibatch size +- s.d. over trials",
@@ -237,7 +222,7 @@ def format_table2(rows: dict, cfg: LogisticConfig, design_info: dict) -> str:
         *markdown_head("method", "ours", "paper (MNIST)", "hidden data per test", "acceptance", "test accuracy (last 500)", "wall s"),
     ]
     for name, r in rows.items():
-        p = PAPER_TABLE2.get(name)
+        p = PAPER_TABLE2.get(name) if col is not None else None
         lines.append(
             f"| {name} | {plus_minus(r['mean_batch'])} | {plus_minus(p[col] if p else None)} | "
             f"{r['hidden_per_test']:.0f} | {r['acceptance']:.3f} | {plus_minus(r['final_accuracy'], '.4f')} | {r['wall_s']:.1f} |"
@@ -285,6 +270,20 @@ def config_from(opts) -> LogisticConfig:
     return cfg
 
 
+def main_figure6(opts, cfg: LogisticConfig, out: Path, command: str) -> int:
+    """``reproduce logistic --figure6``: run Figure 6, print its means, write its figure and results file."""
+    path, means = figure6(out, dataset=opts.dataset, num_samples=cfg.num_samples, seed=opts.seed, progress=not opts.no_progress)
+    print("Figure 6 (MHminibatch minibatch sizes by random-walk step s.d.):")
+    for step, mean in means.items():
+        print(f"  step s.d. {step:<6g} mean minibatch size {mean:.1f}")
+    tables, values = figure6_results(opts.dataset, means)
+    config = {"dataset": opts.dataset, "num_samples": cfg.num_samples, "temperature": 100.0, "batch_size": 100, "seed": opts.seed}
+    payload = results_payload(f"logistic-{opts.dataset}-figure6", command, config=config, tables=tables, values=values)
+    write_results(out, payload, copy_to=opts.results)
+    print(f"wrote {path}")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """``minibatch-mcmc reproduce logistic [--dataset D] [--quick] [--figure6] [--trials N] [--num-samples T] [--step-sd S]``."""
     p = experiment_parser(
@@ -298,15 +297,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--step-sd", type=positive_float, default=None, help="random-walk s.d. (default 0.05; 0.01 for 100k)")
     opts = p.parse_args(argv)
     cfg = config_from(opts)
-    out = run_dir(opts, f"reproduce-logistic-{opts.dataset}")
+    out = run_dir(opts, f"reproduce-logistic-{opts.dataset}" + ("-figure6" if opts.figure6 else ""))
+    command = command_line("logistic", sys.argv[1:] if argv is None else argv)
     if opts.figure6:
-        path, means = figure6(out, dataset=opts.dataset, num_samples=cfg.num_samples, progress=not opts.no_progress)
-        print("Figure 6 (MHminibatch minibatch sizes by random-walk step s.d.):")
-        for step, mean in means.items():
-            print(f"  step s.d. {step:<6g} mean minibatch size {mean:.1f}")
-        print(f"wrote {path}")
-        return 0
+        return main_figure6(opts, cfg, out, command)
     print(f"Seita et al. 6.2 on {cfg.dataset}: {cfg.num_samples} samples x {cfg.trials} trials, K={cfg.temperature:g}", flush=True)
-    print(run(cfg, out, progress=not opts.no_progress))
+    print(run(cfg, out, progress=not opts.no_progress, command=command, results_copy=opts.results))
     print(written(out))
     return 0
