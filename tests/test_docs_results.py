@@ -80,3 +80,10 @@ def test_every_results_file_names_its_command_machine_and_date(path):
     payload = json.loads(path.read_text())
     missing = [k for k in ("command", "machine", "date", "tables") if not payload.get(k)]
     assert not missing, f"{path.name} lacks {missing}"
+
+
+@pytest.mark.parametrize("name", renderer.QUOTED_DOCS)
+def test_no_typed_table_in_the_quoted_docs(name):
+    """Every table of reproduction.md and benchmarks.md is rendered from a results file (none typed by hand)."""
+    lines = renderer.loose_tables((ROOT / "docs" / name).read_text())
+    assert lines == [], f"docs/{name}: tables typed outside a results block at lines {lines}"
