@@ -39,7 +39,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     t1 = logistic_t1.T1Config(seed=args.seed)._replace(**(logistic_t1.QUICK if args.quick else {}))
     t1_methods = logistic_t1.METHODS[:1] if args.no_reference else logistic_t1.METHODS
     print("\n" + logistic_t1.headline(t1, t1_methods), flush=True)
-    print(logistic_t1.run_t1(t1, out, t1_methods, progress=not args.no_progress))
+    print(logistic_t1.run_t1(t1, out, t1_methods, progress=not args.no_progress, command="minibatch-mcmc demo (its temperature-1 half)"))
     print(written(out))
     return 0
 

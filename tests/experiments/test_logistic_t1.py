@@ -15,6 +15,12 @@ def test_control_variate_and_full_data_runs_agree(tmp_path):
     names = {p.name for p in tmp_path.iterdir()}
     assert {"t1_mhminibatch_cv.nc", "t1_metropolis.nc", "t1_posteriors.png", "t1_summary.json", "t1_summary.txt"} <= names
     assert all(m in table for m in METHODS) and "max |difference| / MC s.e." in table
+    results = json.loads((tmp_path / "t1_results.json").read_text())
+    assert results["command"] == "minibatch-mcmc reproduce logistic-t1" and results["machine"]
+    rendered = results["tables"]["logistic_t1"]
+    assert rendered["columns"][0] == "method" and [r[0] for r in rendered["rows"]] == list(METHODS)
+    assert rendered["rows"][0][2] == f"{cfg.batch_size:,}"  # data per test of the control-variate run
+    assert float(results["values"]["logistic_t1.max_mean_z"]) >= 0
     summary = json.loads((tmp_path / "t1_summary.json").read_text())
     cv, full = summary["runs"]
     assert cv["data_per_test"] == cfg.batch_size  # the proxy's residuals: the test stops after one minibatch

@@ -23,6 +23,8 @@ import numpy as np
 
 from minibatch_mcmc.acceptance import MetropolisTest, mh_minibatch
 from minibatch_mcmc.experiments.options import experiment_parser, positive_int, run_dir, with_given, with_presets, written
+from minibatch_mcmc.experiments.results import command_line, results_payload, save_results
+from minibatch_mcmc.experiments.results import table as results_table
 from minibatch_mcmc.experiments.plots import pyplot, save_figure
 from minibatch_mcmc.models import logistic_regression, make_logistic_data
 from minibatch_mcmc.samplers import SampleResult, sample
@@ -145,9 +147,7 @@ def plot_posteriors(draws: dict[str, np.ndarray], w: Warmup, theta_true: np.ndar
     return save_figure(fig, path)
 
 
-def format_table(rows: list[dict]) -> str:
-    """A plain-text table of the runs."""
-    cols = [
+TABLE_COLUMNS = [
         ("method", "{}", "method"),
         ("chains x draws", "{}", "shape"),
         ("data/test", "{:,.0f}", "data_per_test"),
@@ -158,17 +158,31 @@ def format_table(rows: list[dict]) -> str:
         ("warm-up data", "{:,d}", "warmup_data"),
         ("warm-up s", "{:.1f}", "warmup_s"),
         ("wall s", "{:.1f}", "wall_time_s"),
-    ]
-    header = " | ".join(f"{c[0]:>14}" for c in cols)
+]
+"""The table's columns: heading, format, summary key."""
+
+
+def table_cells(rows: list[dict]) -> list[list[str]]:
+    """The formatted cells of the table, one list per run."""
+    return [[fmt.format((r | {"shape": f"{r['chains']} x {r['draws']}"})[key]) for _, fmt, key in TABLE_COLUMNS] for r in rows]
+
+
+def format_table(rows: list[dict]) -> str:
+    """A plain-text table of the runs."""
+    header = " | ".join(f"{c[0]:>14}" for c in TABLE_COLUMNS)
     lines = [header, "-" * len(header)]
-    for r in rows:
-        r = r | {"shape": f"{r['chains']} x {r['draws']}"}
-        lines.append(" | ".join(f"{fmt.format(r[key]):>14}" for _, fmt, key in cols))
+    lines += [" | ".join(f"{cell:>14}" for cell in cells) for cells in table_cells(rows)]
     return "\n".join(lines)
 
 
-def run_t1(cfg: T1Config, out: Path, methods: Sequence[str] = METHODS, progress: bool = True) -> str:
-    """Run the control-variate sampler (and the full-data reference), write draws, figure and summary to ``out``."""
+def run_t1(
+    cfg: T1Config, out: Path, methods: Sequence[str] = METHODS, progress: bool = True,
+    command: str = "minibatch-mcmc reproduce logistic-t1", results_file: str | None = None,
+) -> str:
+    """Run the control-variate sampler (and the full-data reference); write draws, figure, summary and results file to ``out``.
+
+    The results file is ``out/t1_results.json`` (and ``results_file`` when given), with ``command`` as the command that made it.
+    """
     unknown = [m for m in methods if m not in METHODS]
     if unknown or METHODS[0] not in methods:
         raise ValueError(f"methods={tuple(methods)!r}; expected {METHODS[0]!r} and optionally {METHODS[1]!r}")
@@ -187,12 +201,20 @@ def run_t1(cfg: T1Config, out: Path, methods: Sequence[str] = METHODS, progress:
         r.to_inference_data().to_netcdf(str(out / f"{PREFIX}{name.replace('+', '_')}.nc"))
     plot_posteriors(draws, w, theta_true, out / f"{PREFIX}posteriors.png")
     table = format_table(rows)
+    values = {}
     if len(rows) == 2:
         z = mean_z(draws[METHODS[0]], np.asarray(rows[0]["ess"]), draws[METHODS[1]], np.asarray(rows[1]["ess"]))
         table += (
             f"\nposterior means, control variate vs full data: max |difference| / MC s.e. = {np.abs(z).max():.2f} "
             f"over d={z.size}"
         )
+        values["logistic_t1.max_mean_z"] = f"{np.abs(z).max():.2f}"
+    payload = results_payload(
+        "logistic-t1", command, config=cfg, values=values, figures=[f"{PREFIX}posteriors.png"],
+        tables={"logistic_t1": results_table([c[0] for c in TABLE_COLUMNS], table_cells(rows))},
+    )
+    for path in [out / f"{PREFIX}results.json"] + ([Path(results_file)] if results_file else []):
+        save_results(path, payload)
     summary = {"config": cfg._asdict(), "theta_true": theta_true.tolist(), "runs": rows}
     (out / f"{PREFIX}summary.json").write_text(json.dumps(summary, indent=2))
     (out / f"{PREFIX}summary.txt").write_text(table + "\n")
@@ -231,6 +253,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     methods = METHODS[:1] if opts.no_reference else METHODS
     out = run_dir(opts, "logistic-t1")
     print(headline(cfg, methods), flush=True)
-    print(run_t1(cfg, out, methods, progress=not opts.no_progress))
+    command = command_line("logistic-t1", list(argv or []))
+    print(run_t1(cfg, out, methods, progress=not opts.no_progress, command=command, results_file=opts.results))
     print(written(out))
     return 0
