@@ -3,7 +3,7 @@
 For each population of per-datum terms (standardised, then scaled so that ``sd(delta_star) = S_TARGET``
 at minibatch size ``b``) and each ``b``, both tests read the *same* rows for the same key (same growth
 rule, same Feistel order). For every key the rows are read by the library's own code
-(``mhminibatch_skew.read_minibatch``, ``minibatch_stats``, ``skew_kappa``) and the probability of
+(``mhminibatch.read_minibatch``, ``minibatch_stats``, ``skew_kappa``) and the probability of
 acceptance given that minibatch is then computed exactly, in float64, by integrating over ``X_nc`` and
 ``X_corr`` (a Gaussian CDF per atom of the table: Rao-Blackwellised). The first chunk's mean and its
 square and cube serve as control variates (their expectations are known exactly for the finite
@@ -31,7 +31,8 @@ from scipy.special import expit, ndtr
 from minibatch_mcmc.acceptance import Statistics, mh_minibatch, mh_minibatch_skew
 from minibatch_mcmc.acceptance.correction import load_correction, load_skew_correction
 from minibatch_mcmc.acceptance.mhminibatch import minibatch_stats, random_inputs
-from minibatch_mcmc.acceptance.mhminibatch_skew import read_minibatch, skew_kappa
+from minibatch_mcmc.acceptance.mhminibatch import read_minibatch
+from minibatch_mcmc.acceptance.mhminibatch_skew import skew_kappa
 from minibatch_mcmc.data.indexing import chunk_indices
 from minibatch_mcmc.experiments.sgld_l1 import PROBE_PAIRS, SGLDL1Config
 from minibatch_mcmc.models.l1_regression import L1DataSettings, L1RegressionSettings, l1_regression, make_l1_data

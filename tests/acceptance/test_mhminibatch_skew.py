@@ -19,8 +19,8 @@ from minibatch_mcmc.acceptance import Statistics, mh_minibatch, mh_minibatch_ske
 from minibatch_mcmc.acceptance.correction import SKEW_PATH, load_correction, load_skew_correction
 from minibatch_mcmc.acceptance.correction_lp import solve_correction
 from minibatch_mcmc.acceptance.correction_skew_lp import edgeworth_kernel, kappa_grid
-from minibatch_mcmc.acceptance.mhminibatch import minibatch_stats, random_inputs
-from minibatch_mcmc.acceptance.mhminibatch_skew import make_skew_sampler, read_minibatch, skew_correction_from_uniforms, skew_kappa
+from minibatch_mcmc.acceptance.mhminibatch import minibatch_stats, random_inputs, read_minibatch
+from minibatch_mcmc.acceptance.mhminibatch_skew import make_skew_sampler, skew_correction_from_uniforms, skew_kappa
 from minibatch_mcmc.data.indexing import chunk_indices
 
 X = np.arange(-45.0, 45.0, 0.0037) + 0.0011  # offset from, and finer than, the builder's grid

@@ -85,6 +85,46 @@ def first_chunk_indices(key: jax.Array, batch_size: int, n_data: int) -> jax.Arr
     return chunk_indices(key, jnp.zeros((), jnp.int32), batch_size, n_data, round_keys)[0]
 
 
+def lambda_scale(stats: Statistics) -> jax.Array:
+    """``N / K``: the factor turning a per-datum log-ratio into its term ``Lambda_i`` of ``delta_star``."""
+    return jnp.asarray(stats.n_data, decision_dtype(stats)) / stats.temperature
+
+
+def read_minibatch(
+    key: jax.Array, stats: Statistics, batch_size: int, sigma: float, delta: float | None, scale: jax.Array | None = None
+) -> StreamingSums:
+    """The sums of the rows MHminibatch reads for ``key``: chunks of ``batch_size`` until ``s2 < sigma^2`` (and ``epsilon <= delta``).
+
+    ``scale`` is :func:`lambda_scale` of ``stats``; a caller that also needs it passes its own, so one value
+    serves both (XLA then rounds the test's other uses of it exactly as before).
+    """
+    n, m = stats.n_data, batch_size
+    round_keys, _ = random_inputs(key)
+    dtype = decision_dtype(stats)
+    scale = lambda_scale(stats) if scale is None else scale
+    sigma_sq = sigma**2
+    enforce = delta is not None
+    delta_bound = 0.0 if delta is None else float(delta)
+    prior_ok = stats.psi > -jnp.inf
+
+    def need_more(carry: tuple[jax.Array, StreamingSums]) -> jax.Array:
+        mom = carry[1]
+        st = minibatch_stats(mom, n)
+        grow = st.s2 >= sigma_sq
+        if enforce:
+            grow = grow | (st.epsilon > delta_bound)
+        return grow & (mom.count < n) & ~mom.bad & prior_ok
+
+    def add_chunk(carry: tuple[jax.Array, StreamingSums]) -> tuple[jax.Array, StreamingSums]:
+        chunk, mom = carry
+        idx, valid = chunk_indices(key, chunk, m, n, round_keys)
+        lam = scale * read_terms(stats, idx, dtype)
+        return chunk + 1, add_rows(mom, lam, valid, normalise=True, higher=True)
+
+    # the first chunk is always needed: evaluate it outside the loop (cheaper when no growth is needed)
+    return jax.lax.while_loop(need_more, add_chunk, add_chunk((jnp.zeros((), jnp.int32), init_sums(dtype))))[1]
+
+
 class MHMinibatch(NamedTuple):
     """The MHminibatch acceptance test with its correction distribution ``C_sigma``."""
 
@@ -108,31 +148,13 @@ class MHMinibatch(NamedTuple):
 
     def decide(self, key: jax.Array, stats: Statistics) -> TestOutcome:
         """Grow the minibatch until ``s2 < sigma^2`` (and ``epsilon <= delta``), then run the corrected Barker test."""
-        n, m = stats.n_data, self.batch_size
-        round_keys, uniform_bits = random_inputs(key)
+        n = stats.n_data
+        _, uniform_bits = random_inputs(key)
         dtype = decision_dtype(stats)
-        scale = jnp.asarray(n, dtype) / stats.temperature
+        scale = lambda_scale(stats)
         sigma_sq = self.sigma**2
-        enforce = self.delta is not None
-        delta_bound = 0.0 if self.delta is None else float(self.delta)
         prior_ok = stats.psi > -jnp.inf
-
-        def need_more(carry: tuple[jax.Array, StreamingSums]) -> jax.Array:
-            mom = carry[1]
-            st = minibatch_stats(mom, n)
-            grow = st.s2 >= sigma_sq
-            if enforce:
-                grow = grow | (st.epsilon > delta_bound)
-            return grow & (mom.count < n) & ~mom.bad & prior_ok
-
-        def add_chunk(carry: tuple[jax.Array, StreamingSums]) -> tuple[jax.Array, StreamingSums]:
-            chunk, mom = carry
-            idx, valid = chunk_indices(key, chunk, m, n, round_keys)
-            lam = scale * read_terms(stats, idx, dtype)
-            return chunk + 1, add_rows(mom, lam, valid, normalise=True, higher=True)
-
-        # the first chunk is always needed: evaluate it outside the loop (cheaper when no growth is needed)
-        _, mom = jax.lax.while_loop(need_more, add_chunk, add_chunk((jnp.zeros((), jnp.int32), init_sums(dtype))))
+        mom = read_minibatch(key, stats, self.batch_size, self.sigma, self.delta, scale)
         st = minibatch_stats(mom, n)
         delta_star = st.mean + data_free_delta(stats)
         bad = mom.bad | jnp.isnan(stats.psi)

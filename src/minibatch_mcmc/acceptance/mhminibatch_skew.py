@@ -41,10 +41,9 @@ from minibatch_mcmc.acceptance.base import (
     untempered,
 )
 from minibatch_mcmc.acceptance.correction import SkewCorrectionTable, check_sigma, load_skew_correction
-from minibatch_mcmc.acceptance.mhminibatch import minibatch_stats, random_inputs
-from minibatch_mcmc.acceptance.streaming import StreamingSums, add_rows, decision_dtype, init_sums, mean_and_variance, read_terms
+from minibatch_mcmc.acceptance.mhminibatch import lambda_scale, minibatch_stats, random_inputs, read_minibatch
+from minibatch_mcmc.acceptance.streaming import StreamingSums, decision_dtype, mean_and_variance
 from minibatch_mcmc.checks import check_int, check_probability
-from minibatch_mcmc.data.indexing import chunk_indices
 
 
 class SkewSampler(NamedTuple):
@@ -103,28 +102,6 @@ def skew_kappa(mom: StreamingSums, n: int, s2: jax.Array) -> jax.Array:
     return jnp.where(left > 0, kappa, 0.0)
 
 
-def read_minibatch(key: jax.Array, stats: Statistics, batch_size: int, sigma: float, delta: float | None) -> StreamingSums:
-    """The sums of the rows MHminibatch reads for ``key``: chunks of ``batch_size`` until ``s2 < sigma^2`` (and ``epsilon <= delta``)."""
-    n = stats.n_data
-    round_keys, _ = random_inputs(key)
-    dtype = decision_dtype(stats)
-    scale = jnp.asarray(n, dtype) / stats.temperature
-    prior_ok = stats.psi > -jnp.inf
-
-    def read_more(state: tuple[jax.Array, StreamingSums]) -> jax.Array:
-        st = minibatch_stats(state[1], n)
-        more = st.s2 >= sigma**2 if delta is None else (st.s2 >= sigma**2) | (st.epsilon > float(delta))
-        return more & (state[1].count < n) & ~state[1].bad & prior_ok
-
-    def read_chunk(state: tuple[jax.Array, StreamingSums]) -> tuple[jax.Array, StreamingSums]:
-        idx, valid = chunk_indices(key, state[0], batch_size, n, round_keys)
-        terms = scale * read_terms(stats, idx, dtype)
-        return state[0] + 1, add_rows(state[1], terms, valid, normalise=True, higher=True)
-
-    first = read_chunk((jnp.zeros((), jnp.int32), init_sums(dtype)))  # always needed: outside the loop
-    return jax.lax.while_loop(read_more, read_chunk, first)[1]
-
-
 class MHMinibatchSkew(NamedTuple):
     """MHminibatch whose correction ``C_{sigma,kappa}`` also cancels the skew of the minibatch mean (supplement E)."""
 
@@ -152,12 +129,12 @@ class MHMinibatchSkew(NamedTuple):
         _, uniform_bits = random_inputs(key)
         dtype = decision_dtype(stats)
         prior_ok = stats.psi > -jnp.inf
-        mom = read_minibatch(key, stats, self.batch_size, self.sigma, self.delta)
+        scale = lambda_scale(stats)
+        mom = read_minibatch(key, stats, self.batch_size, self.sigma, self.delta, scale)
         st = minibatch_stats(mom, n)
         kappa = jnp.clip(skew_kappa(mom, n, st.s2), -self.correction.kappa_max, self.correction.kappa_max)
         delta_star = st.mean + data_free_delta(stats)
         bad = mom.bad | jnp.isnan(stats.psi)
-        scale = jnp.asarray(n, dtype) / stats.temperature
 
         u = uniform_from_bits(uniform_bits, dtype)
         x_nc = jnp.sqrt(2.0) * jax.scipy.special.erfinv(2.0 * u[0] - 1.0) * jnp.sqrt(jnp.maximum(sigma_sq - st.s2, 0.0))
