@@ -57,24 +57,20 @@ def _inputs(layout: str):
     return keys, (None if layout == "none" else draw_inputs(keys, N, layout))
 
 
+MHMINIBATCH_SETTINGS = {"mhminibatch": (50, 1.0), "mhminibatch_sigma0.5": (40, 0.5)}
+"""The MHminibatch cases: (m, sigma)."""
+
+
 def _build(name: str, n: int):
     """(library test, reference function of (r, psi, keys, inputs, K, mutation), inputs layout)."""
-    if name == "mhminibatch":
-        test = mh_minibatch(50, sigma=1.0)
+    if name in MHMINIBATCH_SETTINGS:
+        m, sigma = MHMINIBATCH_SETTINGS[name]
+        test = mh_minibatch(m, sigma=sigma)
 
         x_corr = correction_draws(_inputs("eight")[0], test.correction)
 
         def ref(r, psi, keys, inputs, temp, mutation=""):
-            return mhminibatch_reference(r, psi, inputs, x_corr, 50, 1.0, temp, mutation)
-
-        return test, ref, "eight"
-    if name == "mhminibatch_sigma0.5":
-        test = mh_minibatch(40, sigma=0.5)
-
-        x_corr = correction_draws(_inputs("eight")[0], test.correction)
-
-        def ref(r, psi, keys, inputs, temp, mutation=""):
-            return mhminibatch_reference(r, psi, inputs, x_corr, 40, 0.5, temp, mutation)
+            return mhminibatch_reference(r, psi, inputs, x_corr, m, sigma, temp, mutation)
 
         return test, ref, "eight"
     if name == "austere":
