@@ -9,13 +9,12 @@ run does not overwrite the committed ``docs/results/NAME.json``).
 from __future__ import annotations
 
 import argparse
-import json
 import shlex
 import sys
 from pathlib import Path
 from typing import Any, Mapping
 
-from minibatch_mcmc.experiments.results import jsonable, results_payload, table
+from minibatch_mcmc.experiments.results import jsonable, results_payload, save_results, table
 
 __all__ = ["add_results_option", "command", "save", "table"]
 
@@ -38,8 +37,6 @@ def save(path: str | Path | None, name: str, *, config: Any, tables: Mapping[str
         return None
     cfg = vars(config) if isinstance(config, argparse.Namespace) else config
     payload = results_payload(name, command(argv), config=jsonable(cfg), tables=tables, values=values, extra=extra)
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(payload, indent=1) + "\n")
+    out = save_results(path, payload)
     print(f"results written to {out}")
     return out

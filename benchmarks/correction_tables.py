@@ -17,8 +17,9 @@ import sys
 import numpy as np
 from scipy import special, stats
 
+from bench_results import add_results_option, save, table
+
 from minibatch_mcmc.acceptance.correction import shipped_tables
-from minibatch_mcmc.experiments.results import results_payload, save_results, table
 
 PAPER_TABLE3 = {0.8: "6.7e-6 (lambda = 0.1)", 1.0: "8.9e-4 (lambda = 10, used)", 0.9: "1.0e-4 (lambda = 1)", 1.1: "4.3e-3 (lambda = 100)"}
 """Seita et al. Table 3: the best ridge least-squares error per sigma (the paper's own figures)."""
@@ -54,21 +55,18 @@ def measure() -> list[list[str]]:
 def main() -> int:
     """Measure, print, and with ``--results`` write the results file."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--results", default=None, metavar="FILE", help="write the results file here (e.g. docs/results/correction_tables.json)")
+    add_results_option(ap)
     args = ap.parse_args()
     columns = ["sigma", "sup CDF error (measured)", "stored in the table", "atoms with mass", "Var(C_sigma)", "pi^2/3 - sigma^2", "paper, Table 3"]
     rows = measure()
     print(" | ".join(columns))
     for r in rows:
         print(" | ".join(r))
-    if args.results:
-        by_sigma = {r[0]: r[1] for r in rows}
-        payload = results_payload(
-            "correction_tables", " ".join(["python", *sys.argv]),
-            tables={"correction_tables": table(columns, rows)},
-            values={"correction.error_sigma_1": by_sigma.get("1", "-"), "correction.error_sigma_1.2": by_sigma.get("1.2", "-")},
-        )
-        print(f"wrote {save_results(args.results, payload)}")
+    by_sigma = {r[0]: r[1] for r in rows}
+    save(
+        args.results, "correction_tables", config=args, tables={"correction_tables": table(columns, rows)},
+        values={"correction.error_sigma_1": by_sigma.get("1", "-"), "correction.error_sigma_1.2": by_sigma.get("1.2", "-")},
+    )
     return 0
 
 

@@ -18,7 +18,6 @@ EE sampler of the same schedule. Also: the ``padded`` layout and Algorithm 2's c
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import sys
@@ -27,7 +26,7 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 
-from minibatch_mcmc.experiments.results import results_payload, table
+from minibatch_mcmc.experiments.results import results_payload, save_results, table
 from minibatch_mcmc.models.tied_mixture import make_tied_mixture_data, tied_mixture, tied_mixture_truth
 from minibatch_mcmc.samplers.mintee import MINTEEConfig, full_data_energy, mintee
 
@@ -98,9 +97,7 @@ def main() -> None:
         }
         payload = results_payload("mintee_cost", " ".join(["python", *sys.argv]), config=vars(a),
                                   tables={f"{stem}_table": table(cols, cells)}, values=values)
-        Path(a.results).parent.mkdir(parents=True, exist_ok=True)
-        Path(a.results).write_text(json.dumps(payload, indent=1) + "\n")
-        print(f"wrote {a.results}")
+        print(f"wrote {save_results(a.results, payload)}")
 
 
 if __name__ == "__main__":
