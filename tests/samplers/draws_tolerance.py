@@ -27,19 +27,27 @@ import numpy as np
 from reference_cases import N_DATA, STEPS
 
 EPS32 = float(np.finfo(np.float32).eps)
-ULPS_PER_STEP = 2 * math.ceil(math.log2(N_DATA)) + 8
-FLOAT_ULPS = STEPS * ULPS_PER_STEP
 
 
-def float_tolerance(expected: np.ndarray) -> float:
-    """Absolute tolerance for one float array: ``FLOAT_ULPS`` float32 ulps of its largest finite magnitude."""
+def float_ulps(steps: int = STEPS, n_terms: int = N_DATA) -> int:
+    """Float32 ulps a chain of ``steps`` steps, each summing at most ``n_terms`` terms, may drift by rounding."""
+    return steps * (2 * math.ceil(math.log2(max(n_terms, 2))) + 8)
+
+
+def float_tolerance(expected: np.ndarray, steps: int = STEPS, n_terms: int = N_DATA) -> float:
+    """Absolute tolerance for one float array: ``float_ulps`` float32 ulps of its largest finite magnitude."""
     finite = np.abs(expected[np.isfinite(expected)])
     scale = float(finite.max()) if finite.size else 0.0
-    return FLOAT_ULPS * EPS32 * max(scale, float(np.finfo(np.float32).tiny))
+    return float_ulps(steps, n_terms) * EPS32 * max(scale, float(np.finfo(np.float32).tiny))
 
 
-def mismatches(got: dict[str, np.ndarray], want: dict[str, np.ndarray]) -> list[str]:
-    """What differs between a rerun and the reference: exact for integers and booleans, rounding-tolerant for floats."""
+def mismatches(got: dict[str, np.ndarray], want: dict[str, np.ndarray], steps: int = STEPS,
+               n_terms: int = N_DATA) -> list[str]:
+    """What differs between a rerun and the reference: exact for integers and booleans, rounding-tolerant for floats.
+
+    ``steps`` and ``n_terms`` are the run's chain length and the most terms one step sums (the reference
+    cases' by default): the tolerance grows with both (``float_ulps``).
+    """
     out = [f"arrays recorded changed: {sorted(set(want) ^ set(got))}"] if set(want) - set(got) else []
     for key, expected in want.items():
         actual = got.get(key)
@@ -53,7 +61,7 @@ def mismatches(got: dict[str, np.ndarray], want: dict[str, np.ndarray]) -> list[
                 out.append(f"{key}: {bad.size} of {expected.size} differ (first at flat index {bad[0]}: "
                            f"{actual.ravel()[bad[0]]} against {expected.ravel()[bad[0]]})")
         else:
-            tol = float_tolerance(expected)
+            tol = float_tolerance(expected, steps, n_terms)
             same_nan = np.isnan(actual) == np.isnan(expected)
             err = np.abs(np.where(np.isnan(expected), 0.0, actual.astype(np.float64) - expected))
             bad = np.flatnonzero(~same_nan.ravel() | (err.ravel() > tol))
@@ -61,3 +69,4 @@ def mismatches(got: dict[str, np.ndarray], want: dict[str, np.ndarray]) -> list[
                 out.append(f"{key}: {bad.size} of {expected.size} beyond {tol:.3g} (largest difference "
                            f"{float(np.nanmax(err)):.3g})")
     return out
+
