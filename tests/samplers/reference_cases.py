@@ -150,7 +150,7 @@ def _mintee_cases() -> dict[str, Callable[[], dict[str, np.ndarray]]]:
         name="pair",
     )
     base = MINTEEConfig(num_chains=3, smallest_batch=8, gamma=2.0, alpha=0.3, p_ee=0.3, h0=-300.0,
-                        initial_step=0.1, burn_in=30, ring_capacity=16, adapt_window=5)
+                        initial_step=2e-3, burn_in=30, ring_capacity=16, adapt_window=5)
 
     def run(cfg):
         def go():
