@@ -94,7 +94,7 @@ def test_glm_posterior_with_proxy_moves(glm, name, test_name):
     matches the quadrature means and variances (|z| < 4 with ESS > 3200: a 5% error in a posterior s.d. fails). The
     Laplace-based proposals are not the posterior here (the log-likelihood is not quadratic), so a wrong
     ``log_q_ratio`` (a missing kinetic term, the Gaussian density for the t draws) would bias the draws towards the
-    Laplace fit. With Metropolis the acceptance is near 1 (> 0.8), with Barker below 1/2."""
+    Laplace fit. With Metropolis the acceptance is near 1 (> 0.8), with Barker at most 1/2."""
     model, data, proxy, mean, var, mode, cov = glm
     barker = test_name == "mhminibatch"
     res = sample(
@@ -105,7 +105,8 @@ def test_glm_posterior_with_proxy_moves(glm, name, test_name):
     _check(res, mean, var, burn=100)
     s = res.summary()
     if barker:
-        assert s["data_per_test"] < 70 and s["acceptance_rate"] < 0.5
+        assert s["data_per_test"] < 70
+        assert s["acceptance_rate"] < 0.52  # Barker's stationary mean is <= 1/2; 0.02 is > 4 s.e. of 20,000 draws' rate
     elif name != "mixture":
         assert s["acceptance_rate"] > 0.8
 
