@@ -63,9 +63,10 @@ def test_bad_settings_raise(glm):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kind", ["proxy_hmc", "mixture", "independence_t"])
+@pytest.mark.parametrize("kind", ["proxy_hmc", "mixture", "independence_t", "auto"])
 def test_auto_sample_with_proxy_moves_matches_quadrature(glm, kind):
-    """auto_sample with an untuned proxy-posterior move (or proxy HMC mixed with a tuned random walk), MHminibatch
+    """auto_sample with an untuned proxy-posterior move (or proxy HMC mixed with a tuned random walk, or the move chosen
+    by measured effective draws per second), MHminibatch
     m=40, from (3, 3): quadrature means and variances within |z| < 4 at ESS > 3200 (a 5% s.d. error would show)."""
     data, mean, var, _ = glm
     res, w = auto_sample(logistic_regression(prior_scale=5.0), data, jnp.asarray([3.0, 3.0]), num_samples=3000,
@@ -74,3 +75,4 @@ def test_auto_sample_with_proxy_moves_matches_quadrature(glm, kind):
     assert np.all(chk.ess > 3200), chk.ess
     assert np.all(np.abs(chk.z_mean()) < 4) and np.all(np.abs(chk.z_var()) < 4), (chk.z_mean(), chk.z_var())
     assert (w.cost["tuning"].data == 0) == (kind != "mixture")
+    assert ("choose" in w.cost) == (kind == "auto")

@@ -35,6 +35,7 @@ from minibatch_mcmc.proposals.base import Proposal
 from minibatch_mcmc.proposals.mixture import mixture
 from minibatch_mcmc.proposals.scaled import scaled_random_walk
 from minibatch_mcmc.samplers.driver import sample
+from minibatch_mcmc.samplers.efficiency import measure_efficiency
 from minibatch_mcmc.samplers.keys import as_key
 from minibatch_mcmc.samplers.kernel import Kernel, build_kernel
 from minibatch_mcmc.samplers.results import SampleResult
@@ -42,10 +43,13 @@ from minibatch_mcmc.samplers.tuning import TuneResult, tune_scale
 
 PyTree = Any
 
-PROPOSALS = ("langevin", "random_walk", "independence", "independence_t", "proxy_hmc", "mixture")
+PROPOSALS = ("langevin", "random_walk", "independence", "independence_t", "proxy_hmc", "mixture", "auto")
 """Proposals ``warmup`` can set up: proxy-gradient MALA (default) or a Laplace-shaped random walk (both scale-tuned);
 independence from the proxy posterior's Laplace fit (Gaussian, or t with ``T_DF`` degrees of freedom) and proxy HMC
-(fixed, not tuned); ``mixture``: proxy HMC with probability ``1 - LOCAL_WEIGHT``, else a tuned random walk."""
+(fixed, not tuned); ``mixture``: proxy HMC with probability ``1 - LOCAL_WEIGHT``, else a tuned random walk;
+``auto``: the one of ``AUTO_CANDIDATES`` with the most effective draws per second in a short measured run."""
+AUTO_CANDIDATES = ("proxy_hmc", "independence", "independence_t")
+"""What ``proposal="auto"`` measures (``samplers.efficiency``: 8 chains x 200 steps each) and chooses from."""
 GLOBAL = ("independence", "independence_t", "proxy_hmc")
 """Kinds whose settings come from the Laplace fit alone: no scale to tune."""
 T_DF = 5.0
@@ -153,8 +157,9 @@ def warmup(
 
     ``test`` defaults to ``mh_minibatch(batch_size=50)``; ``proposal`` is one of ``PROPOSALS``: ``"langevin"`` (the
     proxy-gradient MALA preconditioned by the Laplace covariance), ``"random_walk"`` (Laplace-shaped), the untuned
-    global moves ``"independence"``, ``"independence_t"``, ``"proxy_hmc"``, or ``"mixture"`` (proxy HMC plus a tuned
-    random walk). With ``recentre=True`` the proxy is rebuilt once at the mean of a short run.
+    global moves ``"independence"``, ``"independence_t"``, ``"proxy_hmc"``, ``"mixture"`` (proxy HMC plus a tuned
+    random walk), or ``"auto"`` (the best of ``AUTO_CANDIDATES`` by measured effective draws per second; its cost
+    is reported as the ``choose`` phase). With ``recentre=True`` the proxy is rebuilt once at the mean of a short run.
     """
     kind = check_choice(proposal, "proposal", PROPOSALS)
     temperature = check_positive(temperature, "temperature")
@@ -178,6 +183,8 @@ def warmup(
     cost = {"mode": PhaseCost(mode.data_used, mode.seconds)}
     proxy, cost["proxy"] = timed_proxy(model, source, mode.theta_hat, order)
     chol = cholesky_factor(cov, cov.shape[0])
+    if kind == "auto":
+        kind, cost["choose"] = choose_by_efficiency(model, source, test, proxy, chol, mode.theta_hat, k_tune, temperature, rule)
     make = proposal_for(kind, proxy, model, chol, temperature, rule)
     if kind in GLOBAL:  # nothing to tune: the Laplace fit sets the move
         tuned = untuned(mode.theta_hat)
@@ -199,6 +206,21 @@ def warmup(
         test=test,
         cost=cost,
     )
+
+
+def choose_by_efficiency(model, source, test, proxy, chol, centre, key, temperature, rule) -> tuple[str, PhaseCost]:
+    """The candidate of ``AUTO_CANDIDATES`` with the most effective draws per second, from 8 Laplace-drawn starts."""
+    t0 = time.perf_counter()
+    flat, unravel = ravel_pytree(centre)
+    k_start, k_run = jax.random.split(key)
+    z = np.asarray(jax.random.normal(k_start, (8, flat.size)), np.float64)
+    starts = jax.vmap(unravel)(jnp.asarray(np.asarray(flat, np.float64) + z @ chol.T, flat.dtype))
+    found = {}
+    for kind in AUTO_CANDIDATES:
+        kernel = build_kernel(model, proposal_for(kind, proxy, model, chol, temperature, rule)(1.0), test, source.n, proxy)
+        found[kind] = measure_efficiency(kernel, source.arrays(), starts, k_run, temperature=temperature)
+    best = max(found, key=lambda k: found[k].ess_per_second)
+    return best, PhaseCost(sum(e.data_used for e in found.values()), time.perf_counter() - t0)
 
 
 def untuned(position: PyTree) -> TuneResult:
