@@ -3,8 +3,8 @@ hand-written JAX step of the same maths, logistic regression d=10, N=10^5, 1 and
 
 The bare step writes out by hand: the proposal (Laplace-shaped random walk; Gaussian or t independence draw and its
 log q ratio; proxy HMC leapfrog with the proxy gradient ``grad log p0 + G + H (theta - c)``; the mixture as both
-moves and a select, which is what ``vmap`` makes of the library's ``lax.switch``), 50 row indices drawn with
-replacement (the library draws them without replacement through a keyed permutation), the closed-form logistic
+moves and a select, which is what ``vmap`` makes of the library's ``lax.switch``), 50 distinct row indices (the
+library's keyed permutation, ``data.indexing.chunk_indices``: the same sampling scheme), the closed-form logistic
 residuals ``l_i(theta') - l_i(theta) - [g_i.u + u' H_i v / 2]``, the proxy's data-free sum, the minibatch variance and
 a Barker decision with normal plus logistic noise (the library adds its correction-table draw and the check that
 the minibatch need not grow). The library step is ``build_kernel(model, proposal, mh_minibatch(50), N, proxy).step``.
@@ -28,6 +28,7 @@ from bench_results import add_results_option, save, table
 from step_cost import interleaved_times
 from minibatch_mcmc.acceptance import mh_minibatch
 from minibatch_mcmc.control_variates import proxy_hmc, proxy_independence, taylor_proxy
+from minibatch_mcmc.data.indexing import chunk_indices
 from minibatch_mcmc.models import logistic_regression, make_logistic_data
 from minibatch_mcmc.optim.mode import find_mode, laplace_covariance
 from minibatch_mcmc.proposals import mixture
@@ -112,7 +113,7 @@ def bare_step(kind, data, n, proxy, cov):
     def step(key, th):
         kp, ki, kn = jax.random.split(key, 3)
         new, lq = propose(kp, th)
-        idx = jax.random.randint(ki, (M,), 0, n)
+        idx, _ = chunk_indices(ki, jnp.zeros((), jnp.int32), M, n)
         x, y = x_all[idx], y_all[idx]
         z0, z1, zc = x @ th, x @ new, x @ c
         ll = lambda z: y * jax.nn.log_sigmoid(z) - (1 - y) * jnp.log1p(jnp.exp(z))

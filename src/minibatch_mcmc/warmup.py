@@ -3,7 +3,8 @@
 ``warmup`` finds the mode ``theta_hat`` (minibatch Adam, then a few streamed full-data Newton steps),
 takes the Laplace covariance there, builds the Taylor-proxy control variate around ``theta_hat``
 (one streamed pass), tunes the proposal's scale to a target acceptance rate with the minibatch test
-and the proxy in place, optionally re-centres the proxy once at the mean of a short run, and freezes
+and the proxy in place (or, for the global moves from the proxy posterior, takes them from the Laplace fit,
+optionally choosing among them by measured effective draws per second), optionally re-centres the proxy once at the mean of a short run, and freezes
 everything. ``auto_sample`` then runs ``sample`` from over-dispersed Laplace draws. The warm-up's cost
 (data points read and seconds, phase by phase) is reported apart from sampling's, as NumPyro reports
 its warm-up apart from its samples.
