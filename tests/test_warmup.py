@@ -58,6 +58,8 @@ def test_bad_settings_raise(glm):
     data = glm[0]
     with pytest.raises(ValueError, match="proposal='hmc' must be one of 'langevin', 'random_walk'"):
         warmup(logistic_regression(), data, jnp.zeros(2), proposal="hmc")
+    with pytest.raises(ValueError, match="target_accept=0.5 has no effect with proposal='proxy_hmc'"):
+        warmup(logistic_regression(), data, jnp.zeros(2), proposal="proxy_hmc", target_accept=0.5)
     with pytest.raises(ValueError, match="recentre=1 must be True or False"):
         warmup(logistic_regression(), data, jnp.zeros(2), recentre=1)
 

@@ -3,11 +3,11 @@
 ``warmup`` finds the mode ``theta_hat`` (minibatch Adam, then a few streamed full-data Newton steps),
 takes the Laplace covariance there, builds the Taylor-proxy control variate around ``theta_hat``
 (one streamed pass), tunes the proposal's scale to a target acceptance rate with the minibatch test
-and the proxy in place (or, for the global moves from the proxy posterior, takes them from the Laplace fit,
-optionally choosing among them by measured effective draws per second), optionally re-centres the proxy once at the mean of a short run, and freezes
-everything. ``auto_sample`` then runs ``sample`` from over-dispersed Laplace draws. The warm-up's cost
-(data points read and seconds, phase by phase) is reported apart from sampling's, as NumPyro reports
-its warm-up apart from its samples.
+and the proxy in place (or, for the global moves from the proxy posterior, takes them from the Laplace
+fit, optionally choosing among them by measured effective draws per second), optionally re-centres the
+proxy once at the mean of a short run, and freezes everything. ``auto_sample`` then runs ``sample``
+from over-dispersed Laplace draws. The warm-up's cost (data points read and seconds, phase by phase)
+is reported apart from sampling's, as NumPyro reports its warm-up apart from its samples.
 """
 
 from __future__ import annotations
@@ -168,6 +168,8 @@ def warmup(
     check_int(num_windows, "num_windows", 1)
     check_int(window_size, "window_size", 1)
     test = mh_minibatch(batch_size=50) if test is None else test
+    if target_accept is not None and kind in GLOBAL + ("auto",):
+        raise ValueError(f"target_accept={target_accept!r} has no effect with proposal={kind!r}, which is not tuned: leave it None")
     rule = decision_rule(test)
     tuned_kind = "random_walk" if kind == "mixture" else kind
     target = TARGET_ACCEPT.get((rule, tuned_kind), math.nan) if target_accept is None else target_accept
