@@ -3,10 +3,11 @@
 ``warmup`` finds the mode ``theta_hat`` (minibatch Adam, then a few streamed full-data Newton steps),
 takes the Laplace covariance there, builds the Taylor-proxy control variate around ``theta_hat``
 (one streamed pass), tunes the proposal's scale to a target acceptance rate with the minibatch test
-and the proxy in place, optionally re-centres the proxy once at the mean of a short run, and freezes
-everything. ``auto_sample`` then runs ``sample`` from over-dispersed Laplace draws. The warm-up's cost
-(data points read and seconds, phase by phase) is reported apart from sampling's, as NumPyro reports
-its warm-up apart from its samples.
+and the proxy in place (or, for the global moves from the proxy posterior, takes them from the Laplace
+fit, optionally choosing among them by measured effective draws per second), optionally re-centres the
+proxy once at the mean of a short run, and freezes everything. ``auto_sample`` then runs ``sample``
+from over-dispersed Laplace draws. The warm-up's cost (data points read and seconds, phase by phase)
+is reported apart from sampling's, as NumPyro reports its warm-up apart from its samples.
 """
 
 from __future__ import annotations
@@ -27,21 +28,41 @@ from minibatch_mcmc.acceptance.mhminibatch_skew import MHMinibatchSkew
 from minibatch_mcmc.checks import check_bool, check_choice, check_int, check_positive
 from minibatch_mcmc.control_variates import MAX_DENSE_DIM, TaylorProxy, proxy_langevin, taylor_proxy
 from minibatch_mcmc.control_variates.proposals import cholesky_factor
+from minibatch_mcmc.control_variates.proxy_moves import proxy_hmc, proxy_independence
 from minibatch_mcmc.data.arrays import DataSource, as_data_source
 from minibatch_mcmc.models.base import Model
 from minibatch_mcmc.optim.mode import find_mode, laplace_covariance
 from minibatch_mcmc.proposals.base import Proposal
+from minibatch_mcmc.proposals.mixture import mixture
 from minibatch_mcmc.proposals.scaled import scaled_random_walk
 from minibatch_mcmc.samplers.driver import sample
+from minibatch_mcmc.samplers.efficiency import measure_efficiency
 from minibatch_mcmc.samplers.keys import as_key
 from minibatch_mcmc.samplers.kernel import Kernel, build_kernel
 from minibatch_mcmc.samplers.results import SampleResult
-from minibatch_mcmc.samplers.tuning import tune_scale
+from minibatch_mcmc.samplers.tuning import TuneResult, tune_scale
 
 PyTree = Any
 
-PROPOSALS = ("langevin", "random_walk")
-"""Proposals ``warmup`` can tune: the proxy-gradient MALA (default) or a Laplace-shaped random walk."""
+PROPOSALS = ("langevin", "random_walk", "independence", "independence_t", "proxy_hmc", "mixture", "auto")
+"""Proposals ``warmup`` can set up: proxy-gradient MALA (default) or a Laplace-shaped random walk (both scale-tuned);
+independence from the proxy posterior's Laplace fit (Gaussian, or t with ``T_DF`` degrees of freedom) and proxy HMC
+(fixed, not tuned); ``mixture``: proxy HMC with probability ``1 - LOCAL_WEIGHT``, else a tuned random walk;
+``auto``: the one of ``AUTO_CANDIDATES`` with the most effective draws per second in a short measured run."""
+AUTO_CANDIDATES = ("proxy_hmc", "independence", "independence_t")
+"""What ``proposal="auto"`` measures (``samplers.efficiency``: 8 chains x 200 steps each) and chooses from."""
+GLOBAL = ("independence", "independence_t", "proxy_hmc")
+"""Kinds whose settings come from the Laplace fit alone: no scale to tune."""
+T_DF = 5.0
+"""Degrees of freedom of the t independence proposal."""
+LOCAL_WEIGHT = 0.2
+"""Probability of the random-walk move in ``proposal="mixture"`` (so a chain far from the proxy's centre moves)."""
+HMC_STEPS = 4
+"""Leapfrog steps of the warm-up's proxy HMC."""
+HMC_LENGTH = {"metropolis": 0.5 * math.pi, "barker": 0.75 * math.pi}
+"""Trajectory length in whitened units: a quarter period on a Gaussian (an independent draw) under Metropolis, where
+nearly every move is accepted; longer under Barker, which keeps about half: accepted moves are then anti-correlated
+with the current point, and the chain's lag-1 autocorrelation ``(1 + cos T) / 2`` drops (0.15 at ``T = 3 pi / 4``)."""
 TARGET_ACCEPT = {("metropolis", "langevin"): 0.574, ("metropolis", "random_walk"): 0.234, ("barker", "langevin"): 0.347, ("barker", "random_walk"): 0.159}
 """Default target acceptance rates: the optimal diffusion-limit scalings (Roberts and Rosenthal for Metropolis;
 the same optimisation with Barker's acceptance function, which MHminibatch approximates, gives 0.159 and 0.347:
@@ -67,9 +88,9 @@ class Warmup(NamedTuple):
     proposal: Proposal
     """The tuned proposal."""
     scale: float
-    """Tuned step size (Langevin) or scale (random walk)."""
+    """Tuned step size (Langevin) or scale (random walk, and the random walk of ``mixture``); 1 for ``GLOBAL`` kinds."""
     acceptance: float
-    """Acceptance rate of the last tuning window."""
+    """Acceptance rate of the last tuning window (NaN for the untuned kinds in ``GLOBAL``)."""
     test: AcceptanceTest
     """The acceptance test the scale was tuned with."""
     cost: dict
@@ -96,10 +117,22 @@ def initial_scale(kind: str, d: int) -> float:
     return 2.38 / math.sqrt(d) if kind == "random_walk" else 1.65**2 * d ** (-1.0 / 3.0)
 
 
-def proposal_for(kind: str, proxy: TaylorProxy, model: Model, chol: np.ndarray, temperature: float) -> Callable[[Any], Proposal]:
-    """``scale -> Proposal`` for the chosen kind, shaped by the Laplace covariance ``chol chol'``."""
+def proposal_for(
+    kind: str, proxy: TaylorProxy, model: Model, chol: np.ndarray, temperature: float, rule: str = "barker"
+) -> Callable[[Any], Proposal]:
+    """``scale -> Proposal`` for the chosen kind, shaped by the Laplace covariance ``chol chol'`` (``scale`` is ignored
+    by the untuned kinds in ``GLOBAL``; for ``mixture`` it is the random walk's)."""
     if kind == "random_walk":
         return lambda scale: scaled_random_walk(jnp.asarray(chol, jnp.float32), scale)
+    if kind in ("independence", "independence_t"):
+        fixed = proxy_independence(proxy, model.log_prior, df=T_DF if kind == "independence_t" else None, temperature=temperature)
+        return lambda scale: fixed
+    if kind in ("proxy_hmc", "mixture"):
+        hmc = proxy_hmc(proxy, model.log_prior, HMC_LENGTH[rule] / HMC_STEPS, HMC_STEPS, cov=chol @ chol.T, temperature=temperature)
+        if kind == "proxy_hmc":
+            return lambda scale: hmc
+        walk = proposal_for("random_walk", proxy, model, chol, temperature)
+        return lambda scale: mixture([hmc, walk(scale)], [1.0 - LOCAL_WEIGHT, LOCAL_WEIGHT])
     cov = chol @ chol.T
     return lambda scale: proxy_langevin(proxy, model.log_prior, scale, cov=cov, temperature=temperature)
 
@@ -123,9 +156,11 @@ def warmup(
 ) -> Warmup:
     """Mode, Laplace covariance, Taylor proxy and a tuned proposal for sampling at ``temperature`` (1: the posterior).
 
-    ``test`` defaults to ``mh_minibatch(batch_size=50)``; ``proposal`` is ``"langevin"`` (the proxy-gradient
-    MALA preconditioned by the Laplace covariance) or ``"random_walk"`` (Laplace-shaped). With
-    ``recentre=True`` the proxy is rebuilt once at the mean of a short tuned run.
+    ``test`` defaults to ``mh_minibatch(batch_size=50)``; ``proposal`` is one of ``PROPOSALS``: ``"langevin"`` (the
+    proxy-gradient MALA preconditioned by the Laplace covariance), ``"random_walk"`` (Laplace-shaped), the untuned
+    global moves ``"independence"``, ``"independence_t"``, ``"proxy_hmc"``, ``"mixture"`` (proxy HMC plus a tuned
+    random walk), or ``"auto"`` (the best of ``AUTO_CANDIDATES`` by measured effective draws per second; its cost
+    is reported as the ``choose`` phase). With ``recentre=True`` the proxy is rebuilt once at the mean of a short run.
     """
     kind = check_choice(proposal, "proposal", PROPOSALS)
     temperature = check_positive(temperature, "temperature")
@@ -133,7 +168,11 @@ def warmup(
     check_int(num_windows, "num_windows", 1)
     check_int(window_size, "window_size", 1)
     test = mh_minibatch(batch_size=50) if test is None else test
-    target = TARGET_ACCEPT[(decision_rule(test), kind)] if target_accept is None else target_accept
+    if target_accept is not None and kind in GLOBAL + ("auto",):
+        raise ValueError(f"target_accept={target_accept!r} has no effect with proposal={kind!r}, which is not tuned: leave it None")
+    rule = decision_rule(test)
+    tuned_kind = "random_walk" if kind == "mixture" else kind
+    target = TARGET_ACCEPT.get((rule, tuned_kind), math.nan) if target_accept is None else target_accept
     source = as_data_source(data)
     k_mode, k_tune, k_centre = jax.random.split(as_key(key), 3)
 
@@ -147,13 +186,19 @@ def warmup(
     cost = {"mode": PhaseCost(mode.data_used, mode.seconds)}
     proxy, cost["proxy"] = timed_proxy(model, source, mode.theta_hat, order)
     chol = cholesky_factor(cov, cov.shape[0])
-    make = proposal_for(kind, proxy, model, chol, temperature)
-    tuned = tune(model, source, test, proxy, make, mode.theta_hat, k_tune, target, kind, num_windows, window_size, temperature)
+    if kind == "auto":
+        kind, cost["choose"] = choose_by_efficiency(model, source, test, proxy, chol, mode.theta_hat, k_tune, temperature, rule)
+    make = proposal_for(kind, proxy, model, chol, temperature, rule)
+    if kind in GLOBAL:  # nothing to tune: the Laplace fit sets the move
+        tuned = untuned(mode.theta_hat)
+    else:
+        walk = proposal_for(tuned_kind, proxy, model, chol, temperature, rule)
+        tuned = tune(model, source, test, proxy, walk, mode.theta_hat, k_tune, target, tuned_kind, num_windows, window_size, temperature)
     cost["tuning"] = PhaseCost(tuned.data_used, tuned.seconds)
     if recentre:
         centre, cost["recentre_run"] = short_run_mean(model, source, test, proxy, make(tuned.scale), tuned.position, k_centre, temperature)
         proxy, cost["recentre"] = timed_proxy(model, source, centre, order)
-        make = proposal_for(kind, proxy, model, chol, temperature)
+        make = proposal_for(kind, proxy, model, chol, temperature, rule)
     return Warmup(
         centre=proxy.centre,
         covariance=cov,
@@ -164,6 +209,26 @@ def warmup(
         test=test,
         cost=cost,
     )
+
+
+def choose_by_efficiency(model, source, test, proxy, chol, centre, key, temperature, rule) -> tuple[str, PhaseCost]:
+    """The candidate of ``AUTO_CANDIDATES`` with the most effective draws per second, from 8 Laplace-drawn starts."""
+    t0 = time.perf_counter()
+    flat, unravel = ravel_pytree(centre)
+    k_start, k_run = jax.random.split(key)
+    z = np.asarray(jax.random.normal(k_start, (8, flat.size)), np.float64)
+    starts = jax.vmap(unravel)(jnp.asarray(np.asarray(flat, np.float64) + z @ chol.T, flat.dtype))
+    found = {}
+    for kind in AUTO_CANDIDATES:
+        kernel = build_kernel(model, proposal_for(kind, proxy, model, chol, temperature, rule)(1.0), test, source.n, proxy)
+        found[kind] = measure_efficiency(kernel, source.arrays(), starts, k_run, temperature=temperature)
+    best = max(found, key=lambda k: found[k].ess_per_second)
+    return best, PhaseCost(sum(e.data_used for e in found.values()), time.perf_counter() - t0)
+
+
+def untuned(position: PyTree) -> TuneResult:
+    """What ``tune`` returns for a proposal with nothing to tune: scale 1, no acceptance measured, no cost."""
+    return TuneResult(scale=1.0, position=position, state=None, acceptance=np.array([math.nan]), data_used=0, seconds=0.0)
 
 
 def timed_proxy(model: Model, source: DataSource, centre: PyTree, order: int) -> tuple[TaylorProxy, PhaseCost]:
