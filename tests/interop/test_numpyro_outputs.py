@@ -183,3 +183,19 @@ def test_pandas_arguments_are_converted():
     frame["group"] = ["u", "v"] * 25
     with pytest.raises(ValueError, match=r"pandas columns \['group'\] are not numeric"):
         from_numpyro(regression, frame[["a", "group"]], frame["y"])
+
+
+def test_deterministic_site_reading_the_data_outside_the_plate_is_dropped_with_a_warning():
+    def reads_data(x, y):
+        mu = numpyro.sample("mu", dist.Normal(0.0, 1.0))
+        numpyro.deterministic("centred", mu - jnp.mean(y))
+        numpyro.deterministic("doubled", 2.0 * mu)
+        with numpyro.plate("data", x.shape[0]):
+            numpyro.sample("y", dist.Normal(mu, 1.0), obs=y)
+
+    rng = np.random.default_rng(4)
+    x, y = rng.normal(size=30).astype(np.float32), rng.normal(size=30).astype(np.float32)
+    with pytest.warns(UserWarning, match=r"deterministic sites \['centred'\] read the data"):
+        conv = from_numpyro(reads_data, x, y)
+    assert conv.layout.deterministic == ("doubled",)
+    assert set(conv.model.constrain({"mu": jnp.asarray(0.5)})) == {"mu", "doubled"}
