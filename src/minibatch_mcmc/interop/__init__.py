@@ -4,6 +4,6 @@ our kernels as BlackJAX ``SamplingAlgorithm``s (``interop.blackjax``, imported o
 Every peer library is an optional import: nothing here imports NumPyro or BlackJAX until it is used.
 """
 
-from minibatch_mcmc.interop.numpyro import NumPyroModel, constrained_result, from_numpyro, log_likelihood, to_inference_data
+from minibatch_mcmc.interop.numpyro import NumPyroModel, constrained_result, from_numpyro, log_likelihood, subsampled_loo, to_inference_data
 
-__all__ = ["NumPyroModel", "constrained_result", "from_numpyro", "log_likelihood", "to_inference_data"]
+__all__ = ["NumPyroModel", "constrained_result", "from_numpyro", "log_likelihood", "subsampled_loo", "to_inference_data"]

@@ -34,6 +34,7 @@ from jax.flatten_util import ravel_pytree
 
 from minibatch_mcmc.interop.numpyro_sites import Layout, import_numpyro, read_layout, row_frame
 from minibatch_mcmc.models.base import Model
+from minibatch_mcmc.samplers.loo import SubsampledLoo, loo_subsample
 from minibatch_mcmc.samplers.pointwise import log_likelihood_data
 from minibatch_mcmc.samplers.results import SampleResult
 
@@ -342,3 +343,8 @@ def log_likelihood(result: SampleResult, converted: NumPyroModel, **kwargs: Any)
     """``log_likelihood_data`` for a run on a converted model: one ``log_likelihood`` variable per observed site
     (``rows``, ``draws``, ``key`` as there), so ``az.loo`` works on it."""
     return log_likelihood_data(result, converted.model, converted.data, site_log_lik=converted.site_log_lik, **kwargs)
+
+
+def subsampled_loo(result: SampleResult, converted: NumPyroModel, **kwargs: Any) -> SubsampledLoo:
+    """``loo_subsample`` for a run on a converted model (``m``, ``draws``, ``key`` as there): PSIS-LOO at tall N."""
+    return loo_subsample(result, converted.model, converted.data, site_log_lik=converted.site_log_lik, **kwargs)
