@@ -1,5 +1,6 @@
-"""Other libraries' models and loops: NumPyro models in (``from_numpyro``), named constrained draws out, and
-our kernels as BlackJAX ``SamplingAlgorithm``s (``interop.blackjax``, imported on demand).
+"""Other libraries' models and loops: NumPyro models in (``from_numpyro``), named constrained draws out, LOO
+(``log_likelihood``, ``subsampled_loo``), our sampler as a NumPyro ``MCMCKernel`` (``interop.numpyro_kernel``)
+and our kernels as BlackJAX ``SamplingAlgorithm``s (``interop.blackjax``), both imported on demand.
 
 Every peer library is an optional import: nothing here imports NumPyro or BlackJAX until it is used.
 """
