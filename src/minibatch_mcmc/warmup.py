@@ -258,7 +258,7 @@ def short_run_mean(model, source, test, proxy, proposal, start, key, temperature
     t0 = time.perf_counter()
     res = sample(model, source, start, proposal=proposal, test=test, estimator=proxy, num_samples=steps, key=key,
                  temperature=temperature, progress=False, block_size=steps)
-    mean = jax.tree_util.tree_map(lambda a: jnp.asarray(np.asarray(a)[0].mean(axis=0), a.dtype), res.positions)
+    mean = jax.tree_util.tree_map(lambda a: jnp.asarray(np.asarray(a)[0].mean(axis=0), a.dtype), res.kernel_positions)
     used = int(np.sum(res.records["batch_size"]) + np.sum(res.records["hidden_data"]))
     return mean, PhaseCost(used, time.perf_counter() - t0)
 
