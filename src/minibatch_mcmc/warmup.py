@@ -30,6 +30,7 @@ from minibatch_mcmc.control_variates.proposals import cholesky_factor
 from minibatch_mcmc.data.arrays import DataSource, as_data_source
 from minibatch_mcmc.models.base import Model
 from minibatch_mcmc.optim.mode import find_mode, laplace_covariance
+from minibatch_mcmc.optim.no_mode import check_mode
 from minibatch_mcmc.proposals.base import Proposal
 from minibatch_mcmc.proposals.scaled import scaled_random_walk
 from minibatch_mcmc.samplers.driver import sample
@@ -143,6 +144,7 @@ def warmup(
             f"the warm-up needs the Hessian at the mode for the Laplace covariance; the model has more than "
             f"{MAX_DENSE_DIM} parameters for a dense Hessian: build the proxy with taylor_proxy(order=1) and tune by hand"
         )
+    check_mode(model, mode, source.n, newton_steps)
     cov = laplace_covariance(mode.hessian)
     cost = {"mode": PhaseCost(mode.data_used, mode.seconds)}
     proxy, cost["proxy"] = timed_proxy(model, source, mode.theta_hat, order)
