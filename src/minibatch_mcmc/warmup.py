@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from typing import Any, Callable, NamedTuple
 
 import jax
@@ -30,6 +31,7 @@ from minibatch_mcmc.control_variates.proposals import cholesky_factor
 from minibatch_mcmc.data.arrays import DataSource, as_data_source
 from minibatch_mcmc.models.base import Model
 from minibatch_mcmc.optim.mode import find_mode, laplace_covariance
+from minibatch_mcmc.optim.multistart import LocalMode, describe, find_modes
 from minibatch_mcmc.optim.no_mode import check_mode
 from minibatch_mcmc.proposals.base import Proposal
 from minibatch_mcmc.proposals.scaled import scaled_random_walk
@@ -74,7 +76,9 @@ class Warmup(NamedTuple):
     test: AcceptanceTest
     """The acceptance test the scale was tuned with."""
     cost: dict
-    """``PhaseCost`` per phase: ``mode``, ``proxy``, ``tuning`` and (if asked) ``recentre``."""
+    """``PhaseCost`` per phase: ``mode`` (with the multi-start search), ``proxy``, ``tuning`` and (if asked) ``recentre``."""
+    modes: tuple = ()
+    """``LocalMode`` per distinct mode the multi-start search found, the proxy's mode first (empty if not searched)."""
 
     @property
     def total_data(self) -> int:
@@ -121,18 +125,22 @@ def warmup(
     recentre: bool = False,
     adam_steps: int = 500,
     newton_steps: int = 10,
+    num_starts: int = 8,
 ) -> Warmup:
     """Mode, Laplace covariance, Taylor proxy and a tuned proposal for sampling at ``temperature`` (1: the posterior).
 
     ``test`` defaults to ``mh_minibatch(batch_size=50)``; ``proposal`` is ``"langevin"`` (the proxy-gradient
     MALA preconditioned by the Laplace covariance) or ``"random_walk"`` (Laplace-shaped). With
-    ``recentre=True`` the proxy is rebuilt once at the mean of a short tuned run.
+    ``recentre=True`` the proxy is rebuilt once at the mean of a short tuned run. ``num_starts`` dispersed
+    minibatch-Adam searches (0: none) look for other modes; finding any is a warning, and ``auto_sample``
+    then starts chains in every mode so that between-chain diagnostics see them.
     """
     kind = check_choice(proposal, "proposal", PROPOSALS)
     temperature = check_positive(temperature, "temperature")
     check_bool(recentre, "recentre")
     check_int(num_windows, "num_windows", 1)
     check_int(window_size, "window_size", 1)
+    check_int(num_starts, "num_starts", 0)
     test = mh_minibatch(batch_size=50) if test is None else test
     target = TARGET_ACCEPT[(decision_rule(test), kind)] if target_accept is None else target_accept
     source = as_data_source(data)
@@ -146,7 +154,8 @@ def warmup(
         )
     check_mode(model, mode, source.n, newton_steps)
     cov = laplace_covariance(mode.hessian)
-    cost = {"mode": PhaseCost(mode.data_used, mode.seconds)}
+    modes, cost = search_modes(model, source, LocalMode(mode.theta_hat, mode.log_posterior, cov), as_key(key), temperature,
+                               num_starts, newton_steps, PhaseCost(mode.data_used, mode.seconds))
     proxy, cost["proxy"] = timed_proxy(model, source, mode.theta_hat, order)
     chol = cholesky_factor(cov, cov.shape[0])
     make = proposal_for(kind, proxy, model, chol, temperature)
@@ -165,7 +174,25 @@ def warmup(
         acceptance=float(tuned.acceptance[-1]),
         test=test,
         cost=cost,
+        modes=modes,
     )
+
+
+def search_modes(model, source, first, key, temperature, num_starts, newton_steps, cost) -> tuple[tuple, dict]:
+    """The multi-start search (its cost added to the mode phase's), warning when it finds several modes."""
+    if num_starts == 0:
+        return (), {"mode": cost}
+    found = find_modes(model, source, first, key=jax.random.fold_in(key, 19), temperature=temperature,
+                       num_starts=num_starts + num_starts % 2, newton_steps=newton_steps)
+    if len(found.modes) > 1:
+        warnings.warn(
+            f"the posterior has {len(found.modes)} modes ({describe(found.modes)}); the proxy is centred on mode 0 and "
+            "proxy-based sampling at temperature 1 is local: chains are started in every mode so that R-hat shows "
+            "it, but they will not mix between modes. Use a tempered sampler or an exact full-data test for the "
+            "weights of the modes",
+            stacklevel=3,
+        )
+    return found.modes, {"mode": PhaseCost(cost.data + found.data_used, cost.seconds + found.seconds)}
 
 
 def timed_proxy(model: Model, source: DataSource, centre: PyTree, order: int) -> tuple[TaylorProxy, PhaseCost]:
@@ -201,11 +228,18 @@ def short_run_mean(model, source, test, proxy, proposal, start, key, temperature
 
 
 def dispersed_starts(w: Warmup, num_chains: int, key: jax.Array, spread: float = 1.5) -> PyTree:
-    """``num_chains`` starts drawn from the Laplace approximation widened by ``spread`` (for R-hat), batched."""
+    """``num_chains`` starts drawn from the Laplace approximation widened by ``spread`` (for R-hat), batched.
+
+    With several modes, chain ``c`` starts around mode ``c mod M`` (its own Laplace approximation).
+    """
     flat, unravel = ravel_pytree(w.centre)
-    chol = np.linalg.cholesky(w.covariance)
     z = np.asarray(jax.random.normal(key, (num_chains, flat.size)), np.float64)
-    draws = np.asarray(flat, np.float64) + spread * z @ chol.T
+    if len(w.modes) <= 1:
+        draws = np.asarray(flat, np.float64) + spread * z @ np.linalg.cholesky(w.covariance).T
+    else:
+        modes = [w.modes[c % len(w.modes)] for c in range(num_chains)]
+        draws = np.stack([np.asarray(ravel_pytree(m.theta)[0], np.float64) + spread * np.linalg.cholesky(m.covariance) @ zc
+                          for m, zc in zip(modes, z)])
     return jax.vmap(unravel)(jnp.asarray(draws, flat.dtype))
 
 
