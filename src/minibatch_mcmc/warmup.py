@@ -11,6 +11,7 @@ its warm-up apart from its samples.
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 import warnings
@@ -29,6 +30,7 @@ from minibatch_mcmc.checks import check_bool, check_choice, check_int, check_pos
 from minibatch_mcmc.control_variates import MAX_DENSE_DIM, TaylorProxy, proxy_langevin, taylor_proxy
 from minibatch_mcmc.control_variates.proposals import cholesky_factor
 from minibatch_mcmc.data.arrays import DataSource, as_data_source
+from minibatch_mcmc.data.host import host_read_errors
 from minibatch_mcmc.models.base import Model
 from minibatch_mcmc.optim.mode import find_mode, laplace_covariance
 from minibatch_mcmc.optim.multistart import LocalMode, describe, find_modes
@@ -109,6 +111,18 @@ def proposal_for(kind: str, proxy: TaylorProxy, model: Model, chol: np.ndarray, 
     return lambda scale: proxy_langevin(proxy, model.log_prior, scale, cov=cov, temperature=temperature)
 
 
+def data_errors(fn: Callable) -> Callable:
+    """``fn(model, data, ...)`` with a data file changed under it reported as ``DataChangedError``, from every phase."""
+
+    @functools.wraps(fn)
+    def wrapped(model: Model, data: PyTree | DataSource, *args: Any, **kwargs: Any) -> Any:
+        with host_read_errors(data):
+            return fn(model, data, *args, **kwargs)
+
+    return wrapped
+
+
+@data_errors
 def warmup(
     model: Model,
     data: PyTree | DataSource,
@@ -129,7 +143,8 @@ def warmup(
 ) -> Warmup:
     """Mode, Laplace covariance, Taylor proxy and a tuned proposal for sampling at ``temperature`` (1: the posterior).
 
-    ``test`` defaults to ``mh_minibatch(batch_size=50)``; ``proposal`` is ``"langevin"`` (the proxy-gradient
+    ``test`` defaults to ``mh_minibatch(batch_size=50)`` (below ``N = 50`` the exact Barker test on all rows,
+    which the minibatch test approximates); ``proposal`` is ``"langevin"`` (the proxy-gradient
     MALA preconditioned by the Laplace covariance) or ``"random_walk"`` (Laplace-shaped). With
     ``recentre=True`` the proxy is rebuilt once at the mean of a short tuned run. ``num_starts`` dispersed
     minibatch-Adam searches (0: none) look for other modes; finding any is a warning, and ``auto_sample``
@@ -141,9 +156,9 @@ def warmup(
     check_int(num_windows, "num_windows", 1)
     check_int(window_size, "window_size", 1)
     check_int(num_starts, "num_starts", 0)
-    test = mh_minibatch(batch_size=50) if test is None else test
-    target = TARGET_ACCEPT[(decision_rule(test), kind)] if target_accept is None else target_accept
     source = as_data_source(data)
+    test = default_test(source.n) if test is None else test
+    target = TARGET_ACCEPT[(decision_rule(test), kind)] if target_accept is None else target_accept
     k_mode, k_tune, k_centre = jax.random.split(as_key(key), 3)
 
     mode = find_mode(model, source, theta0, key=k_mode, temperature=temperature, adam_steps=adam_steps, newton_steps=newton_steps)
@@ -193,6 +208,11 @@ def search_modes(model, source, first, key, temperature, num_starts, newton_step
             stacklevel=3,
         )
     return found.modes, {"mode": PhaseCost(cost.data + found.data_used, cost.seconds + found.seconds)}
+
+
+def default_test(n: int) -> AcceptanceTest:
+    """``mh_minibatch(batch_size=50)``, or for ``N < 50`` (a minibatch would be all the data) the exact Barker test."""
+    return mh_minibatch(batch_size=50) if n >= 50 else BarkerTest()
 
 
 def timed_proxy(model: Model, source: DataSource, centre: PyTree, order: int) -> tuple[TaylorProxy, PhaseCost]:
