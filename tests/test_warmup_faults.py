@@ -49,3 +49,11 @@ def test_n_below_the_default_minibatch_caps_it(n):
     x = (np.random.default_rng(1).standard_normal((n, 2)) + 1.0).astype(np.float32)
     w = warmup(models.gaussian_mean(), x, jnp.zeros(2), key=0, **SMALL)
     assert isinstance(w.test, BarkerTest) and np.isfinite(w.scale) and w.scale > 0
+
+
+def test_row_with_an_absurd_value_is_named():
+    """Before: 'non-finite full-data log posterior ... check theta0 and the model's support', no row. Now: row 1234."""
+    x = (np.random.default_rng(2).standard_normal((3000, 2)) + 1.0).astype(np.float32)
+    x[1234, 1] = 1e30
+    with pytest.raises(ValueError, match=r"datum 1234 \(row 1234 of the data\) has log-likelihood -inf"):
+        warmup(models.gaussian_mean(), x, jnp.zeros(2), key=0, **SMALL)

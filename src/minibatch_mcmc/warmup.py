@@ -37,6 +37,7 @@ from minibatch_mcmc.optim.multistart import LocalMode, describe, find_modes
 from minibatch_mcmc.optim.no_mode import check_mode
 from minibatch_mcmc.proposals.base import Proposal
 from minibatch_mcmc.proposals.scaled import scaled_random_walk
+from minibatch_mcmc.samplers.diagnose import bad_rows_named
 from minibatch_mcmc.samplers.driver import sample
 from minibatch_mcmc.samplers.keys import as_key
 from minibatch_mcmc.samplers.kernel import Kernel, build_kernel
@@ -161,7 +162,8 @@ def warmup(
     target = TARGET_ACCEPT[(decision_rule(test), kind)] if target_accept is None else target_accept
     k_mode, k_tune, k_centre = jax.random.split(as_key(key), 3)
 
-    mode = find_mode(model, source, theta0, key=k_mode, temperature=temperature, adam_steps=adam_steps, newton_steps=newton_steps)
+    with bad_rows_named(model, source, theta0):
+        mode = find_mode(model, source, theta0, key=k_mode, temperature=temperature, adam_steps=adam_steps, newton_steps=newton_steps)
     if mode.hessian is None:
         raise ValueError(
             f"the warm-up needs the Hessian at the mode for the Laplace covariance; the model has more than "
@@ -174,7 +176,8 @@ def warmup(
     proxy, cost["proxy"] = timed_proxy(model, source, mode.theta_hat, order)
     chol = cholesky_factor(cov, cov.shape[0])
     make = proposal_for(kind, proxy, model, chol, temperature)
-    tuned = tune(model, source, test, proxy, make, mode.theta_hat, k_tune, target, kind, num_windows, window_size, temperature)
+    with bad_rows_named(model, source, mode.theta_hat):
+        tuned = tune(model, source, test, proxy, make, mode.theta_hat, k_tune, target, kind, num_windows, window_size, temperature)
     cost["tuning"] = PhaseCost(tuned.data_used, tuned.seconds)
     if recentre:
         centre, cost["recentre_run"] = short_run_mean(model, source, test, proxy, make(tuned.scale), tuned.position, k_centre, temperature)
