@@ -10,7 +10,7 @@ from minibatch_mcmc.acceptance import BarkerTest
 from minibatch_mcmc.data import open_npy
 from minibatch_mcmc.data.host import DataChangedError
 from minibatch_mcmc import warmup as warmup_module
-from minibatch_mcmc.warmup import warmup
+from minibatch_mcmc.warmup import auto_sample, warmup
 
 SMALL = dict(num_windows=2, window_size=20, num_starts=0)
 
@@ -57,3 +57,23 @@ def test_row_with_an_absurd_value_is_named():
     x[1234, 1] = 1e30
     with pytest.raises(ValueError, match=r"datum 1234 \(row 1234 of the data\) has log-likelihood -inf"):
         warmup(models.gaussian_mean(), x, jnp.zeros(2), key=0, **SMALL)
+
+
+@pytest.mark.slow
+def test_auto_sample_resume_restores_the_warmup(tmp_path, monkeypatch):
+    """Before: a resumed auto_sample redid the whole warm-up. Now: it is restored from the checkpoint directory
+    (the warm-up is not called again) and the resumed draws equal an uninterrupted run's."""
+    x = (np.random.default_rng(3).standard_normal((2000, 2)) + 1.0).astype(np.float32)
+    kw = dict(num_chains=2, key=4, progress=False, block_size=50, num_starts=0)
+    whole, _ = auto_sample(models.gaussian_mean(), x, jnp.zeros(2), num_samples=100, checkpoint_dir=tmp_path / "a", **kw)
+    auto_sample(models.gaussian_mean(), x, jnp.zeros(2), num_samples=50, checkpoint_dir=tmp_path / "b", **kw)
+
+    def no_warmup(*args, **kwargs):
+        raise AssertionError("the warm-up was redone")
+
+    monkeypatch.setattr(warmup_module, "warmup", no_warmup)
+    resumed, w = auto_sample(models.gaussian_mean(), x, jnp.zeros(2), num_samples=100, checkpoint_dir=tmp_path / "b", resume=True, **kw)
+    np.testing.assert_array_equal(np.asarray(resumed.positions), np.asarray(whole.positions))
+    assert w.cost["mode"].data > 0
+    with pytest.raises(ValueError, match="cannot resume with the warm-up saved in .* other settings"):
+        auto_sample(models.gaussian_mean(), x, jnp.ones(2), num_samples=100, checkpoint_dir=tmp_path / "b", resume=True, **kw)

@@ -15,6 +15,7 @@ import functools
 import math
 import time
 import warnings
+from pathlib import Path
 from typing import Any, Callable, NamedTuple
 
 import jax
@@ -37,12 +38,14 @@ from minibatch_mcmc.optim.multistart import LocalMode, describe, find_modes
 from minibatch_mcmc.optim.no_mode import check_mode
 from minibatch_mcmc.proposals.base import Proposal
 from minibatch_mcmc.proposals.scaled import scaled_random_walk
+from minibatch_mcmc.samplers.checkpoint import SETTINGS_FILE, data_fingerprint, fingerprint
 from minibatch_mcmc.samplers.diagnose import bad_rows_named
 from minibatch_mcmc.samplers.driver import sample
 from minibatch_mcmc.samplers.keys import as_key
 from minibatch_mcmc.samplers.kernel import Kernel, build_kernel
 from minibatch_mcmc.samplers.results import SampleResult
 from minibatch_mcmc.samplers.tuning import tune_scale
+from minibatch_mcmc.samplers.warmup_file import load_warmup, save_warmup
 
 PyTree = Any
 
@@ -280,18 +283,47 @@ def auto_sample(
     temperature: float = 1.0,
     recentre: bool = False,
     progress: bool = True,
+    num_starts: int = 8,
     **sample_kwargs: Any,
 ) -> tuple[SampleResult, Warmup]:
     """Warm up (mode, Laplace, proxy, tuning), then sample ``num_chains`` chains with the frozen settings.
 
     Returns the ``SampleResult`` (its ``wall_time`` is sampling alone) and the ``Warmup`` (its ``cost``
-    holds the warm-up's data and seconds).
+    holds the warm-up's data and seconds). With ``checkpoint_dir`` the warm-up is saved there, and
+    ``resume=True`` restores it instead of redoing it.
     """
     k_warm, k_start, k_run = jax.random.split(as_key(key), 3)
-    w = warmup(model, data, theta0, key=k_warm, test=test, proposal=proposal, order=order, temperature=temperature, recentre=recentre)
+    options = dict(test=test, proposal=proposal, order=order, temperature=temperature, recentre=recentre, num_starts=num_starts)
+    w = stored_warmup(model, data, theta0, k_warm, options, sample_kwargs.get("checkpoint_dir"), sample_kwargs.get("resume", False))
     starts = dispersed_starts(w, num_chains, k_start)
     result = sample(
         model, data, starts, proposal=w.proposal, test=w.test, estimator=w.proxy, num_samples=num_samples,
         num_chains=num_chains, key=k_run, temperature=temperature, batched_init=True, progress=progress, **sample_kwargs,
     )
     return result, w
+
+
+def stored_warmup(model: Model, data: PyTree | DataSource, theta0: PyTree, key: jax.Array, options: dict, directory, resume: bool) -> Warmup:
+    """``warmup(...)``, saved in the checkpoint ``directory`` (a new run), or restored from it (``resume``)."""
+    if directory is None:
+        return warmup(model, data, theta0, key=key, **options)
+    source = as_data_source(data)
+    settings = {"seed": fingerprint(key), "model": fingerprint(model), "theta0": fingerprint(theta0),
+                "options": fingerprint(options), "data": data_fingerprint(source.arrays(), source.n)}
+    saved = load_warmup(directory, settings) if resume else None
+    if saved is not None:
+        return restored(model, source.n, saved, options)
+    w = warmup(model, data, theta0, key=key, **options)
+    if resume or not (Path(directory) / SETTINGS_FILE).exists():  # never overwrite the warm-up of a run sample will refuse
+        save_warmup(directory, settings, {"proxy": w.proxy, "covariance": w.covariance, "scale": w.scale,
+                                          "acceptance": w.acceptance, "cost": w.cost, "modes": w.modes})
+    return w
+
+
+def restored(model: Model, n: int, saved: dict, options: dict) -> Warmup:
+    """The ``Warmup`` from its saved parts: the proposal rebuilt from the proxy, covariance and tuned scale."""
+    proxy, cov = saved["proxy"], saved["covariance"]
+    make = proposal_for(options["proposal"], proxy, model, cholesky_factor(cov, cov.shape[0]), options["temperature"])
+    test = default_test(n) if options["test"] is None else options["test"]
+    return Warmup(centre=proxy.centre, covariance=cov, proxy=proxy, proposal=make(saved["scale"]), scale=saved["scale"],
+                  acceptance=saved["acceptance"], test=test, cost=saved["cost"], modes=saved["modes"])
