@@ -1,6 +1,6 @@
 """Several modes at temperature 1: x ~ N(theta^2, 1) has mirror modes +-sqrt(mean x). The warm-up finds both,
-warns naming them, and starts chains in each, so that R-hat flags what one proxy cannot sample; within its mode
-each chain matches the quadrature posterior restricted to that half-line."""
+warns naming them, and starts chains in each with a proxy centred on it, so that R-hat flags what the sampler
+cannot weigh; within the modes the draws match the quadrature posterior."""
 
 import jax.numpy as jnp
 import numpy as np
@@ -34,21 +34,23 @@ def half_line_moments(x, sign):
 
 def test_mirror_modes_warn_and_chains_start_in_both():
     """Before: no warning, every chain around one Laplace fit. Now: a warning naming both modes and their log
-    densities; chains 0 and 2 start in one mode, 1 and 3 in the other."""
+    densities; chains 0 and 2 start in one mode, 1 and 3 in the other, whose proxy is centred on it."""
     model, x = squared_mean()
     with pytest.warns(UserWarning, match=r"2 modes \(mode 0: theta = \[0\.\d+\], log density -\d+.*mode 1: theta = \[-0\.\d+\]"):
         w = warmup(model, x, jnp.asarray([1.0]), key=0, num_windows=2, window_size=20)
     root = float(np.sqrt(x.mean()))
     assert [round(float(m.theta[0]), 2) for m in w.modes] == [round(root, 2), -round(root, 2)]
+    assert len(w.mode_kernels) == 1 and round(float(w.mode_kernels[0][0].centre[0]), 2) == -round(root, 2)
     starts = np.asarray(dispersed_starts(w, 4, jax.random.key(0)))[:, 0]
     assert np.all(starts[::2] > 0) and np.all(starts[1::2] < 0), starts
 
 
 @pytest.mark.slow
 def test_rhat_flags_the_modes_and_each_mode_is_sampled_right():
-    """auto_sample on the mirror modes: R-hat > 1.5 across chains, chains 1 and 3 sit in the negative mode; the
-    chains of the proxy's mode match the quadrature moments of the posterior on that half-line within |z| < 4 at
-    ESS > 1500 (a 5% s.d. error shows as z > 4). (The other mode's chains use the proxy of mode 0: see notes.)"""
+    """auto_sample on the mirror modes: R-hat > 1.5 across chains, chains 0, 2 mostly in the positive mode and 1, 3
+    in the negative one (each group with its own proxy; rare crossings are allowed); |theta| over all chains
+    matches the quadrature moments of the half-line posterior (its exact law, by symmetry) within |z| < 4 at
+    ESS > 1500 (a 5% s.d. error shows as z > 4). The weights of the modes are not checked: see the warning."""
     model, x = squared_mean(n=10_000, shift=0.04)
     with pytest.warns(UserWarning, match="2 modes"):
         res, w = auto_sample(model, x, jnp.asarray([1.0]), num_samples=4000, num_chains=4, key=1, progress=False, block_size=2000)
@@ -56,9 +58,8 @@ def test_rhat_flags_the_modes_and_each_mode_is_sampled_right():
     import arviz as az
 
     assert float(az.rhat(draws)) > 1.5
-    assert np.all(draws[1::2].mean(axis=1) < 0) and np.all(draws[::2] > 0)
-    mean, var = half_line_moments(x, 1.0)
-    chk = check_moments(draws[::2], np.array([mean]), np.array([var]))
-    if True:
-        assert np.all(chk.ess > 1500), chk.ess
-        assert np.all(np.abs(chk.z_mean()) < 4) and np.all(np.abs(chk.z_var()) < 4), (chk.z_mean(), chk.z_var())
+    assert np.mean(draws[::2] > 0) > 0.9 and np.mean(draws[1::2] < 0) > 0.9
+    mean, var = half_line_moments(x, 1.0)  # the posterior is symmetric: |theta| has the half-line law
+    chk = check_moments(np.abs(draws), np.array([mean]), np.array([var]))
+    assert np.all(chk.ess > 1500), chk.ess
+    assert np.all(np.abs(chk.z_mean()) < 4) and np.all(np.abs(chk.z_var()) < 4), (chk.z_mean(), chk.z_var())

@@ -41,6 +41,7 @@ from minibatch_mcmc.proposals.scaled import scaled_random_walk
 from minibatch_mcmc.samplers.checkpoint import SETTINGS_FILE, data_fingerprint, fingerprint
 from minibatch_mcmc.samplers.diagnose import bad_rows_named
 from minibatch_mcmc.samplers.driver import sample
+from minibatch_mcmc.samplers.groups import ChainGroup, sample_groups
 from minibatch_mcmc.samplers.keys import as_key
 from minibatch_mcmc.samplers.kernel import Kernel, build_kernel
 from minibatch_mcmc.samplers.results import SampleResult
@@ -85,6 +86,8 @@ class Warmup(NamedTuple):
     """``PhaseCost`` per phase: ``mode`` (with the multi-start search), ``proxy``, ``tuning`` and (if asked) ``recentre``."""
     modes: tuple = ()
     """``LocalMode`` per distinct mode the multi-start search found, the proxy's mode first (empty if not searched)."""
+    mode_kernels: tuple = ()
+    """``(proxy, proposal)`` centred on and shaped by each further mode (``modes[1:]``), at the tuned scale."""
 
     @property
     def total_data(self) -> int:
@@ -186,6 +189,7 @@ def warmup(
         centre, cost["recentre_run"] = short_run_mean(model, source, test, proxy, make(tuned.scale), tuned.position, k_centre, temperature)
         proxy, cost["recentre"] = timed_proxy(model, source, centre, order)
         make = proposal_for(kind, proxy, model, chol, temperature)
+    kernels, cost["proxy"] = mode_kernels(model, source, modes[1:], order, kind, temperature, float(tuned.scale), cost["proxy"])
     return Warmup(
         centre=proxy.centre,
         covariance=cov,
@@ -196,7 +200,18 @@ def warmup(
         test=test,
         cost=cost,
         modes=modes,
+        mode_kernels=kernels,
     )
+
+
+def mode_kernels(model, source, modes, order, kind, temperature, scale, cost) -> tuple[tuple, PhaseCost]:
+    """A proxy (one pass each) and a proposal per further mode, its Laplace shape at the tuned scale; the proxy cost added."""
+    kernels = []
+    for m in modes:
+        proxy, c = timed_proxy(model, source, m.theta, order)
+        cost = PhaseCost(cost.data + c.data, cost.seconds + c.seconds)
+        kernels.append((proxy, proposal_for(kind, proxy, model, cholesky_factor(m.covariance, m.covariance.shape[0]), temperature)(scale)))
+    return tuple(kernels), cost
 
 
 def search_modes(model, source, first, key, temperature, num_starts, newton_steps, cost) -> tuple[tuple, dict]:
@@ -207,10 +222,10 @@ def search_modes(model, source, first, key, temperature, num_starts, newton_step
                        num_starts=num_starts + num_starts % 2, newton_steps=newton_steps)
     if len(found.modes) > 1:
         warnings.warn(
-            f"the posterior has {len(found.modes)} modes ({describe(found.modes)}); the proxy is centred on mode 0 and "
-            "proxy-based sampling at temperature 1 is local: chains are started in every mode so that R-hat shows "
-            "it, but they will not mix between modes. Use a tempered sampler or an exact full-data test for the "
-            "weights of the modes",
+            f"the posterior has {len(found.modes)} modes ({describe(found.modes)}); proxy-based sampling at "
+            "temperature 1 is local: auto_sample starts chains in every mode, each with a proxy centred on its mode, "
+            "so that R-hat shows them, but the chains will not mix between modes and the modes' weights are not "
+            "estimated. Use a tempered sampler (MINTEE, CMINT) or an exact full-data test for the weights",
             stacklevel=3,
         )
     return found.modes, {"mode": PhaseCost(cost.data + found.data_used, cost.seconds + found.seconds)}
@@ -296,6 +311,13 @@ def auto_sample(
     options = dict(test=test, proposal=proposal, order=order, temperature=temperature, recentre=recentre, num_starts=num_starts)
     w = stored_warmup(model, data, theta0, k_warm, options, sample_kwargs.get("checkpoint_dir"), sample_kwargs.get("resume", False))
     starts = dispersed_starts(w, num_chains, k_start)
+    if w.mode_kernels:  # chain c in mode c mod M, with that mode's proxy and proposal
+        m = len(w.modes)
+        kernels = [(w.proxy, w.proposal)] + list(w.mode_kernels)
+        groups = [ChainGroup(tuple(range(k, num_chains, m)), kernels[k][1], kernels[k][0]) for k in range(min(m, num_chains))]
+        result = sample_groups(model, data, starts, groups, test=w.test, num_samples=num_samples, key=k_run, temperature=temperature,
+                               progress=progress, **sample_kwargs)
+        return result, w
     result = sample(
         model, data, starts, proposal=w.proposal, test=w.test, estimator=w.proxy, num_samples=num_samples,
         num_chains=num_chains, key=k_run, temperature=temperature, batched_init=True, progress=progress, **sample_kwargs,
@@ -316,7 +338,8 @@ def stored_warmup(model: Model, data: PyTree | DataSource, theta0: PyTree, key: 
     w = warmup(model, data, theta0, key=key, **options)
     if resume or not (Path(directory) / SETTINGS_FILE).exists():  # never overwrite the warm-up of a run sample will refuse
         save_warmup(directory, settings, {"proxy": w.proxy, "covariance": w.covariance, "scale": w.scale,
-                                          "acceptance": w.acceptance, "cost": w.cost, "modes": w.modes})
+                                          "acceptance": w.acceptance, "cost": w.cost, "modes": w.modes,
+                                          "mode_proxies": [k[0] for k in w.mode_kernels]})
     return w
 
 
@@ -325,5 +348,7 @@ def restored(model: Model, n: int, saved: dict, options: dict) -> Warmup:
     proxy, cov = saved["proxy"], saved["covariance"]
     make = proposal_for(options["proposal"], proxy, model, cholesky_factor(cov, cov.shape[0]), options["temperature"])
     test = default_test(n) if options["test"] is None else options["test"]
+    kernels = tuple((p, proposal_for(options["proposal"], p, model, cholesky_factor(m.covariance, cov.shape[0]), options["temperature"])(saved["scale"]))
+                    for p, m in zip(saved["mode_proxies"], saved["modes"][1:]))
     return Warmup(centre=proxy.centre, covariance=cov, proxy=proxy, proposal=make(saved["scale"]), scale=saved["scale"],
-                  acceptance=saved["acceptance"], test=test, cost=saved["cost"], modes=saved["modes"])
+                  acceptance=saved["acceptance"], test=test, cost=saved["cost"], modes=saved["modes"], mode_kernels=kernels)
