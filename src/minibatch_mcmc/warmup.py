@@ -299,6 +299,7 @@ def auto_sample(
     recentre: bool = False,
     progress: bool = True,
     num_starts: int = 8,
+    newton_steps: int = 10,
     **sample_kwargs: Any,
 ) -> tuple[SampleResult, Warmup]:
     """Warm up (mode, Laplace, proxy, tuning), then sample ``num_chains`` chains with the frozen settings.
@@ -308,7 +309,8 @@ def auto_sample(
     ``resume=True`` restores it instead of redoing it.
     """
     k_warm, k_start, k_run = jax.random.split(as_key(key), 3)
-    options = dict(test=test, proposal=proposal, order=order, temperature=temperature, recentre=recentre, num_starts=num_starts)
+    options = dict(test=test, proposal=proposal, order=order, temperature=temperature, recentre=recentre, num_starts=num_starts,
+                   newton_steps=newton_steps)
     w = stored_warmup(model, data, theta0, k_warm, options, sample_kwargs.get("checkpoint_dir"), sample_kwargs.get("resume", False))
     starts = dispersed_starts(w, num_chains, k_start)
     if w.mode_kernels:  # chain c in mode c mod M, with that mode's proxy and proposal

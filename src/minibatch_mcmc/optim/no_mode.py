@@ -99,6 +99,6 @@ def check_mode(model: Model, mode: ModeResult, n: int, newton_steps: int) -> Non
         f"({mode.log_posterior:.6g}) still increases and {where}. Diverging parameters: "
         f"{diverging(step, flat_names(mode.theta_hat), flat)}. Likely cause: {likely_cause(model, mode, step, n)}. "
         "Give these parameters a proper prior with a smaller scale, or drop the separating feature; if the posterior "
-        "is proper and the mode is only far, raise newton_steps"
+        "is proper and the mode is only far, raise newton_steps (of warmup or auto_sample)"
     )
 
