@@ -6,8 +6,10 @@ of the (unconstrained) parameter space, as Stan initialises in ``(-2, 2)``, wide
 first mode; antithetic pairs put every coordinate's starts on both sides of the origin, where the mirror
 modes of ``x ~ N(theta^2, 1)`` or a label-switched mixture lie. Each end point (the mean of its last quarter
 of iterates, so minibatch noise averages out) is compared with the known modes by the Mahalanobis distance
-under their Laplace precision; only an end point more than ``SEPARATION`` Laplace s.d.s from every known mode
-is polished by full-data Newton (``find_mode``), so a unimodal posterior costs the Adam minibatches alone.
+under their Laplace precision; an end point more than ``SEPARATION`` Laplace s.d.s from every known mode gets
+one full-data pass (gradient and Hessian, one compiled function for all end points), and only if the Newton
+step from it also lands that far from every known mode is it polished by full-data Newton (``find_mode``).
+A unimodal posterior thus costs the Adam minibatches and at most one pass per start.
 A polished point is a new mode if Newton converged to a strictly concave point ``SEPARATION`` s.d.s from
 every known mode, with a Laplace mass at least ``MIN_MASS`` of the heaviest.
 """
@@ -26,7 +28,8 @@ from jax.flatten_util import ravel_pytree
 from minibatch_mcmc.data.arrays import DataSource, take
 from minibatch_mcmc.data.indexing import chunk_indices
 from minibatch_mcmc.models.base import Model
-from minibatch_mcmc.optim.mode import ModeResult, find_mode, log_posterior_parts
+from minibatch_mcmc.data.passes import DEFAULT_CHUNK
+from minibatch_mcmc.optim.mode import ModeResult, checked_pass, find_mode, full_pass_fns, log_posterior_parts, newton_direction
 
 PyTree = Any
 
@@ -130,11 +133,17 @@ def find_modes(model: Model, source: DataSource, first: LocalMode, *, key: jax.A
     ends, ok = adam_ends(model, source.arrays(), source.n, jnp.asarray(points, flat0.dtype), unravel, k_adam, temperature, steps, b,
                          learning_rate)
     modes, used = [first], num_starts * steps * b
+    derivatives = full_pass_fns(model, unravel, temperature, source.n, DEFAULT_CHUNK, with_hessian=True)[1]
     for end in ends[ok]:
         if not is_new(end, modes):
             continue
-        try:
-            polished = find_mode(model, source, unravel(jnp.asarray(end, flat0.dtype)), key=k_adam, temperature=temperature,
+        try:  # one full pass: where a Newton step from the end point lands
+            here = checked_pass(derivatives, jnp.asarray(end, flat0.dtype), source.arrays(), "multi-start", "at an Adam end point")
+            used += source.n
+            target = end + newton_direction(here.hessian, here.grad)
+            if not is_new(target, modes):  # in a known mode's basin: Adam's end was only short of it
+                continue
+            polished = find_mode(model, source, unravel(jnp.asarray(target, flat0.dtype)), key=k_adam, temperature=temperature,
                                  adam_steps=0, newton_steps=newton_steps)
         except ValueError:  # a start in a region of non-finite density: not a mode
             continue
