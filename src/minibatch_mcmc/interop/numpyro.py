@@ -243,8 +243,8 @@ def inspect_trace(numpyro, model_fn: Callable, args: tuple, kwargs: dict) -> dic
     return held["trace"]
 
 
-def initial_point(numpyro, model: Callable, trace: dict, latent: tuple[str, ...]) -> dict:
-    """NumPyro's ``init_to_median`` start on the full data, unconstrained; a ``ValueError`` if none is finite."""
+def initial_point(numpyro, model: Callable, trace: dict, latent: tuple[str, ...]) -> tuple[dict, bool]:
+    """NumPyro's ``init_to_median`` start on the full data, unconstrained, and whether its log density is finite."""
     from numpyro.infer.initialization import init_to_median
     from numpyro.infer.util import find_valid_initial_params
 
@@ -257,9 +257,27 @@ def initial_point(numpyro, model: Callable, trace: dict, latent: tuple[str, ...]
         return {name: params[name] for name in latent}, valid
 
     init, valid = jax.jit(find)(jax.random.PRNGKey(0))
-    if not bool(valid):
-        raise ValueError(f"NumPyro found no start with a finite log density and gradient for the latent sites {list(latent)}")
-    return init
+    return init, bool(valid)
+
+
+def no_start_error(site_log_lik: Callable, data: dict, init: dict, layout: Layout, chunk: int = 65536) -> ValueError:
+    """The error for a model with no finite start, naming the first observed site and row whose log-likelihood is
+    non-finite at NumPyro's (invalid) start: a value outside the site's support, e.g. a negative count."""
+    where = ""
+    for start in range(0, layout.n, chunk):
+        rows = jax.tree_util.tree_map(lambda a: a[start : start + chunk], data)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # NumPyro's out-of-support warning: the row is named below
+            values = site_log_lik(init, rows)
+        bad = [(name, np.flatnonzero(~np.isfinite(np.asarray(v)))) for name, v in values.items()]
+        bad = [(name, start + int(i[0])) for name, i in bad if i.size]
+        if bad:
+            name, row = min(bad, key=lambda b: b[1])
+            value = {k: np.asarray(v[row]).tolist() for k, v in data.items()}
+            where = (f": the observed site {name!r} has a non-finite log-likelihood at row {row} (data {value}); "
+                     "check that row against the site's distribution and support")
+            break
+    return ValueError(f"NumPyro found no start with a finite log density and gradient for the latent sites {list(layout.latent)}{where}")
 
 
 def as_arrays(value: Any) -> Any:
@@ -293,7 +311,7 @@ def from_numpyro(model_fn: Callable, *args: Any, **kwargs: Any) -> NumPyroModel:
     layout = read_layout(trace, bound)
     data = {name: bound.arguments[name] for name in layout.data_names}
     model_for = on_rows(numpyro, model_fn, signature, args, kwargs, layout)
-    init = initial_point(numpyro, model_for(data), trace, layout.latent)
+    init, valid = initial_point(numpyro, model_for(data), trace, layout.latent)
     _, unravel = ravel_pytree(init)
     hide = list(layout.observed)
     prior_model = numpyro.handlers.block(model_for(first_rows(data, 1)), hide=hide)
@@ -303,6 +321,8 @@ def from_numpyro(model_fn: Callable, *args: Any, **kwargs: Any) -> NumPyroModel:
         return -potential_energy(prior_model, (), {}, as_dict(theta, unravel))
 
     site_log_lik = build_likelihood(numpyro, model_for, layout, unravel)
+    if not valid:
+        raise no_start_error(site_log_lik, data, init, layout)
 
     def log_lik(theta: PyTree, batch: dict) -> jax.Array:
         return sum(site_log_lik(theta, batch).values())
