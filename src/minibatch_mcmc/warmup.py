@@ -26,8 +26,11 @@ from minibatch_mcmc.acceptance.mhminibatch import MHMinibatch, mh_minibatch
 from minibatch_mcmc.acceptance.mhminibatch_skew import MHMinibatchSkew
 from minibatch_mcmc.checks import check_bool, check_choice, check_int, check_positive
 from minibatch_mcmc.control_variates import MAX_DENSE_DIM, TaylorProxy, proxy_langevin, taylor_proxy
+from minibatch_mcmc.control_variates.influence import Influence, influential_rows
 from minibatch_mcmc.control_variates.proposals import cholesky_factor
+from minibatch_mcmc.control_variates.stratified import stratify
 from minibatch_mcmc.data.arrays import DataSource, as_data_source
+from minibatch_mcmc.diagnostics.proxy_check import ProxyCheck, check_proxy
 from minibatch_mcmc.models.base import Model
 from minibatch_mcmc.optim.mode import find_mode, laplace_covariance
 from minibatch_mcmc.proposals.base import Proposal
@@ -73,7 +76,13 @@ class Warmup(NamedTuple):
     test: AcceptanceTest
     """The acceptance test the scale was tuned with."""
     cost: dict
-    """``PhaseCost`` per phase: ``mode``, ``proxy``, ``tuning`` and (if asked) ``recentre``."""
+    """``PhaseCost`` per phase: ``mode``, ``proxy``, ``influence``, ``tuning`` and (if asked) ``recentre``."""
+    estimator: Any = None
+    """What to pass as ``estimator``: ``proxy``, or ``proxy`` with an exact stratum of the rows it cannot see."""
+    influence: Influence | None = None
+    """The rows found far from the proxy (``control_variates.influence``); None when the search was off."""
+    proxy_check: ProxyCheck | None = None
+    """The Pareto-k check after sampling (set by ``auto_sample``)."""
 
     @property
     def total_data(self) -> int:
@@ -120,12 +129,14 @@ def warmup(
     recentre: bool = False,
     adam_steps: int = 500,
     newton_steps: int = 10,
+    stratum: bool = True,
 ) -> Warmup:
     """Mode, Laplace covariance, Taylor proxy and a tuned proposal for sampling at ``temperature`` (1: the posterior).
 
     ``test`` defaults to ``mh_minibatch(batch_size=50)``; ``proposal`` is ``"langevin"`` (the proxy-gradient
     MALA preconditioned by the Laplace covariance) or ``"random_walk"`` (Laplace-shaped). With
-    ``recentre=True`` the proxy is rebuilt once at the mean of a short tuned run.
+    ``recentre=True`` the proxy is rebuilt once at the mean of a short tuned run. With ``stratum=True`` the
+    rows the proxy cannot see (``influential_rows``) are evaluated exactly at every test (``stratify``).
     """
     kind = check_choice(proposal, "proposal", PROPOSALS)
     temperature = check_positive(temperature, "temperature")
@@ -147,12 +158,18 @@ def warmup(
     cost = {"mode": PhaseCost(mode.data_used, mode.seconds)}
     proxy, cost["proxy"] = timed_proxy(model, source, mode.theta_hat, order)
     chol = cholesky_factor(cov, cov.shape[0])
+    influence = None
+    if check_bool(stratum, "stratum"):  # its own key, so the other phases' keys are those of a run without it
+        influence = influential_rows(model, source, proxy, chol, key=jax.random.fold_in(as_key(key), 19), temperature=temperature)
+        cost["influence"] = PhaseCost(influence.data_used, influence.seconds)
+    estimator = proxy if influence is None else stratify(model, source, proxy, influence.rows)
     make = proposal_for(kind, proxy, model, chol, temperature)
-    tuned = tune(model, source, test, proxy, make, mode.theta_hat, k_tune, target, kind, num_windows, window_size, temperature)
+    tuned = tune(model, source, test, estimator, make, mode.theta_hat, k_tune, target, kind, num_windows, window_size, temperature)
     cost["tuning"] = PhaseCost(tuned.data_used, tuned.seconds)
     if recentre:
-        centre, cost["recentre_run"] = short_run_mean(model, source, test, proxy, make(tuned.scale), tuned.position, k_centre, temperature)
+        centre, cost["recentre_run"] = short_run_mean(model, source, test, estimator, make(tuned.scale), tuned.position, k_centre, temperature)
         proxy, cost["recentre"] = timed_proxy(model, source, centre, order)
+        estimator = proxy if influence is None else stratify(model, source, proxy, influence.rows)
         make = proposal_for(kind, proxy, model, chol, temperature)
     return Warmup(
         centre=proxy.centre,
@@ -163,6 +180,8 @@ def warmup(
         acceptance=float(tuned.acceptance[-1]),
         test=test,
         cost=cost,
+        estimator=estimator,
+        influence=influence,
     )
 
 
@@ -174,12 +193,12 @@ def timed_proxy(model: Model, source: DataSource, centre: PyTree, order: int) ->
     return proxy, PhaseCost(proxy.setup_data, time.perf_counter() - start)
 
 
-def tune(model, source, test, proxy, make, start, key, target, kind, num_windows, window_size, temperature):
-    """``tune_scale`` with the kernel of the chosen proposal, the test and the proxy."""
+def tune(model, source, test, estimator, make, start, key, target, kind, num_windows, window_size, temperature):
+    """``tune_scale`` with the kernel of the chosen proposal, the test and the estimator."""
     n = source.n
 
     def kernel_for_scale(scale: jax.Array) -> Kernel:
-        return build_kernel(model, make(scale), test, n, proxy)
+        return build_kernel(model, make(scale), test, n, estimator)
 
     d = int(ravel_pytree(start)[0].size)
     return tune_scale(
@@ -188,10 +207,10 @@ def tune(model, source, test, proxy, make, start, key, target, kind, num_windows
     )
 
 
-def short_run_mean(model, source, test, proxy, proposal, start, key, temperature, steps: int = 500) -> tuple[PyTree, PhaseCost]:
+def short_run_mean(model, source, test, estimator, proposal, start, key, temperature, steps: int = 500) -> tuple[PyTree, PhaseCost]:
     """Mean of a short single-chain run (the re-centring point) and its cost."""
     t0 = time.perf_counter()
-    res = sample(model, source, start, proposal=proposal, test=test, estimator=proxy, num_samples=steps, key=key,
+    res = sample(model, source, start, proposal=proposal, test=test, estimator=estimator, num_samples=steps, key=key,
                  temperature=temperature, progress=False, block_size=steps)
     mean = jax.tree_util.tree_map(lambda a: jnp.asarray(np.asarray(a)[0].mean(axis=0), a.dtype), res.positions)
     used = int(np.sum(res.records["batch_size"]) + np.sum(res.records["hidden_data"]))
@@ -221,18 +240,26 @@ def auto_sample(
     temperature: float = 1.0,
     recentre: bool = False,
     progress: bool = True,
+    stratum: bool = True,
+    check_draws: int = 100,
     **sample_kwargs: Any,
 ) -> tuple[SampleResult, Warmup]:
-    """Warm up (mode, Laplace, proxy, tuning), then sample ``num_chains`` chains with the frozen settings.
+    """Warm up (mode, Laplace, proxy, rows it cannot see, tuning), then sample ``num_chains`` chains with the frozen settings.
 
     Returns the ``SampleResult`` (its ``wall_time`` is sampling alone) and the ``Warmup`` (its ``cost``
-    holds the warm-up's data and seconds).
+    holds the warm-up's data and seconds; its ``proxy_check`` the Pareto-k check of the proxy on
+    ``check_draws`` draws, one full pass each, which warns when it fails; ``check_draws=0`` skips it).
     """
+    check_int(check_draws, "check_draws", 0)
     k_warm, k_start, k_run = jax.random.split(as_key(key), 3)
-    w = warmup(model, data, theta0, key=k_warm, test=test, proposal=proposal, order=order, temperature=temperature, recentre=recentre)
+    w = warmup(model, data, theta0, key=k_warm, test=test, proposal=proposal, order=order, temperature=temperature,
+               recentre=recentre, stratum=stratum)
     starts = dispersed_starts(w, num_chains, k_start)
     result = sample(
-        model, data, starts, proposal=w.proposal, test=w.test, estimator=w.proxy, num_samples=num_samples,
+        model, data, starts, proposal=w.proposal, test=w.test, estimator=w.estimator, num_samples=num_samples,
         num_chains=num_chains, key=k_run, temperature=temperature, batched_init=True, progress=progress, **sample_kwargs,
     )
+    if check_draws:
+        w = w._replace(proxy_check=check_proxy(model, data, w.estimator, w.proxy.centre, result.positions,
+                                               num_draws=check_draws, temperature=temperature))
     return result, w
