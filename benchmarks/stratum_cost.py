@@ -114,6 +114,11 @@ def check_power(args) -> list:
     return rows
 
 
+def power_values(power: list) -> dict:
+    """The check's power in words for the notes: ``"2 of 5"`` per spread."""
+    return {"stratum_cost.power_laplace": power[0][2], "stratum_cost.power_wide": power[1][2]}
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--sizes", type=int, nargs="+", default=[100_000])
@@ -125,6 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     cauchy, more = cauchy_rows(args)
     values.update(more)
     power = check_power(args)
+    values.update(power_values(power))
     for r in power:
         print(r)
     save(args.results, "stratum_cost", config=args, values=values, tables={
