@@ -122,7 +122,7 @@ def power_values(power: list) -> dict:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--sizes", type=int, nargs="+", default=[100_000])
-    p.add_argument("--samples", type=int, default=4000, help="draws per chain")
+    p.add_argument("--samples", type=int, default=10000, help="draws per chain")
     p.add_argument("--seed", type=int, default=0)
     add_results_option(p)
     args = p.parse_args(argv)

@@ -4,6 +4,7 @@ draws a stratum row; the exact part is exact; an empty stratum is the plain prox
 
 from __future__ import annotations
 
+import functools
 import itertools
 
 import jax
@@ -19,7 +20,9 @@ from minibatch_mcmc.control_variates.stratified import StratifiedProxy, stratify
 from minibatch_mcmc.data.arrays import slice_rows, take
 
 
+@functools.lru_cache(maxsize=1)
 def _tiny():
+    """The model, 15 rows (five of them Cauchy), their indices, the proxy at the mode and the mode (built once)."""
     data, idx = cauchy_rows_data(15, seed=3)
     centre, _ = mode_and_factor(data)
     model = cauchy_rows_model()

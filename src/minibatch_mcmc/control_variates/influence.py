@@ -4,7 +4,7 @@ One streamed pass evaluates every row's residual ``e_i(p) = l_i(p) - l~_i(p)`` (
 ``l_i``, exact at the centre ``c``) at a few probe points ``p = c +- k L u``: ``L`` the Laplace
 covariance's Cholesky factor, ``u`` the unit vectors (``d <= MAX_DIRECTIONS``) or as many random unit
 vectors, ``k`` in ``PROBE_SCALES`` Laplace standard deviations. A row's deviation ``a_i`` is its largest
-``|e_i(p) - bulk(p)|``, ``bulk(p)`` the median residual over a random sample of rows (a level shared by
+``|e_i(p) - bulk(p)|``, ``bulk(p)`` the median residual over a chunk of rows drawn at random (a level shared by
 most rows is what any minibatch sees). A minibatch of ``m`` rows out of ``N`` misses any given set of
 ``W = ceil(N / m)`` rows in more than a third of its steps, and then its estimate of the difference is
 off by their summed residuals. So the stratum is the smallest set of largest deviations such that the
@@ -31,12 +31,11 @@ from minibatch_mcmc.models.base import Model
 
 PyTree = Any
 
-PROBE_SCALES = (1.5, 3.0)
-"""Probe distances from the centre, in Laplace standard deviations along each direction (both signs)."""
+PROBE_SCALES = (3.0,)
+"""Probe distances from the centre, in Laplace standard deviations along each direction (both signs): 3, where a
+Gaussian posterior keeps 99.7% of each marginal (widened further once a stratum shows the posterior is wider)."""
 MAX_DIRECTIONS = 8
 """Probe directions: the ``d`` Laplace axes up to this many parameters, else this many random unit directions."""
-BULK_SAMPLE = 1024
-"""Rows drawn at random to set each probe's bulk residual level (their median)."""
 WINDOW_KEPT = 1 << 14
 """Largest blind window kept exactly; past it the window's sum is bounded by its smallest kept deviation."""
 
@@ -102,17 +101,23 @@ def blind_errors(dev: np.ndarray, window: int, n_left: int) -> np.ndarray:
     return csum[stop] - csum[k] + missing * floor
 
 
-def largest_deviations(deviation, arrays: PyTree, n: int, keep: int, chunk: int) -> tuple[np.ndarray, np.ndarray]:
-    """The ``keep`` largest ``deviation(rows)`` over one streamed pass, sorted down, with their row indices."""
+def largest_deviations(resid, bulk: np.ndarray, arrays: PyTree, n: int, keep: int, chunk: int,
+                       temperature: float) -> tuple[np.ndarray, np.ndarray]:
+    """The ``keep`` largest deviations ``max_p |e_i(p) - bulk(p)| / K`` over one streamed pass, sorted down, with
+    their row indices. Every chunk has ``chunk`` rows (the last one overlaps its predecessor), so ``resid``
+    compiles once."""
     top_dev, top_idx = np.zeros(0), np.zeros(0, np.int64)
-    for start in range(0, n, chunk):
-        size = min(chunk, n - start)
-        dev = np.asarray(deviation(slice_rows(arrays, start, size)), np.float64)
+    done = 0
+    while done < n:
+        start = min(done, n - chunk)
+        e = np.asarray(resid(slice_rows(arrays, start, chunk)), np.float64)[:, done - start:]
+        dev = np.max(np.abs(e - bulk), axis=0) / temperature
         dev = np.where(np.isfinite(dev), dev, np.inf)  # a row whose residual overflows is as influential as can be
-        top_dev, top_idx = np.concatenate([top_dev, dev]), np.concatenate([top_idx, start + np.arange(size)])
+        top_dev, top_idx = np.concatenate([top_dev, dev]), np.concatenate([top_idx, done + np.arange(dev.size)])
         if top_dev.size > 2 * keep:
             part = np.argpartition(-top_dev, keep - 1)[:keep]
             top_dev, top_idx = top_dev[part], top_idx[part]
+        done = start + chunk
     order = np.argsort(-top_dev, kind="stable")[:keep]
     return top_dev[order], top_idx[order]
 
@@ -172,7 +177,8 @@ def influential_rows(
     k_probe, k_bulk = jax.random.split(jax.random.key(0) if key is None else key)
     centre = proxy.flat_centre()[0]
     steps = probe_directions(np.asarray(factor, np.float64), k_probe)
-    bulk_idx = np.sort(np.asarray(jax.random.choice(k_bulk, n, (min(n, BULK_SAMPLE),), replace=False)))
+    chunk = min(chunk, n)
+    bulk_idx = np.sort(np.asarray(jax.random.choice(k_bulk, n, (chunk,), replace=False)))
     bulk_rows = take(arrays, jnp.asarray(bulk_idx, jnp.int32))
     window = math.ceil(n / batch_size)
     keep = min(n, max_rows + min(window, WINDOW_KEPT))
@@ -180,9 +186,8 @@ def influential_rows(
     rows, used, passes = np.zeros(0, np.int64), 0, 0
     for _ in range(rounds):
         resid = residuals_at(model, proxy, probe_points(centre, steps))
-        bulk = jnp.median(resid(bulk_rows), axis=1, keepdims=True)
-        deviation = jax.jit(lambda r, resid=resid, bulk=bulk: jnp.max(jnp.abs(resid(r) - bulk), axis=0) / temperature)
-        top_dev, top_idx = largest_deviations(deviation, arrays, n, keep, chunk)
+        bulk = np.median(np.asarray(resid(bulk_rows), np.float64), axis=1, keepdims=True)
+        top_dev, top_idx = largest_deviations(resid, bulk, arrays, n, keep, chunk, temperature)
         used, passes = used + n + bulk_idx.size, passes + 1
         blind = blind_errors(top_dev, window, n)
         fits = np.flatnonzero(blind[: cap + 1] <= tolerance)
