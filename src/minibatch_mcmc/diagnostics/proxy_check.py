@@ -32,8 +32,8 @@ PyTree = Any
 
 EQUAL_WEIGHTS = 0.05
 """Spread (max - min) of the log ratios, in nats, up to which the weights count as equal: every weight is then
-within 5% of every other, no reweighting can move an estimate by more, and the check passes whatever the
-k-hat of such small noise is (k-hat is reported as -inf when the spread is below 1e-9)."""
+within 5% of every other, no reweighting can move an estimate by more, and k-hat (of what is then rounding
+noise) is reported as -inf."""
 
 
 class ProxyCheck(NamedTuple):
@@ -56,8 +56,8 @@ class ProxyCheck(NamedTuple):
 
     @property
     def ok(self) -> bool:
-        """Whether ``k_hat`` is at most the threshold, or the weights are equal to ``EQUAL_WEIGHTS``."""
-        return bool(self.k_hat <= self.threshold or self.log_ratio_range <= EQUAL_WEIGHTS)
+        """Whether ``k_hat`` is at most the threshold (``-inf`` when the weights are equal to ``EQUAL_WEIGHTS``)."""
+        return bool(self.k_hat <= self.threshold)
 
 
 def pareto_threshold(num_draws: int) -> float:
@@ -76,9 +76,9 @@ def thinned_draws(positions: PyTree, num_draws: int) -> PyTree:
 
 
 def pareto_k(log_weights: np.ndarray) -> float:
-    """ArviZ's PSIS k-hat of ``log_weights`` (independent draws), ``-inf`` if they are all equal."""
+    """ArviZ's PSIS k-hat of ``log_weights`` (independent draws), ``-inf`` if they are equal to ``EQUAL_WEIGHTS``."""
     lw = np.asarray(log_weights, np.float64)
-    if np.ptp(lw) <= 1e-9:
+    if np.ptp(lw) <= EQUAL_WEIGHTS:
         return float("-inf")
     _, k = az.psislw(lw - lw.max(), reff=1.0)
     return float(k)
