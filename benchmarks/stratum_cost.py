@@ -44,12 +44,12 @@ COLUMNS = ["N", "protections", "stratum rows", "same draws", "min ESS", "warm-up
            "check s", "total s", "ESS/s (all in)", "ratio on/off (totals)", "ratio on/off (added phases)"]
 
 
-def run(model, data, theta0, on: bool, args) -> tuple:
+def run(model, data, theta0, on: bool, args, samples: int) -> tuple:
     """``auto_sample`` with the protections on or off; returns the result, the warm-up and the check's seconds."""
     t0 = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        res, w = auto_sample(model, data, theta0, num_samples=args.samples, num_chains=4, key=args.seed,
+        res, w = auto_sample(model, data, theta0, num_samples=samples, num_chains=4, key=args.seed,
                              test=mh_minibatch(batch_size=50), progress=False, stratum=on, check_draws=100 if on else 0)
     total = time.perf_counter() - t0
     check_s = w.proxy_check.seconds if w.proxy_check is not None else 0.0
@@ -64,7 +64,7 @@ def peers_rows(args) -> tuple[list, dict]:
         model = logistic_regression(1.0)
         runs = {False: [], True: []}
         for on in (False, True, True, False):  # alternating, so compilation and load fall on both; the faster run of each kept
-            runs[on].append(run(model, data, jnp.zeros(50), on, args))
+            runs[on].append(run(model, data, jnp.zeros(50), on, args, args.samples))
         out = {on: min(r, key=lambda x: x[3]) for on, r in runs.items()}
         same = bool(np.array_equal(np.asarray(out[False][0].positions), np.asarray(out[True][0].positions)))
         rates, added = {}, 0.0
@@ -92,8 +92,8 @@ def cauchy_rows(args) -> tuple[list, dict]:
     mean, sd = posterior_a()
     rows, values = [], {"stratum_cost.cauchy_quadrature_sd": f"{sd:.3f}"}
     for on in (False, True):
-        res, w, _, _ = run(cauchy_rows_model(), data, jnp.zeros(2), on, args)
-        a = np.asarray(res.positions)[:, args.samples // 10:, 0]
+        res, w, _, _ = run(cauchy_rows_model(), data, jnp.zeros(2), on, args, args.cauchy_samples)
+        a = np.asarray(res.positions)[:, args.cauchy_samples // 10:, 0]
         chk = w.proxy_check
         if chk is None:  # the check on the unprotected run's draws, for comparison (not part of that run)
             with warnings.catch_warnings():
@@ -134,7 +134,9 @@ def power_values(power: list) -> dict:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--sizes", type=int, nargs="+", default=[100_000])
-    p.add_argument("--samples", type=int, default=20000, help="draws per chain")
+    p.add_argument("--samples", type=int, default=60000,
+                   help="draws per chain on the peers model (about the 40-60 s of sampling the peers benchmark runs)")
+    p.add_argument("--cauchy-samples", type=int, default=10000, help="draws per chain on the Cauchy-rows case")
     p.add_argument("--seed", type=int, default=0)
     add_results_option(p)
     args = p.parse_args(argv)

@@ -66,7 +66,7 @@ class Warmup(NamedTuple):
     covariance: np.ndarray
     """Laplace covariance at the mode (flattened parameter order)."""
     proxy: TaylorProxy
-    """The control variate to pass as ``estimator``."""
+    """The Taylor proxy (the proposal's drift); pass ``estimator`` to ``sample``, which adds its exact stratum if any."""
     proposal: Proposal
     """The tuned proposal."""
     scale: float
@@ -248,7 +248,7 @@ def auto_sample(
 
     Returns the ``SampleResult`` (its ``wall_time`` is sampling alone) and the ``Warmup`` (its ``cost``
     holds the warm-up's data and seconds; its ``proxy_check`` the Pareto-k check of the proxy on
-    ``check_draws`` draws, one full pass each, which warns when it fails; ``check_draws=0`` skips it).
+    ``check_draws`` draws, all in one streamed pass, which warns when it fails; ``check_draws=0`` skips it).
     """
     check_int(check_draws, "check_draws", 0)
     k_warm, k_start, k_run = jax.random.split(as_key(key), 3)
