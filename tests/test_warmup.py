@@ -31,7 +31,7 @@ def test_warmup_finds_mode_and_reports_cost(glm):
     w = warmup(logistic_regression(prior_scale=5.0), data, jnp.asarray([3.0, 3.0]), key=0)
     assert np.max(np.abs(np.asarray(w.centre) - mode) / np.sqrt(var)) < 1e-3
     assert abs(w.acceptance - TARGET_ACCEPT[("barker", "langevin")]) < 0.15
-    assert set(w.cost) == {"mode", "proxy", "tuning"}
+    assert set(w.cost) == {"mode", "proxy", "influence", "tuning"} and w.influence.rows.size == 0
     assert w.cost["proxy"].data == 5_000 and w.total_data > 5_000 and w.total_seconds > 0
 
 
@@ -78,3 +78,40 @@ def test_auto_sample_with_proxy_moves_matches_quadrature(glm, kind):
     assert np.all(np.abs(chk.z_mean()) < 4) and np.all(np.abs(chk.z_var()) < 4), (chk.z_mean(), chk.z_var())
     assert (w.cost["tuning"].data == 0) == (kind != "mixture")
     assert ("choose" in w.cost) == (kind == "auto")
+
+
+def test_auto_sample_sees_sparse_influential_rows():
+    """Issue 19, case 1: 100,000 rows x ~ N(b, 1) and five rows x ~ Cauchy(a, 1), prior N(0, 10^2). auto_sample
+    puts the five rows in an exact stratum and matches the quadrature mean (|z| < 4) and variance (|z| < 3) of
+    ``a``; the variance's Monte Carlo s.e. (ESS-based, ~3% here) is asserted small enough that a 5% s.d. error
+    (a >= 9.75% variance error) gives |z| > 3 and fails. On today's main the s.d. comes back near the Laplace
+    s.d., ~20% low. ~60 s. (Keys 2, 3, 4 also pass: z of the variance 0.74, 0.14, 0.71.)"""
+    from helpers_cauchy import cauchy_rows_data, cauchy_rows_model, posterior_a
+
+    data, idx = cauchy_rows_data(100_000)
+    mean, sd = posterior_a()
+    res, w = auto_sample(cauchy_rows_model(), data, jnp.zeros(2), num_samples=5000, num_chains=4, key=1, progress=False)
+    np.testing.assert_array_equal(w.influence.rows, np.sort(idx))
+    a = np.asarray(res.positions)[:, 500:, 0]
+    chk = check_moments(a[..., None], np.array([mean]), np.array([sd**2]))
+    assert chk.ess[0] > 2000, chk.ess
+    assert 0.0975 * sd**2 / chk.se_var[0] > 3, chk.se_var  # the power to see a 5% s.d. error
+    assert abs(chk.z_mean()[0]) < 4 and abs(chk.z_var()[0]) < 3, (chk.mean, chk.var, mean, sd**2, chk.z_mean(), chk.z_var())
+    assert w.proxy_check.ok
+
+
+@pytest.mark.slow
+def test_warmup_finds_a_rare_category():
+    """(~15 s: a mode search over 100,020 rows.) Issue 19, case 1, its realistic form: logistic regression with an intercept and a rare category (20 of
+    100,020 rows, 19 successes), prior N(0, 5^2). The warm-up puts exactly the 20 rare rows in the exact stratum
+    (on today's main there is none, and the test trusts the quadratic proxy on them).
+
+    Not asserted: the posterior moments of the rare coefficient against quadrature
+    (``helpers_rare.posterior_rare_coefficient``). With the stratum the variance z-scores over keys 3, 5, 7, 11 were
+    -3.7, -0.2, -0.5, -4.0 (ESS 1790-4630 for keys 5, 7, 11): the skewed right tail is visited in rare, long excursions by the
+    proxy-drift MALA, so the ESS-based error understates the run-to-run spread; open (see the issue-19 report)."""
+    from helpers_rare import PRIOR_SCALE, rare_category_data
+
+    data, idx = rare_category_data()
+    w = warmup(logistic_regression(prior_scale=PRIOR_SCALE), data, jnp.zeros(2), key=3, num_windows=2)
+    np.testing.assert_array_equal(w.influence.rows, np.sort(idx))

@@ -15,7 +15,6 @@ from __future__ import annotations
 import functools
 import math
 import time
-import warnings
 from pathlib import Path
 from typing import Any, Callable, NamedTuple
 
@@ -30,24 +29,27 @@ from minibatch_mcmc.acceptance.mhminibatch import MHMinibatch, mh_minibatch
 from minibatch_mcmc.acceptance.mhminibatch_skew import MHMinibatchSkew
 from minibatch_mcmc.checks import check_bool, check_choice, check_int, check_positive
 from minibatch_mcmc.control_variates import MAX_DENSE_DIM, TaylorProxy, taylor_proxy
+from minibatch_mcmc.control_variates.influence import Influence, influential_rows
 from minibatch_mcmc.control_variates.laplace_moves import GLOBAL, proposal_for
 from minibatch_mcmc.control_variates.proposals import cholesky_factor
+from minibatch_mcmc.control_variates.stratified import stratify
 from minibatch_mcmc.data.arrays import DataSource, as_data_source
 from minibatch_mcmc.data.host import host_read_errors
+from minibatch_mcmc.diagnostics.proxy_check import ProxyCheck, check_proxy
 from minibatch_mcmc.models.base import Model
 from minibatch_mcmc.optim.mode import find_mode, laplace_covariance
-from minibatch_mcmc.optim.multistart import LocalMode, describe, find_modes
+from minibatch_mcmc.optim.multistart import LocalMode, find_modes, warn_several_modes
 from minibatch_mcmc.optim.no_mode import check_mode
 from minibatch_mcmc.proposals.base import Proposal
 from minibatch_mcmc.samplers.checkpoint import SETTINGS_FILE, data_fingerprint, fingerprint
 from minibatch_mcmc.samplers.diagnose import bad_rows_named
 from minibatch_mcmc.samplers.driver import sample
-from minibatch_mcmc.samplers.efficiency import measure_efficiency
+from minibatch_mcmc.samplers.efficiency import most_efficient
 from minibatch_mcmc.samplers.groups import ChainGroup, sample_groups
 from minibatch_mcmc.samplers.keys import as_key
 from minibatch_mcmc.samplers.kernel import Kernel, build_kernel
 from minibatch_mcmc.samplers.results import SampleResult
-from minibatch_mcmc.samplers.tuning import TuneResult, tune_scale
+from minibatch_mcmc.samplers.tuning import tune_scale, untuned
 from minibatch_mcmc.samplers.warmup_file import load_warmup, save_warmup
 
 PyTree = Any
@@ -80,7 +82,7 @@ class Warmup(NamedTuple):
     covariance: np.ndarray
     """Laplace covariance at the mode (flattened parameter order)."""
     proxy: TaylorProxy
-    """The control variate to pass as ``estimator``."""
+    """The Taylor proxy (the proposal's drift); pass ``estimator`` to ``sample``, which adds its exact stratum if any."""
     proposal: Proposal
     """The tuned proposal."""
     scale: float
@@ -90,13 +92,20 @@ class Warmup(NamedTuple):
     test: AcceptanceTest
     """The acceptance test the scale was tuned with."""
     cost: dict
-    """``PhaseCost`` per phase: ``mode`` (with the multi-start search), ``proxy``, ``tuning`` and (if asked) ``recentre``."""
+    """``PhaseCost`` per phase: ``mode`` (with the multi-start search), ``proxy``, ``influence``, ``tuning`` and (if
+    asked) ``choose`` and ``recentre``."""
     modes: tuple = ()
     """``LocalMode`` per distinct mode the multi-start search found, the proxy's mode first (empty if not searched)."""
     mode_kernels: tuple = ()
     """``(proxy, proposal)`` centred on and shaped by each further mode (``modes[1:]``), at the tuned scale."""
     kind: str = "langevin"
     """The kind of ``proposal`` (for ``proposal="auto"``, the one chosen)."""
+    estimator: Any = None
+    """What to pass as ``estimator``: ``proxy``, or ``proxy`` with an exact stratum of the rows it cannot see."""
+    influence: Influence | None = None
+    """The rows found far from the proxy (``control_variates.influence``); None when the search was off."""
+    proxy_check: ProxyCheck | None = None
+    """The Pareto-k check after sampling (set by ``auto_sample``)."""
 
     @property
     def total_data(self) -> int:
@@ -148,6 +157,7 @@ def warmup(
     adam_steps: int = 500,
     newton_steps: int = 10,
     num_starts: int = 8,
+    stratum: bool = True,
 ) -> Warmup:
     """Mode, Laplace covariance, Taylor proxy and a tuned proposal for sampling at ``temperature`` (1: the posterior).
 
@@ -156,9 +166,9 @@ def warmup(
     proxy-gradient MALA preconditioned by the Laplace covariance), ``"random_walk"`` (Laplace-shaped), the untuned
     global moves ``"independence"``, ``"independence_t"``, ``"proxy_hmc"``, ``"mixture"`` (proxy HMC plus a tuned
     random walk), or ``"auto"`` (the best of ``AUTO_CANDIDATES`` by measured effective draws per second; its cost
-    is reported as the ``choose`` phase). With ``recentre=True`` the proxy is rebuilt once at the mean of a short
-    tuned run. ``num_starts`` dispersed minibatch-Adam searches (0: none) look for other modes; finding any is a
-    warning, and ``auto_sample`` then starts chains in every mode so that between-chain diagnostics see them.
+    is reported as the ``choose`` phase). ``recentre=True``: the proxy is rebuilt at the mean of a short tuned run.
+    ``num_starts`` minibatch-Adam searches (0: none) look for other modes (a warning; ``auto_sample`` starts chains
+    in each). ``stratum=True``: rows the proxy cannot see (``influential_rows``) are exact at every test (``stratify``).
     """
     kind = check_choice(proposal, "proposal", PROPOSALS)
     temperature = check_positive(temperature, "temperature")
@@ -188,19 +198,26 @@ def warmup(
                                num_starts, newton_steps, PhaseCost(mode.data_used, mode.seconds))
     proxy, cost["proxy"] = timed_proxy(model, source, mode.theta_hat, order)
     chol = cholesky_factor(cov, cov.shape[0])
+    influence = None
+    if check_bool(stratum, "stratum"):  # its own key, so the other phases' keys are those of a run without it
+        influence = influential_rows(model, source, proxy, chol, key=jax.random.fold_in(as_key(key), 20), temperature=temperature)
+        cost["influence"] = PhaseCost(influence.data_used, influence.seconds)
+    estimator = proxy if influence is None else stratify(model, source, proxy, influence.rows)
     if kind == "auto":
-        kind, cost["choose"] = choose_by_efficiency(model, source, test, proxy, chol, mode.theta_hat, k_tune, temperature, rule)
+        kind, cost["choose"] = choose_by_efficiency(model, source, test, estimator, chol, mode.theta_hat, k_tune, temperature, rule)
     make = proposal_for(kind, proxy, model, chol, temperature, rule)
     if kind in GLOBAL:  # nothing to tune: the Laplace fit sets the move
         tuned = untuned(mode.theta_hat)
     else:
         walk = proposal_for(tuned_kind, proxy, model, chol, temperature, rule)
         with bad_rows_named(model, source, mode.theta_hat):
-            tuned = tune(model, source, test, proxy, walk, mode.theta_hat, k_tune, target, tuned_kind, num_windows, window_size, temperature)
+            tuned = tune(model, source, test, estimator, walk, mode.theta_hat, k_tune, target, tuned_kind, num_windows, window_size,
+                         temperature)
     cost["tuning"] = PhaseCost(tuned.data_used, tuned.seconds)
     if recentre:
-        centre, cost["recentre_run"] = short_run_mean(model, source, test, proxy, make(tuned.scale), tuned.position, k_centre, temperature)
+        centre, cost["recentre_run"] = short_run_mean(model, source, test, estimator, make(tuned.scale), tuned.position, k_centre, temperature)
         proxy, cost["recentre"] = timed_proxy(model, source, centre, order)
+        estimator = proxy if influence is None else stratify(model, source, proxy, influence.rows)
         make = proposal_for(kind, proxy, model, chol, temperature, rule)
     kernels, cost["proxy"] = mode_kernels(model, source, modes[1:], order, kind, temperature, rule, float(tuned.scale), cost["proxy"])
     return Warmup(
@@ -215,27 +232,17 @@ def warmup(
         modes=modes,
         mode_kernels=kernels,
         kind=kind,
+        estimator=estimator,
+        influence=influence,
     )
 
 
-def choose_by_efficiency(model, source, test, proxy, chol, centre, key, temperature, rule) -> tuple[str, PhaseCost]:
+def choose_by_efficiency(model, source, test, estimator, chol, centre, key, temperature, rule) -> tuple[str, PhaseCost]:
     """The candidate of ``AUTO_CANDIDATES`` with the most effective draws per second, from 8 Laplace-drawn starts."""
-    t0 = time.perf_counter()
-    flat, unravel = ravel_pytree(centre)
-    k_start, k_run = jax.random.split(key)
-    z = np.asarray(jax.random.normal(k_start, (8, flat.size)), np.float64)
-    starts = jax.vmap(unravel)(jnp.asarray(np.asarray(flat, np.float64) + z @ chol.T, flat.dtype))
-    found = {}
-    for kind in AUTO_CANDIDATES:
-        kernel = build_kernel(model, proposal_for(kind, proxy, model, chol, temperature, rule)(1.0), test, source.n, proxy)
-        found[kind] = measure_efficiency(kernel, source.arrays(), starts, k_run, temperature=temperature)
-    best = max(found, key=lambda k: found[k].ess_per_second)
-    return best, PhaseCost(sum(e.data_used for e in found.values()), time.perf_counter() - t0)
-
-
-def untuned(position: PyTree) -> TuneResult:
-    """What ``tune`` returns for a proposal with nothing to tune: scale 1, no acceptance measured, no cost."""
-    return TuneResult(scale=1.0, position=position, state=None, acceptance=np.array([math.nan]), data_used=0, seconds=0.0)
+    kernels = {k: build_kernel(model, proposal_for(k, estimator, model, chol, temperature, rule)(1.0), test, source.n, estimator)
+               for k in AUTO_CANDIDATES}
+    best, data, seconds = most_efficient(kernels, source.arrays(), centre, chol, key, temperature)
+    return best, PhaseCost(data, seconds)
 
 
 def mode_kernels(model, source, modes, order, kind, temperature, rule, scale, cost) -> tuple[tuple, PhaseCost]:
@@ -254,14 +261,7 @@ def search_modes(model, source, first, key, temperature, num_starts, newton_step
         return (), {"mode": cost}
     found = find_modes(model, source, first, key=jax.random.fold_in(key, 19), temperature=temperature,
                        num_starts=num_starts + num_starts % 2, newton_steps=newton_steps)
-    if len(found.modes) > 1:
-        warnings.warn(
-            f"the posterior has {len(found.modes)} modes ({describe(found.modes)}); proxy-based sampling at "
-            "temperature 1 is local: auto_sample starts chains in every mode, each with a proxy centred on its mode, "
-            "so that R-hat shows them, but the chains will not mix between modes and the modes' weights are not "
-            "estimated. Use a tempered sampler (MINTEE, CMINT) or an exact full-data test for the weights",
-            stacklevel=3,
-        )
+    warn_several_modes(found.modes)
     return found.modes, {"mode": PhaseCost(cost.data + found.data_used, cost.seconds + found.seconds)}
 
 
@@ -278,12 +278,12 @@ def timed_proxy(model: Model, source: DataSource, centre: PyTree, order: int) ->
     return proxy, PhaseCost(proxy.setup_data, time.perf_counter() - start)
 
 
-def tune(model, source, test, proxy, make, start, key, target, kind, num_windows, window_size, temperature):
-    """``tune_scale`` with the kernel of the chosen proposal, the test and the proxy."""
+def tune(model, source, test, estimator, make, start, key, target, kind, num_windows, window_size, temperature):
+    """``tune_scale`` with the kernel of the chosen proposal, the test and the estimator."""
     n = source.n
 
     def kernel_for_scale(scale: jax.Array) -> Kernel:
-        return build_kernel(model, make(scale), test, n, proxy)
+        return build_kernel(model, make(scale), test, n, estimator)
 
     d = int(ravel_pytree(start)[0].size)
     return tune_scale(
@@ -292,10 +292,10 @@ def tune(model, source, test, proxy, make, start, key, target, kind, num_windows
     )
 
 
-def short_run_mean(model, source, test, proxy, proposal, start, key, temperature, steps: int = 500) -> tuple[PyTree, PhaseCost]:
+def short_run_mean(model, source, test, estimator, proposal, start, key, temperature, steps: int = 500) -> tuple[PyTree, PhaseCost]:
     """Mean of a short single-chain run (the re-centring point) and its cost."""
     t0 = time.perf_counter()
-    res = sample(model, source, start, proposal=proposal, test=test, estimator=proxy, num_samples=steps, key=key,
+    res = sample(model, source, start, proposal=proposal, test=test, estimator=estimator, num_samples=steps, key=key,
                  temperature=temperature, progress=False, block_size=steps)
     mean = jax.tree_util.tree_map(lambda a: jnp.asarray(np.asarray(a)[0].mean(axis=0), a.dtype), res.kernel_positions)
     used = int(np.sum(res.records["batch_size"]) + np.sum(res.records["hidden_data"]))
@@ -334,30 +334,37 @@ def auto_sample(
     progress: bool = True,
     num_starts: int = 8,
     newton_steps: int = 10,
+    stratum: bool = True,
+    check_draws: int = 100,
     **sample_kwargs: Any,
 ) -> tuple[SampleResult, Warmup]:
-    """Warm up (mode, Laplace, proxy, tuning), then sample ``num_chains`` chains with the frozen settings.
+    """Warm up (mode, Laplace, proxy, rows it cannot see, tuning), then sample ``num_chains`` chains with the frozen settings.
 
     Returns the ``SampleResult`` (its ``wall_time`` is sampling alone) and the ``Warmup`` (its ``cost``
-    holds the warm-up's data and seconds). With ``checkpoint_dir`` the warm-up is saved there, and
-    ``resume=True`` restores it instead of redoing it.
+    holds the warm-up's data and seconds; its ``proxy_check`` the Pareto-k check of the proxy on
+    ``check_draws`` draws, all in one streamed pass, which warns when it fails; ``check_draws=0`` skips it).
+    With ``checkpoint_dir`` the warm-up is saved there, and ``resume=True`` restores it instead of redoing it.
     """
+    check_int(check_draws, "check_draws", 0)
     k_warm, k_start, k_run = jax.random.split(as_key(key), 3)
     options = dict(test=test, proposal=proposal, order=order, temperature=temperature, recentre=recentre, num_starts=num_starts,
-                   newton_steps=newton_steps)
+                   newton_steps=newton_steps, stratum=stratum)
     w = stored_warmup(model, data, theta0, k_warm, options, sample_kwargs.get("checkpoint_dir"), sample_kwargs.get("resume", False))
     starts = dispersed_starts(w, num_chains, k_start)
     if w.mode_kernels:  # chain c in mode c mod M, with that mode's proxy and proposal
         m = len(w.modes)
-        kernels = [(w.proxy, w.proposal)] + list(w.mode_kernels)
+        kernels = [(w.estimator, w.proposal)] + list(w.mode_kernels)
         groups = [ChainGroup(tuple(range(k, num_chains, m)), kernels[k][1], kernels[k][0]) for k in range(min(m, num_chains))]
         result = sample_groups(model, data, starts, groups, test=w.test, num_samples=num_samples, key=k_run, temperature=temperature,
                                progress=progress, **sample_kwargs)
         return result, w
     result = sample(
-        model, data, starts, proposal=w.proposal, test=w.test, estimator=w.proxy, num_samples=num_samples,
+        model, data, starts, proposal=w.proposal, test=w.test, estimator=w.estimator, num_samples=num_samples,
         num_chains=num_chains, key=k_run, temperature=temperature, batched_init=True, progress=progress, **sample_kwargs,
     )
+    if check_draws:
+        w = w._replace(proxy_check=check_proxy(model, data, w.estimator, w.proxy.centre, result.positions,
+                                               num_draws=check_draws, temperature=temperature))
     return result, w
 
 
@@ -375,7 +382,8 @@ def stored_warmup(model: Model, data: PyTree | DataSource, theta0: PyTree, key: 
     if resume or not (Path(directory) / SETTINGS_FILE).exists():  # never overwrite the warm-up of a run sample will refuse
         save_warmup(directory, settings, {"proxy": w.proxy, "covariance": w.covariance, "scale": w.scale,
                                           "acceptance": w.acceptance, "cost": w.cost, "modes": w.modes,
-                                          "mode_proxies": [k[0] for k in w.mode_kernels], "kind": w.kind})
+                                          "mode_proxies": [k[0] for k in w.mode_kernels], "kind": w.kind,
+                                          "estimator": w.estimator, "influence": w.influence})
     return w
 
 
@@ -389,4 +397,4 @@ def restored(model: Model, n: int, saved: dict, options: dict) -> Warmup:
                     for p, m in zip(saved["mode_proxies"], saved["modes"][1:]))
     return Warmup(centre=proxy.centre, covariance=cov, proxy=proxy, proposal=make(saved["scale"]), scale=saved["scale"],
                   acceptance=saved["acceptance"], test=test, cost=saved["cost"], modes=saved["modes"], mode_kernels=kernels,
-                  kind=kind)
+                  kind=kind, estimator=saved["estimator"], influence=saved["influence"])

@@ -1,8 +1,10 @@
 """Estimators of the log-likelihood difference: the plain per-datum ratio and Taylor-proxy control variates."""
 
 from minibatch_mcmc.control_variates.base import Estimator, PlainDifference, plain
+from minibatch_mcmc.control_variates.influence import Influence, influential_rows
 from minibatch_mcmc.control_variates.proposals import proxy_gradient, proxy_langevin
 from minibatch_mcmc.control_variates.proxy_moves import proxy_hmc, proxy_independence, proxy_laplace
+from minibatch_mcmc.control_variates.stratified import StratifiedProxy, stratify
 from minibatch_mcmc.control_variates.taylor import MAX_DENSE_DIM, TaylorProxy, taylor_proxy
 
 __all__ = [
@@ -12,6 +14,10 @@ __all__ = [
     "TaylorProxy",
     "taylor_proxy",
     "MAX_DENSE_DIM",
+    "StratifiedProxy",
+    "stratify",
+    "Influence",
+    "influential_rows",
     "proxy_gradient",
     "proxy_langevin",
     "proxy_hmc",

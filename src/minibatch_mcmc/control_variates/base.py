@@ -37,6 +37,14 @@ class Estimator(Protocol):
         """Data-free part of ``sum_i log p(x_i|theta') - log p(x_i|theta)`` (0 for the plain estimator)."""
         ...
 
+    def population(self, data: PyTree) -> PyTree:
+        """The rows a minibatch test draws from (all of ``data``; a stratified estimator leaves its exact stratum out)."""
+        ...
+
+    def population_size(self, n_data: int) -> int:
+        """Number of rows in ``population(data)`` for data of ``n_data`` rows."""
+        ...
+
     def log_lik_sum(
         self, model: Model, key: jax.Array, data: PyTree, n_data: int, batch_size: int
     ) -> tuple[Callable[[PyTree], jax.Array], float]:
@@ -73,6 +81,14 @@ class PlainDifference(NamedTuple):
         """Nothing is known without the data."""
         del current, candidate
         return 0.0
+
+    def population(self, data: PyTree) -> PyTree:
+        """Every row."""
+        return data
+
+    def population_size(self, n_data: int) -> int:
+        """``N``."""
+        return n_data
 
     def log_lik_sum(
         self, model: Model, key: jax.Array, data: PyTree, n_data: int, batch_size: int

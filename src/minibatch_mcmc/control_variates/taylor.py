@@ -109,6 +109,14 @@ class TaylorProxy(NamedTuple):
         """The proxy's exact difference ``sum_i q_i``."""
         return self.data_free(*self.directions(current, candidate))
 
+    def population(self, data: PyTree) -> PyTree:
+        """Every row: the proxy leaves no row out."""
+        return data
+
+    def population_size(self, n_data: int) -> int:
+        """``N``."""
+        return n_data
+
     def proxy_sum(self, theta: PyTree) -> jax.Array:
         """``sum_i (l~_i(theta) - l_i(c))``: the data-free approximation of the log-likelihood sum, up to a constant."""
         c, _ = self.flat_centre()

@@ -43,8 +43,33 @@ class ArrayData(NamedTuple):
         return self.tree
 
 
+class RowsExcept(NamedTuple):
+    """The rows of a data pytree outside the sorted index set ``rows``, renumbered ``0 .. N - S - 1`` in order.
+
+    What a minibatch is drawn from when a few rows are evaluated apart (an exact stratum): ``take`` and
+    ``slice_rows`` map positions through ``rest_index`` to the rows of ``tree`` (arrays or ``HostData``).
+    """
+
+    tree: PyTree
+    rows: jax.Array
+
+
+def rest_index(rows: jax.Array, j: jax.Array) -> jax.Array:
+    """The row of the full data at position ``j`` of the rows outside the sorted set ``rows``."""
+    rows = jnp.asarray(rows, jnp.int32)
+    shifted = rows - jnp.arange(rows.shape[0], dtype=jnp.int32)  # rows before the k-th excluded one: shifted[k]
+    return j + jnp.searchsorted(shifted, j, side="right").astype(jnp.asarray(j).dtype)
+
+
+def gathers_rows(tree: PyTree) -> bool:
+    """Whether a data pytree is read by gathering rows (``HostData``, ``RowsExcept``) rather than as arrays."""
+    return is_host_data(tree) or isinstance(tree, RowsExcept)
+
+
 def take(tree: PyTree, idx: jax.Array) -> PyTree:
     """Gather rows ``idx`` of every leaf of a data pytree (a host read for out-of-core ``HostData``)."""
+    if isinstance(tree, RowsExcept):
+        return take(tree.tree, rest_index(tree.rows, idx))
     if is_host_data(tree):
         return tree.take(idx)
     return jax.tree_util.tree_map(lambda a: jnp.take(a, idx, axis=0), tree)
@@ -52,6 +77,8 @@ def take(tree: PyTree, idx: jax.Array) -> PyTree:
 
 def slice_rows(tree: PyTree, start: jax.Array | int, size: int) -> PyTree:
     """Contiguous rows ``[start, start + size)`` of every leaf (``start`` may be traced, ``size`` static)."""
+    if isinstance(tree, RowsExcept):
+        return take(tree, start + jnp.arange(size, dtype=jnp.int32))
     if is_host_data(tree):
         return tree.slice(start, size)
     if isinstance(start, (int, np.integer)):

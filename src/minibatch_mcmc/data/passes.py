@@ -15,8 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from minibatch_mcmc.data.arrays import slice_rows
-from minibatch_mcmc.data.host import is_host_data
+from minibatch_mcmc.data.arrays import gathers_rows, slice_rows
 
 PyTree = Any
 
@@ -40,7 +39,7 @@ def full_data_reduce(
         raise ValueError(f"chunk={chunk!r} must be a positive number of rows")
     n_full, rem = divmod(n, chunk)
     if n_full == 1 and rem == 0:
-        return part(slice_rows(data, 0, n) if is_host_data(data) else data)
+        return part(slice_rows(data, 0, n) if gathers_rows(data) else data)
     acc = initial
     if n_full:
 

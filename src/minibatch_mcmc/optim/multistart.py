@@ -17,6 +17,7 @@ every known mode, with a Laplace mass at least ``MIN_MASS`` of the heaviest.
 from __future__ import annotations
 
 import time
+import warnings
 from typing import Any, NamedTuple
 
 import jax
@@ -166,3 +167,15 @@ def describe(modes: tuple[LocalMode, ...]) -> str:
         lines.append(f"mode {i}: theta = {np.array2string(flat, precision=4, threshold=8)}, log density {m.log_posterior:.6g},"
                      f" Laplace mass {np.exp(m.log_mass - heaviest):.3g} of the heaviest")
     return "; ".join(lines)
+
+
+def warn_several_modes(modes: tuple[LocalMode, ...]) -> None:
+    """Warn, naming them, when the search found more than one mode: proxy-based sampling at temperature 1 is local."""
+    if len(modes) > 1:
+        warnings.warn(
+            f"the posterior has {len(modes)} modes ({describe(modes)}); proxy-based sampling at "
+            "temperature 1 is local: auto_sample starts chains in every mode, each with a proxy centred on its mode, "
+            "so that R-hat shows them, but the chains will not mix between modes and the modes' weights are not "
+            "estimated. Use a tempered sampler (MINTEE, CMINT) or an exact full-data test for the weights",
+            stacklevel=4,
+        )

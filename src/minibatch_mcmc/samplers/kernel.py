@@ -77,8 +77,9 @@ def build_kernel(
     model: Model, proposal: Proposal, test: AcceptanceTest, n_data: int, estimator: Estimator | None = None
 ) -> Kernel:
     """Combine a model, a proposal, an acceptance test and an estimator of ``Delta``'s data part into one MH transition."""
-    test.validate(n_data)
     estimator = plain() if estimator is None else estimator
+    n_population = estimator.population_size(n_data)  # rows the test's minibatch is drawn from
+    test.validate(n_population)
     grad_batch = check_gradient_batch(proposal)
     grad_rows = gradient_data_used(proposal, n_data)
     grad_temperature_factor = float(test.temperature_factor(n_data))  # a test that tempers by itself (MINT): the drift follows it
@@ -100,8 +101,8 @@ def build_kernel(
         psi = jnp.where(lp_new > -jnp.inf, lp_new - state.log_prior + log_q_ratio, -jnp.inf)
         stats = Statistics(
             log_ratio=estimator.log_ratio(model, state.position, candidate),
-            data=data,
-            n_data=n_data,
+            data=estimator.population(data),
+            n_data=n_population,
             psi=psi,
             temperature=temperature,
             known_sum=estimator.known_sum(state.position, candidate),

@@ -15,6 +15,7 @@ acceptance rate ``log s_{k+1} = log s_k + g (rate_k - target) / k``; the last of
 from __future__ import annotations
 
 import functools
+import math
 import time
 from typing import Any, Callable, NamedTuple
 
@@ -154,3 +155,8 @@ def tune_scale(
         data_used=data_used,
         seconds=time.perf_counter() - start,
     )
+
+
+def untuned(position: Any) -> TuneResult:
+    """What ``tune`` returns for a proposal with nothing to tune: scale 1, no acceptance measured, no cost."""
+    return TuneResult(scale=1.0, position=position, state=None, acceptance=np.array([math.nan]), data_used=0, seconds=0.0)

@@ -1,0 +1,233 @@
+"""Rows the Taylor proxy cannot see: per-datum terms far from their quadratic proxy at posterior-scale moves.
+
+One streamed pass evaluates every row's residual ``e_i(p) = l_i(p) - l~_i(p)`` (``l~_i`` the proxy of
+``l_i``, exact at the centre ``c``) at a few probe points ``p = c +- k L u``: ``L`` the Laplace
+covariance's Cholesky factor, ``u`` the unit vectors (``d <= MAX_DIRECTIONS``) or as many random unit
+vectors, ``k`` in ``PROBE_SCALES`` Laplace standard deviations. A row's deviation ``a_i`` is its largest
+``|e_i(p) - bulk(p)|``, ``bulk(p)`` the median residual over a chunk of rows drawn at random (a level shared by
+most rows is what any minibatch sees). A minibatch of ``m`` rows out of ``N`` misses any given set of
+``W = ceil(N / m)`` rows in more than a third of its steps, and then its estimate of the difference is
+off by their summed residuals. So the stratum is the smallest set of largest deviations such that the
+next ``W`` deviations sum to at most ``tolerance`` nats: what is left blind moves ``Delta`` by less than
+that. Rows past ``max_rows`` are left to the minibatch, with a warning naming them and the blind error left.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import warnings
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from minibatch_mcmc.checks import check_int, check_positive
+from minibatch_mcmc.control_variates.taylor import TaylorProxy
+from minibatch_mcmc.data.arrays import as_data_source, slice_rows, take
+from minibatch_mcmc.data.passes import DEFAULT_CHUNK
+from minibatch_mcmc.models.base import Model
+
+PyTree = Any
+
+PROBE_SCALES = (3.0,)
+"""Probe distances from the centre, in Laplace standard deviations along each direction (both signs): 3, where a
+Gaussian posterior keeps 99.7% of each marginal (widened further once a stratum shows the posterior is wider)."""
+MAX_DIRECTIONS = 8
+"""Probe directions: the ``d`` Laplace axes up to this many parameters, else this many random unit directions."""
+WINDOW_KEPT = 1 << 14
+"""Largest blind window kept exactly; past it the window's sum is bounded by its smallest kept deviation."""
+
+
+class Influence(NamedTuple):
+    """The rows the proxy cannot see, and what finding them measured."""
+
+    rows: np.ndarray
+    """Indices of the exact stratum (sorted, int32; empty on a model the proxy sees whole)."""
+    deviation: np.ndarray
+    """Their deviations ``a_i`` (nats), in the order of ``rows``."""
+    blind_error: float
+    """Summed deviations of the ``W`` largest rows left to the minibatch (nats): at most ``tolerance`` unless capped."""
+    window: int
+    """``W = ceil(N / m)``: rows a minibatch of ``m`` misses together in more than a third of its steps."""
+    passes: int
+    """Streamed passes made (one, plus one per widening of the probes)."""
+    data_used: int
+    """Rows read (one pass plus the bulk sample)."""
+    seconds: float
+    """Wall time of the pass."""
+
+
+def probe_directions(factor: np.ndarray, key: jax.Array) -> np.ndarray:
+    """Flat directions ``L u`` (shape ``(directions, d)``): ``u`` the axes, or random unit vectors past ``MAX_DIRECTIONS``."""
+    d = factor.shape[0]
+    if d <= MAX_DIRECTIONS:
+        u = np.eye(d)
+    else:
+        z = np.asarray(jax.random.normal(key, (d, MAX_DIRECTIONS)), np.float64)
+        u = z / np.linalg.norm(z, axis=0)
+    return (np.asarray(factor, np.float64) @ u).T
+
+
+def probe_points(centre: jax.Array, steps: np.ndarray) -> jax.Array:
+    """Flat probe points ``c +- k step`` for every step and every ``k`` in ``PROBE_SCALES`` (shape ``(P, d)``)."""
+    moves = [s * k * steps for k in PROBE_SCALES for s in (1.0, -1.0)]
+    return jnp.asarray(np.asarray(centre, np.float64) + np.concatenate(moves), centre.dtype)
+
+
+def residuals_at(model: Model, proxy: TaylorProxy, points: jax.Array):
+    """``rows -> e_i(p)`` for every probe ``p`` (shape ``(P, rows)``): the proxy's residual from the centre."""
+    c, unravel = proxy.flat_centre()
+
+    def one(p: jax.Array, rows: PyTree) -> jax.Array:
+        return proxy.log_ratio(model, unravel(c), unravel(p))(rows)
+
+    return jax.jit(lambda rows: jax.vmap(one, in_axes=(0, None))(points, rows))
+
+
+def blind_errors(dev: np.ndarray, window: int, n_left: int) -> np.ndarray:
+    """``b[k]``: summed deviations of the ``window`` largest rows after the ``k`` largest (``dev`` sorted down).
+
+    Past the kept deviations the window is bounded by the smallest kept one times the rows it still needs.
+    """
+    kept = dev.size
+    dev = np.minimum(dev, 1e12)  # an overflowing row stays the largest, and the sums stay finite
+    csum = np.concatenate([[0.0], np.cumsum(dev)])
+    k = np.arange(kept + 1)
+    stop = np.minimum(k + window, kept)
+    missing = np.minimum(k + window, n_left) - stop  # rows of the window that were not kept
+    floor = dev[-1] if kept else 0.0
+    return csum[stop] - csum[k] + missing * floor
+
+
+def largest_deviations(resid, bulk: np.ndarray, arrays: PyTree, n: int, keep: int, chunk: int,
+                       temperature: float) -> tuple[np.ndarray, np.ndarray]:
+    """The ``keep`` largest deviations ``max_p |e_i(p) - bulk(p)| / K`` over one streamed pass, sorted down, with
+    their row indices. Every chunk has ``chunk`` rows (the last one overlaps its predecessor), so ``resid``
+    compiles once."""
+    top_dev, top_idx = np.zeros(0), np.zeros(0, np.int64)
+    done = 0
+    while done < n:
+        start = min(done, n - chunk)
+        e = np.asarray(resid(slice_rows(arrays, start, chunk)), np.float64)[:, done - start:]
+        dev = np.max(np.abs(e - bulk), axis=0) / temperature
+        dev = np.where(np.isfinite(dev), dev, np.inf)  # a row whose residual overflows is as influential as can be
+        top_dev, top_idx = np.concatenate([top_dev, dev]), np.concatenate([top_idx, done + np.arange(dev.size)])
+        if top_dev.size > 2 * keep:
+            part = np.argpartition(-top_dev, keep - 1)[:keep]
+            top_dev, top_idx = top_dev[part], top_idx[part]
+        done = start + chunk
+    order = np.argsort(-top_dev, kind="stable")[:keep]
+    return top_dev[order], top_idx[order]
+
+
+def profile_scales(model: Model, proxy: TaylorProxy, stratum: PyTree, steps: np.ndarray, temperature: float) -> np.ndarray:
+    """Standard deviation along each step ``s`` of ``t -> log p0(c + t s) + [proxy sum + stratum residuals](c + t s) / K``,
+    in units of ``s`` (1 for the Laplace approximation): the posterior scale once the stratum is exact."""
+    c, unravel = proxy.flat_centre()
+    t = np.linspace(-12.0, 12.0, 961)
+
+    def log_density(x: jax.Array) -> jax.Array:
+        d = x - c
+        exact = model.log_lik(unravel(x), stratum) - proxy.per_datum(model, stratum, d, 0.5 * d)
+        return model.log_prior(unravel(x)) + (proxy.proxy_sum(unravel(x)) + jnp.sum(exact)) / temperature
+
+    points = jnp.asarray(np.asarray(c, np.float64)[None, None] + t[None, :, None] * steps[:, None, :], c.dtype)
+    lp = np.asarray(jax.jit(jax.vmap(jax.vmap(log_density)))(points), np.float64)
+    lp = np.where(np.isfinite(lp), lp, -np.inf)
+    w = np.exp(lp - lp.max(axis=1, keepdims=True))
+    w /= w.sum(axis=1, keepdims=True)
+    mean = w @ t
+    return np.sqrt(np.maximum(w @ t**2 - mean**2, 0.0))
+
+
+def influential_rows(
+    model: Model,
+    data: Any,
+    proxy: TaylorProxy,
+    factor: np.ndarray,
+    *,
+    key: jax.Array | None = None,
+    tolerance: float = 0.1,
+    batch_size: int = 50,
+    max_rows: int = 1000,
+    warn_rows: int | None = None,
+    temperature: float = 1.0,
+    rounds: int = 3,
+    chunk: int = DEFAULT_CHUNK,
+) -> Influence:
+    """The rows whose terms the minibatch test would miss by more than ``tolerance`` nats in total (module docstring).
+
+    ``factor`` is the Laplace covariance's lower Cholesky factor (flat parameter order); ``batch_size`` the
+    minibatch the test reads; residuals count divided by ``temperature``. When rows are found, the probes
+    are widened to the scale of the posterior with those rows exact (``profile_scales``) and the pass is
+    repeated, at most ``rounds`` passes in all. Warns when the stratum exceeds ``warn_rows`` (default
+    ``batch_size``: it then costs more per test than the minibatch) or ``max_rows``.
+    """
+    tolerance = check_positive(tolerance, "tolerance")
+    batch_size = check_int(batch_size, "batch_size", 1)
+    max_rows = check_int(max_rows, "max_rows", 0)
+    warn_rows = batch_size if warn_rows is None else check_int(warn_rows, "warn_rows", 0)
+    rounds = check_int(rounds, "rounds", 1)
+    chunk = check_int(chunk, "chunk", 1)
+    t0 = time.perf_counter()
+    source = as_data_source(data)
+    n, arrays = source.n, source.arrays()
+    k_probe, k_bulk = jax.random.split(jax.random.key(0) if key is None else key)
+    centre = proxy.flat_centre()[0]
+    steps = probe_directions(np.asarray(factor, np.float64), k_probe)
+    chunk = min(chunk, n)
+    bulk_idx = np.sort(np.asarray(jax.random.choice(k_bulk, n, (chunk,), replace=False)))
+    bulk_rows = take(arrays, jnp.asarray(bulk_idx, jnp.int32))
+    window = math.ceil(n / batch_size)
+    keep = min(n, max_rows + min(window, WINDOW_KEPT))
+    cap = min(max_rows, max(n - batch_size, 0))  # leave the minibatch at least its m rows
+    rows, used, passes = np.zeros(0, np.int64), 0, 0
+    for _ in range(rounds):
+        resid = residuals_at(model, proxy, probe_points(centre, steps))
+        bulk = np.median(np.asarray(resid(bulk_rows), np.float64), axis=1, keepdims=True)
+        top_dev, top_idx = largest_deviations(resid, bulk, arrays, n, keep, chunk, temperature)
+        used, passes = used + n + bulk_idx.size, passes + 1
+        blind = blind_errors(top_dev, window, n)
+        fits = np.flatnonzero(blind[: cap + 1] <= tolerance)
+        size = int(fits[0]) if fits.size else cap
+        found = set(top_idx[:size].tolist())
+        if size == 0 or found <= set(rows.tolist()):
+            break
+        rows = np.asarray(sorted(found | set(rows.tolist())), np.int64)
+        widen = profile_scales(model, proxy, take(arrays, jnp.asarray(rows, jnp.int32)), steps, temperature)
+        if np.all(widen <= 1.05):
+            break
+        steps = steps * np.maximum(widen, 1.0)[:, None]
+    where = {int(i): j for j, i in enumerate(top_idx)}
+    dev = np.asarray([top_dev[where[int(i)]] if int(i) in where else np.nan for i in rows])
+    rest = np.asarray([d for i, d in zip(top_idx, top_dev) if int(i) not in set(rows.tolist())])
+    blind_left = float(blind_errors(rest, window, n - rows.size)[0]) if rest.size else 0.0
+    warn_stratum(rows, dev, blind_left, capped=blind_left > tolerance, tolerance=tolerance, batch_size=batch_size,
+                 warn_rows=warn_rows, max_rows=cap)
+    return Influence(rows.astype(np.int32), dev, blind_left, window, passes, used, time.perf_counter() - t0)
+
+
+def name_rows(rows: np.ndarray, dev: np.ndarray, shown: int = 10) -> str:
+    """``"12 (3.1 nats), 40 (2.2 nats), ... and 31 more"``: the most influential rows first."""
+    order = np.argsort(-dev, kind="stable")
+    named = ", ".join(f"{int(rows[i])} ({dev[i]:.3g} nats)" for i in order[:shown])
+    return named + (f", ... and {rows.size - shown} more" if rows.size > shown else "")
+
+
+def warn_stratum(rows, dev, blind, *, capped, tolerance, batch_size, warn_rows, max_rows) -> None:
+    """Warn when the stratum is capped (rows left blind) or costs more per test than ``warn_rows`` rows."""
+    if capped:
+        warnings.warn(
+            f"the Taylor proxy misses many rows: the exact stratum is capped at max_rows={max_rows} rows ({name_rows(rows, dev)}) "
+            f"and the rows left to the minibatch still differ from the proxy by {blind:.3g} nats in total at posterior-scale "
+            f"moves (tolerance {tolerance:g}): the proxy does not pay off here; sample with an exact test, a larger "
+            "max_rows, or a model the proxy fits", stacklevel=3,
+        )
+    elif rows.size > warn_rows:
+        warnings.warn(
+            f"{rows.size} rows are far from the Taylor proxy and are evaluated exactly at every MH test ({name_rows(rows, dev)}): "
+            f"{rows.size} rows per test on top of the {batch_size}-row minibatch ({rows.size / batch_size:.1f}x its cost)",
+            stacklevel=3,
+        )
