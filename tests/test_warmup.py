@@ -80,6 +80,7 @@ def test_auto_sample_with_proxy_moves_matches_quadrature(glm, kind):
     assert ("choose" in w.cost) == (kind == "auto")
 
 
+@pytest.mark.slow
 def test_auto_sample_sees_sparse_influential_rows():
     """Issue 19, case 1: 100,000 rows x ~ N(b, 1) and five rows x ~ Cauchy(a, 1), prior N(0, 10^2). auto_sample
     puts the five rows in an exact stratum and matches the quadrature mean (|z| < 4) and variance (|z| < 3) of
