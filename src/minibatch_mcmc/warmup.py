@@ -21,9 +21,7 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 
 from minibatch_mcmc.acceptance.base import AcceptanceTest
-from minibatch_mcmc.acceptance.exact import BarkerTest
-from minibatch_mcmc.acceptance.mhminibatch import MHMinibatch, mh_minibatch
-from minibatch_mcmc.acceptance.mhminibatch_skew import MHMinibatchSkew
+from minibatch_mcmc.acceptance.mhminibatch import mh_minibatch
 from minibatch_mcmc.checks import check_bool, check_choice, check_int, check_positive
 from minibatch_mcmc.control_variates import MAX_DENSE_DIM, TaylorProxy, proxy_langevin, taylor_proxy
 from minibatch_mcmc.control_variates.proposals import cholesky_factor
@@ -86,9 +84,14 @@ class Warmup(NamedTuple):
         return float(sum(c.seconds for c in self.cost.values()))
 
 
-def decision_rule(test: AcceptanceTest) -> str:
-    """``"barker"`` for tests that accept with (approximately) Barker's probability, else ``"metropolis"``."""
-    return "barker" if isinstance(test, (MHMinibatch, MHMinibatchSkew, BarkerTest)) else "metropolis"
+def default_target(test: AcceptanceTest, kind: str) -> float:
+    """The target acceptance rate for the test's declared ``decision_rule`` and the proposal ``kind``."""
+    if (test.decision_rule, kind) not in TARGET_ACCEPT:
+        raise ValueError(
+            f"test {test.name!r} has decision_rule={test.decision_rule!r}, for which the warm-up has no default target "
+            f"acceptance rate; pass target_accept=..."
+        )
+    return TARGET_ACCEPT[(test.decision_rule, kind)]
 
 
 def initial_scale(kind: str, d: int) -> float:
@@ -133,7 +136,7 @@ def warmup(
     check_int(num_windows, "num_windows", 1)
     check_int(window_size, "window_size", 1)
     test = mh_minibatch(batch_size=50) if test is None else test
-    target = TARGET_ACCEPT[(decision_rule(test), kind)] if target_accept is None else target_accept
+    target = default_target(test, kind) if target_accept is None else target_accept
     source = as_data_source(data)
     k_mode, k_tune, k_centre = jax.random.split(as_key(key), 3)
 

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from minibatch_mcmc.acceptance import BarkerTest, MetropolisTest, austere_mh, austere_mh_adaptive, mh_minibatch, mh_sublhd, naive_minibatch
 from minibatch_mcmc.acceptance.austere import design_adaptive, design_table
-from minibatch_mcmc.acceptance.base import Statistics, uniform_from_bits
+from minibatch_mcmc.acceptance.base import DECISION_RULES, Statistics, uniform_from_bits
 from minibatch_mcmc.acceptance.mhsublhd import threshold_uniform
 
 SIZES = (2, 61, 5000)
@@ -94,6 +94,17 @@ def _exact_uniform(name: str, key) -> tuple[str, float]:
     if name.startswith("mhsublhd"):
         return "metropolis", float(np.log(threshold_uniform(key)))
     return "metropolis", float(np.log(uniform_from_bits(jax.random.bits(key, (5,), dtype=jnp.uint32)[4], jnp.float32)))
+
+
+@pytest.mark.parametrize("name", sorted(BUILDERS))
+def test_each_test_declares_its_rule_and_first_rows(name):
+    """Every test says which acceptance probability it targets and which distinct rows it reads first (none: full data)."""
+    test = BUILDERS[name](61)
+    assert test.decision_rule in DECISION_RULES
+    assert test.decision_rule == ("barker" if name == "barker" or name.startswith("mhminibatch") else "metropolis")
+    rows = np.asarray(test.first_rows(jax.random.key(3), 61))
+    assert rows.dtype == np.int32 and np.unique(rows).size == rows.size and np.all((rows >= 0) & (rows < 61))
+    assert (rows.size == 0) == (name in ("metropolis", "barker"))
 
 
 @pytest.mark.parametrize("name", sorted(BUILDERS))

@@ -65,15 +65,25 @@ class TestOutcome(NamedTuple):
     a chain that wanders where the proxy is poor shows here; 0 for tests that read no minibatch."""
 
 
+DECISION_RULES = ("metropolis", "barker", "factorised", "none")
+"""What an acceptance test's ``decision_rule`` may say: it accepts (exactly or approximately) with probability
+``min(1, e^Delta)`` (Metropolis), ``1 / (1 + e^-Delta)`` (Barker), a product of per-datum Metropolis factors
+(factorised, as Scalable MH), or every candidate in the prior's support (none)."""
+
+
 class AcceptanceTest(Protocol):
     """An acceptance test: configuration plus pure functions. Every hook the kernel and the driver use is here.
 
-    A new test implements all four; ``validate`` may do nothing (``no_checks``) and
-    ``temperature_factor`` returns 1 unless the test tempers the likelihood itself (``untempered``).
+    A new test implements all of it; ``validate`` may do nothing (``no_checks``), ``temperature_factor``
+    returns 1 unless the test tempers the likelihood itself (``untempered``) and ``first_rows`` returns no
+    rows for a test that reads no minibatch first (``no_rows_first``).
     """
 
     name: str
     """Name recorded in results and shown in progress bars."""
+
+    decision_rule: str
+    """The acceptance probability the test targets, one of :data:`DECISION_RULES` (the warm-up's target follows it)."""
 
     def decide(self, key: jax.Array, stats: Statistics) -> TestOutcome:
         """Accept or reject one candidate."""
@@ -87,6 +97,11 @@ class AcceptanceTest(Protocol):
         """The factor by which the test itself tempers the likelihood on top of ``K`` (MINT: ``n^(1 - lambda)``)."""
         ...
 
+    def first_rows(self, key: jax.Array, n_data: int) -> jax.Array:
+        """Row indices (int32) of the first minibatch ``decide(key, ...)`` reads, known before the step runs (a prefetcher
+        reads them ahead); empty for a test that reads no minibatch first."""
+        ...
+
 
 def no_checks(n_data: int) -> None:
     """The default ``validate``: nothing depends on ``N``."""
@@ -97,6 +112,12 @@ def untempered(n_data: int) -> float:
     """The default ``temperature_factor``: the test does not temper the likelihood itself."""
     del n_data
     return 1.0
+
+
+def no_rows_first(key: jax.Array, n_data: int) -> jax.Array:
+    """The default ``first_rows``: the test reads no minibatch first (full-data tests, no test)."""
+    del key, n_data
+    return jnp.zeros((0,), jnp.int32)
 
 
 def data_free_delta(stats: Statistics) -> jax.Array:

@@ -26,10 +26,9 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from minibatch_mcmc.acceptance.base import Statistics, TestOutcome, check_batch_fits, data_free_delta, uniform_from_bits, untempered
-from minibatch_mcmc.acceptance.streaming import add_rows, decision_dtype, init_sums, mean_and_variance, read_terms
+from minibatch_mcmc.acceptance.base import Statistics, TestOutcome, check_batch_fits, data_free_delta, untempered
+from minibatch_mcmc.acceptance.streaming import add_rows, decision_dtype, first_chunk, init_sums, mean_and_variance, order_and_uniform, read_terms
 from minibatch_mcmc.checks import check_int
-from minibatch_mcmc.data.indexing import chunk_indices
 
 
 class NaiveMinibatch(NamedTuple):
@@ -38,6 +37,7 @@ class NaiveMinibatch(NamedTuple):
     batch_size: int
     """Minibatch size ``m``."""
     name: str = "naive_minibatch"
+    decision_rule = "metropolis"
 
     def validate(self, n_data: int) -> None:
         """Check ``m`` against ``N``."""
@@ -45,14 +45,17 @@ class NaiveMinibatch(NamedTuple):
 
     temperature_factor = staticmethod(untempered)
 
+    def first_rows(self, key: jax.Array, n_data: int) -> jax.Array:
+        """The ``m`` rows of the minibatch (the only ones read)."""
+        return first_chunk(key, order_and_uniform(key, jnp.float32)[0], self.batch_size, n_data)
+
     def decide(self, key: jax.Array, stats: Statistics) -> TestOutcome:
         """Accept iff ``log u < N * mean(l_i over the minibatch) + psi`` (biased)."""
         n, m = stats.n_data, self.batch_size
-        bits = jax.random.bits(key, (5,), dtype=jnp.uint32)
         dtype = decision_dtype(stats)
-        u = uniform_from_bits(bits[4], dtype)
-        idx, valid = chunk_indices(key, jnp.zeros((), jnp.int32), m, n, bits[:4])  # m <= N: all valid
-        sums = add_rows(init_sums(dtype), read_terms(stats, idx, dtype) / stats.temperature, valid)
+        round_keys, u = order_and_uniform(key, dtype)
+        idx = first_chunk(key, round_keys, m, n)  # m <= N: all valid
+        sums = add_rows(init_sums(dtype), read_terms(stats, idx, dtype) / stats.temperature, jnp.ones((m,), bool))
         mean, var_l = mean_and_variance(sums)
         bad = sums.bad | jnp.isnan(stats.psi)
         nf = jnp.asarray(n, dtype)

@@ -5,7 +5,7 @@ from minibatch_mcmc.samplers.cmint import CMINTSchedule, cmint_schedule, ensembl
 from minibatch_mcmc.samplers.driver import sample
 from minibatch_mcmc.samplers.mintee import Ladder, MINTEEConfig, MINTEEResult, MINTEEState, mintee, resolve_ladder
 from minibatch_mcmc.samplers.kernel import ChainState, Kernel, build_kernel
-from minibatch_mcmc.samplers.prefetch_plan import mhminibatch_plan
+from minibatch_mcmc.samplers.prefetch_plan import prefetch_plan
 from minibatch_mcmc.samplers.results import RECORD_FIELDS, SampleResult, summarize, to_inference_data
 from minibatch_mcmc.samplers.sharding import ChainLayout, chain_layout
 
@@ -20,7 +20,7 @@ __all__ = [
     "to_inference_data",
     "checkpoint",
     "keys",
-    "mhminibatch_plan",
+    "prefetch_plan",
     "sharding",
     "ChainLayout",
     "chain_layout",
