@@ -132,9 +132,12 @@ def test_acceptance_test_properties(name, n, kind, log_scale, loc, seed, psi, lo
     batch = int(out.batch_size)
     assert 1 <= batch <= n
     assert not out.nonfinite
-    for field in ("s2", "epsilon", "delta_star"):
+    for field in ("s2", "epsilon", "pvalue_threshold", "half_width", "delta_star"):
         assert not np.isnan(getattr(out, field)), field
-    assert out.s2 >= 0 and out.epsilon >= 0
+    assert out.s2 >= 0 and out.epsilon >= 0 and out.pvalue_threshold >= 0 and out.half_width >= 0
+    # one meaning per column: only MHminibatch records a CLT bound, only AustereMH a p-value threshold, only MHSubLhd N c_t
+    assert (out.epsilon == 0 or name.startswith("mhminibatch")) and (out.pvalue_threshold == 0 or name.startswith("austere"))
+    assert out.half_width == 0 or name.startswith("mhsublhd")
     if psi == -np.inf:
         assert not out.accepted and out.delta_star == -np.inf
         return

@@ -243,11 +243,13 @@ class AustereMH(NamedTuple):
             accepted=(mean > mu0) & prior_ok & ~bad,
             batch_size=st.count,
             s2=big_n * big_n * (var / nf * fpc),
-            epsilon=eps,
+            epsilon=jnp.zeros((), dtype),
             delta_star=jnp.where(prior_ok, big_n * mean + data_free_delta(stats), -jnp.inf),
             nonfinite=bad,
             hidden_data=hidden,
             residual_sd=jnp.sqrt(var) * stats.temperature,
+            pvalue_threshold=eps,
+            half_width=jnp.zeros((), dtype),
         )
 
 

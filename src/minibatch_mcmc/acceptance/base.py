@@ -52,7 +52,7 @@ class TestOutcome(NamedTuple):
     s2: jax.Array
     """Estimated variance of ``delta_star`` (0 for full-data tests)."""
     epsilon: jax.Array
-    """CLT error bound of Corollary 1 for the final minibatch (0 for full-data tests)."""
+    """MHminibatch's CLT error bound (Seita et al., Corollary 1) for the final minibatch; 0 for every other test."""
     delta_star: jax.Array
     """Estimate of the log acceptance ratio ``Delta`` (exact for full-data tests)."""
     nonfinite: jax.Array
@@ -63,6 +63,11 @@ class TestOutcome(NamedTuple):
     residual_sd: jax.Array = 0.0
     """Sample s.d. of the un-tempered per-datum terms read (the proxy's residuals under a control variate):
     a chain that wanders where the proxy is poor shows here; 0 for tests that read no minibatch."""
+    pvalue_threshold: jax.Array = 0.0
+    """AustereMH's per-stage p-value threshold used at this step (its design's, for AustereMH(nc)); 0 for other tests."""
+    half_width: jax.Array = 0.0
+    """MHSubLhd's ``N c_t``: half-width, on the scale of ``Delta``, of the concentration interval that decided
+    (0 when the decision used all ``N`` points); 0 for other tests."""
 
 
 DECISION_RULES = ("metropolis", "barker", "factorised", "none")
@@ -174,4 +179,6 @@ def full_data_outcome(accepted: jax.Array, delta: jax.Array, bad: jax.Array, n: 
         nonfinite=bad,
         hidden_data=jnp.zeros((), jnp.int32),
         residual_sd=zero,
+        pvalue_threshold=zero,
+        half_width=zero,
     )

@@ -178,6 +178,8 @@ class MHMinibatch(NamedTuple):
             nonfinite=bad,
             hidden_data=jnp.zeros((), jnp.int32),
             residual_sd=jnp.sqrt(mean_and_variance(mom)[1]) / scale,
+            pvalue_threshold=jnp.zeros((), dtype),
+            half_width=jnp.zeros((), dtype),
         )
 
 

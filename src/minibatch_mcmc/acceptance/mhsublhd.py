@@ -56,7 +56,7 @@ the next stage size: the count lands exactly on ``b_1, b_2, ...`` and every datu
 
 Recorded outcome: ``batch_size`` = ``t`` at the decision; ``delta_star = N l_bar_t + psi``;
 ``s2 = N^2 sigma_t^2 / t (1 - t/N)`` (the without-replacement variance estimate of ``delta_star``,
-0 at ``t = N``); ``epsilon = N c_t`` at the deciding look, the half-width of the confidence
+0 at ``t = N``); ``half_width = N c_t`` at the deciding look, the half-width of the confidence
 interval for ``Delta`` that excluded ``log u`` (0 when the decision was made on all ``N`` points);
 ``hidden_data`` as above.
 """
@@ -212,11 +212,13 @@ class MHSubLhd(NamedTuple):
             accepted=(mean > mu0) & prior_ok & ~bad,
             batch_size=sums.count,
             s2=nf * nf * (var_l / t * population_fraction_left(sums.count, n, dtype)),
-            epsilon=jnp.where(exhausted, 0.0, nf * stage.bound),
+            epsilon=jnp.zeros((), dtype),
             delta_star=jnp.where(prior_ok, nf * mean + data_free_delta(stats), -jnp.inf),
             nonfinite=bad,
             hidden_data=hidden,
             residual_sd=jnp.sqrt(var_l) * stats.temperature,
+            pvalue_threshold=jnp.zeros((), dtype),
+            half_width=jnp.where(exhausted, 0.0, nf * stage.bound),
         )
 
 

@@ -16,7 +16,8 @@ AustereMH and MHSubLhd exist to remove exactly this error.
 
 Recorded outcome: ``batch_size = m``; ``delta_star`` as above; ``s2 = N^2 s_l^2 / m (1 - m/N)``
 (the without-replacement variance estimate of ``delta_star``, not used by the test);
-``epsilon = 0`` (the test has no error parameter; its error is uncontrolled); ``hidden_data = 0``.
+``epsilon``, ``pvalue_threshold`` and ``half_width`` 0 (the test has no error parameter; its error is
+uncontrolled); ``hidden_data = 0``.
 """
 
 from __future__ import annotations
@@ -71,6 +72,8 @@ class NaiveMinibatch(NamedTuple):
             nonfinite=bad,
             hidden_data=jnp.zeros((), jnp.int32),
             residual_sd=jnp.sqrt(var_l) * stats.temperature,
+            pvalue_threshold=jnp.zeros((), dtype),
+            half_width=jnp.zeros((), dtype),
         )
 
 

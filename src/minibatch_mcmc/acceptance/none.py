@@ -33,6 +33,8 @@ class NoTest(NamedTuple):
             nonfinite=jnp.isnan(stats.psi),
             hidden_data=jnp.zeros((), jnp.int32),
             residual_sd=zero,
+            pvalue_threshold=zero,
+            half_width=zero,
         )
 
 

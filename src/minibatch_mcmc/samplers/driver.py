@@ -139,6 +139,9 @@ def _restore(chunks: list[checkpoint.Chunk], states: ChainState, temps: np.ndarr
     restored = jax.tree_util.tree_unflatten(treedef, [jnp.asarray(a, b.dtype) for a, b in zip(saved, leaves)])
     pos_treedef = jax.tree_util.tree_structure(states.position)
     pos_blocks = [jax.tree_util.tree_unflatten(pos_treedef, c.positions) for c in chunks]
+    missing = sorted(set(RECORD_FIELDS) - set(chunks[0].records))
+    if missing:
+        raise ValueError(f"cannot resume {where}: it was written without the records {missing} (an older version); start a new run")
     rec_blocks = [{k: c.records[k] for k in RECORD_FIELDS} for c in chunks]
     return Finished(restored, pos_blocks, rec_blocks, done, sum(c.wall_time for c in chunks))
 

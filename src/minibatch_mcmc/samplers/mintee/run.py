@@ -108,6 +108,8 @@ def mintee(
         "s2": np.zeros((1, num_samples), np.float32),
         "residual_sd": np.zeros((1, num_samples), np.float32),
         "epsilon": np.zeros((1, num_samples), np.float32),
+        "pvalue_threshold": np.zeros((1, num_samples), np.float32),
+        "half_width": np.zeros((1, num_samples), np.float32),
         "delta_star": np.full((1, num_samples), np.nan, np.float32),
         "move": records["move"][0, first:][None],
         "ee_attempted": (records["move"][0, first:] == MOVE_EE)[None],
