@@ -25,6 +25,15 @@ from minibatch_mcmc.data.passes import full_data_sum
 PyTree = Any
 
 
+class ResidualBounds(NamedTuple):
+    """What a bound-based test (Scalable MH, MH-SS, TunaMH) needs beyond the terms: ``|log_ratio_i| <= per_datum(rows)_i``."""
+
+    per_datum: Callable[[PyTree], jax.Array]
+    """Bound on each row's un-tempered term ``|log_ratio_i|`` for the current pair ``(theta, theta')``."""
+    total: jax.Array
+    """Sum of ``per_datum`` over all ``N`` rows, known without reading the data (from sums kept by the estimator)."""
+
+
 class Statistics(NamedTuple):
     """Inputs to one accept/reject decision for a candidate ``theta'`` against ``theta``."""
 
@@ -40,6 +49,8 @@ class Statistics(NamedTuple):
     """Temperature ``K``: each log-likelihood is divided by ``K`` (the prior is not)."""
     known_sum: jax.Array | float = 0.0
     """Data-free part of the log-likelihood difference (a control variate's proxy sum), un-tempered; 0 without one."""
+    bounds: ResidualBounds | None = None
+    """Per-datum bounds on the terms when the estimator supplies them (None: a test that needs them refuses to run)."""
 
 
 class TestOutcome(NamedTuple):

@@ -15,6 +15,7 @@ from typing import Any, Callable, NamedTuple, Protocol
 import jax
 import jax.numpy as jnp
 
+from minibatch_mcmc.acceptance.base import ResidualBounds
 from minibatch_mcmc.data.arrays import take
 from minibatch_mcmc.data.indexing import chunk_indices
 from minibatch_mcmc.data.passes import full_data_sum
@@ -35,6 +36,10 @@ class Estimator(Protocol):
 
     def known_sum(self, current: PyTree, candidate: PyTree) -> jax.Array | float:
         """Data-free part of ``sum_i log p(x_i|theta') - log p(x_i|theta)`` (0 for the plain estimator)."""
+        ...
+
+    def residual_bounds(self, model: Model, current: PyTree, candidate: PyTree) -> ResidualBounds | None:
+        """Bounds on every ``|log_ratio_i|`` and their data-free sum, for bound-based tests (None when it has none)."""
         ...
 
     def log_lik_sum(
@@ -73,6 +78,10 @@ class PlainDifference(NamedTuple):
         """Nothing is known without the data."""
         del current, candidate
         return 0.0
+
+    def residual_bounds(self, model: Model, current: PyTree, candidate: PyTree) -> None:
+        """No bounds: the plain ratios are unbounded in general."""
+        del model, current, candidate
 
     def log_lik_sum(
         self, model: Model, key: jax.Array, data: PyTree, n_data: int, batch_size: int
