@@ -32,6 +32,8 @@ class ResidualBounds(NamedTuple):
     """Bound on each row's un-tempered term ``|log_ratio_i|`` for the current pair ``(theta, theta')``."""
     total: jax.Array
     """Sum of ``per_datum`` over all ``N`` rows, known without reading the data (from sums kept by the estimator)."""
+    largest: jax.Array
+    """Largest ``per_datum`` over all ``N`` rows, known without the data (a test sampling rows uniformly thins at this rate)."""
 
 
 class Statistics(NamedTuple):

@@ -1,6 +1,7 @@
 """Estimators of the log-likelihood difference: the plain per-datum ratio and Taylor-proxy control variates."""
 
 from minibatch_mcmc.control_variates.base import Estimator, PlainDifference, plain
+from minibatch_mcmc.control_variates.glm import GLMProxy, logistic_proxy
 from minibatch_mcmc.control_variates.proposals import proxy_gradient, proxy_langevin
 from minibatch_mcmc.control_variates.taylor import MAX_DENSE_DIM, TaylorProxy, taylor_proxy
 
@@ -8,6 +9,8 @@ __all__ = [
     "Estimator",
     "PlainDifference",
     "plain",
+    "GLMProxy",
+    "logistic_proxy",
     "TaylorProxy",
     "taylor_proxy",
     "MAX_DENSE_DIM",
