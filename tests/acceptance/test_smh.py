@@ -84,11 +84,12 @@ def acceptance_rate(data, est, t0, t1, test):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("order", [1, 2])
-def test_one_step_acceptance_is_the_factorised_probability(setting, order):
+@pytest.mark.parametrize("order, alias", [(1, True), (2, True), (2, False)])
+def test_one_step_acceptance_is_the_factorised_probability(setting, order, alias):
+    """Rows drawn in proportion to their bounds (alias table) or uniformly at the largest bound: both exact."""
     data, centre, t0 = setting
     t1 = candidate(data, centre, t0, order)
-    est = logistic_proxy(data, centre, order=order)
+    est = logistic_proxy(data, centre, order=order, alias=alias)
     want, metropolis, _ = exact_factorised(data, centre, t0, t1, order)
     got, rows = acceptance_rate(data, est, t0, t1, scalable_mh())
     se = np.sqrt(want * (1.0 - want) / KEYS)
@@ -145,6 +146,18 @@ def test_bounds_hold_on_random_pairs(setting):
             r = np.asarray(est.log_ratio(MODEL, jnp.asarray(t0), jnp.asarray(t1))(data), np.float64)
             assert np.all(np.abs(r) <= np.asarray(b.per_datum(data)) * (1 + 1e-5) + 1e-7)
             assert float(b.largest) >= np.max(np.asarray(b.per_datum(data))) * (1 - 1e-5)
+
+
+def test_rows_are_drawn_in_proportion_to_their_bounds(setting):
+    """The alias draw's row frequencies match ``|x_i|^3 / sum_j |x_j|^3`` within 5 binomial s.e. on every row."""
+    data, centre, _ = setting
+    est = logistic_proxy(data, centre, order=2)
+    draws = 300_000
+    counts = np.bincount(np.asarray(jax.jit(est.draw, static_argnums=1)(jax.random.key(5), draws)), minlength=N)
+    w = np.linalg.norm(np.asarray(data["x"], np.float64), axis=1) ** 3
+    p = w / w.sum()
+    assert np.all(np.abs(counts - draws * p) < 5 * np.sqrt(draws * p * (1 - p)) + 1)
+    assert abs(est.norm_sum - w.sum()) < 1e-6 * w.sum()  # float32 norms
 
 
 def test_refuses_an_estimator_without_bounds(setting):

@@ -34,6 +34,8 @@ class ResidualBounds(NamedTuple):
     """Sum of ``per_datum`` over all ``N`` rows, known without reading the data (from sums kept by the estimator)."""
     largest: jax.Array
     """Largest ``per_datum`` over all ``N`` rows, known without the data (a test sampling rows uniformly thins at this rate)."""
+    draw: Callable[[jax.Array, int], jax.Array] | None = None
+    """``draw(key, count)``: rows drawn with probability proportional to ``per_datum`` (None: draw rows uniformly)."""
 
 
 class Statistics(NamedTuple):

@@ -8,13 +8,15 @@ residuals ``r_i`` (``Statistics.log_ratio``). The factorised acceptance probabil
 makes the chain reversible for the tempered posterior: each factor ``min(1, e^x)`` changes to
 ``min(1, e^-x)`` when the move is reversed, so ``alpha(theta, theta') / alpha(theta', theta)`` is the
 target-and-proposal ratio. The product is simulated without reading all ``N`` rows by Poisson thinning:
-with a bound ``|r_i| <= b_i <= b_max`` (``Statistics.bounds``), draw ``B ~ Poisson(N b_max / K)`` rows
-uniformly with replacement and reject if any of them fires an event, each with probability
-``max(0, -r_i) / b_max``; then ``P(no event) = exp(-sum_i max(0, -r_i) / K) = prod_i min(1, e^(r_i / K))``.
+with a bound ``|r_i| <= b_i`` (``Statistics.bounds``), draw ``B ~ Poisson(sum_i b_i / K)`` rows with
+probability ``b_i / sum_i b_i`` (the bounds' ``draw``) and reject if any of them fires an event, each with
+probability ``max(0, -r_i) / b_i``; then ``P(no event) = exp(-sum_i max(0, -r_i) / K) = prod_i min(1, e^(r_i / K))``.
+Without a ``draw``, rows are uniform and every ``b_i`` is replaced by ``b_max`` (exact too, ``N b_max / sum b_i``
+times more rows).
 ``B`` is random and unbounded: rows are read in chunks inside a ``lax.while_loop`` until ``B`` are read or
 an event fires, so no cap truncates it. The first factor is decided first; a rejection there reads nothing.
 
-Far from the proxy's centre the expected count ``N b_max / K`` grows; above ``max_expected`` the step is
+Far from the proxy's centre the expected count grows; above ``max_expected`` the step is
 the exact full-data Metropolis test instead. The rule depends on ``(theta, theta')`` only through the
 bound, which is symmetric, so both kinds of step keep detailed balance.
 
@@ -30,8 +32,9 @@ import jax
 import jax.numpy as jnp
 
 from minibatch_mcmc.acceptance.base import Statistics, TestOutcome, data_free_delta, no_checks, no_rows_first, untempered
-from minibatch_mcmc.acceptance.streaming import decision_dtype, read_terms
+from minibatch_mcmc.acceptance.streaming import decision_dtype
 from minibatch_mcmc.checks import check_int, check_positive
+from minibatch_mcmc.data.arrays import take
 
 
 class ScalableMH(NamedTuple):
@@ -40,7 +43,7 @@ class ScalableMH(NamedTuple):
     chunk_size: int
     """Rows read per loop iteration (a vectorisation width, not a cap)."""
     max_expected: float
-    """Expected rows ``N b_max / K`` above which the step falls back to the exact full-data test."""
+    """Expected rows (``sum_i b_i / K``, or ``N b_max / K`` without a ``draw``) above which the step falls back to the exact full-data test."""
     name: str = "smh"
     decision_rule = "factorised"
     validate = staticmethod(no_checks)
@@ -61,8 +64,9 @@ class ScalableMH(NamedTuple):
         k_count, k_u, k_rows = jax.random.split(key, 3)
         a = data_free_delta(stats).astype(dtype)
         log_u = jnp.log(jax.random.uniform(k_u, (), dtype, minval=jnp.finfo(dtype).tiny))
-        b_max = jnp.asarray(stats.bounds.largest, dtype) / temp
-        rate = n * b_max
+        bounds = stats.bounds
+        b_max = jnp.asarray(bounds.largest, dtype) / temp
+        rate = n * b_max if bounds.draw is None else jnp.asarray(bounds.total, dtype) / temp
         full = ~(rate <= self.max_expected)  # symmetric in (theta, theta'); a NaN rate falls back too
         count = jax.random.poisson(k_count, jnp.where(full, 0.0, rate)).astype(jnp.int32)
         limit = jnp.where(full, n, count)
@@ -78,12 +82,18 @@ class ScalableMH(NamedTuple):
             pos = read + offsets
             valid = pos < limit
             k = jax.random.fold_in(k_rows, read)
-            u_row, u_event = jax.random.uniform(k, (2, c), dtype)
-            picked = jnp.minimum((u_row * n).astype(jnp.int32), n - 1)
+            k_pick, k_event = jax.random.split(k)
+            if bounds.draw is None:
+                picked = jax.random.randint(k_pick, (c,), 0, n, jnp.int32)  # exactly uniform, unlike floor(u * N)
+            else:
+                picked = bounds.draw(k_pick, c)
             idx = jnp.where(full, jnp.minimum(pos, n - 1), picked)
-            r = read_terms(stats, idx, dtype) / temp
+            rows = take(stats.data, idx)
+            r = stats.log_ratio(rows).astype(dtype) / temp
+            b = b_max if bounds.draw is None else bounds.per_datum(rows).astype(dtype) / temp
             bad = bad | jnp.any(valid & ~jnp.isfinite(r))
-            event = valid & (u_event * b_max < jnp.maximum(-r, 0.0))
+            u_event = jax.random.uniform(k_event, (c,), dtype)
+            event = valid & (u_event * b < jnp.maximum(-r, 0.0))
             total = total + jnp.sum(jnp.where(valid, r, 0.0))
             return read + jnp.sum(valid.astype(jnp.int32)), fired | (~full & jnp.any(event)), total, bad
 

@@ -30,8 +30,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from minibatch_mcmc.acceptance.base import ResidualBounds
+from minibatch_mcmc.acceptance.correction_lp import alias_table
 from minibatch_mcmc.control_variates.taylor import TaylorProxy, taylor_proxy
-from minibatch_mcmc.data.arrays import as_data_source
+from minibatch_mcmc.data.arrays import as_data_source, take
 from minibatch_mcmc.data.passes import full_data_max_abs, full_data_sum
 from minibatch_mcmc.models.base import Model
 from minibatch_mcmc.models.logistic import logistic_regression
@@ -40,6 +41,8 @@ PyTree = Any
 
 SOFTPLUS_SUP = {2: 0.25, 3: 1.0 / (6.0 * math.sqrt(3.0))}
 """``sup |s^(j)|`` of the softplus's second and third derivatives."""
+ALIAS_CHUNK = 65536
+"""Rows per read when the alias table's weights are computed."""
 SERIES_LIMIT = 0.1
 """Below this ``|delta|`` the remainder is summed as its series (through ``delta^6``), else from ``log1p``."""
 
@@ -81,6 +84,8 @@ class GLMProxy(NamedTuple):
     """``sum_i |W' x_i|^(order + 1)``."""
     norm_max: float
     """``max_i |W' x_i|``."""
+    alias: tuple[jax.Array, jax.Array] | None = None
+    """Alias table (keep-probability, alias row) over rows with weights ``|W' x_i|^(order + 1)``; None: uniform rows."""
     name: str = "glm_logistic"
 
     def remainders(self, batch: PyTree, current: PyTree, candidate: PyTree) -> jax.Array:
@@ -119,15 +124,28 @@ class GLMProxy(NamedTuple):
         def per_datum(batch: PyTree) -> jax.Array:
             return jnp.linalg.norm(batch["x"] @ self.whiten, axis=-1) ** k * m
 
-        return ResidualBounds(per_datum=per_datum, total=self.norm_sum * m, largest=self.norm_max**k * m)
+        return ResidualBounds(per_datum=per_datum, total=self.norm_sum * m, largest=self.norm_max**k * m,
+                              draw=None if self.alias is None else self.draw)
+
+    def draw(self, key: jax.Array, count: int) -> jax.Array:
+        """``count`` rows drawn with probability proportional to ``|W' x_i|^(order + 1)`` (the alias table; ``alias`` set)."""
+        keep, other = self.alias
+        k_cell, k_coin = jax.random.split(key)
+        cell = jax.random.randint(k_cell, (count,), 0, keep.shape[0], jnp.int32)
+        coin = jax.random.uniform(k_coin, (count,), keep.dtype)
+        return jnp.where(coin < keep[cell], cell, other[cell])
 
     def log_lik_sum(self, model: Model, key: jax.Array, data: PyTree, n_data: int, batch_size: int):
         """The Taylor proxy's (exact for ``batch_size=0``, else the control-variate estimate)."""
         return self.proxy.log_lik_sum(model, key, data, n_data, batch_size)
 
 
-def logistic_proxy(data: Any, centre: jax.Array, order: int = 2, whiten: np.ndarray | None = None) -> GLMProxy:
-    """A logistic regression's Taylor proxy around ``centre`` with per-datum bounds (``whiten``: e.g. the Laplace Cholesky factor)."""
+def logistic_proxy(
+    data: Any, centre: jax.Array, order: int = 2, whiten: np.ndarray | None = None, alias: bool = True
+) -> GLMProxy:
+    """A logistic regression's Taylor proxy around ``centre`` with per-datum bounds (``whiten``: e.g. the Laplace
+    Cholesky factor); ``alias=True`` keeps an alias table of the rows' bound weights (8 bytes a row) so an exact
+    test draws rows in proportion to their bounds."""
     centre = jnp.asarray(centre)
     if centre.ndim != 1:
         raise ValueError(f"logistic_proxy needs a flat parameter vector; got shape {centre.shape}")
@@ -147,4 +165,13 @@ def logistic_proxy(data: Any, centre: jax.Array, order: int = 2, whiten: np.ndar
     largest, bad_max = full_data_max_abs(norms, arrays, source.n)
     if bool(bad) or bool(bad_max):
         raise ValueError("the covariates have NaN or inf entries: the per-datum bounds are not finite")
-    return GLMProxy(proxy=proxy, whiten=wj, norm_sum=float(total), norm_max=float(largest))
+    table = None
+    if alias:
+        weights = np.concatenate([
+            np.asarray(norms(take(arrays, jnp.arange(s, min(s + ALIAS_CHUNK, source.n), dtype=jnp.int32))), np.float64)
+            for s in range(0, source.n, ALIAS_CHUNK)
+        ]) ** (order + 1)
+        keep, other = alias_table(weights)
+        table = (jnp.asarray(keep, jnp.float32), jnp.asarray(other, jnp.int32))
+        total = float(weights.sum())  # the sum the table is normalised by
+    return GLMProxy(proxy=proxy, whiten=wj, norm_sum=float(total), norm_max=float(largest), alias=table)
