@@ -160,6 +160,24 @@ def test_rows_are_drawn_in_proportion_to_their_bounds(setting):
     assert abs(est.norm_sum - w.sum()) < 1e-6 * w.sum()  # float32 norms
 
 
+def test_records_expected_count_fallback_and_a_wrong_bound(setting):
+    """The step records its Poisson mean; a fallback step says so; a bound smaller than a residual is flagged."""
+    data, centre, t0 = setting
+    t1 = jnp.asarray(t0 + np.float32(0.5))
+    t0 = jnp.asarray(t0)
+    est = logistic_proxy(data, centre)
+    bounds = est.residual_bounds(MODEL, t0, t1)
+    stats = Statistics(est.log_ratio(MODEL, t0, t1), data, N, jnp.float32(0.0), jnp.float32(1.0), jnp.float32(0.0), bounds)
+    out = scalable_mh().decide(jax.random.key(0), stats)
+    assert float(out.expected_batch_size) == pytest.approx(float(bounds.total), rel=1e-6)
+    assert not out.fallback and not out.bound_exceeded
+    full = scalable_mh(max_expected=1e-3).decide(jax.random.key(0), stats)
+    assert full.fallback and int(full.batch_size) == N and float(full.expected_batch_size) == 0.0
+    shrunk = bounds._replace(per_datum=lambda rows: 0.1 * bounds.per_datum(rows), largest=0.1 * bounds.largest)
+    flagged = [bool(scalable_mh().decide(jax.random.key(k), stats._replace(bounds=shrunk)).bound_exceeded) for k in range(5)]
+    assert any(flagged)
+
+
 def test_refuses_an_estimator_without_bounds(setting):
     data = setting[0]
     stats = Statistics(lambda rows: rows["x"][:, 0], data, N, jnp.float32(0.0), jnp.float32(1.0))

@@ -83,6 +83,12 @@ class TestOutcome(NamedTuple):
     half_width: jax.Array = 0.0
     """MHSubLhd's ``N c_t``: half-width, on the scale of ``Delta``, of the concentration interval that decided
     (0 when the decision used all ``N`` points); 0 for other tests."""
+    expected_batch_size: jax.Array = 0.0
+    """A bound-based test's expected number of rows (the Poisson mean) at this step; 0 for other tests and full-data steps."""
+    fallback: jax.Array = False
+    """True when a bound-based test fell back to the exact full-data test at this step."""
+    bound_exceeded: jax.Array = False
+    """True when an evaluated per-datum term exceeded its declared bound (the bounds are wrong: the test is not exact)."""
 
 
 DECISION_RULES = ("metropolis", "barker", "factorised", "none")

@@ -21,7 +21,9 @@ the exact full-data Metropolis test instead. The rule depends on ``(theta, theta
 bound, which is symmetric, so both kinds of step keep detailed balance.
 
 Recorded outcome: ``batch_size`` = rows evaluated (``N`` on a full-data step); ``delta_star`` = ``a`` on a
-thinned step (the proxy's value of ``Delta``), the exact ``Delta`` on a full-data step; the other columns 0.
+thinned step (the proxy's value of ``Delta``), the exact ``Delta`` on a full-data step; ``expected_batch_size`` =
+the Poisson mean; ``fallback`` marks full-data steps; ``bound_exceeded`` marks a step where an evaluated
+``|r_i|`` exceeded its bound (the driver warns: the bounds, hence the test, are wrong there).
 """
 
 from __future__ import annotations
@@ -35,6 +37,10 @@ from minibatch_mcmc.acceptance.base import Statistics, TestOutcome, data_free_de
 from minibatch_mcmc.acceptance.streaming import decision_dtype
 from minibatch_mcmc.checks import check_int, check_positive
 from minibatch_mcmc.data.arrays import take
+
+
+BOUND_SLACK = 1e-4
+"""Relative slack before an evaluated ``|r_i|`` counts as above its bound (float32 rounding of both sides)."""
 
 
 class ScalableMH(NamedTuple):
@@ -74,11 +80,11 @@ class ScalableMH(NamedTuple):
         offsets = jnp.arange(c, dtype=jnp.int32)
 
         def more(carry):
-            read, fired, _, _ = carry
+            read, fired = carry[:2]
             return go & (read < limit) & ~fired
 
         def chunk(carry):
-            read, fired, total, bad = carry
+            read, fired, total, bad, over = carry
             pos = read + offsets
             valid = pos < limit
             k = jax.random.fold_in(k_rows, read)
@@ -92,14 +98,15 @@ class ScalableMH(NamedTuple):
             r = stats.log_ratio(rows).astype(dtype) / temp
             b = b_max if bounds.draw is None else bounds.per_datum(rows).astype(dtype) / temp
             bad = bad | jnp.any(valid & ~jnp.isfinite(r))
+            over = over | (~full & jnp.any(valid & (jnp.abs(r) > b * (1.0 + BOUND_SLACK))))
             u_event = jax.random.uniform(k_event, (c,), dtype)
             event = valid & (u_event * b < jnp.maximum(-r, 0.0))
             total = total + jnp.sum(jnp.where(valid, r, 0.0))
-            return read + jnp.sum(valid.astype(jnp.int32)), fired | (~full & jnp.any(event)), total, bad
+            return read + jnp.sum(valid.astype(jnp.int32)), fired | (~full & jnp.any(event)), total, bad, over
 
         zero = jnp.zeros((), dtype)
-        init = (jnp.zeros((), jnp.int32), jnp.zeros((), bool), zero, jnp.zeros((), bool))
-        read, fired, total, bad = jax.lax.while_loop(more, chunk, init)
+        no = jnp.zeros((), bool)
+        read, fired, total, bad, over = jax.lax.while_loop(more, chunk, (jnp.zeros((), jnp.int32), no, zero, no, no))
         bad = bad | jnp.isnan(stats.psi)
         prior_ok = stats.psi > -jnp.inf
         delta_full = a + total
@@ -115,6 +122,9 @@ class ScalableMH(NamedTuple):
             residual_sd=zero,
             pvalue_threshold=zero,
             half_width=zero,
+            expected_batch_size=jnp.where(full, 0.0, rate).astype(dtype),
+            fallback=full,
+            bound_exceeded=over,
         )
 
 

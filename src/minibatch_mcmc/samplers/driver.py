@@ -275,6 +275,12 @@ def _stack_result(finished: Finished, test: AcceptanceTest, n: int, temps: np.nd
     all_pos = jax.tree_util.tree_map(stack, *finished.pos_blocks)
     all_rec = {k: stack(*[r[k] for r in finished.rec_blocks]) for k in RECORD_FIELDS}
     draws = all_rec["accepted"].shape[1]
+    exceeded = int(np.sum(all_rec["bound_exceeded"]))
+    if exceeded:
+        warnings.warn(
+            f"{exceeded} of {all_rec['bound_exceeded'].size} steps evaluated a per-datum term above the estimator's bound: "
+            f"{test.name} is not exact with these bounds (records['bound_exceeded'] marks the steps)"
+        )
     return SampleResult(
         positions=all_pos,
         records=all_rec,
