@@ -48,8 +48,9 @@ class ScalableMH(NamedTuple):
 
     chunk_size: int
     """Rows read per loop iteration (a vectorisation width, not a cap)."""
-    max_expected: float
-    """Expected rows (``sum_i b_i / K``, or ``N b_max / K`` without a ``draw``) above which the step falls back to the exact full-data test."""
+    max_expected: float | None
+    """Expected rows (``sum_i b_i / K``, or ``N b_max / K`` without a ``draw``) above which the step falls back to the
+    exact full-data test; None: ``N`` (beyond it the full data costs less, and the Poisson count stays in int32)."""
     name: str = "smh"
     decision_rule = "factorised"
     validate = staticmethod(no_checks)
@@ -73,7 +74,8 @@ class ScalableMH(NamedTuple):
         bounds = stats.bounds
         b_max = jnp.asarray(bounds.largest, dtype) / temp
         rate = n * b_max if bounds.draw is None else jnp.asarray(bounds.total, dtype) / temp
-        full = ~(rate <= self.max_expected)  # symmetric in (theta, theta'); a NaN rate falls back too
+        most = float(n) if self.max_expected is None else min(float(self.max_expected), float(n))
+        full = ~(rate <= most)  # symmetric in (theta, theta'); a NaN rate falls back too
         count = jax.random.poisson(k_count, jnp.where(full, 0.0, rate)).astype(jnp.int32)
         limit = jnp.where(full, n, count)
         go = full | (log_u < a)  # the first factor rejects without reading data
@@ -129,8 +131,8 @@ class ScalableMH(NamedTuple):
 
 
 def scalable_mh(chunk_size: int = 8, max_expected: float | None = None) -> ScalableMH:
-    """Scalable MH reading ``chunk_size`` rows per loop step, falling back to full data above ``max_expected`` rows
-    (default ``inf``: never)."""
+    """Scalable MH reading ``chunk_size`` rows per loop step, falling back to full data above ``max_expected`` expected
+    rows (default, and at most, ``N``)."""
     chunk_size = check_int(chunk_size, "chunk_size", low=1)
-    limit = float("inf") if max_expected is None else check_positive(max_expected, "max_expected")
+    limit = None if max_expected is None else check_positive(max_expected, "max_expected")
     return ScalableMH(chunk_size=chunk_size, max_expected=limit)
