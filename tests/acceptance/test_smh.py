@@ -83,8 +83,9 @@ def acceptance_rate(data, est, t0, t1, test):
     return float(np.mean(acc)), np.asarray(rows)
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("order, alias", [(1, True), (2, True), (2, False)])
+@pytest.mark.parametrize(
+    "order, alias", [pytest.param(1, True, marks=pytest.mark.slow), (2, True), pytest.param(2, False, marks=pytest.mark.slow)]
+)
 def test_one_step_acceptance_is_the_factorised_probability(setting, order, alias):
     """Rows drawn in proportion to their bounds (alias table) or uniformly at the largest bound: both exact."""
     data, centre, t0 = setting
@@ -174,8 +175,8 @@ def test_records_expected_count_fallback_and_a_wrong_bound(setting):
     full = scalable_mh(max_expected=1e-3).decide(jax.random.key(0), stats)
     assert full.fallback and int(full.batch_size) == N and float(full.expected_batch_size) == 0.0
     shrunk = bounds._replace(per_datum=lambda rows: 0.1 * bounds.per_datum(rows), largest=0.1 * bounds.largest)
-    flagged = [bool(scalable_mh().decide(jax.random.key(k), stats._replace(bounds=shrunk)).bound_exceeded) for k in range(5)]
-    assert any(flagged)
+    assert float(bounds.total) > 5  # P(no row read) < e^-5: the shrunken bound meets a residual
+    assert bool(scalable_mh().decide(jax.random.key(0), stats._replace(bounds=shrunk)).bound_exceeded)
 
 
 def test_refuses_an_estimator_without_bounds(setting):
