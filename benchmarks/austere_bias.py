@@ -86,7 +86,7 @@ def run_setting(model, x, test, starts, scale, steps, burn, seed) -> dict:
                      num_samples=burn + steps, num_chains=len(starts), batched_init=True, key=seed, progress=False)
         seconds = time.perf_counter() - began
     draws = np.asarray(res.positions, np.float64)[:, burn:]
-    summ = res.summary()
+    summ = res.summary(posterior=False)
     return {
         "chain_var": draws.var(axis=1, ddof=1),
         "chain_mean": draws.mean(axis=1),

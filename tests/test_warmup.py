@@ -13,8 +13,8 @@ from helpers_glm import glm_data, glm_quadrature
 from minibatch_mcmc.acceptance import MetropolisTest, mh_minibatch
 from minibatch_mcmc.diagnostics import check_moments
 from minibatch_mcmc.models import logistic_regression
-from minibatch_mcmc.acceptance import mh_minibatch_skew, no_test
-from minibatch_mcmc.warmup import TARGET_ACCEPT, auto_sample, default_target, warmup
+from minibatch_mcmc.acceptance import mh_minibatch_skew, no_test, scalable_mh
+from minibatch_mcmc.warmup import TARGET_ACCEPT, auto_sample, decision_rule, warmup
 
 
 @pytest.fixture(scope="module")
@@ -51,9 +51,9 @@ def test_targets_follow_the_decision_rule():
     """MHminibatch approximates Barker's rule (acceptance <= 1/2 for small moves), so it gets Barker's targets."""
     assert mh_minibatch().decision_rule == "barker" and MetropolisTest().decision_rule == "metropolis"
     assert mh_minibatch_skew().decision_rule == "barker"
-    assert default_target(mh_minibatch(), "langevin") == TARGET_ACCEPT[("barker", "langevin")]
-    with pytest.raises(ValueError, match="decision_rule='none'.*target_accept"):
-        default_target(no_test(), "langevin")
+    # the warm-up reads the declared rule: Barker's targets for Barker tests, Metropolis' for every other
+    assert decision_rule(mh_minibatch()) == "barker" and decision_rule(scalable_mh()) == "metropolis"
+    assert decision_rule(no_test()) == "metropolis"
     assert TARGET_ACCEPT[("barker", "langevin")] < 0.5 < TARGET_ACCEPT[("metropolis", "langevin")]
 
 
@@ -61,5 +61,23 @@ def test_bad_settings_raise(glm):
     data = glm[0]
     with pytest.raises(ValueError, match="proposal='hmc' must be one of 'langevin', 'random_walk'"):
         warmup(logistic_regression(), data, jnp.zeros(2), proposal="hmc")
+    with pytest.raises(ValueError, match="target_accept=0.5 has no effect with proposal='proxy_hmc'"):
+        warmup(logistic_regression(), data, jnp.zeros(2), proposal="proxy_hmc", target_accept=0.5)
     with pytest.raises(ValueError, match="recentre=1 must be True or False"):
         warmup(logistic_regression(), data, jnp.zeros(2), recentre=1)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["proxy_hmc", "mixture", "independence_t", "auto"])
+def test_auto_sample_with_proxy_moves_matches_quadrature(glm, kind):
+    """auto_sample with an untuned proxy-posterior move (or proxy HMC mixed with a tuned random walk, or the move chosen
+    by measured effective draws per second), MHminibatch
+    m=40, from (3, 3): quadrature means and variances within |z| < 4 at ESS > 3200 (a 5% s.d. error would show)."""
+    data, mean, var, _ = glm
+    res, w = auto_sample(logistic_regression(prior_scale=5.0), data, jnp.asarray([3.0, 3.0]), num_samples=3000,
+                         num_chains=4, key=2, test=mh_minibatch(batch_size=40), proposal=kind, progress=False)
+    chk = check_moments(np.asarray(res.positions)[:, 200:], mean, var)
+    assert np.all(chk.ess > 3200), chk.ess
+    assert np.all(np.abs(chk.z_mean()) < 4) and np.all(np.abs(chk.z_var()) < 4), (chk.z_mean(), chk.z_var())
+    assert (w.cost["tuning"].data == 0) == (kind != "mixture")
+    assert ("choose" in w.cost) == (kind == "auto")

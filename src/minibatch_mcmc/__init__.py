@@ -5,7 +5,7 @@ from minibatch_mcmc.acceptance import BarkerTest, MetropolisTest, mh_minibatch, 
 from minibatch_mcmc.acceptance import AccuracyWarning, austere_mh_for_error
 from minibatch_mcmc.proposals import independence_gaussian, random_walk
 from minibatch_mcmc.control_variates import taylor_proxy
-from minibatch_mcmc.samplers import SampleResult, build_kernel, sample
+from minibatch_mcmc.samplers import SampleResult, build_kernel, log_likelihood_data, sample
 from minibatch_mcmc.warmup import auto_sample
 
 __version__ = "0.1.0"
@@ -29,6 +29,7 @@ __all__ = [
     "SampleResult",
     "build_kernel",
     "sample",
+    "log_likelihood_data",
     "taylor_proxy",
     "auto_sample",
 ]

@@ -1,4 +1,5 @@
-"""Command line: ``minibatch-mcmc demo``, ``sample`` (resumable, multi-device), ``reproduce NAME`` and ``correction``."""
+"""Command line: minibatch-mcmc demo, sample (your model and data, or the built-in mixture; resumable, multi-device),
+reproduce NAME and correction."""
 
 from __future__ import annotations
 
@@ -72,34 +73,86 @@ def _devices_arg(text: str | None):
         raise ValueError(f"--devices={text!r}; expected 'all' or a number of devices") from None
 
 
+def load_model(spec: str):
+    """``module:name`` or ``path/to/file.py:name`` -> the object it names (a NumPyro model function, a ``Model`` or a
+    function annotated to return one)."""
+    import importlib
+    import importlib.util
+
+    module_name, sep, attr = spec.rpartition(":")
+    if not sep or not module_name or not attr:
+        raise ValueError(f"--model {spec!r}: expected MODULE:NAME or FILE.py:NAME")
+    if module_name.endswith(".py"):
+        path = Path(module_name)
+        if not path.is_file():
+            raise ValueError(f"--model {spec!r}: no file {path}")
+        loader = importlib.util.spec_from_file_location(path.stem, path)
+        module = importlib.util.module_from_spec(loader)
+        loader.loader.exec_module(module)
+    else:
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as err:
+            raise ValueError(f"--model {spec!r}: cannot import {module_name} ({err})") from None
+    if not hasattr(module, attr):
+        raise ValueError(f"--model {spec!r}: {module_name} has no attribute {attr!r}")
+    return getattr(module, attr)
+
+
+def load_data(path: str):
+    """``.npy`` -> an array; ``.npz`` -> ``{name: array}``; ``.parquet`` (a file or a folder of files) -> ``{column: array}``."""
+    import numpy as np
+
+    where = Path(path)
+    if not where.exists():
+        raise ValueError(f"--data {path}: no such file or folder")
+    if where.suffix == ".npy":
+        return np.load(where)
+    if where.suffix == ".npz":
+        with np.load(where) as archive:
+            return {k: archive[k] for k in archive.files}
+    if where.suffix == ".parquet" or where.is_dir():
+        import pyarrow.parquet as pq
+
+        table = pq.read_table(where)
+        return {name: table.column(name).to_numpy() for name in table.column_names}
+    raise ValueError(f"--data {path}: expected a .npy, .npz or .parquet file (or a folder of Parquet files)")
+
+
+def user_model(args: argparse.Namespace):
+    """``(Model, data, start)`` from ``--model``/``--data``: a NumPyro model is converted (data as its arguments)."""
+    import numpy as np
+
+    from minibatch_mcmc.models.base import Model
+
+    if args.data is None:
+        raise ValueError("--model needs --data FILE (.npy, .npz or .parquet)")
+    target, data = load_model(args.model), load_data(args.data)
+    import inspect
+
+    if callable(target) and inspect.signature(target).return_annotation in (Model, "Model"):
+        target = target()  # a factory such as models.logistic_regression
+    if isinstance(target, Model):
+        if args.dim is None:
+            raise ValueError("a Model given by --model needs --dim D (the chains start at zeros(D))")
+        return target, data, np.zeros(args.dim, np.float32)
+    if not callable(target):
+        raise ValueError(f"--model {args.model}: expected a NumPyro model function or a minibatch_mcmc Model, got {type(target).__name__}")
+    from minibatch_mcmc.interop import from_numpyro
+
+    if not isinstance(data, dict):
+        data = {next(iter(inspect.signature(target).parameters)): data}
+    converted = from_numpyro(target, **data)
+    return converted.model, converted.data, converted.init
+
+
 def _cmd_sample(args: argparse.Namespace) -> int:
-    """Sample the Section 6.1 mixture posterior with checkpoints (``--checkpoint``/``--resume``) and many devices."""
-    import jax
-    import jax.numpy as jnp
-
-    from minibatch_mcmc.models import gaussian_mixture, make_mixture_data
-    from minibatch_mcmc.proposals import random_walk
-    from minibatch_mcmc.samplers import sample
-
+    """Sample your model (``--model``/``--data``: warm-up, then the chains) or the Section 6.1 mixture."""
     if args.resume and not args.checkpoint:
         raise ValueError("--resume needs --checkpoint DIR (the directory of the interrupted run)")
-    check_int(args.n_data, "--n-data", 1, MAX_DATA, "checked before the data are generated")
-    data = make_mixture_data(jax.random.key(args.seed), args.n_data)
-    out = Path(args.out) / args.name
-    print(
-        f"Gaussian mixture (Seita et al. 6.1): N={args.n_data:,}, K={args.temperature:g}, test {args.test}, "
-        f"{args.chains} chain(s) x {args.num_samples} steps"
-        + (f", checkpoints in {args.checkpoint}" + (" (resuming)" if args.resume else "") if args.checkpoint else ""),
-        flush=True,
-    )
-    result = sample(
-        gaussian_mixture(),
-        data,
-        jnp.zeros(2, jnp.float32),
-        proposal=random_walk(scale=args.proposal_sd),
+    common = dict(
         test=sample_test(args.test, args.batch_size, args.sigma),
         num_samples=args.num_samples,
-        key=args.seed + 1,
         num_chains=args.chains,
         temperature=args.temperature,
         block_size=args.block_size,
@@ -108,11 +161,52 @@ def _cmd_sample(args: argparse.Namespace) -> int:
         checkpoint_dir=args.checkpoint,
         resume=args.resume,
     )
+    if args.model is not None:
+        from minibatch_mcmc.warmup import auto_sample
+
+        model, data, start = user_model(args)
+        print(f"{model.name}: K={args.temperature:g}, test {args.test}, {args.chains} chain(s) x {args.num_samples} steps "
+              "after an automatic warm-up (mode, Laplace, Taylor proxy, tuning)", flush=True)
+        result, w = auto_sample(model, data, start, key=args.seed + 1, **common)
+        print(f"  warm-up: {w.total_data:,} data points read, {w.total_seconds:.1f} s")
+    else:
+        result = mixture(args, common)
+    return report(args, result)
+
+
+def mixture(args: argparse.Namespace, common: dict):
+    """The Section 6.1 mixture posterior by random walk (``--n-data`` points)."""
+    import jax
+    import jax.numpy as jnp
+
+    from minibatch_mcmc.models import gaussian_mixture, make_mixture_data
+    from minibatch_mcmc.proposals import random_walk
+    from minibatch_mcmc.samplers import sample
+
+    check_int(args.n_data, "--n-data", 1, MAX_DATA, "checked before the data are generated")
+    data = make_mixture_data(jax.random.key(args.seed), args.n_data)
+    print(
+        f"Gaussian mixture (Seita et al. 6.1): N={args.n_data:,}, K={args.temperature:g}, test {args.test}, "
+        f"{args.chains} chain(s) x {args.num_samples} steps"
+        + (f", checkpoints in {args.checkpoint}" + (" (resuming)" if args.resume else "") if args.checkpoint else ""),
+        flush=True,
+    )
+    return sample(gaussian_mixture(), data, jnp.zeros(2, jnp.float32), proposal=random_walk(scale=args.proposal_sd),
+                  key=args.seed + 1, **common)
+
+
+def report(args: argparse.Namespace, result) -> int:
+    """Write ``posterior.nc``, print the summary and the posterior table; exit status 130 if interrupted."""
+    out = Path(args.out) / args.name
     out.mkdir(parents=True, exist_ok=True)
     path = out / "posterior.nc"
     result.to_inference_data().to_netcdf(str(path))
-    for k, v in result.summary().items():
+    summary = result.summary()
+    table = summary.pop("posterior")
+    for k, v in summary.items():
         print(f"  {k:<24} {v}")
+    if table is not None:
+        print(table.to_string())
     print(f"wrote {path}")
     if result.interrupted:
         steps = result.records["accepted"].shape[1]
@@ -145,8 +239,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     d = sub.add_parser(
         "demo",
-        help="MHminibatch vs full-data Barker on the 10^6-point Gaussian mixture, then temperature 1 with control variates "
-        "on a 10^6-row logistic regression",
+        help="MHminibatch vs full-data Barker on the 1000000-point Gaussian mixture, then temperature 1 with control "
+        "variates on a 1000000-row logistic regression",
     )
     d.add_argument("--name", default="demo", help="run name: output goes to OUT/NAME (default: demo)")
     d.add_argument("--out", default="runs", help="output folder (default: runs)")
@@ -156,7 +250,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--proposal-sd", type=float, default=0.15, help="random-walk s.d. per coordinate (default 0.15, as the paper's code)"
     )
     d.add_argument("--num-samples", type=positive_int, default=None, help="samples of the mixture runs")
-    d.add_argument("--quick", action="store_true", help="10^5 points, 1000 samples (K scaled to 1000); 10^5 rows for the logistic run")
+    d.add_argument("--quick", action="store_true", help="100000 points, 1000 samples (K scaled to 1000); 100000 rows for the logistic run")
     d.add_argument("--no-reference", action="store_true", help="skip the full-data reference runs (Barker; Metropolis at temperature 1)")
     d.add_argument("--no-progress", action="store_true", help="no progress bar")
     d.set_defaults(func=_cmd_demo)
@@ -164,21 +258,32 @@ def build_parser() -> argparse.ArgumentParser:
         "reproduce",
         help="reproduce a paper experiment (tables and figures under runs/)",
         description="Reproduce a paper experiment. Every option after NAME is the experiment's: "
-        "`minibatch-mcmc reproduce NAME --help` lists them (--quick, --seed, --out, --name, ... and its own).",
+        "minibatch-mcmc reproduce NAME --help lists them (--quick, --seed, --out, --name, ... and its own).",
     )
     r.add_argument("--list", action="store_true", help="list the experiments and exit")
     r.add_argument("experiment", nargs="?", choices=list(EXPERIMENTS), metavar="NAME", help="one of: " + ", ".join(EXPERIMENTS))
     r.add_argument("experiment_args", nargs=argparse.REMAINDER, metavar="...", help="the experiment's options")
     r.set_defaults(func=_cmd_reproduce)
     sp = sub.add_parser(
-        "sample", help="sample the 6.1 mixture posterior; --checkpoint DIR writes each block, --resume continues a killed run"
+        "sample",
+        help="sample your model (--model, --data) or the built-in 6.1 mixture, at temperature 1 unless --temperature",
+        description="Sample the posterior of your model: --model MODULE:NAME (or FILE.py:NAME) names a NumPyro model "
+        "function (the data file's arrays are its arguments, by name) or a minibatch_mcmc Model or a function returning "
+        "one (with --dim), and "
+        "--data a .npy, .npz or Parquet file; an automatic warm-up (mode, Laplace covariance, Taylor proxy, tuned "
+        "proposal) comes first. Without --model it samples the Gaussian mixture of Seita et al. 6.1. Draws go to "
+        "OUT/NAME/posterior.nc (constrained values under the site names); --checkpoint DIR writes each block and "
+        "--resume continues a killed run.",
     )
+    sp.add_argument("--model", default=None, metavar="MODULE:NAME", help="a NumPyro model function or a Model (default: the mixture)")
+    sp.add_argument("--data", default=None, metavar="FILE", help="the data for --model: .npy, .npz or .parquet (read into memory)")
+    sp.add_argument("--dim", type=positive_int, default=None, help="parameter length of a Model given by --model (start: zeros)")
     sp.add_argument("--test", choices=SAMPLE_TESTS, default="mhminibatch", help="acceptance test (default mhminibatch)")
-    sp.add_argument("--n-data", type=positive_int, default=100_000, help="data points N (default 10^5)")
-    sp.add_argument("--temperature", type=float, default=1000.0, help="temperature K (default 1000)")
+    sp.add_argument("--n-data", type=positive_int, default=100_000, help="data points N of the mixture (default 100000)")
+    sp.add_argument("--temperature", type=float, default=1.0, help="temperature K (default 1: the posterior)")
     sp.add_argument("--batch-size", type=positive_int, default=50, help="minibatch size m (default 50)")
     sp.add_argument("--sigma", type=float, default=1.0, help="MHminibatch noise level sigma (default 1)")
-    sp.add_argument("--proposal-sd", type=float, default=0.15, help="random-walk s.d. per coordinate (default 0.15)")
+    sp.add_argument("--proposal-sd", type=float, default=0.15, help="random-walk s.d. per coordinate for the mixture (default 0.15)")
     sp.add_argument("--num-samples", type=positive_int, default=1000)
     sp.add_argument("--chains", type=positive_int, default=1, help="number of chains (a multiple of the devices used)")
     sp.add_argument("--devices", default=None, help="split the chains over 'all' devices or the first N (default: one device)")

@@ -3,16 +3,20 @@
 ``warmup`` finds the mode ``theta_hat`` (minibatch Adam, then a few streamed full-data Newton steps),
 takes the Laplace covariance there, builds the Taylor-proxy control variate around ``theta_hat``
 (one streamed pass), tunes the proposal's scale to a target acceptance rate with the minibatch test
-and the proxy in place, optionally re-centres the proxy once at the mean of a short run, and freezes
-everything. ``auto_sample`` then runs ``sample`` from over-dispersed Laplace draws. The warm-up's cost
-(data points read and seconds, phase by phase) is reported apart from sampling's, as NumPyro reports
-its warm-up apart from its samples.
+and the proxy in place (or, for the global moves from the proxy posterior, takes them from the Laplace
+fit, optionally choosing among them by measured effective draws per second), optionally re-centres the
+proxy once at the mean of a short run, and freezes everything. ``auto_sample`` then runs ``sample``
+from over-dispersed Laplace draws. The warm-up's cost (data points read and seconds, phase by phase)
+is reported apart from sampling's, as NumPyro reports its warm-up apart from its samples.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import time
+import warnings
+from pathlib import Path
 from typing import Any, Callable, NamedTuple
 
 import jax
@@ -21,25 +25,39 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 
 from minibatch_mcmc.acceptance.base import AcceptanceTest
+from minibatch_mcmc.acceptance.exact import BarkerTest
 from minibatch_mcmc.acceptance.mhminibatch import mh_minibatch
 from minibatch_mcmc.checks import check_bool, check_choice, check_int, check_positive
-from minibatch_mcmc.control_variates import MAX_DENSE_DIM, TaylorProxy, proxy_langevin, taylor_proxy
+from minibatch_mcmc.control_variates import MAX_DENSE_DIM, TaylorProxy, taylor_proxy
+from minibatch_mcmc.control_variates.laplace_moves import GLOBAL, proposal_for
 from minibatch_mcmc.control_variates.proposals import cholesky_factor
 from minibatch_mcmc.data.arrays import DataSource, as_data_source
+from minibatch_mcmc.data.host import host_read_errors
 from minibatch_mcmc.models.base import Model
 from minibatch_mcmc.optim.mode import find_mode, laplace_covariance
+from minibatch_mcmc.optim.multistart import LocalMode, describe, find_modes
+from minibatch_mcmc.optim.no_mode import check_mode
 from minibatch_mcmc.proposals.base import Proposal
-from minibatch_mcmc.proposals.scaled import scaled_random_walk
+from minibatch_mcmc.samplers.checkpoint import SETTINGS_FILE, data_fingerprint, fingerprint
+from minibatch_mcmc.samplers.diagnose import bad_rows_named
 from minibatch_mcmc.samplers.driver import sample
+from minibatch_mcmc.samplers.efficiency import measure_efficiency
+from minibatch_mcmc.samplers.groups import ChainGroup, sample_groups
 from minibatch_mcmc.samplers.keys import as_key
 from minibatch_mcmc.samplers.kernel import Kernel, build_kernel
 from minibatch_mcmc.samplers.results import SampleResult
-from minibatch_mcmc.samplers.tuning import tune_scale
+from minibatch_mcmc.samplers.tuning import TuneResult, tune_scale
+from minibatch_mcmc.samplers.warmup_file import load_warmup, save_warmup
 
 PyTree = Any
 
-PROPOSALS = ("langevin", "random_walk")
-"""Proposals ``warmup`` can tune: the proxy-gradient MALA (default) or a Laplace-shaped random walk."""
+PROPOSALS = ("langevin", "random_walk", "independence", "independence_t", "proxy_hmc", "mixture", "auto")
+"""Proposals ``warmup`` can set up: proxy-gradient MALA (default) or a Laplace-shaped random walk (both scale-tuned);
+independence from the proxy posterior's Laplace fit (Gaussian, or t) and proxy HMC (fixed, not tuned); ``mixture``:
+proxy HMC, or with probability ``laplace_moves.LOCAL_WEIGHT`` a tuned random walk;
+``auto``: the one of ``AUTO_CANDIDATES`` with the most effective draws per second in a short measured run."""
+AUTO_CANDIDATES = ("proxy_hmc", "independence", "independence_t")
+"""What ``proposal="auto"`` measures (``samplers.efficiency``: 8 chains x 200 steps each) and chooses from."""
 TARGET_ACCEPT = {("metropolis", "langevin"): 0.574, ("metropolis", "random_walk"): 0.234, ("barker", "langevin"): 0.347, ("barker", "random_walk"): 0.159}
 """Default target acceptance rates: the optimal diffusion-limit scalings (Roberts and Rosenthal for Metropolis;
 the same optimisation with Barker's acceptance function, which MHminibatch approximates, gives 0.159 and 0.347:
@@ -65,13 +83,19 @@ class Warmup(NamedTuple):
     proposal: Proposal
     """The tuned proposal."""
     scale: float
-    """Tuned step size (Langevin) or scale (random walk)."""
+    """Tuned step size (Langevin) or scale (random walk, and the random walk of ``mixture``); 1 for ``GLOBAL`` kinds."""
     acceptance: float
-    """Acceptance rate of the last tuning window."""
+    """Acceptance rate of the last tuning window (NaN for the untuned kinds in ``GLOBAL``)."""
     test: AcceptanceTest
     """The acceptance test the scale was tuned with."""
     cost: dict
-    """``PhaseCost`` per phase: ``mode``, ``proxy``, ``tuning`` and (if asked) ``recentre``."""
+    """``PhaseCost`` per phase: ``mode`` (with the multi-start search), ``proxy``, ``tuning`` and (if asked) ``recentre``."""
+    modes: tuple = ()
+    """``LocalMode`` per distinct mode the multi-start search found, the proxy's mode first (empty if not searched)."""
+    mode_kernels: tuple = ()
+    """``(proxy, proposal)`` centred on and shaped by each further mode (``modes[1:]``), at the tuned scale."""
+    kind: str = "langevin"
+    """The kind of ``proposal`` (for ``proposal="auto"``, the one chosen)."""
 
     @property
     def total_data(self) -> int:
@@ -84,14 +108,9 @@ class Warmup(NamedTuple):
         return float(sum(c.seconds for c in self.cost.values()))
 
 
-def default_target(test: AcceptanceTest, kind: str) -> float:
-    """The target acceptance rate for the test's declared ``decision_rule`` and the proposal ``kind``."""
-    if (test.decision_rule, kind) not in TARGET_ACCEPT:
-        raise ValueError(
-            f"test {test.name!r} has decision_rule={test.decision_rule!r}, for which the warm-up has no default target "
-            f"acceptance rate; pass target_accept=..."
-        )
-    return TARGET_ACCEPT[(test.decision_rule, kind)]
+def decision_rule(test: AcceptanceTest) -> str:
+    """The warm-up's rule for targets and moves: ``"barker"`` for a test that declares Barker's rule, else ``"metropolis"``."""
+    return "barker" if test.decision_rule == "barker" else "metropolis"
 
 
 def initial_scale(kind: str, d: int) -> float:
@@ -99,14 +118,18 @@ def initial_scale(kind: str, d: int) -> float:
     return 2.38 / math.sqrt(d) if kind == "random_walk" else 1.65**2 * d ** (-1.0 / 3.0)
 
 
-def proposal_for(kind: str, proxy: TaylorProxy, model: Model, chol: np.ndarray, temperature: float) -> Callable[[Any], Proposal]:
-    """``scale -> Proposal`` for the chosen kind, shaped by the Laplace covariance ``chol chol'``."""
-    if kind == "random_walk":
-        return lambda scale: scaled_random_walk(jnp.asarray(chol, jnp.float32), scale)
-    cov = chol @ chol.T
-    return lambda scale: proxy_langevin(proxy, model.log_prior, scale, cov=cov, temperature=temperature)
+def data_errors(fn: Callable) -> Callable:
+    """``fn(model, data, ...)`` with a data file changed under it reported as ``DataChangedError``, from every phase."""
+
+    @functools.wraps(fn)
+    def wrapped(model: Model, data: PyTree | DataSource, *args: Any, **kwargs: Any) -> Any:
+        with host_read_errors(data):
+            return fn(model, data, *args, **kwargs)
+
+    return wrapped
 
 
+@data_errors
 def warmup(
     model: Model,
     data: PyTree | DataSource,
@@ -123,40 +146,62 @@ def warmup(
     recentre: bool = False,
     adam_steps: int = 500,
     newton_steps: int = 10,
+    num_starts: int = 8,
 ) -> Warmup:
     """Mode, Laplace covariance, Taylor proxy and a tuned proposal for sampling at ``temperature`` (1: the posterior).
 
-    ``test`` defaults to ``mh_minibatch(batch_size=50)``; ``proposal`` is ``"langevin"`` (the proxy-gradient
-    MALA preconditioned by the Laplace covariance) or ``"random_walk"`` (Laplace-shaped). With
-    ``recentre=True`` the proxy is rebuilt once at the mean of a short tuned run.
+    ``test`` defaults to ``mh_minibatch(batch_size=50)`` (below ``N = 50`` the exact Barker test on all rows,
+    which the minibatch test approximates); ``proposal`` is one of ``PROPOSALS``: ``"langevin"`` (the
+    proxy-gradient MALA preconditioned by the Laplace covariance), ``"random_walk"`` (Laplace-shaped), the untuned
+    global moves ``"independence"``, ``"independence_t"``, ``"proxy_hmc"``, ``"mixture"`` (proxy HMC plus a tuned
+    random walk), or ``"auto"`` (the best of ``AUTO_CANDIDATES`` by measured effective draws per second; its cost
+    is reported as the ``choose`` phase). With ``recentre=True`` the proxy is rebuilt once at the mean of a short
+    tuned run. ``num_starts`` dispersed minibatch-Adam searches (0: none) look for other modes; finding any is a
+    warning, and ``auto_sample`` then starts chains in every mode so that between-chain diagnostics see them.
     """
     kind = check_choice(proposal, "proposal", PROPOSALS)
     temperature = check_positive(temperature, "temperature")
     check_bool(recentre, "recentre")
     check_int(num_windows, "num_windows", 1)
     check_int(window_size, "window_size", 1)
-    test = mh_minibatch(batch_size=50) if test is None else test
-    target = default_target(test, kind) if target_accept is None else target_accept
+    check_int(num_starts, "num_starts", 0)
+    if target_accept is not None and kind in GLOBAL + ("auto",):
+        raise ValueError(f"target_accept={target_accept!r} has no effect with proposal={kind!r}, which is not tuned: leave it None")
     source = as_data_source(data)
+    test = default_test(source.n) if test is None else test
+    rule = decision_rule(test)
+    tuned_kind = "random_walk" if kind == "mixture" else kind
+    target = TARGET_ACCEPT.get((rule, tuned_kind), math.nan) if target_accept is None else target_accept
     k_mode, k_tune, k_centre = jax.random.split(as_key(key), 3)
 
-    mode = find_mode(model, source, theta0, key=k_mode, temperature=temperature, adam_steps=adam_steps, newton_steps=newton_steps)
+    with bad_rows_named(model, source, theta0):
+        mode = find_mode(model, source, theta0, key=k_mode, temperature=temperature, adam_steps=adam_steps, newton_steps=newton_steps)
     if mode.hessian is None:
         raise ValueError(
             f"the warm-up needs the Hessian at the mode for the Laplace covariance; the model has more than "
             f"{MAX_DENSE_DIM} parameters for a dense Hessian: build the proxy with taylor_proxy(order=1) and tune by hand"
         )
+    check_mode(model, mode, source.n, newton_steps)
     cov = laplace_covariance(mode.hessian)
-    cost = {"mode": PhaseCost(mode.data_used, mode.seconds)}
+    modes, cost = search_modes(model, source, LocalMode(mode.theta_hat, mode.log_posterior, cov), as_key(key), temperature,
+                               num_starts, newton_steps, PhaseCost(mode.data_used, mode.seconds))
     proxy, cost["proxy"] = timed_proxy(model, source, mode.theta_hat, order)
     chol = cholesky_factor(cov, cov.shape[0])
-    make = proposal_for(kind, proxy, model, chol, temperature)
-    tuned = tune(model, source, test, proxy, make, mode.theta_hat, k_tune, target, kind, num_windows, window_size, temperature)
+    if kind == "auto":
+        kind, cost["choose"] = choose_by_efficiency(model, source, test, proxy, chol, mode.theta_hat, k_tune, temperature, rule)
+    make = proposal_for(kind, proxy, model, chol, temperature, rule)
+    if kind in GLOBAL:  # nothing to tune: the Laplace fit sets the move
+        tuned = untuned(mode.theta_hat)
+    else:
+        walk = proposal_for(tuned_kind, proxy, model, chol, temperature, rule)
+        with bad_rows_named(model, source, mode.theta_hat):
+            tuned = tune(model, source, test, proxy, walk, mode.theta_hat, k_tune, target, tuned_kind, num_windows, window_size, temperature)
     cost["tuning"] = PhaseCost(tuned.data_used, tuned.seconds)
     if recentre:
         centre, cost["recentre_run"] = short_run_mean(model, source, test, proxy, make(tuned.scale), tuned.position, k_centre, temperature)
         proxy, cost["recentre"] = timed_proxy(model, source, centre, order)
-        make = proposal_for(kind, proxy, model, chol, temperature)
+        make = proposal_for(kind, proxy, model, chol, temperature, rule)
+    kernels, cost["proxy"] = mode_kernels(model, source, modes[1:], order, kind, temperature, rule, float(tuned.scale), cost["proxy"])
     return Warmup(
         centre=proxy.centre,
         covariance=cov,
@@ -166,7 +211,62 @@ def warmup(
         acceptance=float(tuned.acceptance[-1]),
         test=test,
         cost=cost,
+        modes=modes,
+        mode_kernels=kernels,
+        kind=kind,
     )
+
+
+def choose_by_efficiency(model, source, test, proxy, chol, centre, key, temperature, rule) -> tuple[str, PhaseCost]:
+    """The candidate of ``AUTO_CANDIDATES`` with the most effective draws per second, from 8 Laplace-drawn starts."""
+    t0 = time.perf_counter()
+    flat, unravel = ravel_pytree(centre)
+    k_start, k_run = jax.random.split(key)
+    z = np.asarray(jax.random.normal(k_start, (8, flat.size)), np.float64)
+    starts = jax.vmap(unravel)(jnp.asarray(np.asarray(flat, np.float64) + z @ chol.T, flat.dtype))
+    found = {}
+    for kind in AUTO_CANDIDATES:
+        kernel = build_kernel(model, proposal_for(kind, proxy, model, chol, temperature, rule)(1.0), test, source.n, proxy)
+        found[kind] = measure_efficiency(kernel, source.arrays(), starts, k_run, temperature=temperature)
+    best = max(found, key=lambda k: found[k].ess_per_second)
+    return best, PhaseCost(sum(e.data_used for e in found.values()), time.perf_counter() - t0)
+
+
+def untuned(position: PyTree) -> TuneResult:
+    """What ``tune`` returns for a proposal with nothing to tune: scale 1, no acceptance measured, no cost."""
+    return TuneResult(scale=1.0, position=position, state=None, acceptance=np.array([math.nan]), data_used=0, seconds=0.0)
+
+
+def mode_kernels(model, source, modes, order, kind, temperature, rule, scale, cost) -> tuple[tuple, PhaseCost]:
+    """A proxy (one pass each) and a proposal per further mode, its Laplace shape at the tuned scale; the proxy cost added."""
+    kernels = []
+    for m in modes:
+        proxy, c = timed_proxy(model, source, m.theta, order)
+        cost = PhaseCost(cost.data + c.data, cost.seconds + c.seconds)
+        kernels.append((proxy, proposal_for(kind, proxy, model, cholesky_factor(m.covariance, m.covariance.shape[0]), temperature, rule)(scale)))
+    return tuple(kernels), cost
+
+
+def search_modes(model, source, first, key, temperature, num_starts, newton_steps, cost) -> tuple[tuple, dict]:
+    """The multi-start search (its cost added to the mode phase's), warning when it finds several modes."""
+    if num_starts == 0:
+        return (), {"mode": cost}
+    found = find_modes(model, source, first, key=jax.random.fold_in(key, 19), temperature=temperature,
+                       num_starts=num_starts + num_starts % 2, newton_steps=newton_steps)
+    if len(found.modes) > 1:
+        warnings.warn(
+            f"the posterior has {len(found.modes)} modes ({describe(found.modes)}); proxy-based sampling at "
+            "temperature 1 is local: auto_sample starts chains in every mode, each with a proxy centred on its mode, "
+            "so that R-hat shows them, but the chains will not mix between modes and the modes' weights are not "
+            "estimated. Use a tempered sampler (MINTEE, CMINT) or an exact full-data test for the weights",
+            stacklevel=3,
+        )
+    return found.modes, {"mode": PhaseCost(cost.data + found.data_used, cost.seconds + found.seconds)}
+
+
+def default_test(n: int) -> AcceptanceTest:
+    """``mh_minibatch(batch_size=50)``, or for ``N < 50`` (a minibatch would be all the data) the exact Barker test."""
+    return mh_minibatch(batch_size=50) if n >= 50 else BarkerTest()
 
 
 def timed_proxy(model: Model, source: DataSource, centre: PyTree, order: int) -> tuple[TaylorProxy, PhaseCost]:
@@ -196,17 +296,24 @@ def short_run_mean(model, source, test, proxy, proposal, start, key, temperature
     t0 = time.perf_counter()
     res = sample(model, source, start, proposal=proposal, test=test, estimator=proxy, num_samples=steps, key=key,
                  temperature=temperature, progress=False, block_size=steps)
-    mean = jax.tree_util.tree_map(lambda a: jnp.asarray(np.asarray(a)[0].mean(axis=0), a.dtype), res.positions)
+    mean = jax.tree_util.tree_map(lambda a: jnp.asarray(np.asarray(a)[0].mean(axis=0), a.dtype), res.kernel_positions)
     used = int(np.sum(res.records["batch_size"]) + np.sum(res.records["hidden_data"]))
     return mean, PhaseCost(used, time.perf_counter() - t0)
 
 
 def dispersed_starts(w: Warmup, num_chains: int, key: jax.Array, spread: float = 1.5) -> PyTree:
-    """``num_chains`` starts drawn from the Laplace approximation widened by ``spread`` (for R-hat), batched."""
+    """``num_chains`` starts drawn from the Laplace approximation widened by ``spread`` (for R-hat), batched.
+
+    With several modes, chain ``c`` starts around mode ``c mod M`` (its own Laplace approximation).
+    """
     flat, unravel = ravel_pytree(w.centre)
-    chol = np.linalg.cholesky(w.covariance)
     z = np.asarray(jax.random.normal(key, (num_chains, flat.size)), np.float64)
-    draws = np.asarray(flat, np.float64) + spread * z @ chol.T
+    if len(w.modes) <= 1:
+        draws = np.asarray(flat, np.float64) + spread * z @ np.linalg.cholesky(w.covariance).T
+    else:
+        modes = [w.modes[c % len(w.modes)] for c in range(num_chains)]
+        draws = np.stack([np.asarray(ravel_pytree(m.theta)[0], np.float64) + spread * np.linalg.cholesky(m.covariance) @ zc
+                          for m, zc in zip(modes, z)])
     return jax.vmap(unravel)(jnp.asarray(draws, flat.dtype))
 
 
@@ -224,18 +331,61 @@ def auto_sample(
     temperature: float = 1.0,
     recentre: bool = False,
     progress: bool = True,
+    num_starts: int = 8,
+    newton_steps: int = 10,
     **sample_kwargs: Any,
 ) -> tuple[SampleResult, Warmup]:
     """Warm up (mode, Laplace, proxy, tuning), then sample ``num_chains`` chains with the frozen settings.
 
     Returns the ``SampleResult`` (its ``wall_time`` is sampling alone) and the ``Warmup`` (its ``cost``
-    holds the warm-up's data and seconds).
+    holds the warm-up's data and seconds). With ``checkpoint_dir`` the warm-up is saved there, and
+    ``resume=True`` restores it instead of redoing it.
     """
     k_warm, k_start, k_run = jax.random.split(as_key(key), 3)
-    w = warmup(model, data, theta0, key=k_warm, test=test, proposal=proposal, order=order, temperature=temperature, recentre=recentre)
+    options = dict(test=test, proposal=proposal, order=order, temperature=temperature, recentre=recentre, num_starts=num_starts,
+                   newton_steps=newton_steps)
+    w = stored_warmup(model, data, theta0, k_warm, options, sample_kwargs.get("checkpoint_dir"), sample_kwargs.get("resume", False))
     starts = dispersed_starts(w, num_chains, k_start)
+    if w.mode_kernels:  # chain c in mode c mod M, with that mode's proxy and proposal
+        m = len(w.modes)
+        kernels = [(w.proxy, w.proposal)] + list(w.mode_kernels)
+        groups = [ChainGroup(tuple(range(k, num_chains, m)), kernels[k][1], kernels[k][0]) for k in range(min(m, num_chains))]
+        result = sample_groups(model, data, starts, groups, test=w.test, num_samples=num_samples, key=k_run, temperature=temperature,
+                               progress=progress, **sample_kwargs)
+        return result, w
     result = sample(
         model, data, starts, proposal=w.proposal, test=w.test, estimator=w.proxy, num_samples=num_samples,
         num_chains=num_chains, key=k_run, temperature=temperature, batched_init=True, progress=progress, **sample_kwargs,
     )
     return result, w
+
+
+def stored_warmup(model: Model, data: PyTree | DataSource, theta0: PyTree, key: jax.Array, options: dict, directory, resume: bool) -> Warmup:
+    """``warmup(...)``, saved in the checkpoint ``directory`` (a new run), or restored from it (``resume``)."""
+    if directory is None:
+        return warmup(model, data, theta0, key=key, **options)
+    source = as_data_source(data)
+    settings = {"seed": fingerprint(key), "model": fingerprint(model), "theta0": fingerprint(theta0),
+                "options": fingerprint(options), "data": data_fingerprint(source.arrays(), source.n)}
+    saved = load_warmup(directory, settings) if resume else None
+    if saved is not None:
+        return restored(model, source.n, saved, options)
+    w = warmup(model, data, theta0, key=key, **options)
+    if resume or not (Path(directory) / SETTINGS_FILE).exists():  # never overwrite the warm-up of a run sample will refuse
+        save_warmup(directory, settings, {"proxy": w.proxy, "covariance": w.covariance, "scale": w.scale,
+                                          "acceptance": w.acceptance, "cost": w.cost, "modes": w.modes,
+                                          "mode_proxies": [k[0] for k in w.mode_kernels], "kind": w.kind})
+    return w
+
+
+def restored(model: Model, n: int, saved: dict, options: dict) -> Warmup:
+    """The ``Warmup`` from its saved parts: the proposal rebuilt from the proxy, covariance, kind and tuned scale."""
+    proxy, cov, kind = saved["proxy"], saved["covariance"], saved["kind"]
+    test = default_test(n) if options["test"] is None else options["test"]
+    rule = decision_rule(test)
+    make = proposal_for(kind, proxy, model, cholesky_factor(cov, cov.shape[0]), options["temperature"], rule)
+    kernels = tuple((p, proposal_for(kind, p, model, cholesky_factor(m.covariance, cov.shape[0]), options["temperature"], rule)(saved["scale"]))
+                    for p, m in zip(saved["mode_proxies"], saved["modes"][1:]))
+    return Warmup(centre=proxy.centre, covariance=cov, proxy=proxy, proposal=make(saved["scale"]), scale=saved["scale"],
+                  acceptance=saved["acceptance"], test=test, cost=saved["cost"], modes=saved["modes"], mode_kernels=kernels,
+                  kind=kind)

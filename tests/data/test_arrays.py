@@ -24,3 +24,14 @@ def test_validate_accepts_pytrees_and_returns_n():
 def test_validate_rejects_bad_data(data, message):
     with pytest.raises(ValueError, match=message):
         validate_data(data)
+
+
+def test_pandas_frame_becomes_columns():
+    pd = pytest.importorskip("pandas")
+    frame = pd.DataFrame({"x": np.arange(5.0), "y": np.arange(5) % 2})
+    source = as_data_source(frame)
+    assert source.n == 5 and sorted(source.arrays()) == ["x", "y"]
+    np.testing.assert_array_equal(source.arrays()["y"], frame["y"].to_numpy())
+    np.testing.assert_array_equal(as_data_source(frame["x"]).arrays(), frame["x"].to_numpy())
+    with pytest.raises(ValueError, match=r"data leaf \['g'\] has dtype object"):
+        as_data_source(pd.DataFrame({"g": ["a", "b"]}))

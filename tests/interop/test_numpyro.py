@@ -231,3 +231,16 @@ def test_missing_numpyro_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "numpyro", None)
     with pytest.raises(ImportError, match=r"pip install minibatch-mcmc\[numpyro\]"):
         from_numpyro(linreg, np.zeros((3, 1)), np.zeros(3))
+
+
+def test_a_count_outside_the_support_names_the_site_and_row():
+    """Before: 'no start with a finite log density' naming only the latent site. Now: the site 'obs', row 77, y=-1."""
+    def counts(y):
+        rate = numpyro.sample("rate", dist.LogNormal(0.0, 1.0))
+        with numpyro.plate("N", y.shape[0]):
+            numpyro.sample("obs", dist.Poisson(rate), obs=y)
+
+    y = np.random.default_rng(0).poisson(3.0, 500).astype(np.int32)
+    y[77] = -1
+    with pytest.raises(ValueError, match=r"observed site 'obs' has a non-finite log-likelihood at row 77 \(data \{'y': -1\}\)"):
+        from_numpyro(counts, y)

@@ -29,6 +29,8 @@ from minibatch_mcmc.proposals import Proposal, langevin, langevin_log_q_ratio, r
 from minibatch_mcmc.proposals.langevin import tempered_langevin
 from minibatch_mcmc.samplers import build_kernel, sample
 from minibatch_mcmc.samplers.kernel import gradient_data_used, minibatch_grad_log_target
+from draws_tolerance import mismatches
+from reference_cases import flat_draws
 
 N, D, K = 4096, 2, 40.0  # N a power of two: the minibatch permutation needs no cycle walking
 SETTINGS = GaussianMeanSettings(prior_mean=0.0, prior_scale=10.0, noise_scale=1.0)
@@ -337,5 +339,5 @@ def test_full_data_gradient_streams_an_out_of_core_source(tmp_path):
     kw = dict(proposal=langevin(1e-4, 0), test=MetropolisTest(), num_samples=50, key=3, progress=False)
     a = sample(gaussian_mean(), x, jnp.zeros(2), **kw)
     b = sample(gaussian_mean(), open_npy(tmp_path / "x.npy"), jnp.zeros(2), **kw)
-    np.testing.assert_array_equal(np.asarray(a.positions), np.asarray(b.positions))
+    assert not (bad := mismatches(flat_draws(b), flat_draws(a), 50, 3000)), bad  # chunked gradient sums: floats to rounding
     assert 0 < a.summary()["acceptance_rate"]

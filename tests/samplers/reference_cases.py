@@ -33,8 +33,8 @@ def _logistic():
     return logistic_regression(prior_scale=10.0), data, np.zeros(3, np.float32)
 
 
-def _flat(result) -> dict[str, np.ndarray]:
-    """Positions (every leaf) and every per-step record of a ``SampleResult``."""
+def flat_draws(result) -> dict[str, np.ndarray]:
+    """A ``SampleResult``'s positions (every leaf) and per-step records as named arrays (compared by ``draws_tolerance``)."""
     out = {f"pos{i}": np.asarray(a) for i, a in enumerate(jax.tree_util.tree_leaves(result.positions))}
     out.update({f"rec_{k}": np.asarray(v) for k, v in result.records.items()})
     return out
@@ -47,7 +47,7 @@ def _run(model, data, start, proposal, test, temperature=1.0, key=11, **kw) -> d
         model, data, start, proposal=proposal, test=test, num_samples=STEPS, num_chains=CHAINS,
         temperature=temperature, key=key, progress=False, block_size=STEPS, **kw,
     )
-    return _flat(res)
+    return flat_draws(res)
 
 
 def _sampler_cases() -> dict[str, Callable[[], dict[str, np.ndarray]]]:
@@ -150,7 +150,7 @@ def _mintee_cases() -> dict[str, Callable[[], dict[str, np.ndarray]]]:
         name="pair",
     )
     base = MINTEEConfig(num_chains=3, smallest_batch=8, gamma=2.0, alpha=0.3, p_ee=0.3, h0=-300.0,
-                        initial_step=0.1, burn_in=30, ring_capacity=16, adapt_window=5)
+                        initial_step=2e-3, burn_in=30, ring_capacity=16, adapt_window=5)
 
     def run(cfg):
         def go():

@@ -11,6 +11,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from draws_tolerance import mismatches
+
 from minibatch_mcmc import mh_minibatch, random_walk, sample
 from minibatch_mcmc.models import gaussian_mixture, make_mixture_data
 
@@ -41,7 +43,8 @@ def _free_port() -> int:
 @pytest.mark.slow  # two subprocesses importing JAX and compiling: ~35 s on a loaded machine
 def test_two_processes_draw_what_one_process_draws(tmp_path):
     port = _free_port()
-    env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="")
+    flags = " ".join(f for f in os.environ.get("XLA_FLAGS", "").split() if "device_count" not in f)  # one device a process
+    env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=flags)
     procs = [
         subprocess.Popen([sys.executable, "-c", WORKER, str(i), str(port), str(tmp_path / f"p{i}.npy")], env=env,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -59,5 +62,5 @@ def test_two_processes_draw_what_one_process_draws(tmp_path):
     single = sample(gaussian_mixture(), make_mixture_data(jax.random.key(1), 2000), jnp.zeros(2),
                     proposal=random_walk(scale=0.15), test=mh_minibatch(50), num_samples=40, key=3, num_chains=4,
                     temperature=20.0, block_size=20, progress=False)
-    for i in range(2):
-        np.testing.assert_array_equal(np.load(tmp_path / f"p{i}.npy"), np.asarray(single.positions))
+    for i in range(2):  # positions to float32 rounding: the two programs are compiled apart (draws_tolerance)
+        assert not (bad := mismatches({"pos": np.load(tmp_path / f"p{i}.npy")}, {"pos": np.asarray(single.positions)}, 40, 2000)), bad

@@ -12,6 +12,8 @@ from minibatch_mcmc.data import open_npy, prefetch
 from minibatch_mcmc.models import gaussian_mean
 from minibatch_mcmc.samplers import prefetch_plan
 from minibatch_mcmc.samplers.keys import split_step, step_keys
+from draws_tolerance import mismatches
+from reference_cases import flat_draws
 
 N, M, CHAINS, STEPS = 600, 25, 2, 12
 
@@ -38,7 +40,8 @@ def test_every_step_of_a_run_asks_for_its_planned_rows(tmp_path, test):
     res = sample(gaussian_mean(), src, jnp.zeros(2), **kw)
     src.reader.close()
     assert src.reader.hits + src.reader.misses == STEPS
-    np.testing.assert_array_equal(res.positions, sample(gaussian_mean(), x, jnp.zeros(2), **kw).positions)
+    in_memory = sample(gaussian_mean(), x, jnp.zeros(2), **kw)
+    assert not (bad := mismatches(flat_draws(res), flat_draws(in_memory), STEPS, N)), bad  # decisions exact, floats to rounding (draws_tolerance)
 
 
 def test_plan_rejects_bad_settings():

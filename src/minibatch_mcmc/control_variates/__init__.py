@@ -3,6 +3,7 @@
 from minibatch_mcmc.control_variates.base import Estimator, PlainDifference, plain
 from minibatch_mcmc.control_variates.glm import GLMProxy, logistic_proxy
 from minibatch_mcmc.control_variates.proposals import proxy_gradient, proxy_langevin
+from minibatch_mcmc.control_variates.proxy_moves import proxy_hmc, proxy_independence, proxy_laplace
 from minibatch_mcmc.control_variates.taylor import MAX_DENSE_DIM, TaylorProxy, taylor_proxy
 
 __all__ = [
@@ -16,4 +17,7 @@ __all__ = [
     "MAX_DENSE_DIM",
     "proxy_gradient",
     "proxy_langevin",
+    "proxy_hmc",
+    "proxy_independence",
+    "proxy_laplace",
 ]

@@ -98,8 +98,21 @@ def validate_data(tree: PyTree) -> int:
     return int(n)
 
 
+def from_pandas(data: Any) -> Any:
+    """A pandas ``DataFrame`` as ``{column: array}``, a ``Series`` as its array; anything else unchanged."""
+    kind = type(data)
+    if not kind.__module__.startswith("pandas"):
+        return data
+    if kind.__name__ == "DataFrame":
+        return {str(c): data[c].to_numpy() for c in data.columns}
+    return data.to_numpy() if kind.__name__ == "Series" else data
+
+
 def as_data_source(data: PyTree | DataSource) -> ArrayData | HostData:
-    """Wrap arrays (or an existing source) as a validated ``ArrayData``; out-of-core ``HostData`` stays on the host."""
+    """Wrap arrays (or an existing source) as a validated ``ArrayData``; out-of-core ``HostData`` stays on the host.
+
+    A pandas ``DataFrame`` becomes ``{column name: array}`` (a ``Series`` its array)."""
+    data = from_pandas(data)
     if isinstance(data, ArrayData):
         tree = data.tree
     elif isinstance(data, DataSource) and not isinstance(data, (np.ndarray, jax.Array)):

@@ -149,7 +149,7 @@ def run_demo(cfg: GMMConfig, out: Path, methods: tuple[str, ...] = ("mhminibatch
         res = run_method(cfg, data, method, progress=progress)
         results[method] = res
         res.to_inference_data().to_netcdf(str(out / f"{method}.nc"))
-        row = res.summary() | sample_quality(np.asarray(res.positions), grid)
+        row = res.summary(posterior=False) | sample_quality(np.asarray(res.positions), grid)
         rows.append(row)
     plot_results(cfg, data_np, results, out)
     (out / "summary.json").write_text(json.dumps({"config": cfg._asdict(), "runs": rows}, indent=2))

@@ -100,7 +100,7 @@ def bulk_ess(draws: np.ndarray) -> np.ndarray:
 
 def run_row(res: SampleResult, w: Warmup, draws: np.ndarray, ess: np.ndarray) -> dict:
     """One table row: the run's summary plus ESS, ESS/s, data per effective draw and the warm-up's cost."""
-    s = res.summary()
+    s = res.summary(posterior=False)
     total_data = s["total_data_consumed"] + s["total_hidden_data"]
     return s | {
         "kept_draws": int(draws.shape[0] * draws.shape[1]),

@@ -231,7 +231,7 @@ def run(cfg: MintGMMConfig, out: Path, progress: bool = True, command: str | Non
         "temperature": temperature,
         "runs": cfg.runs,
         "iterations": cfg.num_samples,
-        "acceptance_rate": res.summary()["acceptance_rate"],
+        "acceptance_rate": res.summary(posterior=False)["acceptance_rate"],
         "exact_ratio": exact,
         "mint_ratio": float(curve.ratio[-1]),
         "mint_ratio_90": [float(curve.low[-1]), float(curve.high[-1])],

@@ -195,7 +195,7 @@ def run(cfg: MintLogisticConfig, out: Path, progress: bool = True, command: str 
     for i, (name, (test, temperature, steps, epochs_per_step)) in enumerate(samplers.items()):
         pilot_steps = 400 if epochs_per_step < 1 else 120
         step, pilot_rate = tune_step(
-            lambda s: run_sampler(model, train, test, s, pilot_steps, 2, temperature, cfg.seed + 50 + i, False).summary()["acceptance_rate"],
+            lambda s: run_sampler(model, train, test, s, pilot_steps, 2, temperature, cfg.seed + 50 + i, False).summary(posterior=False)["acceptance_rate"],
             cfg.target_acceptance,
         )
         res = run_sampler(model, train, test, step, steps, cfg.runs, temperature, cfg.seed + 10 * i + 1, progress)
@@ -207,8 +207,8 @@ def run(cfg: MintLogisticConfig, out: Path, progress: bool = True, command: str 
         sampled[name] = res
         rows[name] = {
             "temperature": float(res.temperature[-1]), "step_sd": step, "pilot_acceptance": pilot_rate,
-            "acceptance_rate": res.summary()["acceptance_rate"], "steps": steps, "epochs": steps * epochs_per_step,
-            "data_per_step": res.summary()["data_per_test"], "final_predictive_accuracy": float(acc[:, -1].mean()),
+            "acceptance_rate": res.summary(posterior=False)["acceptance_rate"], "steps": steps, "epochs": steps * epochs_per_step,
+            "data_per_step": res.summary(posterior=False)["data_per_test"], "final_predictive_accuracy": float(acc[:, -1].mean()),
             "final_predictive_accuracy_se": float(acc[:, -1].std(ddof=1) / np.sqrt(cfg.runs)),
             "last_draw_accuracy": float(per_draw.mean()), "mean_accepted_jump": mean_accepted_jump(pos, res.records["accepted"]),
             "wall_time_s": res.wall_time,

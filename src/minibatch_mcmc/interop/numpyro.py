@@ -10,8 +10,11 @@
 - the prior: every other site, on one data row, at unconstrained parameters through NumPyro's own
   ``biject_to`` transforms with the log-Jacobian included (``numpyro.infer.util.potential_energy``);
 - a start: NumPyro's ``initialize_model`` with ``init_to_median`` on the full data;
-- the way back: ``postprocess`` maps unconstrained draws (dict or flat, any leading axes) to named
-  constrained values; ``constrained_result`` / ``to_inference_data`` apply it to a ``SampleResult``.
+- the way back: ``model.constrain`` maps one unconstrained position to the named constrained values and the
+  deterministic sites outside the data plates, so ``sample``'s result reports those (``result.unconstrained``
+  keeps the kernel's draws); ``postprocess`` does the same for draws with any leading axes;
+- the data plate: the plate around the observations whose size is the data arguments' number of rows, wherever
+  it sits among nested plates; pandas ``DataFrame``/``Series`` arguments are converted to arrays.
 
 NumPyro is an optional extra, imported only when one of these functions is called.
 """
@@ -31,6 +34,8 @@ from jax.flatten_util import ravel_pytree
 
 from minibatch_mcmc.interop.numpyro_sites import Layout, import_numpyro, read_layout, row_frame
 from minibatch_mcmc.models.base import Model
+from minibatch_mcmc.samplers.loo import SubsampledLoo, loo_subsample
+from minibatch_mcmc.samplers.pointwise import log_likelihood_data
 from minibatch_mcmc.samplers.results import SampleResult
 
 PyTree = Any
@@ -133,20 +138,27 @@ def build_likelihood(numpyro, model_for: Callable, layout: Layout, unravel: Call
             site = trace[name]
             plates = sum(f.name in layout.plates for f in site["cond_indep_stack"])
             log_prob = site["fn"].log_prob(site["value"]) * row_scale(site, (layout.n / b) ** plates)
-            out[name] = per_row(log_prob, row_frame(site).dim, b)
+            out[name] = per_row(log_prob, row_frame(site, layout.plates).dim, b)
         return out
 
     return site_log_lik
 
 
-def build_postprocess(numpyro, prior_model: Callable, init: dict, unravel: Callable):
-    """``postprocess(positions)``: unconstrained draws with any leading axes to named constrained draws."""
+def build_constrain(numpyro, prior_model: Callable, names: tuple[str, ...], unravel: Callable) -> Callable[[PyTree], dict]:
+    """``constrain(theta)``: one unconstrained position (dict or flat) to ``{site: value}`` for ``names``
+    (latent sites constrained, deterministic sites computed)."""
     constrain_fn = numpyro.infer.util.constrain_fn
-    flat_init, _ = ravel_pytree(init)
 
-    def one(params: dict) -> dict:
-        values = constrain_fn(prior_model, (), {}, params)
-        return {name: values[name] for name in init}
+    def constrain(theta: PyTree) -> dict:
+        values = constrain_fn(prior_model, (), {}, as_dict(theta, unravel), return_deterministic=True)
+        return {name: values[name] for name in names}
+
+    return constrain
+
+
+def build_postprocess(constrain: Callable[[PyTree], dict], init: dict) -> Callable[[PyTree], dict]:
+    """``postprocess(positions)``: unconstrained draws with any leading axes to named constrained draws."""
+    flat_init, unravel = ravel_pytree(init)
 
     def postprocess(positions: PyTree) -> dict:
         if not isinstance(positions, dict):
@@ -157,10 +169,27 @@ def build_postprocess(numpyro, prior_model: Callable, init: dict, unravel: Calla
             first = next(iter(init))
             lead = np.shape(positions[first])[: np.ndim(positions[first]) - np.ndim(init[first])]
             params = {k: jnp.reshape(jnp.asarray(positions[k]), (-1, *np.shape(init[k]))) for k in init}
-        values = jax.jit(jax.vmap(one))(params)
+        values = jax.jit(jax.vmap(constrain))(params)
         return {k: np.asarray(v).reshape((*lead, *v.shape[1:])) for k, v in values.items()}
 
     return postprocess
+
+
+def steady_deterministic(constrain_on: Callable, data: dict, init: dict, layout: Layout) -> tuple[str, ...]:
+    """The deterministic sites that do not change with the data row they are computed on; a warning names the others."""
+    if not layout.deterministic:
+        return ()
+    last = jax.tree_util.tree_map(lambda a: a[-1:], data)
+    first, other = jax.jit(lambda: (constrain_on(first_rows(data, 1))(init), constrain_on(last)(init)))()
+    moved = [k for k in layout.deterministic if not np.allclose(first[k], other[k], rtol=1e-5, atol=1e-6)]
+    if moved:
+        warnings.warn(
+            f"deterministic sites {moved} read the data arguments {list(layout.data_names)} outside the data plate(s) "
+            f"{list(layout.plates)}: they are not recorded (the draws are reported on one data row); compute them "
+            "from the draws, or pass data summaries as separate arguments",
+            stacklevel=3,
+        )
+    return tuple(k for k in layout.deterministic if k not in moved)
 
 
 def check_prior_is_data_free(numpyro, model_for: Callable, layout: Layout, data: dict, init: dict) -> None:
@@ -214,8 +243,8 @@ def inspect_trace(numpyro, model_fn: Callable, args: tuple, kwargs: dict) -> dic
     return held["trace"]
 
 
-def initial_point(numpyro, model: Callable, trace: dict, latent: tuple[str, ...]) -> dict:
-    """NumPyro's ``init_to_median`` start on the full data, unconstrained; a ``ValueError`` if none is finite."""
+def initial_point(numpyro, model: Callable, trace: dict, latent: tuple[str, ...]) -> tuple[dict, bool]:
+    """NumPyro's ``init_to_median`` start on the full data, unconstrained, and whether its log density is finite."""
     from numpyro.infer.initialization import init_to_median
     from numpyro.infer.util import find_valid_initial_params
 
@@ -228,52 +257,114 @@ def initial_point(numpyro, model: Callable, trace: dict, latent: tuple[str, ...]
         return {name: params[name] for name in latent}, valid
 
     init, valid = jax.jit(find)(jax.random.PRNGKey(0))
-    if not bool(valid):
-        raise ValueError(f"NumPyro found no start with a finite log density and gradient for the latent sites {list(latent)}")
-    return init
+    return init, bool(valid)
+
+
+def no_start_error(site_log_lik: Callable, data: dict, init: dict, layout: Layout, chunk: int = 65536) -> ValueError:
+    """The error for a model with no finite start, naming the first observed site and row whose log-likelihood is
+    non-finite at NumPyro's (invalid) start: a value outside the site's support, e.g. a negative count."""
+    where = ""
+    for start in range(0, layout.n, chunk):
+        rows = jax.tree_util.tree_map(lambda a: a[start : start + chunk], data)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # NumPyro's out-of-support warning: the row is named below
+            values = site_log_lik(init, rows)
+        bad = [(name, np.flatnonzero(~np.isfinite(np.asarray(v)))) for name, v in values.items()]
+        bad = [(name, start + int(i[0])) for name, i in bad if i.size]
+        if bad:
+            name, row = min(bad, key=lambda b: b[1])
+            value = {k: np.asarray(v[row]).tolist() for k, v in data.items()}
+            where = (f": the observed site {name!r} has a non-finite log-likelihood at row {row} (data {value}); "
+                     "check that row against the site's distribution and support")
+            break
+    return ValueError(f"NumPyro found no start with a finite log density and gradient for the latent sites {list(layout.latent)}{where}")
+
+
+def as_arrays(value: Any) -> Any:
+    """A model argument with pandas objects and numpy arrays as JAX arrays (a ``ValueError`` for non-numeric columns)."""
+    try:
+        import pandas as pd
+    except ImportError:  # pandas absent: nothing of its kind can have been passed
+        pd = None
+    if pd is not None and isinstance(value, (pd.DataFrame, pd.Series)):
+        frame = value.to_frame() if isinstance(value, pd.Series) else value
+        bad = [str(c) for c, t in frame.dtypes.items() if not (pd.api.types.is_numeric_dtype(t) or pd.api.types.is_bool_dtype(t))]
+        if bad:
+            raise ValueError(
+                f"the pandas columns {bad} are not numeric ({[str(frame[c].dtype) for c in bad]}): encode them as numbers "
+                "(e.g. pd.get_dummies or .cat.codes) before passing the frame to the model"
+            )
+        value = value.to_numpy()
+    return jnp.asarray(value) if isinstance(value, np.ndarray) else value
 
 
 def from_numpyro(model_fn: Callable, *args: Any, **kwargs: Any) -> NumPyroModel:
-    """Turn ``model_fn(*args, **kwargs)``, observations in one ``numpyro.plate``, into a ``NumPyroModel``."""
+    """Turn ``model_fn(*args, **kwargs)``, observations in one ``numpyro.plate``, into a ``NumPyroModel``.
+
+    pandas ``DataFrame`` and ``Series`` arguments are converted to arrays (rows on axis 0) first.
+    """
     numpyro = import_numpyro()
-    args, kwargs = jax.tree_util.tree_map(lambda a: jnp.asarray(a) if isinstance(a, np.ndarray) else a, (args, kwargs))
+    args, kwargs = jax.tree_util.tree_map(as_arrays, (args, kwargs))
     signature = inspect.signature(model_fn)
     bound = signature.bind(*args, **kwargs)
     trace = inspect_trace(numpyro, model_fn, args, kwargs)
     layout = read_layout(trace, bound)
     data = {name: bound.arguments[name] for name in layout.data_names}
     model_for = on_rows(numpyro, model_fn, signature, args, kwargs, layout)
-    init = initial_point(numpyro, model_for(data), trace, layout.latent)
+    init, valid = initial_point(numpyro, model_for(data), trace, layout.latent)
     _, unravel = ravel_pytree(init)
-    prior_model = numpyro.handlers.block(model_for(first_rows(data, 1)), hide=list(layout.observed))
+    hide = list(layout.observed)
+    prior_model = numpyro.handlers.block(model_for(first_rows(data, 1)), hide=hide)
     potential_energy = numpyro.infer.util.potential_energy
 
     def log_prior(theta: PyTree) -> jax.Array:
         return -potential_energy(prior_model, (), {}, as_dict(theta, unravel))
 
     site_log_lik = build_likelihood(numpyro, model_for, layout, unravel)
+    if not valid:
+        raise no_start_error(site_log_lik, data, init, layout)
 
     def log_lik(theta: PyTree, batch: dict) -> jax.Array:
         return sum(site_log_lik(theta, batch).values())
 
     check_prior_is_data_free(numpyro, model_for, layout, data, init)
     check_likelihood(site_log_lik, data, init, layout)
+
+    def constrain_on(rows: dict) -> Callable:
+        return build_constrain(numpyro, numpyro.handlers.block(model_for(rows), hide=hide), layout.deterministic, unravel)
+
+    layout = layout._replace(deterministic=steady_deterministic(constrain_on, data, init, layout))
+    constrain = build_constrain(numpyro, prior_model, layout.latent + layout.deterministic, unravel)
     name = f"numpyro:{getattr(model_fn, '__name__', type(model_fn).__name__)}"
     return NumPyroModel(
-        model=Model(log_prior, log_lik, name),
+        model=Model(log_prior, log_lik, name, constrain=constrain),
         data=data,
         init=init,
-        postprocess=build_postprocess(numpyro, prior_model, init, unravel),
+        postprocess=build_postprocess(constrain, init),
         site_log_lik=site_log_lik,
         layout=layout,
     )
 
 
 def constrained_result(result: SampleResult, converted: NumPyroModel) -> SampleResult:
-    """``result`` with its positions replaced by the named constrained draws (summaries, ArviZ, plots read these)."""
-    return result._replace(positions=converted.postprocess(result.positions))
+    """``result`` with named constrained draws as positions: as it is if ``sample`` already reported them (it does
+    for ``converted.model``); for a result of another run on the same parameters, ``postprocess`` applied."""
+    if result.unconstrained is not None:
+        return result
+    return result._replace(positions=converted.postprocess(result.positions), unconstrained=result.positions)
 
 
 def to_inference_data(result: SampleResult, converted: NumPyroModel):
     """ArviZ ``InferenceData`` of a run on a converted model: one posterior variable per latent site, constrained."""
     return constrained_result(result, converted).to_inference_data()
+
+
+def log_likelihood(result: SampleResult, converted: NumPyroModel, **kwargs: Any):
+    """``log_likelihood_data`` for a run on a converted model: one ``log_likelihood`` variable per observed site
+    (``rows``, ``draws``, ``key`` as there), so ``az.loo`` works on it."""
+    return log_likelihood_data(result, converted.model, converted.data, site_log_lik=converted.site_log_lik, **kwargs)
+
+
+def subsampled_loo(result: SampleResult, converted: NumPyroModel, **kwargs: Any) -> SubsampledLoo:
+    """``loo_subsample`` for a run on a converted model (``m``, ``draws``, ``key`` as there): PSIS-LOO at tall N."""
+    return loo_subsample(result, converted.model, converted.data, site_log_lik=converted.site_log_lik, **kwargs)

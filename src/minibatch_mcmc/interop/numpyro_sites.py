@@ -36,6 +36,8 @@ class Layout(NamedTuple):
     """Continuous latent sites: the parameters, sampled in unconstrained space."""
     data_names: tuple[str, ...]
     """Model arguments whose array leaves all have leading axis ``N``: the data pytree's keys."""
+    deterministic: tuple[str, ...] = ()
+    """``numpyro.deterministic`` sites outside the data plates: recorded with every draw."""
 
 
 def is_factor(site: dict) -> bool:
@@ -43,18 +45,33 @@ def is_factor(site: dict) -> bool:
     return type(site["fn"]).__name__ == "Unit"
 
 
-def row_frame(site: dict):
-    """The outermost plate frame of a site (the smallest ``dim``), or ``None`` outside every plate."""
-    frames = site["cond_indep_stack"]
+def row_frame(site: dict, plates: tuple[str, ...] | None = None):
+    """The site's frame of a data plate (any of ``plates``; ``None``: its outermost), or ``None`` if it has none."""
+    frames = [f for f in site["cond_indep_stack"] if plates is None or f.name in plates]
     return min(frames, key=lambda f: f.dim) if frames else None
 
 
-def data_plates(trace: dict) -> tuple[tuple[str, ...], int, tuple[str, ...]]:
-    """``(plates, N, observed sites)``: the plate(s) holding the observations, or a ``ValueError`` naming why not."""
+def row_sizes(bound: inspect.BoundArguments) -> set[int]:
+    """Leading-axis sizes of the array arguments (the candidates for ``N``)."""
+    leaves = jax.tree_util.tree_leaves(dict(bound.arguments))
+    return {int(a.shape[0]) for a in leaves if isinstance(a, (np.ndarray, jax.Array)) and a.ndim >= 1}
+
+
+def data_plates(trace: dict, bound: inspect.BoundArguments | None = None) -> tuple[tuple[str, ...], int, tuple[str, ...]]:
+    """``(plates, N, observed sites)``: the plate(s) holding the observations, or a ``ValueError`` naming why not.
+
+    The data plate of a site is the plate around it whose size is the leading axis of an array argument (the
+    largest such, wherever it sits among nested plates and whatever its ``dim``), else its largest plate.
+    """
     sizes = {name: int(s["args"][0]) for name, s in trace.items() if s["type"] == "plate"}
     observed = {name: s for name, s in trace.items() if s["type"] == "sample" and s["is_observed"]}
     outside = sorted(name for name, s in observed.items() if row_frame(s) is None and not is_factor(s))
-    in_plate = {name: row_frame(s).name for name, s in observed.items() if row_frame(s) is not None}
+    rows = None if bound is None else row_sizes(bound)
+    in_plate = {}
+    for name, s in observed.items():
+        if s["cond_indep_stack"]:
+            fits = (lambda f: True) if rows is None else (lambda f: sizes[f.name] in rows)
+            in_plate[name] = max(s["cond_indep_stack"], key=lambda f: (fits(f), sizes[f.name], -f.dim)).name
     if not in_plate:
         where = f"observed sites {outside} sit outside every plate" if outside else "it has no observed site"
         raise ValueError(
@@ -116,10 +133,18 @@ def data_arguments(bound: inspect.BoundArguments, n: int, plates: tuple[str, ...
     return names
 
 
+def deterministic_sites(trace: dict, plates: tuple[str, ...]) -> tuple[str, ...]:
+    """Names of the ``numpyro.deterministic`` sites outside the data plates (those inside hold one value per row)."""
+    return tuple(sorted(
+        name for name, s in trace.items()
+        if s["type"] == "deterministic" and not any(f.name in plates for f in s.get("cond_indep_stack", ()))
+    ))
+
+
 def read_layout(trace: dict, bound: inspect.BoundArguments) -> Layout:
     """The ``Layout`` of a model from one trace of it on the full data."""
-    plates, n, observed = data_plates(trace)
+    plates, n, observed = data_plates(trace, bound)
     latent = latent_sites(trace, plates)
     if not latent:
         raise ValueError("the model has no latent site: there is nothing to sample")
-    return Layout(plates, n, observed, latent, data_arguments(bound, n, plates))
+    return Layout(plates, n, observed, latent, data_arguments(bound, n, plates), deterministic_sites(trace, plates))

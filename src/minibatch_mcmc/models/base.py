@@ -22,6 +22,10 @@ class Model(NamedTuple):
     check_shapes: Callable[[PyTree, PyTree], None] | None = None
     """``check_shapes(theta, batch)`` raises a ValueError naming expected and given shapes; ``sample`` calls it
     once on the start and a data batch before sampling (``None``: no check)."""
+    constrain: Callable[[PyTree], dict] | None = None
+    """``constrain(theta) -> {name: value}``: one sampled (unconstrained) position to the values a result reports
+    under the model's own names (e.g. a NumPyro model's constrained and deterministic sites); ``None``: ``theta``
+    is reported as it is sampled."""
 
 
 def flat_prior() -> Callable[[PyTree], jax.Array]:

@@ -58,6 +58,8 @@ class ModeResult(NamedTuple):
     """Accepted full-data steps (Newton, or L-BFGS above ``MAX_DENSE_DIM``)."""
     converged: bool
     """Whether ``||grad|| <= tol * (1 + N)`` at ``theta_hat``."""
+    gradient: np.ndarray | None = None
+    """Float64 gradient of the log posterior at ``theta_hat`` (flattened order)."""
 
 
 class FullPass(NamedTuple):
@@ -115,6 +117,7 @@ def find_mode(
         seconds=time.perf_counter() - start,
         newton_steps_taken=steps,
         converged=grad_norm <= threshold,
+        gradient=last.grad,
     )
 
 

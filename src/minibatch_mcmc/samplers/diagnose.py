@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+import contextlib
+from typing import Any, Iterator
 
 import jax
 import jax.numpy as jnp
@@ -40,6 +41,19 @@ def locate_nonfinite(model: Model, data: PyTree, n: int, position: PyTree, candi
         if found is not None:
             return f"; datum {found[0]} has log-likelihood {found[1]} at the proposed candidate"
     return "; the current position's log-likelihoods are all finite, so the candidate produced it"
+
+
+@contextlib.contextmanager
+def bad_rows_named(model: Model, source: DataSource, *positions: PyTree) -> Iterator[None]:
+    """Inside: a ``ValueError`` about a non-finite value is re-raised naming the first datum whose log-likelihood
+    is non-finite at one of ``positions`` (a warm-up phase's start points), when there is one."""
+    try:
+        yield
+    except ValueError as err:
+        found = next((f for f in (first_nonfinite(model, source.arrays(), source.n, p) for p in positions) if f), None)
+        if found is None or "non-finite" not in str(err):
+            raise
+        raise ValueError(f"{err}; datum {found[0]} (row {found[0]} of the data) has log-likelihood {found[1]}: check that row") from err
 
 
 def replay_candidate(proposal: Proposal, base_key: jax.Array, step: int, chain: int, num_chains: int, position: PyTree):

@@ -23,7 +23,7 @@ from minibatch_mcmc.samplers import checkpoint
 from minibatch_mcmc.samplers.diagnose import nonfinite_error
 from minibatch_mcmc.samplers.kernel import ChainState, Kernel, build_kernel
 from minibatch_mcmc.samplers.keys import as_key, step_keys
-from minibatch_mcmc.samplers.results import RECORD_FIELDS, SampleResult
+from minibatch_mcmc.samplers.results import RECORD_FIELDS, SampleResult, constrain_draws
 from minibatch_mcmc.samplers.sharding import ChainLayout, chain_layout, place, place_data, shard_chains, to_host
 
 PyTree = Any
@@ -264,8 +264,10 @@ def _run_blocks(
     return Finished(states, pos_blocks, rec_blocks, done, finished.wall_time), interrupted
 
 
-def _stack_result(finished: Finished, test: AcceptanceTest, n: int, temps: np.ndarray, wall: float, interrupted: bool) -> SampleResult:
-    """The finished blocks joined into ``(chain, draw, ...)`` arrays."""
+def _stack_result(
+    finished: Finished, model: Model, test: AcceptanceTest, n: int, temps: np.ndarray, wall: float, interrupted: bool
+) -> SampleResult:
+    """The finished blocks joined into ``(chain, draw, ...)`` arrays (reported through ``model.constrain`` if it has one)."""
     if not finished.rec_blocks:
         raise KeyboardInterrupt("sampling interrupted before the first block finished; nothing to return")
 
@@ -282,13 +284,14 @@ def _stack_result(finished: Finished, test: AcceptanceTest, n: int, temps: np.nd
             f"{test.name} is not exact with these bounds (records['bound_exceeded'] marks the steps)"
         )
     return SampleResult(
-        positions=all_pos,
+        positions=all_pos if model.constrain is None else constrain_draws(model.constrain, all_pos),
         records=all_rec,
         method=test.name,
         n_data=n,
         temperature=temps[:draws] * float(test.temperature_factor(n)),  # a test that tempers by itself (MINT)
         wall_time=wall,
         interrupted=interrupted,
+        unconstrained=None if model.constrain is None else all_pos,
     )
 
 
@@ -362,7 +365,7 @@ def sample(
         finished, interrupted = _run_blocks(run_block, temps, block_size, finished, checkpoint_dir, bar, diagnose)
     except DataChangedError as err:  # the finished draws travel with the error, never lost
         if err.finished.rec_blocks:
-            err.result = _stack_result(err.finished, test, source.n, temps, time.perf_counter() - start, True)
+            err.result = _stack_result(err.finished, model, test, source.n, temps, time.perf_counter() - start, True)
             err.add_note(f"the {err.finished.done} finished steps are in this error's .result"
                          + (f" and in {checkpoint_dir}" if checkpoint_dir is not None else ""))
         raise
@@ -370,4 +373,4 @@ def sample(
         if bar is not None:
             bar.close()
     wall = finished.wall_time + time.perf_counter() - start
-    return _stack_result(finished, test, source.n, temps, wall, interrupted)
+    return _stack_result(finished, model, test, source.n, temps, wall, interrupted)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import warnings
-from typing import Any, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 import jax
 import numpy as np
@@ -21,7 +21,8 @@ class SampleResult(NamedTuple):
     """Draws (leading axes ``(chain, draw)``), per-step records and run metadata."""
 
     positions: PyTree
-    """Pytree of numpy arrays shaped ``(num_chains, num_draws, *param_shape)``."""
+    """Pytree of numpy arrays shaped ``(num_chains, num_draws, *param_shape)``: for a model with a ``constrain`` map
+    (a NumPyro model) the constrained and deterministic values under the model's names, else the draws as sampled."""
     records: dict
     """Each of ``RECORD_FIELDS`` (one meaning each, see ``TestOutcome``): arrays ``(num_chains, num_draws)``."""
     method: str
@@ -33,6 +34,13 @@ class SampleResult(NamedTuple):
     """Seconds spent sampling, compilation included."""
     interrupted: bool = False
     """True when the run was stopped early and holds only the finished draws."""
+    unconstrained: PyTree | None = None
+    """The draws as the kernel moved them, when the model's ``constrain`` reports them otherwise; ``None``: as ``positions``."""
+
+    @property
+    def kernel_positions(self) -> PyTree:
+        """The draws in the space the kernel samples (unconstrained for a model with ``constrain``)."""
+        return self.positions if self.unconstrained is None else self.unconstrained
 
     @property
     def num_chains(self) -> int:
@@ -44,13 +52,26 @@ class SampleResult(NamedTuple):
         """Number of recorded draws per chain."""
         return int(self.records["accepted"].shape[1])
 
-    def summary(self) -> dict:
-        """Acceptance rate, minibatch-size statistics and data consumption."""
-        return summarize(self)
+    def summary(self, posterior: bool = True) -> dict:
+        """Acceptance rate, minibatch-size statistics, data consumption and (``posterior``) the posterior table:
+        keys explained in ``SUMMARY_KEYS``."""
+        return summarize(self, posterior)
 
-    def to_inference_data(self):
-        """ArviZ ``InferenceData`` with ``posterior`` and ``sample_stats`` groups."""
-        return to_inference_data(self)
+    def to_inference_data(self, unconstrained: bool = False):
+        """ArviZ ``InferenceData`` with ``posterior`` (``unconstrained=True``: the kernel's draws) and ``sample_stats``."""
+        return to_inference_data(self, unconstrained)
+
+
+def constrain_draws(constrain: Callable[[PyTree], dict], positions: PyTree, chunk: int = 4096) -> dict:
+    """``constrain`` applied to every draw of a ``(chain, draw, ...)`` pytree, ``chunk`` draws at a time."""
+    leaves = jax.tree_util.tree_leaves(positions)
+    lead = tuple(np.shape(leaves[0])[:2])
+    flat = jax.tree_util.tree_map(lambda a: np.reshape(np.asarray(a), (-1, *np.shape(a)[2:])), positions)
+    fn = jax.jit(jax.vmap(constrain))
+    total = lead[0] * lead[1]
+    parts = [fn(jax.tree_util.tree_map(lambda a: a[i : i + chunk], flat)) for i in range(0, total, chunk)]
+    joined = jax.tree_util.tree_map(lambda *p: np.concatenate([np.asarray(x) for x in p]), *parts)
+    return jax.tree_util.tree_map(lambda a: a.reshape(lead + a.shape[1:]), joined)
 
 
 def _names(positions: PyTree) -> dict:
@@ -65,8 +86,33 @@ def _names(positions: PyTree) -> dict:
     return out
 
 
-def summarize(result: SampleResult) -> dict:
-    """Summary statistics of a run's per-step records."""
+SUMMARY_KEYS = {
+    "data_per_test": "data points read per MH decision, minibatch only (mean over steps and chains)",
+    "hidden_data_per_test": "data points read outside the minibatch per step (full-data statistics, gradient rows)",
+    "mean_epsilon": "mean of the per-step error bound the test records as epsilon: MHminibatch's CLT (Berry-Esseen) "
+    "bound on its normality error (Seita et al., Corollary 1), MHSubLhd's confidence-interval half-width, "
+    "0 for full-data tests",
+    "mean_residual_sd": "mean s.d. of the per-datum terms read (with a control variate, its residuals)",
+    "posterior": "ArviZ's summary of the draws (pandas DataFrame): mean, sd, HDI, MCSE of mean and sd, bulk and tail "
+    "ESS and rank-normalised split R-hat per scalar component (Vehtari et al. 2021); constrained for a NumPyro model",
+}
+"""What the less obvious ``summary()`` keys mean."""
+
+
+def posterior_table(positions: PyTree):
+    """ArviZ's ``summary`` of ``(chain, draw, ...)`` draws (``None`` with fewer than 4 draws per chain)."""
+    named = _names(positions)
+    if min(np.shape(a)[1] for a in named.values()) < 4:
+        return None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import arviz as az
+
+        return az.summary(az.convert_to_dataset(named), kind="all")
+
+
+def summarize(result: SampleResult, posterior: bool = True) -> dict:
+    """Summary statistics of a run's per-step records and (``posterior``) ArviZ's table of its draws."""
     rec = result.records
     bs = np.asarray(rec["batch_size"], dtype=np.float64)
     steps = bs.size
@@ -100,16 +146,16 @@ def summarize(result: SampleResult) -> dict:
         "max_residual_sd": float(np.max(rec["residual_sd"])) if steps and "residual_sd" in rec else float("nan"),
         "wall_time_s": result.wall_time,
         "interrupted": result.interrupted,
-    }
+    } | ({"posterior": posterior_table(result.positions)} if posterior else {})
 
 
-def to_inference_data(result: SampleResult):
+def to_inference_data(result: SampleResult, unconstrained: bool = False):
     """Convert to ArviZ ``InferenceData`` (posterior + sample_stats with the per-step records)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)
         import arviz as az
 
-    posterior = _names(result.positions)
+    posterior = _names(result.kernel_positions if unconstrained else result.positions)
     stats = {k: np.asarray(v) for k, v in result.records.items()}
     stats["acceptance_rate"] = stats["accepted"].astype(np.float64)
     stats["temperature"] = np.broadcast_to(result.temperature, stats["accepted"].shape).copy()

@@ -1,0 +1,144 @@
+"""Our sampler as a NumPyro ``MCMCKernel``: ``numpyro.infer.MCMC(MinibatchMH(model), ...)`` runs it as it runs NUTS.
+
+``init`` (once for all chains) converts the model on the arguments ``MCMC.run`` passes (``from_numpyro``)
+and runs the automatic warm-up (mode, Laplace covariance, Taylor proxy, tuned proposal: ``warmup.warmup``)
+unless a ``Warmup`` is given; each chain then starts from its ``init_params`` or from an over-dispersed
+Laplace draw. ``sample`` is one step of the frozen kernel; step ``t`` uses ``step_keys(rng_key, t, 1)[0]``, the
+key ``sample(..., key=rng_key, num_chains=1)`` uses, so a one-chain ``MCMC`` draws what the native driver draws.
+``MCMC``'s own ``num_warmup`` steps are extra burn-in after the warm-up. ``postprocess_fn`` is the converted
+model's ``constrain``, so ``get_samples``, ``print_summary``, ``Predictive`` and ``az.from_numpyro`` see named
+constrained values and deterministic sites. ``extra_fields`` may name ``accepted``, ``batch_size`` (data read by
+the test) and ``hidden_data``. Chains run with ``chain_method="sequential"`` or ``"vectorized"``; ``"parallel"``
+traces ``init``, where the warm-up cannot run. The native ``sample``/``auto_sample`` keep out-of-core data,
+sharding and checkpoints.
+
+Importing this module imports NumPyro (an optional extra).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+from numpyro.infer.mcmc import MCMCKernel
+from numpyro.util import is_prng_key
+
+from minibatch_mcmc.acceptance.base import AcceptanceTest
+from minibatch_mcmc.interop.numpyro import NumPyroModel, from_numpyro
+from minibatch_mcmc.samplers.kernel import ChainState, Kernel, build_kernel
+from minibatch_mcmc.samplers.keys import as_key, step_keys
+from minibatch_mcmc.warmup import Warmup, dispersed_starts, warmup
+
+PyTree = Any
+
+
+class MinibatchMHState(NamedTuple):
+    """One chain's state under ``MCMC``: the unconstrained draw ``z``, the kernel's state and the last step's record."""
+
+    z: dict
+    """Unconstrained position by site (``sample_field``)."""
+    chain: ChainState
+    rng_key: jax.Array
+    """The chain's base key: step ``t`` uses ``step_keys(rng_key, t, 1)[0]``."""
+    step: jax.Array
+    accepted: jax.Array
+    batch_size: jax.Array
+    """Data points the acceptance test read."""
+    hidden_data: jax.Array
+    """Data points read outside the test's minibatch (a gradient's rows)."""
+
+
+class MinibatchMH(MCMCKernel):
+    """Minibatch Metropolis-Hastings with a Taylor-proxy control variate, warmed up automatically, for ``numpyro.infer.MCMC``."""
+
+    sample_field = "z"
+
+    def __init__(
+        self,
+        model: Callable,
+        *,
+        test: AcceptanceTest | None = None,
+        proposal: str = "langevin",
+        temperature: float = 1.0,
+        recentre: bool = False,
+        warmup_key: jax.Array | int = 0,
+        warmup: Warmup | None = None,
+        converted: NumPyroModel | None = None,
+    ):
+        self._model = model
+        self._options = dict(test=test, proposal=proposal, temperature=temperature, recentre=recentre, key=warmup_key)
+        self._temperature = float(temperature)
+        self.warmup = warmup
+        """The ``Warmup`` used (found by the first ``init`` unless given)."""
+        self.converted = converted
+        """The model converted on ``MCMC.run``'s arguments (by the first ``init`` unless given)."""
+        self._kernel: Kernel | None = None
+
+    @property
+    def model(self) -> Callable:
+        """The NumPyro model."""
+        return self._model
+
+    @property
+    def default_fields(self) -> tuple[str, ...]:
+        """Fields collected by default: the draws."""
+        return ("z",)
+
+    def prepare(self, model_args: tuple, model_kwargs: dict | None) -> None:
+        """Convert the model, warm up (unless a ``Warmup`` was given) and build the frozen kernel, once (on the
+        first run's arguments: a new data set needs a new kernel)."""
+        if self._kernel is not None:
+            return
+        if self.converted is None:
+            self.converted = from_numpyro(self._model, *model_args, **(model_kwargs or {}))
+        model = self.converted.model
+        if self.warmup is None:
+            self.warmup = warmup(model, self.converted.data, self.converted.init, **self._options)
+        w = self.warmup
+        self._kernel = build_kernel(model, w.proposal, w.test, self.converted.layout.n, w.proxy)
+
+    def init(self, rng_key, num_warmup, init_params, model_args, model_kwargs):
+        """Warm up once (host side), then each chain's state from ``init_params`` or a dispersed Laplace draw."""
+        if isinstance(rng_key, jax.core.Tracer):
+            raise ValueError(
+                "MinibatchMH warms up on the host when MCMC initialises a chain; chain_method='parallel' traces that "
+                "step: use chain_method='sequential' or 'vectorized'"
+            )
+        self.prepare(model_args, model_kwargs)
+        batched = not is_prng_key(rng_key)
+        if init_params is None:
+            first = rng_key[0] if batched else rng_key
+            starts = dispersed_starts(self.warmup, len(rng_key) if batched else 1, jax.random.fold_in(as_key(first), 1))
+            init_params = starts if batched else jax.tree_util.tree_map(lambda a: a[0], starts)
+        one = lambda key, start: self.start(key, start)  # noqa: E731
+        return jax.vmap(one)(rng_key, init_params) if batched else one(rng_key, init_params)
+
+    def start(self, rng_key: jax.Array, position: PyTree) -> MinibatchMHState:
+        """A chain's state at ``position``."""
+        chain = self._kernel.init(position)
+        zero = jnp.zeros((), jnp.int32)
+        return MinibatchMHState(chain.position, chain, rng_key, zero, jnp.zeros((), bool), zero, zero)
+
+    def step(self, state: MinibatchMHState) -> MinibatchMHState:
+        """One MH step of one chain."""
+        key = step_keys(as_key(state.rng_key), state.step, 1)[0]
+        temperature = jnp.asarray(self._temperature, jnp.float32)
+        chain, outcome = self._kernel.step(key, state.chain, self.converted.data, temperature)
+        return MinibatchMHState(
+            chain.position, chain, state.rng_key, state.step + 1, outcome.accepted,
+            jnp.asarray(outcome.batch_size, jnp.int32), jnp.asarray(outcome.hidden_data, jnp.int32),
+        )
+
+    def sample(self, state, model_args, model_kwargs):
+        """The next state (every chain's, for ``chain_method="vectorized"``)."""
+        return jax.vmap(self.step)(state) if jnp.ndim(state.step) else self.step(state)
+
+    def postprocess_fn(self, model_args, model_kwargs):
+        """Unconstrained draw -> named constrained and deterministic values (the converted model's ``constrain``)."""
+        self.prepare(model_args, model_kwargs)
+        return self.converted.model.constrain
+
+    def get_diagnostics_str(self, state) -> str:
+        """Progress-bar text: the data read by the last test."""
+        return f"{int(jnp.mean(state.batch_size))} rows/test"

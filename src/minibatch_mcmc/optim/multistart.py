@@ -1,0 +1,168 @@
+"""Looking for other modes: minibatch Adam from dispersed starts, then full-data Newton only where it lands elsewhere.
+
+``find_modes`` runs ``num_starts`` Adam searches at once (``vmap``) from antithetic, over-dispersed points
+``c +- r u`` with ``u ~ U(-1, 1)^d`` and a per-coordinate half-width ``r = 2 + 2|c|`` around the origin ``c = 0``
+of the (unconstrained) parameter space, as Stan initialises in ``(-2, 2)``, widened to reach past the
+first mode; antithetic pairs put every coordinate's starts on both sides of the origin, where the mirror
+modes of ``x ~ N(theta^2, 1)`` or a label-switched mixture lie. Each end point (the mean of its last quarter
+of iterates, so minibatch noise averages out) is compared with the known modes by the Mahalanobis distance
+under their Laplace precision; an end point more than ``SEPARATION`` Laplace s.d.s from every known mode gets
+one full-data pass (gradient and Hessian, one compiled function for all end points), and only if the Newton
+step from it also lands that far from every known mode is it polished by full-data Newton (``find_mode``).
+A unimodal posterior thus costs the Adam minibatches and at most one pass per start.
+A polished point is a new mode if Newton converged to a strictly concave point ``SEPARATION`` s.d.s from
+every known mode, with a Laplace mass at least ``MIN_MASS`` of the heaviest.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from jax.flatten_util import ravel_pytree
+
+from minibatch_mcmc.data.arrays import DataSource, take
+from minibatch_mcmc.data.indexing import chunk_indices
+from minibatch_mcmc.models.base import Model
+from minibatch_mcmc.data.passes import DEFAULT_CHUNK
+from minibatch_mcmc.optim.mode import ModeResult, checked_pass, find_mode, full_pass_fns, log_posterior_parts, newton_direction
+
+PyTree = Any
+
+SEPARATION = 4.0
+"""Laplace s.d.s (Mahalanobis distance) that two points must be apart to be different modes."""
+
+MIN_MASS = 1e-3
+"""Smallest Laplace mass, relative to the heaviest mode, of a mode that is reported."""
+
+
+class LocalMode(NamedTuple):
+    """A mode: its position, tempered log posterior and Laplace covariance (flattened order)."""
+
+    theta: PyTree
+    log_posterior: float
+    covariance: np.ndarray
+
+    @property
+    def log_mass(self) -> float:
+        """Laplace approximation of the log of the posterior mass around the mode (up to a shared constant)."""
+        return self.log_posterior + 0.5 * float(np.linalg.slogdet(self.covariance)[1])
+
+
+class ModeSearch(NamedTuple):
+    """The modes found (the first one given first) and what the search cost."""
+
+    modes: tuple[LocalMode, ...]
+    data_used: int
+    seconds: float
+
+
+def dispersed_points(key: jax.Array, centre: np.ndarray, num_starts: int) -> np.ndarray:
+    """``num_starts`` antithetic points ``+- (2 + 2|centre|) u`` with ``u ~ U(-1, 1)^d`` (``num_starts`` even)."""
+    u = np.asarray(jax.random.uniform(key, (num_starts // 2, centre.size), minval=-1.0, maxval=1.0), np.float64)
+    half = (2.0 + 2.0 * np.abs(centre)) * u
+    return np.concatenate([half, -half])
+
+
+def adam_ends(model: Model, arrays: PyTree, n: int, starts: jax.Array, unravel, key: jax.Array, temperature: float,
+              steps: int, b: int, learning_rate: float) -> tuple[np.ndarray, np.ndarray]:
+    """Vmapped minibatch Adam (cosine-decayed rate) from each start: the mean of the last quarter of iterates, and finiteness."""
+    log_prior, log_lik_sum = log_posterior_parts(model, unravel, temperature)
+    opt = optax.adam(optax.cosine_decay_schedule(learning_rate, steps, alpha=0.01))
+    tail = max(1, steps // 4)
+
+    def estimate(flat, batch):
+        return log_prior(flat) + (n / b) * log_lik_sum(flat, batch)
+
+    def one_start(flat, keys):
+        def one(carry, x):
+            flat, state, ok, total = carry
+            i, k = x
+            idx, _ = chunk_indices(k, jnp.zeros((), jnp.int32), b, n)
+            value, grad = jax.value_and_grad(estimate)(flat, take(arrays, idx))
+            ok = ok & jnp.isfinite(value) & jnp.all(jnp.isfinite(grad))
+            updates, new_state = opt.update(-jnp.where(ok, grad, 0.0), state, flat)
+            flat = jnp.where(ok, optax.apply_updates(flat, updates), flat)
+            total = total + jnp.where(i >= steps - tail, flat, 0.0)
+            return (flat, new_state, ok, total), None
+
+        init = (flat, opt.init(flat), jnp.asarray(True), jnp.zeros_like(flat))
+        (_, _, ok, total), _ = jax.lax.scan(one, init, (jnp.arange(steps), keys))
+        return total / tail, ok
+
+    keys = jax.vmap(lambda k: jax.random.split(k, steps))(jax.random.split(key, starts.shape[0]))
+    ends, ok = jax.jit(jax.vmap(one_start))(starts, keys)
+    return np.asarray(ends, np.float64), np.asarray(ok)
+
+
+def distance(flat: np.ndarray, mode: LocalMode) -> float:
+    """Mahalanobis distance of ``flat`` from ``mode`` in its Laplace s.d.s."""
+    diff = flat - np.asarray(ravel_pytree(mode.theta)[0], np.float64)
+    return float(np.sqrt(diff @ np.linalg.solve(mode.covariance, diff)))
+
+
+def is_new(flat: np.ndarray, modes: list[LocalMode]) -> bool:
+    """Whether ``flat`` is more than ``SEPARATION`` Laplace s.d.s from every known mode."""
+    return all(distance(flat, m) > SEPARATION for m in modes)
+
+
+def as_local(mode: ModeResult) -> LocalMode | None:
+    """The converged, strictly concave result of ``find_mode`` as a ``LocalMode``, else ``None``."""
+    if not mode.converged or mode.hessian is None:
+        return None
+    neg = -0.5 * (mode.hessian + mode.hessian.T)
+    lam = np.linalg.eigvalsh(neg)
+    if lam[0] <= lam[-1] * neg.shape[0] * np.finfo(np.float64).eps:
+        return None
+    return LocalMode(mode.theta_hat, float(mode.log_posterior), np.linalg.inv(neg))
+
+
+def find_modes(model: Model, source: DataSource, first: LocalMode, *, key: jax.Array, temperature: float = 1.0,
+               num_starts: int = 8, steps: int = 300, batch_size: int = 256, learning_rate: float = 0.05,
+               newton_steps: int = 10) -> ModeSearch:
+    """The modes reached from ``num_starts`` dispersed starts besides ``first`` (heaviest Laplace mass first)."""
+    start = time.perf_counter()
+    flat0, unravel = ravel_pytree(first.theta)
+    k_starts, k_adam = jax.random.split(key)
+    b = min(batch_size, source.n)
+    points = dispersed_points(k_starts, np.asarray(flat0, np.float64), num_starts)
+    ends, ok = adam_ends(model, source.arrays(), source.n, jnp.asarray(points, flat0.dtype), unravel, k_adam, temperature, steps, b,
+                         learning_rate)
+    modes, used = [first], num_starts * steps * b
+    derivatives = full_pass_fns(model, unravel, temperature, source.n, DEFAULT_CHUNK, with_hessian=True)[1]
+    for end in ends[ok]:
+        if not is_new(end, modes):
+            continue
+        try:  # one full pass: where a Newton step from the end point lands
+            here = checked_pass(derivatives, jnp.asarray(end, flat0.dtype), source.arrays(), "multi-start", "at an Adam end point")
+            used += source.n
+            target = end + newton_direction(here.hessian, here.grad)
+            if not is_new(target, modes):  # in a known mode's basin: Adam's end was only short of it
+                continue
+            polished = find_mode(model, source, unravel(jnp.asarray(target, flat0.dtype)), key=k_adam, temperature=temperature,
+                                 adam_steps=0, newton_steps=newton_steps)
+        except ValueError:  # a start in a region of non-finite density: not a mode
+            continue
+        used += polished.data_used
+        local = as_local(polished)
+        if local is not None and is_new(np.asarray(ravel_pytree(local.theta)[0], np.float64), modes):
+            modes.append(local)
+    heaviest = max(m.log_mass for m in modes)
+    kept = [m for m in modes if m is first or m.log_mass - heaviest >= np.log(MIN_MASS)]
+    kept = [first] + sorted((m for m in kept if m is not first), key=lambda m: -m.log_mass)
+    return ModeSearch(tuple(kept), used, time.perf_counter() - start)
+
+
+def describe(modes: tuple[LocalMode, ...]) -> str:
+    """One line per mode: position, log posterior and relative Laplace mass."""
+    heaviest = max(m.log_mass for m in modes)
+    lines = []
+    for i, m in enumerate(modes):
+        flat = np.asarray(ravel_pytree(m.theta)[0], np.float64)
+        lines.append(f"mode {i}: theta = {np.array2string(flat, precision=4, threshold=8)}, log density {m.log_posterior:.6g},"
+                     f" Laplace mass {np.exp(m.log_mass - heaviest):.3g} of the heaviest")
+    return "; ".join(lines)

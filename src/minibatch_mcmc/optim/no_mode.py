@@ -1,0 +1,104 @@
+"""What to do when the mode search did not converge: stop naming the diverging parameters, or warn.
+
+The remaining distance to the mode of the local quadratic, in Laplace standard deviations, is the Newton
+decrement ``sqrt(g' (-H)^{-1} g)``. Below ``NEAR_MODE`` the end point is within a fraction of a posterior
+s.d. of a mode: the proxy is centred a little off it, which costs efficiency but not exactness (its control
+variates are exact in expectation at any centre), so the warm-up warns. Further away, or where ``-H`` is not
+positive definite, there is no mode to centre on: a log posterior still climbing after the full-data
+Newton steps is the signature of a likelihood with no maximum along some direction (separable classes) and a
+prior too weak (or flat: an improper posterior) to make one, so the warm-up stops with ``NoModeError``.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import jax
+import numpy as np
+from jax.flatten_util import ravel_pytree
+
+from minibatch_mcmc.models.base import Model
+from minibatch_mcmc.optim.mode import ModeResult, newton_direction
+
+PyTree = Any
+
+NEAR_MODE = 0.5
+"""Newton decrement (Laplace s.d.s to the mode) below which a non-converged search only warns."""
+
+SHOWN = 5
+"""Diverging parameters named in the message, at most."""
+
+WEAK_PRIOR = 0.01
+"""Share of the curvature along the diverging direction below which the prior is called too weak."""
+
+
+class NoModeError(ValueError):
+    """The warm-up found no mode to centre the proxy on (a log posterior still increasing, or not concave)."""
+
+
+def flat_names(theta: PyTree) -> list[str]:
+    """A readable name for every element of ``theta`` in flattened (``ravel_pytree``) order, e.g. ``theta[1]``, ``['w'][0, 2]``."""
+    names = []
+    for path, leaf in jax.tree_util.tree_flatten_with_path(theta)[0]:
+        stem = "theta" + jax.tree_util.keystr(path)
+        shape = np.shape(leaf)
+        names += [f"{stem}[{', '.join(map(str, i))}]" if shape else stem for i in np.ndindex(*shape)] if shape else [stem]
+    return names
+
+
+def newton_decrement(grad: np.ndarray, hessian: np.ndarray) -> tuple[float, np.ndarray]:
+    """``sqrt(g' d)`` with ``d`` the (eigenvalue-safeguarded) Newton step, and ``d``."""
+    step = newton_direction(hessian, grad)
+    return float(np.sqrt(max(float(grad @ step), 0.0))), step
+
+
+def diverging(step: np.ndarray, names: list[str], theta: np.ndarray) -> str:
+    """The parameters carrying most of the Newton step: name, current value and the step still to take."""
+    order = np.argsort(-np.abs(step))
+    big = [int(i) for i in order if abs(step[i]) >= 0.1 * abs(step[order[0]])][:SHOWN]
+    return ", ".join(f"{names[i]} = {theta[i]:.4g} (Newton step {step[i]:+.4g})" for i in big)
+
+
+def likely_cause(model: Model, mode: ModeResult, step: np.ndarray, n: int) -> str:
+    """Separable data and a weak or flat prior, with the measured prior share of the curvature and log-likelihood per row."""
+    flat, unravel = ravel_pytree(mode.theta_hat)
+    prior_fn = lambda x: model.log_prior(unravel(x))  # noqa: E731 - the prior as a function of the flat parameter
+    u = step / max(float(np.linalg.norm(step)), np.finfo(np.float64).tiny)
+    prior_h = np.asarray(jax.hessian(prior_fn)(flat), np.float64)
+    total, prior = -float(u @ mode.hessian @ u), -float(u @ prior_h @ u)
+    share = prior / total if total > 0 else 0.0
+    per_row = (mode.log_posterior - float(prior_fn(flat))) / n
+    weak = "flat (an improper posterior)" if prior == 0 else f"too weak there (it gives {share:.2%} of the curvature)"
+    return (
+        f"the likelihood has no maximum along this direction (e.g. classes separable by these parameters in a "
+        f"classification model: the log-likelihood per row is {per_row:.4g}) and the prior is "
+        f"{weak if share < WEAK_PRIOR else f'giving {share:.2%} of the curvature'}"
+    )
+
+
+def check_mode(model: Model, mode: ModeResult, n: int, newton_steps: int) -> None:
+    """Return if ``mode`` converged; warn if it is within ``NEAR_MODE`` Laplace s.d.s of a mode; else raise ``NoModeError``."""
+    if mode.converged or mode.hessian is None or mode.gradient is None:
+        return
+    flat = np.asarray(ravel_pytree(mode.theta_hat)[0], np.float64)
+    grad = np.asarray(mode.gradient, np.float64)
+    decrement, step = newton_decrement(grad, mode.hessian)
+    concave = bool(np.all(np.linalg.eigvalsh(-0.5 * (mode.hessian + mode.hessian.T)) > 0))
+    if concave and decrement < NEAR_MODE:
+        warnings.warn(
+            f"the mode search did not reach its tolerance (gradient norm {mode.grad_norm:.3g}) but the end point is "
+            f"{decrement:.3g} Laplace s.d.s from the mode (Newton decrement): the proxy is centred slightly off the mode, "
+            "which costs efficiency, not exactness",
+            stacklevel=3,
+        )
+        return
+    where = "the log posterior is not concave there" if not concave else f"its local quadratic puts a mode {decrement:.4g} Laplace s.d.s further on (Newton decrement)"
+    raise NoModeError(
+        f"the warm-up found no posterior mode: after {newton_steps} full-data Newton steps the log posterior "
+        f"({mode.log_posterior:.6g}) still increases and {where}. Diverging parameters: "
+        f"{diverging(step, flat_names(mode.theta_hat), flat)}. Likely cause: {likely_cause(model, mode, step, n)}. "
+        "Give these parameters a proper prior with a smaller scale, or drop the separating feature; if the posterior "
+        "is proper and the mode is only far, raise newton_steps (of warmup or auto_sample)"
+    )
+

@@ -1,0 +1,55 @@
+"""Multi-start mode search (the mirror modes of x ~ N(theta^2, 1) are in tests/test_warmup_modes.py): the label-switched modes of a symmetric
+two-component mixture are both found from one start; a unimodal logistic posterior costs the Adam minibatches
+alone (no full-data polish, one mode)."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.scipy.special import logsumexp
+
+from minibatch_mcmc.data.arrays import as_data_source
+from minibatch_mcmc.models import logistic_regression
+from minibatch_mcmc.models.base import Model, gaussian_prior
+from minibatch_mcmc.optim.mode import find_mode, laplace_covariance
+from minibatch_mcmc.optim.multistart import LocalMode, dispersed_points, find_modes
+
+
+def first_mode(model, data, theta0):
+    m = find_mode(model, data, theta0, key=0)
+    return LocalMode(m.theta_hat, m.log_posterior, laplace_covariance(m.hessian))
+
+
+def mixture_model():
+    """``x ~ 0.5 N(mu_1, 1) + 0.5 N(mu_2, 1)``, prior ``N(0, 10^2)``: modes at (a, b) and (b, a)."""
+    def log_lik(theta, x):
+        return logsumexp(jnp.stack([-0.5 * (x - theta[0]) ** 2, -0.5 * (x - theta[1]) ** 2]), axis=0) - jnp.log(2.0)
+    return Model(log_prior=gaussian_prior(0.0, 10.0), log_lik=log_lik, name="mixture")
+
+
+@pytest.mark.slow
+def test_label_switched_mixture_modes_are_both_found():
+    """Data from N(-2, 1) and N(2, 1): the search from (-1, 1) also finds (2, -2), with the same log density."""
+    rng = np.random.default_rng(3)
+    x = np.concatenate([rng.normal(-2, 1, 1000), rng.normal(2, 1, 1000)]).astype(np.float32)
+    model = mixture_model()
+    found = find_modes(model, as_data_source(x), first_mode(model, x, jnp.asarray([-1.0, 1.0])), key=jax.random.key(0))
+    pos = [np.asarray(m.theta) for m in found.modes]
+    assert len(pos) == 2, pos
+    np.testing.assert_allclose(pos[1], pos[0][::-1], atol=0.02)
+    assert abs(found.modes[0].log_posterior - found.modes[1].log_posterior) < 0.05
+
+
+def test_unimodal_search_reads_only_the_adam_minibatches():
+    """A logistic posterior: one mode, and the search reads 8 x 300 x 256 rows (no full-data polish)."""
+    rng = np.random.default_rng(0)
+    data = {"x": np.column_stack([np.ones(3000), rng.standard_normal(3000)]).astype(np.float32), "y": rng.integers(0, 2, 3000).astype(np.int32)}
+    model = logistic_regression(prior_scale=5.0)
+    found = find_modes(model, as_data_source(data), first_mode(model, data, jnp.zeros(2)), key=jax.random.key(2))
+    assert len(found.modes) == 1 and found.data_used == 8 * 300 * 256
+
+
+def test_dispersed_points_are_antithetic_and_reach_past_the_mode():
+    p = dispersed_points(jax.random.key(0), np.array([0.5, -3.0]), 8)
+    np.testing.assert_array_equal(p[:4], -p[4:])
+    assert np.all(np.abs(p) <= np.array([3.0, 8.0])) and np.abs(p[:, 1]).max() > 3.0

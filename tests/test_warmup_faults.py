@@ -1,0 +1,79 @@
+"""Warm-up faults: a data file changed during any phase is a ``DataChangedError`` naming the file; a bad row is
+named; ``N`` below the default minibatch is sampled with the minibatch capped at ``N``."""
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from minibatch_mcmc import models
+from minibatch_mcmc.acceptance import BarkerTest
+from minibatch_mcmc.data import open_npy
+from minibatch_mcmc.data.host import DataChangedError
+from minibatch_mcmc import warmup as warmup_module
+from minibatch_mcmc.warmup import auto_sample, warmup
+
+SMALL = dict(num_windows=2, window_size=20, num_starts=0)
+
+
+def gaussian_file(tmp_path, n=5000):
+    path = tmp_path / "x.npy"
+    np.save(path, (np.random.default_rng(0).standard_normal((n, 2)) + 1.0).astype(np.float32))
+    return path
+
+
+@pytest.mark.parametrize("phase", ["mode", "tuning"])
+def test_file_truncated_during_warmup_is_data_changed_error(tmp_path, monkeypatch, phase):
+    """Before: jax.errors.JaxRuntimeError 'CpuCallback error'. Now: DataChangedError naming the file, from the
+    mode search (file truncated before it) and from tuning (file truncated as tuning starts)."""
+    path = gaussian_file(tmp_path)
+    src = open_npy(path)
+    truncate = lambda: np.save(path, np.zeros((10, 2), np.float32))  # noqa: E731 - rewriting the file in place
+    if phase == "mode":
+        truncate()
+    else:
+        original = warmup_module.tune
+
+        def tune_after_truncation(*args, **kwargs):
+            truncate()
+            return original(*args, **kwargs)
+
+        monkeypatch.setattr(warmup_module, "tune", tune_after_truncation)
+    with pytest.raises(DataChangedError, match=r"x\.npy .* changed during the run"):
+        warmup(models.gaussian_mean(), src, jnp.zeros(2), key=0, **SMALL)
+
+
+@pytest.mark.parametrize("n", [1, 20])
+def test_n_below_the_default_minibatch_caps_it(n):
+    """Before: 'batch_size m=50 exceeds the number of data points N=1', a default never set. Now: the exact Barker
+    test on all N rows (what a minibatch of N would be), whose target acceptance the scale is tuned to."""
+    x = (np.random.default_rng(1).standard_normal((n, 2)) + 1.0).astype(np.float32)
+    w = warmup(models.gaussian_mean(), x, jnp.zeros(2), key=0, **SMALL)
+    assert isinstance(w.test, BarkerTest) and np.isfinite(w.scale) and w.scale > 0
+
+
+def test_row_with_an_absurd_value_is_named():
+    """Before: 'non-finite full-data log posterior ... check theta0 and the model's support', no row. Now: row 1234."""
+    x = (np.random.default_rng(2).standard_normal((3000, 2)) + 1.0).astype(np.float32)
+    x[1234, 1] = 1e30
+    with pytest.raises(ValueError, match=r"datum 1234 \(row 1234 of the data\) has log-likelihood -inf"):
+        warmup(models.gaussian_mean(), x, jnp.zeros(2), key=0, **SMALL)
+
+
+@pytest.mark.slow
+def test_auto_sample_resume_restores_the_warmup(tmp_path, monkeypatch):
+    """Before: a resumed auto_sample redid the whole warm-up. Now: it is restored from the checkpoint directory
+    (the warm-up is not called again) and the resumed draws equal an uninterrupted run's."""
+    x = (np.random.default_rng(3).standard_normal((2000, 2)) + 1.0).astype(np.float32)
+    kw = dict(num_chains=2, key=4, progress=False, block_size=50, num_starts=0)
+    whole, _ = auto_sample(models.gaussian_mean(), x, jnp.zeros(2), num_samples=100, checkpoint_dir=tmp_path / "a", **kw)
+    auto_sample(models.gaussian_mean(), x, jnp.zeros(2), num_samples=50, checkpoint_dir=tmp_path / "b", **kw)
+
+    def no_warmup(*args, **kwargs):
+        raise AssertionError("the warm-up was redone")
+
+    monkeypatch.setattr(warmup_module, "warmup", no_warmup)
+    resumed, w = auto_sample(models.gaussian_mean(), x, jnp.zeros(2), num_samples=100, checkpoint_dir=tmp_path / "b", resume=True, **kw)
+    np.testing.assert_array_equal(np.asarray(resumed.positions), np.asarray(whole.positions))
+    assert w.cost["mode"].data > 0
+    with pytest.raises(ValueError, match="cannot resume with the warm-up saved in .* other settings"):
+        auto_sample(models.gaussian_mean(), x, jnp.ones(2), num_samples=100, checkpoint_dir=tmp_path / "b", resume=True, **kw)
