@@ -51,7 +51,7 @@ from minibatch_mcmc.data import open_npy, open_parquet, prefetch
 from minibatch_mcmc.data.generate import write_npy, write_parquet
 from minibatch_mcmc.models import logistic_regression
 from minibatch_mcmc.proposals import random_walk
-from minibatch_mcmc.samplers import build_kernel, mhminibatch_plan
+from minibatch_mcmc.samplers import build_kernel, prefetch_plan
 
 D = 10
 
@@ -106,7 +106,7 @@ def part1(args, chains: int, steps: int) -> tuple[dict, dict]:
     paths = {"x": root / "npy" / "x.npy", "y": root / "npy" / "y.npy"}
     memmap = open_npy(paths, check_finite=False)
     parquet = open_parquet(root / "parquet", check_finite=False)
-    plan = mhminibatch_plan(key, steps, chains, m, n)
+    plan = prefetch_plan(mh_minibatch(m), key, steps, chains, n)
     sources = {
         "in-memory": {"x": jnp.asarray(np.load(paths["x"])), "y": jnp.asarray(np.load(paths["y"]))},
         "memmap (.npy)": memmap,

@@ -26,7 +26,7 @@ LAYERS = {
 }
 """Layer of each top-level part, bottom (0) to top: a module may import its own layer and the ones below."""
 MAX_LINES = 400
-HOOKS = ("validate", "temperature_factor", "gradient_batch_size", "decide", "log_ratio", "known_sum", "log_lik_sum")
+HOOKS = ("validate", "temperature_factor", "decision_rule", "first_rows", "gradient_batch_size", "decide", "log_ratio", "known_sum", "residual_bounds", "log_lik_sum")
 PARTS = ("test", "proposal", "model", "estimator")
 """Objects whose declared fields (``name`` included) are read directly, never with getattr."""
 

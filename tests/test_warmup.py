@@ -13,7 +13,7 @@ from helpers_glm import glm_data, glm_quadrature
 from minibatch_mcmc.acceptance import MetropolisTest, mh_minibatch
 from minibatch_mcmc.diagnostics import check_moments
 from minibatch_mcmc.models import logistic_regression
-from minibatch_mcmc.acceptance import mh_minibatch_skew
+from minibatch_mcmc.acceptance import mh_minibatch_skew, no_test, scalable_mh
 from minibatch_mcmc.warmup import TARGET_ACCEPT, auto_sample, decision_rule, warmup
 
 
@@ -49,8 +49,11 @@ def test_auto_sample_matches_quadrature(glm):
 
 def test_targets_follow_the_decision_rule():
     """MHminibatch approximates Barker's rule (acceptance <= 1/2 for small moves), so it gets Barker's targets."""
-    assert decision_rule(mh_minibatch()) == "barker" and decision_rule(MetropolisTest()) == "metropolis"
-    assert decision_rule(mh_minibatch_skew()) == "barker"
+    assert mh_minibatch().decision_rule == "barker" and MetropolisTest().decision_rule == "metropolis"
+    assert mh_minibatch_skew().decision_rule == "barker"
+    # the warm-up reads the declared rule: Barker's targets for Barker tests, Metropolis' for every other
+    assert decision_rule(mh_minibatch()) == "barker" and decision_rule(scalable_mh()) == "metropolis"
+    assert decision_rule(no_test()) == "metropolis"
     assert TARGET_ACCEPT[("barker", "langevin")] < 0.5 < TARGET_ACCEPT[("metropolis", "langevin")]
 
 

@@ -25,8 +25,7 @@ from jax.flatten_util import ravel_pytree
 
 from minibatch_mcmc.acceptance.base import AcceptanceTest
 from minibatch_mcmc.acceptance.exact import BarkerTest
-from minibatch_mcmc.acceptance.mhminibatch import MHMinibatch, mh_minibatch
-from minibatch_mcmc.acceptance.mhminibatch_skew import MHMinibatchSkew
+from minibatch_mcmc.acceptance.mhminibatch import mh_minibatch
 from minibatch_mcmc.checks import check_bool, check_choice, check_int, check_positive
 from minibatch_mcmc.control_variates import MAX_DENSE_DIM, TaylorProxy, taylor_proxy
 from minibatch_mcmc.control_variates.influence import Influence, influential_rows
@@ -119,8 +118,8 @@ class Warmup(NamedTuple):
 
 
 def decision_rule(test: AcceptanceTest) -> str:
-    """``"barker"`` for tests that accept with (approximately) Barker's probability, else ``"metropolis"``."""
-    return "barker" if isinstance(test, (MHMinibatch, MHMinibatchSkew, BarkerTest)) else "metropolis"
+    """The warm-up's rule for targets and moves: ``"barker"`` for a test that declares Barker's rule, else ``"metropolis"``."""
+    return "barker" if test.decision_rule == "barker" else "metropolis"
 
 
 def initial_scale(kind: str, d: int) -> float:

@@ -105,12 +105,13 @@ def test_hidden_data_is_the_range_pass_unless_a_bound_is_given():
     # a looser bound is still valid but needs more data
     loose, _ = outcomes(mh_sublhd(M, range_bound=lambda s: jnp.float32(4 * c)), r, psi)
     assert np.all(loose.hidden_data == 0) and loose.batch_size.mean() > emp.batch_size.mean()
-    # epsilon = N c_t at the deciding look: the interval Delta* +- epsilon excluded log u; 0 at t = N
+    # half_width = N c_t at the deciding look: the interval Delta* +- half_width excluded log u; 0 at t = N
     early = emp.batch_size < N
     assert early.any() and (~early).any()
-    assert np.all(emp.epsilon[~early] == 0) and np.all(emp.s2[~early] == 0)
-    assert np.all(np.abs(emp.delta_star[early] - log_u[early]) > emp.epsilon[early])
-    assert np.all(emp.epsilon[early] > 0) and np.all(emp.s2[early] > 0)
+    assert np.all(emp.half_width[~early] == 0) and np.all(emp.s2[~early] == 0)
+    assert np.all(np.abs(emp.delta_star[early] - log_u[early]) > emp.half_width[early])
+    assert np.all(emp.half_width[early] > 0) and np.all(emp.s2[early] > 0)
+    assert np.all(emp.epsilon == 0) and np.all(emp.pvalue_threshold == 0)  # one meaning per record column
     assert not emp.nonfinite.any()
 
 

@@ -50,7 +50,7 @@ def _check_at_scale(name, out, keys, delta):
     # MHSubLhd's range term 6 C log(3/delta_k) / t is set by max |l_i| (the common part C included),
     # so at N = 20,000 it uses every point; the others stop after a few chunks
     assert np.all((out.batch_size >= 2) & (out.batch_size <= (20_000 if name == "mhsublhd" else 1000)))
-    for field in ("s2", "epsilon", "delta_star"):
+    for field in ("s2", "epsilon", "pvalue_threshold", "half_width", "delta_star"):
         assert np.all(np.isfinite(getattr(out, field))), field
     # Lambda_i = SCALE r_i has s.d. SCALE S sqrt(2) = 0.66: the estimate is within a few s.e. of Delta = 0.4
     se = np.sqrt(np.maximum(out.s2, 0)) + 0.66 * np.sqrt(2.0 / out.batch_size)

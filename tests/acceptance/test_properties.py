@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from minibatch_mcmc.acceptance import BarkerTest, MetropolisTest, austere_mh, austere_mh_adaptive, mh_minibatch, mh_sublhd, naive_minibatch
 from minibatch_mcmc.acceptance.austere import design_adaptive, design_table
-from minibatch_mcmc.acceptance.base import Statistics, uniform_from_bits
+from minibatch_mcmc.acceptance.base import DECISION_RULES, Statistics, uniform_from_bits
 from minibatch_mcmc.acceptance.mhsublhd import threshold_uniform
 
 SIZES = (2, 61, 5000)
@@ -97,6 +97,17 @@ def _exact_uniform(name: str, key) -> tuple[str, float]:
 
 
 @pytest.mark.parametrize("name", sorted(BUILDERS))
+def test_each_test_declares_its_rule_and_first_rows(name):
+    """Every test says which acceptance probability it targets and which distinct rows it reads first (none: full data)."""
+    test = BUILDERS[name](61)
+    assert test.decision_rule in DECISION_RULES
+    assert test.decision_rule == ("barker" if name == "barker" or name.startswith("mhminibatch") else "metropolis")
+    rows = np.asarray(test.first_rows(jax.random.key(3), 61))
+    assert rows.dtype == np.int32 and np.unique(rows).size == rows.size and np.all((rows >= 0) & (rows < 61))
+    assert (rows.size == 0) == (name in ("metropolis", "barker"))
+
+
+@pytest.mark.parametrize("name", sorted(BUILDERS))
 @settings(max_examples=10, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(
     n=st.sampled_from(SIZES),
@@ -121,9 +132,12 @@ def test_acceptance_test_properties(name, n, kind, log_scale, loc, seed, psi, lo
     batch = int(out.batch_size)
     assert 1 <= batch <= n
     assert not out.nonfinite
-    for field in ("s2", "epsilon", "delta_star"):
+    for field in ("s2", "epsilon", "pvalue_threshold", "half_width", "delta_star"):
         assert not np.isnan(getattr(out, field)), field
-    assert out.s2 >= 0 and out.epsilon >= 0
+    assert out.s2 >= 0 and out.epsilon >= 0 and out.pvalue_threshold >= 0 and out.half_width >= 0
+    # one meaning per column: only MHminibatch records a CLT bound, only AustereMH a p-value threshold, only MHSubLhd N c_t
+    assert (out.epsilon == 0 or name.startswith("mhminibatch")) and (out.pvalue_threshold == 0 or name.startswith("austere"))
+    assert out.half_width == 0 or name.startswith("mhsublhd")
     if psi == -np.inf:
         assert not out.accepted and out.delta_star == -np.inf
         return

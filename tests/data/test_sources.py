@@ -27,7 +27,7 @@ from minibatch_mcmc.data import (
 from minibatch_mcmc.data.generate import logistic_chunks, main as generate_main
 from minibatch_mcmc.models import logistic_regression
 from minibatch_mcmc.proposals import random_walk
-from minibatch_mcmc.samplers import mhminibatch_plan
+from minibatch_mcmc.samplers import prefetch_plan
 from draws_tolerance import mismatches
 from reference_cases import flat_draws
 
@@ -155,7 +155,7 @@ def test_mhminibatch_draws_identical_to_in_memory_on_every_source(sources, in_me
     # one sampler run (one compile): every gather is served by all five sources and compared, and the
     # first chunk of each step comes from the read-ahead thread of a prefetch plan
     agree = _AgreeingReader([sources[name].reader for name in NAMES])
-    src = prefetch(HostData(agree), mhminibatch_plan(1, 40, CHAINS, M, N), depth=4)
+    src = prefetch(HostData(agree), prefetch_plan(mh_minibatch(M), 1, 40, CHAINS, N), depth=4)
     res = _run(src)
     src.reader.close()
     assert agree.gathers >= 40 and agree.mismatches == []

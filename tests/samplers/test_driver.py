@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from minibatch_mcmc import BarkerTest, mh_minibatch, random_walk, sample
+from minibatch_mcmc.samplers import RECORD_FIELDS
 from minibatch_mcmc.models import Model, gaussian_mean, gaussian_mixture, make_mixture_data
 
 
@@ -30,7 +31,8 @@ def run(data, **kw):
 def test_records_shapes_and_inference_data(mixture_data, tmp_path):
     res = run(mixture_data, num_chains=3)
     assert np.asarray(res.positions).shape == (3, 300, 2)
-    for k in ("accepted", "batch_size", "s2", "epsilon", "delta_star"):
+    assert set(res.records) == set(RECORD_FIELDS)
+    for k in RECORD_FIELDS:
         assert res.records[k].shape == (3, 300)
     assert np.all(res.records["s2"] < 1.0)
     s = res.summary()

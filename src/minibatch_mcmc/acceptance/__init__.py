@@ -11,6 +11,7 @@ from minibatch_mcmc.acceptance.mhsublhd import MHSubLhd, mh_sublhd
 from minibatch_mcmc.acceptance.naive import NaiveMinibatch, naive_minibatch
 from minibatch_mcmc.acceptance.mint import MINT, MINTSettings, mint, mint_temperature, resolve_mint
 from minibatch_mcmc.acceptance.none import NoTest, no_test
+from minibatch_mcmc.acceptance.smh import ScalableMH, scalable_mh
 
 __all__ = [
     "AcceptanceTest",
@@ -44,4 +45,6 @@ __all__ = [
     "resolve_mint",
     "NoTest",
     "no_test",
+    "ScalableMH",
+    "scalable_mh",
 ]

@@ -53,10 +53,18 @@ from minibatch_mcmc.acceptance.austere_design import (  # the design lives there
     simulate_design,
     worst_case_error,
 )
-from minibatch_mcmc.acceptance.base import Statistics, TestOutcome, check_batch_fits, data_free_delta, uniform_from_bits, untempered
-from minibatch_mcmc.acceptance.streaming import StreamingSums, add_rows, decision_dtype, init_sums, mean_and_variance, read_terms
+from minibatch_mcmc.acceptance.base import Statistics, TestOutcome, check_batch_fits, data_free_delta, untempered
+from minibatch_mcmc.acceptance.streaming import (
+    StreamingSums,
+    decision_dtype,
+    first_chunk,
+    grow,
+    init_sums,
+    mean_and_variance,
+    order_and_uniform,
+)
 from minibatch_mcmc.checks import check_int, check_probability
-from minibatch_mcmc.data.indexing import MAX_DATA, chunk_indices
+from minibatch_mcmc.data.indexing import MAX_DATA
 from minibatch_mcmc.data.passes import full_data_sum
 
 # --------------------------------------------------------------------------------------------
@@ -173,6 +181,12 @@ class AustereMH(NamedTuple):
         return worst_case_error(int(n_data), int(self.batch_size), float(self.epsilon)).error
 
     temperature_factor = staticmethod(untempered)
+    decision_rule = "metropolis"
+
+    def first_rows(self, key: jax.Array, n_data: int) -> jax.Array:
+        """The first chunk (``m``, or the design's base chunk), read after any full-data pass."""
+        chunk_m = self.batch_size if self.design is None else self.design.base_chunk
+        return first_chunk(key, order_and_uniform(key, jnp.float32)[0], int(chunk_m), n_data)
 
     def stage(self, stats: Statistics, per_datum, mu0: jax.Array, dtype) -> tuple[int, jax.Array, jax.Array, jax.Array, jax.Array]:
         """Chunk size, stage size ``m``, threshold ``epsilon``, hidden data and a non-finite flag for this step."""
@@ -196,9 +210,8 @@ class AustereMH(NamedTuple):
     def decide(self, key: jax.Array, stats: Statistics) -> TestOutcome:
         """Sequential t-test of ``mu > mu_0`` on growing minibatches."""
         n = stats.n_data
-        bits = jax.random.bits(key, (5,), dtype=jnp.uint32)
         dtype = decision_dtype(stats)
-        u = uniform_from_bits(bits[4], dtype)
+        round_keys, u = order_and_uniform(key, dtype)
         mu0 = (jnp.log(u) - data_free_delta(stats)) / n
         temp = stats.temperature
 
@@ -207,10 +220,7 @@ class AustereMH(NamedTuple):
 
         chunk_m, stage_m, eps, hidden, bad_full = self.stage(stats, per_datum, mu0, dtype)
 
-        def add_chunk(carry: tuple[jax.Array, StreamingSums, jax.Array]) -> tuple[jax.Array, StreamingSums, jax.Array]:
-            chunk, st, _ = carry
-            idx, valid = chunk_indices(key, chunk, chunk_m, n, bits[:4])
-            st = add_rows(st, read_terms(stats, idx, dtype) / temp, valid)
+        def stop(st: StreamingSums, state: tuple) -> tuple[tuple, jax.Array]:
             count = st.count
             # test only at multiples of the stage size m (or when the data run out)
             at_stage = (count % stage_m == 0) | (count >= n)
@@ -219,12 +229,10 @@ class AustereMH(NamedTuple):
             s = jnp.sqrt(var / nf * _fpc(count, n, dtype))
             t = (mean - mu0) / jnp.maximum(s, jnp.finfo(dtype).tiny)
             pval = jnp.where(count >= n, 0.0, student_t_pvalue(t, jnp.maximum(nf - 1.0, 1.0)))
-            done = (at_stage & (pval < eps)) | (count >= n) | st.bad
-            return chunk + 1, st, done
+            return state, (at_stage & (pval < eps)) | (count >= n) | st.bad
 
         st0 = init_sums(dtype)._replace(bad=bad_full)
-        i0 = jnp.zeros((), jnp.int32)
-        _, st, _ = jax.lax.while_loop(lambda c: ~c[2], add_chunk, add_chunk((i0, st0, jnp.zeros((), bool))))
+        st, _ = grow(key, round_keys, stats, chunk_m, lambda raw: raw / temp, stop, (), st0)
         nf = st.count.astype(dtype)
         mean, var = mean_and_variance(st)
         fpc = _fpc(st.count, n, dtype)
@@ -235,11 +243,13 @@ class AustereMH(NamedTuple):
             accepted=(mean > mu0) & prior_ok & ~bad,
             batch_size=st.count,
             s2=big_n * big_n * (var / nf * fpc),
-            epsilon=eps,
+            epsilon=jnp.zeros((), dtype),
             delta_star=jnp.where(prior_ok, big_n * mean + data_free_delta(stats), -jnp.inf),
             nonfinite=bad,
             hidden_data=hidden,
             residual_sd=jnp.sqrt(var) * stats.temperature,
+            pvalue_threshold=eps,
+            half_width=jnp.zeros((), dtype),
         )
 
 

@@ -25,6 +25,19 @@ from minibatch_mcmc.data.passes import full_data_sum
 PyTree = Any
 
 
+class ResidualBounds(NamedTuple):
+    """What a bound-based test (Scalable MH, MH-SS, TunaMH) needs beyond the terms: ``|log_ratio_i| <= per_datum(rows)_i``."""
+
+    per_datum: Callable[[PyTree], jax.Array]
+    """Bound on each row's un-tempered term ``|log_ratio_i|`` for the current pair ``(theta, theta')``."""
+    total: jax.Array
+    """Sum of ``per_datum`` over all ``N`` rows, known without reading the data (from sums kept by the estimator)."""
+    largest: jax.Array
+    """Largest ``per_datum`` over all ``N`` rows, known without the data (a test sampling rows uniformly thins at this rate)."""
+    draw: Callable[[jax.Array, int], jax.Array] | None = None
+    """``draw(key, count)``: rows drawn with probability proportional to ``per_datum`` (None: draw rows uniformly)."""
+
+
 class Statistics(NamedTuple):
     """Inputs to one accept/reject decision for a candidate ``theta'`` against ``theta``."""
 
@@ -40,6 +53,8 @@ class Statistics(NamedTuple):
     """Temperature ``K``: each log-likelihood is divided by ``K`` (the prior is not)."""
     known_sum: jax.Array | float = 0.0
     """Data-free part of the log-likelihood difference (a control variate's proxy sum), un-tempered; 0 without one."""
+    bounds: ResidualBounds | None = None
+    """Per-datum bounds on the terms when the estimator supplies them (None: a test that needs them refuses to run)."""
 
 
 class TestOutcome(NamedTuple):
@@ -52,7 +67,7 @@ class TestOutcome(NamedTuple):
     s2: jax.Array
     """Estimated variance of ``delta_star`` (0 for full-data tests)."""
     epsilon: jax.Array
-    """CLT error bound of Corollary 1 for the final minibatch (0 for full-data tests)."""
+    """MHminibatch's CLT error bound (Seita et al., Corollary 1) for the final minibatch; 0 for every other test."""
     delta_star: jax.Array
     """Estimate of the log acceptance ratio ``Delta`` (exact for full-data tests)."""
     nonfinite: jax.Array
@@ -63,17 +78,38 @@ class TestOutcome(NamedTuple):
     residual_sd: jax.Array = 0.0
     """Sample s.d. of the un-tempered per-datum terms read (the proxy's residuals under a control variate):
     a chain that wanders where the proxy is poor shows here; 0 for tests that read no minibatch."""
+    pvalue_threshold: jax.Array = 0.0
+    """AustereMH's per-stage p-value threshold used at this step (its design's, for AustereMH(nc)); 0 for other tests."""
+    half_width: jax.Array = 0.0
+    """MHSubLhd's ``N c_t``: half-width, on the scale of ``Delta``, of the concentration interval that decided
+    (0 when the decision used all ``N`` points); 0 for other tests."""
+    expected_batch_size: jax.Array = 0.0
+    """A bound-based test's expected number of rows (the Poisson mean) at this step; 0 for other tests and full-data steps."""
+    fallback: jax.Array = False
+    """True when a bound-based test fell back to the exact full-data test at this step."""
+    bound_exceeded: jax.Array = False
+    """True when an evaluated per-datum term exceeded its declared bound (the bounds are wrong: the test is not exact)."""
+
+
+DECISION_RULES = ("metropolis", "barker", "factorised", "none")
+"""What an acceptance test's ``decision_rule`` may say: it accepts (exactly or approximately) with probability
+``min(1, e^Delta)`` (Metropolis), ``1 / (1 + e^-Delta)`` (Barker), a product of per-datum Metropolis factors
+(factorised, as Scalable MH), or every candidate in the prior's support (none)."""
 
 
 class AcceptanceTest(Protocol):
     """An acceptance test: configuration plus pure functions. Every hook the kernel and the driver use is here.
 
-    A new test implements all four; ``validate`` may do nothing (``no_checks``) and
-    ``temperature_factor`` returns 1 unless the test tempers the likelihood itself (``untempered``).
+    A new test implements all of it; ``validate`` may do nothing (``no_checks``), ``temperature_factor``
+    returns 1 unless the test tempers the likelihood itself (``untempered``) and ``first_rows`` returns no
+    rows for a test that reads no minibatch first (``no_rows_first``).
     """
 
     name: str
     """Name recorded in results and shown in progress bars."""
+
+    decision_rule: str
+    """The acceptance probability the test targets, one of :data:`DECISION_RULES` (the warm-up's target follows it)."""
 
     def decide(self, key: jax.Array, stats: Statistics) -> TestOutcome:
         """Accept or reject one candidate."""
@@ -87,6 +123,11 @@ class AcceptanceTest(Protocol):
         """The factor by which the test itself tempers the likelihood on top of ``K`` (MINT: ``n^(1 - lambda)``)."""
         ...
 
+    def first_rows(self, key: jax.Array, n_data: int) -> jax.Array:
+        """Row indices (int32) of the first minibatch ``decide(key, ...)`` reads, known before the step runs (a prefetcher
+        reads them ahead); empty for a test that reads no minibatch first."""
+        ...
+
 
 def no_checks(n_data: int) -> None:
     """The default ``validate``: nothing depends on ``N``."""
@@ -97,6 +138,12 @@ def untempered(n_data: int) -> float:
     """The default ``temperature_factor``: the test does not temper the likelihood itself."""
     del n_data
     return 1.0
+
+
+def no_rows_first(key: jax.Array, n_data: int) -> jax.Array:
+    """The default ``first_rows``: the test reads no minibatch first (full-data tests, no test)."""
+    del key, n_data
+    return jnp.zeros((0,), jnp.int32)
 
 
 def data_free_delta(stats: Statistics) -> jax.Array:
@@ -153,4 +200,6 @@ def full_data_outcome(accepted: jax.Array, delta: jax.Array, bad: jax.Array, n: 
         nonfinite=bad,
         hidden_data=jnp.zeros((), jnp.int32),
         residual_sd=zero,
+        pvalue_threshold=zero,
+        half_width=zero,
     )

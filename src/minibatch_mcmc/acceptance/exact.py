@@ -7,15 +7,17 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from minibatch_mcmc.acceptance.base import Statistics, TestOutcome, exact_delta, full_data_outcome, no_checks, untempered
+from minibatch_mcmc.acceptance.base import Statistics, TestOutcome, exact_delta, full_data_outcome, no_checks, no_rows_first, untempered
 
 
 class MetropolisTest(NamedTuple):
     """Full-data Metropolis-Hastings test: accept iff ``log u < Delta``."""
 
     name: str = "metropolis"
+    decision_rule = "metropolis"
     validate = staticmethod(no_checks)
     temperature_factor = staticmethod(untempered)
+    first_rows = staticmethod(no_rows_first)
 
     def decide(self, key: jax.Array, stats: Statistics) -> TestOutcome:
         """Accept with probability ``min(1, exp(Delta))`` using all ``N`` data points."""
@@ -28,8 +30,10 @@ class BarkerTest(NamedTuple):
     """Full-data Barker (logistic) test: accept iff ``Delta + X_log > 0`` with ``X_log`` standard logistic."""
 
     name: str = "barker"
+    decision_rule = "barker"
     validate = staticmethod(no_checks)
     temperature_factor = staticmethod(untempered)
+    first_rows = staticmethod(no_rows_first)
 
     def decide(self, key: jax.Array, stats: Statistics) -> TestOutcome:
         """Accept with probability ``sigmoid(Delta)`` using all ``N`` data points."""

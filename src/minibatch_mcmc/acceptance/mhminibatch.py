@@ -33,9 +33,15 @@ from minibatch_mcmc.acceptance.correction import (
     make_sampler,
     warn_if_inaccurate,
 )
-from minibatch_mcmc.acceptance.streaming import StreamingSums, add_rows, decision_dtype, init_sums, mean_and_variance, read_terms
+from minibatch_mcmc.acceptance.streaming import (
+    StreamingSums,
+    decision_dtype,
+    first_chunk,
+    grow,
+    init_sums,
+    mean_and_variance,
+)
 from minibatch_mcmc.checks import check_int, check_probability
-from minibatch_mcmc.data.indexing import chunk_indices
 
 BERRY_ESSEEN_A = 6.4
 """Coefficient of the standardised third absolute moment in the Corollary 1 bound."""
@@ -81,8 +87,7 @@ def random_inputs(key: jax.Array) -> tuple[jax.Array, jax.Array]:
 
 def first_chunk_indices(key: jax.Array, batch_size: int, n_data: int) -> jax.Array:
     """The ``m`` rows the first chunk of ``decide(key, ...)`` reads (what a prefetcher can read ahead)."""
-    round_keys, _ = random_inputs(key)
-    return chunk_indices(key, jnp.zeros((), jnp.int32), batch_size, n_data, round_keys)[0]
+    return first_chunk(key, random_inputs(key)[0], batch_size, n_data)
 
 
 def lambda_scale(stats: Statistics) -> jax.Array:
@@ -107,22 +112,14 @@ def read_minibatch(
     delta_bound = 0.0 if delta is None else float(delta)
     prior_ok = stats.psi > -jnp.inf
 
-    def need_more(carry: tuple[jax.Array, StreamingSums]) -> jax.Array:
-        mom = carry[1]
+    def enough(mom: StreamingSums, state: tuple) -> tuple[tuple, jax.Array]:
         st = minibatch_stats(mom, n)
-        grow = st.s2 >= sigma_sq
+        more = st.s2 >= sigma_sq
         if enforce:
-            grow = grow | (st.epsilon > delta_bound)
-        return grow & (mom.count < n) & ~mom.bad & prior_ok
+            more = more | (st.epsilon > delta_bound)
+        return state, ~(more & (mom.count < n) & ~mom.bad & prior_ok)
 
-    def add_chunk(carry: tuple[jax.Array, StreamingSums]) -> tuple[jax.Array, StreamingSums]:
-        chunk, mom = carry
-        idx, valid = chunk_indices(key, chunk, m, n, round_keys)
-        lam = scale * read_terms(stats, idx, dtype)
-        return chunk + 1, add_rows(mom, lam, valid, normalise=True, higher=True)
-
-    # the first chunk is always needed: evaluate it outside the loop (cheaper when no growth is needed)
-    return jax.lax.while_loop(need_more, add_chunk, add_chunk((jnp.zeros((), jnp.int32), init_sums(dtype))))[1]
+    return grow(key, round_keys, stats, m, lambda raw: scale * raw, enough, (), init_sums(dtype), normalise=True, higher=True)[0]
 
 
 class MHMinibatch(NamedTuple):
@@ -139,12 +136,17 @@ class MHMinibatch(NamedTuple):
     correction_error: float
     """Max CDF error of ``N(0, sigma^2) * C_sigma`` against the standard logistic."""
     name: str = "mhminibatch"
+    decision_rule = "barker"
 
     def validate(self, n_data: int) -> None:
         """Check ``m`` against the data size ``N``."""
         check_batch_fits(self.batch_size, n_data)
 
     temperature_factor = staticmethod(untempered)
+
+    def first_rows(self, key: jax.Array, n_data: int) -> jax.Array:
+        """The first chunk of ``m`` rows."""
+        return first_chunk_indices(key, self.batch_size, n_data)
 
     def decide(self, key: jax.Array, stats: Statistics) -> TestOutcome:
         """Grow the minibatch until ``s2 < sigma^2`` (and ``epsilon <= delta``), then run the corrected Barker test."""
@@ -176,6 +178,8 @@ class MHMinibatch(NamedTuple):
             nonfinite=bad,
             hidden_data=jnp.zeros((), jnp.int32),
             residual_sd=jnp.sqrt(mean_and_variance(mom)[1]) / scale,
+            pvalue_threshold=jnp.zeros((), dtype),
+            half_width=jnp.zeros((), dtype),
         )
 
 

@@ -41,7 +41,7 @@ from minibatch_mcmc.acceptance.base import (
     untempered,
 )
 from minibatch_mcmc.acceptance.correction import SkewCorrectionTable, check_sigma, load_skew_correction
-from minibatch_mcmc.acceptance.mhminibatch import lambda_scale, minibatch_stats, random_inputs, read_minibatch
+from minibatch_mcmc.acceptance.mhminibatch import first_chunk_indices, lambda_scale, minibatch_stats, random_inputs, read_minibatch
 from minibatch_mcmc.acceptance.streaming import StreamingSums, decision_dtype, mean_and_variance
 from minibatch_mcmc.checks import check_int, check_probability
 
@@ -116,12 +116,17 @@ class MHMinibatchSkew(NamedTuple):
     correction_error: float
     """Max CDF error of any row or two-row mixture of ``C_{sigma,kappa}`` against the standard logistic."""
     name: str = "mhminibatch_skew"
+    decision_rule = "barker"
 
     def validate(self, n_data: int) -> None:
         """Check ``m`` against the data size ``N``."""
         check_batch_fits(self.batch_size, n_data)
 
     temperature_factor = staticmethod(untempered)
+
+    def first_rows(self, key: jax.Array, n_data: int) -> jax.Array:
+        """The first chunk of ``m`` rows (MHminibatch's)."""
+        return first_chunk_indices(key, self.batch_size, n_data)
 
     def decide(self, key: jax.Array, stats: Statistics) -> TestOutcome:
         """Grow the minibatch as MHminibatch does, then run the Barker test with ``X_corr ~ C_{sigma,kappa}``."""
@@ -152,6 +157,8 @@ class MHMinibatchSkew(NamedTuple):
             nonfinite=bad,
             hidden_data=jnp.zeros((), jnp.int32),
             residual_sd=jnp.sqrt(mean_and_variance(mom)[1]) / scale,
+            pvalue_threshold=jnp.zeros((), dtype),
+            half_width=jnp.zeros((), dtype),
         )
 
 

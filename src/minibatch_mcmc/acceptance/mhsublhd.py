@@ -50,13 +50,13 @@ given instead: it must return an upper bound on ``max_i |log p(x_i|theta') - log
 
 Implementation
 --------------
-Inside ``lax.while_loop`` the minibatch grows in chunks of at most ``m`` consecutive positions of a
+In the shared growth loop (``streaming.grow``) the minibatch grows in chunks of at most ``m`` consecutive positions of a
 keyed random permutation of ``[0, N)`` (so points are distinct), masked so that a chunk never crosses
 the next stage size: the count lands exactly on ``b_1, b_2, ...`` and every datum is counted once.
 
 Recorded outcome: ``batch_size`` = ``t`` at the decision; ``delta_star = N l_bar_t + psi``;
 ``s2 = N^2 sigma_t^2 / t (1 - t/N)`` (the without-replacement variance estimate of ``delta_star``,
-0 at ``t = N``); ``epsilon = N c_t`` at the deciding look, the half-width of the confidence
+0 at ``t = N``); ``half_width = N c_t`` at the deciding look, the half-width of the confidence
 interval for ``Delta`` that excluded ``log u`` (0 when the decision was made on all ``N`` points);
 ``hidden_data`` as above.
 """
@@ -75,12 +75,18 @@ from minibatch_mcmc.acceptance.base import (
     check_batch_fits,
     data_free_delta,
     population_fraction_left,
-    uniform_from_bits,
     untempered,
 )
-from minibatch_mcmc.acceptance.streaming import StreamingSums, add_rows, decision_dtype, init_sums, mean_and_variance, read_terms
+from minibatch_mcmc.acceptance.streaming import (
+    StreamingSums,
+    decision_dtype,
+    first_chunk,
+    grow,
+    init_sums,
+    mean_and_variance,
+    order_and_uniform,
+)
 from minibatch_mcmc.checks import check_bool, check_int, check_real
-from minibatch_mcmc.data.indexing import permuted_index
 from minibatch_mcmc.data.passes import full_data_max_abs
 
 KAPPA = 7.0 / 3.0 + 3.0 / math.sqrt(2.0)
@@ -96,8 +102,6 @@ class _Stage(NamedTuple):
     """Looks made so far."""
     bound: jax.Array
     """Half-width ``c_t`` at the last look."""
-    done: jax.Array
-    """Whether the test has decided."""
 
 
 def stage_sizes(batch_size: int, gamma: float, n_data: int) -> list[int]:
@@ -108,16 +112,10 @@ def stage_sizes(batch_size: int, gamma: float, n_data: int) -> list[int]:
     return sizes
 
 
-def _random_inputs(key: jax.Array, dtype) -> tuple[jax.Array, jax.Array]:
-    """The four Feistel round keys of the minibatch permutation and the test's uniform ``u``."""
-    bits = jax.random.bits(key, (5,), dtype=jnp.uint32)
-    return bits[:4], uniform_from_bits(bits[4], dtype)
-
-
 def threshold_uniform(key: jax.Array, dtype=jnp.float32) -> jax.Array:
     """The ``u`` that ``MHSubLhd.decide(key, ...)`` compares with: the exact test with the same ``u``
     accepts iff ``log u < Delta`` (lets a test count the decisions that differ from the exact ones)."""
-    return _random_inputs(key, dtype)[1]
+    return order_and_uniform(key, dtype)[1]
 
 
 class MHSubLhd(NamedTuple):
@@ -142,6 +140,11 @@ class MHSubLhd(NamedTuple):
         check_batch_fits(self.batch_size, n_data)
 
     temperature_factor = staticmethod(untempered)
+    decision_rule = "metropolis"
+
+    def first_rows(self, key: jax.Array, n_data: int) -> jax.Array:
+        """The first stage's ``m`` rows (read after the full-data range pass, if any)."""
+        return first_chunk(key, order_and_uniform(key, jnp.float32)[0], self.batch_size, n_data)
 
     def half_width(self, count: jax.Array, sd: jax.Array, look: jax.Array, c_range: jax.Array, n: int) -> jax.Array:
         """The concentration half-width ``c_t`` at a look with ``t = count`` points and sample s.d. ``sd``."""
@@ -170,7 +173,7 @@ class MHSubLhd(NamedTuple):
         """Grow the minibatch geometrically until the concentration interval for ``mu`` excludes ``mu_0``."""
         n, m = stats.n_data, self.batch_size
         dtype = decision_dtype(stats)
-        round_keys, u = _random_inputs(key, dtype)
+        round_keys, u = order_and_uniform(key, dtype)
         mu0 = (jnp.log(u) - data_free_delta(stats)) / n
         temp = stats.temperature
 
@@ -180,37 +183,26 @@ class MHSubLhd(NamedTuple):
         c_range, bad_range, hidden = self.range_constant(stats, per_datum, dtype)
         gamma = self.gamma
         prior_ok = stats.psi > -jnp.inf
-        offsets = jnp.arange(m, dtype=jnp.int32)
 
-        def add_chunk(carry: tuple[StreamingSums, _Stage]) -> tuple[StreamingSums, _Stage]:
-            sums, stage = carry
-            pos = sums.count + offsets
-            valid = pos < stage.stage_end
-            idx = permuted_index(key, jnp.where(valid, pos, 0), n, round_keys)
-            sums = add_rows(sums, read_terms(stats, idx, dtype) / temp, valid)
+        def look(sums: StreamingSums, stage: _Stage) -> tuple[_Stage, jax.Array]:
             count = sums.count
             # a look happens exactly when the count reaches the current stage size
             look_now = count >= stage.stage_end
-            look = stage.look + look_now.astype(jnp.int32)
+            looks = stage.look + look_now.astype(jnp.int32)
             mean, var = mean_and_variance(sums)
-            c_t = self.half_width(count, jnp.sqrt(var), jnp.maximum(look, 1), c_range, n)
+            c_t = self.half_width(count, jnp.sqrt(var), jnp.maximum(looks, 1), c_range, n)
             stop = look_now & (jnp.abs(mean - mu0) > c_t)
             t = count.astype(dtype)
             grown = jnp.minimum(jnp.ceil(gamma * t), float(n)).astype(jnp.int32)  # no int32 overflow near N = 2^31
             next_end = jnp.minimum(jnp.maximum(grown, count + 1), n)
-            return sums, _Stage(
-                stage_end=jnp.where(look_now, next_end, stage.stage_end),
-                look=look,
-                bound=jnp.where(look_now, c_t, stage.bound),
-                done=stop | (count >= n) | sums.bad,
-            )
+            done = stop | (count >= n) | sums.bad
+            return _Stage(stage_end=jnp.where(look_now, next_end, stage.stage_end), look=looks, bound=jnp.where(look_now, c_t, stage.bound)), done
 
         i0 = jnp.zeros((), jnp.int32)
         sums0 = init_sums(dtype)._replace(bad=bad_range | jnp.isnan(stats.psi))
-        stage0 = _Stage(jnp.asarray(min(m, n), jnp.int32), i0, jnp.zeros((), dtype), jnp.zeros((), bool))
-        # the first chunk is always needed: evaluate it outside the loop. A NaN psi stops after it;
-        # a zero prior (psi = -inf, mu_0 = +inf) stops at the first look and rejects
-        sums, stage = jax.lax.while_loop(lambda c: ~c[1].done, add_chunk, add_chunk((sums0, stage0)))
+        stage0 = _Stage(jnp.asarray(min(m, n), jnp.int32), i0, jnp.zeros((), dtype))
+        # a NaN psi stops after the first chunk; a zero prior (psi = -inf, mu_0 = +inf) stops at the first look and rejects
+        sums, stage = grow(key, round_keys, stats, m, lambda raw: raw / temp, look, stage0, sums0, end=lambda s: s.stage_end)
         t = sums.count.astype(dtype)
         mean, var_l = mean_and_variance(sums)
         exhausted = sums.count >= n
@@ -220,11 +212,13 @@ class MHSubLhd(NamedTuple):
             accepted=(mean > mu0) & prior_ok & ~bad,
             batch_size=sums.count,
             s2=nf * nf * (var_l / t * population_fraction_left(sums.count, n, dtype)),
-            epsilon=jnp.where(exhausted, 0.0, nf * stage.bound),
+            epsilon=jnp.zeros((), dtype),
             delta_star=jnp.where(prior_ok, nf * mean + data_free_delta(stats), -jnp.inf),
             nonfinite=bad,
             hidden_data=hidden,
             residual_sd=jnp.sqrt(var_l) * stats.temperature,
+            pvalue_threshold=jnp.zeros((), dtype),
+            half_width=jnp.where(exhausted, 0.0, nf * stage.bound),
         )
 
 

@@ -105,6 +105,12 @@ class MINT(NamedTuple):
         """Raise a clear error for impossible settings at this ``n``."""
         self.settings(n_data)
 
+    decision_rule = "metropolis"
+
+    def first_rows(self, key: jax.Array, n_data: int) -> jax.Array:
+        """The ``m`` rows of the naive test's minibatch."""
+        return NaiveMinibatch(self.settings(n_data).batch_size).first_rows(key, n_data)
+
     def decide(self, key: jax.Array, stats: Statistics) -> TestOutcome:
         """Accept iff ``log u < n^lambda (mu_hat(theta') - mu_hat(theta)) / K + psi`` on ``m`` fresh points."""
         s = self.settings(stats.n_data)

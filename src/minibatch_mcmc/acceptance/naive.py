@@ -16,7 +16,8 @@ AustereMH and MHSubLhd exist to remove exactly this error.
 
 Recorded outcome: ``batch_size = m``; ``delta_star`` as above; ``s2 = N^2 s_l^2 / m (1 - m/N)``
 (the without-replacement variance estimate of ``delta_star``, not used by the test);
-``epsilon = 0`` (the test has no error parameter; its error is uncontrolled); ``hidden_data = 0``.
+``epsilon``, ``pvalue_threshold`` and ``half_width`` 0 (the test has no error parameter; its error is
+uncontrolled); ``hidden_data = 0``.
 """
 
 from __future__ import annotations
@@ -26,10 +27,9 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from minibatch_mcmc.acceptance.base import Statistics, TestOutcome, check_batch_fits, data_free_delta, uniform_from_bits, untempered
-from minibatch_mcmc.acceptance.streaming import add_rows, decision_dtype, init_sums, mean_and_variance, read_terms
+from minibatch_mcmc.acceptance.base import Statistics, TestOutcome, check_batch_fits, data_free_delta, untempered
+from minibatch_mcmc.acceptance.streaming import add_rows, decision_dtype, first_chunk, init_sums, mean_and_variance, order_and_uniform, read_terms
 from minibatch_mcmc.checks import check_int
-from minibatch_mcmc.data.indexing import chunk_indices
 
 
 class NaiveMinibatch(NamedTuple):
@@ -38,6 +38,7 @@ class NaiveMinibatch(NamedTuple):
     batch_size: int
     """Minibatch size ``m``."""
     name: str = "naive_minibatch"
+    decision_rule = "metropolis"
 
     def validate(self, n_data: int) -> None:
         """Check ``m`` against ``N``."""
@@ -45,14 +46,17 @@ class NaiveMinibatch(NamedTuple):
 
     temperature_factor = staticmethod(untempered)
 
+    def first_rows(self, key: jax.Array, n_data: int) -> jax.Array:
+        """The ``m`` rows of the minibatch (the only ones read)."""
+        return first_chunk(key, order_and_uniform(key, jnp.float32)[0], self.batch_size, n_data)
+
     def decide(self, key: jax.Array, stats: Statistics) -> TestOutcome:
         """Accept iff ``log u < N * mean(l_i over the minibatch) + psi`` (biased)."""
         n, m = stats.n_data, self.batch_size
-        bits = jax.random.bits(key, (5,), dtype=jnp.uint32)
         dtype = decision_dtype(stats)
-        u = uniform_from_bits(bits[4], dtype)
-        idx, valid = chunk_indices(key, jnp.zeros((), jnp.int32), m, n, bits[:4])  # m <= N: all valid
-        sums = add_rows(init_sums(dtype), read_terms(stats, idx, dtype) / stats.temperature, valid)
+        round_keys, u = order_and_uniform(key, dtype)
+        idx = first_chunk(key, round_keys, m, n)  # m <= N: all valid
+        sums = add_rows(init_sums(dtype), read_terms(stats, idx, dtype) / stats.temperature, jnp.ones((m,), bool))
         mean, var_l = mean_and_variance(sums)
         bad = sums.bad | jnp.isnan(stats.psi)
         nf = jnp.asarray(n, dtype)
@@ -68,6 +72,8 @@ class NaiveMinibatch(NamedTuple):
             nonfinite=bad,
             hidden_data=jnp.zeros((), jnp.int32),
             residual_sd=jnp.sqrt(var_l) * stats.temperature,
+            pvalue_threshold=jnp.zeros((), dtype),
+            half_width=jnp.zeros((), dtype),
         )
 
 

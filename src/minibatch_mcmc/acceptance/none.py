@@ -7,15 +7,17 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from minibatch_mcmc.acceptance.base import Statistics, TestOutcome, no_checks, untempered
+from minibatch_mcmc.acceptance.base import Statistics, TestOutcome, no_checks, no_rows_first, untempered
 
 
 class NoTest(NamedTuple):
     """Accept every candidate with a finite prior and proposal ratio; touches no data (biased for finite steps)."""
 
     name: str = "no_test"
+    decision_rule = "none"
     validate = staticmethod(no_checks)
     temperature_factor = staticmethod(untempered)
+    first_rows = staticmethod(no_rows_first)
 
     def decide(self, key: jax.Array, stats: Statistics) -> TestOutcome:
         """Accept iff ``psi > -inf`` (the candidate lies in the prior's support)."""
@@ -31,6 +33,8 @@ class NoTest(NamedTuple):
             nonfinite=jnp.isnan(stats.psi),
             hidden_data=jnp.zeros((), jnp.int32),
             residual_sd=zero,
+            pvalue_threshold=zero,
+            half_width=zero,
         )
 
 

@@ -1,8 +1,8 @@
 """The one streaming estimator behind every minibatch test.
 
 Each test reads its minibatch chunk by chunk (rows drawn without replacement) and folds the
-per-datum terms ``lam_i`` into a ``StreamingSums`` with ``add_rows``; the test keeps only its growth
-rule (when to read another chunk) and its decision. The sums are kept relative to a ``shift`` (the
+per-datum terms ``lam_i`` into a ``StreamingSums`` with ``add_rows``; ``grow`` is the one loop that
+does so, and the test keeps only its growth rule (when to stop reading) and its decision. The sums are kept relative to a ``shift`` (the
 first chunk's mean) and, on request, in units of the first chunk's largest ``|lam_i - shift|``, so the
 powers stay near 1 whatever the scale ``N / K`` is; ``s1`` carries a Neumaier compensation term.
 
@@ -12,13 +12,14 @@ the plain per-datum ratio, or a control-variate residual whose data-free part is
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
 
-from minibatch_mcmc.acceptance.base import Statistics, compensated_add
+from minibatch_mcmc.acceptance.base import Statistics, compensated_add, uniform_from_bits
 from minibatch_mcmc.data.arrays import take
+from minibatch_mcmc.data.indexing import chunk_indices, permuted_index
 
 
 class StreamingSums(NamedTuple):
@@ -94,6 +95,56 @@ def mean_and_variance(sums: StreamingSums) -> tuple[jax.Array, jax.Array]:
 def read_terms(stats: Statistics, idx: jax.Array, dtype) -> jax.Array:
     """The estimator's per-datum terms ``log_ratio_i`` (un-tempered) on rows ``idx``, in ``dtype``."""
     return stats.log_ratio(take(stats.data, idx)).astype(dtype)
+
+
+def grow(
+    key: jax.Array,
+    round_keys: jax.Array,
+    stats: Statistics,
+    chunk_size: int,
+    terms: Callable[[jax.Array], jax.Array],
+    rule: Callable[[StreamingSums, Any], tuple[Any, jax.Array]],
+    state: Any,
+    sums: StreamingSums,
+    *,
+    end: Callable[[Any], jax.Array] | None = None,
+    normalise: bool = False,
+    higher: bool = False,
+) -> tuple[StreamingSums, Any]:
+    """The growth loop of every sequential minibatch test: read the next positions of the step's order in chunks.
+
+    Each chunk takes up to ``chunk_size`` positions after the ``sums.count`` already read, never crossing
+    ``end(state)`` (default ``N``), folds ``terms(log_ratio_i)`` into the sums and asks
+    ``rule(sums, state) -> (state, done)``. The first chunk is always read (outside the loop: cheaper
+    when it decides); the loop stops once ``done``.
+    """
+    n = stats.n_data
+    dtype = sums.s1.dtype
+    offsets = jnp.arange(chunk_size, dtype=jnp.int32)
+
+    def add_chunk(carry: tuple[StreamingSums, Any, jax.Array]) -> tuple[StreamingSums, Any, jax.Array]:
+        sums, state, _ = carry
+        pos = sums.count + offsets
+        valid = pos < (n if end is None else end(state))
+        idx = permuted_index(key, jnp.where(valid, pos, 0), n, round_keys)
+        sums = add_rows(sums, terms(read_terms(stats, idx, dtype)), valid, normalise=normalise, higher=higher)
+        state, done = rule(sums, state)
+        return sums, state, done
+
+    sums, state, _ = jax.lax.while_loop(lambda c: ~c[2], add_chunk, add_chunk((sums, state, jnp.zeros((), bool))))
+    return sums, state
+
+
+def order_and_uniform(key: jax.Array, dtype) -> tuple[jax.Array, jax.Array]:
+    """The random bits of a threshold test (AustereMH, MHSubLhd, naive): four Feistel round keys of the minibatch
+    order and the uniform ``u`` of ``log u < Delta``."""
+    bits = jax.random.bits(key, (5,), dtype=jnp.uint32)
+    return bits[:4], uniform_from_bits(bits[4], dtype)
+
+
+def first_chunk(key: jax.Array, round_keys: jax.Array, batch_size: int, n_data: int) -> jax.Array:
+    """The rows of the first chunk of ``batch_size`` in the step's order (``batch_size <= N``: all valid)."""
+    return chunk_indices(key, jnp.zeros((), jnp.int32), batch_size, n_data, round_keys)[0]
 
 
 def decision_dtype(stats: Statistics):

@@ -15,6 +15,7 @@ from typing import Any, Callable, NamedTuple, Protocol
 import jax
 import jax.numpy as jnp
 
+from minibatch_mcmc.acceptance.base import ResidualBounds
 from minibatch_mcmc.data.arrays import take
 from minibatch_mcmc.data.indexing import chunk_indices
 from minibatch_mcmc.data.passes import full_data_sum
@@ -43,6 +44,9 @@ class Estimator(Protocol):
 
     def population_size(self, n_data: int) -> int:
         """Number of rows in ``population(data)`` for data of ``n_data`` rows."""
+
+    def residual_bounds(self, model: Model, current: PyTree, candidate: PyTree) -> ResidualBounds | None:
+        """Bounds on every ``|log_ratio_i|`` and their data-free sum, for bound-based tests (None when it has none)."""
         ...
 
     def log_lik_sum(
@@ -89,6 +93,10 @@ class PlainDifference(NamedTuple):
     def population_size(self, n_data: int) -> int:
         """``N``."""
         return n_data
+
+    def residual_bounds(self, model: Model, current: PyTree, candidate: PyTree) -> None:
+        """No bounds: the plain ratios are unbounded in general."""
+        del model, current, candidate
 
     def log_lik_sum(
         self, model: Model, key: jax.Array, data: PyTree, n_data: int, batch_size: int

@@ -59,6 +59,10 @@ class StratifiedProxy(NamedTuple):
         """``N - |S|``."""
         return n_data - int(self.rows.size)
 
+    def residual_bounds(self, model: Model, current: PyTree, candidate: PyTree) -> None:
+        """No bounds: those of the Taylor proxy inside, which has none."""
+        del model, current, candidate
+
     def log_lik_sum(
         self, model: Model, key: jax.Array, data: PyTree, n_data: int, batch_size: int
     ) -> tuple[Callable[[PyTree], jax.Array], float]:

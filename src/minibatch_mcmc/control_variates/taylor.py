@@ -117,6 +117,10 @@ class TaylorProxy(NamedTuple):
         """``N``."""
         return n_data
 
+    def residual_bounds(self, model: Model, current: PyTree, candidate: PyTree) -> None:
+        """No bounds: a Taylor proxy of a general model does not know how far its residuals can go."""
+        del model, current, candidate
+
     def proxy_sum(self, theta: PyTree) -> jax.Array:
         """``sum_i (l~_i(theta) - l_i(c))``: the data-free approximation of the log-likelihood sum, up to a constant."""
         c, _ = self.flat_centre()

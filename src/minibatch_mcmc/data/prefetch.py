@@ -1,8 +1,8 @@
 """Read-ahead of the minibatches of upcoming steps for an out-of-core source.
 
 The minibatch positions of a step come from a keyed permutation, so the first chunk each step of
-an MHminibatch run will ask for is computable on the host before the step runs (the plan,
-``minibatch_mcmc.samplers.mhminibatch_plan``). ``prefetch`` wraps a ``HostData`` with a background
+a minibatch test will ask for is computable on the host before the step runs (the plan,
+``minibatch_mcmc.samplers.prefetch_plan``, asks the test's ``first_rows``). ``prefetch`` wraps a ``HostData`` with a background
 thread that reads the planned rows of the next ``depth`` steps; when a step's gather asks for
 exactly those rows it is served from memory. Any other gather (growth chunks, full-data passes, a
 run with another key) goes to the underlying reader, so prefetching never changes results, only

@@ -7,7 +7,7 @@ from minibatch_mcmc.samplers.mintee import Ladder, MINTEEConfig, MINTEEResult, M
 from minibatch_mcmc.samplers.kernel import ChainState, Kernel, build_kernel
 from minibatch_mcmc.samplers.loo import SubsampledLoo, loo_subsample
 from minibatch_mcmc.samplers.pointwise import log_likelihood_data
-from minibatch_mcmc.samplers.prefetch_plan import mhminibatch_plan
+from minibatch_mcmc.samplers.prefetch_plan import prefetch_plan
 from minibatch_mcmc.samplers.results import RECORD_FIELDS, SampleResult, summarize, to_inference_data
 from minibatch_mcmc.samplers.sharding import ChainLayout, chain_layout
 
@@ -25,7 +25,7 @@ __all__ = [
     "SubsampledLoo",
     "checkpoint",
     "keys",
-    "mhminibatch_plan",
+    "prefetch_plan",
     "sharding",
     "ChainLayout",
     "chain_layout",

@@ -139,6 +139,9 @@ def _restore(chunks: list[checkpoint.Chunk], states: ChainState, temps: np.ndarr
     restored = jax.tree_util.tree_unflatten(treedef, [jnp.asarray(a, b.dtype) for a, b in zip(saved, leaves)])
     pos_treedef = jax.tree_util.tree_structure(states.position)
     pos_blocks = [jax.tree_util.tree_unflatten(pos_treedef, c.positions) for c in chunks]
+    missing = sorted(set(RECORD_FIELDS) - set(chunks[0].records))
+    if missing:
+        raise ValueError(f"cannot resume {where}: it was written without the records {missing} (an older version); start a new run")
     rec_blocks = [{k: c.records[k] for k in RECORD_FIELDS} for c in chunks]
     return Finished(restored, pos_blocks, rec_blocks, done, sum(c.wall_time for c in chunks))
 
@@ -274,6 +277,12 @@ def _stack_result(
     all_pos = jax.tree_util.tree_map(stack, *finished.pos_blocks)
     all_rec = {k: stack(*[r[k] for r in finished.rec_blocks]) for k in RECORD_FIELDS}
     draws = all_rec["accepted"].shape[1]
+    exceeded = int(np.sum(all_rec["bound_exceeded"]))
+    if exceeded:
+        warnings.warn(
+            f"{exceeded} of {all_rec['bound_exceeded'].size} steps evaluated a per-datum term above the estimator's bound: "
+            f"{test.name} is not exact with these bounds (records['bound_exceeded'] marks the steps)"
+        )
     return SampleResult(
         positions=all_pos if model.constrain is None else constrain_draws(model.constrain, all_pos),
         records=all_rec,

@@ -106,6 +106,7 @@ def build_kernel(
             psi=psi,
             temperature=temperature,
             known_sum=estimator.known_sum(state.position, candidate),
+            bounds=estimator.residual_bounds(model, state.position, candidate),
         )
         outcome = test.decide(k_test, stats)
         if grad_rows:  # the gradient's rows are read outside the test's minibatch: count them

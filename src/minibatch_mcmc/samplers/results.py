@@ -10,8 +10,11 @@ import numpy as np
 
 PyTree = Any
 
-RECORD_FIELDS = ("accepted", "batch_size", "hidden_data", "s2", "epsilon", "delta_star", "residual_sd")
-"""Per-step records kept for every step and chain."""
+RECORD_FIELDS = (
+    "accepted", "batch_size", "hidden_data", "s2", "epsilon", "delta_star", "residual_sd", "pvalue_threshold", "half_width",
+    "expected_batch_size", "fallback", "bound_exceeded",
+)
+"""Per-step records kept for every step and chain (the fields of ``acceptance.base.TestOutcome`` but ``nonfinite``)."""
 
 
 class SampleResult(NamedTuple):
@@ -21,7 +24,7 @@ class SampleResult(NamedTuple):
     """Pytree of numpy arrays shaped ``(num_chains, num_draws, *param_shape)``: for a model with a ``constrain`` map
     (a NumPyro model) the constrained and deterministic values under the model's names, else the draws as sampled."""
     records: dict
-    """``accepted``, ``batch_size``, ``hidden_data``, ``s2``, ``epsilon``, ``delta_star``, ``residual_sd``: arrays ``(num_chains, num_draws)``."""
+    """Each of ``RECORD_FIELDS`` (one meaning each, see ``TestOutcome``): arrays ``(num_chains, num_draws)``."""
     method: str
     n_data: int
     temperature: np.ndarray
@@ -134,6 +137,11 @@ def summarize(result: SampleResult, posterior: bool = True) -> dict:
         "hidden_data_per_test": float(np.mean(rec["hidden_data"])) if steps else float("nan"),
         "total_hidden_data": float(np.sum(rec["hidden_data"], dtype=np.float64)),
         "mean_epsilon": float(np.mean(rec["epsilon"])) if steps else float("nan"),
+        "mean_pvalue_threshold": float(np.mean(rec["pvalue_threshold"])) if steps and "pvalue_threshold" in rec else float("nan"),
+        "mean_half_width": float(np.mean(rec["half_width"])) if steps and "half_width" in rec else float("nan"),
+        "mean_expected_batch_size": float(np.mean(rec["expected_batch_size"])) if steps and "expected_batch_size" in rec else float("nan"),
+        "fallback_steps": int(np.sum(rec["fallback"])) if "fallback" in rec else 0,
+        "bound_exceeded_steps": int(np.sum(rec["bound_exceeded"])) if "bound_exceeded" in rec else 0,
         "mean_residual_sd": float(np.mean(rec["residual_sd"])) if steps and "residual_sd" in rec else float("nan"),
         "max_residual_sd": float(np.max(rec["residual_sd"])) if steps and "residual_sd" in rec else float("nan"),
         "wall_time_s": result.wall_time,
