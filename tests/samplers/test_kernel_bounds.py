@@ -26,6 +26,12 @@ class BoundedPlain(NamedTuple):
     def known_sum(self, current, candidate):
         return 0.0
 
+    def population(self, data):
+        return data
+
+    def population_size(self, n_data):
+        return n_data
+
     def residual_bounds(self, model, current, candidate):
         step = jnp.abs(candidate - current)
         return ResidualBounds(per_datum=lambda rows: jnp.abs(rows) * step, total=jnp.float32(15.0) * step, largest=5.0 * step)
