@@ -103,9 +103,11 @@ def test_update_sd_matches_resampling_without_replacement():
     idx = np.random.default_rng(7).random((4000, n_data)).argsort(axis=1)[:, :n]  # without replacement
     proj, sigma = jax.jit(jax.vmap(one))(jnp.asarray(idx))
     sd = float(jnp.std(proj))
-    # sd of a normal sample of 4000 has relative s.e. 1/sqrt(2 * 4000) ~ 1.1%; without the correction the
-    # predicted sd would be sqrt((N - 1) / (N - n)) ~ 1.20 times larger
-    assert float(jnp.mean(sigma)) == pytest.approx(sd, rel=0.05)
+    # sd of a normal sample of 4000 has relative s.e. 1/sqrt(2 * 4000) ~ 1.1%, and sigma is a delta-method
+    # prediction whose error depends on the data set: over data seeds 0-5, in float32 and float64, the ratio
+    # mean(sigma) / sd had s.d. 2.2% (range 0.96-1.03). 10% is 4.5 of those s.d.s; without the correction the
+    # predicted sd would be sqrt((N - 1) / (N - n)) ~ 1.20 times larger, twice the tolerance
+    assert float(jnp.mean(sigma)) == pytest.approx(sd, rel=0.10)
     assert abs(float(jnp.mean(proj)) - float(u_full @ direction)) < 4 * sd / np.sqrt(4000)
 
 

@@ -166,8 +166,9 @@ def test_tempered_langevin_at_t_one_is_langevin_with_a_traced_step():
         return jax.grad(model.log_prior)(th) + jnp.array([5.0, -2.0])
 
     key = jax.random.key(5)
-    plain = jax.jit(lambda: langevin(0.01).sample(key, theta, grad_log_target))()
-    traced = jax.jit(lambda a: tempered_langevin(model.log_prior, a, 0).sample(key, theta, grad_log_target))(jnp.float32(0.01))
+    step = jnp.asarray(0.01, theta.dtype)  # one value in both, float32 or (under JAX_ENABLE_X64) float64
+    plain = jax.jit(lambda: langevin(float(step)).sample(key, theta, grad_log_target))()
+    traced = jax.jit(lambda a: tempered_langevin(model.log_prior, a, 0).sample(key, theta, grad_log_target))(step)
     np.testing.assert_array_equal(plain[0], traced[0])
     np.testing.assert_allclose(plain[1], traced[1], rtol=1e-6)  # a constant vs a traced step: constant folding
     with pytest.raises(ValueError, match="temperature_factor"):
