@@ -1,13 +1,13 @@
 """Automatic warm-up for temperature 1 on tall data: a model, data and a start in, good samples out.
 
-``warmup`` finds the mode ``theta_hat`` (minibatch Adam, then a few streamed full-data Newton steps),
-takes the Laplace covariance there, builds the Taylor-proxy control variate around ``theta_hat``
-(one streamed pass), tunes the proposal's scale to a target acceptance rate with the minibatch test
+``warmup`` finds the mode ``theta_hat`` (``optim.centre``: minibatch Adam, then a few streamed full-data Newton
+steps, the last of which is also the pass that builds the Taylor-proxy control variate around ``theta_hat``
+and probes for rows it cannot see), takes the Laplace covariance there, tunes the proposal's scale to a target acceptance rate with the minibatch test
 and the proxy in place (or, for the global moves from the proxy posterior, takes them from the Laplace
 fit, optionally choosing among them by measured effective draws per second), optionally re-centres the
 proxy once at the mean of a short run, and freezes everything. ``auto_sample`` then runs ``sample``
-from over-dispersed Laplace draws. The warm-up's cost (data points read and seconds, phase by phase)
-is reported apart from sampling's, as NumPyro reports its warm-up apart from its samples.
+from over-dispersed Laplace draws. The warm-up's cost (rows read, passes over N, seconds and compile seconds,
+phase by phase: ``Warmup.summary()``) is reported apart from sampling's, as NumPyro reports its warm-up apart from its samples.
 """
 
 from __future__ import annotations
@@ -83,8 +83,8 @@ class Warmup(NamedTuple):
     test: AcceptanceTest
     """The acceptance test the scale was tuned with."""
     cost: dict
-    """``PhaseCost`` per phase: ``mode`` (with the multi-start search), ``proxy``, ``influence``, ``tuning`` and (if
-    asked) ``choose`` and ``recentre``."""
+    """``PhaseCost`` per phase: ``mode`` (with the multi-start search), ``proxy`` (the last Newton pass),
+    ``influence`` (its bulk rows and any widened rounds), ``tuning`` and (if asked) ``choose`` and ``recentre``."""
     modes: tuple = ()
     """``LocalMode`` per distinct mode the multi-start search found, the proxy's mode first (empty if not searched)."""
     mode_kernels: tuple = ()
@@ -169,7 +169,8 @@ def warmup(
     is reported as the ``choose`` phase). ``recentre=True``: the proxy is rebuilt at the mean of a short tuned run.
     ``num_starts`` minibatch-Adam searches (0: none) look for other modes (a warning; ``auto_sample`` starts chains
     in each). ``stratum=True``: rows the proxy cannot see (``influential_rows``) are exact at every test (``stratify``).
-    ``lean=False``: the earlier phase-after-phase search (``optim.centre``); ``progress``: a status line per phase.
+    ``lean=False``: the earlier phase-after-phase search (``optim.centre``), the only one ``adam_steps`` applies to
+    (the lean search runs ``optim.lean.ADAM_STEPS``); ``progress``: a status line per phase with its cost.
     """
     kind = check_choice(proposal, "proposal", PROPOSALS)
     temperature = check_positive(temperature, "temperature")
