@@ -37,7 +37,7 @@ PyTree = Any
 
 ADAM_ROWS = 0.3
 """Rows the minibatch Adam phase reads at most, as a fraction of ``N`` (at least ``MIN_BATCH`` rows per step)."""
-MIN_BATCH, MAX_BATCH = 32, 256
+MIN_BATCH, MAX_BATCH = 32, 1024
 """Bounds on Adam's minibatch size."""
 ADAM_STEPS = 300
 BULK_ROWS = 2048
