@@ -13,6 +13,7 @@ from helpers_glm import glm_data, glm_quadrature
 from minibatch_mcmc.acceptance import MetropolisTest, mh_minibatch
 from minibatch_mcmc.diagnostics import check_moments
 from minibatch_mcmc.models import logistic_regression
+from minibatch_mcmc.optim.lean import NEWTON_DECREMENT
 from minibatch_mcmc.acceptance import mh_minibatch_skew, no_test, scalable_mh
 from minibatch_mcmc.warmup import TARGET_ACCEPT, auto_sample, decision_rule, warmup
 
@@ -25,14 +26,29 @@ def glm():
 
 
 def test_warmup_finds_mode_and_reports_cost(glm):
-    """From theta0 = (3, 3), many posterior s.d.s away, the warm-up's centre is the Newton mode to 1e-3 s.d.,
-    the tuned acceptance is near the Barker-MALA optimum, and every phase reports data and seconds."""
+    """From theta0 = (3, 3), many posterior s.d.s away, the warm-up's centre is within the lean Newton passes'
+    stopping decrement (0.2 s.d.) of the quadrature mode, the tuned acceptance is near the Barker-MALA optimum, and
+    every phase reports rows, passes over N, seconds and compile seconds (summary() adds them up)."""
     data, mean, var, mode = glm
     w = warmup(logistic_regression(prior_scale=5.0), data, jnp.asarray([3.0, 3.0]), key=0)
-    assert np.max(np.abs(np.asarray(w.centre) - mode) / np.sqrt(var)) < 1e-3
+    assert np.max(np.abs(np.asarray(w.centre) - mode) / np.sqrt(var)) < NEWTON_DECREMENT
     assert abs(w.acceptance - TARGET_ACCEPT[("barker", "langevin")]) < 0.15
     assert set(w.cost) == {"mode", "proxy", "influence", "tuning"} and w.influence.rows.size == 0
     assert w.cost["proxy"].data == 5_000 and w.total_data > 5_000 and w.total_seconds > 0
+    s = w.summary()
+    assert s["total_passes"] == pytest.approx(w.total_data / 5_000) and s["phases"]["proxy"]["passes"] == 1.0
+    assert all(0 <= p["compile_seconds"] <= p["seconds"] for p in s["phases"].values())
+    assert s["phases"]["influence"]["rows"] == 2048  # its first round rode on the proxy's pass: only the bulk rows were read
+
+
+@pytest.mark.slow
+def test_earlier_warmup_path_still_reaches_the_mode(glm):
+    """``lean=False`` (find_mode, find_modes, taylor_proxy, influential_rows one after the other) centres on the Newton
+    mode to 1e-3 s.d. and reports the same phases, the proxy and influence passes read separately."""
+    data, mean, var, mode = glm
+    w = warmup(logistic_regression(prior_scale=5.0), data, jnp.asarray([3.0, 3.0]), key=0, lean=False, num_windows=2, window_size=20)
+    assert np.max(np.abs(np.asarray(w.centre) - mode) / np.sqrt(var)) < 1e-3
+    assert set(w.cost) == {"mode", "proxy", "influence", "tuning"} and w.cost["influence"].data >= 5_000
 
 
 def test_auto_sample_matches_quadrature(glm):

@@ -1,13 +1,13 @@
 """Automatic warm-up for temperature 1 on tall data: a model, data and a start in, good samples out.
 
-``warmup`` finds the mode ``theta_hat`` (minibatch Adam, then a few streamed full-data Newton steps),
-takes the Laplace covariance there, builds the Taylor-proxy control variate around ``theta_hat``
-(one streamed pass), tunes the proposal's scale to a target acceptance rate with the minibatch test
+``warmup`` finds the mode ``theta_hat`` (``optim.centre``: minibatch Adam, then a few streamed full-data Newton
+steps, the last of which is also the pass that builds the Taylor-proxy control variate around ``theta_hat``
+and probes for rows it cannot see), takes the Laplace covariance there, tunes the proposal's scale to a target acceptance rate with the minibatch test
 and the proxy in place (or, for the global moves from the proxy posterior, takes them from the Laplace
 fit, optionally choosing among them by measured effective draws per second), optionally re-centres the
 proxy once at the mean of a short run, and freezes everything. ``auto_sample`` then runs ``sample``
-from over-dispersed Laplace draws. The warm-up's cost (data points read and seconds, phase by phase)
-is reported apart from sampling's, as NumPyro reports its warm-up apart from its samples.
+from over-dispersed Laplace draws. The warm-up's cost (rows read, passes over N, seconds and compile seconds,
+phase by phase: ``Warmup.summary()``) is reported apart from sampling's, as NumPyro reports its warm-up apart from its samples.
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ from minibatch_mcmc.acceptance.base import AcceptanceTest
 from minibatch_mcmc.acceptance.exact import BarkerTest
 from minibatch_mcmc.acceptance.mhminibatch import mh_minibatch
 from minibatch_mcmc.checks import check_bool, check_choice, check_int, check_positive
-from minibatch_mcmc.control_variates import MAX_DENSE_DIM, TaylorProxy, taylor_proxy
-from minibatch_mcmc.control_variates.influence import Influence, influential_rows
+from minibatch_mcmc.control_variates import TaylorProxy, taylor_proxy
+from minibatch_mcmc.control_variates.influence import Influence
 from minibatch_mcmc.control_variates.laplace_moves import GLOBAL, proposal_for
 from minibatch_mcmc.control_variates.proposals import cholesky_factor
 from minibatch_mcmc.control_variates.stratified import stratify
@@ -36,9 +36,7 @@ from minibatch_mcmc.data.arrays import DataSource, as_data_source
 from minibatch_mcmc.data.host import host_read_errors
 from minibatch_mcmc.diagnostics.proxy_check import ProxyCheck, check_proxy
 from minibatch_mcmc.models.base import Model
-from minibatch_mcmc.optim.mode import find_mode, laplace_covariance
-from minibatch_mcmc.optim.multistart import LocalMode, find_modes, warn_several_modes
-from minibatch_mcmc.optim.no_mode import check_mode
+from minibatch_mcmc.optim.centre import find_centre
 from minibatch_mcmc.proposals.base import Proposal
 from minibatch_mcmc.samplers.checkpoint import SETTINGS_FILE, data_fingerprint, fingerprint
 from minibatch_mcmc.samplers.diagnose import bad_rows_named
@@ -47,6 +45,7 @@ from minibatch_mcmc.samplers.efficiency import most_efficient
 from minibatch_mcmc.samplers.groups import ChainGroup, sample_groups
 from minibatch_mcmc.samplers.keys import as_key
 from minibatch_mcmc.samplers.kernel import Kernel, build_kernel
+from minibatch_mcmc.samplers.phase_cost import PhaseClock, PhaseCost
 from minibatch_mcmc.samplers.results import SampleResult
 from minibatch_mcmc.samplers.tuning import tune_scale, untuned
 from minibatch_mcmc.samplers.warmup_file import load_warmup, save_warmup
@@ -64,13 +63,6 @@ TARGET_ACCEPT = {("metropolis", "langevin"): 0.574, ("metropolis", "random_walk"
 """Default target acceptance rates: the optimal diffusion-limit scalings (Roberts and Rosenthal for Metropolis;
 the same optimisation with Barker's acceptance function, which MHminibatch approximates, gives 0.159 and 0.347:
 its acceptance never exceeds 1/2 for small moves, so a Metropolis target would drive the scale to 0)."""
-
-
-class PhaseCost(NamedTuple):
-    """Data points read and seconds spent by one warm-up phase."""
-
-    data: int
-    seconds: float
 
 
 class Warmup(NamedTuple):
@@ -91,8 +83,8 @@ class Warmup(NamedTuple):
     test: AcceptanceTest
     """The acceptance test the scale was tuned with."""
     cost: dict
-    """``PhaseCost`` per phase: ``mode`` (with the multi-start search), ``proxy``, ``influence``, ``tuning`` and (if
-    asked) ``choose`` and ``recentre``."""
+    """``PhaseCost`` per phase: ``mode`` (with the multi-start search), ``proxy`` (the last Newton pass),
+    ``influence`` (its bulk rows and any widened rounds), ``tuning`` and (if asked) ``choose`` and ``recentre``."""
     modes: tuple = ()
     """``LocalMode`` per distinct mode the multi-start search found, the proxy's mode first (empty if not searched)."""
     mode_kernels: tuple = ()
@@ -115,6 +107,13 @@ class Warmup(NamedTuple):
     def total_seconds(self) -> float:
         """Seconds spent by the whole warm-up."""
         return float(sum(c.seconds for c in self.cost.values()))
+
+    def summary(self) -> dict:
+        """Per phase: passes over ``N``, rows read, seconds and compile seconds; and the totals."""
+        phases = {k: {"passes": c.passes, "rows": c.data, "seconds": c.seconds, "compile_seconds": c.compile_seconds}
+                  for k, c in self.cost.items()}
+        total_passes = float(sum(c.passes for c in self.cost.values()))
+        return {"phases": phases, "total_passes": total_passes, "total_rows": self.total_data, "total_seconds": self.total_seconds}
 
 
 def decision_rule(test: AcceptanceTest) -> str:
@@ -157,6 +156,8 @@ def warmup(
     newton_steps: int = 10,
     num_starts: int = 8,
     stratum: bool = True,
+    lean: bool = True,
+    progress: bool = False,
 ) -> Warmup:
     """Mode, Laplace covariance, Taylor proxy and a tuned proposal for sampling at ``temperature`` (1: the posterior).
 
@@ -168,6 +169,8 @@ def warmup(
     is reported as the ``choose`` phase). ``recentre=True``: the proxy is rebuilt at the mean of a short tuned run.
     ``num_starts`` minibatch-Adam searches (0: none) look for other modes (a warning; ``auto_sample`` starts chains
     in each). ``stratum=True``: rows the proxy cannot see (``influential_rows``) are exact at every test (``stratify``).
+    ``lean=False``: the earlier phase-after-phase search (``optim.centre``), the only one ``adam_steps`` applies to
+    (the lean search runs ``optim.lean.ADAM_STEPS``); ``progress``: a status line per phase with its cost.
     """
     kind = check_choice(proposal, "proposal", PROPOSALS)
     temperature = check_positive(temperature, "temperature")
@@ -183,36 +186,26 @@ def warmup(
     tuned_kind = "random_walk" if kind == "mixture" else kind
     target = TARGET_ACCEPT.get((rule, tuned_kind), math.nan) if target_accept is None else target_accept
     k_mode, k_tune, k_centre = jax.random.split(as_key(key), 3)
-
-    with bad_rows_named(model, source, theta0):
-        mode = find_mode(model, source, theta0, key=k_mode, temperature=temperature, adam_steps=adam_steps, newton_steps=newton_steps)
-    if mode.hessian is None:
-        raise ValueError(
-            f"the warm-up needs the Hessian at the mode for the Laplace covariance; the model has more than "
-            f"{MAX_DENSE_DIM} parameters for a dense Hessian: build the proxy with taylor_proxy(order=1) and tune by hand"
-        )
-    check_mode(model, mode, source.n, newton_steps)
-    cov = laplace_covariance(mode.hessian)
-    modes, cost = search_modes(model, source, LocalMode(mode.theta_hat, mode.log_posterior, cov), as_key(key), temperature,
-                               num_starts, newton_steps, PhaseCost(mode.data_used, mode.seconds))
-    proxy, cost["proxy"] = timed_proxy(model, source, mode.theta_hat, order)
+    found = find_centre(model, source, theta0, as_key(key), k_mode, temperature=temperature, order=order, adam_steps=adam_steps,
+                        newton_steps=newton_steps, num_starts=num_starts, stratum=check_bool(stratum, "stratum"), lean=lean,
+                        progress=progress)
+    cov, proxy, modes, influence, estimator, cost = found.covariance, found.proxy, found.modes, found.influence, found.estimator, found.cost
+    mode_theta = found.theta_hat
     chol = cholesky_factor(cov, cov.shape[0])
-    influence = None
-    if check_bool(stratum, "stratum"):  # its own key, so the other phases' keys are those of a run without it
-        influence = influential_rows(model, source, proxy, chol, key=jax.random.fold_in(as_key(key), 20), temperature=temperature)
-        cost["influence"] = PhaseCost(influence.data_used, influence.seconds)
-    estimator = proxy if influence is None else stratify(model, source, proxy, influence.rows)
     if kind == "auto":
-        kind, cost["choose"] = choose_by_efficiency(model, source, test, estimator, chol, mode.theta_hat, k_tune, temperature, rule)
+        with PhaseClock("choose", source.n, progress) as clock:
+            kind, data = choose_by_efficiency(model, source, test, estimator, chol, mode_theta, k_tune, temperature, rule)
+        cost["choose"] = clock.cost(data)
     make = proposal_for(kind, proxy, model, chol, temperature, rule)
-    if kind in GLOBAL:  # nothing to tune: the Laplace fit sets the move
-        tuned = untuned(mode.theta_hat)
-    else:
-        walk = proposal_for(tuned_kind, proxy, model, chol, temperature, rule)
-        with bad_rows_named(model, source, mode.theta_hat):
-            tuned = tune(model, source, test, estimator, walk, mode.theta_hat, k_tune, target, tuned_kind, num_windows, window_size,
-                         temperature)
-    cost["tuning"] = PhaseCost(tuned.data_used, tuned.seconds)
+    with PhaseClock("tuning", source.n, progress and kind not in GLOBAL) as clock:
+        if kind in GLOBAL:  # nothing to tune: the Laplace fit sets the move
+            tuned = untuned(mode_theta)
+        else:
+            walk = proposal_for(tuned_kind, proxy, model, chol, temperature, rule)
+            with bad_rows_named(model, source, mode_theta):
+                tuned = tune(model, source, test, estimator, walk, mode_theta, k_tune, target, tuned_kind, num_windows, window_size,
+                             temperature)
+    cost["tuning"] = clock.cost(tuned.data_used)
     if recentre:
         centre, cost["recentre_run"] = short_run_mean(model, source, test, estimator, make(tuned.scale), tuned.position, k_centre, temperature)
         proxy, cost["recentre"] = timed_proxy(model, source, centre, order)
@@ -236,12 +229,12 @@ def warmup(
     )
 
 
-def choose_by_efficiency(model, source, test, estimator, chol, centre, key, temperature, rule) -> tuple[str, PhaseCost]:
-    """The candidate of ``AUTO_CANDIDATES`` with the most effective draws per second, from 8 Laplace-drawn starts."""
+def choose_by_efficiency(model, source, test, estimator, chol, centre, key, temperature, rule) -> tuple[str, int]:
+    """The candidate of ``AUTO_CANDIDATES`` with the most effective draws per second, from 8 Laplace-drawn starts, and the rows read."""
     kernels = {k: build_kernel(model, proposal_for(k, estimator, model, chol, temperature, rule)(1.0), test, source.n, estimator)
                for k in AUTO_CANDIDATES}
-    best, data, seconds = most_efficient(kernels, source.arrays(), centre, chol, key, temperature)
-    return best, PhaseCost(data, seconds)
+    best, data, _ = most_efficient(kernels, source.arrays(), centre, chol, key, temperature)
+    return best, data
 
 
 def mode_kernels(model, source, modes, order, kind, temperature, rule, scale, cost) -> tuple[tuple, PhaseCost]:
@@ -249,19 +242,9 @@ def mode_kernels(model, source, modes, order, kind, temperature, rule, scale, co
     kernels = []
     for m in modes:
         proxy, c = timed_proxy(model, source, m.theta, order)
-        cost = PhaseCost(cost.data + c.data, cost.seconds + c.seconds)
+        cost = cost._replace(data=cost.data + c.data, seconds=cost.seconds + c.seconds, passes=cost.passes + c.passes)
         kernels.append((proxy, proposal_for(kind, proxy, model, cholesky_factor(m.covariance, m.covariance.shape[0]), temperature, rule)(scale)))
     return tuple(kernels), cost
-
-
-def search_modes(model, source, first, key, temperature, num_starts, newton_steps, cost) -> tuple[tuple, dict]:
-    """The multi-start search (its cost added to the mode phase's), warning when it finds several modes."""
-    if num_starts == 0:
-        return (), {"mode": cost}
-    found = find_modes(model, source, first, key=jax.random.fold_in(key, 19), temperature=temperature,
-                       num_starts=num_starts + num_starts % 2, newton_steps=newton_steps)
-    warn_several_modes(found.modes)
-    return found.modes, {"mode": PhaseCost(cost.data + found.data_used, cost.seconds + found.seconds)}
 
 
 def default_test(n: int) -> AcceptanceTest:
@@ -274,7 +257,7 @@ def timed_proxy(model: Model, source: DataSource, centre: PyTree, order: int) ->
     start = time.perf_counter()
     proxy = taylor_proxy(model, source, centre, order=order)
     jax.block_until_ready(proxy.grad_sum)
-    return proxy, PhaseCost(proxy.setup_data, time.perf_counter() - start)
+    return proxy, PhaseCost(proxy.setup_data, time.perf_counter() - start, proxy.setup_data / source.n)
 
 
 def tune(model, source, test, estimator, make, start, key, target, kind, num_windows, window_size, temperature):
@@ -348,7 +331,8 @@ def auto_sample(
     k_warm, k_start, k_run = jax.random.split(as_key(key), 3)
     options = dict(test=test, proposal=proposal, order=order, temperature=temperature, recentre=recentre, num_starts=num_starts,
                    newton_steps=newton_steps, stratum=stratum)
-    w = stored_warmup(model, data, theta0, k_warm, options, sample_kwargs.get("checkpoint_dir"), sample_kwargs.get("resume", False))
+    w = stored_warmup(model, data, theta0, k_warm, options, sample_kwargs.get("checkpoint_dir"), sample_kwargs.get("resume", False),
+                      progress)
     starts = dispersed_starts(w, num_chains, k_start)
     if w.mode_kernels:  # chain c in mode c mod M, with that mode's proxy and proposal
         m = len(w.modes)
@@ -367,17 +351,18 @@ def auto_sample(
     return result, w
 
 
-def stored_warmup(model: Model, data: PyTree | DataSource, theta0: PyTree, key: jax.Array, options: dict, directory, resume: bool) -> Warmup:
+def stored_warmup(model: Model, data: PyTree | DataSource, theta0: PyTree, key: jax.Array, options: dict, directory, resume: bool,
+                  progress: bool = False) -> Warmup:
     """``warmup(...)``, saved in the checkpoint ``directory`` (a new run), or restored from it (``resume``)."""
     if directory is None:
-        return warmup(model, data, theta0, key=key, **options)
+        return warmup(model, data, theta0, key=key, progress=progress, **options)
     source = as_data_source(data)
     settings = {"seed": fingerprint(key), "model": fingerprint(model), "theta0": fingerprint(theta0),
                 "options": fingerprint(options), "data": data_fingerprint(source.arrays(), source.n)}
     saved = load_warmup(directory, settings) if resume else None
     if saved is not None:
         return restored(model, source.n, saved, options)
-    w = warmup(model, data, theta0, key=key, **options)
+    w = warmup(model, data, theta0, key=key, progress=progress, **options)
     if resume or not (Path(directory) / SETTINGS_FILE).exists():  # never overwrite the warm-up of a run sample will refuse
         save_warmup(directory, settings, {"proxy": w.proxy, "covariance": w.covariance, "scale": w.scale,
                                           "acceptance": w.acceptance, "cost": w.cost, "modes": w.modes,

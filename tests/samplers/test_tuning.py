@@ -48,6 +48,7 @@ def test_tuned_scale_reaches_the_target_on_a_fresh_run(target, initial_scale):
     )
     assert r.acceptance.shape == (40,) and r.position.shape == (2,)
     assert r.data_used == 40 * 50 * N  # exact Metropolis touches all N points every step
+    assert r.compilations == 1  # the scale and the dual-averaging switch are traced: one window compiled for all 40
     rate = fresh_acceptance(kernel_for_scale(jnp.float32(r.scale)), x, r.position, jax.random.key(11), 6000)
     assert abs(rate - target) < 0.05, (r.scale, rate)
     # and it has power: a scale 3x off misses the target by far more

@@ -76,14 +76,47 @@ def probe_points(centre: jax.Array, steps: np.ndarray) -> jax.Array:
     return jnp.asarray(np.asarray(centre, np.float64) + np.concatenate(moves), centre.dtype)
 
 
-def residuals_at(model: Model, proxy: TaylorProxy, points: jax.Array):
-    """``rows -> e_i(p)`` for every probe ``p`` (shape ``(P, rows)``): the proxy's residual from the centre."""
+def probe_residuals(model: Model, proxy: TaylorProxy, points: jax.Array, rows: PyTree) -> jax.Array:
+    """``e_i(p)`` for every probe ``p`` and row (shape ``(P, rows)``): the proxy's residual from the centre (traceable)."""
     c, unravel = proxy.flat_centre()
+    return jax.vmap(lambda p: proxy.log_ratio(model, unravel(c), unravel(p))(rows))(points)
 
-    def one(p: jax.Array, rows: PyTree) -> jax.Array:
-        return proxy.log_ratio(model, unravel(c), unravel(p))(rows)
 
-    return jax.jit(lambda rows: jax.vmap(one, in_axes=(0, None))(points, rows))
+def residuals_at(model: Model, proxy: TaylorProxy, points: jax.Array):
+    """``rows -> e_i(p)`` for every probe ``p`` (shape ``(P, rows)``), jitted."""
+    return jax.jit(lambda rows: probe_residuals(model, proxy, points, rows))
+
+
+class ProbeRound(NamedTuple):
+    """A first probe round made elsewhere (in the lean warm-up's last Newton pass): its probe steps and what it found."""
+
+    steps: np.ndarray
+    """The probe steps ``L u`` (shape ``(directions, d)``) the residuals were taken at."""
+    top_dev: np.ndarray
+    """The largest deviations, sorted down."""
+    top_idx: np.ndarray
+    """Their row indices."""
+    bulk_rows: int
+    """Rows read for the bulk level (the pass itself is counted by whoever made it)."""
+
+
+def add_deviations(top: tuple[np.ndarray, np.ndarray], e: np.ndarray, bulk: np.ndarray, first_row: int, keep: int,
+                   temperature: float) -> tuple[np.ndarray, np.ndarray]:
+    """``top`` (deviations, rows) with the rows ``first_row, ...`` of residuals ``e`` (shape ``(P, rows)``) added, the
+    ``keep`` largest kept (at least; ``largest_deviations`` sorts at the end)."""
+    dev = np.max(np.abs(e - bulk), axis=0) / temperature
+    dev = np.where(np.isfinite(dev), dev, np.inf)  # a row whose residual overflows is as influential as can be
+    top_dev, top_idx = np.concatenate([top[0], dev]), np.concatenate([top[1], first_row + np.arange(dev.size)])
+    if top_dev.size > 2 * keep:
+        part = np.argpartition(-top_dev, keep - 1)[:keep]
+        top_dev, top_idx = top_dev[part], top_idx[part]
+    return top_dev, top_idx
+
+
+def sorted_top(top: tuple[np.ndarray, np.ndarray], keep: int) -> tuple[np.ndarray, np.ndarray]:
+    """The ``keep`` largest deviations sorted down, with their rows."""
+    order = np.argsort(-top[0], kind="stable")[:keep]
+    return top[0][order], top[1][order]
 
 
 def blind_errors(dev: np.ndarray, window: int, n_left: int) -> np.ndarray:
@@ -106,20 +139,14 @@ def largest_deviations(resid, bulk: np.ndarray, arrays: PyTree, n: int, keep: in
     """The ``keep`` largest deviations ``max_p |e_i(p) - bulk(p)| / K`` over one streamed pass, sorted down, with
     their row indices. Every chunk has ``chunk`` rows (the last one overlaps its predecessor), so ``resid``
     compiles once."""
-    top_dev, top_idx = np.zeros(0), np.zeros(0, np.int64)
+    top = (np.zeros(0), np.zeros(0, np.int64))
     done = 0
     while done < n:
         start = min(done, n - chunk)
-        e = np.asarray(resid(slice_rows(arrays, start, chunk)), np.float64)[:, done - start:]
-        dev = np.max(np.abs(e - bulk), axis=0) / temperature
-        dev = np.where(np.isfinite(dev), dev, np.inf)  # a row whose residual overflows is as influential as can be
-        top_dev, top_idx = np.concatenate([top_dev, dev]), np.concatenate([top_idx, done + np.arange(dev.size)])
-        if top_dev.size > 2 * keep:
-            part = np.argpartition(-top_dev, keep - 1)[:keep]
-            top_dev, top_idx = top_dev[part], top_idx[part]
+        top = add_deviations(top, np.asarray(resid(slice_rows(arrays, start, chunk)), np.float64)[:, done - start:], bulk, done, keep,
+                             temperature)
         done = start + chunk
-    order = np.argsort(-top_dev, kind="stable")[:keep]
-    return top_dev[order], top_idx[order]
+    return sorted_top(top, keep)
 
 
 def profile_scales(model: Model, proxy: TaylorProxy, stratum: PyTree, steps: np.ndarray, temperature: float) -> np.ndarray:
@@ -156,6 +183,7 @@ def influential_rows(
     temperature: float = 1.0,
     rounds: int = 3,
     chunk: int = DEFAULT_CHUNK,
+    first: ProbeRound | None = None,
 ) -> Influence:
     """The rows whose terms the minibatch test would miss by more than ``tolerance`` nats in total (module docstring).
 
@@ -163,7 +191,8 @@ def influential_rows(
     minibatch the test reads; residuals count divided by ``temperature``. When rows are found, the probes
     are widened to the scale of the posterior with those rows exact (``profile_scales``) and the pass is
     repeated, at most ``rounds`` passes in all. Warns when the stratum exceeds ``warn_rows`` (default
-    ``batch_size``: it then costs more per test than the minibatch) or ``max_rows``.
+    ``batch_size``: it then costs more per test than the minibatch) or ``max_rows``. ``first``: the first round,
+    made by the caller's own pass at the proxy's centre (with ``probe_plan``'s directions, bulk rows and ``kept_rows``).
     """
     tolerance = check_positive(tolerance, "tolerance")
     batch_size = check_int(batch_size, "batch_size", 1)
@@ -174,21 +203,23 @@ def influential_rows(
     t0 = time.perf_counter()
     source = as_data_source(data)
     n, arrays = source.n, source.arrays()
-    k_probe, k_bulk = jax.random.split(jax.random.key(0) if key is None else key)
     centre = proxy.flat_centre()[0]
-    steps = probe_directions(np.asarray(factor, np.float64), k_probe)
     chunk = min(chunk, n)
-    bulk_idx = np.sort(np.asarray(jax.random.choice(k_bulk, n, (chunk,), replace=False)))
-    bulk_rows = take(arrays, jnp.asarray(bulk_idx, jnp.int32))
+    steps, bulk_idx = probe_plan(factor, key, n, chunk)
+    bulk_rows = None
     window = math.ceil(n / batch_size)
-    keep = min(n, max_rows + min(window, WINDOW_KEPT))
+    keep = kept_rows(n, batch_size, max_rows)
     cap = min(max_rows, max(n - batch_size, 0))  # leave the minibatch at least its m rows
     rows, used, passes = np.zeros(0, np.int64), 0, 0
-    for _ in range(rounds):
-        resid = residuals_at(model, proxy, probe_points(centre, steps))
-        bulk = np.median(np.asarray(resid(bulk_rows), np.float64), axis=1, keepdims=True)
-        top_dev, top_idx = largest_deviations(resid, bulk, arrays, n, keep, chunk, temperature)
-        used, passes = used + n + bulk_idx.size, passes + 1
+    for r in range(rounds):
+        if r == 0 and first is not None:  # made by the caller's pass
+            steps, top_dev, top_idx, used = first.steps, first.top_dev, first.top_idx, first.bulk_rows
+        else:
+            bulk_rows = take(arrays, jnp.asarray(bulk_idx, jnp.int32)) if bulk_rows is None else bulk_rows
+            resid = residuals_at(model, proxy, probe_points(centre, steps))
+            bulk = np.median(np.asarray(resid(bulk_rows), np.float64), axis=1, keepdims=True)
+            top_dev, top_idx = largest_deviations(resid, bulk, arrays, n, keep, chunk, temperature)
+            used, passes = used + n + bulk_idx.size, passes + 1
         blind = blind_errors(top_dev, window, n)
         fits = np.flatnonzero(blind[: cap + 1] <= tolerance)
         size = int(fits[0]) if fits.size else cap
@@ -207,6 +238,18 @@ def influential_rows(
     warn_stratum(rows, dev, blind_left, capped=blind_left > tolerance, tolerance=tolerance, batch_size=batch_size,
                  warn_rows=warn_rows, max_rows=cap)
     return Influence(rows.astype(np.int32), dev, blind_left, window, passes, used, time.perf_counter() - t0)
+
+
+def probe_plan(factor: np.ndarray, key: jax.Array | None, n: int, chunk: int) -> tuple[np.ndarray, np.ndarray]:
+    """The probe steps ``L u`` and the sorted indices of the ``min(chunk, n)`` rows drawn for the bulk level."""
+    k_probe, k_bulk = jax.random.split(jax.random.key(0) if key is None else key)
+    bulk_idx = np.sort(np.asarray(jax.random.choice(k_bulk, n, (min(chunk, n),), replace=False)))
+    return probe_directions(np.asarray(factor, np.float64), k_probe), bulk_idx
+
+
+def kept_rows(n: int, batch_size: int = 50, max_rows: int = 1000) -> int:
+    """Largest deviations a pass keeps: the stratum's cap plus a blind window."""
+    return min(n, max_rows + min(math.ceil(n / batch_size), WINDOW_KEPT))
 
 
 def name_rows(rows: np.ndarray, dev: np.ndarray, shown: int = 10) -> str:

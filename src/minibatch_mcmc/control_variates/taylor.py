@@ -183,7 +183,13 @@ def taylor_proxy(model: Model, data: Any, centre: PyTree, order: int = 2, chunk:
             "parameters: use order=1 for larger models"
         )
     source = as_data_source(data)
-    sums = host_tree_sum(chunk_derivatives(model, centre, order), source.arrays(), source.n, chunk)
+    return proxy_from_sums(host_tree_sum(chunk_derivatives(model, centre, order), source.arrays(), source.n, chunk), centre, order,
+                           source.n)
+
+
+def proxy_from_sums(sums: dict, centre: PyTree, order: int, n: int) -> TaylorProxy:
+    """The proxy from float64 full-data sums ``value``, ``grad`` (and ``hess``) of ``l_i`` at ``centre`` (one pass, made by the caller)."""
+    flat, _ = ravel_pytree(centre)
     for name, value in sums.items():
         bad = ~np.isfinite(value)
         if np.any(bad):
@@ -202,6 +208,6 @@ def taylor_proxy(model: Model, data: Any, centre: PyTree, order: int = 2, chunk:
         grad_sum=jnp.asarray(sums["grad"], dtype),
         hess_sum=hess,
         centre_log_lik=float(sums["value"]),
-        n_data=int(source.n),
-        setup_data=int(source.n),
+        n_data=int(n),
+        setup_data=int(n),
     )

@@ -37,6 +37,12 @@ PyTree = Any
 SEPARATION = 4.0
 """Laplace s.d.s (Mahalanobis distance) that two points must be apart to be different modes."""
 
+FINAL_RATE = 0.01
+"""Adam's learning rate at the last step, relative to the first (cosine decay)."""
+
+TAIL = 0.25
+"""Share of the last Adam iterates averaged into an end point."""
+
 MIN_MASS = 1e-3
 """Smallest Laplace mass, relative to the heaviest mode, of a mode that is reported."""
 
@@ -70,11 +76,13 @@ def dispersed_points(key: jax.Array, centre: np.ndarray, num_starts: int) -> np.
 
 
 def adam_ends(model: Model, arrays: PyTree, n: int, starts: jax.Array, unravel, key: jax.Array, temperature: float,
-              steps: int, b: int, learning_rate: float) -> tuple[np.ndarray, np.ndarray]:
-    """Vmapped minibatch Adam (cosine-decayed rate) from each start: the mean of the last quarter of iterates, and finiteness."""
+              steps: int, b: int, learning_rate: float, shared: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Vmapped minibatch Adam (cosine-decayed rate) from each start: the mean of the last quarter of iterates, and finiteness.
+
+    ``shared``: every start reads the same minibatch at each step (``steps * b`` rows read in all, not per start)."""
     log_prior, log_lik_sum = log_posterior_parts(model, unravel, temperature)
-    opt = optax.adam(optax.cosine_decay_schedule(learning_rate, steps, alpha=0.01))
-    tail = max(1, steps // 4)
+    opt = optax.adam(optax.cosine_decay_schedule(learning_rate, steps, alpha=FINAL_RATE))
+    tail = max(1, int(steps * TAIL))
 
     def estimate(flat, batch):
         return log_prior(flat) + (n / b) * log_lik_sum(flat, batch)
@@ -95,7 +103,8 @@ def adam_ends(model: Model, arrays: PyTree, n: int, starts: jax.Array, unravel, 
         (_, _, ok, total), _ = jax.lax.scan(one, init, (jnp.arange(steps), keys))
         return total / tail, ok
 
-    keys = jax.vmap(lambda k: jax.random.split(k, steps))(jax.random.split(key, starts.shape[0]))
+    per_start = jax.random.split(key, starts.shape[0])
+    keys = jax.vmap(lambda k: jax.random.split(key if shared else k, steps))(per_start)
     ends, ok = jax.jit(jax.vmap(one_start))(starts, keys)
     return np.asarray(ends, np.float64), np.asarray(ok)
 
@@ -106,9 +115,9 @@ def distance(flat: np.ndarray, mode: LocalMode) -> float:
     return float(np.sqrt(diff @ np.linalg.solve(mode.covariance, diff)))
 
 
-def is_new(flat: np.ndarray, modes: list[LocalMode]) -> bool:
-    """Whether ``flat`` is more than ``SEPARATION`` Laplace s.d.s from every known mode."""
-    return all(distance(flat, m) > SEPARATION for m in modes)
+def is_new(flat: np.ndarray, modes: list[LocalMode], slack: float = 0.0) -> bool:
+    """Whether ``flat`` is more than ``SEPARATION + slack`` Laplace s.d.s from every known mode."""
+    return all(distance(flat, m) > SEPARATION + slack for m in modes)
 
 
 def as_local(mode: ModeResult) -> LocalMode | None:
@@ -133,10 +142,20 @@ def find_modes(model: Model, source: DataSource, first: LocalMode, *, key: jax.A
     points = dispersed_points(k_starts, np.asarray(flat0, np.float64), num_starts)
     ends, ok = adam_ends(model, source.arrays(), source.n, jnp.asarray(points, flat0.dtype), unravel, k_adam, temperature, steps, b,
                          learning_rate)
-    modes, used = [first], num_starts * steps * b
+    return modes_from_ends(model, source, first, ends[ok], k_adam, temperature, newton_steps, num_starts * steps * b, start)
+
+
+def modes_from_ends(model: Model, source: DataSource, first: LocalMode, ends: np.ndarray, key: jax.Array, temperature: float,
+                    newton_steps: int, used: int, start: float, slack: float = 0.0) -> ModeSearch:
+    """The modes that Adam's finite end points ``ends`` lead to besides ``first``; ``used`` rows and the clock ``start`` so far.
+
+    An end within ``SEPARATION + slack`` s.d.s of a known mode is in its basin (``slack``: how far Adam's end from the
+    start stopped from ``first``, the minibatch error every end carries)."""
+    flat0, unravel = ravel_pytree(first.theta)
+    modes = [first]
     derivatives = full_pass_fns(model, unravel, temperature, source.n, DEFAULT_CHUNK, with_hessian=True)[1]
-    for end in ends[ok]:
-        if not is_new(end, modes):
+    for end in ends:
+        if not is_new(end, modes, slack):
             continue
         try:  # one full pass: where a Newton step from the end point lands
             here = checked_pass(derivatives, jnp.asarray(end, flat0.dtype), source.arrays(), "multi-start", "at an Adam end point")
@@ -144,7 +163,7 @@ def find_modes(model: Model, source: DataSource, first: LocalMode, *, key: jax.A
             target = end + newton_direction(here.hessian, here.grad)
             if not is_new(target, modes):  # in a known mode's basin: Adam's end was only short of it
                 continue
-            polished = find_mode(model, source, unravel(jnp.asarray(target, flat0.dtype)), key=k_adam, temperature=temperature,
+            polished = find_mode(model, source, unravel(jnp.asarray(target, flat0.dtype)), key=key, temperature=temperature,
                                  adam_steps=0, newton_steps=newton_steps)
         except ValueError:  # a start in a region of non-finite density: not a mode
             continue

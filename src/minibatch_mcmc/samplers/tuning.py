@@ -14,7 +14,6 @@ acceptance rate ``log s_{k+1} = log s_k + g (rate_k - target) / k``; the last of
 
 from __future__ import annotations
 
-import functools
 import math
 import time
 from typing import Any, Callable, NamedTuple
@@ -65,6 +64,8 @@ class TuneResult(NamedTuple):
     """Data points the acceptance tests touched: ``sum(outcome.batch_size + outcome.hidden_data)``."""
     seconds: float
     """Wall-clock seconds of the tuning run."""
+    compilations: int = 0
+    """Compilations of the jitted tuning window (1: the scale and the dual-averaging switch are traced arguments)."""
 
 
 def dual_averaging_init(initial_scale: float, dtype: Any = jnp.float32) -> DualAveragingState:
@@ -114,15 +115,17 @@ def tune_scale(
     mu = jnp.log(jnp.asarray(10.0 * initial_scale, dtype))
     temp = jnp.asarray(temperature, dtype)
     start = time.perf_counter()
+    traces = [0]
 
-    @functools.partial(jax.jit, static_argnames="per_step")
-    def run_window(key: jax.Array, state: ChainState, da: DualAveragingState, log_scale: jax.Array, arrays: PyTree, per_step: bool):
+    @jax.jit
+    def run_window(key: jax.Array, state: ChainState, da: DualAveragingState, log_scale: jax.Array, arrays: PyTree, per_step: jax.Array):
+        traces[0] += 1  # once per compilation
         def one(carry, k):
             state, da, log_scale = carry
             state, outcome = kernel_for_scale(jnp.exp(log_scale)).step(k, state, arrays, temp)
-            if per_step:
-                da = dual_averaging_update(da, outcome.accepted, target_accept, mu)
-                log_scale = da.log_scale
+            updated = dual_averaging_update(da, outcome.accepted, target_accept, mu)  # kept only while per_step (traced: one compilation)
+            da = jax.tree_util.tree_map(lambda new, old: jnp.where(per_step, new, old), updated, da)
+            log_scale = jnp.where(per_step, da.log_scale, log_scale)
             used = jnp.asarray(outcome.batch_size, jnp.int32) + jnp.asarray(outcome.hidden_data, jnp.int32)
             return (state, da, log_scale), (outcome.accepted, used, outcome.nonfinite)
 
@@ -135,7 +138,7 @@ def tune_scale(
     coarse = (num_windows + 3) // 4
     acceptance, data_used = np.zeros(num_windows), 0
     for w, k in enumerate(jax.random.split(key, num_windows)):
-        state, da, rate, used, nonfinite = run_window(k, state, da, log_scale, arrays, per_step=w < coarse)
+        state, da, rate, used, nonfinite = run_window(k, state, da, log_scale, arrays, jnp.asarray(w < coarse))
         if bool(nonfinite):
             raise ValueError(
                 f"tune_scale: a non-finite log-likelihood ratio in window {w} (scale near {float(jnp.exp(log_scale)):.4g});"
@@ -148,6 +151,7 @@ def tune_scale(
         else:  # Robbins-Monro on the window's acceptance rate, gain ROBBINS_MONRO_GAIN / k
             log_scale = log_scale + ROBBINS_MONRO_GAIN * (rate - target_accept) / (w - coarse + 1)
     return TuneResult(
+        compilations=traces[0],
         scale=float(jnp.exp(log_scale)),
         position=state.position,
         state=state,
