@@ -159,12 +159,13 @@ def family_model(spec: GLMSpec) -> Model:
 
 def glm_proxy(
     data: Any, centre: jax.Array, family: str = "logistic", order: int = 2, whiten: np.ndarray | None = None,
-    alias: bool = True, precision: float = 1.0,
+    alias: bool = True, precision: float = 1.0, proxy: TaylorProxy | None = None,
 ) -> GLMProxy:
     """A GLM's Taylor proxy around ``centre`` with per-datum bounds, for ``family`` in ``glm_families.FAMILIES``
     (``precision``: the Gaussian noise precision; a Poisson ``offset`` column in ``data`` is used when present);
     ``whiten``: e.g. the Laplace Cholesky factor; ``alias=True`` keeps an alias table of the rows' bound weights
-    (8 bytes a row) so an exact test draws rows in proportion to their bounds."""
+    (8 bytes a row) so an exact test draws rows in proportion to their bounds; ``proxy``: the Taylor proxy of the
+    same likelihood at ``centre`` and ``order`` if one is built already (its full-data pass is then not repeated)."""
     if family not in FAMILIES:
         raise ValueError(f"family={family!r}: allowed are {FAMILIES}")
     centre = jnp.asarray(centre)
@@ -177,7 +178,10 @@ def glm_proxy(
     source = as_data_source(data)
     arrays = source.arrays()
     spec = GLMSpec(family, float(precision), offset=family == "poisson" and "offset" in arrays)
-    proxy = taylor_proxy(family_model(spec), source, centre, order=order)
+    if proxy is None:
+        proxy = taylor_proxy(family_model(spec), source, centre, order=order)
+    elif proxy.order != order or not np.array_equal(np.asarray(proxy.centre), np.asarray(centre)):
+        raise ValueError(f"proxy has order {proxy.order} and another centre; glm_proxy was asked for order {order} at {centre}")
     est = GLMProxy(proxy=proxy, whiten=jnp.asarray(w, centre.dtype), norm_sum=0.0, norm_max=0.0, name=f"glm_{family}",
                    family=family, precision=float(precision))
     norms, etas = [], []
@@ -206,7 +210,7 @@ def logistic_proxy(
 
 
 def model_glm_proxy(model: Model, data: Any, centre: jax.Array, order: int = 2, whiten: np.ndarray | None = None,
-                    alias: bool = True) -> GLMProxy:
+                    alias: bool = True, proxy: TaylorProxy | None = None) -> GLMProxy:
     """``glm_proxy`` for a model that declares its GLM family (``model.glm``); refuses one that does not."""
     if model.glm is None:
         raise ValueError(
@@ -215,4 +219,5 @@ def model_glm_proxy(model: Model, data: Any, centre: jax.Array, order: int = 2, 
             "poisson_regression, l1_regression), set Model.glm=GLMSpec(family, ...) if the likelihood is one, or pass "
             "an estimator whose residual_bounds supplies |r_i| <= b_i (e.g. control_variates.glm_proxy)"
         )
-    return glm_proxy(data, centre, model.glm.family, order=order, whiten=whiten, alias=alias, precision=model.glm.precision)
+    return glm_proxy(data, centre, model.glm.family, order=order, whiten=whiten, alias=alias, precision=model.glm.precision,
+                     proxy=proxy)
