@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
+import jax
+import jax.numpy as jnp
 import numpy as np
+from scipy.special import expit, gammaln, log_ndtr
+
+from minibatch_mcmc.models import make_glm_data
+
+PRECISION = 3.0
+"""Noise precision of the Gaussian family in the GLM tests."""
 
 
 def glm_data(n: int, theta: tuple[float, float], seed: int) -> dict:
@@ -49,3 +57,45 @@ def glm_quadrature(data: dict, prior_scale: float, points: int = 151, family: st
     w /= w.sum()
     mean = w @ grid
     return mean, w @ (grid - mean) ** 2, th, cov
+
+
+def mills(z):
+    """The inverse Mills ratio ``phi(z) / Phi(z)`` in float64."""
+    return np.exp(-0.5 * z * z - 0.5 * np.log(2 * np.pi) - log_ndtr(z))
+
+
+def f64(family, eta, y):
+    """``(f, f', f'')`` of the family's log-likelihood in float64."""
+    if family == "logistic":
+        p = expit(eta)
+        return y * eta - np.logaddexp(0.0, eta), y - p, -p * (1 - p)
+    if family == "probit":
+        s = 2 * y - 1
+        lam = mills(s * eta)
+        return log_ndtr(s * eta), s * lam, -lam * (s * eta + lam)
+    if family == "poisson":
+        return y * eta - np.exp(eta) - gammaln(y + 1), y - np.exp(eta), -np.exp(eta)
+    return -0.5 * PRECISION * (y - eta) ** 2, PRECISION * (y - eta), -PRECISION * np.ones_like(eta)
+
+
+def residual_reference(family, data, centre, t0, t1, order):
+    """``l_i(t1) - l_i(t0) - q_i`` in float64."""
+    x, y = np.asarray(data["x"], np.float64), np.asarray(data["y"], np.float64)
+    off = np.asarray(data["offset"], np.float64) if "offset" in data else 0.0
+    c, a0, a1 = (np.asarray(v, np.float64) for v in (centre, t0, t1))
+    eta_c, e0, e1 = x @ c + off, x @ a0 + off, x @ a1 + off
+    f0, f1 = f64(family, e0, y)[0], f64(family, e1, y)[0]
+    _, g, h = f64(family, eta_c, y)
+    q = g * (e1 - e0) + (0.5 * h * ((e1 - eta_c) ** 2 - (e0 - eta_c) ** 2) if order == 2 else 0.0)
+    return f1 - f0 - q
+
+
+def make_family_data(family, n=400, d=3, seed=0):
+    """``make_glm_data`` for ``family`` (Gaussian: linear responses with precision ``PRECISION``; Poisson: an offset)."""
+    data, theta = make_glm_data(jax.random.key(seed), n, d, "logistic" if family == "gaussian" else family)
+    if family == "gaussian":
+        noise = jax.random.normal(jax.random.key(seed + 1), (n,)) / np.sqrt(PRECISION)
+        data = {"x": data["x"], "y": data["x"] @ theta + noise}
+    if family == "poisson":
+        data["offset"] = jnp.asarray(np.random.default_rng(seed).uniform(-0.5, 0.5, n), jnp.float32)
+    return data, np.asarray(theta, np.float32)
