@@ -54,6 +54,8 @@ from peer_runners import cv_kernel_block, timed_blocks
 
 PRIOR_SCALE = 10.0
 KAPPA = 1.5
+PYMHSS_MEMORY = 2e9
+"""Bytes above which PyMHSS MH-SS-2 is not run (its set-up stores an (N, d, d) float64 array)."""
 COLUMNS = ["family", "N", "d", "method", "points/step", "accept", "ESS/1000 steps", "ESS/s", "ESS/s incl. warm-up",
            "data/ESS", "mean err (sd)", "sd err", "warm-up s", "steps"]
 
@@ -192,6 +194,8 @@ def one_setting(family, n, d, args, alg, key, chains):
             print(f"  PyMHSS MH-SS-{order}: skipped ({args.pymhss_reason})")
         elif family != "logistic":
             print(f"  PyMHSS MH-SS-{order}: skipped (its Poisson model has the softplus link, not the log link)")
+        elif order == 2 and n * d * d * 8 > PYMHSS_MEMORY:
+            print(f"  PyMHSS MH-SS-2: skipped (its set-up keeps every row's d x d Hessian: {n * d * d * 8 / 1e9:.1f} GB)")
         else:
             rows.append(run_pymhss(alg, order, data, mode, cov, args, ref, w.cost["mode"].seconds, seed=order))
     for r in rows:
@@ -225,22 +229,22 @@ def speed_row(s: dict) -> list[str]:
     return [s["family"], f"{s['n']:,}", str(s["d"]), f"{s['one']:.0f}", f"{s['many']:.0f}", f"{s['many'] / s['one']:.1f}"]
 
 
-def results_values(rows: list[dict], speeds: list[dict], load: float) -> dict[str, str]:
+def results_values(rows: list[dict], speeds: list[dict], load: float, name: str = "exact_mh") -> dict[str, str]:
     """The figures the prose quotes: SMH-2 indep.'s and MH-SS-2's points per step and ESS/s per setting, their ESS/s
     ratios (SMH-2 indep. and SMH-2 RW over MH-SS-2), the 64-over-1-chain ratio and the load average."""
-    values = {"exact_mh.load": f"{load:.1f}"}
+    values = {f"{name}.load": f"{load:.1f}"}
     by = {(r["family"], r["n"], r["d"], r["method"]): r for r in rows}
     for (family, n, d, method), r in by.items():
-        k = f"exact_mh.{family}.{n}.{d}.{method.split()[0]}"
+        k = f"{name}.{family}.{n}.{d}.{method.split()[0]}"
         if method in ("SMH-2 indep.", "PyMHSS MH-SS-2"):
             values[k + ".points"] = fmt(r["points"])
             values[k + ".ess_s"] = fmt(r["ess_s"])
         mhss = by.get((family, n, d, "PyMHSS MH-SS-2"))
         if mhss is not None and method in ("SMH-2 indep.", "SMH-2 RW"):
             tag = "indep" if method == "SMH-2 indep." else "rw"
-            values[f"exact_mh.{family}.{n}.{d}.ratio_{tag}"] = f"{r['ess_s'] / mhss['ess_s']:.1f}"
+            values[f"{name}.{family}.{n}.{d}.ratio_{tag}"] = f"{r['ess_s'] / mhss['ess_s']:.1f}"
     for s in speeds:
-        values[f"exact_mh.{s['family']}.{s['n']}.chains_ratio"] = f"{s['many'] / s['one']:.1f}"
+        values[f"{name}.{s['family']}.{s['n']}.chains_ratio"] = f"{s['many'] / s['one']:.1f}"
     return values
 
 
@@ -255,6 +259,7 @@ def main(argv=None):
     p.add_argument("--chains", type=int, default=64, help="chains of the vmap speed comparison, first setting only (0: skip)")
     p.add_argument("--chain-steps", type=int, default=500)
     p.add_argument("--pymhss", default=None, metavar="DIR", help="directory holding the PyMHSS package")
+    p.add_argument("--name", default="exact_mh", help="name of the tables and prefix of the values in the results file")
     p.add_argument("--quick", action="store_true", help="N = 20,000, logistic, 3 s per method, no results file")
     add_results_option(p)
     args = p.parse_args(argv)
@@ -276,12 +281,13 @@ def main(argv=None):
                 r, s = one_setting(family, n, d, args, alg, key, chains=args.chains and not speeds)
                 rows += r
                 speeds += [s] if s else []
-    values = results_values(rows, speeds, load)
-    save(args.results, "exact_mh", config=args, values=values, tables={
-        "exact_mh": table(COLUMNS, [table_row(r) for r in rows]),
-        "exact_mh_chains": table(["family", "N", "d", "1 chain (chain-steps/s)", f"{args.chains} chains", "ratio"],
-                                 [speed_row(s) for s in speeds]),
-    }, extra={"rows": rows, "speeds": speeds, "load_at_start": load})
+    values = results_values(rows, speeds, load, args.name)
+    tables = {args.name: table(COLUMNS, [table_row(r) for r in rows])}
+    if speeds:
+        tables[f"{args.name}_chains"] = table(["family", "N", "d", "1 chain (chain-steps/s)", f"{args.chains} chains", "ratio"],
+                                              [speed_row(s) for s in speeds])
+    save(args.results, "exact_mh", config=args, values=values, tables=tables,
+         extra={"rows": rows, "speeds": speeds, "load_at_start": load})
 
 
 if __name__ == "__main__":
