@@ -101,3 +101,22 @@ def test_peers_prefixed_ratios_and_reference(bench):
     assert vals["peers_plain.batch_fraction_100000"] == "0.85"
     assert vals["peers_plain.MHminibatch_over_BlackJAX_RWMH.ess_per_s_1e5"] == "0.5"
     assert tabs["peers_plain"]["rows"][0][9:11] == ["> 1", "0.5"]
+
+
+def test_exact_mh_rows_and_values(bench):
+    """SMH-2 indep. at 2,000 ESS/s and SMH-2 RW at 50 against MH-SS-2's 100: ratios 20.0 and 0.5; 64 chains at 9,000
+    chain-steps/s over 1 chain's 1,000: 9.0; the row's cells in column order."""
+    em = bench("exact_mh")
+    base = dict(family="logistic", n=1000000, d=10, accept=0.9, ess_per_1000=900.0, ess_s_warm=1.0, data_per_ess=2.0,
+                mean_err=0.01, sd_err=0.02, warm_s=3.0, steps=1000)
+    rows = [dict(base, method="SMH-2 indep.", points=1.5, ess_s=2000.0), dict(base, method="SMH-2 RW", points=0.3, ess_s=50.0),
+            dict(base, method="PyMHSS MH-SS-2", points=1.0, ess_s=100.0)]
+    speeds = [dict(family="logistic", n=100000, d=10, one=1000.0, many=9000.0, chains=64)]
+    vals = em.results_values(rows, speeds, 11.44)
+    assert vals == {"exact_mh.load": "11.4", "exact_mh.logistic.1000000.10.SMH-2.points": "1.5",
+                    "exact_mh.logistic.1000000.10.SMH-2.ess_s": "2e+03", "exact_mh.logistic.1000000.10.ratio_indep": "20.0",
+                    "exact_mh.logistic.1000000.10.ratio_rw": "0.5", "exact_mh.logistic.1000000.10.PyMHSS.points": "1",
+                    "exact_mh.logistic.1000000.10.PyMHSS.ess_s": "100", "exact_mh.logistic.100000.chains_ratio": "9.0"}
+    assert em.table_row(rows[0]) == ["logistic", "1,000,000", "10", "SMH-2 indep.", "1.5", "0.90", "900", "2e+03", "1", "2",
+                                     "0.010", "0.020", "3.0", "1000"]
+    assert em.speed_row(speeds[0]) == ["logistic", "100,000", "10", "1000", "9000", "9.0"]

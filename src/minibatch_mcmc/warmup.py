@@ -31,7 +31,6 @@ from minibatch_mcmc.control_variates import TaylorProxy, taylor_proxy
 from minibatch_mcmc.control_variates.influence import Influence
 from minibatch_mcmc.control_variates.laplace_moves import GLOBAL, proposal_for
 from minibatch_mcmc.control_variates.proposals import cholesky_factor
-from minibatch_mcmc.control_variates.stratified import stratify
 from minibatch_mcmc.data.arrays import DataSource, as_data_source
 from minibatch_mcmc.data.host import host_read_errors
 from minibatch_mcmc.diagnostics.proxy_check import ProxyCheck, check_proxy
@@ -42,6 +41,7 @@ from minibatch_mcmc.samplers.checkpoint import SETTINGS_FILE, data_fingerprint, 
 from minibatch_mcmc.samplers.diagnose import bad_rows_named
 from minibatch_mcmc.samplers.driver import sample
 from minibatch_mcmc.samplers.efficiency import most_efficient
+from minibatch_mcmc.samplers.exact_choice import estimator_for, exact_test, needs_bounds
 from minibatch_mcmc.samplers.groups import ChainGroup, sample_groups
 from minibatch_mcmc.samplers.keys import as_key
 from minibatch_mcmc.samplers.kernel import Kernel, build_kernel
@@ -144,7 +144,7 @@ def warmup(
     theta0: PyTree,
     *,
     key: jax.Array | int = 0,
-    test: AcceptanceTest | None = None,
+    test: AcceptanceTest | str | None = None,
     proposal: str = "langevin",
     order: int = 2,
     temperature: float = 1.0,
@@ -161,8 +161,8 @@ def warmup(
 ) -> Warmup:
     """Mode, Laplace covariance, Taylor proxy and a tuned proposal for sampling at ``temperature`` (1: the posterior).
 
-    ``test`` defaults to ``mh_minibatch(batch_size=50)`` (below ``N = 50`` the exact Barker test on all rows,
-    which the minibatch test approximates); ``proposal`` is one of ``PROPOSALS``: ``"langevin"`` (the
+    ``test`` defaults to ``mh_minibatch(batch_size=50)`` (below ``N = 50`` the exact Barker test on all rows); a name of
+    ``exact_choice.EXACT_TESTS`` (``"smh"``) is that exact test with the GLM's per-datum bounds; ``proposal`` is one of ``PROPOSALS``: ``"langevin"`` (the
     proxy-gradient MALA preconditioned by the Laplace covariance), ``"random_walk"`` (Laplace-shaped), the untuned
     global moves ``"independence"``, ``"independence_t"``, ``"proxy_hmc"``, ``"mixture"`` (proxy HMC plus a tuned
     random walk), or ``"auto"`` (the best of ``AUTO_CANDIDATES`` by measured effective draws per second; its cost
@@ -181,17 +181,18 @@ def warmup(
     if target_accept is not None and kind in GLOBAL + ("auto",):
         raise ValueError(f"target_accept={target_accept!r} has no effect with proposal={kind!r}, which is not tuned: leave it None")
     source = as_data_source(data)
-    test = default_test(source.n) if test is None else test
+    test = default_test(source.n) if test is None else exact_test(test)
     rule = decision_rule(test)
     tuned_kind = "random_walk" if kind == "mixture" else kind
     target = TARGET_ACCEPT.get((rule, tuned_kind), math.nan) if target_accept is None else target_accept
     k_mode, k_tune, k_centre = jax.random.split(as_key(key), 3)
     found = find_centre(model, source, theta0, as_key(key), k_mode, temperature=temperature, order=order, adam_steps=adam_steps,
-                        newton_steps=newton_steps, num_starts=num_starts, stratum=check_bool(stratum, "stratum"), lean=lean,
-                        progress=progress)
-    cov, proxy, modes, influence, estimator, cost = found.covariance, found.proxy, found.modes, found.influence, found.estimator, found.cost
+                        newton_steps=newton_steps, num_starts=num_starts, lean=lean, progress=progress,
+                        stratum=check_bool(stratum, "stratum") and not needs_bounds(test))  # exact tests need no stratum
+    cov, proxy, modes, influence, cost = found.covariance, found.proxy, found.modes, found.influence, found.cost
     mode_theta = found.theta_hat
     chol = cholesky_factor(cov, cov.shape[0])
+    estimator = estimator_for(test, model, source, proxy, chol, influence)
     if kind == "auto":
         with PhaseClock("choose", source.n, progress) as clock:
             kind, data = choose_by_efficiency(model, source, test, estimator, chol, mode_theta, k_tune, temperature, rule)
@@ -209,7 +210,7 @@ def warmup(
     if recentre:
         centre, cost["recentre_run"] = short_run_mean(model, source, test, estimator, make(tuned.scale), tuned.position, k_centre, temperature)
         proxy, cost["recentre"] = timed_proxy(model, source, centre, order)
-        estimator = proxy if influence is None else stratify(model, source, proxy, influence.rows)
+        estimator = estimator_for(test, model, source, proxy, chol, influence)
         make = proposal_for(kind, proxy, model, chol, temperature, rule)
     kernels, cost["proxy"] = mode_kernels(model, source, modes[1:], order, kind, temperature, rule, float(tuned.scale), cost["proxy"])
     return Warmup(
@@ -308,7 +309,7 @@ def auto_sample(
     num_samples: int,
     num_chains: int = 4,
     key: jax.Array | int = 0,
-    test: AcceptanceTest | None = None,
+    test: AcceptanceTest | str | None = None,
     proposal: str = "langevin",
     order: int = 2,
     temperature: float = 1.0,
@@ -374,7 +375,7 @@ def stored_warmup(model: Model, data: PyTree | DataSource, theta0: PyTree, key: 
 def restored(model: Model, n: int, saved: dict, options: dict) -> Warmup:
     """The ``Warmup`` from its saved parts: the proposal rebuilt from the proxy, covariance, kind and tuned scale."""
     proxy, cov, kind = saved["proxy"], saved["covariance"], saved["kind"]
-    test = default_test(n) if options["test"] is None else options["test"]
+    test = default_test(n) if options["test"] is None else exact_test(options["test"])
     rule = decision_rule(test)
     make = proposal_for(kind, proxy, model, cholesky_factor(cov, cov.shape[0]), options["temperature"], rule)
     kernels = tuple((p, proposal_for(kind, p, model, cholesky_factor(m.covariance, cov.shape[0]), options["temperature"], rule)(saved["scale"]))

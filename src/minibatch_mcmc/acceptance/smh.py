@@ -61,9 +61,10 @@ class ScalableMH(NamedTuple):
         """Accept with probability ``min(1, e^a) prod_i min(1, e^(r_i / K))`` (or ``min(1, e^Delta)`` on a full-data step)."""
         if stats.bounds is None:
             raise ValueError(
-                "ScalableMH needs per-datum bounds on the residuals: pass an estimator that supplies them "
-                "(e.g. estimator=control_variates.logistic_proxy(data, centre)); the plain estimator and a general "
-                "Taylor proxy have none"
+                "ScalableMH needs per-datum bounds on the residuals: pass an estimator whose residual_bounds supplies "
+                "|r_i| <= b_i (for a GLM: estimator=control_variates.glm_proxy(data, centre, family=...); "
+                "auto_sample(test='smh') builds it for the shipped GLMs); the plain estimator and a general Taylor "
+                "proxy have none"
             )
         n, c = stats.n_data, self.chunk_size
         dtype = decision_dtype(stats)

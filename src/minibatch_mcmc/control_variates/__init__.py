@@ -2,7 +2,7 @@
 
 from minibatch_mcmc.control_variates.base import Estimator, PlainDifference, plain
 from minibatch_mcmc.control_variates.influence import Influence, influential_rows
-from minibatch_mcmc.control_variates.glm import GLMProxy, logistic_proxy
+from minibatch_mcmc.control_variates.glm import GLMProxy, glm_proxy, logistic_proxy, model_glm_proxy
 from minibatch_mcmc.control_variates.proposals import proxy_gradient, proxy_langevin
 from minibatch_mcmc.control_variates.proxy_moves import proxy_hmc, proxy_independence, proxy_laplace
 from minibatch_mcmc.control_variates.stratified import StratifiedProxy, stratify
@@ -14,6 +14,8 @@ __all__ = [
     "plain",
     "GLMProxy",
     "logistic_proxy",
+    "glm_proxy",
+    "model_glm_proxy",
     "TaylorProxy",
     "taylor_proxy",
     "MAX_DENSE_DIM",

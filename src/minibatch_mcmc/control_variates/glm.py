@@ -1,28 +1,33 @@
 """Taylor-proxy control variates for generalised linear models, with per-datum bounds on the residuals.
 
-For logistic regression ``l_i(theta) = y_i eta_i - s(eta_i)``, ``eta_i = x_i . theta``, ``s = softplus``,
-the Taylor proxy of order ``k`` around ``c`` leaves, per datum, the remainder
+A GLM's per-datum log-likelihood is ``l_i(theta) = f(eta_i; y_i)``, ``eta_i = x_i . theta (+ offset_i)``, for a
+family ``f`` (``glm_families``: logistic, probit, Poisson with log link, Gaussian). The Taylor proxy of order ``k``
+around ``c`` leaves, per datum, the remainder
 
-    R_i(theta) = -[s(eta_c + delta) - sum_{j <= k} s^(j)(eta_c) delta^j / j!],   delta = x_i . (theta - c),
+    R_i(theta) = f(eta_c + delta) - sum_{j <= k} f^(j)(eta_c) delta^j / j!,   delta = x_i . (theta - c),
 
-(the label enters only linearly, so it drops out). The residual a test sees is
-``r_i = R_i(theta') - R_i(theta)``. It is computed here from ``delta`` directly (a series in ``delta``
-for small ``|delta|``, ``log1p`` otherwise), never as ``l_i(theta') - l_i(theta) - q_i``: at large ``N``
-that difference of O(1e-3) numbers is O(1e-11) and float32 would return rounding noise.
+and the residual a test sees is ``r_i = R_i(theta') - R_i(theta)``. It is computed here from ``delta`` directly
+(``glm_families.remainder_fn``), never as ``l_i(theta') - l_i(theta) - q_i``: at large ``N`` that difference of
+O(1e-3) numbers is O(1e-11) and float32 would return rounding noise.
 
-Bounds. Along the segment ``phi_t = theta + t (theta' - theta)``, with a whitening matrix ``W`` (``x . v =
-(W' x) . (W^-1 v)``), ``a = W^-1 (theta - c)``, ``b = W^-1 (theta' - c)`` and ``w = W^-1 (theta' - theta)``:
+Bounds. Along the segment ``phi_t = theta + t (theta' - theta)``, ``dR_i/dt`` is the order-``(k-1)`` remainder of
+``f'`` times ``x_i . (theta' - theta)``, so with ``M_j`` a bound on ``|f^(j)|`` between ``eta_c`` and ``eta_i(phi_t)``,
+a whitening matrix ``W`` (``x . v = (W' x) . (W^-1 v)``), ``a = W^-1 (theta - c)``, ``b = W^-1 (theta' - c)`` and
+``w = W^-1 (theta' - theta)``:
 
-    order 1: |r_i| <= M2 |W' x_i|^2 |w| (|a| + |b|) / 2,                     M2 = sup s'' = 1/4,
-    order 2: |r_i| <= M3 / 2 |W' x_i|^3 |w| (|a|^2 + a.b + |b|^2) / 3,        M3 = sup |s'''| = 1 / (6 sqrt 3),
+    order 1: |r_i| <= M2 |W' x_i|^2 |w| (|a| + |b|) / 2,
+    order 2: |r_i| <= M3 / 2 |W' x_i|^3 |w| (|a|^2 + a.b + |b|^2) / 3,
 
-both symmetric in ``(theta, theta')``. ``W`` is the Laplace covariance's Cholesky factor when the warm-up has one:
-then ``|W' x_i|`` is the posterior s.d. of ``eta_i`` and ``|a|, |b|, |w|`` are O(1), which keeps the bounds small.
+both symmetric in ``(theta, theta')``. ``M_j`` is the family's sup (``glm_families.sups``), except for Poisson,
+whose derivatives are ``-e^eta``: between ``eta_c`` and the segment ``eta <= eta_c + |W' x_i| max(|a|, |b|)``, so
+``M_j = e^(eta_c,i) e^(L max(|a|, |b|))`` with ``L = max_i |W' x_i|``: the row weight gains ``e^(eta_c,i)`` and the
+data-free factor ``e^(L max(|a|, |b|))`` (a per-row maximum would make the total depend on the data).
+``W`` is the Laplace covariance's Cholesky factor when the warm-up has one: then ``|W' x_i|`` is the posterior s.d.
+of ``eta_i`` and ``|a|, |b|, |w|`` are O(1), which keeps the bounds small.
 """
 
 from __future__ import annotations
 
-import math
 from typing import Any, Callable, NamedTuple
 
 import jax
@@ -31,71 +36,56 @@ import numpy as np
 
 from minibatch_mcmc.acceptance.base import ResidualBounds
 from minibatch_mcmc.acceptance.correction_lp import alias_table
+from minibatch_mcmc.control_variates.glm_families import EXPONENTIAL, FAMILIES, remainder_fn, sups
 from minibatch_mcmc.control_variates.taylor import TaylorProxy, taylor_proxy
 from minibatch_mcmc.data.arrays import as_data_source, take
-from minibatch_mcmc.data.passes import full_data_max_abs, full_data_sum
-from minibatch_mcmc.models.base import Model
+from minibatch_mcmc.models.base import GLMSpec, Model
+from minibatch_mcmc.models.glm import poisson_regression, probit_regression
+from minibatch_mcmc.models.l1_regression import L1RegressionSettings, l1_regression
 from minibatch_mcmc.models.logistic import logistic_regression
 
 PyTree = Any
 
-SOFTPLUS_SUP = {2: 0.25, 3: 1.0 / (6.0 * math.sqrt(3.0))}
-"""``sup |s^(j)|`` of the softplus's second and third derivatives."""
 ALIAS_CHUNK = 65536
-"""Rows per read when the alias table's weights are computed."""
-SERIES_LIMIT = 0.1
-"""Below this ``|delta|`` the remainder is summed as its series (through ``delta^6``), else from ``log1p``."""
-
-
-def softplus_derivatives(eta: jax.Array) -> tuple[jax.Array, ...]:
-    """``s^(j)(eta)`` for ``j = 1..6`` from ``p = sigmoid(eta)``."""
-    p = jax.nn.sigmoid(eta)
-    pq = p * (1.0 - p)
-    d3 = pq * (1.0 - 2.0 * p)
-    d4 = pq * (1.0 - 6.0 * pq)
-    d5 = d3 * (1.0 - 12.0 * pq)
-    d6 = pq * (1.0 - 30.0 * pq + 120.0 * pq * pq)
-    return p, pq, d3, d4, d5, d6
-
-
-def softplus_remainder(eta_c: jax.Array, delta: jax.Array, order: int) -> jax.Array:
-    """``s(eta_c + delta) - sum_{j <= order} s^(j)(eta_c) delta^j / j!``, accurate to rounding relative to itself."""
-    der = softplus_derivatives(eta_c)
-    series = jnp.zeros_like(delta)
-    for j in range(6, order, -1):  # Horner-free: terms are tiny and all of one sign pattern
-        series = series + der[j - 1] * delta**j / math.factorial(j)
-    # s(eta_c + delta) - s(eta_c) = log1p(p (e^delta - 1)), accurate for any delta
-    small = jnp.abs(delta) < SERIES_LIMIT
-    safe = jnp.where(small, SERIES_LIMIT, delta)
-    direct = jnp.log1p(der[0] * jnp.expm1(safe)) - der[0] * safe
-    if order == 2:
-        direct = direct - 0.5 * der[1] * safe * safe
-    return jnp.where(small, series, direct)
+"""Rows per read when the rows' bound weights are computed."""
 
 
 class GLMProxy(NamedTuple):
-    """A Taylor proxy of a logistic regression with residuals computed in ``delta eta`` and per-datum bounds."""
+    """A Taylor proxy of a GLM with residuals computed in ``delta eta`` and per-datum bounds."""
 
     proxy: TaylorProxy
     """The Taylor proxy (centre, order, full-data gradient and Hessian sums)."""
     whiten: jax.Array
     """``W`` (d x d, lower triangular): norms are ``|W' x_i|`` and ``|W^-1 v|``."""
     norm_sum: float
-    """``sum_i |W' x_i|^(order + 1)``."""
+    """``sum_i`` of the row weights ``|W' x_i|^(order + 1)`` (Poisson: times ``e^(eta_c,i)``)."""
     norm_max: float
-    """``max_i |W' x_i|``."""
+    """``L = max_i |W' x_i|``."""
     alias: tuple[jax.Array, jax.Array] | None = None
-    """Alias table (keep-probability, alias row) over rows with weights ``|W' x_i|^(order + 1)``; None: uniform rows."""
+    """Alias table (keep-probability, alias row) over rows with the row weights; None: uniform rows."""
     name: str = "glm_logistic"
+    family: str = "logistic"
+    """One of ``glm_families.FAMILIES``."""
+    precision: float = 1.0
+    """The Gaussian family's noise precision."""
+    weight_max: float | None = None
+    """The largest row weight (None: ``norm_max^(order + 1)``)."""
+
+    def eta_centre(self, batch: PyTree) -> jax.Array:
+        """``x_i . c`` plus the batch's offset, if the family is Poisson and the batch has one."""
+        eta = batch["x"] @ self.proxy.centre
+        if self.family == "poisson" and "offset" in batch:
+            eta = eta + batch["offset"].astype(eta.dtype)
+        return eta
 
     def remainders(self, batch: PyTree, current: PyTree, candidate: PyTree) -> jax.Array:
         """``r_i = R_i(theta') - R_i(theta)`` for each row, from ``delta = x_i . (theta - c)``."""
-        c = self.proxy.centre
-        x = batch["x"]
-        eta_c = x @ c
-        rem0 = softplus_remainder(eta_c, x @ (current - c), self.proxy.order)
-        rem1 = softplus_remainder(eta_c, x @ (candidate - c), self.proxy.order)
-        return rem0 - rem1
+        c, x, order = self.proxy.centre, batch["x"], self.proxy.order
+        eta_c = self.eta_centre(batch)
+        remainder = remainder_fn(self.family, self.precision)
+        rem0 = remainder(eta_c, x @ (current - c), batch["y"], order)
+        rem1 = remainder(eta_c, x @ (candidate - c), batch["y"], order)
+        return rem1 - rem0
 
     def log_ratio(self, model: Model, current: PyTree, candidate: PyTree) -> Callable[[PyTree], jax.Array]:
         """Residuals ``l_i(theta') - l_i(theta) - q_i`` row by row, computed from the remainders."""
@@ -115,28 +105,34 @@ class GLMProxy(NamedTuple):
         return n_data
 
     def bound_factor(self, current: PyTree, candidate: PyTree) -> jax.Array:
-        """The data-free factor ``M(theta, theta')`` of the bound ``|r_i| <= |W' x_i|^(order + 1) M``."""
+        """The data-free factor ``M(theta, theta')`` of the bound ``|r_i| <= weight_i M``."""
         solve = lambda v: jax.scipy.linalg.solve_triangular(self.whiten, v, lower=True)  # noqa: E731
         a, b = solve(current - self.proxy.centre), solve(candidate - self.proxy.centre)
         w = jnp.linalg.norm(b - a)
+        sup2, sup3 = sups(self.family, self.precision)
         if self.proxy.order == 1:
-            return SOFTPLUS_SUP[2] * w * 0.5 * (jnp.linalg.norm(a) + jnp.linalg.norm(b))
-        return 0.5 * SOFTPLUS_SUP[3] * w * (jnp.dot(a, a) + jnp.dot(a, b) + jnp.dot(b, b)) / 3.0
+            m = sup2 * w * 0.5 * (jnp.linalg.norm(a) + jnp.linalg.norm(b))
+        else:
+            m = 0.5 * sup3 * w * (jnp.dot(a, a) + jnp.dot(a, b) + jnp.dot(b, b)) / 3.0
+        if self.family in EXPONENTIAL:
+            m = m * jnp.exp(self.norm_max * jnp.maximum(jnp.linalg.norm(a), jnp.linalg.norm(b)))
+        return m
+
+    def row_weights(self, batch: PyTree) -> jax.Array:
+        """``|W' x_i|^(order + 1)``, times ``e^(eta_c,i)`` for Poisson."""
+        weights = jnp.linalg.norm(batch["x"] @ self.whiten, axis=-1) ** (self.proxy.order + 1)
+        return weights * jnp.exp(self.eta_centre(batch)) if self.family in EXPONENTIAL else weights
 
     def residual_bounds(self, model: Model, current: PyTree, candidate: PyTree) -> ResidualBounds:
-        """``|W' x_i|^(order + 1) M(theta, theta')`` per row, their sum and their largest value."""
+        """``weight_i M(theta, theta')`` per row, their sum and their largest value."""
         del model
         m = self.bound_factor(current, candidate)
-        k = self.proxy.order + 1
-
-        def per_datum(batch: PyTree) -> jax.Array:
-            return jnp.linalg.norm(batch["x"] @ self.whiten, axis=-1) ** k * m
-
-        return ResidualBounds(per_datum=per_datum, total=self.norm_sum * m, largest=self.norm_max**k * m,
-                              draw=None if self.alias is None else self.draw)
+        largest = self.norm_max ** (self.proxy.order + 1) if self.weight_max is None else self.weight_max
+        return ResidualBounds(per_datum=lambda batch: self.row_weights(batch) * m, total=self.norm_sum * m,
+                              largest=largest * m, draw=None if self.alias is None else self.draw)
 
     def draw(self, key: jax.Array, count: int) -> jax.Array:
-        """``count`` rows drawn with probability proportional to ``|W' x_i|^(order + 1)`` (the alias table; ``alias`` set)."""
+        """``count`` rows drawn with probability proportional to their weights (the alias table; ``alias`` set)."""
         keep, other = self.alias
         k_cell, k_coin = jax.random.split(key)
         cell = jax.random.randint(k_cell, (count,), 0, keep.shape[0], jnp.int32)
@@ -148,38 +144,80 @@ class GLMProxy(NamedTuple):
         return self.proxy.log_lik_sum(model, key, data, n_data, batch_size)
 
 
-def logistic_proxy(
-    data: Any, centre: jax.Array, order: int = 2, whiten: np.ndarray | None = None, alias: bool = True
+def family_model(spec: GLMSpec) -> Model:
+    """A model with ``spec``'s log-likelihood (the prior does not enter the proxy's sums)."""
+    if spec.family == "logistic":
+        return logistic_regression()
+    if spec.family == "probit":
+        return probit_regression()
+    if spec.family == "poisson":
+        return poisson_regression(offset=spec.offset)
+    if spec.family == "gaussian":
+        return l1_regression(L1RegressionSettings(lam=spec.precision))
+    raise ValueError(f"family={spec.family!r}: the GLM proxies know {FAMILIES}")
+
+
+def glm_proxy(
+    data: Any, centre: jax.Array, family: str = "logistic", order: int = 2, whiten: np.ndarray | None = None,
+    alias: bool = True, precision: float = 1.0, proxy: TaylorProxy | None = None,
 ) -> GLMProxy:
-    """A logistic regression's Taylor proxy around ``centre`` with per-datum bounds (``whiten``: e.g. the Laplace
-    Cholesky factor); ``alias=True`` keeps an alias table of the rows' bound weights (8 bytes a row) so an exact
-    test draws rows in proportion to their bounds."""
+    """A GLM's Taylor proxy around ``centre`` with per-datum bounds, for ``family`` in ``glm_families.FAMILIES``
+    (``precision``: the Gaussian noise precision; a Poisson ``offset`` column in ``data`` is used when present);
+    ``whiten``: e.g. the Laplace Cholesky factor; ``alias=True`` keeps an alias table of the rows' bound weights
+    (8 bytes a row) so an exact test draws rows in proportion to their bounds; ``proxy``: the Taylor proxy of the
+    same likelihood at ``centre`` and ``order`` if one is built already (its full-data pass is then not repeated)."""
+    if family not in FAMILIES:
+        raise ValueError(f"family={family!r}: allowed are {FAMILIES}")
     centre = jnp.asarray(centre)
     if centre.ndim != 1:
-        raise ValueError(f"logistic_proxy needs a flat parameter vector; got shape {centre.shape}")
+        raise ValueError(f"glm_proxy needs a flat parameter vector; got shape {centre.shape}")
     d = centre.shape[0]
     w = np.eye(d) if whiten is None else np.asarray(whiten, np.float64)
     if w.shape != (d, d) or not np.allclose(w, np.tril(w)) or np.any(np.diag(w) <= 0):
         raise ValueError(f"whiten must be a ({d}, {d}) lower-triangular matrix with a positive diagonal (a Cholesky factor)")
     source = as_data_source(data)
-    proxy = taylor_proxy(logistic_regression(), source, centre, order=order)
-    wj = jnp.asarray(w, centre.dtype)
     arrays = source.arrays()
-
-    def norms(rows: PyTree) -> jax.Array:
-        return jnp.linalg.norm(rows["x"] @ wj, axis=-1)
-
-    total, bad = full_data_sum(lambda rows: norms(rows) ** (order + 1), arrays, source.n)
-    largest, bad_max = full_data_max_abs(norms, arrays, source.n)
-    if bool(bad) or bool(bad_max):
-        raise ValueError("the covariates have NaN or inf entries: the per-datum bounds are not finite")
+    spec = GLMSpec(family, float(precision), offset=family == "poisson" and "offset" in arrays)
+    if proxy is None:
+        proxy = taylor_proxy(family_model(spec), source, centre, order=order)
+    elif proxy.order != order or not np.array_equal(np.asarray(proxy.centre), np.asarray(centre)):
+        raise ValueError(f"proxy has order {proxy.order} and another centre; glm_proxy was asked for order {order} at {centre}")
+    est = GLMProxy(proxy=proxy, whiten=jnp.asarray(w, centre.dtype), norm_sum=0.0, norm_max=0.0, name=f"glm_{family}",
+                   family=family, precision=float(precision))
+    norms, etas = [], []
+    for s in range(0, source.n, ALIAS_CHUNK):  # one pass: norms (and the centre's eta), weights in float64
+        rows = take(arrays, jnp.arange(s, min(s + ALIAS_CHUNK, source.n), dtype=jnp.int32))
+        norms.append(np.asarray(jnp.linalg.norm(rows["x"] @ est.whiten, axis=-1), np.float64))
+        if family in EXPONENTIAL:
+            etas.append(np.asarray(est.eta_centre(rows), np.float64))
+    norms = np.concatenate(norms)
+    weights = norms ** (order + 1) * (np.exp(np.concatenate(etas)) if family in EXPONENTIAL else 1.0)
+    if not (np.all(np.isfinite(norms)) and np.all(np.isfinite(weights))):
+        raise ValueError("the covariates (or the centre's Poisson rates) are not finite: the per-datum bounds are not finite")
     table = None
     if alias:
-        weights = np.concatenate([
-            np.asarray(norms(take(arrays, jnp.arange(s, min(s + ALIAS_CHUNK, source.n), dtype=jnp.int32))), np.float64)
-            for s in range(0, source.n, ALIAS_CHUNK)
-        ]) ** (order + 1)
         keep, other = alias_table(weights)
         table = (jnp.asarray(keep, jnp.float32), jnp.asarray(other, jnp.int32))
-        total = float(weights.sum())  # the sum the table is normalised by
-    return GLMProxy(proxy=proxy, whiten=wj, norm_sum=float(total), norm_max=float(largest), alias=table)
+    return est._replace(norm_sum=float(weights.sum()), norm_max=float(norms.max()), alias=table,
+                        weight_max=float(weights.max()) if family in EXPONENTIAL else None)
+
+
+def logistic_proxy(
+    data: Any, centre: jax.Array, order: int = 2, whiten: np.ndarray | None = None, alias: bool = True
+) -> GLMProxy:
+    """``glm_proxy(data, centre, "logistic", order, whiten, alias)``."""
+    return glm_proxy(data, centre, "logistic", order=order, whiten=whiten, alias=alias)
+
+
+def model_glm_proxy(model: Model, data: Any, centre: jax.Array, order: int = 2, whiten: np.ndarray | None = None,
+                    alias: bool = True, proxy: TaylorProxy | None = None) -> GLMProxy:
+    """``glm_proxy`` for a model that declares its GLM family (``model.glm``); refuses one that does not."""
+    if model.glm is None:
+        raise ValueError(
+            f"model {model.name!r} does not declare a GLM family (model.glm is None), so no per-datum bounds can be "
+            "built for an exact test: use a GLM of minibatch_mcmc.models (logistic_regression, probit_regression, "
+            "poisson_regression, l1_regression), set Model.glm=GLMSpec(family, ...) if the likelihood is one, or pass "
+            "an estimator whose residual_bounds supplies |r_i| <= b_i (e.g. control_variates.glm_proxy)"
+        )
+    return glm_proxy(data, centre, model.glm.family, order=order, whiten=whiten, alias=alias, precision=model.glm.precision,
+                     proxy=proxy)

@@ -1,6 +1,6 @@
 """Built-in models: each is a log-prior plus a vectorised per-datum log-likelihood."""
 
-from minibatch_mcmc.models.base import Model, flat_prior, gaussian_prior
+from minibatch_mcmc.models.base import GLMSpec, Model, flat_prior, gaussian_prior
 from minibatch_mcmc.models.gaussian_mean import GaussianMeanSettings, exact_posterior, gaussian_mean
 from minibatch_mcmc.models.gaussian_mixture import (
     MixtureSettings,
@@ -8,6 +8,7 @@ from minibatch_mcmc.models.gaussian_mixture import (
     log_posterior_grid,
     make_mixture_data,
 )
+from minibatch_mcmc.models.glm import make_glm_data, poisson_log_lik, poisson_regression, probit_log_lik, probit_regression
 from minibatch_mcmc.models.ica import amari_distance, ica, ica_log_lik, make_ica_data, orthonormality_error
 from minibatch_mcmc.models.l1_regression import L1DataSettings, L1RegressionSettings, exact_posterior_l1, l1_regression, make_l1_data
 from minibatch_mcmc.models.logistic import logistic_log_lik, logistic_regression, make_logistic_data
@@ -23,6 +24,12 @@ from minibatch_mcmc.models.variable_selection import (
 
 __all__ = [
     "Model",
+    "GLMSpec",
+    "make_glm_data",
+    "poisson_log_lik",
+    "poisson_regression",
+    "probit_log_lik",
+    "probit_regression",
     "flat_prior",
     "gaussian_prior",
     "GaussianMeanSettings",

@@ -11,6 +11,17 @@ import jax.numpy as jnp
 PyTree = Any
 
 
+class GLMSpec(NamedTuple):
+    """What makes a model a generalised linear model: ``l_i(theta) = f(x_i . theta + offset_i; y_i)`` for a known family."""
+
+    family: str
+    """``"logistic"``, ``"probit"``, ``"poisson"`` (log link) or ``"gaussian"`` (identity link)."""
+    precision: float = 1.0
+    """The Gaussian family's noise precision (``f = -precision (y - eta)^2 / 2``); 1 for the others."""
+    offset: bool = False
+    """The linear predictor adds the data's ``"offset"`` column (a Poisson log-exposure)."""
+
+
 class Model(NamedTuple):
     """A Bayesian model ``p0(theta) prod_i p(x_i | theta)`` over any pytree ``theta``."""
 
@@ -26,6 +37,9 @@ class Model(NamedTuple):
     """``constrain(theta) -> {name: value}``: one sampled (unconstrained) position to the values a result reports
     under the model's own names (e.g. a NumPyro model's constrained and deterministic sites); ``None``: ``theta``
     is reported as it is sampled."""
+    glm: GLMSpec | None = None
+    """Set when the model is a generalised linear model with data ``{"x", "y"}``: exact minibatch tests then build
+    per-datum residual bounds from it (``control_variates.glm_proxy``); ``None``: not known to be one."""
 
 
 def flat_prior() -> Callable[[PyTree], jax.Array]:

@@ -22,7 +22,7 @@ import numpy as np
 from scipy import integrate, optimize
 
 from minibatch_mcmc.checks import check_int, check_positive, check_real
-from minibatch_mcmc.models.base import Model
+from minibatch_mcmc.models.base import GLMSpec, Model
 from minibatch_mcmc.models.shapes import REGRESSION_DATA, Dims, shape_check
 
 
@@ -57,7 +57,7 @@ def l1_regression(settings: L1RegressionSettings = L1RegressionSettings()) -> Mo
 
     return Model(
         log_prior=log_prior, log_lik=log_lik, name="l1_regression",
-        check_shapes=shape_check("l1_regression", Dims("d"), REGRESSION_DATA),
+        check_shapes=shape_check("l1_regression", Dims("d"), REGRESSION_DATA), glm=GLMSpec("gaussian", precision=float(lam)),
     )
 
 

@@ -6,7 +6,7 @@ import jax
 import jax.numpy as jnp
 
 from minibatch_mcmc.checks import check_positive
-from minibatch_mcmc.models.base import Model, flat_prior, gaussian_prior
+from minibatch_mcmc.models.base import GLMSpec, Model, flat_prior, gaussian_prior
 from minibatch_mcmc.models.shapes import REGRESSION_DATA, Dims, shape_check
 
 
@@ -24,7 +24,7 @@ def logistic_regression(prior_scale: float | None = None) -> Model:
     prior = flat_prior() if prior_scale is None else gaussian_prior(0.0, prior_scale)
     return Model(
         log_prior=prior, log_lik=logistic_log_lik, name="logistic_regression",
-        check_shapes=shape_check("logistic_regression", Dims("d"), REGRESSION_DATA),
+        check_shapes=shape_check("logistic_regression", Dims("d"), REGRESSION_DATA), glm=GLMSpec("logistic"),
     )
 
 

@@ -18,7 +18,6 @@ from jax.flatten_util import ravel_pytree
 from minibatch_mcmc.control_variates import MAX_DENSE_DIM, TaylorProxy, taylor_proxy
 from minibatch_mcmc.control_variates.influence import Influence, influential_rows
 from minibatch_mcmc.control_variates.proposals import cholesky_factor
-from minibatch_mcmc.control_variates.stratified import stratify
 from minibatch_mcmc.data.arrays import DataSource
 from minibatch_mcmc.models.base import Model
 from minibatch_mcmc.optim.lean import lean_mode
@@ -39,7 +38,6 @@ class Centre(NamedTuple):
     proxy: TaylorProxy
     modes: tuple
     influence: Influence | None
-    estimator: Any
     cost: dict
 
 
@@ -89,5 +87,4 @@ def find_centre(model: Model, source: DataSource, theta0: PyTree, key: jax.Array
             influence = influential_rows(model, source, proxy, cholesky_factor(cov, cov.shape[0]), key=jax.random.fold_in(key, 20),
                                          temperature=temperature, first=probe)
         cost["influence"] = clock.cost(influence.data_used)
-    estimator = proxy if influence is None else stratify(model, source, proxy, influence.rows)
-    return Centre(mode.theta_hat, cov, proxy, modes, influence, estimator, cost)
+    return Centre(mode.theta_hat, cov, proxy, modes, influence, cost)

@@ -93,6 +93,12 @@ SUMMARY_KEYS = {
     "bound on its normality error (Seita et al., Corollary 1), MHSubLhd's confidence-interval half-width, "
     "0 for full-data tests",
     "mean_residual_sd": "mean s.d. of the per-datum terms read (with a control variate, its residuals)",
+    "mean_expected_batch_size": "exact tests (Scalable MH): mean over steps of the Poisson mean of the rows a step reads "
+    "(the bounds' total); mean_batch_size is the rows it read",
+    "fallback_steps": "exact tests: steps that took the exact full-data test because the expected count exceeded the "
+    "test's max_expected (a rule symmetric in the move)",
+    "bound_exceeded_steps": "exact tests: steps where an evaluated residual exceeded its per-datum bound (the driver "
+    "warns: the test is not exact there)",
     "posterior": "ArviZ's summary of the draws (pandas DataFrame): mean, sd, HDI, MCSE of mean and sd, bulk and tail "
     "ESS and rank-normalised split R-hat per scalar component (Vehtari et al. 2021); constrained for a NumPyro model",
 }
