@@ -37,7 +37,7 @@ def logistic_residuals(data, centre, t0, t1, order: int = 2, prior_scale: float 
     return r, psi + q.sum()
 
 
-def extended_acceptance(r, b, a, gamma: float, chi: float, two_stage: bool, samples: int = 1_000_000, seed: int = 0):
+def extended_acceptance(r, b, a, gamma: float, chi: float, two_stage: bool, samples: int = 400_000, seed: int = 0):
     """``(P, se)``: the acceptance probability of the Poisson-extended MH step and its Monte Carlo s.e.
 
     Straight from the definition, independently of the thinning that simulates it: counts ``s_i ~ Poisson(mu_i)``,
