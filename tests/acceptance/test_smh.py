@@ -11,13 +11,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from helpers_glm import glm_data, glm_quadrature
+from helpers_bounds import logistic_residuals, logistic_setting, quadrature_posterior_check
 
 from minibatch_mcmc.acceptance.base import Statistics
 from minibatch_mcmc.acceptance.smh import scalable_mh
 from minibatch_mcmc.control_variates import TaylorProxy
 from minibatch_mcmc.control_variates.glm import logistic_proxy
-from minibatch_mcmc.diagnostics import check_moments
 from minibatch_mcmc.models import logistic_regression, make_logistic_data
 from minibatch_mcmc.proposals.scaled import scaled_random_walk
 from minibatch_mcmc.samplers import sample
@@ -28,10 +27,7 @@ MODEL = logistic_regression(prior_scale=5.0)
 
 @pytest.fixture(scope="module")
 def setting():
-    data, theta = make_logistic_data(jax.random.key(1), N, D)
-    centre = np.asarray(theta, np.float32)
-    t0 = (centre + 0.5 * np.array([1.0, -0.5])).astype(np.float32)
-    return data, centre, t0
+    return logistic_setting(N, D)
 
 
 def candidate(data, centre, t0, order):
@@ -46,21 +42,7 @@ def candidate(data, centre, t0, order):
 
 def exact_factorised(data, centre, t0, t1, order=2):
     """``(P_factorised, P_metropolis, a)`` in float64 from the data alone."""
-    x, y = np.asarray(data["x"], np.float64), np.asarray(data["y"], np.float64)
-    c, a0, a1 = (np.asarray(v, np.float64) for v in (centre, t0, t1))
-
-    def loglik(t):
-        eta = x @ t
-        return y * eta - np.logaddexp(0.0, eta)
-
-    p = 1.0 / (1.0 + np.exp(-(x @ c)))
-    u, v = a1 - a0, (a1 - c) + (a0 - c)
-    q = (y - p) * (x @ u)
-    if order == 2:
-        q = q - 0.5 * p * (1.0 - p) * (x @ u) * (x @ v)
-    r = loglik(a1) - loglik(a0) - q
-    psi = -0.5 * (a1 @ a1 - a0 @ a0) / 25.0
-    a = psi + q.sum()
+    r, a = logistic_residuals(data, centre, t0, t1, order)
     return min(1.0, np.exp(a)) * np.exp(np.minimum(r, 0.0).sum()), min(1.0, np.exp(a + r.sum())), a
 
 
@@ -191,18 +173,7 @@ def test_posterior_at_temperature_one_matches_quadrature():
     """SMH-2 (Laplace-whitened bounds, Laplace-shaped random walk) at N = 10^5, temperature 1: posterior means and
     variances within |z| < 4 of the quadrature answer at ESS > 3200 per coordinate (a 5% s.d. error is a 10%
     variance error, about 4 s.e. of the variance at that ESS), reading a few rows per step on average."""
-    data = glm_data(100_000, (0.3, -0.8), 11)
-    mean, var, mode, cov = glm_quadrature(data, 5.0)
-    chol = np.linalg.cholesky(cov)
-    est = logistic_proxy(data, mode.astype(np.float32), order=2, whiten=chol)
-    starts = jnp.asarray(mode + (chol @ np.random.default_rng(0).standard_normal((2, 4))).T, jnp.float32)
-    res = sample(logistic_regression(prior_scale=5.0), data, starts, proposal=scaled_random_walk(jnp.asarray(chol, jnp.float32), 1.7),
-                 test=scalable_mh(), estimator=est, num_samples=12_000, num_chains=4, key=3, batched_init=True,
-                 progress=False, block_size=6000)
-    chk = check_moments(np.asarray(res.positions)[:, 500:], mean, var)
-    assert np.all(chk.ess > 3200), chk.ess
-    assert np.all(np.abs(chk.z_mean()) < 4) and np.all(np.abs(chk.z_var()) < 4), (chk.z_mean(), chk.z_var())
-    assert res.summary()["data_per_test"] < 5
+    quadrature_posterior_check(scalable_mh())
 
 
 def test_out_of_core_source_gives_the_same_draws(setting, tmp_path):

@@ -20,7 +20,10 @@ from minibatch_mcmc.warmup import auto_sample
 
 def test_names_pick_the_exact_tests():
     assert isinstance(exact_test("smh"), ScalableMH) and needs_bounds(exact_test("smh")) and "smh" in EXACT_TESTS
-    with pytest.raises(ValueError, match="test='smhh' must be one of 'smh'"):
+    assert [exact_test(name).name for name in ("mhss", "tunamh")] == ["mhss", "tunamh"]
+    assert exact_test("tunamh").chi == 1.0 and exact_test("mhss").chi == 0.0
+    assert all(needs_bounds(exact_test(name)) for name in EXACT_TESTS)
+    with pytest.raises(ValueError, match="test='smhh' must be one of 'smh', 'mhss', 'tunamh'"):
         exact_test("smhh")
     assert {"fallback_steps", "bound_exceeded_steps", "mean_expected_batch_size"} <= set(SUMMARY_KEYS)
 

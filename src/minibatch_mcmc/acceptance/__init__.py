@@ -12,6 +12,7 @@ from minibatch_mcmc.acceptance.naive import NaiveMinibatch, naive_minibatch
 from minibatch_mcmc.acceptance.mint import MINT, MINTSettings, mint, mint_temperature, resolve_mint
 from minibatch_mcmc.acceptance.none import NoTest, no_test
 from minibatch_mcmc.acceptance.smh import ScalableMH, scalable_mh
+from minibatch_mcmc.acceptance.mhss import MHSS, TunaMH, mhss, tunamh
 
 __all__ = [
     "AcceptanceTest",
@@ -47,4 +48,8 @@ __all__ = [
     "no_test",
     "ScalableMH",
     "scalable_mh",
+    "MHSS",
+    "mhss",
+    "TunaMH",
+    "tunamh",
 ]

@@ -1,4 +1,4 @@
-"""Exact minibatch tests by name, for ``warmup`` and ``auto_sample``: ``test="smh"`` picks the test and swaps the
+"""Exact minibatch tests by name, for ``warmup`` and ``auto_sample``: ``test="smh"`` (or ``"mhss"``, ``"tunamh"``) picks the test and swaps the
 warm-up's Taylor proxy for the GLM proxy with per-datum bounds the test needs (built from ``Model.glm``).
 
 ``EXACT_TESTS`` is the one table of names; a new exact test is one line there.
@@ -11,6 +11,7 @@ from typing import Callable
 import numpy as np
 
 from minibatch_mcmc.acceptance.base import AcceptanceTest
+from minibatch_mcmc.acceptance.mhss import mhss, tunamh
 from minibatch_mcmc.acceptance.smh import scalable_mh
 from minibatch_mcmc.checks import check_choice
 from minibatch_mcmc.control_variates.base import Estimator
@@ -23,6 +24,8 @@ from minibatch_mcmc.models.base import Model
 
 EXACT_TESTS: dict[str, Callable[[], AcceptanceTest]] = {
     "smh": scalable_mh,
+    "mhss": mhss,
+    "tunamh": tunamh,
 }
 """Name -> factory (default settings) of each exact test that reads per-datum residual bounds."""
 
