@@ -105,17 +105,27 @@ def test_auto_sample_sees_sparse_influential_rows():
 
 
 @pytest.mark.slow
-def test_warmup_finds_a_rare_category():
-    """(~15 s: a mode search over 100,020 rows.) Issue 19, case 1, its realistic form: logistic regression with an intercept and a rare category (20 of
-    100,020 rows, 19 successes), prior N(0, 5^2). The warm-up puts exactly the 20 rare rows in the exact stratum
-    (on today's main there is none, and the test trusts the quadratic proxy on them).
+def test_auto_sample_matches_a_rare_category_posterior():
+    """(~45 s: a mode search over 100,020 rows, 16 chains x 10,000 draws.) Issue 19, case 1, its realistic form:
+    logistic regression with an intercept and a rare category (20 of 100,020 rows, 19 successes), prior N(0, 5^2).
+    The warm-up puts exactly the 20 rare rows in the exact stratum (on the main before issue 19 there was none, and
+    the test trusted the quadratic proxy on them), and the rare coefficient's mean and variance match 2-d quadrature
+    (``helpers_rare.posterior_rare_coefficient``: mean 3.261, s.d. 1.138, skewness 0.88) within |z| < 3.5, with
+    s.e.s from the ESS of the mean (``check_moments``). Power: the variance's s.e. is asserted small enough that a
+    5% s.d. error (a 9.75% variance error) gives an expected |z| >= 5.5, so it fails with probability > 0.97.
 
-    Not asserted: the posterior moments of the rare coefficient against quadrature
-    (``helpers_rare.posterior_rare_coefficient``). With the stratum the variance z-scores over keys 3, 5, 7, 11 were
-    -3.7, -0.2, -0.5, -4.0 (ESS 1790-4630 for keys 5, 7, 11): the skewed right tail is visited in rare, long excursions by the
-    proxy-drift MALA, so the ESS-based error understates the run-to-run spread; open (see the issue-19 report)."""
-    from helpers_rare import PRIOR_SCALE, rare_category_data
+    The skewed tail is visited in rare, long excursions, so the ESS of the squared deviations is far below the bulk
+    ESS (57,077 against 206,837 on 64 chains); with the bulk ESS the variance s.e. was 1.9x too small and this test
+    failed on two seeds of four (variance z -3.7, -4.0), which is why it was not asserted before.
+    Other keys of this configuration: see the issue-19 report."""
+    from helpers_rare import PRIOR_SCALE, posterior_rare_coefficient, rare_category_data
 
     data, idx = rare_category_data()
-    w = warmup(logistic_regression(prior_scale=PRIOR_SCALE), data, jnp.zeros(2), key=3, num_windows=2)
+    mean, sd = posterior_rare_coefficient(data)
+    res, w = auto_sample(logistic_regression(prior_scale=PRIOR_SCALE), data, jnp.zeros(2), num_samples=10_000, num_chains=16,
+                         key=3, progress=False)
     np.testing.assert_array_equal(w.influence.rows, np.sort(idx))
+    chk = check_moments(np.asarray(res.positions)[:, 1000:, 1:2], np.array([mean]), np.array([sd**2]))
+    assert 0.0975 * sd**2 / chk.se_var[0] > 5.5, chk.se_var  # the power to see a 5% s.d. error
+    assert abs(chk.z_mean()[0]) < 3.5 and abs(chk.z_var()[0]) < 3.5, (chk.mean, chk.var, mean, sd**2, chk.z_mean(), chk.z_var())
+    assert w.proxy_check.ok, w.proxy_check
