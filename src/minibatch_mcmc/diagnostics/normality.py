@@ -70,8 +70,9 @@ def minibatch_shape(sums: np.ndarray, n: int, batch_size: int, temperature: floa
     m = float(min(batch_size, n))
     tiny = np.finfo(np.float64).tiny
     flat = m2 <= tiny
-    g1 = np.where(flat, 0.0, m3 / np.maximum(m2, tiny) ** 1.5)
-    g2 = np.where(flat, 0.0, m4 / np.maximum(m2 * m2, tiny) - 3.0)
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):  # a flat population's ratios are discarded
+        g1 = np.where(flat, 0.0, m3 / np.maximum(m2, tiny) ** 1.5)
+        g2 = np.where(flat, 0.0, m4 / np.maximum(m2 * m2, tiny) - 3.0)
     fpc = max(1.0 - m / n, 0.0) * n / max(n - 1.0, 1.0)
     est_sd = n / temperature * np.sqrt(m2 * fpc / m)
     skew, kurt = g1 / np.sqrt(m), g2 / m
