@@ -348,7 +348,7 @@ def auto_sample(
     )
     if check_draws:
         w = w._replace(proxy_check=check_proxy(model, data, w.estimator, w.proxy.centre, result.positions,
-                                               num_draws=check_draws, temperature=temperature))
+                                               num_draws=check_draws, temperature=temperature, records=result.records))
     return result, w
 
 

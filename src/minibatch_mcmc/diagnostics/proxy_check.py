@@ -8,6 +8,14 @@ stratum are part of the proxy and drop out). Where the proxy is right these rati
 where the chain may have sampled the proxy instead of the posterior their upper tail is heavy. PSIS's
 Pareto ``k-hat`` (ArviZ ``psislw``) measures that tail; the check warns above Vehtari et al.'s
 sample-size threshold ``min(1 - 1 / log10(S), 0.7)`` for ``S`` draws.
+
+Pareto-k alone misses a proxy that is wrong on a few rows at every draw (five Cauchy rows: k-hat 0.35, the
+ratios' tail not heavy). So the same pass also takes, at every checked draw ``theta`` and the chain's next
+distinct draw ``theta'``, the power sums of the test's residuals ``e_i(theta, theta')`` over ``R``; from their
+exact moments ``normality.minibatch_shape`` measures how far the ``m``-row minibatch mean the run used is from
+the normal its test assumes (Edgeworth terms, capped by the estimate's exact s.d. / 4). The check warns when
+the mean of that acceptance-probability error over the checked moves exceeds ``ACCEPTANCE_ERROR_MAX``,
+with the ratio of the exact residual s.d. to the median ``residual_sd`` the run recorded.
 """
 
 from __future__ import annotations
@@ -24,8 +32,9 @@ import numpy as np
 
 from minibatch_mcmc.checks import check_int
 from minibatch_mcmc.control_variates.base import Estimator, plain
-from minibatch_mcmc.data.arrays import as_data_source
-from minibatch_mcmc.data.passes import full_data_sum
+from minibatch_mcmc.data.arrays import as_data_source, slice_rows
+from minibatch_mcmc.data.passes import full_data_tree_sum
+from minibatch_mcmc.diagnostics.normality import minibatch_shape
 from minibatch_mcmc.models.base import Model
 
 PyTree = Any
@@ -34,6 +43,12 @@ EQUAL_WEIGHTS = 0.05
 """Spread (max - min) of the log ratios, in nats, up to which the weights count as equal: every weight is then
 within 5% of every other, no reweighting can move an estimate by more, and k-hat (of what is then rounding
 noise) is reported as -inf."""
+ACCEPTANCE_ERROR_MAX = 0.02
+"""Mean error of the acceptance probability (``normality.minibatch_shape``) over the checked moves above which the
+check warns: 0.02 per step. Measured on ``auto_sample`` runs at N = 100,000 (``benchmarks/proxy_check_normality.py``):
+0.8 with five Cauchy rows left to the minibatch, 3.4e-4 with them exact, 3.2e-3 on a logistic regression (d = 10)."""
+SHIFT_ROWS = 256
+"""Rows whose mean residual shifts the power sums (so float32 sums do not cancel)."""
 
 
 class ProxyCheck(NamedTuple):
@@ -50,14 +65,38 @@ class ProxyCheck(NamedTuple):
     log_ratio_range: float
     """``max - min`` of ``log w`` over the checked draws (nats)."""
     data_used: int
-    """Row evaluations: every row at every checked draw (all draws in one streamed pass)."""
+    """Row evaluations: every row of ``R`` at every checked draw (all draws in one streamed pass)."""
     seconds: float
     """Wall time of the check."""
+    batch_size: int = 0
+    """``m``: the median minibatch the run's test read (0: not given, no normality check)."""
+    acceptance_error: float = 0.0
+    """Mean over the checked moves of the acceptance-probability error of the ``m``-row normal approximation."""
+    acceptance_error_max: float = ACCEPTANCE_ERROR_MAX
+    """Above it the check warns."""
+    edgeworth_error: float = 0.0
+    """Median over the moves of the Edgeworth sup-CDF error of the ``m``-row mean."""
+    skewness: float = 0.0
+    """Median over the moves of ``|g1| / sqrt(m)``, the ``m``-row mean's skewness."""
+    excess_kurtosis: float = 0.0
+    """Median over the moves of ``g2 / m``, the ``m``-row mean's excess kurtosis."""
+    sd_ratio: float = float("nan")
+    """Median exact residual s.d. over the moves / the median ``residual_sd`` the run recorded (nan: not recorded)."""
+
+    @property
+    def pareto_ok(self) -> bool:
+        """Whether ``k_hat`` is at most the threshold (``-inf`` when the weights are equal to ``EQUAL_WEIGHTS``)."""
+        return bool(self.k_hat <= self.threshold)
+
+    @property
+    def normal_ok(self) -> bool:
+        """Whether ``acceptance_error`` is at most ``acceptance_error_max``."""
+        return bool(self.acceptance_error <= self.acceptance_error_max)
 
     @property
     def ok(self) -> bool:
-        """Whether ``k_hat`` is at most the threshold (``-inf`` when the weights are equal to ``EQUAL_WEIGHTS``)."""
-        return bool(self.k_hat <= self.threshold)
+        """Both checks pass."""
+        return self.pareto_ok and self.normal_ok
 
 
 def pareto_threshold(num_draws: int) -> float:
@@ -65,14 +104,28 @@ def pareto_threshold(num_draws: int) -> float:
     return min(1.0 - 1.0 / math.log10(num_draws), 0.7)
 
 
-def thinned_draws(positions: PyTree, num_draws: int) -> PyTree:
-    """``num_draws`` draws evenly spaced over the second half of every chain (leading axes: chains, samples)."""
+def thinned_moves(positions: PyTree, num_draws: int) -> tuple[PyTree, PyTree]:
+    """``num_draws`` draws evenly spaced over the second half of every chain (leading axes: chains, samples), and
+    for each the chain's next draw that differs from it (else its last earlier one; itself in a chain that never moved)."""
     leaves = jax.tree_util.tree_leaves(positions)
     chains, samples = leaves[0].shape[:2]
     late = [(c, s) for c in range(chains) for s in range(samples // 2, samples)]
     pick = np.unique(np.linspace(0, len(late) - 1, min(num_draws, len(late))).round().astype(int))
     ci, si = np.asarray([late[p][0] for p in pick]), np.asarray([late[p][1] for p in pick])
-    return jax.tree_util.tree_map(lambda a: np.asarray(a)[ci, si], positions)
+    flat = np.concatenate([np.asarray(a).reshape(chains, samples, -1) for a in leaves], axis=-1)
+    moved = np.any(flat[:, 1:] != flat[:, :-1], axis=-1)  # moved[c, t]: draw t + 1 differs from draw t
+    nxt = np.empty_like(si)
+    for j, (c, s) in enumerate(zip(ci, si)):
+        later = np.flatnonzero(moved[c, s:])
+        earlier = np.flatnonzero(moved[c, :s])
+        nxt[j] = s + later[0] + 1 if later.size else (earlier[-1] if earlier.size else s)
+    at = jax.tree_util.tree_map(lambda a: np.asarray(a)[ci, si], positions)
+    return at, jax.tree_util.tree_map(lambda a: np.asarray(a)[ci, nxt], positions)
+
+
+def thinned_draws(positions: PyTree, num_draws: int) -> PyTree:
+    """The draws of ``thinned_moves``."""
+    return thinned_moves(positions, num_draws)[0]
 
 
 def pareto_k(log_weights: np.ndarray) -> float:
@@ -84,6 +137,33 @@ def pareto_k(log_weights: np.ndarray) -> float:
     return float(k)
 
 
+def median_record(records: dict | None, name: str) -> float:
+    """The median of a run's per-step record ``name`` (nan when not recorded)."""
+    if records is None or name not in records:
+        return float("nan")
+    return float(np.median(np.asarray(records[name], np.float64)))
+
+
+def residual_sums(model: Model, estimator: Estimator, centre: PyTree, population: PyTree, n_pop: int):
+    """``(theta, theta') -> [sum_R e_i(c, theta), sum_R d_i, .. sum_R d_i^4]`` and a non-finite flag, ``d_i`` the
+    test's residual ``e_i(theta, theta')`` less its mean over the first ``SHIFT_ROWS`` rows: one streamed pass."""
+
+    def sums(theta: PyTree, moved: PyTree) -> tuple[jax.Array, jax.Array]:
+        to_theta = estimator.log_ratio(model, centre, theta)
+        step = estimator.log_ratio(model, theta, moved)
+        shift = jnp.mean(step(slice_rows(population, 0, min(SHIFT_ROWS, n_pop))))
+
+        def part(rows: PyTree) -> tuple[jax.Array, jax.Array]:
+            w, d = to_theta(rows), step(rows) - shift
+            powers = jnp.stack([jnp.sum(w), jnp.sum(d), jnp.sum(d * d), jnp.sum(d**3), jnp.sum(d**4)])
+            return powers, jnp.any(~jnp.isfinite(w) | ~jnp.isfinite(d))
+
+        total, bad = full_data_tree_sum(part, population, n_pop)
+        return total, bad
+
+    return sums
+
+
 def check_proxy(
     model: Model,
     data: Any,
@@ -93,40 +173,65 @@ def check_proxy(
     *,
     num_draws: int = 100,
     temperature: float = 1.0,
+    records: dict | None = None,
     warn: bool = True,
 ) -> ProxyCheck:
-    """Pareto k-hat of ``p(theta | all data) / proxy posterior`` on ``num_draws`` thinned draws (module docstring).
+    """Pareto k-hat of ``p(theta | all data) / proxy posterior`` on ``num_draws`` thinned draws, and the normality
+    of the run's minibatch at each of them (module docstring).
 
     ``estimator`` is the control variate the run used (a ``TaylorProxy`` or a ``StratifiedProxy``) and
-    ``centre`` its expansion point; ``positions`` the run's draws (leading axes: chains, samples). Warns with
-    the measured k-hat when it exceeds the threshold.
+    ``centre`` its expansion point; ``positions`` the run's draws (leading axes: chains, samples); ``records``
+    the run's per-step records (``SampleResult.records``), whose median ``batch_size`` is the ``m`` checked
+    (without them, or when ``m`` covers every row, only the Pareto check runs). Warns with the measured values.
     """
     num_draws = check_int(num_draws, "num_draws", 5, why="Pareto smoothing needs a tail of several draws")
     t0 = time.perf_counter()
     source = as_data_source(data)
-    arrays, n = source.arrays(), source.n
-
-    def log_ratio(theta: PyTree) -> jax.Array:
-        # sum_all [l_i(theta) - l_i(c)] - known_sum = the residuals of the rows the minibatch was drawn from,
-        # with two log-likelihoods a row instead of the residual's nested derivative
-        full = full_data_sum(plain().log_ratio(model, centre, theta), arrays, n)[0]
-        return (full - estimator.known_sum(centre, theta)) / temperature
-
-    draws = thinned_draws(positions, num_draws)
-    count = int(jax.tree_util.tree_leaves(draws)[0].shape[0])
+    n_pop = estimator.population_size(source.n)
+    population = estimator.population(source.arrays())
+    at, moved = thinned_moves(positions, num_draws)
+    count = int(jax.tree_util.tree_leaves(at)[0].shape[0])
+    sums = residual_sums(model, estimator, centre, population, n_pop)
     # every checked draw in the same streamed pass: one read of each chunk serves all of them
-    lw = np.asarray(jax.jit(jax.vmap(log_ratio))(jax.tree_util.tree_map(jnp.asarray, draws)), np.float64)
-    if not np.all(np.isfinite(lw)):
-        raise ValueError(f"the full-data log likelihood is not finite at {int(np.sum(~np.isfinite(lw)))} of {count} checked draws")
+    total, bad = jax.jit(jax.vmap(sums))(*(jax.tree_util.tree_map(jnp.asarray, x) for x in (at, moved)))
+    total, bad = np.asarray(total, np.float64), np.asarray(bad)
+    if np.any(bad):
+        raise ValueError(f"the full-data log likelihood is not finite at {int(np.sum(bad))} of {count} checked draws")
+    lw = total[:, 0] / temperature
     k_hat = pareto_k(lw)
-    out = ProxyCheck(k_hat, pareto_threshold(count), count, float(np.std(lw)), float(np.ptp(lw)), count * n,
-                     time.perf_counter() - t0)
-    if warn and not out.ok:
+    out = ProxyCheck(k_hat, pareto_threshold(count), count, float(np.std(lw)), float(np.ptp(lw)), count * n_pop,
+                     0.0)
+    m = median_record(records, "batch_size")
+    if np.isfinite(m) and round(m) < n_pop:
+        shape = minibatch_shape(total[:, 1:], n_pop, int(round(m)), temperature)
+        out = out._replace(batch_size=int(round(m)), acceptance_error=float(np.mean(shape.acceptance_error)),
+                           edgeworth_error=float(np.median(shape.edgeworth_error)),
+                           skewness=float(np.median(np.abs(shape.skewness))),
+                           excess_kurtosis=float(np.median(shape.excess_kurtosis)),
+                           sd_ratio=float(np.median(shape.residual_sd)) / median_record(records, "residual_sd"))
+    out = out._replace(seconds=time.perf_counter() - t0)
+    if warn:
+        warn_check(out)
+    return out
+
+
+def warn_check(out: ProxyCheck) -> None:
+    """Warn for each part of the check that failed, with what it measured and what to do."""
+    if not out.pareto_ok:
         warnings.warn(
             f"the draws may follow the Taylor proxy rather than the posterior: Pareto k-hat of the full-data / proxy "
-            f"importance ratios is {k_hat:.2f} > {out.threshold:.2f} on {count} draws (log-ratio s.d. {out.log_ratio_sd:.3g} "
-            "nats), so the proxy is wrong where the chains went and the minibatch test may not have seen it; check with an "
-            "exact test (BarkerTest, MetropolisTest) or look for rows the proxy cannot see",
-            stacklevel=2,
+            f"importance ratios is {out.k_hat:.2f} > {out.threshold:.2f} on {out.num_draws} draws (log-ratio s.d. "
+            f"{out.log_ratio_sd:.3g} nats), so the proxy is wrong where the chains went and the minibatch test may not have "
+            "seen it; check with an exact test (BarkerTest, MetropolisTest) or look for rows the proxy cannot see",
+            stacklevel=3,
         )
-    return out
+    if not out.normal_ok:
+        warnings.warn(
+            f"the minibatch test's normal approximation is off: at {out.num_draws} checked moves the exact residuals give "
+            f"an {out.batch_size}-row minibatch mean with median excess kurtosis {out.excess_kurtosis:.3g} and skewness "
+            f"{out.skewness:.3g}, a mean acceptance-probability error of {out.acceptance_error:.3g} > {out.acceptance_error_max:g} "
+            f"per step; the exact residual s.d. is {out.sd_ratio:.3g}x the median residual_sd the run recorded, so its "
+            "minibatches mostly missed the rows that matter. Enable the exact stratum (auto_sample(stratum=True)), raise "
+            "the batch size, or sample with an exact test (BarkerTest, MetropolisTest)",
+            stacklevel=3,
+        )
