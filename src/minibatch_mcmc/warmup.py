@@ -346,8 +346,8 @@ def auto_sample(
         model, data, starts, proposal=w.proposal, test=w.test, estimator=w.estimator, num_samples=num_samples,
         num_chains=num_chains, key=k_run, temperature=temperature, batched_init=True, progress=progress, **sample_kwargs,
     )
-    if check_draws:
-        w = w._replace(proxy_check=check_proxy(model, data, w.estimator, w.proxy.centre, result.positions,
+    if check_draws and not needs_bounds(w.test):  # an exact test's draws do not rest on the proxy; the kernel's own coordinates
+        w = w._replace(proxy_check=check_proxy(model, data, w.estimator, w.proxy.centre, result.kernel_positions,
                                                num_draws=check_draws, temperature=temperature, records=result.records))
     return result, w
 

@@ -17,7 +17,7 @@ from helpers_glm import glm_data, glm_quadrature
 
 from minibatch_mcmc.control_variates import taylor_proxy
 from minibatch_mcmc.control_variates.stratified import stratify
-from minibatch_mcmc.diagnostics.proxy_check import check_proxy, pareto_threshold
+from minibatch_mcmc.diagnostics.proxy_check import WEIGHTS_MATTER, ProxyCheck, check_proxy, pareto_threshold
 from minibatch_mcmc.models import logistic_regression
 
 
@@ -123,3 +123,13 @@ def test_auto_sample_runs_flagged_and_not():
     _, w = auto_sample(logistic_regression(prior_scale=5.0), glm_data(2_000, (0.3, -0.8), 8), jnp.zeros(2), num_samples=1000,
                        num_chains=4, key=1, progress=False)
     assert w.proxy_check.normal_ok and w.proxy_check.acceptance_error < 0.02, w.proxy_check
+
+
+def test_pareto_part_quiet_only_where_the_weights_cannot_matter():
+    """A k-hat above the threshold fails unless the log ratios' s.d. is within ``WEIGHTS_MATTER`` (0.05 nats, where no
+    mean can move by 5% of an s.d.); at 4x that spread the same k-hat fails. Catches a gate that silences every k-hat,
+    or one that ignores the spread."""
+    base = ProxyCheck(k_hat=1.0, threshold=0.5, num_draws=100, log_ratio_sd=WEIGHTS_MATTER, log_ratio_range=0.3,
+                      data_used=0, seconds=0.0)
+    assert base.pareto_ok and base._replace(k_hat=0.4, log_ratio_sd=1.0).pareto_ok
+    assert not base._replace(log_ratio_sd=4 * WEIGHTS_MATTER).pareto_ok
