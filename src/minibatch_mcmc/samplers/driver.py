@@ -22,7 +22,7 @@ from minibatch_mcmc.proposals.base import Proposal
 from minibatch_mcmc.samplers import checkpoint
 from minibatch_mcmc.samplers.diagnose import nonfinite_error
 from minibatch_mcmc.samplers.kernel import ChainState, Kernel, build_kernel
-from minibatch_mcmc.samplers.keys import as_key, step_keys
+from minibatch_mcmc.samplers.keys import as_run_key, step_keys
 from minibatch_mcmc.samplers.progress import SamplingBar
 from minibatch_mcmc.samplers.results import RECORD_FIELDS, SampleResult, constrain_draws
 from minibatch_mcmc.samplers.sharding import ChainLayout, chain_layout, place, place_data, shard_chains, to_host
@@ -331,6 +331,8 @@ def sample(
     ``data_sharding`` says otherwise. The draws do not depend on the layout. With
     ``checkpoint_dir`` every finished block is written there; ``resume=True`` reloads the finished
     blocks and continues, drawing exactly what an uninterrupted run with the same seed draws.
+    ``key`` is a seed, a key, or one key per chain (shape ``(num_chains,)``): ``jax.random.split(k, C)``
+    draws what ``numpyro.infer.MCMC(MinibatchMH(...), num_chains=C).run(k)`` draws (``samplers.keys``).
     """
     num_samples, num_chains, block_size = _check_args(
         num_samples, num_chains, block_size, resume, checkpoint_dir, devices, data_sharding
@@ -339,7 +341,7 @@ def sample(
     source = as_data_source(data)
     arrays = source.arrays()
     temps = _temperature_schedule(temperature, num_samples)
-    base_key = as_key(key)
+    base_key = as_run_key(key, num_chains)
     positions = _initial_positions(initial_position, num_chains, batched_init)
     _check_initial(model, arrays, source.n, positions, num_chains)
 
