@@ -195,6 +195,7 @@ def main() -> None:
     ap.add_argument("--nuts-warmup", type=int, default=500)
     ap.add_argument("--nuts-draws", type=int, default=1000)
     ap.add_argument("--subsample", type=int, default=1000, help="HMCECS's (and its SVI MAP's) rows per step")
+    ap.add_argument("--name", default="first_fit", help="results table name (a second run's file needs its own)")
     add_results_option(ap)
     args = ap.parse_args()
     machine = f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, {jax.devices()[0].device_kind}, jax {jax.__version__}, numpyro {numpyro.__version__}"
@@ -232,14 +233,14 @@ def main() -> None:
                 rows.append([f"{n:.0e}", name, method, f"{seconds:.1f}", f"{ess:.0f}", f"{rate[method]:.1f}", f"{ratio:.2f}",
                              f"{mean_err:.3f}", f"{sd_err:.3f}", split])
                 print(" ".join(c.rjust(w) for c, w in zip(rows[-1], widths)), flush=True)
-                key = f"first_fit.{n}.{name}.{method}"
+                key = f"{args.name}.{n}.{name}.{method}"
                 values[f"{key}.ess_per_s"] = f"{rate[method]:.1f}"
             if "auto_sample" in rate:
                 for other in ("NUTS", "HMCECS"):
                     if other in rate:
-                        values[f"first_fit.{n}.{name}.auto_over_{other}"] = f"{rate['auto_sample'] / rate[other]:.2f}"
+                        values[f"{args.name}.{n}.{name}.auto_over_{other}"] = f"{rate['auto_sample'] / rate[other]:.2f}"
     print(f"load average at end {os.getloadavg()}")
-    save(args.results, "first_fit", config=args, tables={"first_fit": table(COLUMNS, rows)}, values=values,
+    save(args.results, args.name, config=args, tables={args.name: table(COLUMNS, rows)}, values=values,
          extra={"machine": machine})
 
 
