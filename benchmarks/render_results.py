@@ -91,7 +91,7 @@ def markdown_table(table: dict) -> str:
         return all(re.fullmatch(r"[<>]?\s*[-+0-9.,e]+", r[j].strip()) or r[j].strip() == "-" for r in rows)
 
     align = ["---:" if rows and numeric(j) else ":---" for j in range(len(cols))]
-    lines = ["| " + " | ".join(cols) + " |", "|" + "|".join(align) + "|"]
+    lines = ["| " + " | ".join(str(c).replace("|", "\\|") for c in cols) + " |", "|" + "|".join(align) + "|"]
     lines += ["| " + " | ".join(str(c).replace("|", "\\|") for c in r) + " |" for r in rows]
     return "\n".join(lines) + "\n"
 

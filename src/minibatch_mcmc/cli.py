@@ -99,19 +99,39 @@ def load_model(spec: str):
     return getattr(module, attr)
 
 
-def load_data(path: str):
-    """``.npy`` -> an array; ``.npz`` -> ``{name: array}``; ``.parquet`` (a file or a folder of files) -> ``{column: array}``."""
+def load_data(path: str, out_of_core: bool = False):
+    """``.npy`` -> an array; ``.npz`` -> ``{name: array}``; ``.parquet`` (a file or a folder of files) -> ``{column: array}``.
+
+    Read into memory, or with ``out_of_core`` opened as host data sources that read rows on demand: a
+    memory-mapped ``.npy`` or uncompressed ``.npz`` (``data.open_npy``/``open_npz``) and streamed Parquet
+    (``data.open_parquet``). A compressed ``.npz`` cannot be mapped: it is read into memory, with a note.
+    """
     import numpy as np
 
     where = Path(path)
     if not where.exists():
         raise ValueError(f"--data {path}: no such file or folder")
     if where.suffix == ".npy":
+        if out_of_core:
+            from minibatch_mcmc.data import open_npy
+
+            return open_npy(where)
         return np.load(where)
     if where.suffix == ".npz":
+        if out_of_core and not npz_compressed(where):
+            from minibatch_mcmc.data import open_npz
+
+            return open_npz(where)
+        if out_of_core:
+            print(f"note: --data {path} is compressed (np.savez_compressed) and cannot be memory-mapped: reading it into "
+                  "memory (write it with np.savez to sample it out of core)", file=sys.stderr)
         with np.load(where) as archive:
             return {k: archive[k] for k in archive.files}
     if where.suffix == ".parquet" or where.is_dir():
+        if out_of_core:
+            from minibatch_mcmc.data import open_parquet
+
+            return open_parquet(str(where))
         import pyarrow.parquet as pq
 
         table = pq.read_table(where)
@@ -119,19 +139,32 @@ def load_data(path: str):
     raise ValueError(f"--data {path}: expected a .npy, .npz or .parquet file (or a folder of Parquet files)")
 
 
+def npz_compressed(path: Path) -> bool:
+    """Whether any member of the ``.npz`` archive at ``path`` is compressed (a file that is no zip archive: False)."""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as zf:
+            return any(info.compress_type != zipfile.ZIP_STORED for info in zf.infolist())
+    except zipfile.BadZipFile:
+        return False
+
+
 def user_model(args: argparse.Namespace):
-    """``(Model, data, start)`` from ``--model``/``--data``: a NumPyro model is converted (data as its arguments)."""
+    """``(Model, data, start)`` from ``--model``/``--data``: a ``Model`` reads the file out of core; a NumPyro model
+    is converted with the file's arrays, read into memory, as its arguments."""
     import numpy as np
 
     from minibatch_mcmc.models.base import Model
 
     if args.data is None:
         raise ValueError("--model needs --data FILE (.npy, .npz or .parquet)")
-    target, data = load_model(args.model), load_data(args.data)
     import inspect
 
+    target = load_model(args.model)
     if callable(target) and inspect.signature(target).return_annotation in (Model, "Model"):
         target = target()  # a factory such as models.logistic_regression
+    data = load_data(args.data, out_of_core=isinstance(target, Model))  # from_numpyro traces on whole arrays
     if isinstance(target, Model):
         if args.dim is None:
             raise ValueError("a Model given by --model needs --dim D (the chains start at zeros(D))")
@@ -276,7 +309,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--resume continues a killed run.",
     )
     sp.add_argument("--model", default=None, metavar="MODULE:NAME", help="a NumPyro model function or a Model (default: the mixture)")
-    sp.add_argument("--data", default=None, metavar="FILE", help="the data for --model: .npy, .npz or .parquet (read into memory)")
+    sp.add_argument("--data", default=None, metavar="FILE", help="the data for --model: .npy, .npz or .parquet (a file or a folder "
+                    "of files). A Model reads it out of core (.npy and uncompressed .npz memory-mapped, Parquet streamed); "
+                    "a NumPyro model gets it read into memory, as its arguments")
     sp.add_argument("--dim", type=positive_int, default=None, help="parameter length of a Model given by --model (start: zeros)")
     sp.add_argument("--test", choices=SAMPLE_TESTS, default="mhminibatch", help="acceptance test (default mhminibatch)")
     sp.add_argument("--n-data", type=positive_int, default=100_000, help="data points N of the mixture (default 100000)")

@@ -15,6 +15,7 @@ import numpyro.distributions as dist  # noqa: E402
 from numpyro.infer import MCMC, NUTS, Predictive  # noqa: E402
 
 import minibatch_mcmc as mm  # noqa: E402
+from draws_tolerance import mismatches  # noqa: E402
 from minibatch_mcmc.interop.numpyro_kernel import MinibatchMH  # noqa: E402
 
 
@@ -76,6 +77,33 @@ def test_one_chain_draws_what_the_native_driver_draws(which, data, request):
     assert 0 < extra["accepted"].mean() < 1
     for site in ("w", "s", "precision"):
         np.testing.assert_allclose(mcmc.get_samples()[site], native.positions[site][0], rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("chain_method", ["vectorized", pytest.param("sequential", marks=pytest.mark.slow)])
+def test_chains_draw_what_the_native_driver_draws_from_split_keys(chain_method, quick_kernel, data):
+    """MCMC's chain c gets split(key, C)[c]; the native driver given those keys draws the same: decisions exact,
+    floats to rounding (draws_tolerance). A wrong key per chain, or a chain's step counter off by one, flips decisions."""
+    chains, steps = 3, 40
+    start = {"w": jnp.asarray([0.45, 0.5, 0.55]), "s": jnp.log(jnp.asarray([0.72, 0.7, 0.68], jnp.float32))}
+    key = jax.random.PRNGKey(3)
+    mcmc = MCMC(quick_kernel, num_warmup=0, num_samples=steps, num_chains=chains, chain_method=chain_method, progress_bar=False)
+    mcmc.run(key, *data, init_params=start, extra_fields=("accepted", "batch_size"))
+    w = quick_kernel.warmup
+    native = mm.sample(quick_kernel.converted.model, quick_kernel.converted.data, start, proposal=w.proposal, test=w.test,
+                       estimator=w.proxy, num_samples=steps, num_chains=chains, batched_init=True,
+                       key=jax.random.split(key, chains), progress=False)
+    extra = mcmc.get_extra_fields(group_by_chain=True)
+    got = {"accepted": np.asarray(extra["accepted"]), "batch_size": np.asarray(extra["batch_size"])}
+    got.update({site: np.asarray(v) for site, v in mcmc.get_samples(group_by_chain=True).items()})
+    want = {"accepted": native.records["accepted"], "batch_size": native.records["batch_size"]}
+    want.update({site: np.asarray(native.positions[site]) for site in ("w", "s", "precision")})
+    assert not (bad := mismatches(got, want, steps, len(data[0]))), bad
+    assert 0 < got["accepted"].mean() < 1 and got["w"].shape == (chains, steps)
+    if chain_method == "vectorized":
+        return
+    one_key = mm.sample(quick_kernel.converted.model, quick_kernel.converted.data, start, proposal=w.proposal, test=w.test,
+                        estimator=w.proxy, num_samples=steps, num_chains=chains, batched_init=True, key=key, progress=False)
+    assert not np.array_equal(one_key.records["accepted"], want["accepted"])  # one base key: other draws
 
 
 @pytest.mark.slow  # the warm-up (shared) and three MCMC runs: ~30 s on a loaded machine

@@ -55,3 +55,17 @@ def test_driver_and_kernel_draw_step_t_of_chain_c_from_the_schedule():
             k_proposal, _ = split_step(step_keys(jax.random.key(11), t, chains)[c])
             previous = jnp.zeros(2) if t == 0 else jnp.asarray(pos[c, t - 1])
             np.testing.assert_allclose(pos[c, t], np.asarray(proposal.sample(k_proposal, previous)[0]), rtol=1e-6)
+
+
+def test_one_key_per_chain():
+    """A key array is one base key per chain: chain c folds its own key with t (MCMC's split keys), checked by count."""
+    from minibatch_mcmc.samplers.keys import as_run_key, step_keys
+
+    keys = jax.random.split(jax.random.PRNGKey(3), 3)
+    base = as_run_key(keys, 3)
+    assert base.shape == (3,)
+    got = jax.random.key_data(step_keys(base, 7, 3))
+    want = [jax.random.key_data(step_keys(jax.random.wrap_key_data(keys[c]), 7, 1)[0]) for c in range(3)]
+    np.testing.assert_array_equal(got, np.stack(want))
+    with pytest.raises(ValueError, match="2 keys for num_chains=3"):
+        as_run_key(keys[:2], 3)

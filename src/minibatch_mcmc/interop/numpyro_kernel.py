@@ -3,8 +3,12 @@
 ``init`` (once for all chains) converts the model on the arguments ``MCMC.run`` passes (``from_numpyro``)
 and runs the automatic warm-up (mode, Laplace covariance, Taylor proxy, tuned proposal: ``warmup.warmup``)
 unless a ``Warmup`` is given; each chain then starts from its ``init_params`` or from an over-dispersed
-Laplace draw. ``sample`` is one step of the frozen kernel; step ``t`` uses ``step_keys(rng_key, t, 1)[0]``, the
-key ``sample(..., key=rng_key, num_chains=1)`` uses, so a one-chain ``MCMC`` draws what the native driver draws.
+Laplace draw. ``sample`` is one step of the frozen kernel; step ``t`` of the chain given key ``k`` uses
+``step_keys(k, t, 1)[0]``. ``MCMC(..., num_chains=C).run(key)`` gives chain ``c`` the key
+``jax.random.split(key, C)[c]`` (with either chain method), so it draws what the native
+``sample(..., key=jax.random.split(key, C), num_chains=C, batched_init=True)`` draws from the same starts, and a
+one-chain ``MCMC`` what ``sample(..., key=key)`` draws (``samplers.keys``). A native run from one key,
+``sample(..., key=key, num_chains=C)``, splits each step's key over the chains instead: other draws, same law.
 ``MCMC``'s own ``num_warmup`` steps are extra burn-in after the warm-up. ``postprocess_fn`` is the converted
 model's ``constrain``, so ``get_samples``, ``print_summary``, ``Predictive`` and ``az.from_numpyro`` see named
 constrained values and deterministic sites. ``extra_fields`` may name ``accepted``, ``batch_size`` (data read by

@@ -22,7 +22,8 @@ from minibatch_mcmc.proposals.base import Proposal
 from minibatch_mcmc.samplers import checkpoint
 from minibatch_mcmc.samplers.diagnose import nonfinite_error
 from minibatch_mcmc.samplers.kernel import ChainState, Kernel, build_kernel
-from minibatch_mcmc.samplers.keys import as_key, step_keys
+from minibatch_mcmc.samplers.keys import as_run_key, step_keys
+from minibatch_mcmc.samplers.progress import SamplingBar
 from minibatch_mcmc.samplers.results import RECORD_FIELDS, SampleResult, constrain_draws
 from minibatch_mcmc.samplers.sharding import ChainLayout, chain_layout, place, place_data, shard_chains, to_host
 
@@ -209,20 +210,27 @@ def _write_block(checkpoint_dir, start: int, pos: PyTree, recs: dict, temps: np.
     checkpoint.write_chunk(checkpoint_dir, chunk)
 
 
-def _progress_bar(show: bool, total: int, done: int, name: str):
-    """A tqdm bar starting at ``done`` of ``total`` steps, or None."""
-    if not show:
-        return None
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, initial=done, desc=name, unit="step", leave=False)
-
-
-def _advance_bar(bar, recs: dict, length: int) -> None:
-    """Move the bar on by a block, showing its acceptance rate and mean batch size."""
-    if bar is not None:
-        bar.set_postfix(accept=f"{float(np.mean(recs['accepted'])):.2f}", batch=f"{np.mean(recs['batch_size']):.0f}")
-        bar.update(length)
+def _run_pieces(run_block, states: ChainState, block_temps: np.ndarray, done: int, bar: SamplingBar, diagnose):
+    """One block run in the pieces the bar asks for: its positions, records (on the host) and the final states."""
+    pieces, at, length = [], 0, bar.piece(len(block_temps), done)
+    while at < len(block_temps):
+        start = time.perf_counter()
+        piece_temps = block_temps[at : at + length]
+        steps = jnp.arange(done + at, done + at + len(piece_temps), dtype=jnp.int32)
+        new_states, pos, recs = run_block(states, steps, jnp.asarray(piece_temps, jnp.float32))
+        recs = to_host(recs)
+        nonfinite = np.asarray(recs.pop("nonfinite"))
+        if nonfinite.any():
+            raise diagnose(to_host(states.position), to_host(pos), nonfinite, done + at)
+        states = new_states
+        pieces.append((to_host(pos), recs))
+        bar.advance(recs, len(piece_temps), time.perf_counter() - start)
+        at += len(piece_temps)
+    if len(pieces) == 1:
+        return pieces[0][0], pieces[0][1], states
+    pos = jax.tree_util.tree_map(lambda *a: np.concatenate(a, axis=0), *[p for p, _ in pieces])
+    recs = {k: np.concatenate([r[k] for _, r in pieces], axis=0) for k in pieces[0][1]}
+    return pos, recs, states
 
 
 def _run_blocks(
@@ -231,7 +239,7 @@ def _run_blocks(
     block_size: int,
     finished: Finished,
     checkpoint_dir: str | os.PathLike | None,
-    bar,
+    bar: SamplingBar,
     diagnose: Callable[[PyTree, PyTree, np.ndarray, int], FloatingPointError],
 ) -> tuple[Finished, bool]:
     """Run blocks until all ``len(temps)`` steps are done or Ctrl-C; the finished blocks and whether it was interrupted."""
@@ -242,19 +250,12 @@ def _run_blocks(
         while done < len(temps):
             block_start = time.perf_counter()
             block_temps = temps[done : done + min(block_size, len(temps) - done)]
-            steps = jnp.arange(done, done + len(block_temps), dtype=jnp.int32)
-            new_states, pos, recs = run_block(states, steps, jnp.asarray(block_temps, jnp.float32))
-            recs = to_host(recs)
-            nonfinite = np.asarray(recs.pop("nonfinite"))
-            if nonfinite.any():
-                raise diagnose(to_host(states.position), to_host(pos), nonfinite, done)
-            states, pos = new_states, to_host(pos)
+            pos, recs, states = _run_pieces(run_block, states, block_temps, done, bar, diagnose)
             pos_blocks.append(pos)
             rec_blocks.append(recs)
             if checkpoint_dir is not None:
                 _write_block(checkpoint_dir, done, pos, recs, block_temps, states, time.perf_counter() - block_start)
             done += len(block_temps)
-            _advance_bar(bar, recs, len(block_temps))
     except KeyboardInterrupt:
         interrupted = True
         warnings.warn(f"sampling interrupted; returning the {sum(len(r['accepted']) for r in rec_blocks)} finished draws")
@@ -321,13 +322,17 @@ def sample(
     ratio by default, or a control variate (``control_variates.taylor_proxy``) for temperature 1 on
     tall data. ``temperature`` is a constant ``K`` or one value per step (e.g. 100 then 1). Steps run in
     jitted blocks of ``block_size``; finished blocks are kept if the run is interrupted
-    (Ctrl-C), and a non-finite log-likelihood stops the run with the step and chain named.
+    (Ctrl-C), and a non-finite log-likelihood stops the run with the step and chain named. The
+    progress bar is redrawn about every half second and stays at ``num_samples``; its rate leaves
+    out the first piece (compilation), whose time it shows as ``startup``.
 
     ``devices`` (a list of devices, a count, or ``"all"``) splits the chains over a 1-D device mesh
     (``num_chains`` must be a multiple of the device count); the data are replicated unless
     ``data_sharding`` says otherwise. The draws do not depend on the layout. With
     ``checkpoint_dir`` every finished block is written there; ``resume=True`` reloads the finished
     blocks and continues, drawing exactly what an uninterrupted run with the same seed draws.
+    ``key`` is a seed, a key, or one key per chain (shape ``(num_chains,)``): ``jax.random.split(k, C)``
+    draws what ``numpyro.infer.MCMC(MinibatchMH(...), num_chains=C).run(k)`` draws (``samplers.keys``).
     """
     num_samples, num_chains, block_size = _check_args(
         num_samples, num_chains, block_size, resume, checkpoint_dir, devices, data_sharding
@@ -336,7 +341,7 @@ def sample(
     source = as_data_source(data)
     arrays = source.arrays()
     temps = _temperature_schedule(temperature, num_samples)
-    base_key = as_key(key)
+    base_key = as_run_key(key, num_chains)
     positions = _initial_positions(initial_position, num_chains, batched_init)
     _check_initial(model, arrays, source.n, positions, num_chains)
 
@@ -359,7 +364,7 @@ def sample(
             return jax.block_until_ready(runner(run_key, states, arrays, steps, block_temps))
 
     diagnose = functools.partial(nonfinite_error, model, proposal, source, base_key, num_chains)
-    bar = _progress_bar(progress, num_samples, finished.done, test.name)
+    bar = SamplingBar(progress, num_samples, finished.done, test.name)
     start = time.perf_counter()
     try:
         finished, interrupted = _run_blocks(run_block, temps, block_size, finished, checkpoint_dir, bar, diagnose)
@@ -370,7 +375,6 @@ def sample(
                          + (f" and in {checkpoint_dir}" if checkpoint_dir is not None else ""))
         raise
     finally:
-        if bar is not None:
-            bar.close()
+        bar.close()
     wall = finished.wall_time + time.perf_counter() - start
     return _stack_result(finished, model, test, source.n, temps, wall, interrupted)

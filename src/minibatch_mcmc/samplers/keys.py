@@ -1,6 +1,9 @@
 """The key schedule of a run: one base key, ``fold_in`` by step, split over chains, then per decision.
 
-Step ``t`` of chain ``c`` uses ``step_keys(base_key, t, num_chains)[c]``; the kernel splits that key
+Step ``t`` of chain ``c`` uses ``step_keys(base_key, t, num_chains)[c]``: ``split(fold_in(base_key, t),
+num_chains)[c]`` from one base key, or ``split(fold_in(base_key[c], t), 1)[0]`` from one base key per chain
+(``as_run_key``), the schedule ``numpyro.infer.MCMC`` gives ``MinibatchMH``'s chains after it splits its key
+``num_chains`` ways (one chain with one key: both read the same). The kernel splits that key
 into a proposal key and a test key, and a gradient proposal draws its minibatch from a key folded out
 of the proposal key. The driver, the non-finite replay and the prefetch plan all read the schedule
 from here, so they cannot drift apart.
@@ -27,8 +30,24 @@ def as_key(key: jax.Array | int) -> jax.Array:
     raise ValueError(f"key={key!r} must be an int seed or a jax PRNG key")
 
 
+def as_run_key(key: jax.Array | int, num_chains: int) -> jax.Array:
+    """A run's base key: one typed key (from ``as_key``), or a key array of shape ``(num_chains,)``, one per chain."""
+    if isinstance(key, (jax.Array, np.ndarray)) and (
+        (jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key) and key.ndim == 1)
+        or (key.dtype == np.uint32 and key.ndim == 2 and key.shape[1] == 2)
+    ):
+        keys = key if jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key) else jax.random.wrap_key_data(jnp.asarray(key))
+        if keys.shape != (num_chains,):
+            raise ValueError(f"a key array holds one key per chain; got {keys.shape[0]} keys for num_chains={num_chains}")
+        return keys
+    return as_key(key)
+
+
 def step_keys(base_key: jax.Array, t: jax.Array | int, num_chains: int) -> jax.Array:
-    """The keys of step ``t``, one per chain: ``base_key`` folded with ``t``, split ``num_chains`` ways."""
+    """The keys of step ``t``, one per chain: ``base_key`` folded with ``t`` and split ``num_chains`` ways, or
+    with one base key per chain, each folded with ``t`` (and split once, as one chain of one key)."""
+    if jnp.ndim(base_key):
+        return jax.vmap(lambda k: jax.random.split(jax.random.fold_in(k, t), 1)[0])(base_key)
     return jax.random.split(jax.random.fold_in(base_key, t), num_chains)
 
 

@@ -7,7 +7,7 @@ import numpy as np
 
 from minibatch_mcmc.acceptance.base import AcceptanceTest
 from minibatch_mcmc.checks import check_int
-from minibatch_mcmc.samplers.keys import as_key, split_step, step_keys
+from minibatch_mcmc.samplers.keys import as_run_key, split_step, step_keys
 
 
 def prefetch_plan(test: AcceptanceTest, key: jax.Array | int, num_samples: int, num_chains: int, n: int) -> np.ndarray:
@@ -21,7 +21,7 @@ def prefetch_plan(test: AcceptanceTest, key: jax.Array | int, num_samples: int, 
     num_chains = check_int(num_chains, "num_chains", 1)
     n = check_int(n, "n", 1)
     test.validate(n)
-    base = as_key(key)
+    base = as_run_key(key, num_chains)
 
     def first(k: jax.Array) -> jax.Array:
         _, k_test = split_step(k)
