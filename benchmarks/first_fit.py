@@ -44,7 +44,6 @@ from numpyro.infer import HMCECS, MCMC, NUTS, SVI, Trace_ELBO
 from numpyro.infer.autoguide import AutoDelta
 
 from bench_results import add_results_option, save, table
-from minibatch_mcmc.diagnostics.proxy_check import check_proxy
 from minibatch_mcmc.interop import from_numpyro
 from minibatch_mcmc.warmup import auto_sample
 
@@ -145,15 +144,13 @@ def errors(draws: dict[str, np.ndarray], reference: dict[str, np.ndarray]) -> tu
     return float(mean_err), float(sd_err)
 
 
-def run_auto(model, args, draws: int, chains: int) -> tuple[dict, float, str]:
-    """``from_numpyro`` + ``auto_sample``: constrained draws by site, all the seconds, and where they went."""
+def run_auto(model, args, draws: int, chains: int, proposal: str = "langevin") -> tuple[dict, float, str]:
+    """``from_numpyro`` + ``auto_sample`` (its proxy check after sampling included): constrained draws by site, all the
+    seconds, and where they went."""
     start = time.perf_counter()
     conv = from_numpyro(model, *args)
     res, w = auto_sample(conv.model, conv.data, conv.init, num_samples=draws, num_chains=chains, key=1, progress=False,
-                         check_draws=0)
-    # auto_sample's own proxy check reads res.positions, now constrained (a shape error with a deterministic
-    # site): run it here on the unconstrained draws, its time counted, until warmup.py passes res.unconstrained
-    check_proxy(conv.model, conv.data, w.estimator, w.proxy.centre, res.unconstrained, num_draws=100)
+                         proposal=proposal)
     seconds = time.perf_counter() - start
     phases = ", ".join(f"{k} {c.seconds:.1f}" for k, c in w.cost.items())
     split = f"warm-up {w.total_seconds:.1f} s ({phases}), sampling {res.wall_time:.1f} s"
@@ -195,6 +192,8 @@ def main() -> None:
     ap.add_argument("--nuts-warmup", type=int, default=500)
     ap.add_argument("--nuts-draws", type=int, default=1000)
     ap.add_argument("--subsample", type=int, default=1000, help="HMCECS's (and its SVI MAP's) rows per step")
+    ap.add_argument("--proposals", nargs="+", default=["langevin"], help="auto_sample's proposal(s); with several, one "
+                    "row each, named auto_sample[proposal]")
     ap.add_argument("--name", default="first_fit", help="results table name (a second run's file needs its own)")
     add_results_option(ap)
     args = ap.parse_args()
@@ -208,9 +207,12 @@ def main() -> None:
             model, data = MODELS[name], make_data(name, n)
             found = {}
             runs = {"NUTS": lambda: run_nuts(model, data, args.chains, args.nuts_warmup, args.nuts_draws),
-                    "auto_sample": lambda: run_auto(model, data, args.draws, args.chains),
                     "HMCECS": lambda: run_hmcecs(model, data, args.chains, args.nuts_warmup, args.nuts_draws, args.subsample)}
-            for method in [m for m in runs if m in args.methods]:
+            if "auto_sample" in args.methods:
+                for p in args.proposals:
+                    label = "auto_sample" if len(args.proposals) == 1 else f"auto_sample[{p}]"
+                    runs[label] = lambda p=p: run_auto(model, data, args.draws, args.chains, p)
+            for method in [m for m in runs if m.split("[")[0] in args.methods]:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
                     try:
@@ -235,10 +237,11 @@ def main() -> None:
                 print(" ".join(c.rjust(w) for c, w in zip(rows[-1], widths)), flush=True)
                 key = f"{args.name}.{n}.{name}.{method}"
                 values[f"{key}.ess_per_s"] = f"{rate[method]:.1f}"
-            if "auto_sample" in rate:
+            for auto in [m for m in rate if m.startswith("auto_sample")]:
                 for other in ("NUTS", "HMCECS"):
                     if other in rate:
-                        values[f"{args.name}.{n}.{name}.auto_over_{other}"] = f"{rate['auto_sample'] / rate[other]:.2f}"
+                        label = "auto" if auto == "auto_sample" else auto.replace("auto_sample", "auto")
+                        values[f"{args.name}.{n}.{name}.{label}_over_{other}"] = f"{rate[auto] / rate[other]:.2f}"
     print(f"load average at end {os.getloadavg()}")
     save(args.results, args.name, config=args, tables={args.name: table(COLUMNS, rows)}, values=values,
          extra={"machine": machine})
