@@ -1,5 +1,5 @@
 """Timed runners for ``benchmarks/peers.py``: the block loop, MHminibatch with Taylor-proxy control variates
-(after ``warmup``), BlackJAX NUTS (after ``blackjax.window_adaptation``) and the SGD-step yardstick.
+(after ``warmup``), the exact tests SMH-2 and MH-SS-2 (after ``warmup(test="smh" | "mhss")``), BlackJAX NUTS (after ``blackjax.window_adaptation``) and the SGD-step yardstick.
 
 Every runner returns a ``RunTrace``: one chain's draws, the sampling wall time at the end of each jitted
 block, the warm-up seconds (and data points, where known) kept apart from sampling, the acceptance rate
@@ -121,6 +121,36 @@ def run_cv_rw(data, n, ref, start, scale, args, key) -> RunTrace:
 def run_cv_mala(data, n, ref, start, scale, args, key) -> RunTrace:
     """MHminibatch + Taylor proxy, proxy-gradient MALA tuned by ``warmup``."""
     return run_cv("langevin", data, n, ref, start, args, key)
+
+
+# ---------------------------------------------------------------- exact minibatch tests (SMH, MH-SS)
+
+
+def run_exact(test: str, data, n, ref, start, args, key) -> RunTrace:
+    """``warmup(test=test, proposal="independence", order=2)`` from theta = 0 (mode, Laplace, the logistic GLM proxy
+    with bounds whitened by the Laplace Cholesky factor, the proxy posterior's Laplace approximation as an independence
+    proposal; timed), then its frozen kernel from ``start``; rows per step = the points the test evaluated."""
+    model = logistic_regression(PRIOR_SCALE)
+    w = warmup(model, data, jnp.zeros(len(start), jnp.float32), key=jax.random.fold_in(key, 1), test=test,
+               proposal="independence", order=2)
+    kernel = build_kernel(model, w.proposal, w.test, n, estimator=w.estimator)
+    block = cv_kernel_block(kernel, args.cv_block)
+    draws, ends, sizes, compile_s, st = timed_blocks(block, kernel.init(jnp.asarray(start, jnp.float32)), key, data, args.time_cap)
+    phases = ", ".join(f"{p} {c.seconds:.1f} s/{c.data / n:.2g} N" for p, c in w.cost.items())
+    extra = (f"{w.test.name}, order 2, independence proposal; mean rows/step {st[:, 1].mean():.3g} (max {st[:, 1].max():.0f}); "
+             f"warm-up {phases}")
+    return RunTrace(draws, ends, sizes, compile_s, w.total_seconds, float(st[:, 0].mean()), extra,
+                    data_per_step=float(st[:, 1].mean()), warmup_data=float(w.total_data), step_s=float(ends[-1]) / len(draws))
+
+
+def run_smh2(data, n, ref, start, scale, args, key) -> RunTrace:
+    """SMH (``scalable_mh``) with the second-order GLM proxy and the independence proposal."""
+    return run_exact("smh", data, n, ref, start, args, key)
+
+
+def run_mhss2(data, n, ref, start, scale, args, key) -> RunTrace:
+    """MH-SS (``mhss``) with the second-order GLM proxy and the independence proposal."""
+    return run_exact("mhss", data, n, ref, start, args, key)
 
 
 # ---------------------------------------------------------------- BlackJAX NUTS

@@ -13,6 +13,10 @@ every weight, temperature 1, float32. For each N in ``--sizes``, side by side in
   the frozen kernel ``build_kernel(model, w.proposal, w.test, N, estimator=w.proxy)``; after
   sampling, one of its steps is timed against one SGD step (value-and-grad of the minibatch log
   posterior on the same --cv-m rows, drawn the same way, plus the update), interleaved;
+* "SMH-2 indep." / "MH-SS-2 indep.": the exact tests ``scalable_mh()`` / ``mhss()`` after
+  ``warmup(test="smh" | "mhss", proposal="independence", order=2)`` from theta = 0: the logistic GLM proxy of order 2
+  at the mode with per-datum bounds whitened by the Laplace Cholesky factor, the proxy posterior's Laplace
+  approximation as an independence proposal; "data/step" is the mean number of rows the test evaluated;
 * NumPyro ``HMCECS(NUTS(model), num_blocks, proxy=HMCECS.taylor_proxy({"theta": MAP}))`` with a
   ``numpyro.plate(..., subsample_size=...)`` model, as NumPyro documents it; its step size and
   diagonal mass matrix are adapted by ``MCMC.warmup``; its warm-up column is the Newton MAP plus
@@ -70,7 +74,8 @@ from minibatch_mcmc.acceptance import mh_minibatch
 from minibatch_mcmc.models import logistic_log_lik, logistic_regression, make_logistic_data
 from minibatch_mcmc.proposals import random_walk
 from minibatch_mcmc.samplers import build_kernel
-from peer_runners import RunTrace, Skipped, centred_logdensity, run_cv_mala, run_cv_rw, run_nuts, timed_blocks
+from peer_runners import (RunTrace, Skipped, centred_logdensity, run_cv_mala, run_cv_rw, run_mhss2, run_nuts, run_smh2,
+                          timed_blocks)
 from peers_report import (COLUMNS, RATIO_COLUMNS, environment, prefixed_results, previous_results, print_table, ratio_rows,
                           row_figures, skipped_figures, table_row, write_results)
 
@@ -298,6 +303,7 @@ def build_reference(data, n, args, key) -> Reference:
 METHODS = {
     "MHminibatch+CV MALA": run_cv_mala, "MHminibatch+CV RW": run_cv_rw, "NumPyro HMCECS": run_hmcecs,
     "BlackJAX NUTS": run_nuts, "BlackJAX RWMH": run_rwmh, "MHminibatch": run_mhminibatch,
+    "SMH-2 indep.": run_smh2, "MH-SS-2 indep.": run_mhss2,
 }
 DEFAULT_METHODS = [m for m in METHODS if m != "MHminibatch"]
 

@@ -20,6 +20,7 @@ import numpy as np
 
 BASELINE = "NumPyro HMCECS"
 OURS = ("MHminibatch+CV MALA", "MHminibatch+CV RW")
+EXACT = ("SMH-2 indep.", "MH-SS-2 indep.")
 COLUMNS = [
     "N", "method", "warm-up s", "warm-up data (x N)", "draws/s", "accept", "min ESS", "ESS/s", "ESS/s incl. warm-up",
     "t(mean) s", "t(sd) s", "data/step (% of N)", "step / SGD step (best, median)",
@@ -43,6 +44,7 @@ def row_figures(name: str, n: int, tr, ess: float, t_mean: float, t_sd: float, e
         "warmup_data_over_n": finite_or_none(tr.warmup_data / n), "min_ess": ess, "ess_per_s": ess / total,
         "ess_per_s_with_warmup": ess / wall, "t_mean_s": finite_or_none(t_mean), "t_sd_s": finite_or_none(t_sd),
         "end_err_mean": float(e_mean), "end_err_sd": float(e_sd), "data_per_step_over_n": finite_or_none(tr.data_per_step / n),
+        "data_per_step": finite_or_none(tr.data_per_step),
         "step_us": finite_or_none(1e6 * tr.step_s), "sgd_step_us": sgd.get("sgd_us"), "step_over_sgd_best": sgd.get("ratio_of_best"),
         "step_over_sgd_median": sgd.get("median_ratio"), "sgd_m": sgd.get("m"), "details": tr.extra, "skipped": None,
     }
@@ -142,18 +144,19 @@ PAIR_COLUMNS = ["N", "ratio", "draws/s", "ESS/s", "ESS/s incl. warm-up"]
 REF_COLUMNS = ["N", "reference", "max abs mean diff / sd", "its MC error", "max abs sd ratio - 1", "its MC error", "reference min ESS"]
 
 
-def pair_ratio_rows(rows: list[dict], ours=("MHminibatch", *OURS), bases=("BlackJAX RWMH", BASELINE)) -> list[list[str]]:
-    """Draws/s and ESS/s (sampling only, warm-up included) of each of ``ours`` over each of ``bases``, per N."""
+def pair_ratio_rows(rows: list[dict], ours=("MHminibatch", *OURS, *EXACT), bases=("BlackJAX RWMH", BASELINE)) -> list[list[str]]:
+    """Draws/s and ESS/s (sampling only, warm-up included) of each of ``ours`` over each of ``bases``, and of each exact
+    test over each MHminibatch+CV method, per N."""
     by = {(r["n"], r["method"]): r for r in rows if not r.get("skipped")}
+    pairs = [(a, b) for a in ours for b in bases] + [(a, b) for a in EXACT for b in OURS]
     out = []
     for n in sorted({r["n"] for r in rows}):
-        for a in ours:
-            for b in bases:
-                ra, rb = by.get((n, a)), by.get((n, b))
-                if ra is None or rb is None:
-                    continue
-                q = [ra[k] / rb[k] for k in ("draws_per_s", "ess_per_s", "ess_per_s_with_warmup")]
-                out.append([f"{n:.0e}".replace("e+0", "e"), f"{a} / {b}", *(f"{x:.2g}" for x in q)])
+        for a, b in pairs:
+            ra, rb = by.get((n, a)), by.get((n, b))
+            if ra is None or rb is None:
+                continue
+            q = [ra[k] / rb[k] for k in ("draws_per_s", "ess_per_s", "ess_per_s_with_warmup")]
+            out.append([f"{n:.0e}".replace("e+0", "e"), f"{a} / {b}", *(f"{x:.2g}" for x in q)])
     return out
 
 
@@ -166,6 +169,11 @@ def reference_rows(references: dict) -> list[list[str]]:
             out.append([f"{int(n):.0e}".replace("e+0", "e"), ref["name"], f"{c['mean_diff']:.3f}", f"{c['mc_mean']:.3f}",
                         f"{c['sd_diff']:.3f}", f"{c['mc_sd']:.3f}", f"{c['ess']:,.0f}"])
     return out
+
+
+def value_key(label: str) -> str:
+    """A method or ratio label as a value name: ``"SMH-2 indep. / MHminibatch+CV MALA"`` -> ``SMH-2_indep_over_MHminibatch_CV_MALA``."""
+    return label.replace(" / ", "_over_").replace(" ", "_").replace("+", "_").replace(".", "")
 
 
 def prefixed_results(prefix: str, rows: list[dict], references: dict) -> tuple[dict, dict]:
@@ -185,8 +193,10 @@ def prefixed_results(prefix: str, rows: list[dict], references: dict) -> tuple[d
     for r in rows:
         if r["method"] == "MHminibatch" and not r.get("skipped"):
             values[f"{prefix}.batch_fraction_{r['n']}"] = f"{r['data_per_step_over_n']:.2f}"
+        if r["method"] in EXACT and not r.get("skipped"):
+            values[f"{prefix}.{value_key(r['method'])}.rows_per_step_{r['n']}"] = f"{r['data_per_step']:.3g}"
     for row in tabs[f"{prefix}_ratios"]["rows"]:
-        key = row[1].replace(" / ", "_over_").replace(" ", "_").replace("+", "_")
+        key = value_key(row[1])
         values[f"{prefix}.{key}.draws_per_s_{row[0]}"] = row[2]
         values[f"{prefix}.{key}.ess_per_s_{row[0]}"] = row[3]
     return tabs, values
