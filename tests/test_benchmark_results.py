@@ -103,6 +103,23 @@ def test_peers_prefixed_ratios_and_reference(bench):
     assert tabs["peers_plain"]["rows"][0][9:11] == ["> 1", "0.5"]
 
 
+def test_peers_exact_over_cv_ratios_and_rows_per_step(bench):
+    """SMH-2 at 5 draws/s and 30 ESS/s over MHminibatch+CV MALA's 20 and 10: ratios 0.25 and 3; its 58.4 rows per step."""
+    pr = bench("peers_report")
+
+    def row(method, dps, ess, rows):
+        return {"method": method, "n": 1000000, "draws": 10, "sampling_s": 1.0, "draws_per_s": dps, "accept": 0.9, "compile_s": 1.0,
+                "warmup_s": 1.0, "warmup_data_over_n": 3.3, "min_ess": ess, "ess_per_s": ess, "ess_per_s_with_warmup": ess,
+                "t_mean_s": 0.4, "t_sd_s": 0.4, "end_err_mean": 0.01, "end_err_sd": 0.01, "data_per_step_over_n": rows / 1e6,
+                "data_per_step": rows, "step_us": 1.0, "step_over_sgd_best": None, "step_over_sgd_median": None, "details": "d",
+                "skipped": None}
+
+    tabs, vals = pr.prefixed_results("peers_exact", [row("MHminibatch+CV MALA", 20.0, 10.0, 50.0), row("SMH-2 indep.", 5.0, 30.0, 58.4)], {})
+    assert tabs["peers_exact_ratios"]["rows"] == [["1e6", "SMH-2 indep. / MHminibatch+CV MALA", "0.25", "3", "3"]]
+    assert vals["peers_exact.SMH-2_indep_over_MHminibatch_CV_MALA.ess_per_s_1e6"] == "3"
+    assert vals["peers_exact.SMH-2_indep.rows_per_step_1000000"] == "58.4"
+
+
 def test_exact_mh_rows_and_values(bench):
     """SMH-2 indep. at 2,000 ESS/s and SMH-2 RW at 50 against MH-SS-2's 100: ratios 20.0 and 0.5; 64 chains at 9,000
     chain-steps/s over 1 chain's 1,000: 9.0; the row's cells in column order."""
