@@ -20,6 +20,11 @@ def test_same_size_chunks_count_each_row_once(n, chunk):
     np.testing.assert_array_equal(counts, np.ones(n, int))
 
 
+def test_same_size_chunks_of_no_rows():
+    """No rows, no chunk (a loop over them reads nothing)."""
+    assert same_size_chunks(0, 8) == []
+
+
 def test_same_size_chunks_rejects_a_bad_chunk():
     """A chunk of no rows is an error naming the value."""
     with pytest.raises(ValueError, match="chunk=0"):

@@ -109,7 +109,7 @@ def same_size_chunks(n: int, chunk: int = DEFAULT_CHUNK) -> list[tuple[int, int,
         raise ValueError(f"chunk={chunk!r} must be a positive number of rows")
     size = min(chunk, n)
     out = []
-    for start in range(0, n, size):
+    for start in range(0, n, max(size, 1)):  # no chunk for no rows
         first = min(start, n - size)
         out.append((first, size, np.arange(first, first + size) >= start))
     return out

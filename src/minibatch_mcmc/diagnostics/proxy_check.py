@@ -179,6 +179,8 @@ def streamed_sums(model: Model, estimator: Estimator, centre: PyTree, population
     sums = jax.jit(residual_sums(model, estimator, centre))
     at, moved = (jax.tree_util.tree_map(jnp.asarray, x) for x in (at, moved))
     chunks = same_size_chunks(n_pop, CHECK_CHUNK)
+    if not chunks:  # every row is in the stratum: no residual left to the proxy
+        return np.zeros((jax.tree_util.tree_leaves(at)[0].shape[0], 5)), np.zeros(0, bool)
     first = slice_rows(population, 0, chunks[0][1])
     head = min(SHIFT_ROWS, n_pop)
     zero = jnp.zeros(jax.tree_util.tree_leaves(at)[0].shape[0], jnp.float32)
