@@ -100,3 +100,16 @@ def host_tree_sum(fn: Callable[[PyTree], PyTree], data: PyTree, n: int, chunk: i
         piece = jax.tree_util.tree_map(lambda a: np.asarray(a, np.float64), jax.device_get(part(slice_rows(data, start, size))))
         total = piece if total is None else jax.tree_util.tree_map(np.add, total, piece)
     return total
+
+
+def same_size_chunks(n: int, chunk: int = DEFAULT_CHUNK) -> list[tuple[int, int, np.ndarray]]:
+    """``(first, size, keep)`` covering ``n`` rows in chunks of one ``size`` (so a jitted chunk function compiles once):
+    the last chunk ends at row ``n`` and overlaps the one before, ``keep`` masks out its rows already covered."""
+    if chunk < 1:
+        raise ValueError(f"chunk={chunk!r} must be a positive number of rows")
+    size = min(chunk, n)
+    out = []
+    for start in range(0, n, max(size, 1)):  # no chunk for no rows
+        first = min(start, n - size)
+        out.append((first, size, np.arange(first, first + size) >= start))
+    return out

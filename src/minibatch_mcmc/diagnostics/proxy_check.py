@@ -33,7 +33,7 @@ import numpy as np
 from minibatch_mcmc.checks import check_int
 from minibatch_mcmc.control_variates.base import Estimator, plain
 from minibatch_mcmc.data.arrays import as_data_source, slice_rows
-from minibatch_mcmc.data.passes import full_data_tree_sum
+from minibatch_mcmc.data.passes import same_size_chunks
 from minibatch_mcmc.diagnostics.normality import minibatch_shape
 from minibatch_mcmc.models.base import Model
 
@@ -55,6 +55,9 @@ check warns: 0.02 per step. Measured on ``auto_sample`` runs at N = 100,000 (``b
 0.8 with five Cauchy rows left to the minibatch, 3.4e-4 with them exact, 3.2e-3 on a logistic regression (d = 10)."""
 SHIFT_ROWS = 256
 """Rows whose mean residual shifts the power sums (so float32 sums do not cancel)."""
+CHECK_CHUNK = 2048
+"""Rows per chunk of the check's pass: every checked draw's residuals of a chunk stay in cache (0.43 s against
+0.70 s at 16384 rows for 100 draws of a d = 10 logistic regression at N = 100,000)."""
 
 
 class ProxyCheck(NamedTuple):
@@ -151,24 +154,42 @@ def median_record(records: dict | None, name: str) -> float:
     return float(np.median(np.asarray(records[name], np.float64)))
 
 
-def residual_sums(model: Model, estimator: Estimator, centre: PyTree, population: PyTree, n_pop: int):
-    """``(theta, theta') -> [sum_R e_i(c, theta), sum_R d_i, .. sum_R d_i^4]`` and a non-finite flag, ``d_i`` the
-    test's residual ``e_i(theta, theta')`` less its mean over the first ``SHIFT_ROWS`` rows: one streamed pass."""
+def residual_sums(model: Model, estimator: Estimator, centre: PyTree):
+    """``(rows, keep, theta, theta', shift) -> [sum e_i(c, theta), sum d_i, .. sum d_i^4]`` and a non-finite flag over the
+    kept rows of a chunk, ``d_i`` the test's residual ``e_i(theta, theta')`` less ``shift``; vectorised over the draws."""
 
-    def sums(theta: PyTree, moved: PyTree) -> tuple[jax.Array, jax.Array]:
-        to_theta = estimator.log_ratio(model, centre, theta)
-        step = estimator.log_ratio(model, theta, moved)
-        shift = jnp.mean(step(slice_rows(population, 0, min(SHIFT_ROWS, n_pop))))
+    def one(rows: PyTree, keep: jax.Array, theta: PyTree, moved: PyTree, shift: jax.Array) -> tuple[jax.Array, jax.Array]:
+        w = estimator.log_ratio(model, centre, theta)(rows)
+        d = estimator.log_ratio(model, theta, moved)(rows) - shift
+        bad = jnp.any(keep & (~jnp.isfinite(w) | ~jnp.isfinite(d)))
+        w, d = jnp.where(keep, w, 0.0), jnp.where(keep, d, 0.0)
+        d2 = d * d
+        return jnp.stack([jnp.sum(w), jnp.sum(d), jnp.sum(d2), jnp.sum(d2 * d), jnp.sum(d2 * d2)]), bad
 
-        def part(rows: PyTree) -> tuple[jax.Array, jax.Array]:
-            w, d = to_theta(rows), step(rows) - shift
-            powers = jnp.stack([jnp.sum(w), jnp.sum(d), jnp.sum(d * d), jnp.sum(d**3), jnp.sum(d**4)])
-            return powers, jnp.any(~jnp.isfinite(w) | ~jnp.isfinite(d))
+    return jax.vmap(one, in_axes=(None, None, 0, 0, 0))
 
-        total, bad = full_data_tree_sum(part, population, n_pop)
-        return total, bad
 
-    return sums
+def streamed_sums(model: Model, estimator: Estimator, centre: PyTree, population: PyTree, n_pop: int, at: PyTree,
+                  moved: PyTree) -> tuple[np.ndarray, np.ndarray]:
+    """``residual_sums`` over all ``n_pop`` rows at every checked move, in float64, and the moves with a non-finite term.
+
+    One streamed pass serves all the draws; every chunk has the same size (one compilation), the sums of each
+    chunk are added on the host in float64, and ``shift`` is the mean ``d_i`` over the first ``SHIFT_ROWS`` rows,
+    read by the same compiled function (so the float32 power sums do not cancel)."""
+    sums = jax.jit(residual_sums(model, estimator, centre))
+    at, moved = (jax.tree_util.tree_map(jnp.asarray, x) for x in (at, moved))
+    chunks = same_size_chunks(n_pop, CHECK_CHUNK)
+    if not chunks:  # every row is in the stratum: no residual left to the proxy
+        return np.zeros((jax.tree_util.tree_leaves(at)[0].shape[0], 5)), np.zeros(0, bool)
+    first = slice_rows(population, 0, chunks[0][1])
+    head = min(SHIFT_ROWS, n_pop)
+    zero = jnp.zeros(jax.tree_util.tree_leaves(at)[0].shape[0], jnp.float32)
+    shift = jnp.asarray(np.asarray(sums(first, np.arange(chunks[0][1]) < head, at, moved, zero)[0])[:, 1] / head, jnp.float32)
+    total, bad = 0.0, False
+    for start, size, keep in chunks:
+        part, flag = sums(first if start == 0 else slice_rows(population, start, size), keep, at, moved, shift)
+        total, bad = total + np.asarray(part, np.float64), bad | np.asarray(flag)
+    return total, bad
 
 
 def check_proxy(
@@ -198,10 +219,7 @@ def check_proxy(
     population = estimator.population(source.arrays())
     at, moved = thinned_moves(positions, num_draws)
     count = int(jax.tree_util.tree_leaves(at)[0].shape[0])
-    sums = residual_sums(model, estimator, centre, population, n_pop)
-    # every checked draw in the same streamed pass: one read of each chunk serves all of them
-    total, bad = jax.jit(jax.vmap(sums))(*(jax.tree_util.tree_map(jnp.asarray, x) for x in (at, moved)))
-    total, bad = np.asarray(total, np.float64), np.asarray(bad)
+    total, bad = streamed_sums(model, estimator, centre, population, n_pop, at, moved)
     if np.any(bad):
         raise ValueError(f"the full-data log likelihood is not finite at {int(np.sum(bad))} of {count} checked draws")
     lw = total[:, 0] / temperature
