@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 RESULTS = DOCS / "results"
 BLOCK = re.compile(r"(<!-- results:(?P<name>[\w.-]+) -->\n)(?P<body>.*?)(<!-- /results:(?P=name) -->)", re.DOTALL)
-VALUE = re.compile(r"(<!-- value:(?P<key>[\w.:-]+) -->)(?P<body>[^\n]*?)(<!-- /value -->)")
+VALUE = re.compile(r"(<!-- value:(?P<key>[\w.:\[\]-]+) -->)(?P<body>[^\n]*?)(<!-- /value -->)")
 QUOTED_DOCS = ("reproduction.md", "benchmarks.md")
 """The docs whose every table must come from a results file."""
 TABLE_RULE = re.compile(r"^\|[\s:|-]+\|\s*$")
