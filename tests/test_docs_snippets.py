@@ -10,7 +10,8 @@ Conventions a snippet may use (the reader sees them as ordinary comments):
 
 The fast test checks every snippet statically (it parses, and every name it reads is bound somewhere in its
 file's snippets, imported, or a builtin): a ``NameError`` such as an undefined ``n_data`` or ``theta0`` fails
-it in milliseconds. The slow test executes them all.
+it in milliseconds. ``test_snippets_run`` then executes them all, in ``make test`` (a wrong keyword argument, which
+the static check cannot see, fails there).
 """
 
 from __future__ import annotations
@@ -102,7 +103,7 @@ def test_snippets_parse_and_read_only_bound_names(path):
         assert not missing, f"{path.name}, snippet at line {line} reads undefined names {missing}"
 
 
-@pytest.mark.slow  # every snippet at its small size: a few minutes in all (compilations)
+# in `make test` (CI): every snippet at its small size, about 90 s in all on an idle 2-core machine, mostly compilation
 @pytest.mark.parametrize("path", [p for p in DOCS if snippets(p)], ids=[i for p, i in zip(DOCS, DOC_IDS) if snippets(p)])
 def test_snippets_run(path, tmp_path, monkeypatch):
     """Each file's snippets, in order, in one namespace, at their small size."""
