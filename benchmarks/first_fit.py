@@ -240,8 +240,7 @@ def main() -> None:
             for auto in [m for m in rate if m.startswith("auto_sample")]:
                 for other in ("NUTS", "HMCECS"):
                     if other in rate:
-                        label = "auto" if auto == "auto_sample" else auto.replace("auto_sample", "auto")
-                        values[f"{args.name}.{n}.{name}.{label}_over_{other}"] = f"{rate[auto] / rate[other]:.2f}"
+                        values[f"{args.name}.{n}.{name}.{auto.replace('auto_sample', 'auto')}_over_{other}"] = f"{rate[auto] / rate[other]:.2f}"
     print(f"load average at end {os.getloadavg()}")
     save(args.results, args.name, config=args, tables={args.name: table(COLUMNS, rows)}, values=values,
          extra={"machine": machine})
