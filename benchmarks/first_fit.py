@@ -20,6 +20,8 @@ optimisation, warm-up, compilation, sampling):
   NumPyro 0.22 cannot vectorize its chains; on 2 cores that costs it little, its compiled step being shared).
 
 Reported per model and method: seconds (and where ``auto_sample``'s went: each warm-up phase, sampling), min bulk ESS over every scalar of every latent site (ArviZ), ESS/s,
+the min ESS of the centred squares (what a variance or an interval width gets: a move that mixes the mean well by
+jumping to the far side can still mix the squares slowly) and its ratio to NUTS's,
 and against NUTS the largest |mean - mean_NUTS| / sd_NUTS and |sd / sd_NUTS - 1| over the scalars.
 The ratios ``ESS/s / ESS/s of NUTS`` (and of HMCECS) are the issue-21 targets (>= 3x NUTS at 10^5,
 >= 30x NUTS and HMCECS at 10^6).
@@ -47,7 +49,8 @@ from bench_results import add_results_option, save, table
 from minibatch_mcmc.interop import from_numpyro
 from minibatch_mcmc.warmup import auto_sample
 
-COLUMNS = ["N", "model", "method", "seconds", "min ESS", "ESS/s", "x NUTS", "max |mean err|/sd", "max |sd ratio - 1|", "of which"]
+COLUMNS = ["N", "model", "method", "seconds", "min ESS", "ESS/s", "x NUTS", "min ESS sq", "x NUTS sq", "max |mean err|/sd",
+           "max |sd ratio - 1|", "of which"]
 
 
 def robust(x, y, sub=None):
@@ -137,6 +140,13 @@ def min_ess(draws: dict[str, np.ndarray]) -> float:
     return min(float(az.ess(v, method="bulk")) for v in draws.values())
 
 
+def min_ess_squares(draws: dict[str, np.ndarray]) -> float:
+    """Minimum ArviZ mean-ESS of the centred squares ``(x - mean)^2`` over the scalars: what a variance estimate gets."""
+    import arviz as az
+
+    return min(float(az.ess((v - v.mean()) ** 2, method="mean")) for v in draws.values())
+
+
 def errors(draws: dict[str, np.ndarray], reference: dict[str, np.ndarray]) -> tuple[float, float]:
     """Largest |mean - mean_ref| / sd_ref and |sd / sd_ref - 1| over the scalars."""
     mean_err = max(abs(draws[k].mean() - reference[k].mean()) / reference[k].std() for k in reference)
@@ -199,7 +209,7 @@ def main() -> None:
     args = ap.parse_args()
     machine = f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, {jax.devices()[0].device_kind}, jax {jax.__version__}, numpyro {numpyro.__version__}"
     print(f"machine: {machine}; load average at start {os.getloadavg()}")
-    widths = [8, 9, 12, 8, 8, 8, 7, 18, 18, 1]
+    widths = [8, 9, 12, 8, 8, 8, 7, 10, 9, 18, 18, 1]
     print(" ".join(c.rjust(w) for c, w in zip(COLUMNS, widths)), flush=True)
     rows, values = [], {}
     for n in args.n:
@@ -219,28 +229,34 @@ def main() -> None:
                         found[method] = runs[method]()
                         print(f"  ({name}, N={n}: {method} took {found[method][1]:.1f} s)", flush=True)
                     except Exception as err:  # a failed method is a row of the table, not the end of the run
-                        rows.append([f"{n:.0e}", name, method, "failed", "", "", "", f"{type(err).__name__}: {err}"[:120], "", ""])
+                        rows.append([f"{n:.0e}", name, method, "failed", "", "", "", "", "", f"{type(err).__name__}: {err}"[:120], "", ""])
                         print(" ".join(rows[-1]), flush=True)
             if not found:
                 continue
             names = sorted(k for k in found[next(iter(found))][0] if k != "mu" or name != "mixture")
             ref = scalars(found["NUTS"][0], names) if "NUTS" in found else None
-            rate = {}
+            rate, rate_sq = {}, {}
             for method, (samples, seconds, split) in found.items():
                 draws = scalars(samples, names)
                 ess = min_ess(draws)
                 rate[method] = ess / seconds
                 ratio = rate[method] / rate["NUTS"] if "NUTS" in rate else float("nan")
+                ess_sq = min_ess_squares(draws)
+                rate_sq[method] = ess_sq / seconds
+                ratio_sq = rate_sq[method] / rate_sq["NUTS"] if "NUTS" in rate_sq else float("nan")
                 mean_err, sd_err = errors(draws, ref) if ref is not None else (float("nan"), float("nan"))
                 rows.append([f"{n:.0e}", name, method, f"{seconds:.1f}", f"{ess:.0f}", f"{rate[method]:.1f}", f"{ratio:.2f}",
-                             f"{mean_err:.3f}", f"{sd_err:.3f}", split])
+                             f"{ess_sq:.0f}", f"{ratio_sq:.2f}", f"{mean_err:.3f}", f"{sd_err:.3f}", split])
                 print(" ".join(c.rjust(w) for c, w in zip(rows[-1], widths)), flush=True)
                 key = f"{args.name}.{n}.{name}.{method}"
                 values[f"{key}.ess_per_s"] = f"{rate[method]:.1f}"
+                values[f"{key}.ess_sq_per_s"] = f"{rate_sq[method]:.1f}"
             for auto in [m for m in rate if m.startswith("auto_sample")]:
                 for other in ("NUTS", "HMCECS"):
                     if other in rate:
-                        values[f"{args.name}.{n}.{name}.{auto.replace('auto_sample', 'auto')}_over_{other}"] = f"{rate[auto] / rate[other]:.2f}"
+                        label = f"{args.name}.{n}.{name}.{auto.replace('auto_sample', 'auto')}"
+                        values[f"{label}_over_{other}"] = f"{rate[auto] / rate[other]:.2f}"
+                        values[f"{label}_sq_over_{other}"] = f"{rate_sq[auto] / rate_sq[other]:.2f}"
     print(f"load average at end {os.getloadavg()}")
     save(args.results, args.name, config=args, tables={args.name: table(COLUMNS, rows)}, values=values,
          extra={"machine": machine})
