@@ -47,6 +47,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 SAMPLE_TESTS: dict[str, Callable[[ModuleType, int, float], object]] = {
     "mhminibatch": lambda acc, m, sigma: acc.mh_minibatch(batch_size=m, sigma=sigma),
+    "penalty": lambda acc, m, sigma: acc.penalty_test(batch_size=m, sigma_max=sigma),
     "austere": lambda acc, m, sigma: acc.austere_mh(batch_size=m),
     "mhsublhd": lambda acc, m, sigma: acc.mh_sublhd(batch_size=m),
     "naive": lambda acc, m, sigma: acc.naive_minibatch(batch_size=m),
