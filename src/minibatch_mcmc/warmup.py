@@ -349,7 +349,8 @@ def auto_sample(
     )
     if check_draws and not needs_bounds(w.test):  # an exact test's draws do not rest on the proxy; the kernel's own coordinates
         w = w._replace(proxy_check=check_proxy(model, data, w.estimator, w.proxy.centre, result.kernel_positions,
-                                               num_draws=check_draws, temperature=temperature, records=result.records))
+                                               num_draws=check_draws, temperature=temperature, records=result.records,
+                                               rule=decision_rule(w.test)))
     return result, w
 
 
