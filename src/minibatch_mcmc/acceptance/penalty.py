@@ -29,8 +29,15 @@ from minibatch_mcmc.acceptance.base import (
     uniform_from_bits,
     untempered,
 )
-from minibatch_mcmc.acceptance.mhminibatch import first_chunk_indices, lambda_scale, minibatch_stats, random_inputs, read_minibatch
-from minibatch_mcmc.acceptance.streaming import decision_dtype, mean_and_variance
+from minibatch_mcmc.acceptance.mhminibatch import (
+    first_chunk_indices,
+    lambda_scale,
+    minibatch_outcome,
+    minibatch_stats,
+    random_inputs,
+    read_minibatch,
+)
+from minibatch_mcmc.acceptance.streaming import decision_dtype
 from minibatch_mcmc.checks import check_int, check_real
 
 SIGMA_MAX = 1.0
@@ -79,18 +86,7 @@ class PenaltyTest(NamedTuple):
         bad = mom.bad | jnp.isnan(stats.psi)
         u = uniform_from_bits(uniform_bits, dtype)[0]
         accepted = (jnp.log(u) < delta_star - penalty(st.s2, mom.count)) & prior_ok & ~bad
-        return TestOutcome(
-            accepted=accepted,
-            batch_size=mom.count,
-            s2=st.s2,
-            epsilon=st.epsilon,
-            delta_star=jnp.where(prior_ok, delta_star, -jnp.inf),
-            nonfinite=bad,
-            hidden_data=jnp.zeros((), jnp.int32),
-            residual_sd=jnp.sqrt(mean_and_variance(mom)[1]) / scale,
-            pvalue_threshold=jnp.zeros((), dtype),
-            half_width=jnp.zeros((), dtype),
-        )
+        return minibatch_outcome(accepted, mom, st, delta_star, prior_ok, bad, scale)
 
 
 def penalty_test(batch_size: int = 50, sigma_max: float = SIGMA_MAX) -> PenaltyTest:
