@@ -318,7 +318,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--n-data", type=positive_int, default=100_000, help="data points N of the mixture (default 100000)")
     sp.add_argument("--temperature", type=float, default=1.0, help="temperature K (default 1: the posterior)")
     sp.add_argument("--batch-size", type=positive_int, default=50, help="minibatch size m (default 50)")
-    sp.add_argument("--sigma", type=float, default=1.0, help="MHminibatch noise level sigma (default 1)")
+    sp.add_argument("--sigma", type=float, default=1.0, help="MHminibatch noise level sigma, or the penalty test's sigma_max (default 1)")
     sp.add_argument("--proposal-sd", type=float, default=0.15, help="random-walk s.d. per coordinate for the mixture (default 0.15)")
     sp.add_argument("--num-samples", type=positive_int, default=1000)
     sp.add_argument("--chains", type=positive_int, default=1, help="number of chains (a multiple of the devices used)")
