@@ -12,7 +12,8 @@ subsample them and the others see all of them):
 Methods, side by side in one run on the same data, 4 chains each, every second counted (model conversion,
 optimisation, warm-up, compilation, sampling):
 
-- ``auto_sample``: ``from_numpyro`` then ``auto_sample(..., num_samples=--draws, num_chains=4)`` (defaults);
+- ``auto_sample``: ``from_numpyro`` then ``auto_sample(..., num_samples=--draws, num_chains=4)`` (defaults; ``--test``
+  names its acceptance test, one of ``samplers.exact_choice.TESTS``, e.g. ``penalty``);
 - NUTS: ``MCMC(NUTS(model), num_warmup=500, num_samples=1000, num_chains=4, chain_method="vectorized")``;
 - HMCECS: ``HMCECS(NUTS(model), num_blocks=100, proxy=HMCECS.taylor_proxy(MAP))``, the MAP from SVI with
   ``AutoDelta`` on minibatches of ``--subsample`` rows (its time counted), rows subsampled ``--subsample`` at a
@@ -47,6 +48,7 @@ from numpyro.infer.autoguide import AutoDelta
 
 from bench_results import add_results_option, save, table
 from minibatch_mcmc.interop import from_numpyro
+from minibatch_mcmc.samplers.exact_choice import TESTS
 from minibatch_mcmc.warmup import auto_sample
 
 COLUMNS = ["N", "model", "method", "seconds", "min ESS", "ESS/s", "x NUTS", "min ESS sq", "x NUTS sq", "max |mean err|/sd",
@@ -154,13 +156,13 @@ def errors(draws: dict[str, np.ndarray], reference: dict[str, np.ndarray]) -> tu
     return float(mean_err), float(sd_err)
 
 
-def run_auto(model, args, draws: int, chains: int, proposal: str = "langevin") -> tuple[dict, float, str]:
+def run_auto(model, args, draws: int, chains: int, proposal: str = "langevin", test: str | None = None) -> tuple[dict, float, str]:
     """``from_numpyro`` + ``auto_sample`` (its proxy check after sampling included): constrained draws by site, all the
     seconds, and where they went."""
     start = time.perf_counter()
     conv = from_numpyro(model, *args)
     res, w = auto_sample(conv.model, conv.data, conv.init, num_samples=draws, num_chains=chains, key=1, progress=False,
-                         proposal=proposal)
+                         proposal=proposal, test=test)
     seconds = time.perf_counter() - start
     phases = ", ".join(f"{k} {c.seconds:.1f}" for k, c in w.cost.items())
     split = f"warm-up {w.total_seconds:.1f} s ({phases}), sampling {res.wall_time:.1f} s"
@@ -204,6 +206,8 @@ def main() -> None:
     ap.add_argument("--subsample", type=int, default=1000, help="HMCECS's (and its SVI MAP's) rows per step")
     ap.add_argument("--proposals", nargs="+", default=["langevin"], help="auto_sample's proposal(s); with several, one "
                     "row each, named auto_sample[proposal]")
+    ap.add_argument("--test", default=None, choices=list(TESTS), help="auto_sample's acceptance test by name (default: "
+                    "auto_sample's own, MHminibatch)")
     ap.add_argument("--name", default="first_fit", help="results table name (a second run's file needs its own)")
     add_results_option(ap)
     args = ap.parse_args()
@@ -221,7 +225,7 @@ def main() -> None:
             if "auto_sample" in args.methods:
                 for p in args.proposals:
                     label = "auto_sample" if len(args.proposals) == 1 else f"auto_sample[{p}]"
-                    runs[label] = lambda p=p: run_auto(model, data, args.draws, args.chains, p)
+                    runs[label] = lambda p=p: run_auto(model, data, args.draws, args.chains, p, args.test)
             for method in [m for m in runs if m.split("[")[0] in args.methods]:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")

@@ -1,5 +1,6 @@
 """Effective draws per draw of each proposal ``auto_sample`` offers, on logistic regression d=10, N=10^5, K=1,
-with MHminibatch (a Barker-type test, m=50) and AustereMH (a Metropolis-type minibatch t-test, m=50, epsilon=0.01).
+with MHminibatch (a Barker-type test, m=50), the penalty test (Metropolis-type, m=50, sigma_max=1) and AustereMH
+(a Metropolis-type minibatch t-test, m=50, epsilon=0.01).
 
 For each pair: ``auto_sample`` (mode, Laplace, second-order proxy, tuning where the proposal has a scale) from
 zeros, then 4 chains x ``--draws`` draws from over-dispersed Laplace starts; the first ``--burn`` draws of each
@@ -22,12 +23,14 @@ import jax.numpy as jnp
 import numpy as np
 
 from bench_results import add_results_option, save, table
-from minibatch_mcmc.acceptance import austere_mh, mh_minibatch
+from minibatch_mcmc.acceptance import austere_mh, mh_minibatch, penalty_test
 from minibatch_mcmc.models import logistic_regression, make_logistic_data
 from minibatch_mcmc.warmup import auto_sample
 
 D = 10
 KINDS = ["langevin", "random_walk", "independence", "independence_t", "proxy_hmc", "mixture"]
+TESTS = {"mhminibatch": lambda: mh_minibatch(batch_size=50), "penalty": lambda: penalty_test(batch_size=50),
+         "austere": lambda: austere_mh(batch_size=50, epsilon=0.01)}
 COLUMNS = ["test", "proposal", "acceptance", "data/test", "ESS/draw theta", "ESS/draw theta^2", "sampling s/1000", "warm-up s"]
 
 
@@ -51,12 +54,11 @@ def main() -> None:
     ap.add_argument("--burn", type=int, default=200)
     ap.add_argument("--chains", type=int, default=4)
     ap.add_argument("--proposals", nargs="+", default=KINDS)
-    ap.add_argument("--tests", nargs="+", default=["mhminibatch", "austere"])
+    ap.add_argument("--tests", nargs="+", default=list(TESTS), choices=list(TESTS))
     add_results_option(ap)
     args = ap.parse_args()
     model = logistic_regression(prior_scale=10.0)
     data, _ = make_logistic_data(jax.random.key(0), args.n, D)
-    tests = {"mhminibatch": lambda: mh_minibatch(batch_size=50), "austere": lambda: austere_mh(batch_size=50, epsilon=0.01)}
     print(f"machine: {platform.processor() or platform.machine()}, {jax.device_count()} x {jax.devices()[0].device_kind}, jax {jax.__version__}")
     print(f"logistic regression d={D}, N={args.n:,}, K=1, {args.chains} chains x {args.draws} draws (burn-in {args.burn})")
     widths = [12, 15, 11, 10, 15, 17, 16, 10]
@@ -67,7 +69,7 @@ def main() -> None:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 res, w = auto_sample(model, data, jnp.zeros(D), num_samples=args.draws, num_chains=args.chains, key=1,
-                                     test=tests[test_name](), proposal=kind, progress=False)
+                                     test=TESTS[test_name](), proposal=kind, progress=False)
             s = res.summary()
             e1, e2 = min_ess_per_draw(np.asarray(res.positions, np.float64)[:, args.burn:])
             rows.append([test_name, kind, f"{s['acceptance_rate']:.3f}", f"{s['data_per_test']:.1f}", f"{e1:.3f}", f"{e2:.3f}",

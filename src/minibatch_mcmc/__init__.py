@@ -1,7 +1,7 @@
 """minibatch-mcmc: Metropolis-Hastings on tall data with minibatch acceptance tests, on JAX."""
 
 from minibatch_mcmc import acceptance, control_variates, data, diagnostics, models, proposals, samplers
-from minibatch_mcmc.acceptance import BarkerTest, MetropolisTest, mh_minibatch, mh_minibatch_skew
+from minibatch_mcmc.acceptance import BarkerTest, MetropolisTest, mh_minibatch, mh_minibatch_skew, penalty_test
 from minibatch_mcmc.acceptance import AccuracyWarning, austere_mh_for_error
 from minibatch_mcmc.proposals import independence_gaussian, random_walk
 from minibatch_mcmc.control_variates import taylor_proxy
@@ -24,6 +24,7 @@ __all__ = [
     "AccuracyWarning",
     "austere_mh_for_error",
     "mh_minibatch_skew",
+    "penalty_test",
     "random_walk",
     "independence_gaussian",
     "SampleResult",

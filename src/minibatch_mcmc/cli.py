@@ -47,6 +47,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 SAMPLE_TESTS: dict[str, Callable[[ModuleType, int, float], object]] = {
     "mhminibatch": lambda acc, m, sigma: acc.mh_minibatch(batch_size=m, sigma=sigma),
+    "penalty": lambda acc, m, sigma: acc.penalty_test(batch_size=m, sigma_max=sigma),
     "austere": lambda acc, m, sigma: acc.austere_mh(batch_size=m),
     "mhsublhd": lambda acc, m, sigma: acc.mh_sublhd(batch_size=m),
     "naive": lambda acc, m, sigma: acc.naive_minibatch(batch_size=m),
@@ -317,7 +318,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--n-data", type=positive_int, default=100_000, help="data points N of the mixture (default 100000)")
     sp.add_argument("--temperature", type=float, default=1.0, help="temperature K (default 1: the posterior)")
     sp.add_argument("--batch-size", type=positive_int, default=50, help="minibatch size m (default 50)")
-    sp.add_argument("--sigma", type=float, default=1.0, help="MHminibatch noise level sigma (default 1)")
+    sp.add_argument("--sigma", type=float, default=1.0, help="MHminibatch noise level sigma, or the penalty test's sigma_max (default 1)")
     sp.add_argument("--proposal-sd", type=float, default=0.15, help="random-walk s.d. per coordinate for the mixture (default 0.15)")
     sp.add_argument("--num-samples", type=positive_int, default=1000)
     sp.add_argument("--chains", type=positive_int, default=1, help="number of chains (a multiple of the devices used)")

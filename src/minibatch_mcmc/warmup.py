@@ -41,7 +41,7 @@ from minibatch_mcmc.samplers.checkpoint import SETTINGS_FILE, data_fingerprint, 
 from minibatch_mcmc.samplers.diagnose import bad_rows_named
 from minibatch_mcmc.samplers.driver import sample
 from minibatch_mcmc.samplers.efficiency import most_efficient
-from minibatch_mcmc.samplers.exact_choice import estimator_for, exact_test, needs_bounds
+from minibatch_mcmc.samplers.exact_choice import estimator_for, named_test, needs_bounds
 from minibatch_mcmc.samplers.groups import ChainGroup, sample_groups
 from minibatch_mcmc.samplers.keys import as_key
 from minibatch_mcmc.samplers.kernel import Kernel, build_kernel
@@ -162,7 +162,8 @@ def warmup(
     """Mode, Laplace covariance, Taylor proxy and a tuned proposal for sampling at ``temperature`` (1: the posterior).
 
     ``test`` defaults to ``mh_minibatch(batch_size=50)`` (below ``N = 50`` the exact Barker test on all rows); a name of
-    ``exact_choice.EXACT_TESTS`` (``"smh"``) is that exact test with the GLM's per-datum bounds; ``proposal`` is one of ``PROPOSALS``: ``"langevin"`` (the
+    ``exact_choice.TESTS`` is that test with its default settings (``"penalty"``: the penalty test, Metropolis-type), an
+    exact one (``"smh"``) with the GLM's per-datum bounds; ``proposal`` is one of ``PROPOSALS``: ``"langevin"`` (the
     proxy-gradient MALA preconditioned by the Laplace covariance), ``"random_walk"`` (Laplace-shaped), the untuned
     global moves ``"independence"``, ``"independence_t"``, ``"proxy_hmc"``, ``"mixture"`` (proxy HMC plus a tuned
     random walk), or ``"auto"`` (the best of ``AUTO_CANDIDATES`` by measured effective draws per second; its cost
@@ -181,7 +182,7 @@ def warmup(
     if target_accept is not None and kind in GLOBAL + ("auto",):
         raise ValueError(f"target_accept={target_accept!r} has no effect with proposal={kind!r}, which is not tuned: leave it None")
     source = as_data_source(data)
-    test = default_test(source.n) if test is None else exact_test(test)
+    test = default_test(source.n) if test is None else named_test(test)
     rule = decision_rule(test)
     tuned_kind = "random_walk" if kind == "mixture" else kind
     target = TARGET_ACCEPT.get((rule, tuned_kind), math.nan) if target_accept is None else target_accept
@@ -348,7 +349,8 @@ def auto_sample(
     )
     if check_draws and not needs_bounds(w.test):  # an exact test's draws do not rest on the proxy; the kernel's own coordinates
         w = w._replace(proxy_check=check_proxy(model, data, w.estimator, w.proxy.centre, result.kernel_positions,
-                                               num_draws=check_draws, temperature=temperature, records=result.records))
+                                               num_draws=check_draws, temperature=temperature, records=result.records,
+                                               rule=decision_rule(w.test)))
     return result, w
 
 
@@ -375,7 +377,7 @@ def stored_warmup(model: Model, data: PyTree | DataSource, theta0: PyTree, key: 
 def restored(model: Model, n: int, saved: dict, options: dict) -> Warmup:
     """The ``Warmup`` from its saved parts: the proposal rebuilt from the proxy, covariance, kind and tuned scale."""
     proxy, cov, kind = saved["proxy"], saved["covariance"], saved["kind"]
-    test = default_test(n) if options["test"] is None else exact_test(options["test"])
+    test = default_test(n) if options["test"] is None else named_test(options["test"])
     rule = decision_rule(test)
     make = proposal_for(kind, proxy, model, cholesky_factor(cov, cov.shape[0]), options["temperature"], rule)
     kernels = tuple((p, proposal_for(kind, p, model, cholesky_factor(m.covariance, cov.shape[0]), options["temperature"], rule)(saved["scale"]))

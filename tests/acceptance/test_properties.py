@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from minibatch_mcmc.acceptance import BarkerTest, MetropolisTest, austere_mh, austere_mh_adaptive, mh_minibatch, mh_sublhd, naive_minibatch
+from minibatch_mcmc.acceptance import BarkerTest, MetropolisTest, austere_mh, austere_mh_adaptive, mh_minibatch, mh_sublhd, naive_minibatch, penalty_test
 from minibatch_mcmc.acceptance.austere import design_adaptive, design_table
 from minibatch_mcmc.acceptance.base import DECISION_RULES, Statistics, uniform_from_bits
 from minibatch_mcmc.acceptance.mhsublhd import threshold_uniform
@@ -46,6 +46,7 @@ BUILDERS = {
     "mhsublhd": lambda n: mh_sublhd(min(10, n), gamma=1.5, delta=0.05),
     "mhsublhd_fp_range": lambda n: mh_sublhd(min(10, n), gamma=2.0, delta=0.1, range_bound=_range_bound, finite_population=True),
     "naive": lambda n: naive_minibatch(min(20, n)),
+    "penalty": lambda n: penalty_test(min(20, n), sigma_max=1.0),
 }
 HIDDEN = {"austere_nc": 2, "mhsublhd": 1}
 """Tests with a full-data pass besides the minibatch: hidden data per decision, in units of N."""
@@ -91,6 +92,8 @@ def _exact_uniform(name: str, key) -> tuple[str, float]:
     if name.startswith("mhminibatch"):
         u = float(uniform_from_bits(jax.random.bits(key, (8,), dtype=jnp.uint32)[7], jnp.float32))
         return "barker", -float(np.log(u) - np.log1p(-u))
+    if name == "penalty":  # MHminibatch's bit layout: the uniform is the fifth of eight words
+        return "metropolis", float(np.log(uniform_from_bits(jax.random.bits(key, (8,), dtype=jnp.uint32)[4], jnp.float32)))
     if name.startswith("mhsublhd"):
         return "metropolis", float(np.log(threshold_uniform(key)))
     return "metropolis", float(np.log(uniform_from_bits(jax.random.bits(key, (5,), dtype=jnp.uint32)[4], jnp.float32)))
@@ -135,8 +138,9 @@ def test_acceptance_test_properties(name, n, kind, log_scale, loc, seed, psi, lo
     for field in ("s2", "epsilon", "pvalue_threshold", "half_width", "delta_star"):
         assert not np.isnan(getattr(out, field)), field
     assert out.s2 >= 0 and out.epsilon >= 0 and out.pvalue_threshold >= 0 and out.half_width >= 0
-    # one meaning per column: only MHminibatch records a CLT bound, only AustereMH a p-value threshold, only MHSubLhd N c_t
-    assert (out.epsilon == 0 or name.startswith("mhminibatch")) and (out.pvalue_threshold == 0 or name.startswith("austere"))
+    # one meaning per column: only the tests that treat the minibatch mean as normal (MHminibatch, penalty) record its
+    # CLT bound, only AustereMH a p-value threshold, only MHSubLhd N c_t
+    assert (out.epsilon == 0 or name.startswith(("mhminibatch", "penalty"))) and (out.pvalue_threshold == 0 or name.startswith("austere"))
     assert out.half_width == 0 or name.startswith("mhsublhd")
     if psi == -np.inf:
         assert not out.accepted and out.delta_star == -np.inf

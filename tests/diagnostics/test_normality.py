@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from minibatch_mcmc.diagnostics.normality import minibatch_shape
 
@@ -34,3 +35,23 @@ def test_normal_rows_give_a_small_error():
     assert out.edgeworth_error[0] < 0.01 and abs(out.skewness[0]) < 0.01, out
     flat = minibatch_shape(power_sums(np.full(10, 0.5)), 10, 5)
     assert flat.acceptance_error[0] == 0.0 and flat.edgeworth_error[0] == 0.0
+
+
+def test_metropolis_rule_bounds_the_penalty_test():
+    """For the penalty test's Metropolis rule the noise can move ``min(1, e^x)`` by up to ``sd (1 + sd/2)`` (slope 1, and
+    the penalty's shift), four times Barker's ``sd / 4``: with spikes (Edgeworth error capped at 1) the check must
+    report the larger cap, or a penalty run's error would be understated; normal rows stay near 0 under both rules, and
+    an unknown rule is refused by name."""
+    n, m = 100_000, 50
+    x = np.zeros(n)
+    x[:5] = 3e-3  # est. s.d. ~ 0.3 nats: a noise small enough for the cap to decide
+    barker = minibatch_shape(power_sums(x), n, m)
+    metro = minibatch_shape(power_sums(x), n, m, rule="metropolis")
+    sd = metro.estimate_sd[0]
+    assert 0.05 < sd < 1.0 and barker.edgeworth_error[0] == 1.0
+    np.testing.assert_allclose(barker.acceptance_error[0], sd / 4, rtol=1e-12)
+    np.testing.assert_allclose(metro.acceptance_error[0], min(sd * (1 + sd / 2), 1.0), rtol=1e-12)
+    normal = np.random.default_rng(0).standard_normal(n) * 1e-4
+    assert minibatch_shape(power_sums(normal), n, m, rule="metropolis").acceptance_error[0] < 0.01
+    with pytest.raises(ValueError, match="rule='austere' must be one of 'barker', 'metropolis'"):
+        minibatch_shape(power_sums(normal), n, m, rule="austere")

@@ -79,6 +79,7 @@ def _sampler_cases() -> dict[str, Callable[[], dict[str, np.ndarray]]]:
         "mhsublhd_fpc": mix(acc.mh_sublhd(batch_size=60, gamma=2.0, delta=0.05, finite_population=True)),
         "mhsublhd_range": logi(acc.mh_sublhd(range_bound=lambda stats: jnp.asarray(50.0))),
         "naive": mix(acc.naive_minibatch(100)),
+        "penalty": mix(acc.penalty_test(batch_size=50)),
         "mint": mix(acc.mint(0.7, 0.3), temperature=1.0),
         "mint_alpha": mix(acc.mint(batch_size=100, alpha=0.5), temperature=1.0),
         "sgld": mix(acc.no_test(), proposal=langevin(1e-3, batch_size=50)),

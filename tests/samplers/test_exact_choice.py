@@ -13,18 +13,20 @@ from minibatch_mcmc.acceptance.smh import ScalableMH
 from minibatch_mcmc.control_variates import GLMProxy, taylor_proxy
 from minibatch_mcmc.diagnostics import check_moments
 from minibatch_mcmc.models import gaussian_mean, logistic_regression, poisson_regression
-from minibatch_mcmc.samplers.exact_choice import EXACT_TESTS, estimator_for, exact_test, needs_bounds
+from minibatch_mcmc.samplers.exact_choice import EXACT_TESTS, estimator_for, named_test, needs_bounds
 from minibatch_mcmc.samplers.results import SUMMARY_KEYS
 from minibatch_mcmc.warmup import auto_sample
 
 
-def test_names_pick_the_exact_tests():
-    assert isinstance(exact_test("smh"), ScalableMH) and needs_bounds(exact_test("smh")) and "smh" in EXACT_TESTS
-    assert [exact_test(name).name for name in ("mhss", "tunamh")] == ["mhss", "tunamh"]
-    assert exact_test("tunamh").chi == 1.0 and exact_test("mhss").chi == 0.0
-    assert all(needs_bounds(exact_test(name)) for name in EXACT_TESTS)
-    with pytest.raises(ValueError, match="test='smhh' must be one of 'smh', 'mhss', 'tunamh'"):
-        exact_test("smhh")
+def test_names_pick_the_named_tests():
+    assert isinstance(named_test("smh"), ScalableMH) and needs_bounds(named_test("smh")) and "smh" in EXACT_TESTS
+    assert [named_test(name).name for name in ("mhss", "tunamh")] == ["mhss", "tunamh"]
+    assert named_test("tunamh").chi == 1.0 and named_test("mhss").chi == 0.0
+    assert all(needs_bounds(named_test(name)) for name in EXACT_TESTS)
+    with pytest.raises(ValueError, match="test='smhh' must be one of 'mhminibatch', 'penalty', 'smh', 'mhss', 'tunamh'"):
+        named_test("smhh")
+    assert [named_test(name).decision_rule for name in ("penalty", "mhminibatch")] == ["metropolis", "barker"]
+    assert not needs_bounds(named_test("penalty"))  # a minibatch test keeps the Taylor proxy and its stratum
     assert {"fallback_steps", "bound_exceeded_steps", "mean_expected_batch_size"} <= set(SUMMARY_KEYS)
 
 
@@ -34,10 +36,10 @@ def test_bounds_built_from_the_model_or_refused():
     data = glm_data(200, (0.3, -0.8), 1)
     proxy = taylor_proxy(logistic_regression(), data, jnp.asarray([0.3, -0.8]), order=2)
     chol = np.array([[0.2, 0.0], [0.05, 0.3]])
-    est = estimator_for(exact_test("smh"), logistic_regression(5.0), data, proxy, chol, None)
+    est = estimator_for(named_test("smh"), logistic_regression(5.0), data, proxy, chol, None)
     assert isinstance(est, GLMProxy) and est.proxy is proxy and np.allclose(est.whiten, chol)
     with pytest.raises(ValueError, match="does not declare a GLM family.*residual_bounds"):
-        estimator_for(exact_test("smh"), gaussian_mean(), data, proxy, chol, None)
+        estimator_for(named_test("smh"), gaussian_mean(), data, proxy, chol, None)
 
 
 @pytest.mark.slow

@@ -9,6 +9,7 @@ from minibatch_mcmc.acceptance.mhminibatch import MHMinibatch, mh_minibatch
 from minibatch_mcmc.acceptance.mhminibatch_skew import MHMinibatchSkew, mh_minibatch_skew
 from minibatch_mcmc.acceptance.mhsublhd import MHSubLhd, mh_sublhd
 from minibatch_mcmc.acceptance.naive import NaiveMinibatch, naive_minibatch
+from minibatch_mcmc.acceptance.penalty import PenaltyTest, penalty_test
 from minibatch_mcmc.acceptance.mint import MINT, MINTSettings, mint, mint_temperature, resolve_mint
 from minibatch_mcmc.acceptance.none import NoTest, no_test
 from minibatch_mcmc.acceptance.smh import ScalableMH, scalable_mh
@@ -27,6 +28,8 @@ __all__ = [
     "mh_minibatch",
     "MHMinibatchSkew",
     "mh_minibatch_skew",
+    "PenaltyTest",
+    "penalty_test",
     "AustereMH",
     "austere_mh",
     "austere_mh_adaptive",

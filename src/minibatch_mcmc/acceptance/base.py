@@ -67,7 +67,8 @@ class TestOutcome(NamedTuple):
     s2: jax.Array
     """Estimated variance of ``delta_star`` (0 for full-data tests)."""
     epsilon: jax.Array
-    """MHminibatch's CLT error bound (Seita et al., Corollary 1) for the final minibatch; 0 for every other test."""
+    """The CLT error bound (Seita et al., Corollary 1) on the final minibatch mean, for the tests that treat that mean
+    as normal (MHminibatch, the penalty test); 0 for every other test."""
     delta_star: jax.Array
     """Estimate of the log acceptance ratio ``Delta`` (exact for full-data tests)."""
     nonfinite: jax.Array

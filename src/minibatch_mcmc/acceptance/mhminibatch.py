@@ -122,6 +122,25 @@ def read_minibatch(
     return grow(key, round_keys, stats, m, lambda raw: scale * raw, enough, (), init_sums(dtype), normalise=True, higher=True)[0]
 
 
+def minibatch_outcome(accepted: jax.Array, mom: StreamingSums, st: MinibatchStats, delta_star: jax.Array, prior_ok: jax.Array,
+                      bad: jax.Array, scale: jax.Array) -> TestOutcome:
+    """The record of a decision on MHminibatch's minibatch (MHminibatch, its skew variant, the penalty test): rows read,
+    ``s2``, the CLT bound, the estimate (``-inf`` outside the prior's support) and the residuals' s.d. (un-tempered)."""
+    zero = jnp.zeros((), st.s2.dtype)
+    return TestOutcome(
+        accepted=accepted,
+        batch_size=mom.count,
+        s2=st.s2,
+        epsilon=st.epsilon,
+        delta_star=jnp.where(prior_ok, delta_star, -jnp.inf),
+        nonfinite=bad,
+        hidden_data=jnp.zeros((), jnp.int32),
+        residual_sd=jnp.sqrt(mean_and_variance(mom)[1]) / scale,
+        pvalue_threshold=zero,
+        half_width=zero,
+    )
+
+
 class MHMinibatch(NamedTuple):
     """The MHminibatch acceptance test with its correction distribution ``C_sigma``."""
 
@@ -169,18 +188,7 @@ class MHMinibatch(NamedTuple):
         accept_approx = delta_star + x_nc + x_corr > 0
         accept_exact = delta_star + x_log > 0
         accepted = jnp.where(exhausted, accept_exact, accept_approx) & prior_ok & ~bad
-        return TestOutcome(
-            accepted=accepted,
-            batch_size=mom.count,
-            s2=st.s2,
-            epsilon=st.epsilon,
-            delta_star=jnp.where(prior_ok, delta_star, -jnp.inf),
-            nonfinite=bad,
-            hidden_data=jnp.zeros((), jnp.int32),
-            residual_sd=jnp.sqrt(mean_and_variance(mom)[1]) / scale,
-            pvalue_threshold=jnp.zeros((), dtype),
-            half_width=jnp.zeros((), dtype),
-        )
+        return minibatch_outcome(accepted, mom, st, delta_star, prior_ok, bad, scale)
 
 
 def mh_minibatch(batch_size: int = 50, sigma: float = 1.0, delta: float | None = None) -> MHMinibatch:

@@ -41,8 +41,15 @@ from minibatch_mcmc.acceptance.base import (
     untempered,
 )
 from minibatch_mcmc.acceptance.correction import SkewCorrectionTable, check_sigma, load_skew_correction
-from minibatch_mcmc.acceptance.mhminibatch import first_chunk_indices, lambda_scale, minibatch_stats, random_inputs, read_minibatch
-from minibatch_mcmc.acceptance.streaming import StreamingSums, decision_dtype, mean_and_variance
+from minibatch_mcmc.acceptance.mhminibatch import (
+    first_chunk_indices,
+    lambda_scale,
+    minibatch_outcome,
+    minibatch_stats,
+    random_inputs,
+    read_minibatch,
+)
+from minibatch_mcmc.acceptance.streaming import StreamingSums, decision_dtype
 from minibatch_mcmc.checks import check_int, check_probability
 
 
@@ -148,18 +155,7 @@ class MHMinibatchSkew(NamedTuple):
         x_log = jnp.log(u[3]) - jnp.log1p(-u[3])
         exhausted = mom.count >= n
         accepted = jnp.where(exhausted, delta_star + x_log > 0, delta_star + x_nc + x_corr > 0) & prior_ok & ~bad
-        return TestOutcome(
-            accepted=accepted,
-            batch_size=mom.count,
-            s2=st.s2,
-            epsilon=st.epsilon,
-            delta_star=jnp.where(prior_ok, delta_star, -jnp.inf),
-            nonfinite=bad,
-            hidden_data=jnp.zeros((), jnp.int32),
-            residual_sd=jnp.sqrt(mean_and_variance(mom)[1]) / scale,
-            pvalue_threshold=jnp.zeros((), dtype),
-            half_width=jnp.zeros((), dtype),
-        )
+        return minibatch_outcome(accepted, mom, st, delta_star, prior_ok, bad, scale)
 
 
 def mh_minibatch_skew(batch_size: int = 50, sigma: float = 1.0, delta: float | None = None) -> MHMinibatchSkew:

@@ -10,11 +10,16 @@ module measures two things per move ``(theta, theta')``:
   >= 1.67 at ``m = 50`` even for normal residuals, a bound too loose to tell a sound run from a broken one;
   the Edgeworth terms are 0 for normal residuals and grow with the population's skewness and kurtosis
   (five spikes among ``n`` rows: ``g2 ~ n / 5``).
-* ``scale_error = sd / 4``: the most the noise of the estimate can move a logistic acceptance probability
-  (``|E S(D*) - S(D)| <= E|D* - D| / 4 <= sd / 4``, ``S'`` <= 1/4), with ``sd`` the estimate's exact s.d. in
-  nats: the shape of a noise too small to matter does not matter.
+* ``scale_error``: the most the noise of the estimate can move the acceptance probability, with ``sd`` the
+  estimate's exact s.d. in nats: the shape of a noise too small to matter does not matter. For Barker's rule
+  (MHminibatch) ``sd / 4`` (``|E S(D*) - S(D)| <= E|D* - D| / 4``, ``S'`` <= 1/4); for the penalty test's
+  Metropolis rule ``sd (1 + sd / 2)`` (``min(1, e^x)`` has slope <= 1, and the penalty shifts ``x`` by about ``sd^2 / 2``).
+* ``variance_error`` (Metropolis rule only): the penalty test also trusts its variance estimate to be a scaled
+  chi-square; the rows' excess kurtosis widens it (``Var(s2) / sd^4`` gains ``g2 / m``), which moves
+  ``E exp(-u_B)``, and so the acceptance, by about ``sd^4 g2 / (8 m)``.
 
-``acceptance_error = min(edgeworth_error, scale_error, 1)`` is what the check compares with its threshold.
+``acceptance_error = min(edgeworth_error + variance_error, scale_error, 1)`` is what the check compares with its
+threshold, for the rule the run's test declares (``rule``: ``"barker"`` or ``"metropolis"``).
 """
 
 from __future__ import annotations
@@ -23,6 +28,8 @@ from typing import NamedTuple
 
 import numpy as np
 from scipy.special import eval_hermitenorm
+
+from minibatch_mcmc.checks import check_choice
 
 Z_GRID = np.linspace(-8.0, 8.0, 1601)
 """Where the sup over standardised ``y`` is taken."""
@@ -42,7 +49,7 @@ class MinibatchShape(NamedTuple):
     edgeworth_error: np.ndarray
     """``sup_z |phi(z) (g1/(6 sqrt m) He2 + g2/(24 m) He3 + g1^2/(72 m) He5)(z)|``, capped at 1."""
     acceptance_error: np.ndarray
-    """``min(edgeworth_error, estimate_sd / 4, 1)``."""
+    """``min(edgeworth_error + variance_error, scale_error, 1)`` for the rule (module docstring)."""
 
 
 def central_moments(sums: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -64,8 +71,19 @@ def edgeworth_error(skew_mean: np.ndarray, kurt_mean: np.ndarray) -> np.ndarray:
     return np.minimum(np.nan_to_num(np.max(np.abs(term), axis=-1), nan=1.0, posinf=1.0), 1.0)
 
 
-def minibatch_shape(sums: np.ndarray, n: int, batch_size: int, temperature: float = 1.0) -> MinibatchShape:
-    """The shape of the ``batch_size``-row mean of ``n`` rows whose (shifted) residual power sums are ``sums``."""
+RULES = ("barker", "metropolis")
+"""The acceptance rules whose error the check can bound: MHminibatch's Barker rule, the penalty test's Metropolis rule."""
+
+
+def scale_error(sd: np.ndarray, rule: str) -> np.ndarray:
+    """The most a noise of s.d. ``sd`` can move the acceptance probability of ``rule`` (module docstring)."""
+    return sd / 4.0 if rule == "barker" else sd * (1.0 + sd / 2.0)
+
+
+def minibatch_shape(sums: np.ndarray, n: int, batch_size: int, temperature: float = 1.0, rule: str = "barker") -> MinibatchShape:
+    """The shape of the ``batch_size``-row mean of ``n`` rows whose (shifted) residual power sums are ``sums``, and the
+    acceptance error it causes under ``rule`` (one of ``RULES``)."""
+    rule = check_choice(rule, "rule", RULES)
     _, m2, m3, m4 = central_moments(sums, n)
     m = float(min(batch_size, n))
     tiny = np.finfo(np.float64).tiny
@@ -77,4 +95,6 @@ def minibatch_shape(sums: np.ndarray, n: int, batch_size: int, temperature: floa
     est_sd = n / temperature * np.sqrt(m2 * fpc / m)
     skew, kurt = g1 / np.sqrt(m), g2 / m
     edge = edgeworth_error(skew, kurt)
-    return MinibatchShape(np.sqrt(m2), est_sd, skew, kurt, edge, np.minimum(np.minimum(edge, est_sd / 4.0), 1.0))
+    spread = 0.0 if rule == "barker" else est_sd**4 * np.abs(kurt) / 8.0
+    error = np.minimum(np.minimum(np.nan_to_num(edge + spread, nan=1.0), scale_error(est_sd, rule)), 1.0)
+    return MinibatchShape(np.sqrt(m2), est_sd, skew, kurt, edge, error)

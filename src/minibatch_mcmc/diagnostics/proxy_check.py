@@ -13,7 +13,9 @@ Pareto-k alone misses a proxy that is wrong on a few rows at every draw (five Ca
 ratios' tail not heavy). So the same pass also takes, at every checked draw ``theta`` and the chain's next
 distinct draw ``theta'``, the power sums of the test's residuals ``e_i(theta, theta')`` over ``R``; from their
 exact moments ``normality.minibatch_shape`` measures how far the ``m``-row minibatch mean the run used is from
-the normal its test assumes (Edgeworth terms, capped by the estimate's exact s.d. / 4). The check warns when
+the normal its test assumes (Edgeworth terms, capped by the most the estimate's exact s.d. can move an acceptance
+probability), for the acceptance rule of the run's test (``rule``: MHminibatch's Barker rule, or the penalty test's
+Metropolis rule, whose variance estimate also has to be chi-square-like). The check warns when
 the mean of that acceptance-probability error over the checked moves exceeds ``ACCEPTANCE_ERROR_MAX``,
 with the ratio of the exact residual s.d. to the median ``residual_sd`` the run recorded.
 """
@@ -202,6 +204,7 @@ def check_proxy(
     num_draws: int = 100,
     temperature: float = 1.0,
     records: dict | None = None,
+    rule: str = "barker",
     warn: bool = True,
 ) -> ProxyCheck:
     """Pareto k-hat of ``p(theta | all data) / proxy posterior`` on ``num_draws`` thinned draws, and the normality
@@ -210,7 +213,8 @@ def check_proxy(
     ``estimator`` is the control variate the run used (a ``TaylorProxy`` or a ``StratifiedProxy``) and
     ``centre`` its expansion point; ``positions`` the run's draws (leading axes: chains, samples); ``records``
     the run's per-step records (``SampleResult.records``), whose median ``batch_size`` is the ``m`` checked
-    (without them, or when ``m`` covers every row, only the Pareto check runs). Warns with the measured values.
+    (without them, or when ``m`` covers every row, only the Pareto check runs); ``rule`` the acceptance rule of the
+    run's test (``"barker"``: MHminibatch; ``"metropolis"``: the penalty test). Warns with the measured values.
     """
     num_draws = check_int(num_draws, "num_draws", 5, why="Pareto smoothing needs a tail of several draws")
     t0 = time.perf_counter()
@@ -228,7 +232,7 @@ def check_proxy(
                      0.0)
     m = median_record(records, "batch_size")
     if np.isfinite(m) and round(m) < n_pop:
-        shape = minibatch_shape(total[:, 1:], n_pop, int(round(m)), temperature)
+        shape = minibatch_shape(total[:, 1:], n_pop, int(round(m)), temperature, rule)
         out = out._replace(batch_size=int(round(m)), acceptance_error=float(np.mean(shape.acceptance_error)),
                            edgeworth_error=float(np.median(shape.edgeworth_error)),
                            skewness=float(np.median(np.abs(shape.skewness))),

@@ -1,17 +1,20 @@
-"""Exact minibatch tests by name, for ``warmup`` and ``auto_sample``: ``test="smh"`` (or ``"mhss"``, ``"tunamh"``) picks the test and swaps the
-warm-up's Taylor proxy for the GLM proxy with per-datum bounds the test needs (built from ``Model.glm``).
+"""Acceptance tests by name, for ``warmup`` and ``auto_sample``: ``test="penalty"`` (or ``"mhminibatch"``) picks that
+minibatch test with its default settings; an exact test (``"smh"``, ``"mhss"``, ``"tunamh"``) also swaps the warm-up's
+Taylor proxy for the GLM proxy with per-datum bounds the test needs (built from ``Model.glm``).
 
-``EXACT_TESTS`` is the one table of names; a new exact test is one line there.
+``TESTS`` is the one table of names; a new test is one line there (``EXACT_TESTS``: its names that read bounds).
 """
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import numpy as np
 
 from minibatch_mcmc.acceptance.base import AcceptanceTest
+from minibatch_mcmc.acceptance.mhminibatch import mh_minibatch
 from minibatch_mcmc.acceptance.mhss import mhss, tunamh
+from minibatch_mcmc.acceptance.penalty import penalty_test
 from minibatch_mcmc.acceptance.smh import scalable_mh
 from minibatch_mcmc.checks import check_choice
 from minibatch_mcmc.control_variates.base import Estimator
@@ -22,18 +25,29 @@ from minibatch_mcmc.control_variates.taylor import TaylorProxy
 from minibatch_mcmc.data.arrays import DataSource
 from minibatch_mcmc.models.base import Model
 
-EXACT_TESTS: dict[str, Callable[[], AcceptanceTest]] = {
-    "smh": scalable_mh,
-    "mhss": mhss,
-    "tunamh": tunamh,
+class NamedTest(NamedTuple):
+    """A test ``warmup`` knows by name: its factory (default settings) and whether it reads per-datum residual bounds."""
+
+    build: Callable[[], AcceptanceTest]
+    bounds: bool
+
+
+TESTS: dict[str, NamedTest] = {
+    "mhminibatch": NamedTest(lambda: mh_minibatch(batch_size=50), False),
+    "penalty": NamedTest(penalty_test, False),
+    "smh": NamedTest(scalable_mh, True),
+    "mhss": NamedTest(mhss, True),
+    "tunamh": NamedTest(tunamh, True),
 }
-"""Name -> factory (default settings) of each exact test that reads per-datum residual bounds."""
+"""Name -> the test with its default settings; ``bounds``: an exact test that needs the GLM's per-datum bounds."""
+EXACT_TESTS = tuple(name for name, t in TESTS.items() if t.bounds)
+"""The names of ``TESTS`` that read per-datum residual bounds (the exact tests)."""
 
 
-def exact_test(test: AcceptanceTest | str) -> AcceptanceTest:
-    """``test`` itself, or the exact test of that name (``EXACT_TESTS``)."""
+def named_test(test: AcceptanceTest | str) -> AcceptanceTest:
+    """``test`` itself, or the test of that name (``TESTS``)."""
     if isinstance(test, str):
-        return EXACT_TESTS[check_choice(test, "test", tuple(EXACT_TESTS))]()
+        return TESTS[check_choice(test, "test", tuple(TESTS))].build()
     return test
 
 
