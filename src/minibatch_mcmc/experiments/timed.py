@@ -54,7 +54,7 @@ def timed_sample(
     run_block = make_block_runner(kernel, 1)
     block = min(block, num_samples)
     temps = jnp.ones(block, jnp.float32)
-    state0 = jax.vmap(kernel.init)(init)
+    state0 = jax.jit(jax.vmap(kernel.init))(init)
     jax.block_until_ready(run_block(jax.random.key(key), state0, data, jnp.arange(block, dtype=jnp.int32), temps))
     all_pos, all_recs, all_times = [], [], []
     for c in range(chains):

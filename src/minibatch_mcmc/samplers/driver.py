@@ -346,7 +346,7 @@ def sample(
     _check_initial(model, arrays, source.n, positions, num_chains)
 
     kernel = build_kernel(model, proposal, test, source.n, estimator)
-    finished = Finished(jax.vmap(kernel.init)(positions), [], [], 0, 0.0)
+    finished = Finished(jax.jit(jax.vmap(kernel.init))(positions), [], [], 0, 0.0)  # compiled: op by op took seconds
     if checkpoint_dir is not None:
         settings = checkpoint.run_settings(
             key=base_key, model=model, test=test, proposal=proposal, num_chains=num_chains, n_data=source.n, positions=positions,

@@ -61,7 +61,7 @@ def measure_efficiency(
 ) -> Efficiency:
     """Run ``num_steps`` steps of ``kernel`` from the batched ``starts`` (one chain each) and measure its efficiency."""
     num_steps = check_int(num_steps, "num_steps", 3)
-    states = jax.vmap(kernel.init)(starts)
+    states = jax.jit(jax.vmap(kernel.init))(starts)
     temp = jnp.asarray(temperature, ravel_pytree(jax.tree_util.tree_map(lambda a: a[0], starts))[0].dtype)
 
     def run(states, key):
