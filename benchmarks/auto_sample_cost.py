@@ -124,7 +124,7 @@ def main() -> None:
     summary, values = summary_rows(runs, args.proposals)
     for t in ([], SUMMARY, *summary):
         print(" | ".join(t))
-    save(args.results, "auto_sample_cost", config=args, tables={"runs": table(RUNS, rows), "summary": table(SUMMARY, summary)},
+    save(args.results, "auto_sample_cost", config=args, tables={"auto_sample_cost_runs": table(RUNS, rows), "auto_sample_cost_summary": table(SUMMARY, summary)},
          values=values, extra={"runs": runs})
 
 

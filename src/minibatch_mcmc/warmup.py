@@ -6,7 +6,8 @@ and probes for rows it cannot see), takes the Laplace covariance there, tunes th
 and the proxy in place (or, for the global moves from the proxy posterior, takes them from the Laplace
 fit, optionally choosing among them by measured effective draws per second), optionally re-centres the
 proxy once at the mean of a short run, and freezes everything. ``auto_sample`` then runs ``sample``
-from over-dispersed Laplace draws. The warm-up's cost (rows read, passes over N, seconds and compile seconds,
+on from the chains it tuned, on the kernel it compiled for tuning (or, with several modes, ``recentre``,
+devices or checkpoints, from over-dispersed Laplace draws). The warm-up's cost (rows read, passes over N, seconds and compile seconds,
 phase by phase: ``Warmup.summary()``) is reported apart from sampling's, as NumPyro reports its warm-up apart from its samples.
 """
 
