@@ -22,7 +22,6 @@ from typing import Any, Callable, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.flatten_util import ravel_pytree
 
 from minibatch_mcmc.acceptance.base import AcceptanceTest
 from minibatch_mcmc.acceptance.exact import BarkerTest
@@ -45,13 +44,13 @@ from minibatch_mcmc.samplers.efficiency import most_efficient
 from minibatch_mcmc.samplers.exact_choice import estimator_for, exact_test, needs_bounds
 from minibatch_mcmc.samplers.groups import ChainGroup, sample_groups
 from minibatch_mcmc.samplers.keys import as_key
-from minibatch_mcmc.samplers.kernel import Kernel, build_kernel
+from minibatch_mcmc.samplers.kernel import build_kernel
 from minibatch_mcmc.samplers.phase_cost import PhaseClock, PhaseCost
 from minibatch_mcmc.samplers.results import SampleResult
 from minibatch_mcmc.samplers.scaled_runner import BoundRunner
 from minibatch_mcmc.samplers.tuning import untuned
 from minibatch_mcmc.samplers.warmup_file import load_warmup, save_warmup
-from minibatch_mcmc.samplers.warmup_tuning import initial_scale, laplace_starts, tune, tune_on_chains
+from minibatch_mcmc.samplers.warmup_tuning import laplace_starts, tune, tune_on_chains
 
 PyTree = Any
 
