@@ -137,3 +137,20 @@ def test_exact_mh_rows_and_values(bench):
     assert em.table_row(rows[0]) == ["logistic", "1,000,000", "10", "SMH-2 indep.", "1.5", "0.90", "900", "2e+03", "1", "2",
                                      "0.010", "0.020", "3.0", "1000"]
     assert em.speed_row(speeds[0]) == ["logistic", "100,000", "10", "1000", "9000", "9.0"]
+
+
+def test_auto_sample_cost_summary_takes_medians_over_repeats(bench):
+    """Before totals 10, 14, 12 s (median 12), after 8, 6, 7 (median 7): ratio 0.58; tuning + sampling and the after
+    variant's warm-up and sampling seconds are medians too."""
+    ac = bench("auto_sample_cost")
+
+    def run(variant, total, tuning, sampling, warm):
+        return {"proposal": "langevin", "variant": variant, "total_seconds": total, "sampling_seconds": sampling,
+                "summary": {"total_seconds": warm, "phases": {"tuning": {"seconds": tuning}}}}
+
+    runs = [run("before", 10, 3, 4, 5), run("before", 14, 5, 4, 6), run("before", 12, 4, 5, 7),
+            run("after", 8, 3, 0.5, 6), run("after", 6, 2, 0.25, 5), run("after", 7, 4, 0.75, 7)]
+    rows, values = ac.summary_rows(runs, ["langevin"])
+    assert rows == [["langevin", "12.00", "7.00", "0.58", "9.00", "3.50", "6.00", "0.50"]]  # tuning + sampling: 7, 9, 9 and 3.5, 2.25, 4.75
+    assert values == {"auto_sample_cost.before_total_langevin": "12.0", "auto_sample_cost.after_total_langevin": "7.0",
+                      "auto_sample_cost.ratio_langevin": "0.58"}

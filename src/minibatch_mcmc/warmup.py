@@ -6,7 +6,8 @@ and probes for rows it cannot see), takes the Laplace covariance there, tunes th
 and the proxy in place (or, for the global moves from the proxy posterior, takes them from the Laplace
 fit, optionally choosing among them by measured effective draws per second), optionally re-centres the
 proxy once at the mean of a short run, and freezes everything. ``auto_sample`` then runs ``sample``
-from over-dispersed Laplace draws. The warm-up's cost (rows read, passes over N, seconds and compile seconds,
+on from the chains it tuned, on the kernel it compiled for tuning (or, with several modes, ``recentre``,
+devices or checkpoints, from over-dispersed Laplace draws). The warm-up's cost (rows read, passes over N, seconds and compile seconds,
 phase by phase: ``Warmup.summary()``) is reported apart from sampling's, as NumPyro reports its warm-up apart from its samples.
 """
 
@@ -21,7 +22,6 @@ from typing import Any, Callable, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.flatten_util import ravel_pytree
 
 from minibatch_mcmc.acceptance.base import AcceptanceTest
 from minibatch_mcmc.acceptance.exact import BarkerTest
@@ -29,7 +29,7 @@ from minibatch_mcmc.acceptance.mhminibatch import mh_minibatch
 from minibatch_mcmc.checks import check_bool, check_choice, check_int, check_positive
 from minibatch_mcmc.control_variates import TaylorProxy, taylor_proxy
 from minibatch_mcmc.control_variates.influence import Influence
-from minibatch_mcmc.control_variates.laplace_moves import GLOBAL, proposal_for
+from minibatch_mcmc.control_variates.laplace_moves import GLOBAL, proposal_for, tuned_steps
 from minibatch_mcmc.control_variates.proposals import cholesky_factor
 from minibatch_mcmc.data.arrays import DataSource, as_data_source
 from minibatch_mcmc.data.host import host_read_errors
@@ -44,11 +44,13 @@ from minibatch_mcmc.samplers.efficiency import most_efficient
 from minibatch_mcmc.samplers.exact_choice import estimator_for, named_test, needs_bounds
 from minibatch_mcmc.samplers.groups import ChainGroup, sample_groups
 from minibatch_mcmc.samplers.keys import as_key
-from minibatch_mcmc.samplers.kernel import Kernel, build_kernel
+from minibatch_mcmc.samplers.kernel import build_kernel
 from minibatch_mcmc.samplers.phase_cost import PhaseClock, PhaseCost
 from minibatch_mcmc.samplers.results import SampleResult
-from minibatch_mcmc.samplers.tuning import tune_scale, untuned
+from minibatch_mcmc.samplers.scaled_runner import BoundRunner
+from minibatch_mcmc.samplers.tuning import untuned
 from minibatch_mcmc.samplers.warmup_file import load_warmup, save_warmup
+from minibatch_mcmc.samplers.warmup_tuning import laplace_starts, tune, tune_on_chains
 
 PyTree = Any
 
@@ -97,6 +99,10 @@ class Warmup(NamedTuple):
     """The rows found far from the proxy (``control_variates.influence``); None when the search was off."""
     proxy_check: ProxyCheck | None = None
     """The Pareto-k check after sampling (set by ``auto_sample``)."""
+    runner: BoundRunner | None = None
+    """With ``warmup(num_chains=C)``: the compiled block runner tuning ran on, at the tuned scale (``sample(runner=...)``)."""
+    chains: PyTree = None
+    """With ``warmup(num_chains=C)``: the tuned chains' final positions, batched: the warm start of sampling."""
 
     @property
     def total_data(self) -> int:
@@ -119,11 +125,6 @@ class Warmup(NamedTuple):
 def decision_rule(test: AcceptanceTest) -> str:
     """The warm-up's rule for targets and moves: ``"barker"`` for a test that declares Barker's rule, else ``"metropolis"``."""
     return "barker" if test.decision_rule == "barker" else "metropolis"
-
-
-def initial_scale(kind: str, d: int) -> float:
-    """Scale to start tuning from: ``2.38 / sqrt(d)`` for a random walk, ``1.65^2 d^(-1/3)`` for MALA."""
-    return 2.38 / math.sqrt(d) if kind == "random_walk" else 1.65**2 * d ** (-1.0 / 3.0)
 
 
 def data_errors(fn: Callable) -> Callable:
@@ -158,6 +159,7 @@ def warmup(
     stratum: bool = True,
     lean: bool = True,
     progress: bool = False,
+    num_chains: int | None = None,
 ) -> Warmup:
     """Mode, Laplace covariance, Taylor proxy and a tuned proposal for sampling at ``temperature`` (1: the posterior).
 
@@ -171,7 +173,9 @@ def warmup(
     ``num_starts`` minibatch-Adam searches (0: none) look for other modes (a warning; ``auto_sample`` starts chains
     in each). ``stratum=True``: rows the proxy cannot see (``influential_rows``) are exact at every test (``stratify``).
     ``lean=False``: the earlier phase-after-phase search (``optim.centre``), the only one ``adam_steps`` applies to
-    (the lean search runs ``optim.lean.ADAM_STEPS``); ``progress``: a status line per phase with its cost.
+    (the lean search runs ``optim.lean.ADAM_STEPS``); ``progress``: a status line per phase with its cost. ``num_chains``
+    (one mode, no ``recentre``): a tuned scale is tuned on that many chains from dispersed Laplace draws, in windows of
+    ``window_size`` steps, on the compiled runner sampling then reuses (``Warmup.runner`` and ``Warmup.chains``).
     """
     kind = check_choice(proposal, "proposal", PROPOSALS)
     temperature = check_positive(temperature, "temperature")
@@ -179,6 +183,7 @@ def warmup(
     check_int(num_windows, "num_windows", 1)
     check_int(window_size, "window_size", 1)
     check_int(num_starts, "num_starts", 0)
+    num_chains = None if num_chains is None else check_int(num_chains, "num_chains", 1)
     if target_accept is not None and kind in GLOBAL + ("auto",):
         raise ValueError(f"target_accept={target_accept!r} has no effect with proposal={kind!r}, which is not tuned: leave it None")
     source = as_data_source(data)
@@ -198,15 +203,20 @@ def warmup(
         with PhaseClock("choose", source.n, progress) as clock:
             kind, data = choose_by_efficiency(model, source, test, estimator, chol, mode_theta, k_tune, temperature, rule)
         cost["choose"] = clock.cost(data)
-    make = proposal_for(kind, proxy, model, chol, temperature, rule)
+    make, runner = proposal_for(kind, proxy, model, chol, temperature, rule), None
     with PhaseClock("tuning", source.n, progress and kind not in GLOBAL) as clock:
         if kind in GLOBAL:  # nothing to tune: the Laplace fit sets the move
             tuned = untuned(mode_theta)
         else:
             walk = proposal_for(tuned_kind, proxy, model, chol, temperature, rule)
             with bad_rows_named(model, source, mode_theta):
-                tuned = tune(model, source, test, estimator, walk, mode_theta, k_tune, target, tuned_kind, num_windows, window_size,
-                             temperature)
+                if num_chains is not None and not recentre and len(modes) <= 1:  # all chains, on the runner sampling reuses
+                    starts = laplace_starts(proxy.centre, cov, modes, num_chains, jax.random.fold_in(k_tune, 1))
+                    tuned, runner = tune_on_chains(model, source, test, estimator, make, starts, k_tune, target, tuned_kind,
+                                                   num_windows, window_size, temperature, tuned_steps(kind))
+                else:
+                    tuned = tune(model, source, test, estimator, walk, mode_theta, k_tune, target, tuned_kind, num_windows, window_size,
+                                 temperature)
     cost["tuning"] = clock.cost(tuned.data_used)
     if recentre:
         centre, cost["recentre_run"] = short_run_mean(model, source, test, estimator, make(tuned.scale), tuned.position, k_centre, temperature)
@@ -228,6 +238,8 @@ def warmup(
         kind=kind,
         estimator=estimator,
         influence=influence,
+        runner=runner,
+        chains=tuned.position if runner is not None else None,
     )
 
 
@@ -262,20 +274,6 @@ def timed_proxy(model: Model, source: DataSource, centre: PyTree, order: int) ->
     return proxy, PhaseCost(proxy.setup_data, time.perf_counter() - start, proxy.setup_data / source.n)
 
 
-def tune(model, source, test, estimator, make, start, key, target, kind, num_windows, window_size, temperature):
-    """``tune_scale`` with the kernel of the chosen proposal, the test and the estimator."""
-    n = source.n
-
-    def kernel_for_scale(scale: jax.Array) -> Kernel:
-        return build_kernel(model, make(scale), test, n, estimator)
-
-    d = int(ravel_pytree(start)[0].size)
-    return tune_scale(
-        kernel_for_scale, source, start, key=key, target_accept=target, num_windows=num_windows,
-        window_size=window_size, initial_scale=initial_scale(kind, d), temperature=temperature,
-    )
-
-
 def short_run_mean(model, source, test, estimator, proposal, start, key, temperature, steps: int = 500) -> tuple[PyTree, PhaseCost]:
     """Mean of a short single-chain run (the re-centring point) and its cost."""
     t0 = time.perf_counter()
@@ -287,19 +285,9 @@ def short_run_mean(model, source, test, estimator, proposal, start, key, tempera
 
 
 def dispersed_starts(w: Warmup, num_chains: int, key: jax.Array, spread: float = 1.5) -> PyTree:
-    """``num_chains`` starts drawn from the Laplace approximation widened by ``spread`` (for R-hat), batched.
-
-    With several modes, chain ``c`` starts around mode ``c mod M`` (its own Laplace approximation).
-    """
-    flat, unravel = ravel_pytree(w.centre)
-    z = np.asarray(jax.random.normal(key, (num_chains, flat.size)), np.float64)
-    if len(w.modes) <= 1:
-        draws = np.asarray(flat, np.float64) + spread * z @ np.linalg.cholesky(w.covariance).T
-    else:
-        modes = [w.modes[c % len(w.modes)] for c in range(num_chains)]
-        draws = np.stack([np.asarray(ravel_pytree(m.theta)[0], np.float64) + spread * np.linalg.cholesky(m.covariance) @ zc
-                          for m, zc in zip(modes, z)])
-    return jax.vmap(unravel)(jnp.asarray(draws, flat.dtype))
+    """``num_chains`` starts from the Laplace approximation widened by ``spread`` (for R-hat), batched; with several modes,
+    chain ``c`` starts around mode ``c mod M`` (``samplers.warmup_tuning.laplace_starts``)."""
+    return laplace_starts(w.centre, w.covariance, w.modes, num_chains, key, spread)
 
 
 def auto_sample(
@@ -327,15 +315,19 @@ def auto_sample(
     Returns the ``SampleResult`` (its ``wall_time`` is sampling alone) and the ``Warmup`` (its ``cost``
     holds the warm-up's data and seconds; its ``proxy_check`` the Pareto-k check of the proxy on
     ``check_draws`` draws, all in one streamed pass, which warns when it fails; ``check_draws=0`` skips it).
-    With ``checkpoint_dir`` the warm-up is saved there, and ``resume=True`` restores it instead of redoing it.
+    With ``checkpoint_dir`` the warm-up is saved there, and ``resume=True`` restores it instead of redoing it. Without
+    it, ``devices`` or ``recentre``, a tuned scale is tuned on all the chains with the kernel sampling runs (one compilation
+    for both), and sampling goes on from the tuned chains (``warmup(num_chains=...)``); else from dispersed Laplace draws.
     """
     check_int(check_draws, "check_draws", 0)
     k_warm, k_start, k_run = jax.random.split(as_key(key), 3)
     options = dict(test=test, proposal=proposal, order=order, temperature=temperature, recentre=recentre, num_starts=num_starts,
                    newton_steps=newton_steps, stratum=stratum)
+    if all(sample_kwargs.get(k) is None for k in ("checkpoint_dir", "devices", "data_sharding")):
+        options["num_chains"] = num_chains  # tuning on the runner sampling reuses (warmup keeps the old tuning with recentre)
     w = stored_warmup(model, data, theta0, k_warm, options, sample_kwargs.get("checkpoint_dir"), sample_kwargs.get("resume", False),
                       progress)
-    starts = dispersed_starts(w, num_chains, k_start)
+    starts = dispersed_starts(w, num_chains, k_start) if w.chains is None else w.chains
     if w.mode_kernels:  # chain c in mode c mod M, with that mode's proxy and proposal
         m = len(w.modes)
         kernels = [(w.estimator, w.proposal)] + list(w.mode_kernels)
@@ -345,7 +337,8 @@ def auto_sample(
         return result, w
     result = sample(
         model, data, starts, proposal=w.proposal, test=w.test, estimator=w.estimator, num_samples=num_samples,
-        num_chains=num_chains, key=k_run, temperature=temperature, batched_init=True, progress=progress, **sample_kwargs,
+        num_chains=num_chains, key=k_run, temperature=temperature, batched_init=True, progress=progress, runner=w.runner,
+        **sample_kwargs,
     )
     if check_draws and not needs_bounds(w.test):  # an exact test's draws do not rest on the proxy; the kernel's own coordinates
         w = w._replace(proxy_check=check_proxy(model, data, w.estimator, w.proxy.centre, result.kernel_positions,

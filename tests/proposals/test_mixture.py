@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from minibatch_mcmc.proposals import independence_gaussian, langevin, mixture, random_walk
+from minibatch_mcmc.proposals.mixture import component_chooser
 
 
 def test_component_frequencies_and_ratios():
@@ -21,6 +22,8 @@ def test_component_frequencies_and_ratios():
     chose_far = x[:, 0] > 50
     frac = chose_far.mean()
     assert abs(frac - 0.25) < 4 * np.sqrt(0.25 * 0.75 / x.shape[0]), frac
+    chosen = np.asarray(jax.vmap(component_chooser([1.0, 3.0]))(keys))  # what the warm-up reads to tune one component
+    np.testing.assert_array_equal(chosen == 0, chose_far)
     assert np.all(lq[~chose_far] == 0)
     expected = 0.5 * np.sum((x[chose_far] - 100.0) ** 2, 1) - 0.5 * np.sum((0 - 100.0) ** 2 * np.ones((1, 2)), 1)
     np.testing.assert_allclose(lq[chose_far], expected, rtol=1e-4)

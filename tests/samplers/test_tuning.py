@@ -9,7 +9,8 @@ from minibatch_mcmc import models
 from minibatch_mcmc.acceptance import MetropolisTest
 from minibatch_mcmc.proposals.scaled import scaled_random_walk
 from minibatch_mcmc.samplers.kernel import build_kernel
-from minibatch_mcmc.samplers.tuning import dual_averaging_init, dual_averaging_update, tune_scale
+from minibatch_mcmc.samplers.scaled_runner import make_scaled_runner
+from minibatch_mcmc.samplers.tuning import dual_averaging_init, dual_averaging_update, tune_chains, tune_scale
 
 N = 200
 
@@ -78,3 +79,18 @@ def test_bad_settings_name_the_setting(kwargs, name):
     x, mean, kernel_for_scale = problem()
     with pytest.raises(ValueError, match=name):
         tune_scale(kernel_for_scale, x, mean, key=0, **kwargs)
+
+
+@pytest.mark.parametrize("target, initial_scale", [(0.234, 0.05), (0.5, 20.0)])
+def test_tune_chains_reaches_the_target_on_a_fresh_run(target, initial_scale):
+    """``tune_chains`` (4 chains on one compiled runner, the scale moved once per window of 50 steps) from a scale 20
+    times too small or too large: a fresh chain at the tuned scale accepts within 0.05 of the target, and a scale 3x
+    off would miss it by more than 0.1 (the test above's check of power)."""
+    x, mean, kernel_for_scale = problem()
+    starts = jnp.broadcast_to(mean, (4, 2))
+    runner = make_scaled_runner(kernel_for_scale, 4, chunk=50)
+    r = tune_chains(runner, x, starts, key=3, target_accept=target, num_windows=20, initial_scale=initial_scale)
+    assert r.acceptance.shape == (20,) and r.position.shape == (4, 2) and r.compilations == 1
+    assert r.data_used == 20 * 50 * 4 * N
+    rate = fresh_acceptance(kernel_for_scale(jnp.float32(r.scale)), x, r.position[0], jax.random.key(11), 6000)
+    assert abs(rate - target) < 0.05, (r.scale, rate, r.acceptance)

@@ -17,7 +17,7 @@ from minibatch_mcmc.control_variates.proxy_moves import proxy_hmc, proxy_indepen
 from minibatch_mcmc.control_variates.taylor import TaylorProxy
 from minibatch_mcmc.models.base import Model
 from minibatch_mcmc.proposals.base import Proposal
-from minibatch_mcmc.proposals.mixture import mixture
+from minibatch_mcmc.proposals.mixture import component_chooser, mixture
 from minibatch_mcmc.proposals.scaled import scaled_random_walk
 
 GLOBAL = ("independence", "independence_t", "proxy_hmc")
@@ -52,3 +52,11 @@ def proposal_for(
         return lambda scale: mixture([hmc, walk(scale)], [1.0 - LOCAL_WEIGHT, LOCAL_WEIGHT])
     cov = chol @ chol.T
     return lambda scale: proxy_langevin(proxy, model.log_prior, scale, cov=cov, temperature=temperature)
+
+
+def tuned_steps(kind: str) -> Callable[[Any], Any] | None:
+    """For ``mixture``, ``k_proposal -> bool``: whether a step moves with the tuned random walk; None where every step is tuned."""
+    if kind != "mixture":
+        return None
+    choose = component_chooser([1.0 - LOCAL_WEIGHT, LOCAL_WEIGHT])
+    return lambda key: choose(key) == 1

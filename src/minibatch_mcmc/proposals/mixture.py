@@ -11,7 +11,7 @@ kinetic-energy difference. See docs/notes-on-the-papers.md.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -21,6 +21,13 @@ from jax.flatten_util import ravel_pytree
 from minibatch_mcmc.proposals.base import Proposal
 
 PyTree = Any
+
+
+def component_chooser(weights: Sequence[float]) -> Callable[[jax.Array], jax.Array]:
+    """``key -> j``: the component ``mixture(..., weights)`` draws from with proposal key ``key`` (a function of the key alone)."""
+    w = np.asarray(weights, dtype=np.float64).reshape(-1)
+    log_w = jnp.log(jnp.asarray(w / w.sum(), jnp.float32))
+    return lambda key: jax.random.categorical(jax.random.split(key)[0], log_w)
 
 
 def mixture(components: Sequence[Proposal], weights: Sequence[float]) -> Proposal:
@@ -43,11 +50,10 @@ def mixture(components: Sequence[Proposal], weights: Sequence[float]) -> Proposa
                 f"mixture component {p.name!r} asks the kernel for a minibatch gradient (gradient_batch_size="
                 f"{p.gradient_batch_size}); only gradient-free components are supported (use proxy_langevin)"
             )
-    log_w = jnp.log(jnp.asarray(w / w.sum(), jnp.float32))
+    choose = component_chooser(w)
 
     def sample(key: jax.Array, theta: PyTree) -> tuple[PyTree, jax.Array]:
-        k_choose, k_move = jax.random.split(key)
-        j = jax.random.categorical(k_choose, log_w)
+        j, k_move = choose(key), jax.random.split(key)[1]
         dtype = ravel_pytree(theta)[0].dtype
 
         def branch(p: Proposal):

@@ -22,9 +22,10 @@ from minibatch_mcmc.proposals.base import Proposal
 from minibatch_mcmc.samplers import checkpoint
 from minibatch_mcmc.samplers.diagnose import nonfinite_error
 from minibatch_mcmc.samplers.kernel import ChainState, Kernel, build_kernel
-from minibatch_mcmc.samplers.keys import as_run_key, step_keys
+from minibatch_mcmc.samplers.keys import as_run_key
 from minibatch_mcmc.samplers.progress import SamplingBar
 from minibatch_mcmc.samplers.results import RECORD_FIELDS, SampleResult, constrain_draws
+from minibatch_mcmc.samplers.scaled_runner import BoundRunner, make_scaled_runner
 from minibatch_mcmc.samplers.sharding import ChainLayout, chain_layout, place, place_data, shard_chains, to_host
 
 PyTree = Any
@@ -93,33 +94,13 @@ def _check_initial(model: Model, data: PyTree, n: int, positions: PyTree, num_ch
 
 
 def make_block_runner(kernel: Kernel, num_chains: int, layout: ChainLayout | None = None):
-    """A jitted function running one block of steps for all chains under ``lax.scan``.
+    """A jitted function ``(base_key, states, data, steps, temps)`` running one block of steps for all chains under ``lax.scan``.
 
     With a ``layout`` the chain axis of the states stays split over the devices of its mesh; the
     keys are split over all ``num_chains`` before that, so they do not depend on the layout.
     """
-
-    def keep_on_chains(tree: PyTree) -> PyTree:
-        if layout is None:
-            return tree
-        return jax.lax.with_sharding_constraint(tree, layout.chains)
-
-    def one_step(carry: tuple[jax.Array, ChainState, PyTree], x: tuple[jax.Array, jax.Array]):
-        base_key, states, data = carry
-        t, temp = x
-        keys = keep_on_chains(step_keys(base_key, t, num_chains))
-        new_states, outcome = jax.vmap(kernel.step, in_axes=(0, 0, None, None))(keys, states, data, temp)
-        new_states = keep_on_chains(new_states)
-        rec = {k: getattr(outcome, k) for k in RECORD_FIELDS}
-        rec["nonfinite"] = outcome.nonfinite
-        return (base_key, new_states, data), (new_states.position, rec)
-
-    @jax.jit
-    def run_block(base_key, states, data, steps, temps):
-        (_, states, _), (positions, recs) = jax.lax.scan(one_step, (base_key, states, data), (steps, temps))
-        return states, positions, recs
-
-    return run_block
+    run = make_scaled_runner(lambda scale: kernel, num_chains, layout).run_block
+    return lambda base_key, states, data, steps, temps: run(base_key, states, data, steps, temps, 1.0)
 
 
 def _restore(chunks: list[checkpoint.Chunk], states: ChainState, temps: np.ndarray, num_samples: int, where: str) -> Finished:
@@ -315,6 +296,7 @@ def sample(
     data_sharding: Any = None,
     checkpoint_dir: str | os.PathLike | None = None,
     resume: bool = False,
+    runner: BoundRunner | None = None,
 ) -> SampleResult:
     """Draw ``num_samples`` MH steps per chain for ``num_chains`` vmapped chains.
 
@@ -333,6 +315,8 @@ def sample(
     blocks and continues, drawing exactly what an uninterrupted run with the same seed draws.
     ``key`` is a seed, a key, or one key per chain (shape ``(num_chains,)``): ``jax.random.split(k, C)``
     draws what ``numpyro.infer.MCMC(MinibatchMH(...), num_chains=C).run(k)`` draws (``samplers.keys``).
+    ``runner``: an already compiled runner of this kernel (``scaled_runner.at_scale``, e.g. ``Warmup.runner``, on which
+    the warm-up tuned the scale) to run instead of compiling the kernel again; not with ``devices``.
     """
     num_samples, num_chains, block_size = _check_args(
         num_samples, num_chains, block_size, resume, checkpoint_dir, devices, data_sharding
@@ -345,7 +329,9 @@ def sample(
     positions = _initial_positions(initial_position, num_chains, batched_init)
     _check_initial(model, arrays, source.n, positions, num_chains)
 
-    kernel = build_kernel(model, proposal, test, source.n, estimator)
+    if runner is not None and (devices is not None or runner.num_chains != num_chains):
+        raise ValueError(f"runner runs {runner.num_chains} chains on the default device; got num_chains={num_chains}, devices={devices!r}")
+    kernel = build_kernel(model, proposal, test, source.n, estimator) if runner is None else runner.kernel
     finished = Finished(jax.jit(jax.vmap(kernel.init))(positions), [], [], 0, 0.0)  # compiled: op by op took seconds
     if checkpoint_dir is not None:
         settings = checkpoint.run_settings(
@@ -357,11 +343,11 @@ def sample(
     if layout is not None:
         finished, arrays, run_key = _place(finished, arrays, base_key, layout, data_sharding)
 
-    runner = make_block_runner(kernel, num_chains, layout)
+    run = make_block_runner(kernel, num_chains, layout) if runner is None else runner.run_block
 
     def run_block(states: ChainState, steps: jax.Array, block_temps: jax.Array):
         with host_read_errors(arrays):  # a data file changed under the run: its own error, naming the file
-            return jax.block_until_ready(runner(run_key, states, arrays, steps, block_temps))
+            return jax.block_until_ready(run(run_key, states, arrays, steps, block_temps))
 
     diagnose = functools.partial(nonfinite_error, model, proposal, source, base_key, num_chains)
     bar = SamplingBar(progress, num_samples, finished.done, test.name)

@@ -1,0 +1,85 @@
+"""The warm-up's tuning phase: one chain from the mode (``tune_scale``), or all of a run's chains on the runner sampling reuses.
+
+``tune_on_chains`` starts the chains from over-dispersed Laplace draws, tunes the scale on the compiled block
+runner of the sampling kernel (``scaled_runner``, scale traced) and returns that runner bound at the tuned scale
+with the chains' final positions: ``sample(..., runner=...)`` then compiles nothing, and the chains go on from
+where tuning left them (a warm start; the tuning draws are discarded, as NUTS discards its warm-up).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.flatten_util import ravel_pytree
+
+from minibatch_mcmc.acceptance.base import AcceptanceTest
+from minibatch_mcmc.control_variates.base import Estimator
+from minibatch_mcmc.data.arrays import DataSource
+from minibatch_mcmc.models.base import Model
+from minibatch_mcmc.proposals.base import Proposal
+from minibatch_mcmc.samplers.kernel import Kernel, build_kernel
+from minibatch_mcmc.samplers.scaled_runner import BoundRunner, at_scale, make_scaled_runner
+from minibatch_mcmc.samplers.tuning import TuneResult, tune_chains, tune_scale
+
+PyTree = Any
+
+MIN_WINDOWS = 5
+"""Fewest windows of ``tune_on_chains``: two of dual averaging, three of Robbins-Monro."""
+
+
+def initial_scale(kind: str, d: int) -> float:
+    """Scale to start tuning from: ``2.38 / sqrt(d)`` for a random walk, ``1.65^2 d^(-1/3)`` for MALA."""
+    return 2.38 / math.sqrt(d) if kind == "random_walk" else 1.65**2 * d ** (-1.0 / 3.0)
+
+
+def laplace_starts(centre: PyTree, covariance: np.ndarray, modes: tuple, num_chains: int, key: jax.Array,
+                   spread: float = 1.5) -> PyTree:
+    """``num_chains`` starts drawn from the Laplace approximation widened by ``spread``, batched; with several
+    ``modes`` (``LocalMode``), chain ``c`` starts around mode ``c mod M`` (its own Laplace approximation)."""
+    flat, unravel = ravel_pytree(centre)
+    z = np.asarray(jax.random.normal(key, (num_chains, flat.size)), np.float64)
+    if len(modes) <= 1:
+        draws = np.asarray(flat, np.float64) + spread * z @ np.linalg.cholesky(covariance).T
+    else:
+        chosen = [modes[c % len(modes)] for c in range(num_chains)]
+        draws = np.stack([np.asarray(ravel_pytree(m.theta)[0], np.float64) + spread * np.linalg.cholesky(m.covariance) @ zc
+                          for m, zc in zip(chosen, z)])
+    return jax.vmap(unravel)(jnp.asarray(draws, flat.dtype))
+
+
+def tune(model, source, test, estimator, make, start, key, target, kind, num_windows, window_size, temperature):
+    """``tune_scale`` with the kernel of the chosen proposal, the test and the estimator."""
+    n = source.n
+
+    def kernel_for_scale(scale: jax.Array) -> Kernel:
+        return build_kernel(model, make(scale), test, n, estimator)
+
+    d = int(ravel_pytree(start)[0].size)
+    return tune_scale(
+        kernel_for_scale, source, start, key=key, target_accept=target, num_windows=num_windows,
+        window_size=window_size, initial_scale=initial_scale(kind, d), temperature=temperature,
+    )
+
+
+def tune_on_chains(
+    model: Model, source: DataSource, test: AcceptanceTest, estimator: Estimator | None, make: Callable[[Any], Proposal],
+    starts: PyTree, key: jax.Array, target: float, kind: str, num_windows: int, window_size: int, temperature: float,
+    counted: Callable[[jax.Array], jax.Array] | None = None,
+) -> tuple[TuneResult, BoundRunner]:
+    """``tune_chains`` on the runner of ``build_kernel(model, make(scale), ...)`` from the batched ``starts``, in windows
+    of ``window_size`` steps; the result and the runner at the tuned scale (``kind``: the tuned move, for the start).
+
+    The ``num_windows`` windows of one chain's tuning are shared out over the chains (``MIN_WINDOWS`` at least), so
+    tuning reads about the rows it read on one chain; each window's rate pools ``chains x window_size`` steps."""
+    num_chains = int(np.shape(jax.tree_util.tree_leaves(starts)[0])[0])
+    runner = make_scaled_runner(lambda scale: build_kernel(model, make(scale), test, source.n, estimator), num_chains,
+                                chunk=window_size)
+    d = int(ravel_pytree(jax.tree_util.tree_map(lambda a: a[0], starts))[0].size)
+    windows = max(MIN_WINDOWS, -(-num_windows // num_chains))
+    tuned = tune_chains(runner, source, starts, key=key, target_accept=target, num_windows=windows,
+                        initial_scale=initial_scale(kind, d), temperature=temperature, counted=counted)
+    return tuned, at_scale(runner, tuned.scale, starts)

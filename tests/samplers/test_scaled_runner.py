@@ -1,0 +1,74 @@
+"""The block runner with the proposal scale traced: at a fixed scale it draws what ``sample`` draws with that scale, and
+tuning on it then sampling with it compiles the block function once."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from draws_tolerance import mismatches
+
+from minibatch_mcmc import models
+from minibatch_mcmc.acceptance import BarkerTest, mh_minibatch
+from minibatch_mcmc.data.arrays import as_data_source
+from minibatch_mcmc.proposals.scaled import scaled_random_walk
+from minibatch_mcmc.samplers.driver import sample
+from minibatch_mcmc.samplers.kernel import build_kernel
+from minibatch_mcmc.samplers.scaled_runner import at_scale, make_scaled_runner
+from minibatch_mcmc.samplers.warmup_tuning import laplace_starts, tune_on_chains
+
+N, CHAINS, STEPS = 2_000, 3, 100
+
+
+@pytest.fixture(scope="module")
+def problem():
+    x = np.asarray(jax.random.normal(jax.random.key(1), (N, 2)), np.float32) + np.float32([1.0, -2.0])
+    mean, var = models.exact_posterior(x)
+    var = var * np.eye(2)
+    factor = np.linalg.cholesky(var).astype(np.float32)
+    starts = laplace_starts(jnp.asarray(mean, jnp.float32), var, (), CHAINS, jax.random.key(2))
+    return x, factor, starts, var
+
+
+def test_runner_at_a_fixed_scale_draws_what_sample_draws(problem):
+    """Barker's exact test with a Laplace-shaped random walk at scale 0.9, 3 chains x 100 steps: ``sample`` with the
+    shared runner (chunks of 25 steps, the scale a traced argument) against ``sample``
+    compiling its own 100-step block with the scale a constant. Decisions, batch sizes and data counts exactly; floats
+    to the float32 rounding bound of ``draws_tolerance`` (100 steps of sums of at most N terms); the keys depend on the
+    step index alone, so chunking changes nothing else."""
+    x, factor, starts, _ = problem
+    test, model = BarkerTest(), models.gaussian_mean()
+    kw = dict(test=test, num_samples=STEPS, num_chains=CHAINS, key=4, batched_init=True, block_size=STEPS, progress=False)
+    plain = sample(model, x, starts, proposal=scaled_random_walk(factor, 0.9), **kw)
+    runner = make_scaled_runner(lambda s: build_kernel(model, scaled_random_walk(factor, s), test, N), CHAINS, chunk=25)
+    shared = sample(model, x, starts, proposal=scaled_random_walk(factor, 0.9), runner=at_scale(runner, 0.9, starts), **kw)
+    want = {"positions": np.asarray(plain.positions), **plain.records}
+    got = {"positions": np.asarray(shared.positions), **shared.records}
+    assert not mismatches(got, want, STEPS, N), mismatches(got, want, STEPS, N)
+    assert 0.1 < plain.records["accepted"].mean() < 0.9  # decisions that could differ
+    assert runner.compilations() == 1  # four chunks of 25 steps, one compiled scan
+
+
+def test_tuning_then_sampling_compile_the_block_function_once(problem):
+    """``tune_on_chains`` (5 windows of 25 steps over 3 chains, the scale changing every window) then ``sample`` on its
+    runner at the tuned scale (2 blocks of 50 steps, from the tuned chains): the block function is traced, so compiled,
+    once for all of it. Sampling goes on from the tuned chains' positions and runs the tuned kernel (its acceptance
+    within 0.15 of the Barker target the scale was tuned to)."""
+    x, factor, starts, _ = problem
+    test, model = mh_minibatch(batch_size=50), models.gaussian_mean()
+    tuned, runner = tune_on_chains(model, as_data_source(x), test, None, lambda s: scaled_random_walk(factor, s), starts, jax.random.key(5),
+                                   0.159, "random_walk", 5, 25, 1.0)
+    assert tuned.compilations == 1 and len(np.unique(tuned.acceptance)) > 1
+    res = sample(model, x, tuned.position, proposal=scaled_random_walk(factor, tuned.scale), test=test, num_samples=STEPS,
+                 num_chains=CHAINS, key=6, batched_init=True, block_size=50, progress=False, runner=runner)
+    assert runner.compilations() == 1
+    assert abs(res.records["accepted"].mean() - 0.159) < 0.15
+
+
+def test_runner_refuses_other_chains_or_devices(problem):
+    x, factor, starts, _ = problem
+    test, model = mh_minibatch(batch_size=50), models.gaussian_mean()
+    runner = at_scale(make_scaled_runner(lambda s: build_kernel(model, scaled_random_walk(factor, s), test, N), CHAINS), 1.0, starts)
+    with pytest.raises(ValueError, match="runner runs 3 chains"):
+        sample(model, x, jnp.zeros(2), proposal=scaled_random_walk(factor, 1.0), test=test, num_samples=10, num_chains=2,
+               runner=runner, progress=False)
