@@ -29,6 +29,22 @@ def test_logistic_log_lik_matches_bernoulli():
     )
 
 
+def test_logistic_derivatives_match_closed_form():
+    """The closed-form derivative (``y - sigmoid(z)``) gives the gradient ``X'(y - p)``, the Hessian ``-X' diag(p(1 - p)) X``
+    and the label derivative ``z`` (float64 references, float32 tolerances); a wrong sign or a missing ``p(1 - p)``
+    factor is off by O(1)."""
+    data, _ = make_logistic_data(jax.random.key(0), 200, 4)
+    theta = jnp.array([0.3, -1.0, 0.5, 2.0])
+    x, y = np.asarray(data["x"], np.float64), np.asarray(data["y"], np.float64)
+    p = 1 / (1 + np.exp(-x @ np.asarray(theta, np.float64)))
+    total = lambda t: jnp.sum(logistic_regression().log_lik(t, data))
+    np.testing.assert_allclose(np.asarray(jax.grad(total)(theta)), x.T @ (y - p), rtol=1e-4, atol=1e-3)
+    np.testing.assert_allclose(np.asarray(jax.hessian(total)(theta)), -(x.T * (p * (1 - p))) @ x, rtol=1e-4, atol=1e-3)
+    soft = dict(data, y=jnp.full((200,), 0.25, jnp.float32))
+    dy = jax.grad(lambda yy: jnp.sum(logistic_regression().log_lik(theta, dict(soft, y=yy))))(soft["y"])
+    np.testing.assert_allclose(np.asarray(dy), x @ np.asarray(theta, np.float64), rtol=1e-5, atol=1e-5)
+
+
 def test_mixture_log_lik_and_prior_match_scipy():
     model = gaussian_mixture()
     x = np.linspace(-4, 5, 31).astype(np.float32)

@@ -10,11 +10,27 @@ from minibatch_mcmc.models.base import GLMSpec, Model, flat_prior, gaussian_prio
 from minibatch_mcmc.models.shapes import REGRESSION_DATA, Dims, shape_check
 
 
+@jax.custom_jvp
+def bernoulli_logit(z: jax.Array, y: jax.Array) -> jax.Array:
+    """``y log sigmoid(z) + (1 - y) log sigmoid(-z)``, with its derivative in closed form.
+
+    The derivative in ``z`` is ``y - sigmoid(z)`` (and in ``y``, ``z``): one ``sigmoid`` instead of the
+    exponentials autodiff takes through two ``log_sigmoid``, which is most of a Taylor proxy's per-row cost.
+    """
+    return y * jax.nn.log_sigmoid(z) + (1.0 - y) * jax.nn.log_sigmoid(-z)
+
+
+@bernoulli_logit.defjvp
+def _bernoulli_logit_jvp(primals: tuple, tangents: tuple) -> tuple[jax.Array, jax.Array]:
+    """Value and ``(y - sigmoid(z)) dz + z dy``."""
+    (z, y), (dz, dy) = primals, tangents
+    return bernoulli_logit(z, y), (y - jax.nn.sigmoid(z)) * dz + z * dy
+
+
 def logistic_log_lik(theta: jax.Array, batch: dict) -> jax.Array:
     """``log p(y_i | x_i, theta)`` with ``P(y=1) = sigmoid(x_i . theta)``, labels in {0, 1}."""
     z = batch["x"] @ theta
-    y = batch["y"].astype(z.dtype)
-    return y * jax.nn.log_sigmoid(z) + (1.0 - y) * jax.nn.log_sigmoid(-z)
+    return bernoulli_logit(z, batch["y"].astype(z.dtype))
 
 
 def logistic_regression(prior_scale: float | None = None) -> Model:
