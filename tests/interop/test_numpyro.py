@@ -244,3 +244,54 @@ def test_a_count_outside_the_support_names_the_site_and_row():
     y[77] = -1
     with pytest.raises(ValueError, match=r"observed site 'obs' has a non-finite log-likelihood at row 77 \(data \{'y': -1\}\)"):
         from_numpyro(counts, y)
+
+
+
+def rows_as_arguments(run):
+    """``run()`` with a lowering that captures more than 100 kB of constants made an error (JAX warns past
+    ``jax_captured_constants_warn_bytes``), and its value."""
+    before = jax.config.jax_captured_constants_warn_bytes
+    jax.config.update("jax_captured_constants_warn_bytes", 100_000)
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("error", message="A large amount of constants were captured")
+            return run()
+    finally:
+        jax.config.update("jax_captured_constants_warn_bytes", before)
+
+
+def wide_rows(n: int = 40_000):
+    """``n`` rows of the regression (480 kB at 40,000: well over the 100 kB limit of ``rows_as_arguments``)."""
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(n, 2)).astype(np.float32)
+    return x, (x @ np.array([1.0, -0.5]) + 0.3 + 0.8 * rng.normal(size=n)).astype(np.float32)
+
+
+def test_conversion_and_mode_search_take_the_rows_as_arguments():
+    """``from_numpyro`` (NumPyro's start on all rows, the data-free prior check) and the mode search's minibatch Adam
+    compile with the rows as an argument, not as constants captured in the program.
+
+    A jitted closure over the data embeds all ``N`` rows in the program, so compiling grows with ``N``: it cost ~9 s in
+    ``from_numpyro`` and ~15 s in the mode search at ``N = 10^6``. Either closure, put back, fails this test."""
+    from minibatch_mcmc.optim.multistart import adam_ends
+
+    def run():
+        conv = from_numpyro(linreg, *wide_rows())
+        flat, unravel = ravel_pytree(conv.init)
+        return adam_ends(conv.model, conv.data, conv.layout.n, flat[None], unravel, jax.random.key(0), 1.0, 20, 50, 0.05)
+
+    ends, ok = rows_as_arguments(run)
+    assert ok.all() and np.all(np.isfinite(ends))
+
+
+@pytest.mark.slow
+def test_the_whole_fit_takes_the_rows_as_arguments():
+    """The same for the whole of ``auto_sample`` (warm-up passes, influence, sampling, the check after it)."""
+    from minibatch_mcmc.warmup import auto_sample
+
+    def run():
+        conv = from_numpyro(linreg, *wide_rows())
+        return auto_sample(conv.model, conv.data, conv.init, num_samples=20, num_chains=2, proposal="proxy_hmc", progress=False,
+                           num_starts=2, check_draws=5)[0]
+
+    assert np.all(np.isfinite(np.asarray(rows_as_arguments(run).positions["sigma"])))

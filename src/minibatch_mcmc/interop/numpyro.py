@@ -180,7 +180,7 @@ def steady_deterministic(constrain_on: Callable, data: dict, init: dict, layout:
     if not layout.deterministic:
         return ()
     last = jax.tree_util.tree_map(lambda a: a[-1:], data)
-    first, other = jax.jit(lambda: (constrain_on(first_rows(data, 1))(init), constrain_on(last)(init)))()
+    first, other = jax.jit(lambda a, b: (constrain_on(a)(init), constrain_on(b)(init)))(first_rows(data, 1), last)
     moved = [k for k in layout.deterministic if not np.allclose(first[k], other[k], rtol=1e-5, atol=1e-6)]
     if moved:
         warnings.warn(
@@ -203,7 +203,7 @@ def check_prior_is_data_free(numpyro, model_for: Callable, layout: Layout, data:
         return {k: jnp.sum(s["fn"].log_prob(s["value"])) for k, s in trace.items() if s["type"] == "sample"}
 
     last = jax.tree_util.tree_map(lambda a: a[-1:], data)
-    first, other = jax.jit(lambda: (site_sums(first_rows(data, 1)), site_sums(last)))()
+    first, other = jax.jit(lambda a, b: (site_sums(a), site_sums(b)))(first_rows(data, 1), last)
     moved = sorted(k for k in first if not np.isclose(first[k], other.get(k, np.nan), rtol=1e-5, atol=1e-6))
     if moved:
         raise ValueError(
@@ -243,8 +243,9 @@ def inspect_trace(numpyro, model_fn: Callable, args: tuple, kwargs: dict) -> dic
     return held["trace"]
 
 
-def initial_point(numpyro, model: Callable, trace: dict, latent: tuple[str, ...]) -> tuple[dict, bool]:
-    """NumPyro's ``init_to_median`` start on the full data, unconstrained, and whether its log density is finite."""
+def initial_point(numpyro, model_for: Callable, data: dict, trace: dict, latent: tuple[str, ...]) -> tuple[dict, bool]:
+    """NumPyro's ``init_to_median`` start on the full data, unconstrained, and whether its log density is finite (the rows
+    are an argument of the compiled search, not constants captured in it: compiling stays cheap at any N)."""
     from numpyro.infer.initialization import init_to_median
     from numpyro.infer.util import find_valid_initial_params
 
@@ -252,11 +253,12 @@ def initial_point(numpyro, model: Callable, trace: dict, latent: tuple[str, ...]
     shapes = {k: biject_to(trace[k]["fn"].support).inverse_shape(jnp.shape(trace[k]["value"])) for k in latent}
     prototype = {k: jnp.zeros(shape, jnp.result_type(float)) for k, shape in shapes.items()}
 
-    def find(key):
-        (params, _, _), valid = find_valid_initial_params(key, model, init_strategy=init_to_median, prototype_params=prototype)
+    def find(key, rows):
+        (params, _, _), valid = find_valid_initial_params(key, model_for(rows), init_strategy=init_to_median,
+                                                          prototype_params=prototype)
         return {name: params[name] for name in latent}, valid
 
-    init, valid = jax.jit(find)(jax.random.PRNGKey(0))
+    init, valid = jax.jit(find)(jax.random.PRNGKey(0), data)
     return init, bool(valid)
 
 
@@ -311,7 +313,7 @@ def from_numpyro(model_fn: Callable, *args: Any, **kwargs: Any) -> NumPyroModel:
     layout = read_layout(trace, bound)
     data = {name: bound.arguments[name] for name in layout.data_names}
     model_for = on_rows(numpyro, model_fn, signature, args, kwargs, layout)
-    init, valid = initial_point(numpyro, model_for(data), trace, layout.latent)
+    init, valid = initial_point(numpyro, model_for, data, trace, layout.latent)
     _, unravel = ravel_pytree(init)
     hide = list(layout.observed)
     prior_model = numpyro.handlers.block(model_for(first_rows(data, 1)), hide=hide)

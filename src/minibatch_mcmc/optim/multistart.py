@@ -87,7 +87,7 @@ def adam_ends(model: Model, arrays: PyTree, n: int, starts: jax.Array, unravel, 
     def estimate(flat, batch):
         return log_prior(flat) + (n / b) * log_lik_sum(flat, batch)
 
-    def one_start(flat, keys):
+    def one_start(flat, keys, arrays):
         def one(carry, x):
             flat, state, ok, total = carry
             i, k = x
@@ -105,7 +105,7 @@ def adam_ends(model: Model, arrays: PyTree, n: int, starts: jax.Array, unravel, 
 
     per_start = jax.random.split(key, starts.shape[0])
     keys = jax.vmap(lambda k: jax.random.split(key if shared else k, steps))(per_start)
-    ends, ok = jax.jit(jax.vmap(one_start))(starts, keys)
+    ends, ok = jax.jit(jax.vmap(one_start, in_axes=(0, 0, None)))(starts, keys, arrays)  # the rows an argument, not a constant
     return np.asarray(ends, np.float64), np.asarray(ok)
 
 

@@ -63,14 +63,14 @@ def _check_initial(model: Model, data: PyTree, n: int, positions: PyTree, num_ch
             model.check_shapes(jax.tree_util.tree_map(lambda a: a[0], positions), probe)
         except ValueError as err:
             raise ValueError(f"{err} (data: {checkpoint.describe_data(data)})") from None
-    lp = np.asarray(jax.vmap(model.log_prior)(positions))
+    lp = np.asarray(jax.jit(jax.vmap(model.log_prior))(positions))  # compiled once: op by op, a NumPyro model took seconds
     if lp.shape != (num_chains,):
         raise ValueError(f"model.log_prior must return a scalar; got shape {lp.shape[1:]}")
     for c in range(num_chains):
         if not np.isfinite(lp[c]):
             raise ValueError(f"initial position of chain {c} has log prior {lp[c]}; start inside the prior's support")
     try:
-        ll = np.asarray(jax.vmap(model.log_lik, in_axes=(0, None))(positions, probe))
+        ll = np.asarray(jax.jit(jax.vmap(model.log_lik, in_axes=(0, None)))(positions, probe))
     except KeyError as err:
         keys = sorted(probe) if isinstance(probe, dict) else type(probe).__name__
         where = checkpoint.describe_data(data)
