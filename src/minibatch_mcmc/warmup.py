@@ -81,13 +81,13 @@ class Warmup(NamedTuple):
     proxy: TaylorProxy
     """The Taylor proxy (the proposal's drift); pass ``estimator`` to ``sample``, which adds its exact stratum if any."""
     proposal: Proposal
-    """The tuned proposal."""
+    """The proposal (its scale tuned for MALA and the random walk; from the Laplace fit for ``GLOBAL`` kinds)."""
     scale: float
     """Tuned step size (Langevin) or scale (random walk, and the random walk of ``mixture``); 1 for ``GLOBAL`` kinds."""
     acceptance: float
     """Acceptance rate of the last tuning window (NaN for the untuned kinds in ``GLOBAL``)."""
     test: AcceptanceTest
-    """The acceptance test the scale was tuned with."""
+    """The acceptance test (any scale was tuned with it)."""
     cost: dict
     """``PhaseCost`` per phase: ``mode`` (with the multi-start search), ``proxy`` (the last Newton pass),
     ``influence`` (its bulk rows and any widened rounds), ``tuning`` and (if asked) ``choose`` and ``recentre``."""
