@@ -324,8 +324,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Sample the posterior of your model: --model MODULE:NAME (or FILE.py:NAME) names a NumPyro model "
         "function (the data file's arrays are its arguments, by name) or a minibatch_mcmc Model or a function returning "
         "one (with --dim), and "
-        "--data a .npy, .npz or Parquet file; an automatic warm-up (mode, Laplace covariance, Taylor proxy, tuned "
-        "proposal) comes first. Without --model it samples the Gaussian mixture of Seita et al. 6.1. Draws go to "
+        "--data a .npy, .npz or Parquet file; an automatic warm-up (mode, Laplace covariance, Taylor proxy, "
+        "proposal: by default proxy HMC with the penalty test) comes first. Without --model it samples the Gaussian mixture of Seita et al. 6.1. Draws go to "
         "OUT/NAME/posterior.nc (constrained values under the site names); --checkpoint DIR writes each block and "
         "--resume continues a killed run.",
     )
