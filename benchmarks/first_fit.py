@@ -12,8 +12,9 @@ subsample them and the others see all of them):
 Methods, side by side in one run on the same data, 4 chains each, every second counted (model conversion,
 optimisation, warm-up, compilation, sampling):
 
-- ``auto_sample``: ``from_numpyro`` then ``auto_sample(..., num_samples=--draws, num_chains=4)`` (defaults; ``--test``
-  names its acceptance test, one of ``samplers.exact_choice.TESTS``, e.g. ``penalty``);
+- ``auto_sample``: ``from_numpyro`` then ``auto_sample(..., num_samples=--draws, num_chains=4)`` (defaults: proxy HMC and
+  the penalty test since issue 21, proxy-gradient MALA and MHminibatch before; ``--proposals`` and ``--test`` name others,
+  the test one of ``samplers.exact_choice.TESTS``, e.g. ``mhminibatch``);
 - NUTS: ``MCMC(NUTS(model), num_warmup=500, num_samples=1000, num_chains=4, chain_method="vectorized")``;
 - HMCECS: ``HMCECS(NUTS(model), num_blocks=100, proxy=HMCECS.taylor_proxy(MAP))``, the MAP from SVI with
   ``AutoDelta`` on minibatches of ``--subsample`` rows (its time counted), rows subsampled ``--subsample`` at a
@@ -49,7 +50,7 @@ from numpyro.infer.autoguide import AutoDelta
 from bench_results import add_results_option, save, table
 from minibatch_mcmc.interop import from_numpyro
 from minibatch_mcmc.samplers.exact_choice import TESTS
-from minibatch_mcmc.warmup import auto_sample
+from minibatch_mcmc.warmup import DEFAULT_PROPOSAL, DEFAULT_TEST, auto_sample
 
 COLUMNS = ["N", "model", "method", "seconds", "min ESS", "ESS/s", "x NUTS", "min ESS sq", "x NUTS sq", "max |mean err|/sd",
            "max |sd ratio - 1|", "of which"]
@@ -156,7 +157,7 @@ def errors(draws: dict[str, np.ndarray], reference: dict[str, np.ndarray]) -> tu
     return float(mean_err), float(sd_err)
 
 
-def run_auto(model, args, draws: int, chains: int, proposal: str = "langevin", test: str | None = None) -> tuple[dict, float, str]:
+def run_auto(model, args, draws: int, chains: int, proposal: str = DEFAULT_PROPOSAL, test: str | None = None) -> tuple[dict, float, str]:
     """``from_numpyro`` + ``auto_sample`` (its proxy check after sampling included): constrained draws by site, all the
     seconds, and where they went."""
     start = time.perf_counter()
@@ -204,10 +205,10 @@ def main() -> None:
     ap.add_argument("--nuts-warmup", type=int, default=500)
     ap.add_argument("--nuts-draws", type=int, default=1000)
     ap.add_argument("--subsample", type=int, default=1000, help="HMCECS's (and its SVI MAP's) rows per step")
-    ap.add_argument("--proposals", nargs="+", default=["langevin"], help="auto_sample's proposal(s); with several, one "
+    ap.add_argument("--proposals", nargs="+", default=[DEFAULT_PROPOSAL], help="auto_sample's proposal(s); with several, one "
                     "row each, named auto_sample[proposal]")
     ap.add_argument("--test", default=None, choices=list(TESTS), help="auto_sample's acceptance test by name (default: "
-                    "auto_sample's own, MHminibatch)")
+                    "auto_sample's own, " + DEFAULT_TEST + ")")
     ap.add_argument("--name", default="first_fit", help="results table name (a second run's file needs its own)")
     add_results_option(ap)
     args = ap.parse_args()

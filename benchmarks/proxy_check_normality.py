@@ -1,6 +1,6 @@
 """The normality part of the proxy check after sampling (issue 19): what it measures on runs it must flag and must not.
 
-``auto_sample`` (MHminibatch m=50, 4 chains) on issue 19's five-Cauchy-rows case (N = 100,000;
+``auto_sample`` (MHminibatch m=50, proxy-gradient MALA, 4 chains) on issue 19's five-Cauchy-rows case (N = 100,000;
 ``tests/control_variates/helpers_cauchy.py``) with the exact stratum off and on, and on a logistic regression
 (``make_logistic_data``, N = 100,000, d = 10, prior N(0, 10^2)). For each run: the posterior s.d. of the first
 coordinate, Pareto k-hat, the mean acceptance-probability error of the m-row normal approximation over the 100
@@ -38,7 +38,7 @@ def row(name: str, model, data, theta0, stratum: bool, args) -> tuple[list, dict
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         res, w = auto_sample(model, data, theta0, num_samples=args.samples, num_chains=4, key=args.seed,
-                             test=mh_minibatch(batch_size=50), progress=False, stratum=stratum)
+                             test=mh_minibatch(batch_size=50), proposal="langevin", progress=False, stratum=stratum)
     c = w.proxy_check
     sd = float(np.asarray(res.positions)[:, args.samples // 10:, 0].std())
     cells = [name, f"{sd:.3f}", f"{c.k_hat:.2f}", f"{c.acceptance_error:.2g}", f"{c.acceptance_error_max:g}",

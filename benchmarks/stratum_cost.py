@@ -50,7 +50,7 @@ def run(model, data, theta0, on: bool, args, samples: int) -> tuple:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         res, w = auto_sample(model, data, theta0, num_samples=samples, num_chains=4, key=args.seed,
-                             test=mh_minibatch(batch_size=50), progress=False, stratum=on, check_draws=100 if on else 0)
+                             test=mh_minibatch(batch_size=50), proposal="langevin", progress=False, stratum=on, check_draws=100 if on else 0)
     total = time.perf_counter() - t0
     check_s = w.proxy_check.seconds if w.proxy_check is not None else 0.0
     return res, w, check_s, total

@@ -1,7 +1,8 @@
 """What issue 19's checks cost on a well-behaved model: multi-start search, influential-rows pass, proxy check.
 
 Logistic regression (``make_logistic_data``, the peers benchmark's model) at ``N`` rows, ``d = 10``:
-``auto_sample`` with all of issue 19's protections on (the defaults: ``num_starts=8``, ``stratum=True``,
+``auto_sample`` (its default proposal and test: proxy-gradient MALA and MHminibatch when
+``docs/results/warmup_checks_cost.json`` was measured, proxy HMC and the penalty test since issue 21) with all of issue 19's protections on (the defaults: ``num_starts=8``, ``stratum=True``,
 ``check_draws=100``) and off (``num_starts=0, stratum=False, check_draws=0``), same seed, run alternately
 ``--repeats`` times. On a unimodal posterior with no influential rows the search finds no other mode and the
 stratum is empty, so the draws are identical (checked) and ESS is the same; the cost is the extra warm-up

@@ -2,7 +2,7 @@
 
 Logistic regression (``make_logistic_data``, prior N(0, 10^2)), d = 10, at each N of ``--sizes``: ``warmup`` then
 ``sample`` as ``auto_sample`` runs them (MHminibatch m=50, 4 chains x ``--samples`` draws), for each of
-``--proposals`` (the default proxy-gradient MALA, whose scale is tuned, and proxy HMC, which has nothing to tune),
+``--proposals`` (proxy-gradient MALA, whose scale is tuned, and proxy HMC, which has nothing to tune),
 in a fresh process per setting, so that each pays its own compilations, as a user's first fit does:
 
 * ``before``: the warm-up as it was before issue 21's lean warm-up, from the source tree ``--before-src`` (e.g.
@@ -88,7 +88,7 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000])
     parser.add_argument("--samples", type=int, default=2000)
     parser.add_argument("--proposals", nargs="+", default=["langevin", "proxy_hmc"],
-                        help="warmup proposals: langevin (the default, scale-tuned) and proxy_hmc (no tuning)")
+                        help="warmup proposals: langevin (scale-tuned) and proxy_hmc (the default, no tuning)")
     parser.add_argument("--before-src", default=None, help="source tree (its src/) of the warm-up before issue 21")
     parser.add_argument("--child", nargs=4, default=None, help=argparse.SUPPRESS)
     add_results_option(parser)

@@ -86,6 +86,22 @@ def test_sample_tests_build_every_named_test():
         assert sample_test(name, 50, 1.0) is not None
 
 
+def test_sample_model_takes_the_warmups_default_test_unless_one_is_named(capsys, tmp_path):
+    """``sample --model`` passes no test (``auto_sample``'s default for its N, the penalty test) unless ``--test``,
+    ``--batch-size`` or ``--sigma`` is given (``--batch-size`` alone: the default test with that m); the mixture keeps
+    MHminibatch; ``--proposal`` without ``--model`` is refused."""
+    from minibatch_mcmc.cli import build_parser, model_test
+    from minibatch_mcmc.warmup import DEFAULT_TEST
+
+    parse = lambda *a: build_parser().parse_args(["sample", "--model", "m:f", "--data", "x.npy", *a])  # noqa: E731
+    assert model_test(parse()) is None
+    test = model_test(parse("--batch-size", "80"))
+    assert (test.name, test.batch_size) == (DEFAULT_TEST, 80)
+    assert model_test(parse("--test", "mhminibatch")).name == "mhminibatch"
+    assert main(["sample", "--proposal", "langevin", "--no-progress", "--out", str(tmp_path)]) == 2
+    assert "--proposal langevin applies to --model" in capsys.readouterr().err
+
+
 def test_sample_checks_the_data_size_before_generating_the_data(capsys, monkeypatch, tmp_path):
     import minibatch_mcmc.models
 

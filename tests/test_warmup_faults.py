@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 
 from minibatch_mcmc import models
-from minibatch_mcmc.acceptance import BarkerTest
+from minibatch_mcmc.acceptance import MetropolisTest
 from minibatch_mcmc.data import open_npy
 from minibatch_mcmc.data.host import DataChangedError
 from minibatch_mcmc import warmup as warmup_module
-from minibatch_mcmc.warmup import auto_sample, warmup
+from minibatch_mcmc.warmup import DEFAULT_PROPOSAL, auto_sample, warmup
 
 SMALL = dict(num_windows=2, window_size=20, num_starts=0)
 
@@ -24,7 +24,8 @@ def gaussian_file(tmp_path, n=5000):
 @pytest.mark.parametrize("phase", ["mode", "tuning"])
 def test_file_truncated_during_warmup_is_data_changed_error(tmp_path, monkeypatch, phase):
     """Before: jax.errors.JaxRuntimeError 'CpuCallback error'. Now: DataChangedError naming the file, from the
-    mode search (file truncated before it) and from tuning (file truncated as tuning starts)."""
+    mode search (file truncated before it) and from tuning (file truncated as tuning starts; MALA: the default proxy HMC
+    has no tuning phase)."""
     path = gaussian_file(tmp_path)
     src = open_npy(path)
     truncate = lambda: np.save(path, np.zeros((10, 2), np.float32))  # noqa: E731 - rewriting the file in place
@@ -39,16 +40,18 @@ def test_file_truncated_during_warmup_is_data_changed_error(tmp_path, monkeypatc
 
         monkeypatch.setattr(warmup_module, "tune", tune_after_truncation)
     with pytest.raises(DataChangedError, match=r"x\.npy .* changed during the run"):
-        warmup(models.gaussian_mean(), src, jnp.zeros(2), key=0, **SMALL)
+        warmup(models.gaussian_mean(), src, jnp.zeros(2), key=0, proposal="langevin", **SMALL)
 
 
-@pytest.mark.parametrize("n", [1, 20])
-def test_n_below_the_default_minibatch_caps_it(n):
-    """Before: 'batch_size m=50 exceeds the number of data points N=1', a default never set. Now: the exact Barker
-    test on all N rows (what a minibatch of N would be), whose target acceptance the scale is tuned to."""
+@pytest.mark.parametrize("n, proposal", [(1, "langevin"), (20, DEFAULT_PROPOSAL)])
+def test_n_below_the_default_minibatch_caps_it(n, proposal):
+    """Before: 'batch_size m=50 exceeds the number of data points N=1', a default never set. Now: the exact Metropolis
+    test on all N rows (what the default penalty test on a minibatch of N would be), with MALA's scale tuned to its
+    target acceptance, and with the default proxy HMC untuned."""
     x = (np.random.default_rng(1).standard_normal((n, 2)) + 1.0).astype(np.float32)
-    w = warmup(models.gaussian_mean(), x, jnp.zeros(2), key=0, **SMALL)
-    assert isinstance(w.test, BarkerTest) and np.isfinite(w.scale) and w.scale > 0
+    w = warmup(models.gaussian_mean(), x, jnp.zeros(2), key=0, proposal=proposal, **SMALL)
+    assert isinstance(w.test, MetropolisTest) and w.kind == proposal and np.isfinite(w.scale) and w.scale > 0
+    assert np.isfinite(w.acceptance) == (proposal == "langevin")
 
 
 def test_row_with_an_absurd_value_is_named():

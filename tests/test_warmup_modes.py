@@ -53,7 +53,7 @@ def test_rhat_flags_the_modes_and_each_mode_is_sampled_right():
     ESS > 1500 (a 5% s.d. error shows as z > 4). The weights of the modes are not checked: see the warning."""
     model, x = squared_mean(n=10_000, shift=0.04)
     with pytest.warns(UserWarning, match="2 modes"):
-        res, w = auto_sample(model, x, jnp.asarray([1.0]), num_samples=4000, num_chains=4, key=1, progress=False, block_size=2000)
+        res, w = auto_sample(model, x, jnp.asarray([1.0]), num_samples=6000, num_chains=4, key=1, progress=False, block_size=2000)
     draws = np.asarray(res.positions)[:, 500:, 0]
     import arviz as az
 

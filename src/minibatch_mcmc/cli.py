@@ -55,6 +55,11 @@ SAMPLE_TESTS: dict[str, Callable[[ModuleType, int, float], object]] = {
     "metropolis": lambda acc, m, sigma: acc.MetropolisTest(),
 }
 """Acceptance tests the ``sample`` command can run: name -> ``build(acceptance package, m, sigma)``."""
+MIXTURE_TEST = "mhminibatch"
+"""The ``sample`` command's test for the built-in mixture (Seita et al. 6.1) unless ``--test`` names one; with ``--model``
+it is ``auto_sample``'s default."""
+BATCH_SIZE, SIGMA = 50, 1.0
+"""Defaults of ``--batch-size`` and ``--sigma``."""
 
 
 def sample_test(name: str, batch_size: int, sigma: float):
@@ -62,6 +67,16 @@ def sample_test(name: str, batch_size: int, sigma: float):
     from minibatch_mcmc import acceptance
 
     return SAMPLE_TESTS[name](acceptance, batch_size, sigma)
+
+
+def model_test(args: argparse.Namespace):
+    """The test for ``--model``: None (``auto_sample``'s default for its ``N``) unless ``--test``, ``--batch-size`` or
+    ``--sigma`` is given; those alone set up ``warmup.DEFAULT_TEST``."""
+    if args.test is None and args.batch_size == BATCH_SIZE and args.sigma == SIGMA:
+        return None
+    from minibatch_mcmc.warmup import DEFAULT_TEST
+
+    return sample_test(args.test or DEFAULT_TEST, args.batch_size, args.sigma)
 
 
 def _devices_arg(text: str | None):
@@ -184,8 +199,10 @@ def _cmd_sample(args: argparse.Namespace) -> int:
     """Sample your model (``--model``/``--data``: warm-up, then the chains) or the Section 6.1 mixture."""
     if args.resume and not args.checkpoint:
         raise ValueError("--resume needs --checkpoint DIR (the directory of the interrupted run)")
+    if args.proposal is not None and args.model is None:
+        raise ValueError(f"--proposal {args.proposal} applies to --model; the mixture samples by random walk (--proposal-sd)")
     common = dict(
-        test=sample_test(args.test, args.batch_size, args.sigma),
+        test=model_test(args) if args.model is not None else sample_test(args.test or MIXTURE_TEST, args.batch_size, args.sigma),
         num_samples=args.num_samples,
         num_chains=args.chains,
         temperature=args.temperature,
@@ -199,9 +216,12 @@ def _cmd_sample(args: argparse.Namespace) -> int:
         from minibatch_mcmc.warmup import auto_sample
 
         model, data, start = user_model(args)
-        print(f"{model.name}: K={args.temperature:g}, test {args.test}, {args.chains} chain(s) x {args.num_samples} steps "
-              "after an automatic warm-up (mode, Laplace, Taylor proxy, tuning)", flush=True)
-        result, w = auto_sample(model, data, start, key=args.seed + 1, **common)
+        kind = {} if args.proposal is None else {"proposal": args.proposal}
+        print(f"{model.name}: K={args.temperature:g}, test {common['test'].name if common['test'] else 'default'}, "
+              f"{args.chains} chain(s) x {args.num_samples} steps after an automatic warm-up (mode, Laplace, Taylor proxy, "
+              "proposal)", flush=True)
+        result, w = auto_sample(model, data, start, key=args.seed + 1, **kind, **common)
+        print(f"  proposal {w.kind}, test {w.test.name}")
         print(f"  warm-up: {w.total_data:,} data points read, {w.total_seconds:.1f} s")
     else:
         result = mixture(args, common)
@@ -220,7 +240,7 @@ def mixture(args: argparse.Namespace, common: dict):
     check_int(args.n_data, "--n-data", 1, MAX_DATA, "checked before the data are generated")
     data = make_mixture_data(jax.random.key(args.seed), args.n_data)
     print(
-        f"Gaussian mixture (Seita et al. 6.1): N={args.n_data:,}, K={args.temperature:g}, test {args.test}, "
+        f"Gaussian mixture (Seita et al. 6.1): N={args.n_data:,}, K={args.temperature:g}, test {args.test or MIXTURE_TEST}, "
         f"{args.chains} chain(s) x {args.num_samples} steps"
         + (f", checkpoints in {args.checkpoint}" + (" (resuming)" if args.resume else "") if args.checkpoint else ""),
         flush=True,
@@ -304,8 +324,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Sample the posterior of your model: --model MODULE:NAME (or FILE.py:NAME) names a NumPyro model "
         "function (the data file's arrays are its arguments, by name) or a minibatch_mcmc Model or a function returning "
         "one (with --dim), and "
-        "--data a .npy, .npz or Parquet file; an automatic warm-up (mode, Laplace covariance, Taylor proxy, tuned "
-        "proposal) comes first. Without --model it samples the Gaussian mixture of Seita et al. 6.1. Draws go to "
+        "--data a .npy, .npz or Parquet file; an automatic warm-up (mode, Laplace covariance, Taylor proxy, "
+        "proposal: by default proxy HMC with the penalty test) comes first. Without --model it samples the Gaussian mixture of Seita et al. 6.1. Draws go to "
         "OUT/NAME/posterior.nc (constrained values under the site names); --checkpoint DIR writes each block and "
         "--resume continues a killed run.",
     )
@@ -314,11 +334,13 @@ def build_parser() -> argparse.ArgumentParser:
                     "of files). A Model reads it out of core (.npy and uncompressed .npz memory-mapped, Parquet streamed); "
                     "a NumPyro model gets it read into memory, as its arguments")
     sp.add_argument("--dim", type=positive_int, default=None, help="parameter length of a Model given by --model (start: zeros)")
-    sp.add_argument("--test", choices=SAMPLE_TESTS, default="mhminibatch", help="acceptance test (default mhminibatch)")
+    sp.add_argument("--test", choices=SAMPLE_TESTS, default=None, help="acceptance test (default: with --model, the warm-up's "
+                    "default, the penalty test on 50 rows; for the mixture " + MIXTURE_TEST + ")")
+    sp.add_argument("--proposal", default=None, help="with --model: one of warmup.PROPOSALS (default: the warm-up's, proxy HMC)")
     sp.add_argument("--n-data", type=positive_int, default=100_000, help="data points N of the mixture (default 100000)")
     sp.add_argument("--temperature", type=float, default=1.0, help="temperature K (default 1: the posterior)")
-    sp.add_argument("--batch-size", type=positive_int, default=50, help="minibatch size m (default 50)")
-    sp.add_argument("--sigma", type=float, default=1.0, help="MHminibatch noise level sigma, or the penalty test's sigma_max (default 1)")
+    sp.add_argument("--batch-size", type=positive_int, default=BATCH_SIZE, help=f"minibatch size m (default {BATCH_SIZE})")
+    sp.add_argument("--sigma", type=float, default=SIGMA, help=f"MHminibatch noise level sigma, or the penalty test's sigma_max (default {SIGMA:g})")
     sp.add_argument("--proposal-sd", type=float, default=0.15, help="random-walk s.d. per coordinate for the mixture (default 0.15)")
     sp.add_argument("--num-samples", type=positive_int, default=1000)
     sp.add_argument("--chains", type=positive_int, default=1, help="number of chains (a multiple of the devices used)")

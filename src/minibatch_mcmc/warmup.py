@@ -2,9 +2,9 @@
 
 ``warmup`` finds the mode ``theta_hat`` (``optim.centre``: minibatch Adam, then a few streamed full-data Newton
 steps, the last of which is also the pass that builds the Taylor-proxy control variate around ``theta_hat``
-and probes for rows it cannot see), takes the Laplace covariance there, tunes the proposal's scale to a target acceptance rate with the minibatch test
-and the proxy in place (or, for the global moves from the proxy posterior, takes them from the Laplace
-fit, optionally choosing among them by measured effective draws per second), optionally re-centres the
+and probes for rows it cannot see), takes the Laplace covariance there, and sets up the proposal: by default proxy HMC
+from the Laplace fit with the penalty test (untuned), or a local move whose scale it tunes to a target acceptance rate
+with the minibatch test and the proxy in place (or the best global move by measured effective draws per second); optionally re-centres the
 proxy once at the mean of a short run, and freezes everything. ``auto_sample`` then runs ``sample``
 on from the chains it tuned, on the kernel it compiled for tuning (or, with several modes, ``recentre``,
 devices or checkpoints, from over-dispersed Laplace draws). The warm-up's cost (rows read, passes over N, seconds and compile seconds,
@@ -24,8 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from minibatch_mcmc.acceptance.base import AcceptanceTest
-from minibatch_mcmc.acceptance.exact import BarkerTest
-from minibatch_mcmc.acceptance.mhminibatch import mh_minibatch
+from minibatch_mcmc.acceptance.exact import MetropolisTest
 from minibatch_mcmc.checks import check_bool, check_choice, check_int, check_positive
 from minibatch_mcmc.control_variates import TaylorProxy, taylor_proxy
 from minibatch_mcmc.control_variates.influence import Influence
@@ -55,10 +54,17 @@ from minibatch_mcmc.samplers.warmup_tuning import laplace_starts, tune, tune_on_
 PyTree = Any
 
 PROPOSALS = ("langevin", "random_walk", "independence", "independence_t", "proxy_hmc", "mixture", "auto")
-"""Proposals ``warmup`` can set up: proxy-gradient MALA (default) or a Laplace-shaped random walk (both scale-tuned);
-independence from the proxy posterior's Laplace fit (Gaussian, or t) and proxy HMC (fixed, not tuned); ``mixture``:
+"""Proposals ``warmup`` can set up: proxy-gradient MALA or a Laplace-shaped random walk (both scale-tuned);
+independence from the proxy posterior's Laplace fit (Gaussian, or t) and proxy HMC (fixed, not tuned: the default); ``mixture``:
 proxy HMC, or with probability ``laplace_moves.LOCAL_WEIGHT`` a tuned random walk;
 ``auto``: the one of ``AUTO_CANDIDATES`` with the most effective draws per second in a short measured run."""
+DEFAULT_PROPOSAL = "proxy_hmc"
+"""The proposal of ``warmup``, ``auto_sample``, the ``sample --model`` command and ``MinibatchMH`` unless one is named:
+leapfrog on the data-free proxy posterior, untuned (its step from the Laplace fit), with a Metropolis-type test its
+acceptance tends to 1 as ``N`` grows."""
+DEFAULT_TEST = "penalty"
+"""The name (``exact_choice.TESTS``) of the default acceptance test for ``N >= 50``: the penalty test, Metropolis-type
+on MHminibatch's 50-row minibatch, so a global move's acceptance is not capped at 1/2 as under Barker's rule."""
 AUTO_CANDIDATES = ("proxy_hmc", "independence", "independence_t")
 """What ``proposal="auto"`` measures (``samplers.efficiency``: 8 chains x 200 steps each) and chooses from."""
 TARGET_ACCEPT = {("metropolis", "langevin"): 0.574, ("metropolis", "random_walk"): 0.234, ("barker", "langevin"): 0.347, ("barker", "random_walk"): 0.159}
@@ -77,13 +83,13 @@ class Warmup(NamedTuple):
     proxy: TaylorProxy
     """The Taylor proxy (the proposal's drift); pass ``estimator`` to ``sample``, which adds its exact stratum if any."""
     proposal: Proposal
-    """The tuned proposal."""
+    """The proposal (its scale tuned for MALA and the random walk; from the Laplace fit for ``GLOBAL`` kinds)."""
     scale: float
     """Tuned step size (Langevin) or scale (random walk, and the random walk of ``mixture``); 1 for ``GLOBAL`` kinds."""
     acceptance: float
     """Acceptance rate of the last tuning window (NaN for the untuned kinds in ``GLOBAL``)."""
     test: AcceptanceTest
-    """The acceptance test the scale was tuned with."""
+    """The acceptance test (any scale was tuned with it)."""
     cost: dict
     """``PhaseCost`` per phase: ``mode`` (with the multi-start search), ``proxy`` (the last Newton pass),
     ``influence`` (its bulk rows and any widened rounds), ``tuning`` and (if asked) ``choose`` and ``recentre``."""
@@ -91,7 +97,7 @@ class Warmup(NamedTuple):
     """``LocalMode`` per distinct mode the multi-start search found, the proxy's mode first (empty if not searched)."""
     mode_kernels: tuple = ()
     """``(proxy, proposal)`` centred on and shaped by each further mode (``modes[1:]``), at the tuned scale."""
-    kind: str = "langevin"
+    kind: str = DEFAULT_PROPOSAL
     """The kind of ``proposal`` (for ``proposal="auto"``, the one chosen)."""
     estimator: Any = None
     """What to pass as ``estimator``: ``proxy``, or ``proxy`` with an exact stratum of the rows it cannot see."""
@@ -146,7 +152,7 @@ def warmup(
     *,
     key: jax.Array | int = 0,
     test: AcceptanceTest | str | None = None,
-    proposal: str = "langevin",
+    proposal: str = DEFAULT_PROPOSAL,
     order: int = 2,
     temperature: float = 1.0,
     target_accept: float | None = None,
@@ -163,12 +169,13 @@ def warmup(
 ) -> Warmup:
     """Mode, Laplace covariance, Taylor proxy and a tuned proposal for sampling at ``temperature`` (1: the posterior).
 
-    ``test`` defaults to ``mh_minibatch(batch_size=50)`` (below ``N = 50`` the exact Barker test on all rows); a name of
-    ``exact_choice.TESTS`` is that test with its default settings (``"penalty"``: the penalty test, Metropolis-type), an
-    exact one (``"smh"``) with the GLM's per-datum bounds; ``proposal`` is one of ``PROPOSALS``: ``"langevin"`` (the
+    ``test`` defaults to ``default_test(N)``: the penalty test on 50 rows (below ``N = 50`` the exact Metropolis test on
+    all rows); a name of ``exact_choice.TESTS`` is that test with its default settings (``"mhminibatch"``: Seita et
+    al.'s Barker-type test), an exact one (``"smh"``) with the GLM's per-datum bounds; ``proposal`` is one of
+    ``PROPOSALS``: ``"proxy_hmc"`` (the default: leapfrog on the proxy posterior, untuned), ``"langevin"`` (the
     proxy-gradient MALA preconditioned by the Laplace covariance), ``"random_walk"`` (Laplace-shaped), the untuned
-    global moves ``"independence"``, ``"independence_t"``, ``"proxy_hmc"``, ``"mixture"`` (proxy HMC plus a tuned
-    random walk), or ``"auto"`` (the best of ``AUTO_CANDIDATES`` by measured effective draws per second; its cost
+    global moves ``"independence"``, ``"independence_t"``, ``"mixture"`` (proxy HMC plus a tuned random walk, for a
+    proxy posterior that is a poor global fit), or ``"auto"`` (the best of ``AUTO_CANDIDATES`` by measured effective draws per second; its cost
     is reported as the ``choose`` phase). ``recentre=True``: the proxy is rebuilt at the mean of a short tuned run.
     ``num_starts`` minibatch-Adam searches (0: none) look for other modes (a warning; ``auto_sample`` starts chains
     in each). ``stratum=True``: rows the proxy cannot see (``influential_rows``) are exact at every test (``stratify``).
@@ -262,8 +269,8 @@ def mode_kernels(model, source, modes, order, kind, temperature, rule, scale, co
 
 
 def default_test(n: int) -> AcceptanceTest:
-    """``mh_minibatch(batch_size=50)``, or for ``N < 50`` (a minibatch would be all the data) the exact Barker test."""
-    return mh_minibatch(batch_size=50) if n >= 50 else BarkerTest()
+    """The ``DEFAULT_TEST`` (the penalty test on 50 rows), or for ``N < 50`` (a minibatch would be all the data) the exact Metropolis test."""
+    return named_test(DEFAULT_TEST) if n >= 50 else MetropolisTest()
 
 
 def timed_proxy(model: Model, source: DataSource, centre: PyTree, order: int) -> tuple[TaylorProxy, PhaseCost]:
@@ -299,7 +306,7 @@ def auto_sample(
     num_chains: int = 4,
     key: jax.Array | int = 0,
     test: AcceptanceTest | str | None = None,
-    proposal: str = "langevin",
+    proposal: str = DEFAULT_PROPOSAL,
     order: int = 2,
     temperature: float = 1.0,
     recentre: bool = False,

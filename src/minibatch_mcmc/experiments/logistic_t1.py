@@ -69,7 +69,7 @@ def run_control_variate(cfg: T1Config, data: dict, progress: bool = True) -> tup
     return auto_sample(
         logistic_regression(cfg.prior_scale), data, jnp.zeros(cfg.dim, jnp.float32),
         num_samples=cfg.num_samples, num_chains=cfg.num_chains, key=cfg.seed + 1,
-        test=mh_minibatch(batch_size=cfg.batch_size), progress=progress,
+        test=mh_minibatch(batch_size=cfg.batch_size), proposal="langevin", progress=progress,
     )
 
 

@@ -32,7 +32,7 @@ from minibatch_mcmc.acceptance.base import AcceptanceTest
 from minibatch_mcmc.interop.numpyro import NumPyroModel, from_numpyro
 from minibatch_mcmc.samplers.kernel import ChainState, Kernel, build_kernel
 from minibatch_mcmc.samplers.keys import as_key, step_keys
-from minibatch_mcmc.warmup import Warmup, dispersed_starts, warmup
+from minibatch_mcmc.warmup import DEFAULT_PROPOSAL, Warmup, dispersed_starts, warmup
 
 PyTree = Any
 
@@ -63,7 +63,7 @@ class MinibatchMH(MCMCKernel):
         model: Callable,
         *,
         test: AcceptanceTest | None = None,
-        proposal: str = "langevin",
+        proposal: str = DEFAULT_PROPOSAL,
         temperature: float = 1.0,
         recentre: bool = False,
         warmup_key: jax.Array | int = 0,
