@@ -70,7 +70,7 @@ def test_one_chain_draws_what_the_native_driver_draws(which, data, request):
     mcmc.run(key, *data, init_params=start, extra_fields=("accepted", "batch_size"))
     w = kernel.warmup
     native = mm.sample(kernel.converted.model, kernel.converted.data, start, proposal=w.proposal, test=w.test,
-                       estimator=w.proxy, num_samples=60, key=key, progress=False)
+                       estimator=w.estimator, num_samples=60, key=key, progress=False)
     extra = mcmc.get_extra_fields()
     np.testing.assert_array_equal(extra["accepted"], native.records["accepted"][0])
     np.testing.assert_array_equal(extra["batch_size"], native.records["batch_size"][0])
@@ -90,7 +90,7 @@ def test_chains_draw_what_the_native_driver_draws_from_split_keys(chain_method, 
     mcmc.run(key, *data, init_params=start, extra_fields=("accepted", "batch_size"))
     w = quick_kernel.warmup
     native = mm.sample(quick_kernel.converted.model, quick_kernel.converted.data, start, proposal=w.proposal, test=w.test,
-                       estimator=w.proxy, num_samples=steps, num_chains=chains, batched_init=True,
+                       estimator=w.estimator, num_samples=steps, num_chains=chains, batched_init=True,
                        key=jax.random.split(key, chains), progress=False)
     extra = mcmc.get_extra_fields(group_by_chain=True)
     got = {"accepted": np.asarray(extra["accepted"]), "batch_size": np.asarray(extra["batch_size"])}
@@ -102,7 +102,7 @@ def test_chains_draw_what_the_native_driver_draws_from_split_keys(chain_method, 
     if chain_method == "vectorized":
         return
     one_key = mm.sample(quick_kernel.converted.model, quick_kernel.converted.data, start, proposal=w.proposal, test=w.test,
-                        estimator=w.proxy, num_samples=steps, num_chains=chains, batched_init=True, key=key, progress=False)
+                        estimator=w.estimator, num_samples=steps, num_chains=chains, batched_init=True, key=key, progress=False)
     assert not np.array_equal(one_key.records["accepted"], want["accepted"])  # one base key: other draws
 
 

@@ -100,7 +100,7 @@ class MinibatchMH(MCMCKernel):
         if self.warmup is None:
             self.warmup = warmup(model, self.converted.data, self.converted.init, **self._options)
         w = self.warmup
-        self._kernel = build_kernel(model, w.proposal, w.test, self.converted.layout.n, w.proxy)
+        self._kernel = build_kernel(model, w.proposal, w.test, self.converted.layout.n, w.estimator)  # with its exact stratum
 
     def init(self, rng_key, num_warmup, init_params, model_args, model_kwargs):
         """Warm up once (host side), then each chain's state from ``init_params`` or a dispersed Laplace draw."""
