@@ -127,8 +127,9 @@ def loose_tables(text: str) -> list[int]:
 
 
 def docs_with_blocks(docs_dir: Path = DOCS) -> list[Path]:
-    """The Markdown files of ``docs_dir`` that hold at least one results block or value marker."""
-    return [p for p in sorted(docs_dir.glob("*.md")) if BLOCK.search(p.read_text()) or VALUE.search(p.read_text())]
+    """The Markdown files of ``docs_dir`` (and the README beside it) that hold at least one results block or value marker."""
+    candidates = sorted(docs_dir.glob("*.md")) + [p for p in [docs_dir.parent / "README.md"] if p.exists()]
+    return [p for p in candidates if BLOCK.search(p.read_text()) or VALUE.search(p.read_text())]
 
 
 def stale(paths: list[Path], tables: dict[str, dict] | Results) -> list[Path]:
@@ -139,7 +140,7 @@ def stale(paths: list[Path], tables: dict[str, dict] | Results) -> list[Path]:
 def main() -> int:
     """Rewrite the results blocks, or with ``--check`` report the stale ones (exit 1)."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("files", nargs="*", type=Path, help="Markdown files (default: every docs/*.md with a results block)")
+    ap.add_argument("files", nargs="*", type=Path, help="Markdown files (default: every docs/*.md and the README with a results block or value)")
     ap.add_argument("--check", action="store_true", help="change nothing; exit 1 if a block is out of date")
     args = ap.parse_args()
     paths = args.files or docs_with_blocks()
