@@ -242,9 +242,15 @@ def influential_rows(
 
 def probe_plan(factor: np.ndarray, key: jax.Array | None, n: int, chunk: int) -> tuple[np.ndarray, np.ndarray]:
     """The probe steps ``L u`` and the sorted indices of the ``min(chunk, n)`` rows drawn for the bulk level."""
-    k_probe, k_bulk = jax.random.split(jax.random.key(0) if key is None else key)
+    k_bulk = jax.random.split(jax.random.key(0) if key is None else key)[1]
     bulk_idx = np.sort(np.asarray(jax.random.choice(k_bulk, n, (min(chunk, n),), replace=False)))
-    return probe_directions(np.asarray(factor, np.float64), k_probe), bulk_idx
+    return probe_steps(factor, key), bulk_idx
+
+
+def probe_steps(factor: np.ndarray, key: jax.Array | None) -> np.ndarray:
+    """``probe_plan``'s probe steps alone, without drawing its bulk rows (a permutation of all ``N``)."""
+    k_probe = jax.random.split(jax.random.key(0) if key is None else key)[0]
+    return probe_directions(np.asarray(factor, np.float64), k_probe)
 
 
 def kept_rows(n: int, batch_size: int = 50, max_rows: int = 1000) -> int:

@@ -22,9 +22,9 @@ from typing import Any, Callable, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.flatten_util import ravel_pytree
 
-from minibatch_mcmc.control_variates.influence import ProbeRound, add_deviations, kept_rows, probe_plan, probe_points, probe_residuals, sorted_top
+from minibatch_mcmc.control_variates.influence import (ProbeRound, add_deviations, kept_rows, probe_plan, probe_points, probe_residuals,
+                                                     probe_steps, sorted_top)
 from minibatch_mcmc.control_variates.taylor import TaylorProxy, proxy_from_sums
 from minibatch_mcmc.data.arrays import DataSource, slice_rows, take
 from minibatch_mcmc.data.passes import DEFAULT_CHUNK
@@ -135,7 +135,7 @@ def lean_mode(model: Model, source: DataSource, theta0: PyTree, *, key: jax.Arra
 
     def pass_at(flat: jax.Array, factor: np.ndarray | None) -> tuple[PassOut, np.ndarray | None]:
         """One streamed pass at ``flat`` (with the influence probes when a Laplace factor is given)."""
-        steps = probe_plan(factor, probe_key, n, chunk)[0] if factor is not None else np.zeros_like(steps_dirs)
+        steps = probe_steps(factor, probe_key) if factor is not None else np.zeros_like(steps_dirs)
         pts = probe_points(flat, steps)
         bulk = None
         if factor is not None:

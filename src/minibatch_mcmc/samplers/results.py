@@ -69,8 +69,14 @@ def constrain_draws(constrain: Callable[[PyTree], dict], positions: PyTree, chun
     flat = jax.tree_util.tree_map(lambda a: np.reshape(np.asarray(a), (-1, *np.shape(a)[2:])), positions)
     fn = jax.jit(jax.vmap(constrain))
     total = lead[0] * lead[1]
-    parts = [fn(jax.tree_util.tree_map(lambda a: a[i : i + chunk], flat)) for i in range(0, total, chunk)]
-    joined = jax.tree_util.tree_map(lambda *p: np.concatenate([np.asarray(x) for x in p]), *parts)
+    size = max(1, min(chunk, total))
+
+    def piece(i: int) -> dict:  # every piece has ``size`` draws (one compilation): the last is padded with its own last draw
+        rows = np.minimum(np.arange(i, i + size), total - 1)
+        return jax.tree_util.tree_map(lambda a: np.asarray(a)[: min(size, total - i)], fn(jax.tree_util.tree_map(lambda a: a[rows], flat)))
+
+    parts = [piece(i) for i in range(0, total, size)]
+    joined = jax.tree_util.tree_map(lambda *p: np.concatenate(p), *parts)
     return jax.tree_util.tree_map(lambda a: a.reshape(lead + a.shape[1:]), joined)
 
 

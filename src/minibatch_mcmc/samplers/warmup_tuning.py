@@ -41,14 +41,14 @@ def laplace_starts(centre: PyTree, covariance: np.ndarray, modes: tuple, num_cha
     """``num_chains`` starts drawn from the Laplace approximation widened by ``spread``, batched; with several
     ``modes`` (``LocalMode``), chain ``c`` starts around mode ``c mod M`` (its own Laplace approximation)."""
     flat, unravel = ravel_pytree(centre)
-    z = np.asarray(jax.random.normal(key, (num_chains, flat.size)), np.float64)
+    z = np.asarray(jax.jit(jax.random.normal, static_argnums=1)(key, (num_chains, flat.size)), np.float64)  # compiled: same bits
     if len(modes) <= 1:
         draws = np.asarray(flat, np.float64) + spread * z @ np.linalg.cholesky(covariance).T
     else:
         chosen = [modes[c % len(modes)] for c in range(num_chains)]
         draws = np.stack([np.asarray(ravel_pytree(m.theta)[0], np.float64) + spread * np.linalg.cholesky(m.covariance) @ zc
                           for m, zc in zip(chosen, z)])
-    return jax.vmap(unravel)(jnp.asarray(draws, flat.dtype))
+    return jax.jit(jax.vmap(unravel))(jnp.asarray(draws, flat.dtype))
 
 
 def tune(model, source, test, estimator, make, start, key, target, kind, num_windows, window_size, temperature):
