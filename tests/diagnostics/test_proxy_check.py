@@ -17,7 +17,7 @@ from helpers_glm import glm_data, glm_quadrature
 
 from minibatch_mcmc.control_variates import taylor_proxy
 from minibatch_mcmc.control_variates.stratified import stratify
-from minibatch_mcmc.diagnostics.proxy_check import WEIGHTS_MATTER, ProxyCheck, check_proxy, pareto_threshold
+from minibatch_mcmc.diagnostics.proxy_check import WEIGHTS_MATTER, ProxyCheck, check_proxy, pareto_threshold, warn_check
 from minibatch_mcmc.models import logistic_regression
 
 
@@ -88,6 +88,9 @@ def test_normality_check_flags_rows_left_to_the_minibatch(cauchy):
     assert re.search(r"mean acceptance-probability error of 0\.\d+ > 0\.02 per step.*Enable the exact stratum", message), message
     assert not out.normal_ok and out.batch_size == 50 and out.acceptance_error > 0.1, out
     assert out.excess_kurtosis > 4 and out.sd_ratio > 1e3, out
+    with pytest.warns(UserWarning, match="the minibatches saw the residuals") as caught:  # rows seen: no stratum advice
+        warn_check(out._replace(sd_ratio=1.03, k_hat=0.0))
+    assert "exact stratum" not in str(caught[0].message)
 
 
 def test_normality_check_quiet_with_the_stratum(cauchy):
