@@ -122,20 +122,50 @@ def read_minibatch(
     return grow(key, round_keys, stats, m, lambda raw: scale * raw, enough, (), init_sums(dtype), normalise=True, higher=True)[0]
 
 
-def minibatch_outcome(accepted: jax.Array, mom: StreamingSums, st: MinibatchStats, delta_star: jax.Array, prior_ok: jax.Array,
-                      bad: jax.Array, scale: jax.Array) -> TestOutcome:
-    """The record of a decision on MHminibatch's minibatch (MHminibatch, its skew variant, the penalty test): rows read,
-    ``s2``, the CLT bound, the estimate (``-inf`` outside the prior's support) and the residuals' s.d. (un-tempered)."""
-    zero = jnp.zeros((), st.s2.dtype)
+class MinibatchRead(NamedTuple):
+    """What a test on MHminibatch's minibatch (MHminibatch, its skew variant, the penalty test) decides from."""
+
+    uniforms: jax.Array
+    """The four uniforms of the decision (in the decision dtype)."""
+    mom: StreamingSums
+    """The sums of the rows read."""
+    st: MinibatchStats
+    """Their mean, ``s2`` and CLT bound."""
+    delta_star: jax.Array
+    """The estimate of ``Delta``: the minibatch mean plus the data-free terms."""
+    prior_ok: jax.Array
+    """Whether the candidate is inside the prior's support."""
+    bad: jax.Array
+    """A non-finite term or prior difference."""
+    scale: jax.Array
+    """``lambda_scale`` of the statistics."""
+
+
+def read_estimate(key: jax.Array, stats: Statistics, batch_size: int, sigma: float, delta: float | None) -> MinibatchRead:
+    """The minibatch ``read_minibatch`` reads for ``key`` (grown while ``s2 >= sigma^2``), its estimate and the uniforms."""
+    _, uniform_bits = random_inputs(key)
+    scale = lambda_scale(stats)
+    mom = read_minibatch(key, stats, batch_size, sigma, delta, scale)
+    st = minibatch_stats(mom, stats.n_data)
+    return MinibatchRead(uniforms=uniform_from_bits(uniform_bits, decision_dtype(stats)), mom=mom, st=st,
+                         delta_star=st.mean + data_free_delta(stats), prior_ok=stats.psi > -jnp.inf,
+                         bad=mom.bad | jnp.isnan(stats.psi), scale=scale)
+
+
+def minibatch_outcome(accepted: jax.Array, read: MinibatchRead) -> TestOutcome:
+    """The record of a decision on MHminibatch's minibatch: ``accepted`` where the prior allows and nothing is non-finite,
+    rows read, ``s2``, the CLT bound, the estimate (``-inf`` outside the prior's support) and the residuals' s.d.
+    (un-tempered)."""
+    zero = jnp.zeros((), read.st.s2.dtype)
     return TestOutcome(
-        accepted=accepted,
-        batch_size=mom.count,
-        s2=st.s2,
-        epsilon=st.epsilon,
-        delta_star=jnp.where(prior_ok, delta_star, -jnp.inf),
-        nonfinite=bad,
+        accepted=accepted & read.prior_ok & ~read.bad,
+        batch_size=read.mom.count,
+        s2=read.st.s2,
+        epsilon=read.st.epsilon,
+        delta_star=jnp.where(read.prior_ok, read.delta_star, -jnp.inf),
+        nonfinite=read.bad,
         hidden_data=jnp.zeros((), jnp.int32),
-        residual_sd=jnp.sqrt(mean_and_variance(mom)[1]) / scale,
+        residual_sd=jnp.sqrt(mean_and_variance(read.mom)[1]) / read.scale,
         pvalue_threshold=zero,
         half_width=zero,
     )
@@ -169,26 +199,13 @@ class MHMinibatch(NamedTuple):
 
     def decide(self, key: jax.Array, stats: Statistics) -> TestOutcome:
         """Grow the minibatch until ``s2 < sigma^2`` (and ``epsilon <= delta``), then run the corrected Barker test."""
-        n = stats.n_data
-        _, uniform_bits = random_inputs(key)
-        dtype = decision_dtype(stats)
-        scale = lambda_scale(stats)
-        sigma_sq = self.sigma**2
-        prior_ok = stats.psi > -jnp.inf
-        mom = read_minibatch(key, stats, self.batch_size, self.sigma, self.delta, scale)
-        st = minibatch_stats(mom, n)
-        delta_star = st.mean + data_free_delta(stats)
-        bad = mom.bad | jnp.isnan(stats.psi)
-
-        u = uniform_from_bits(uniform_bits, dtype)
-        x_nc = jnp.sqrt(2.0) * jax.scipy.special.erfinv(2.0 * u[0] - 1.0) * jnp.sqrt(jnp.maximum(sigma_sq - st.s2, 0.0))
-        x_corr = correction_from_uniforms(u[1], u[2], self.correction).astype(dtype)
+        read = read_estimate(key, stats, self.batch_size, self.sigma, self.delta)
+        u, delta_star = read.uniforms, read.delta_star
+        x_nc = jnp.sqrt(2.0) * jax.scipy.special.erfinv(2.0 * u[0] - 1.0) * jnp.sqrt(jnp.maximum(self.sigma**2 - read.st.s2, 0.0))
+        x_corr = correction_from_uniforms(u[1], u[2], self.correction).astype(u.dtype)
         x_log = jnp.log(u[3]) - jnp.log1p(-u[3])
-        exhausted = mom.count >= n
-        accept_approx = delta_star + x_nc + x_corr > 0
-        accept_exact = delta_star + x_log > 0
-        accepted = jnp.where(exhausted, accept_exact, accept_approx) & prior_ok & ~bad
-        return minibatch_outcome(accepted, mom, st, delta_star, prior_ok, bad, scale)
+        exhausted = read.mom.count >= stats.n_data
+        return minibatch_outcome(jnp.where(exhausted, delta_star + x_log > 0, delta_star + x_nc + x_corr > 0), read)
 
 
 def mh_minibatch(batch_size: int = 50, sigma: float = 1.0, delta: float | None = None) -> MHMinibatch:

@@ -31,25 +31,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from minibatch_mcmc.acceptance.base import (
-    Statistics,
-    TestOutcome,
-    check_batch_fits,
-    data_free_delta,
-    population_fraction_left,
-    uniform_from_bits,
-    untempered,
-)
+from minibatch_mcmc.acceptance.base import Statistics, TestOutcome, check_batch_fits, population_fraction_left, untempered
 from minibatch_mcmc.acceptance.correction import SkewCorrectionTable, check_sigma, load_skew_correction
-from minibatch_mcmc.acceptance.mhminibatch import (
-    first_chunk_indices,
-    lambda_scale,
-    minibatch_outcome,
-    minibatch_stats,
-    random_inputs,
-    read_minibatch,
-)
-from minibatch_mcmc.acceptance.streaming import StreamingSums, decision_dtype
+from minibatch_mcmc.acceptance.mhminibatch import first_chunk_indices, minibatch_outcome, read_estimate
+from minibatch_mcmc.acceptance.streaming import StreamingSums
 from minibatch_mcmc.checks import check_int, check_probability
 
 
@@ -137,25 +122,16 @@ class MHMinibatchSkew(NamedTuple):
 
     def decide(self, key: jax.Array, stats: Statistics) -> TestOutcome:
         """Grow the minibatch as MHminibatch does, then run the Barker test with ``X_corr ~ C_{sigma,kappa}``."""
-        n, sigma_sq = stats.n_data, self.sigma**2
-        _, uniform_bits = random_inputs(key)
-        dtype = decision_dtype(stats)
-        prior_ok = stats.psi > -jnp.inf
-        scale = lambda_scale(stats)
-        mom = read_minibatch(key, stats, self.batch_size, self.sigma, self.delta, scale)
-        st = minibatch_stats(mom, n)
-        kappa = jnp.clip(skew_kappa(mom, n, st.s2), -self.correction.kappa_max, self.correction.kappa_max)
-        delta_star = st.mean + data_free_delta(stats)
-        bad = mom.bad | jnp.isnan(stats.psi)
-
-        u = uniform_from_bits(uniform_bits, dtype)
-        x_nc = jnp.sqrt(2.0) * jax.scipy.special.erfinv(2.0 * u[0] - 1.0) * jnp.sqrt(jnp.maximum(sigma_sq - st.s2, 0.0))
+        n = stats.n_data
+        read = read_estimate(key, stats, self.batch_size, self.sigma, self.delta)
+        u, delta_star = read.uniforms, read.delta_star
+        kappa = jnp.clip(skew_kappa(read.mom, n, read.st.s2), -self.correction.kappa_max, self.correction.kappa_max)
+        x_nc = jnp.sqrt(2.0) * jax.scipy.special.erfinv(2.0 * u[0] - 1.0) * jnp.sqrt(jnp.maximum(self.sigma**2 - read.st.s2, 0.0))
         # u[3] picks the row when the minibatch is not exhausted, else gives the logistic draw: never both
-        x_corr = skew_correction_from_uniforms(kappa, u[1], u[2], u[3], self.correction).astype(dtype)
+        x_corr = skew_correction_from_uniforms(kappa, u[1], u[2], u[3], self.correction).astype(u.dtype)
         x_log = jnp.log(u[3]) - jnp.log1p(-u[3])
-        exhausted = mom.count >= n
-        accepted = jnp.where(exhausted, delta_star + x_log > 0, delta_star + x_nc + x_corr > 0) & prior_ok & ~bad
-        return minibatch_outcome(accepted, mom, st, delta_star, prior_ok, bad, scale)
+        exhausted = read.mom.count >= n
+        return minibatch_outcome(jnp.where(exhausted, delta_star + x_log > 0, delta_star + x_nc + x_corr > 0), read)
 
 
 def mh_minibatch_skew(batch_size: int = 50, sigma: float = 1.0, delta: float | None = None) -> MHMinibatchSkew:

@@ -21,23 +21,8 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from minibatch_mcmc.acceptance.base import (
-    Statistics,
-    TestOutcome,
-    check_batch_fits,
-    data_free_delta,
-    uniform_from_bits,
-    untempered,
-)
-from minibatch_mcmc.acceptance.mhminibatch import (
-    first_chunk_indices,
-    lambda_scale,
-    minibatch_outcome,
-    minibatch_stats,
-    random_inputs,
-    read_minibatch,
-)
-from minibatch_mcmc.acceptance.streaming import decision_dtype
+from minibatch_mcmc.acceptance.base import Statistics, TestOutcome, check_batch_fits, untempered
+from minibatch_mcmc.acceptance.mhminibatch import first_chunk_indices, minibatch_outcome, read_estimate
 from minibatch_mcmc.checks import check_int, check_real
 
 SIGMA_MAX = 1.0
@@ -76,17 +61,8 @@ class PenaltyTest(NamedTuple):
 
     def decide(self, key: jax.Array, stats: Statistics) -> TestOutcome:
         """Grow the minibatch until ``s2 < sigma_max^2``, then accept iff ``log u < delta_star - u_B(s2)``."""
-        _, uniform_bits = random_inputs(key)
-        dtype = decision_dtype(stats)
-        scale = lambda_scale(stats)
-        prior_ok = stats.psi > -jnp.inf
-        mom = read_minibatch(key, stats, self.batch_size, self.sigma_max, None, scale)
-        st = minibatch_stats(mom, stats.n_data)
-        delta_star = st.mean + data_free_delta(stats)
-        bad = mom.bad | jnp.isnan(stats.psi)
-        u = uniform_from_bits(uniform_bits, dtype)[0]
-        accepted = (jnp.log(u) < delta_star - penalty(st.s2, mom.count)) & prior_ok & ~bad
-        return minibatch_outcome(accepted, mom, st, delta_star, prior_ok, bad, scale)
+        read = read_estimate(key, stats, self.batch_size, self.sigma_max, None)
+        return minibatch_outcome(jnp.log(read.uniforms[0]) < read.delta_star - penalty(read.st.s2, read.mom.count), read)
 
 
 def penalty_test(batch_size: int = 50, sigma_max: float = SIGMA_MAX) -> PenaltyTest:
