@@ -14,6 +14,7 @@ that. Rows past ``max_rows`` are left to the minibatch, with a warning naming th
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 import warnings
@@ -242,9 +243,14 @@ def influential_rows(
 
 def probe_plan(factor: np.ndarray, key: jax.Array | None, n: int, chunk: int) -> tuple[np.ndarray, np.ndarray]:
     """The probe steps ``L u`` and the sorted indices of the ``min(chunk, n)`` rows drawn for the bulk level."""
-    k_bulk = jax.random.split(jax.random.key(0) if key is None else key)[1]
-    bulk_idx = np.sort(np.asarray(jax.random.choice(k_bulk, n, (min(chunk, n),), replace=False)))
+    bulk_idx = np.asarray(bulk_draw(jax.random.key(0) if key is None else key, n, min(chunk, n)))
     return probe_steps(factor, key), bulk_idx
+
+
+@functools.partial(jax.jit, static_argnums=(1, 2))
+def bulk_draw(key: jax.Array, n: int, size: int) -> jax.Array:
+    """``size`` of the ``n`` rows drawn without replacement from the second half of ``key``, sorted (one compilation)."""
+    return jnp.sort(jax.random.choice(jax.random.split(key)[1], n, (size,), replace=False))
 
 
 def probe_steps(factor: np.ndarray, key: jax.Array | None) -> np.ndarray:

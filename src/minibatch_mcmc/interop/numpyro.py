@@ -33,6 +33,7 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 
 from minibatch_mcmc.interop.numpyro_sites import Layout, import_numpyro, read_layout, row_frame
+from minibatch_mcmc.interop.numpyro_start import start_and_checks
 from minibatch_mcmc.models.base import Model
 from minibatch_mcmc.samplers.loo import SubsampledLoo, loo_subsample
 from minibatch_mcmc.samplers.pointwise import log_likelihood_data
@@ -175,12 +176,10 @@ def build_postprocess(constrain: Callable[[PyTree], dict], init: dict) -> Callab
     return postprocess
 
 
-def steady_deterministic(constrain_on: Callable, data: dict, init: dict, layout: Layout) -> tuple[str, ...]:
-    """The deterministic sites that do not change with the data row they are computed on; a warning names the others."""
-    if not layout.deterministic:
-        return ()
-    last = jax.tree_util.tree_map(lambda a: a[-1:], data)
-    first, other = jax.jit(lambda a, b: (constrain_on(a)(init), constrain_on(b)(init)))(first_rows(data, 1), last)
+def steady_deterministic(values: tuple[dict, dict], layout: Layout) -> tuple[str, ...]:
+    """The deterministic sites that do not change with the data row they are computed on (``values``: on the first and
+    last row); a warning names the others."""
+    first, other = values
     moved = [k for k in layout.deterministic if not np.allclose(first[k], other[k], rtol=1e-5, atol=1e-6)]
     if moved:
         warnings.warn(
@@ -192,18 +191,10 @@ def steady_deterministic(constrain_on: Callable, data: dict, init: dict, layout:
     return tuple(k for k in layout.deterministic if k not in moved)
 
 
-def check_prior_is_data_free(numpyro, model_for: Callable, layout: Layout, data: dict, init: dict) -> None:
-    """Raise a ``ValueError`` naming the sites outside the plate whose log-density changes with the data row."""
-    infer = numpyro.infer.util
-    hide = list(layout.observed)
-
-    def site_sums(rows: dict) -> dict:
-        prior = numpyro.handlers.block(model_for(rows), hide=hide)
-        _, trace = infer.log_density(prior, (), {}, infer.constrain_fn(prior, (), {}, init))
-        return {k: jnp.sum(s["fn"].log_prob(s["value"])) for k, s in trace.items() if s["type"] == "sample"}
-
-    last = jax.tree_util.tree_map(lambda a: a[-1:], data)
-    first, other = jax.jit(lambda a, b: (site_sums(a), site_sums(b)))(first_rows(data, 1), last)
+def check_prior_is_data_free(values: tuple[dict, dict], layout: Layout) -> None:
+    """Raise a ``ValueError`` naming the sites outside the plate whose log-density changes with the data row (``values``:
+    each site's log-density on the first and last row)."""
+    first, other = values
     moved = sorted(k for k in first if not np.isclose(first[k], other.get(k, np.nan), rtol=1e-5, atol=1e-6))
     if moved:
         raise ValueError(
@@ -213,14 +204,11 @@ def check_prior_is_data_free(numpyro, model_for: Callable, layout: Layout, data:
         )
 
 
-def check_likelihood(site_log_lik: Callable, data: dict, init: dict, layout: Layout) -> None:
-    """Evaluate the likelihood on two rows; raise a ``ValueError`` naming the sites and arguments if it fails."""
+def check_likelihood(values: dict, error: str, layout: Layout) -> None:
+    """Raise a ``ValueError`` naming the sites and arguments if the likelihood on two rows failed (``error``) or has
+    another shape (``values``)."""
     b = min(2, layout.n)
-    try:
-        values = jax.jit(site_log_lik)(init, first_rows(data, b))
-        bad = {k: tuple(v.shape) for k, v in values.items() if v.shape != (b,)}
-    except Exception as err:  # noqa: BLE001 - any failure here means the rows did not reach the sites
-        bad = {"error": f"{type(err).__name__}: {err}"}
+    bad = {"error": error} if error else {k: tuple(v.shape) for k, v in values.items() if v.shape != (b,)}
     if bad:
         raise ValueError(
             f"the observed sites {list(layout.observed)} could not be read on {b} rows of the data arguments "
@@ -241,25 +229,6 @@ def inspect_trace(numpyro, model_fn: Callable, args: tuple, kwargs: dict) -> dic
 
     jax.eval_shape(run)
     return held["trace"]
-
-
-def initial_point(numpyro, model_for: Callable, data: dict, trace: dict, latent: tuple[str, ...]) -> tuple[dict, bool]:
-    """NumPyro's ``init_to_median`` start on the full data, unconstrained, and whether its log density is finite (the rows
-    are an argument of the compiled search, not constants captured in it: compiling stays cheap at any N)."""
-    from numpyro.infer.initialization import init_to_median
-    from numpyro.infer.util import find_valid_initial_params
-
-    biject_to = numpyro.distributions.transforms.biject_to
-    shapes = {k: biject_to(trace[k]["fn"].support).inverse_shape(jnp.shape(trace[k]["value"])) for k in latent}
-    prototype = {k: jnp.zeros(shape, jnp.result_type(float)) for k, shape in shapes.items()}
-
-    def find(key, rows):
-        (params, _, _), valid = find_valid_initial_params(key, model_for(rows), init_strategy=init_to_median,
-                                                          prototype_params=prototype)
-        return {name: params[name] for name in latent}, valid
-
-    init, valid = jax.jit(find)(jax.random.PRNGKey(0), data)
-    return init, bool(valid)
 
 
 def no_start_error(site_log_lik: Callable, data: dict, init: dict, layout: Layout, chunk: int = 65536) -> ValueError:
@@ -313,9 +282,14 @@ def from_numpyro(model_fn: Callable, *args: Any, **kwargs: Any) -> NumPyroModel:
     layout = read_layout(trace, bound)
     data = {name: bound.arguments[name] for name in layout.data_names}
     model_for = on_rows(numpyro, model_fn, signature, args, kwargs, layout)
-    init, valid = initial_point(numpyro, model_for, data, trace, layout.latent)
-    _, unravel = ravel_pytree(init)
     hide = list(layout.observed)
+
+    def constrain_on(rows: dict, unravel: Callable | None = None) -> Callable:
+        return build_constrain(numpyro, numpyro.handlers.block(model_for(rows), hide=hide), layout.deterministic, unravel)
+
+    start = start_and_checks(numpyro, model_for, build_likelihood(numpyro, model_for, layout, None), constrain_on, layout, trace, data)
+    init = start.init
+    _, unravel = ravel_pytree(init)
     prior_model = numpyro.handlers.block(model_for(first_rows(data, 1)), hide=hide)
     potential_energy = numpyro.infer.util.potential_energy
 
@@ -323,19 +297,15 @@ def from_numpyro(model_fn: Callable, *args: Any, **kwargs: Any) -> NumPyroModel:
         return -potential_energy(prior_model, (), {}, as_dict(theta, unravel))
 
     site_log_lik = build_likelihood(numpyro, model_for, layout, unravel)
-    if not valid:
+    if not start.valid:
         raise no_start_error(site_log_lik, data, init, layout)
 
     def log_lik(theta: PyTree, batch: dict) -> jax.Array:
         return sum(site_log_lik(theta, batch).values())
 
-    check_prior_is_data_free(numpyro, model_for, layout, data, init)
-    check_likelihood(site_log_lik, data, init, layout)
-
-    def constrain_on(rows: dict) -> Callable:
-        return build_constrain(numpyro, numpyro.handlers.block(model_for(rows), hide=hide), layout.deterministic, unravel)
-
-    layout = layout._replace(deterministic=steady_deterministic(constrain_on, data, init, layout))
+    check_prior_is_data_free(start.prior, layout)
+    check_likelihood(start.likelihood, start.error, layout)
+    layout = layout._replace(deterministic=steady_deterministic(start.deterministic, layout))
     constrain = build_constrain(numpyro, prior_model, layout.latent + layout.deterministic, unravel)
     name = f"numpyro:{getattr(model_fn, '__name__', type(model_fn).__name__)}"
     return NumPyroModel(

@@ -30,7 +30,7 @@ from minibatch_mcmc.data.arrays import DataSource, slice_rows, take
 from minibatch_mcmc.data.passes import DEFAULT_CHUNK
 from minibatch_mcmc.models.base import Model
 from minibatch_mcmc.optim.mode import ARMIJO, MAX_HALVINGS, ModeResult, newton_direction, start_point
-from minibatch_mcmc.optim.multistart import adam_ends, dispersed_points
+from minibatch_mcmc.optim.multistart import adam_ends
 from minibatch_mcmc.optim.no_mode import newton_decrement
 
 PyTree = Any
@@ -80,7 +80,11 @@ class PassOut(NamedTuple):
 
 
 def chunk_pass(model: Model, unravel: Callable, order: int) -> Callable:
-    """Jitted ``(rows, weight, c, points) -> (sums of l_i, its gradient and Hessian at c, residuals at points)``."""
+    """Jitted ``(rows, weight, c, points) -> (sums of l_i, its gradient and Hessian at c, residuals at points, the log
+    prior with its gradient and Hessian at c)``: the prior, read from one chunk per pass, costs no compilation of its own."""
+
+    def log_prior(x: jax.Array) -> jax.Array:
+        return jnp.asarray(model.log_prior(unravel(x)), x.dtype)
 
     def part(rows: PyTree, weight: jax.Array, c: jax.Array, points: jax.Array):
         def chunk_sum(x: jax.Array) -> jax.Array:
@@ -89,24 +93,27 @@ def chunk_pass(model: Model, unravel: Callable, order: int) -> Callable:
         value, grad = jax.value_and_grad(chunk_sum)(c)
         sums = {"value": value, "grad": grad, "hess": jax.hessian(chunk_sum)(c)}
         proxy = TaylorProxy(unravel(c), order, grad, None, 0.0, 0, 0)  # only the centre and order are used
-        return sums, probe_residuals(model, proxy, points, rows)
+        prior = (log_prior(c), jax.grad(log_prior)(c), jax.hessian(log_prior)(c))
+        return sums, probe_residuals(model, proxy, points, rows), prior
 
     return jax.jit(part)
 
 
 def stream(part: Callable, arrays: PyTree, n: int, chunk: int, c: jax.Array, points: jax.Array, bulk: np.ndarray | None,
            keep: int, temperature: float) -> tuple[dict, tuple | None]:
-    """Float64 sums over all rows, and (with a ``bulk`` level) the largest deviations of the rows' residuals."""
-    sums, top, done = None, (np.zeros(0), np.zeros(0, np.int64)), 0
+    """Float64 sums over all rows (and the log prior's parts at ``c``, key ``"prior"``), and (with a ``bulk`` level) the largest
+    deviations of the rows' residuals."""
+    sums, top, done, prior = None, (np.zeros(0), np.zeros(0, np.int64)), 0, None
     while done < n:
         start = min(done, n - chunk)
         weight = jnp.asarray(np.arange(start, start + chunk) >= done, jnp.float32)
-        piece, resid = part(slice_rows(arrays, start, chunk), weight, c, points)
+        piece, resid, prior = part(slice_rows(arrays, start, chunk), weight, c, points)
         piece = {k: np.asarray(v, np.float64) for k, v in jax.device_get(piece).items()}
         sums = piece if sums is None else {k: sums[k] + piece[k] for k in sums}
         if bulk is not None:
             top = add_deviations(top, np.asarray(resid, np.float64)[:, done - start:], bulk, done, keep, temperature)
         done = start + chunk
+    sums["prior"] = tuple(np.asarray(a, np.float64) for a in prior)
     return sums, (sorted_top(top, keep) if bulk is not None else None)
 
 
@@ -118,20 +125,17 @@ def lean_mode(model: Model, source: DataSource, theta0: PyTree, *, key: jax.Arra
     n, arrays, d = source.n, source.arrays(), int(flat0.size)
     k_starts, k_adam = jax.random.split(key)
     b = int(min(n, MAX_BATCH, max(MIN_BATCH, ADAM_ROWS * n // ADAM_STEPS)))
-    points = np.concatenate([np.asarray(flat0, np.float64)[None], dispersed_points(k_starts, np.zeros(d), num_starts)])
-    ends, ok = adam_ends(model, arrays, n, jnp.asarray(points, flat0.dtype), unravel, k_adam, temperature, ADAM_STEPS, b, learning_rate,
-                         shared=True)
+    ends, ok = adam_ends(model, arrays, n, np.asarray(flat0)[None], unravel, k_adam, temperature, ADAM_STEPS, b, learning_rate,
+                         shared=True, dispersed=(k_starts, num_starts))
     if not ok[0]:
         raise ValueError("the mode search (Adam phase): non-finite minibatch log posterior or gradient from theta0; check theta0 "
                          "and the model's support")
-    log_prior = lambda x: jnp.asarray(model.log_prior(unravel(x)), x.dtype)  # noqa: E731 - the prior of the flat parameter
-    prior_parts = jax.jit(lambda x: (log_prior(x), jax.grad(log_prior)(x), jax.hessian(log_prior)(x)))
     chunk = min(DEFAULT_CHUNK, n)
     part = chunk_pass(model, unravel, order)
     keep = kept_rows(n)
     steps_dirs, bulk_idx = probe_plan(np.eye(d), probe_key, n, min(BULK_ROWS, chunk))
     bulk_rows = take(arrays, jnp.asarray(np.resize(bulk_idx, chunk), jnp.int32))  # tiled to a chunk: the pass's one compilation
-    bulk_weight = jnp.ones(chunk, jnp.float32)
+    bulk_weight = np.ones(chunk, np.float32)
 
     def pass_at(flat: jax.Array, factor: np.ndarray | None) -> tuple[PassOut, np.ndarray | None]:
         """One streamed pass at ``flat`` (with the influence probes when a Laplace factor is given)."""
@@ -141,7 +145,7 @@ def lean_mode(model: Model, source: DataSource, theta0: PyTree, *, key: jax.Arra
         if factor is not None:
             bulk = np.median(np.asarray(part(bulk_rows, bulk_weight, flat, pts)[1], np.float64), axis=1, keepdims=True)
         sums, top = stream(part, arrays, n, chunk, flat, pts, bulk, keep, temperature)
-        p0, g0, h0 = (np.asarray(a, np.float64) for a in prior_parts(flat))
+        p0, g0, h0 = sums.pop("prior")
         out = PassOut(float(p0) + sums["value"] / temperature, g0 + sums["grad"] / temperature, h0 + sums["hess"] / temperature, sums, top)
         return out, steps
 

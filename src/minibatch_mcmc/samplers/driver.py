@@ -64,25 +64,24 @@ def _check_initial(model: Model, data: PyTree, n: int, positions: PyTree, num_ch
             model.check_shapes(jax.tree_util.tree_map(lambda a: a[0], positions), probe)
         except ValueError as err:
             raise ValueError(f"{err} (data: {checkpoint.describe_data(data)})") from None
-    lp = np.asarray(jax.jit(jax.vmap(model.log_prior))(positions))  # compiled once: op by op, a NumPyro model took seconds
+    traced = []
+
+    def densities(position: PyTree, rows: PyTree) -> tuple[jax.Array, jax.Array]:
+        prior = model.log_prior(position)
+        traced.append(True)  # the errors below are the likelihood's
+        return prior, model.log_lik(position, rows)
+
+    try:  # prior and likelihood in one compiled function: op by op, a NumPyro model took seconds
+        lp, ll = (np.asarray(a) for a in jax.jit(jax.vmap(densities, in_axes=(0, None)))(positions, probe))
+    except (KeyError, TypeError, ValueError) as err:
+        if not traced:  # the prior's own error
+            raise
+        raise _likelihood_error(err, data, probe, positions) from None
     if lp.shape != (num_chains,):
         raise ValueError(f"model.log_prior must return a scalar; got shape {lp.shape[1:]}")
     for c in range(num_chains):
         if not np.isfinite(lp[c]):
             raise ValueError(f"initial position of chain {c} has log prior {lp[c]}; start inside the prior's support")
-    try:
-        ll = np.asarray(jax.jit(jax.vmap(model.log_lik, in_axes=(0, None)))(positions, probe))
-    except KeyError as err:
-        keys = sorted(probe) if isinstance(probe, dict) else type(probe).__name__
-        where = checkpoint.describe_data(data)
-        raise ValueError(f"model.log_lik reads data column {err} but the data ({where}) have columns {keys}") from None
-    except (TypeError, ValueError) as err:
-        shapes = jax.tree_util.tree_map(lambda a: tuple(np.shape(a)), probe)
-        pshapes = jax.tree_util.tree_map(lambda a: tuple(np.shape(a)[1:]), positions)
-        raise ValueError(
-            f"model.log_lik failed on a batch with data shapes {shapes} and a position with shapes {pshapes}; "
-            f"check that the data and the parameter match the model: {err}"
-        ) from None
     if ll.shape != (num_chains, min(n, 4096)):
         raise ValueError(
             f"model.log_lik must return one value per datum, shape (b,); got {ll.shape[1:]} for a batch of {min(n, 4096)}"
@@ -91,6 +90,17 @@ def _check_initial(model: Model, data: PyTree, n: int, positions: PyTree, num_ch
     if bad.size:
         c, i = bad[0]
         raise ValueError(f"log-likelihood of datum {i} is {ll[c, i]} at the initial position of chain {c}")
+
+
+def _likelihood_error(err: Exception, data: PyTree, probe: PyTree, positions: PyTree) -> ValueError:
+    """The error for ``model.log_lik`` failing at the start: the data column it missed, or the shapes it got."""
+    if isinstance(err, KeyError):
+        keys = sorted(probe) if isinstance(probe, dict) else type(probe).__name__
+        return ValueError(f"model.log_lik reads data column {err} but the data ({checkpoint.describe_data(data)}) have columns {keys}")
+    shapes = jax.tree_util.tree_map(lambda a: tuple(np.shape(a)), probe)
+    pshapes = jax.tree_util.tree_map(lambda a: tuple(np.shape(a)[1:]), positions)
+    return ValueError(f"model.log_lik failed on a batch with data shapes {shapes} and a position with shapes {pshapes}; "
+                      f"check that the data and the parameter match the model: {err}")
 
 
 def make_block_runner(kernel: Kernel, num_chains: int, layout: ChainLayout | None = None):
