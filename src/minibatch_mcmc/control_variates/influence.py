@@ -206,7 +206,7 @@ def influential_rows(
     n, arrays = source.n, source.arrays()
     centre = proxy.flat_centre()[0]
     chunk = min(chunk, n)
-    steps, bulk_idx = probe_plan(factor, key, n, chunk)
+    steps, bulk_idx = probe_plan(factor, key, n, chunk) if first is None else (first.steps, None)
     bulk_rows = None
     window = math.ceil(n / batch_size)
     keep = kept_rows(n, batch_size, max_rows)
@@ -214,8 +214,9 @@ def influential_rows(
     rows, used, passes = np.zeros(0, np.int64), 0, 0
     for r in range(rounds):
         if r == 0 and first is not None:  # made by the caller's pass
-            steps, top_dev, top_idx, used = first.steps, first.top_dev, first.top_idx, first.bulk_rows
+            top_dev, top_idx, used = first.top_dev, first.top_idx, first.bulk_rows
         else:
+            bulk_idx = probe_plan(factor, key, n, chunk)[1] if bulk_idx is None else bulk_idx  # only for a round of its own
             bulk_rows = take(arrays, jnp.asarray(bulk_idx, jnp.int32)) if bulk_rows is None else bulk_rows
             resid = residuals_at(model, proxy, probe_points(centre, steps))
             bulk = np.median(np.asarray(resid(bulk_rows), np.float64), axis=1, keepdims=True)
@@ -243,14 +244,14 @@ def influential_rows(
 
 def probe_plan(factor: np.ndarray, key: jax.Array | None, n: int, chunk: int) -> tuple[np.ndarray, np.ndarray]:
     """The probe steps ``L u`` and the sorted indices of the ``min(chunk, n)`` rows drawn for the bulk level."""
-    bulk_idx = np.asarray(bulk_draw(jax.random.key(0) if key is None else key, n, min(chunk, n)))
-    return probe_steps(factor, key), bulk_idx
+    order = np.asarray(permuted_rows(jax.random.key(0) if key is None else key, n))
+    return probe_steps(factor, key), np.sort(order[: min(chunk, n)])  # jax.random.choice without replacement, bit for bit
 
 
-@functools.partial(jax.jit, static_argnums=(1, 2))
-def bulk_draw(key: jax.Array, n: int, size: int) -> jax.Array:
-    """``size`` of the ``n`` rows drawn without replacement from the second half of ``key``, sorted (one compilation)."""
-    return jnp.sort(jax.random.choice(jax.random.split(key)[1], n, (size,), replace=False))
+@functools.partial(jax.jit, static_argnums=1)
+def permuted_rows(key: jax.Array, n: int) -> jax.Array:
+    """The permutation of the ``n`` rows drawn from the second half of ``key``: one compilation per ``n``, whatever the bulk's size."""
+    return jax.random.permutation(jax.random.split(key)[1], n)
 
 
 def probe_steps(factor: np.ndarray, key: jax.Array | None) -> np.ndarray:
