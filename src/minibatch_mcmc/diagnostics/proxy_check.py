@@ -182,14 +182,13 @@ def streamed_sums(model: Model, estimator: Estimator, centre: PyTree, population
     chunk are added on the host in float64, and ``shift`` is the mean ``d_i`` over the first ``SHIFT_ROWS`` rows,
     read by the same compiled function (so the float32 power sums do not cancel)."""
     sums = jax.jit(residual_sums(model, estimator, centre))
-    at, moved = (jax.tree_util.tree_map(jnp.asarray, x) for x in (at, moved))
     chunks = same_size_chunks(n_pop, CHECK_CHUNK)
     if not chunks:  # every row is in the stratum: no residual left to the proxy
         return np.zeros((jax.tree_util.tree_leaves(at)[0].shape[0], 5)), np.zeros(0, bool)
     first = slice_rows(population, 0, chunks[0][1])
     head = min(SHIFT_ROWS, n_pop)
-    zero = jnp.zeros(jax.tree_util.tree_leaves(at)[0].shape[0], jnp.float32)
-    shift = jnp.asarray(np.asarray(sums(first, np.arange(chunks[0][1]) < head, at, moved, zero)[0])[:, 1] / head, jnp.float32)
+    zero = np.zeros(np.shape(jax.tree_util.tree_leaves(at)[0])[0], np.float32)  # host arrays in: no compiled transfer or fill
+    shift = np.asarray(np.asarray(sums(first, np.arange(chunks[0][1]) < head, at, moved, zero)[0])[:, 1] / head, np.float32)
     total, bad = 0.0, False
     for start, size, keep in chunks:
         part, flag = sums(first if start == 0 else slice_rows(population, start, size), keep, at, moved, shift)

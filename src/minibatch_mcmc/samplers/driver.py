@@ -15,7 +15,7 @@ import numpy as np
 from minibatch_mcmc.acceptance.base import AcceptanceTest
 from minibatch_mcmc.checks import check_bool, check_int
 from minibatch_mcmc.control_variates.base import Estimator
-from minibatch_mcmc.data.arrays import DataSource, as_data_source, is_host_data, take
+from minibatch_mcmc.data.arrays import DataSource, RowsExcept, as_data_source, is_host_data, take
 from minibatch_mcmc.data.host import DataChangedError, host_read_errors
 from minibatch_mcmc.models.base import Model
 from minibatch_mcmc.proposals.base import Proposal
@@ -58,7 +58,9 @@ def _temperature_schedule(temperature: float | Sequence[float] | np.ndarray, num
 
 def _check_initial(model: Model, data: PyTree, n: int, positions: PyTree, num_chains: int) -> None:
     """Fail early, with the chain and datum, if the start has a zero prior or a non-finite log-likelihood."""
-    probe = take(data, jnp.arange(min(n, 4096)))
+    m = min(n, 4096)
+    in_memory = not (is_host_data(data) or isinstance(data, RowsExcept))  # sliced inside the check: no compiled gather
+    probe = take(data, jnp.arange(m)) if model.check_shapes is not None or not in_memory else None
     if model.check_shapes is not None:  # the model's own shape check, once, on chain 0's start
         try:
             model.check_shapes(jax.tree_util.tree_map(lambda a: a[0], positions), probe)
@@ -67,24 +69,25 @@ def _check_initial(model: Model, data: PyTree, n: int, positions: PyTree, num_ch
     traced = []
 
     def densities(position: PyTree, rows: PyTree) -> tuple[jax.Array, jax.Array]:
+        rows = jax.tree_util.tree_map(lambda a: a[:m], rows) if probe is None else rows
         prior = model.log_prior(position)
         traced.append(True)  # the errors below are the likelihood's
         return prior, model.log_lik(position, rows)
 
     try:  # prior and likelihood in one compiled function: op by op, a NumPyro model took seconds
-        lp, ll = (np.asarray(a) for a in jax.jit(jax.vmap(densities, in_axes=(0, None)))(positions, probe))
+        lp, ll = (np.asarray(a) for a in jax.jit(jax.vmap(densities, in_axes=(0, None)))(positions, data if probe is None else probe))
     except (KeyError, TypeError, ValueError) as err:
         if not traced:  # the prior's own error
             raise
-        raise _likelihood_error(err, data, probe, positions) from None
+        raise _likelihood_error(err, data, take(data, jnp.arange(m)) if probe is None else probe, positions) from None
     if lp.shape != (num_chains,):
         raise ValueError(f"model.log_prior must return a scalar; got shape {lp.shape[1:]}")
     for c in range(num_chains):
         if not np.isfinite(lp[c]):
             raise ValueError(f"initial position of chain {c} has log prior {lp[c]}; start inside the prior's support")
-    if ll.shape != (num_chains, min(n, 4096)):
+    if ll.shape != (num_chains, m):
         raise ValueError(
-            f"model.log_lik must return one value per datum, shape (b,); got {ll.shape[1:]} for a batch of {min(n, 4096)}"
+            f"model.log_lik must return one value per datum, shape (b,); got {ll.shape[1:]} for a batch of {m}"
         )
     bad = np.argwhere(~np.isfinite(ll))
     if bad.size:
