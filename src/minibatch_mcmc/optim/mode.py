@@ -83,10 +83,13 @@ def find_mode(
     newton_steps: int = 10,
     tol: float = 1e-6,
     chunk: int = DEFAULT_CHUNK,
+    passes: tuple[Callable, Callable] | None = None,
 ) -> ModeResult:
     """Mode of the tempered log posterior: minibatch Adam, then streamed full-data Newton (L-BFGS above ``MAX_DENSE_DIM``).
 
     ``batch_size`` is capped at ``N``; ``newton_steps`` bounds the full-data iterations of either phase-2 method.
+    ``passes``: the caller's ``full_pass_fns(model, unravel, temperature, N, chunk, with_hessian=True)`` for this model and
+    parameter shape, whose compiled passes Newton reuses instead of compiling its own.
     """
     temperature = check_positive(temperature, "temperature")
     adam_steps = check_int(adam_steps, "adam_steps", 0)
@@ -104,7 +107,8 @@ def find_mode(
     flat, adam_used = run_adam(model, arrays, n, flat0, unravel, key, temperature, adam_steps, min(batch_size, n), learning_rate)
     threshold = tol * (1 + n)
     if flat0.size <= MAX_DENSE_DIM:
-        flat, last, steps, passes = run_newton(model, arrays, n, flat, unravel, temperature, newton_steps, threshold, chunk)
+        fns = full_pass_fns(model, unravel, temperature, n, chunk, with_hessian=True) if passes is None else passes
+        flat, last, steps, passes = run_newton(arrays, flat, fns, newton_steps, threshold)
     else:
         flat, last, steps, passes = run_lbfgs(model, arrays, n, flat, unravel, temperature, newton_steps, threshold, chunk)
     grad_norm = float(np.linalg.norm(last.grad))
@@ -262,18 +266,11 @@ def backtrack(
 
 
 def run_newton(
-    model: Model,
-    arrays: PyTree,
-    n: int,
-    flat: jax.Array,
-    unravel: Callable[[jax.Array], PyTree],
-    temperature: float,
-    max_steps: int,
-    threshold: float,
-    chunk: int,
+    arrays: PyTree, flat: jax.Array, fns: tuple[Callable, Callable], max_steps: int, threshold: float
 ) -> tuple[jax.Array, FullPass, int, int]:
-    """Phase 2 (dense): line-searched Newton steps on streamed sums; the end point, its pass, steps and passes."""
-    value_fn, derivatives = full_pass_fns(model, unravel, temperature, n, chunk, with_hessian=True)
+    """Phase 2 (dense): line-searched Newton steps on streamed sums (``fns``: ``full_pass_fns(..., with_hessian=True)``);
+    the end point, its pass, steps and passes."""
+    value_fn, derivatives = fns
     current = checked_pass(derivatives, flat, arrays, "Newton", "at the Newton start point")
     steps, passes = 0, 1
     while steps < max_steps and np.linalg.norm(current.grad) > threshold:

@@ -164,7 +164,8 @@ def modes_from_ends(model: Model, source: DataSource, first: LocalMode, ends: np
     start stopped from ``first``, the minibatch error every end carries)."""
     flat0, unravel = ravel_pytree(first.theta)
     modes = [first]
-    derivatives = full_pass_fns(model, unravel, temperature, source.n, DEFAULT_CHUNK, with_hessian=True)[1]
+    passes = full_pass_fns(model, unravel, temperature, source.n, DEFAULT_CHUNK, with_hessian=True)  # compiled once for all ends
+    derivatives = passes[1]
     for end in ends:
         if not is_new(end, modes, slack):
             continue
@@ -175,7 +176,7 @@ def modes_from_ends(model: Model, source: DataSource, first: LocalMode, ends: np
             if not is_new(target, modes):  # in a known mode's basin: Adam's end was only short of it
                 continue
             polished = find_mode(model, source, unravel(jnp.asarray(target, flat0.dtype)), key=key, temperature=temperature,
-                                 adam_steps=0, newton_steps=newton_steps)
+                                 adam_steps=0, newton_steps=newton_steps, passes=passes)
         except ValueError:  # a start in a region of non-finite density: not a mode
             continue
         used += polished.data_used
