@@ -60,7 +60,7 @@ class Influence(NamedTuple):
     """Wall time of the pass."""
 
 
-def probe_directions(factor: np.ndarray, key: jax.Array) -> np.ndarray:
+def probe_directions(factor: np.ndarray, key: jax.Array | None) -> np.ndarray:
     """Flat directions ``L u`` (shape ``(directions, d)``): ``u`` the axes, or random unit vectors past ``MAX_DIRECTIONS``."""
     d = factor.shape[0]
     if d <= MAX_DIRECTIONS:
@@ -256,8 +256,10 @@ def permuted_rows(key: jax.Array, n: int) -> jax.Array:
 
 def probe_steps(factor: np.ndarray, key: jax.Array | None) -> np.ndarray:
     """``probe_plan``'s probe steps alone, without drawing its bulk rows (a permutation of all ``N``)."""
-    k_probe = jax.random.split(jax.random.key(0) if key is None else key)[0]
-    return probe_directions(np.asarray(factor, np.float64), k_probe)
+    factor = np.asarray(factor, np.float64)
+    if factor.shape[0] <= MAX_DIRECTIONS:  # the axes: no random directions, no key to split (a compiled split and slice)
+        return probe_directions(factor, None)
+    return probe_directions(factor, jax.random.split(jax.random.key(0) if key is None else key)[0])
 
 
 def kept_rows(n: int, batch_size: int = 50, max_rows: int = 1000) -> int:
