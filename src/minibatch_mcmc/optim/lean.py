@@ -123,10 +123,9 @@ def lean_mode(model: Model, source: DataSource, theta0: PyTree, *, key: jax.Arra
     start = time.perf_counter()
     flat0, unravel = start_point(theta0)
     n, arrays, d = source.n, source.arrays(), int(flat0.size)
-    k_starts, k_adam = jax.random.split(key)
     b = int(min(n, MAX_BATCH, max(MIN_BATCH, ADAM_ROWS * n // ADAM_STEPS)))
-    ends, ok = adam_ends(model, arrays, n, np.asarray(flat0)[None], unravel, k_adam, temperature, ADAM_STEPS, b, learning_rate,
-                         shared=True, dispersed=(k_starts, num_starts))
+    ends, ok = adam_ends(model, arrays, n, np.asarray(flat0)[None], unravel, key, temperature, ADAM_STEPS, b, learning_rate,
+                         shared=True, dispersed=num_starts)  # key split into the starts' and Adam's inside
     if not ok[0]:
         raise ValueError("the mode search (Adam phase): non-finite minibatch log posterior or gradient from theta0; check theta0 "
                          "and the model's support")

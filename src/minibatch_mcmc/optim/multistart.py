@@ -77,16 +77,16 @@ def dispersed_points(key: jax.Array, centre: np.ndarray, num_starts: int) -> np.
 
 def adam_ends(model: Model, arrays: PyTree, n: int, starts: jax.Array, unravel, key: jax.Array, temperature: float,
               steps: int, b: int, learning_rate: float, shared: bool = False,
-              dispersed: tuple[jax.Array, int] | None = None) -> tuple[np.ndarray, np.ndarray]:
+              dispersed: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Vmapped minibatch Adam (cosine-decayed rate) from each start: the mean of the last quarter of iterates, and finiteness.
 
     ``shared``: every start reads the same minibatch at each step (``steps * b`` rows read in all, not per start).
-    ``dispersed=(k, S)``: after ``starts``, the ``S`` points ``dispersed_points(k, 0, S)``, drawn in the same compiled
-    function as the search and its keys (one compilation, no random draw op by op)."""
+    ``dispersed=S`` (``S >= 0``): ``k_starts, k_adam = split(key)``, after ``starts`` the ``S`` points
+    ``dispersed_points(k_starts, 0, S)`` and Adam on ``k_adam``, all drawn in the compiled search (no draw op by op)."""
     log_prior, log_lik_sum = log_posterior_parts(model, unravel, temperature)
     opt = optax.adam(optax.cosine_decay_schedule(learning_rate, steps, alpha=FINAL_RATE))
     tail = max(1, int(steps * TAIL))
-    count = starts.shape[0] + (0 if dispersed is None else dispersed[1])
+    count = starts.shape[0] + (dispersed or 0)
 
     def estimate(flat, batch):
         return log_prior(flat) + (n / b) * log_lik_sum(flat, batch)
@@ -107,16 +107,16 @@ def adam_ends(model: Model, arrays: PyTree, n: int, starts: jax.Array, unravel, 
         (_, _, ok, total), _ = jax.lax.scan(one, init, (jnp.arange(steps), keys))
         return total / tail, ok
 
-    def search(starts, key, arrays, k_starts):
+    def search(starts, key, arrays):
         if dispersed is not None:  # 2u is exact in any float type: the points dispersed_points draws, cast
-            half = 2.0 * jax.random.uniform(k_starts, (dispersed[1] // 2, starts.shape[1]), minval=-1.0, maxval=1.0)
+            k_starts, key = jax.random.split(key)
+            half = 2.0 * jax.random.uniform(k_starts, (dispersed // 2, starts.shape[1]), minval=-1.0, maxval=1.0)
             starts = jnp.concatenate([starts, jnp.concatenate([half, -half]).astype(starts.dtype)])
         per_start = jax.random.split(key, count)
         keys = jax.vmap(lambda k: jax.random.split(key if shared else k, steps))(per_start)
         return jax.vmap(one_start, in_axes=(0, 0, None))(starts, keys, arrays)
 
-    k_starts = key if dispersed is None else dispersed[0]
-    ends, ok = jax.jit(search)(starts, key, arrays, k_starts)  # the rows an argument, not a constant
+    ends, ok = jax.jit(search)(starts, key, arrays)  # the rows an argument, not a constant
     return np.asarray(ends, np.float64), np.asarray(ok)
 
 
