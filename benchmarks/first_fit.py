@@ -212,7 +212,7 @@ def main() -> None:
     ap.add_argument("--name", default="first_fit", help="results table name (a second run's file needs its own)")
     add_results_option(ap)
     args = ap.parse_args()
-    machine = f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, {jax.devices()[0].device_kind}, jax {jax.__version__}, numpyro {numpyro.__version__}"
+    machine = f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, {jax.devices()[0].device_kind}, jax {jax.__version__}, numpyro {numpyro.__version__}, matmul precision {jax.config.jax_default_matmul_precision or 'default'}"
     print(f"machine: {machine}; load average at start {os.getloadavg()}")
     widths = [8, 9, 12, 8, 8, 8, 7, 10, 9, 18, 18, 1]
     print(" ".join(c.rjust(w) for c, w in zip(COLUMNS, widths)), flush=True)
