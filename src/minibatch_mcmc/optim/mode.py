@@ -274,6 +274,16 @@ def run_newton(
 ) -> tuple[jax.Array, FullPass, int, int]:
     """Phase 2 (dense): line-searched Newton steps on streamed sums; the end point, its pass, steps and passes."""
     value_fn, derivatives = full_pass_fns(model, unravel, temperature, n, chunk, with_hessian=True)
+    return newton_loop(value_fn, derivatives, arrays, flat, max_steps, threshold)
+
+
+def newton_loop(
+    value_fn: Callable, derivatives: Callable, arrays: PyTree, flat: jax.Array, max_steps: int, threshold: float,
+    stop: Callable[[jax.Array], bool] | None = None,
+) -> tuple[jax.Array, FullPass, int, int]:
+    """Line-searched Newton steps with compiled passes ``full_pass_fns`` made (so several starts share one compilation).
+
+    ``stop(flat)`` true after a step ends the loop before that step's pass (the returned pass is then the point before)."""
     current = checked_pass(derivatives, flat, arrays, "Newton", "at the Newton start point")
     steps, passes = 0, 1
     while steps < max_steps and np.linalg.norm(current.grad) > threshold:
@@ -282,6 +292,8 @@ def run_newton(
         if trial is None:
             break
         flat, steps = trial, steps + 1
+        if stop is not None and stop(flat):
+            break
         current = checked_pass(derivatives, flat, arrays, "Newton", f"after Newton step {steps}")
         passes += 1
     return flat, current, steps, passes
