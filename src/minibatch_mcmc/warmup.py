@@ -32,6 +32,7 @@ from minibatch_mcmc.control_variates.laplace_moves import GLOBAL, proposal_for, 
 from minibatch_mcmc.control_variates.proposals import cholesky_factor
 from minibatch_mcmc.data.arrays import DataSource, as_data_source
 from minibatch_mcmc.data.host import host_read_errors
+from minibatch_mcmc.diagnostics.batch_choice import choose_batch_size
 from minibatch_mcmc.diagnostics.proxy_check import ProxyCheck, check_proxy
 from minibatch_mcmc.models.base import Model
 from minibatch_mcmc.optim.centre import find_centre
@@ -92,7 +93,8 @@ class Warmup(NamedTuple):
     """The acceptance test (any scale was tuned with it)."""
     cost: dict
     """``PhaseCost`` per phase: ``mode`` (with the multi-start search), ``proxy`` (the last Newton pass),
-    ``influence`` (its bulk rows and any widened rounds), ``tuning`` and (if asked) ``choose`` and ``recentre``."""
+    ``influence`` (its bulk rows and any widened rounds), ``tuning``, ``batch`` (the default test's minibatch sized for a
+    global move, ``diagnostics.batch_choice``) and (if asked) ``choose`` and ``recentre``."""
     modes: tuple = ()
     """``LocalMode`` per distinct mode the multi-start search found, the proxy's mode first (empty if not searched)."""
     mode_kernels: tuple = ()
@@ -194,6 +196,7 @@ def warmup(
     if target_accept is not None and kind in GLOBAL + ("auto",):
         raise ValueError(f"target_accept={target_accept!r} has no effect with proposal={kind!r}, which is not tuned: leave it None")
     source = as_data_source(data)
+    sized = test is None  # the default test's minibatch is sized for a global move (below)
     test = default_test(source.n) if test is None else named_test(test)
     rule = decision_rule(test)
     tuned_kind = "random_walk" if kind == "mixture" else kind
@@ -230,6 +233,11 @@ def warmup(
         proxy, cost["recentre"] = timed_proxy(model, source, centre, order)
         estimator = estimator_for(test, model, source, proxy, chol, influence)
         make = proposal_for(kind, proxy, model, chol, temperature, rule)
+    if sized and kind in GLOBAL and test.name == DEFAULT_TEST:
+        with PhaseClock("batch", source.n, progress) as clock:
+            choice = choose_batch_size(model, source, estimator, proxy.centre, chol, test.batch_size,
+                                       jax.random.fold_in(k_tune, 2), temperature=temperature, rule=rule)
+        test, cost["batch"] = test._replace(batch_size=choice.batch_size), clock.cost(choice.data_used)
     kernels, cost["proxy"] = mode_kernels(model, source, modes[1:], order, kind, temperature, rule, float(tuned.scale), cost["proxy"])
     return Warmup(
         centre=proxy.centre,
@@ -370,14 +378,14 @@ def stored_warmup(model: Model, data: PyTree | DataSource, theta0: PyTree, key: 
         save_warmup(directory, settings, {"proxy": w.proxy, "covariance": w.covariance, "scale": w.scale,
                                           "acceptance": w.acceptance, "cost": w.cost, "modes": w.modes,
                                           "mode_proxies": [k[0] for k in w.mode_kernels], "kind": w.kind,
-                                          "estimator": w.estimator, "influence": w.influence})
+                                          "estimator": w.estimator, "influence": w.influence, "test": w.test})
     return w
 
 
 def restored(model: Model, n: int, saved: dict, options: dict) -> Warmup:
     """The ``Warmup`` from its saved parts: the proposal rebuilt from the proxy, covariance, kind and tuned scale."""
     proxy, cov, kind = saved["proxy"], saved["covariance"], saved["kind"]
-    test = default_test(n) if options["test"] is None else named_test(options["test"])
+    test = saved.get("test") or (default_test(n) if options["test"] is None else named_test(options["test"]))  # as sized
     rule = decision_rule(test)
     make = proposal_for(kind, proxy, model, cholesky_factor(cov, cov.shape[0]), options["temperature"], rule)
     kernels = tuple((p, proposal_for(kind, p, model, cholesky_factor(m.covariance, cov.shape[0]), options["temperature"], rule)(saved["scale"]))

@@ -1,0 +1,90 @@
+"""The default's minibatch at small and tall N: the check's acceptance-error bound and the rows per test of ``auto_sample``.
+
+The README's logistic regression (``make_logistic_data``, d = 10, prior N(0, 10^2)) at each ``--sizes`` N, fitted by
+``auto_sample`` at its defaults (proxy HMC with the penalty test, its minibatch sized by the warm-up:
+``diagnostics.batch_choice``) and, side by side on the same data and keys, with the penalty test's minibatch fixed at
+m = 50 (the default before the warm-up sized it). Per run: the minibatch, rows read per test, the warm-up's predicted
+mean bound at that minibatch (``choose_batch_size`` rerun on the warm-up's proxy, estimator and Laplace fit), the
+check's bound over its 100 checked moves (``ProxyCheck.acceptance_error``; it warns above 0.02) and whether the check
+passed, acceptance, the minimum bulk ESS per draw over the coefficients, and the warm-up's, its batch phase's and
+sampling's seconds.
+
+    PYTHONPATH=src .venv/bin/python benchmarks/default_batch.py [--sizes 20000 100000 1000000] [--results docs/results/default_batch.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from bench_results import add_results_option, save, table
+from minibatch_mcmc.acceptance import penalty_test
+from minibatch_mcmc.control_variates.proposals import cholesky_factor
+from minibatch_mcmc.data.arrays import as_data_source
+from minibatch_mcmc.diagnostics.batch_choice import choose_batch_size
+from minibatch_mcmc.models import logistic_regression, make_logistic_data
+from minibatch_mcmc.warmup import auto_sample
+
+D = 10
+COLUMNS = ["N", "minibatch", "m", "rows/test", "predicted bound", "check bound", "check passed", "acceptance",
+           "ESS/draw", "warm-up s", "batch phase s", "sampling s"]
+
+
+def min_ess_per_draw(draws: np.ndarray) -> float:
+    """Minimum ArviZ bulk ESS per draw over the coordinates of ``draws`` (chain, draw, d)."""
+    import arviz as az
+
+    return min(float(az.ess(draws[..., j], method="bulk")) for j in range(draws.shape[-1])) / (draws.shape[0] * draws.shape[1])
+
+
+def run(n: int, data, sized: bool, args) -> tuple[list, dict]:
+    """One ``auto_sample`` at the defaults (``sized``) or with the penalty test's minibatch fixed at 50, and its cells."""
+    model = logistic_regression(prior_scale=10.0)
+    options = {} if sized else {"test": penalty_test(batch_size=50)}
+    t0 = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res, w = auto_sample(model, data, jnp.zeros(D), num_samples=args.samples, num_chains=4, key=args.seed, progress=False,
+                             **options)
+    total = time.perf_counter() - t0
+    c, rec = w.proxy_check, res.records
+    m = int(w.test.batch_size)
+    pred = choose_batch_size(model, as_data_source(data), w.estimator, w.proxy.centre, cholesky_factor(w.covariance, D), m,
+                             jax.random.key(args.seed + 7)).initial_error
+    rows = float(np.mean(np.asarray(rec["batch_size"]) + np.asarray(rec["hidden_data"])))
+    ess = min_ess_per_draw(np.asarray(res.kernel_positions)[:, args.samples // 10:])
+    batch_s = w.cost["batch"].seconds if "batch" in w.cost else 0.0
+    name = "sized (default)" if sized else "fixed 50"
+    cells = [f"{n:,}", name, str(m), f"{rows:.1f}", f"{pred:.3g}", f"{c.acceptance_error:.3g}", "yes" if c.ok else "no",
+             f"{float(np.mean(rec['accepted'])):.3f}", f"{ess:.2f}", f"{w.total_seconds:.1f}", f"{batch_s:.2f}", f"{res.wall_time:.1f}"]
+    print(cells, f"(all {total:.0f} s)", flush=True)
+    key = f"default_batch.{n}.{'sized' if sized else 'fixed'}"
+    return cells, {f"{key}.m": str(m), f"{key}.rows": f"{rows:.1f}", f"{key}.bound": f"{c.acceptance_error:.3g}",
+                   f"{key}.predicted": f"{pred:.3g}", f"{key}.ok": "passes" if c.ok else "warns"}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", type=int, nargs="+", default=[20_000, 100_000, 1_000_000])
+    ap.add_argument("--samples", type=int, default=2000)
+    ap.add_argument("--seed", type=int, default=1)
+    add_results_option(ap)
+    args = ap.parse_args(argv)
+    rows, values = [], {}
+    for n in args.sizes:
+        data, _ = make_logistic_data(jax.random.key(0), n, D)
+        for sized in (False, True):
+            cells, v = run(n, data, sized, args)
+            rows.append(cells)
+            values.update(v)
+    save(args.results, "default_batch", config=args, values=values, tables={"default_batch": table(COLUMNS, rows)}, argv=argv)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
