@@ -68,7 +68,7 @@ def test_auto_sample_matches_quadrature(glm, default_run):
     2.3%, so a 5% s.d. error, 10.25% in the variance, shows as |z| > 4.5), reading 50 points per test."""
     data, mean, var, _ = glm
     res, w = default_run
-    assert (w.kind, w.test.name, w.cost["tuning"].data) == ("proxy_hmc", "penalty", 0)
+    assert (w.kind, w.test.name, w.cost["tuning"].data) == ("proxy_hmc", "penalty", 0) and "batch" in w.cost  # m sized
     chk = check_moments(np.asarray(res.positions)[:, 100:], mean, var)
     assert np.all(chk.ess > 4000), chk.ess
     assert np.all(np.abs(chk.z_mean()) < 4) and np.all(np.abs(chk.z_var()) < 4), (chk.z_mean(), chk.z_var())

@@ -385,7 +385,7 @@ def stored_warmup(model: Model, data: PyTree | DataSource, theta0: PyTree, key: 
 def restored(model: Model, n: int, saved: dict, options: dict) -> Warmup:
     """The ``Warmup`` from its saved parts: the proposal rebuilt from the proxy, covariance, kind and tuned scale."""
     proxy, cov, kind = saved["proxy"], saved["covariance"], saved["kind"]
-    test = saved.get("test") or (default_test(n) if options["test"] is None else named_test(options["test"]))  # as sized
+    test = saved["test"] if "test" in saved else default_test(n) if options["test"] is None else named_test(options["test"])
     rule = decision_rule(test)
     make = proposal_for(kind, proxy, model, cholesky_factor(cov, cov.shape[0]), options["temperature"], rule)
     kernels = tuple((p, proposal_for(kind, p, model, cholesky_factor(m.covariance, cov.shape[0]), options["temperature"], rule)(saved["scale"]))

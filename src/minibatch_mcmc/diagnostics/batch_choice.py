@@ -96,9 +96,20 @@ def choose_batch_size(model: Model, source: DataSource, estimator: Estimator, ce
     sums = residual_sums(model, estimator, sample, centre, *laplace_pairs(np.asarray(factor, np.float64), MOVES, rng))
     if sums.shape[0] == 0:  # every move left the model's support: nothing to predict from
         return BatchChoice(int(batch_size), float("nan"), float("nan"), rows)
-    first = error = predicted_error(sums * (n_pop / rows), n_pop, int(batch_size), temperature, rule)
-    m = int(batch_size)
+    return smallest_batch(sums * (n_pop / rows), n_pop, int(batch_size), temperature, rule)._replace(data_used=rows)
+
+
+def next_size(m: int, n_pop: int) -> int:
+    """The size tried after ``m``: ``GROWTH`` times larger (at least one row more), at most ``n_pop``."""
+    return min(max(math.ceil(m * GROWTH), m + 1), n_pop)
+
+
+def smallest_batch(sums: np.ndarray, n_pop: int, batch_size: int, temperature: float, rule: str) -> BatchChoice:
+    """The first of ``batch_size``, ``next_size(batch_size)``, ... whose ``predicted_error`` is at most ``PREDICTED_MAX``
+    (``n_pop``, all rows, if none is), from the residuals' power sums over all ``n_pop`` rows (``data_used`` 0)."""
+    first = error = predicted_error(sums, n_pop, batch_size, temperature, rule)
+    m = batch_size
     while error > PREDICTED_MAX and m < n_pop:
-        m = min(max(math.ceil(m * GROWTH), m + 1), n_pop)
-        error = predicted_error(sums * (n_pop / rows), n_pop, m, temperature, rule)
-    return BatchChoice(m, error, first, rows)
+        m = next_size(m, n_pop)
+        error = predicted_error(sums, n_pop, m, temperature, rule)
+    return BatchChoice(m, error, first, 0)
