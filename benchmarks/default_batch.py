@@ -3,7 +3,9 @@
 The README's logistic regression (``make_logistic_data``, d = 10, prior N(0, 10^2)) at each ``--sizes`` N, fitted by
 ``auto_sample`` at its defaults (proxy HMC with the penalty test, its minibatch sized by the warm-up:
 ``diagnostics.batch_choice``) and, side by side on the same data and keys, with the penalty test's minibatch fixed at
-m = 50 (the default before the warm-up sized it). Per run: the minibatch, rows read per test, the warm-up's predicted
+m = 50 (the default before the warm-up sized it). Per run: the minibatch, rows read per test, the share of tests whose
+minibatch grew past ``m`` and the 99th percentile of the estimate's s.d. ``sqrt(s2)`` (where the penalty test's stopping
+bias lives: it needs an s.d. near ``sigma_max = 1``), the warm-up's predicted
 mean bound at that minibatch (``choose_batch_size`` rerun on the warm-up's proxy, estimator and Laplace fit), the
 check's bound over its 100 checked moves (``ProxyCheck.acceptance_error``; it warns above 0.02) and whether the check
 passed, acceptance, the minimum bulk ESS per draw over the coefficients, and the warm-up's, its batch phase's and
@@ -31,8 +33,8 @@ from minibatch_mcmc.models import logistic_regression, make_logistic_data
 from minibatch_mcmc.warmup import auto_sample
 
 D = 10
-COLUMNS = ["N", "minibatch", "m", "rows/test", "predicted bound", "check bound", "check passed", "acceptance",
-           "ESS/draw", "warm-up s", "batch phase s", "sampling s"]
+COLUMNS = ["N", "minibatch", "m", "rows/test", "tests grown", "estimate s.d. p99", "predicted bound", "check bound",
+           "check passed", "acceptance", "ESS/draw", "warm-up s", "batch phase s", "sampling s"]
 
 
 def min_ess_per_draw(draws: np.ndarray) -> float:
@@ -57,14 +59,17 @@ def run(n: int, data, sized: bool, args) -> tuple[list, dict]:
     pred = choose_batch_size(model, as_data_source(data), w.estimator, w.proxy.centre, cholesky_factor(w.covariance, D), m,
                              jax.random.key(args.seed + 7)).initial_error
     rows = float(np.mean(np.asarray(rec["batch_size"]) + np.asarray(rec["hidden_data"])))
+    grown = float(np.mean(np.asarray(rec["batch_size"]) > m))
+    sd99 = float(np.sqrt(np.quantile(np.asarray(rec["s2"], np.float64), 0.99)))
     ess = min_ess_per_draw(np.asarray(res.kernel_positions)[:, args.samples // 10:])
     batch_s = w.cost["batch"].seconds if "batch" in w.cost else 0.0
     name = "sized (default)" if sized else "fixed 50"
-    cells = [f"{n:,}", name, str(m), f"{rows:.1f}", f"{pred:.3g}", f"{c.acceptance_error:.3g}", "yes" if c.ok else "no",
+    cells = [f"{n:,}", name, str(m), f"{rows:.1f}", f"{grown:.1%}", f"{sd99:.2g}", f"{pred:.3g}", f"{c.acceptance_error:.3g}", "yes" if c.ok else "no",
              f"{float(np.mean(rec['accepted'])):.3f}", f"{ess:.2f}", f"{w.total_seconds:.1f}", f"{batch_s:.2f}", f"{res.wall_time:.1f}"]
     print(cells, f"(all {total:.0f} s)", flush=True)
     key = f"default_batch.{n}.{'sized' if sized else 'fixed'}"
     return cells, {f"{key}.m": str(m), f"{key}.rows": f"{rows:.1f}", f"{key}.bound": f"{c.acceptance_error:.3g}",
+                   f"{key}.sd99": f"{sd99:.2g}", f"{key}.grown": f"{grown:.1%}",
                    f"{key}.predicted": f"{pred:.3g}", f"{key}.ok": "passes" if c.ok else "warns"}
 
 
