@@ -11,7 +11,7 @@ import pytest
 from minibatch_mcmc.acceptance import penalty_test
 from minibatch_mcmc.control_variates import taylor_proxy
 from minibatch_mcmc.data.arrays import as_data_source
-from minibatch_mcmc.diagnostics.batch_choice import (MOVES, PREDICTED_MAX, choose_batch_size, laplace_pairs, next_size,
+from minibatch_mcmc.diagnostics.batch_choice import (MAX_GROWTH, MOVES, PREDICTED_MAX, choose_batch_size, laplace_pairs, next_size,
                                                      predicted_error, residual_sums, smallest_batch)
 from minibatch_mcmc.diagnostics.proxy_check import check_proxy
 from minibatch_mcmc.models import logistic_regression, make_logistic_data
@@ -55,6 +55,15 @@ def test_the_smallest_size_under_the_limit_is_chosen(moves):
         before = next_size(before, N)
     assert next_size(before, N) == choice.batch_size and predicted_error(sums, N, before, 1.0, "metropolis") > PREDICTED_MAX
     assert smallest_batch(sums, N, 50, 10.0, "metropolis").batch_size == 50
+
+
+def test_growth_stops_at_its_cap_with_a_warning(moves):
+    """Residuals far too large for any affordable minibatch (the same ones at temperature 0.01: the estimate's s.d. 100x)
+    stop at ``MAX_GROWTH`` times m, with a warning that names the predicted bound; nothing silent."""
+    *_, sums = moves
+    with pytest.warns(UserWarning, match=r"would need more than m=1000 rows per test \(of 3000\).*predicted acceptance-error bound"):
+        choice = smallest_batch(sums, N, 50, 0.01, "metropolis")
+    assert choice.batch_size == MAX_GROWTH * 50 == 1000 and choice.predicted_error > PREDICTED_MAX
 
 
 def test_a_population_within_the_minibatch_is_left_alone(moves):

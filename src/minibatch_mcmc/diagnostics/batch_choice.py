@@ -14,6 +14,7 @@ independently of its start, and an independence proposal does), from the exact p
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any, NamedTuple
 
 import jax
@@ -39,6 +40,9 @@ PREDICTED_MAX = 0.75 * ACCEPTANCE_ERROR_MAX
 for the chains' draws, which are the posterior's, not the Laplace fit's."""
 GROWTH = 1.1
 """Ratio of successive minibatch sizes tried."""
+MAX_GROWTH = 20
+"""Largest minibatch chosen, as a multiple of the test's own ``m`` (1000 rows for the default 50): past it a step costs
+more than the proxy saves, and the warm-up warns with the predicted bound instead of growing on."""
 
 
 class BatchChoice(NamedTuple):
@@ -105,11 +109,20 @@ def next_size(m: int, n_pop: int) -> int:
 
 
 def smallest_batch(sums: np.ndarray, n_pop: int, batch_size: int, temperature: float, rule: str) -> BatchChoice:
-    """The first of ``batch_size``, ``next_size(batch_size)``, ... whose ``predicted_error`` is at most ``PREDICTED_MAX``
-    (``n_pop``, all rows, if none is), from the residuals' power sums over all ``n_pop`` rows (``data_used`` 0)."""
+    """The first of ``batch_size``, ``next_size(batch_size)``, ... whose ``predicted_error`` is at most ``PREDICTED_MAX``,
+    from the residuals' power sums over all ``n_pop`` rows (``data_used`` 0); at most ``MAX_GROWTH`` times
+    ``batch_size`` or all ``n_pop`` rows, with a warning if the bound there is still above ``PREDICTED_MAX``."""
+    cap = min(MAX_GROWTH * batch_size, n_pop)
     first = error = predicted_error(sums, n_pop, batch_size, temperature, rule)
     m = batch_size
-    while error > PREDICTED_MAX and m < n_pop:
-        m = next_size(m, n_pop)
+    while error > PREDICTED_MAX and m < cap:
+        m = next_size(m, cap)
         error = predicted_error(sums, n_pop, m, temperature, rule)
+    if error > PREDICTED_MAX:
+        warnings.warn(
+            f"the default test's minibatch would need more than m={m} rows per test (of {n_pop}) for its normal approximation: "
+            f"predicted acceptance-error bound {error:.3g} at m={m} (above {PREDICTED_MAX:g}; the check after sampling warns above "
+            f"{ACCEPTANCE_ERROR_MAX:g}): the proxy leaves large or heavy-tailed residuals at posterior-scale moves. Sampling at "
+            f"m={m}; for an exact chain pass an exact test (test='smh', 'mhss' or 'tunamh' for a GLM, or MetropolisTest)",
+            stacklevel=4)
     return BatchChoice(m, error, first, 0)
