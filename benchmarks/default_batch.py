@@ -12,6 +12,10 @@ passed, acceptance, the minimum bulk ESS per draw over the coefficients, and the
 sampling's seconds.
 
     PYTHONPATH=src .venv/bin/python benchmarks/default_batch.py [--sizes 20000 100000 1000000] [--results docs/results/default_batch.json]
+
+``--first-fit``: instead, the warm-up alone (as ``auto_sample(key=1)`` runs it) of each of ``first_fit.py``'s four NumPyro
+models at each N: the minibatch chosen, the predicted bound at m = 50 and at the chosen m, and the seconds of the batch
+phase against the whole warm-up (so whether sizing changes the first fit's draws, and what it adds to its time).
 """
 
 from __future__ import annotations
@@ -73,13 +77,51 @@ def run(n: int, data, sized: bool, args) -> tuple[list, dict]:
                    f"{key}.predicted": f"{pred:.3g}", f"{key}.ok": "passes" if c.ok else "warns"}
 
 
+MODEL_COLUMNS = ["N", "model", "m", "predicted bound at 50", "predicted bound at m", "batch phase s", "warm-up s"]
+
+
+def first_fit_rows(args) -> tuple[list, dict]:
+    """The warm-up of each ``first_fit`` model at each N (``auto_sample(key=args.seed)``'s warm-up key) and its cells."""
+    import first_fit
+
+    from minibatch_mcmc.interop import from_numpyro
+    from minibatch_mcmc.warmup import warmup
+
+    rows, values = [], {}
+    for n in args.sizes:
+        for name, fn in first_fit.MODELS.items():
+            conv = from_numpyro(fn, *first_fit.make_data(name, n))
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                w = warmup(conv.model, conv.data, conv.init, key=jax.random.split(jax.random.key(args.seed), 3)[0])
+            d = int(np.asarray(w.covariance).shape[0])
+            factor = cholesky_factor(w.covariance, d)
+            at50 = choose_batch_size(conv.model, as_data_source(conv.data), w.estimator, w.proxy.centre, factor, 50,
+                                     jax.random.key(args.seed + 7))
+            m = int(w.test.batch_size)
+            at_m = at50 if m == 50 else choose_batch_size(conv.model, as_data_source(conv.data), w.estimator, w.proxy.centre,
+                                                           factor, m, jax.random.key(args.seed + 7))
+            cells = [f"{n:,}", name, str(m), f"{at50.initial_error:.3g}", f"{at_m.initial_error:.3g}",
+                     f"{w.cost['batch'].seconds:.2f}", f"{w.total_seconds:.1f}"]
+            print(cells, flush=True)
+            rows.append(cells)
+            values[f"default_batch_models.{n}.{name}.m"] = str(m)
+    return rows, values
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[20_000, 100_000, 1_000_000])
     ap.add_argument("--samples", type=int, default=2000)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--first-fit", action="store_true", help="the warm-ups of first_fit.py's four models instead")
     add_results_option(ap)
     args = ap.parse_args(argv)
+    if args.first_fit:
+        rows, values = first_fit_rows(args)
+        save(args.results, "default_batch_models", config=args, values=values,
+             tables={"default_batch_models": table(MODEL_COLUMNS, rows)}, argv=argv)
+        return 0
     rows, values = [], {}
     for n in args.sizes:
         data, _ = make_logistic_data(jax.random.key(0), n, D)
