@@ -171,8 +171,8 @@ def warmup(
 ) -> Warmup:
     """Mode, Laplace covariance, Taylor proxy and a tuned proposal for sampling at ``temperature`` (1: the posterior).
 
-    ``test`` defaults to ``default_test(N)``: the penalty test on 50 rows (below ``N = 50`` the exact Metropolis test on
-    all rows); a name of ``exact_choice.TESTS`` is that test with its default settings (``"mhminibatch"``: Seita et
+    ``test`` defaults to ``default_test(N)``: the penalty test on 50 rows, more at small ``N`` with a global move (the
+    ``batch`` phase: ``diagnostics.batch_choice``; below ``N = 50`` the exact Metropolis test on all rows); a name of ``exact_choice.TESTS`` is that test with its default settings (``"mhminibatch"``: Seita et
     al.'s Barker-type test), an exact one (``"smh"``) with the GLM's per-datum bounds; ``proposal`` is one of
     ``PROPOSALS``: ``"proxy_hmc"`` (the default: leapfrog on the proxy posterior, untuned), ``"langevin"`` (the
     proxy-gradient MALA preconditioned by the Laplace covariance), ``"random_walk"`` (Laplace-shaped), the untuned
