@@ -52,7 +52,7 @@ def test_earlier_warmup_path_still_reaches_the_mode(glm):
     data, mean, var, mode = glm
     w = warmup(logistic_regression(prior_scale=5.0), data, jnp.asarray([3.0, 3.0]), key=0, lean=False, num_windows=2, window_size=20)
     assert np.max(np.abs(np.asarray(w.centre) - mode) / np.sqrt(var)) < 1e-3
-    assert set(w.cost) == {"mode", "proxy", "influence", "tuning"} and w.cost["influence"].data >= 5_000
+    assert set(w.cost) == {"mode", "proxy", "influence", "tuning", "batch"} and w.cost["influence"].data >= 5_000
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +68,7 @@ def test_auto_sample_matches_quadrature(glm, default_run):
     2.3%, so a 5% s.d. error, 10.25% in the variance, shows as |z| > 4.5), reading 50 points per test."""
     data, mean, var, _ = glm
     res, w = default_run
-    assert (w.kind, w.test.name, w.cost["tuning"].data) == ("proxy_hmc", "penalty", 0)
+    assert (w.kind, w.test.name, w.cost["tuning"].data) == ("proxy_hmc", "penalty", 0) and "batch" in w.cost  # m sized
     assert (w.why, w.summary()["proposal"]) == ("rule: no exact stratum, one mode", "proxy_hmc")  # the ordinary GLM keeps proxy HMC
     chk = check_moments(np.asarray(res.positions)[:, 100:], mean, var)
     assert np.all(chk.ess > 4000), chk.ess

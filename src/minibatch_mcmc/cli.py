@@ -336,7 +336,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "a NumPyro model gets it read into memory, as its arguments")
     sp.add_argument("--dim", type=positive_int, default=None, help="parameter length of a Model given by --model (start: zeros)")
     sp.add_argument("--test", choices=SAMPLE_TESTS, default=None, help="acceptance test (default: with --model, the warm-up's "
-                    "default, the penalty test on 50 rows; for the mixture " + MIXTURE_TEST + ")")
+                    "default, the penalty test on 50 rows, more at small N; for the mixture " + MIXTURE_TEST + ")")
     sp.add_argument("--proposal", default=None, help="with --model: one of warmup.PROPOSALS (default: the warm-up's "
                     "rule: mixture with an exact stratum or several modes, else proxy_hmc)")
     sp.add_argument("--n-data", type=positive_int, default=100_000, help="data points N of the mixture (default 100000)")

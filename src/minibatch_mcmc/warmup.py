@@ -33,6 +33,7 @@ from minibatch_mcmc.control_variates.laplace_moves import DEFAULT_PROPOSAL, GLOB
 from minibatch_mcmc.control_variates.proposals import cholesky_factor
 from minibatch_mcmc.data.arrays import DataSource, as_data_source
 from minibatch_mcmc.data.host import host_read_errors
+from minibatch_mcmc.diagnostics.batch_choice import choose_batch_size
 from minibatch_mcmc.diagnostics.proxy_check import ProxyCheck, check_proxy
 from minibatch_mcmc.models.base import Model
 from minibatch_mcmc.optim.centre import find_centre
@@ -89,7 +90,8 @@ class Warmup(NamedTuple):
     """The acceptance test (any scale was tuned with it)."""
     cost: dict
     """``PhaseCost`` per phase: ``mode`` (with the multi-start search), ``proxy`` (the last Newton pass),
-    ``influence`` (its bulk rows and any widened rounds), ``tuning`` and (if asked) ``choose`` and ``recentre``."""
+    ``influence`` (its bulk rows and any widened rounds), ``tuning``, ``batch`` (the default test's minibatch sized for a
+    global move, ``diagnostics.batch_choice``) and (if asked) ``choose`` and ``recentre``."""
     modes: tuple = ()
     """``LocalMode`` per distinct mode the multi-start search found, the proxy's mode first (empty if not searched)."""
     mode_kernels: tuple = ()
@@ -169,13 +171,13 @@ def warmup(
 ) -> Warmup:
     """Mode, Laplace covariance, Taylor proxy and a tuned proposal for sampling at ``temperature`` (1: the posterior).
 
-    ``test`` defaults to ``default_test(N)``: the penalty test on 50 rows (below ``N = 50`` the exact Metropolis test on
-    all rows); a name of ``exact_choice.TESTS`` is that test with its default settings (``"mhminibatch"``: Seita et
-    al.'s Barker-type test), an exact one (``"smh"``) with the GLM's per-datum bounds; ``proposal`` is None (the
-    default: ``laplace_moves.default_kind``'s rule, ``"mixture"`` when the warm-up put rows in an exact stratum or found
-    several modes, else ``"proxy_hmc"``; ``Warmup.why`` says which) or one of ``PROPOSALS``: ``"proxy_hmc"``
-    (leapfrog on the proxy posterior, untuned), ``"langevin"`` (the
-    proxy-gradient MALA preconditioned by the Laplace covariance), ``"random_walk"`` (Laplace-shaped), the untuned
+    ``test`` defaults to ``default_test(N)``: the penalty test on 50 rows, more at small ``N`` with a global move (the
+    ``batch`` phase: ``diagnostics.batch_choice``; below ``N = 50`` the exact Metropolis test on all rows); a name of
+    ``exact_choice.TESTS`` is that test with its default settings (``"mhminibatch"``: Seita et al.'s Barker-type test), an
+    exact one (``"smh"``) with the GLM's per-datum bounds; ``proposal`` is None (the default: ``laplace_moves.default_kind``'s
+    rule, ``"mixture"`` when the warm-up put rows in an exact stratum or found several modes, else ``"proxy_hmc"``;
+    ``Warmup.why`` says which) or one of ``PROPOSALS``: ``"proxy_hmc"`` (leapfrog on the proxy posterior, untuned),
+    ``"langevin"`` (the proxy-gradient MALA preconditioned by the Laplace covariance), ``"random_walk"`` (Laplace-shaped), the untuned
     global moves ``"independence"``, ``"independence_t"``, ``"mixture"`` (proxy HMC plus a tuned random walk, for a
     proxy posterior that is a poor global fit), or ``"auto"`` (the best of ``AUTO_CANDIDATES`` by measured effective draws per second; its cost
     is reported as the ``choose`` phase). ``recentre=True``: the proxy is rebuilt at the mean of a short tuned run.
@@ -196,15 +198,14 @@ def warmup(
     if target_accept is not None and kind in GLOBAL + ("auto", None):
         raise ValueError(f"target_accept={target_accept!r} has no effect with proposal={kind!r}, which is not tuned: leave it None, "
                          "or name a tuned proposal ('langevin', 'random_walk', 'mixture')")
-    source = as_data_source(data)
+    source, sized = as_data_source(data), test is None  # the default test's minibatch is sized for a global move (below)
     test = default_test(source.n) if test is None else named_test(test)
     rule = decision_rule(test)
     k_mode, k_tune, k_centre = jax.random.split(as_key(key), 3)
     found = find_centre(model, source, theta0, as_key(key), k_mode, temperature=temperature, order=order, adam_steps=adam_steps,
                         newton_steps=newton_steps, num_starts=num_starts, lean=lean, progress=progress,
                         stratum=check_bool(stratum, "stratum") and not needs_bounds(test))  # exact tests need no stratum
-    cov, proxy, modes, influence, cost = found.covariance, found.proxy, found.modes, found.influence, found.cost
-    mode_theta = found.theta_hat
+    cov, proxy, modes, influence, cost, mode_theta = found.covariance, found.proxy, found.modes, found.influence, found.cost, found.theta_hat
     chol = cholesky_factor(cov, cov.shape[0])
     estimator = estimator_for(test, model, source, proxy, chol, influence)
     kind, why = (kind, "named") if kind is not None else default_kind(0 if influence is None else influence.rows.size, len(modes))
@@ -236,6 +237,11 @@ def warmup(
         proxy, cost["recentre"] = timed_proxy(model, source, centre, order)
         estimator = estimator_for(test, model, source, proxy, chol, influence)
         make = proposal_for(kind, proxy, model, chol, temperature, rule)
+    if sized and kind in GLOBAL and test.name == DEFAULT_TEST:
+        with PhaseClock("batch", source.n, progress) as clock:
+            choice = choose_batch_size(model, source, estimator, proxy.centre, chol, test.batch_size,
+                                       jax.random.fold_in(k_tune, 2), temperature=temperature, rule=rule)
+        test, cost["batch"] = test._replace(batch_size=choice.batch_size), clock.cost(choice.data_used)
     kernels, cost["proxy"] = mode_kernels(model, source, modes[1:], order, kind, temperature, rule, float(tuned.scale), cost["proxy"])
     return Warmup(
         centre=proxy.centre,
@@ -377,14 +383,14 @@ def stored_warmup(model: Model, data: PyTree | DataSource, theta0: PyTree, key: 
         save_warmup(directory, settings, {"proxy": w.proxy, "covariance": w.covariance, "scale": w.scale,
                                           "acceptance": w.acceptance, "cost": w.cost, "modes": w.modes,
                                           "mode_proxies": [k[0] for k in w.mode_kernels], "kind": w.kind, "why": w.why,
-                                          "estimator": w.estimator, "influence": w.influence})
+                                          "estimator": w.estimator, "influence": w.influence, "test": w.test})
     return w
 
 
 def restored(model: Model, n: int, saved: dict, options: dict) -> Warmup:
     """The ``Warmup`` from its saved parts: the proposal rebuilt from the proxy, covariance, kind and tuned scale."""
     proxy, cov, kind = saved["proxy"], saved["covariance"], saved["kind"]
-    test = default_test(n) if options["test"] is None else named_test(options["test"])
+    test = saved["test"] if "test" in saved else default_test(n) if options["test"] is None else named_test(options["test"])
     rule = decision_rule(test)
     make = proposal_for(kind, proxy, model, cholesky_factor(cov, cov.shape[0]), options["temperature"], rule)
     kernels = tuple((p, proposal_for(kind, p, model, cholesky_factor(m.covariance, cov.shape[0]), options["temperature"], rule)(saved["scale"]))
