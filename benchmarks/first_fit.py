@@ -13,7 +13,9 @@ Methods, side by side in one run on the same data, 4 chains each, every second c
 optimisation, warm-up, compilation, sampling):
 
 - ``auto_sample``: ``from_numpyro`` then ``auto_sample(..., num_samples=--draws, num_chains=4)`` (defaults: proxy HMC and
-  the penalty test since issue 21, proxy-gradient MALA and MHminibatch before; ``--proposals`` and ``--test`` name others,
+  the penalty test since issue 21, proxy-gradient MALA and MHminibatch before; the proposal ``mixture`` where the
+  warm-up finds an exact stratum or several modes, the rule of ``laplace_moves.default_kind``, named with its reason in
+  "of which"; ``--proposals`` and ``--test`` name others,
   the test one of ``samplers.exact_choice.TESTS``, e.g. ``mhminibatch``);
 - NUTS: ``MCMC(NUTS(model), num_warmup=500, num_samples=1000, num_chains=4, chain_method="vectorized")``;
 - HMCECS: ``HMCECS(NUTS(model), num_blocks=100, proxy=HMCECS.taylor_proxy(MAP))``, the MAP from SVI with
@@ -50,7 +52,7 @@ from numpyro.infer.autoguide import AutoDelta
 from bench_results import add_results_option, save, table
 from minibatch_mcmc.interop import from_numpyro
 from minibatch_mcmc.samplers.exact_choice import TESTS
-from minibatch_mcmc.warmup import DEFAULT_PROPOSAL, DEFAULT_TEST, auto_sample
+from minibatch_mcmc.warmup import DEFAULT_TEST, auto_sample
 
 COLUMNS = ["N", "model", "method", "seconds", "min ESS", "ESS/s", "x NUTS", "min ESS sq", "x NUTS sq", "max |mean err|/sd",
            "max |sd ratio - 1|", "of which"]
@@ -157,7 +159,7 @@ def errors(draws: dict[str, np.ndarray], reference: dict[str, np.ndarray]) -> tu
     return float(mean_err), float(sd_err)
 
 
-def run_auto(model, args, draws: int, chains: int, proposal: str = DEFAULT_PROPOSAL, test: str | None = None) -> tuple[dict, float, str]:
+def run_auto(model, args, draws: int, chains: int, proposal: str | None = None, test: str | None = None) -> tuple[dict, float, str]:
     """``from_numpyro`` + ``auto_sample`` (its proxy check after sampling included): constrained draws by site, all the
     seconds, and where they went."""
     start = time.perf_counter()
@@ -166,7 +168,7 @@ def run_auto(model, args, draws: int, chains: int, proposal: str = DEFAULT_PROPO
                          proposal=proposal, test=test)
     seconds = time.perf_counter() - start
     phases = ", ".join(f"{k} {c.seconds:.1f}" for k, c in w.cost.items())
-    split = f"warm-up {w.total_seconds:.1f} s ({phases}), sampling {res.wall_time:.1f} s"
+    split = f"{w.kind} ({w.why}); warm-up {w.total_seconds:.1f} s ({phases}), sampling {res.wall_time:.1f} s"
     return {k: np.asarray(v) for k, v in res.positions.items()}, seconds, split
 
 
@@ -205,14 +207,14 @@ def main() -> None:
     ap.add_argument("--nuts-warmup", type=int, default=500)
     ap.add_argument("--nuts-draws", type=int, default=1000)
     ap.add_argument("--subsample", type=int, default=1000, help="HMCECS's (and its SVI MAP's) rows per step")
-    ap.add_argument("--proposals", nargs="+", default=[DEFAULT_PROPOSAL], help="auto_sample's proposal(s); with several, one "
-                    "row each, named auto_sample[proposal]")
+    ap.add_argument("--proposals", nargs="+", default=[None], help="auto_sample's proposal(s) (default: auto_sample's rule, "
+                    "proxy_hmc or mixture); with several, one row each, named auto_sample[proposal]")
     ap.add_argument("--test", default=None, choices=list(TESTS), help="auto_sample's acceptance test by name (default: "
                     "auto_sample's own, " + DEFAULT_TEST + ")")
     ap.add_argument("--name", default="first_fit", help="results table name (a second run's file needs its own)")
     add_results_option(ap)
     args = ap.parse_args()
-    machine = f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, {jax.devices()[0].device_kind}, jax {jax.__version__}, numpyro {numpyro.__version__}"
+    machine = f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, {jax.devices()[0].device_kind}, jax {jax.__version__}, numpyro {numpyro.__version__}, matmul precision {jax.config.jax_default_matmul_precision or 'default'}"
     print(f"machine: {machine}; load average at start {os.getloadavg()}")
     widths = [8, 9, 12, 8, 8, 8, 7, 10, 9, 18, 18, 1]
     print(" ".join(c.rjust(w) for c, w in zip(COLUMNS, widths)), flush=True)
@@ -262,9 +264,11 @@ def main() -> None:
                         label = f"{args.name}.{n}.{name}.{auto.replace('auto_sample', 'auto')}"
                         values[f"{label}_over_{other}"] = f"{rate[auto] / rate[other]:.2f}"
                         values[f"{label}_sq_over_{other}"] = f"{rate_sq[auto] / rate_sq[other]:.2f}"
+            save(args.results, args.name, config=args, tables={args.name: table(COLUMNS, rows)}, values=values,
+                 extra={"machine": machine, "complete": False})  # each finished model kept if a later one is cut off
     print(f"load average at end {os.getloadavg()}")
     save(args.results, args.name, config=args, tables={args.name: table(COLUMNS, rows)}, values=values,
-         extra={"machine": machine})
+         extra={"machine": machine, "complete": True})
 
 
 if __name__ == "__main__":

@@ -122,7 +122,7 @@ def main() -> None:
     kernel = build_kernel(model, random_walk(scale=args.scale), mh_minibatch(args.m, sigma=1.0), args.n)
     print(
         f"machine: {platform.processor() or platform.machine()}, {jax.device_count()} x {dev.platform}:{dev.device_kind}, "
-        f"jax {jax.__version__}"
+        f"jax {jax.__version__}, matmul precision {jax.config.jax_default_matmul_precision or 'default'}"
     )
     print(f"MHminibatch, logistic regression d={D}, N={args.n:,}, m={args.m}, random walk s.d. {args.scale}, K={args.temperature:g}")
     widths = [7, 6, 10, 9, 14, 12, 11, 7]

@@ -41,6 +41,7 @@ def test_mirror_modes_warn_and_chains_start_in_both():
     root = float(np.sqrt(x.mean()))
     assert [round(float(m.theta[0]), 2) for m in w.modes] == [round(root, 2), -round(root, 2)]
     assert len(w.mode_kernels) == 1 and round(float(w.mode_kernels[0][0].centre[0]), 2) == -round(root, 2)
+    assert (w.kind, w.why) == ("mixture", "rule: 2 modes")  # no proposal named: the rule guards proxy HMC with a random walk
     starts = np.asarray(dispersed_starts(w, 4, jax.random.key(0)))[:, 0]
     assert np.all(starts[::2] > 0) and np.all(starts[1::2] < 0), starts
 
@@ -50,10 +51,14 @@ def test_rhat_flags_the_modes_and_each_mode_is_sampled_right():
     """auto_sample on the mirror modes: R-hat > 1.5 across chains, chains 0, 2 mostly in the positive mode and 1, 3
     in the negative one (each group with its own proxy; rare crossings are allowed); |theta| over all chains
     matches the quadrature moments of the half-line posterior (its exact law, by symmetry) within |z| < 4 at
-    ESS > 1500 (a 5% s.d. error shows as z > 4). The weights of the modes are not checked: see the warning."""
+    ESS > 1500 (a 5% s.d. error shows as z > 4). The weights of the modes are not checked: see the warning.
+    Proxy HMC is named: with none named the warm-up's rule takes ``mixture`` for the two modes, whose random walk
+    crosses between them more (key 1: R-hat 1.44, 91% and 95% of the draws in the chains' own modes; |theta|'s
+    z of the mean 0.52, of the variance 1.33), which flags the modes less sharply than this test asks."""
     model, x = squared_mean(n=10_000, shift=0.04)
     with pytest.warns(UserWarning, match="2 modes"):
-        res, w = auto_sample(model, x, jnp.asarray([1.0]), num_samples=6000, num_chains=4, key=1, progress=False, block_size=2000)
+        res, w = auto_sample(model, x, jnp.asarray([1.0]), num_samples=6000, num_chains=4, key=1, progress=False, block_size=2000,
+                             proposal="proxy_hmc")
     draws = np.asarray(res.positions)[:, 500:, 0]
     import arviz as az
 

@@ -221,7 +221,7 @@ def _cmd_sample(args: argparse.Namespace) -> int:
               f"{args.chains} chain(s) x {args.num_samples} steps after an automatic warm-up (mode, Laplace, Taylor proxy, "
               "proposal)", flush=True)
         result, w = auto_sample(model, data, start, key=args.seed + 1, **kind, **common)
-        print(f"  proposal {w.kind}, test {w.test.name}")
+        print(f"  proposal {w.kind} ({w.why}), test {w.test.name}")
         print(f"  warm-up: {w.total_data:,} data points read, {w.total_seconds:.1f} s")
     else:
         result = mixture(args, common)
@@ -325,7 +325,8 @@ def build_parser() -> argparse.ArgumentParser:
         "function (the data file's arrays are its arguments, by name) or a minibatch_mcmc Model or a function returning "
         "one (with --dim), and "
         "--data a .npy, .npz or Parquet file; an automatic warm-up (mode, Laplace covariance, Taylor proxy, "
-        "proposal: by default proxy HMC with the penalty test) comes first. Without --model it samples the Gaussian mixture of Seita et al. 6.1. Draws go to "
+        "proposal: by default proxy HMC with the penalty test, or proxy HMC mixed with a random walk where the warm-up finds "
+        "rows the proxy cannot see or several modes) comes first. Without --model it samples the Gaussian mixture of Seita et al. 6.1. Draws go to "
         "OUT/NAME/posterior.nc (constrained values under the site names); --checkpoint DIR writes each block and "
         "--resume continues a killed run.",
     )
@@ -335,8 +336,9 @@ def build_parser() -> argparse.ArgumentParser:
                     "a NumPyro model gets it read into memory, as its arguments")
     sp.add_argument("--dim", type=positive_int, default=None, help="parameter length of a Model given by --model (start: zeros)")
     sp.add_argument("--test", choices=SAMPLE_TESTS, default=None, help="acceptance test (default: with --model, the warm-up's "
-                    "default, the penalty test on 50 rows; for the mixture " + MIXTURE_TEST + ")")
-    sp.add_argument("--proposal", default=None, help="with --model: one of warmup.PROPOSALS (default: the warm-up's, proxy HMC)")
+                    "default, the penalty test on 50 rows, more at small N; for the mixture " + MIXTURE_TEST + ")")
+    sp.add_argument("--proposal", default=None, help="with --model: one of warmup.PROPOSALS (default: the warm-up's "
+                    "rule: mixture with an exact stratum or several modes, else proxy_hmc)")
     sp.add_argument("--n-data", type=positive_int, default=100_000, help="data points N of the mixture (default 100000)")
     sp.add_argument("--temperature", type=float, default=1.0, help="temperature K (default 1: the posterior)")
     sp.add_argument("--batch-size", type=positive_int, default=BATCH_SIZE, help=f"minibatch size m (default {BATCH_SIZE})")

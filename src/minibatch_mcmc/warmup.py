@@ -3,7 +3,8 @@
 ``warmup`` finds the mode ``theta_hat`` (``optim.centre``: minibatch Adam, then a few streamed full-data Newton
 steps, the last of which is also the pass that builds the Taylor-proxy control variate around ``theta_hat``
 and probes for rows it cannot see), takes the Laplace covariance there, and sets up the proposal: by default proxy HMC
-from the Laplace fit with the penalty test (untuned), or a local move whose scale it tunes to a target acceptance rate
+from the Laplace fit with the penalty test (untuned; ``mixture``, proxy HMC with a tuned random walk, where the warm-up found an
+exact stratum or several modes), or a local move whose scale it tunes to a target acceptance rate
 with the minibatch test and the proxy in place (or the best global move by measured effective draws per second); optionally re-centres the
 proxy once at the mean of a short run, and freezes everything. ``auto_sample`` then runs ``sample``
 on from the chains it tuned, on the kernel it compiled for tuning (or, with several modes, ``recentre``,
@@ -28,10 +29,11 @@ from minibatch_mcmc.acceptance.exact import MetropolisTest
 from minibatch_mcmc.checks import check_bool, check_choice, check_int, check_positive
 from minibatch_mcmc.control_variates import TaylorProxy, taylor_proxy
 from minibatch_mcmc.control_variates.influence import Influence
-from minibatch_mcmc.control_variates.laplace_moves import GLOBAL, proposal_for, tuned_steps
+from minibatch_mcmc.control_variates.laplace_moves import DEFAULT_PROPOSAL, GLOBAL, default_kind, proposal_for, tuned_steps
 from minibatch_mcmc.control_variates.proposals import cholesky_factor
 from minibatch_mcmc.data.arrays import DataSource, as_data_source
 from minibatch_mcmc.data.host import host_read_errors
+from minibatch_mcmc.diagnostics.batch_choice import choose_batch_size
 from minibatch_mcmc.diagnostics.proxy_check import ProxyCheck, check_proxy
 from minibatch_mcmc.models.base import Model
 from minibatch_mcmc.optim.centre import find_centre
@@ -58,10 +60,6 @@ PROPOSALS = ("langevin", "random_walk", "independence", "independence_t", "proxy
 independence from the proxy posterior's Laplace fit (Gaussian, or t) and proxy HMC (fixed, not tuned: the default); ``mixture``:
 proxy HMC, or with probability ``laplace_moves.LOCAL_WEIGHT`` a tuned random walk;
 ``auto``: the one of ``AUTO_CANDIDATES`` with the most effective draws per second in a short measured run."""
-DEFAULT_PROPOSAL = "proxy_hmc"
-"""The proposal of ``warmup``, ``auto_sample``, the ``sample --model`` command and ``MinibatchMH`` unless one is named:
-leapfrog on the data-free proxy posterior, untuned (its step from the Laplace fit), with a Metropolis-type test its
-acceptance tends to 1 as ``N`` grows."""
 DEFAULT_TEST = "penalty"
 """The name (``exact_choice.TESTS``) of the default acceptance test for ``N >= 50``: the penalty test, Metropolis-type
 on MHminibatch's 50-row minibatch, so a global move's acceptance is not capped at 1/2 as under Barker's rule."""
@@ -92,13 +90,16 @@ class Warmup(NamedTuple):
     """The acceptance test (any scale was tuned with it)."""
     cost: dict
     """``PhaseCost`` per phase: ``mode`` (with the multi-start search), ``proxy`` (the last Newton pass),
-    ``influence`` (its bulk rows and any widened rounds), ``tuning`` and (if asked) ``choose`` and ``recentre``."""
+    ``influence`` (its bulk rows and any widened rounds), ``tuning``, ``batch`` (the default test's minibatch sized for a
+    global move, ``diagnostics.batch_choice``) and (if asked) ``choose`` and ``recentre``."""
     modes: tuple = ()
     """``LocalMode`` per distinct mode the multi-start search found, the proxy's mode first (empty if not searched)."""
     mode_kernels: tuple = ()
     """``(proxy, proposal)`` centred on and shaped by each further mode (``modes[1:]``), at the tuned scale."""
     kind: str = DEFAULT_PROPOSAL
-    """The kind of ``proposal`` (for ``proposal="auto"``, the one chosen)."""
+    """The kind of ``proposal`` (for ``proposal="auto"`` or None, the one chosen)."""
+    why: str = "named"
+    """Why ``kind``: ``"named"`` by the user, ``"auto: ..."`` measured, or ``"rule: ..."`` (``laplace_moves.default_kind``)."""
     estimator: Any = None
     """What to pass as ``estimator``: ``proxy``, or ``proxy`` with an exact stratum of the rows it cannot see."""
     influence: Influence | None = None
@@ -125,7 +126,8 @@ class Warmup(NamedTuple):
         phases = {k: {"passes": c.passes, "rows": c.data, "seconds": c.seconds, "compile_seconds": c.compile_seconds}
                   for k, c in self.cost.items()}
         total_passes = float(sum(c.passes for c in self.cost.values()))
-        return {"phases": phases, "total_passes": total_passes, "total_rows": self.total_data, "total_seconds": self.total_seconds}
+        return {"phases": phases, "total_passes": total_passes, "total_rows": self.total_data, "total_seconds": self.total_seconds,
+                "proposal": self.kind, "why": self.why}
 
 
 def decision_rule(test: AcceptanceTest) -> str:
@@ -152,7 +154,7 @@ def warmup(
     *,
     key: jax.Array | int = 0,
     test: AcceptanceTest | str | None = None,
-    proposal: str = DEFAULT_PROPOSAL,
+    proposal: str | None = None,
     order: int = 2,
     temperature: float = 1.0,
     target_accept: float | None = None,
@@ -169,11 +171,13 @@ def warmup(
 ) -> Warmup:
     """Mode, Laplace covariance, Taylor proxy and a tuned proposal for sampling at ``temperature`` (1: the posterior).
 
-    ``test`` defaults to ``default_test(N)``: the penalty test on 50 rows (below ``N = 50`` the exact Metropolis test on
-    all rows); a name of ``exact_choice.TESTS`` is that test with its default settings (``"mhminibatch"``: Seita et
-    al.'s Barker-type test), an exact one (``"smh"``) with the GLM's per-datum bounds; ``proposal`` is one of
-    ``PROPOSALS``: ``"proxy_hmc"`` (the default: leapfrog on the proxy posterior, untuned), ``"langevin"`` (the
-    proxy-gradient MALA preconditioned by the Laplace covariance), ``"random_walk"`` (Laplace-shaped), the untuned
+    ``test`` defaults to ``default_test(N)``: the penalty test on 50 rows, more at small ``N`` with a global move (the
+    ``batch`` phase: ``diagnostics.batch_choice``; below ``N = 50`` the exact Metropolis test on all rows); a name of
+    ``exact_choice.TESTS`` is that test with its default settings (``"mhminibatch"``: Seita et al.'s Barker-type test), an
+    exact one (``"smh"``) with the GLM's per-datum bounds; ``proposal`` is None (the default: ``laplace_moves.default_kind``'s
+    rule, ``"mixture"`` when the warm-up put rows in an exact stratum or found several modes, else ``"proxy_hmc"``;
+    ``Warmup.why`` says which) or one of ``PROPOSALS``: ``"proxy_hmc"`` (leapfrog on the proxy posterior, untuned),
+    ``"langevin"`` (the proxy-gradient MALA preconditioned by the Laplace covariance), ``"random_walk"`` (Laplace-shaped), the untuned
     global moves ``"independence"``, ``"independence_t"``, ``"mixture"`` (proxy HMC plus a tuned random walk, for a
     proxy posterior that is a poor global fit), or ``"auto"`` (the best of ``AUTO_CANDIDATES`` by measured effective draws per second; its cost
     is reported as the ``choose`` phase). ``recentre=True``: the proxy is rebuilt at the mean of a short tuned run.
@@ -184,32 +188,35 @@ def warmup(
     (one mode, no ``recentre``): a tuned scale is tuned on that many chains from dispersed Laplace draws, in windows of
     ``window_size`` steps, on the compiled runner sampling then reuses (``Warmup.runner`` and ``Warmup.chains``).
     """
-    kind = check_choice(proposal, "proposal", PROPOSALS)
+    kind = None if proposal is None else check_choice(proposal, "proposal", PROPOSALS)
     temperature = check_positive(temperature, "temperature")
     check_bool(recentre, "recentre")
     check_int(num_windows, "num_windows", 1)
     check_int(window_size, "window_size", 1)
     check_int(num_starts, "num_starts", 0)
     num_chains = None if num_chains is None else check_int(num_chains, "num_chains", 1)
-    if target_accept is not None and kind in GLOBAL + ("auto",):
-        raise ValueError(f"target_accept={target_accept!r} has no effect with proposal={kind!r}, which is not tuned: leave it None")
-    source = as_data_source(data)
+    if target_accept is not None and kind in GLOBAL + ("auto", None):
+        raise ValueError(f"target_accept={target_accept!r} has no effect with proposal={kind!r}, which is not tuned: leave it None, "
+                         "or name a tuned proposal ('langevin', 'random_walk', 'mixture')")
+    source, sized = as_data_source(data), test is None  # the default test's minibatch is sized for a global move (below)
     test = default_test(source.n) if test is None else named_test(test)
     rule = decision_rule(test)
-    tuned_kind = "random_walk" if kind == "mixture" else kind
-    target = TARGET_ACCEPT.get((rule, tuned_kind), math.nan) if target_accept is None else target_accept
     k_mode, k_tune, k_centre = jax.random.split(as_key(key), 3)
     found = find_centre(model, source, theta0, as_key(key), k_mode, temperature=temperature, order=order, adam_steps=adam_steps,
                         newton_steps=newton_steps, num_starts=num_starts, lean=lean, progress=progress,
                         stratum=check_bool(stratum, "stratum") and not needs_bounds(test))  # exact tests need no stratum
-    cov, proxy, modes, influence, cost = found.covariance, found.proxy, found.modes, found.influence, found.cost
-    mode_theta = found.theta_hat
+    cov, proxy, modes, influence, cost, mode_theta = found.covariance, found.proxy, found.modes, found.influence, found.cost, found.theta_hat
     chol = cholesky_factor(cov, cov.shape[0])
     estimator = estimator_for(test, model, source, proxy, chol, influence)
+    kind, why = (kind, "named") if kind is not None else default_kind(0 if influence is None else influence.rows.size, len(modes))
     if kind == "auto":
         with PhaseClock("choose", source.n, progress) as clock:
             kind, data = choose_by_efficiency(model, source, test, estimator, chol, mode_theta, k_tune, temperature, rule)
-        cost["choose"] = clock.cost(data)
+        cost["choose"], why = clock.cost(data), "auto: the most effective draws per second"
+    if progress:
+        print(f"warm-up: proposal {kind} ({why})", flush=True)
+    tuned_kind = "random_walk" if kind == "mixture" else kind
+    target = TARGET_ACCEPT.get((rule, tuned_kind), math.nan) if target_accept is None else target_accept
     make, runner = proposal_for(kind, proxy, model, chol, temperature, rule), None
     with PhaseClock("tuning", source.n, progress and kind not in GLOBAL) as clock:
         if kind in GLOBAL:  # nothing to tune: the Laplace fit sets the move
@@ -230,6 +237,11 @@ def warmup(
         proxy, cost["recentre"] = timed_proxy(model, source, centre, order)
         estimator = estimator_for(test, model, source, proxy, chol, influence)
         make = proposal_for(kind, proxy, model, chol, temperature, rule)
+    if sized and kind in GLOBAL and test.name == DEFAULT_TEST:
+        with PhaseClock("batch", source.n, progress) as clock:
+            choice = choose_batch_size(model, source, estimator, proxy.centre, chol, test.batch_size,
+                                       jax.random.fold_in(k_tune, 2), temperature=temperature, rule=rule)
+        test, cost["batch"] = test._replace(batch_size=choice.batch_size), clock.cost(choice.data_used)
     kernels, cost["proxy"] = mode_kernels(model, source, modes[1:], order, kind, temperature, rule, float(tuned.scale), cost["proxy"])
     return Warmup(
         centre=proxy.centre,
@@ -243,6 +255,7 @@ def warmup(
         modes=modes,
         mode_kernels=kernels,
         kind=kind,
+        why=why,
         estimator=estimator,
         influence=influence,
         runner=runner,
@@ -306,7 +319,7 @@ def auto_sample(
     num_chains: int = 4,
     key: jax.Array | int = 0,
     test: AcceptanceTest | str | None = None,
-    proposal: str = DEFAULT_PROPOSAL,
+    proposal: str | None = None,
     order: int = 2,
     temperature: float = 1.0,
     recentre: bool = False,
@@ -369,19 +382,19 @@ def stored_warmup(model: Model, data: PyTree | DataSource, theta0: PyTree, key: 
     if resume or not (Path(directory) / SETTINGS_FILE).exists():  # never overwrite the warm-up of a run sample will refuse
         save_warmup(directory, settings, {"proxy": w.proxy, "covariance": w.covariance, "scale": w.scale,
                                           "acceptance": w.acceptance, "cost": w.cost, "modes": w.modes,
-                                          "mode_proxies": [k[0] for k in w.mode_kernels], "kind": w.kind,
-                                          "estimator": w.estimator, "influence": w.influence})
+                                          "mode_proxies": [k[0] for k in w.mode_kernels], "kind": w.kind, "why": w.why,
+                                          "estimator": w.estimator, "influence": w.influence, "test": w.test})
     return w
 
 
 def restored(model: Model, n: int, saved: dict, options: dict) -> Warmup:
     """The ``Warmup`` from its saved parts: the proposal rebuilt from the proxy, covariance, kind and tuned scale."""
     proxy, cov, kind = saved["proxy"], saved["covariance"], saved["kind"]
-    test = default_test(n) if options["test"] is None else named_test(options["test"])
+    test = saved["test"] if "test" in saved else default_test(n) if options["test"] is None else named_test(options["test"])
     rule = decision_rule(test)
     make = proposal_for(kind, proxy, model, cholesky_factor(cov, cov.shape[0]), options["temperature"], rule)
     kernels = tuple((p, proposal_for(kind, p, model, cholesky_factor(m.covariance, cov.shape[0]), options["temperature"], rule)(saved["scale"]))
                     for p, m in zip(saved["mode_proxies"], saved["modes"][1:]))
     return Warmup(centre=proxy.centre, covariance=cov, proxy=proxy, proposal=make(saved["scale"]), scale=saved["scale"],
                   acceptance=saved["acceptance"], test=test, cost=saved["cost"], modes=saved["modes"], mode_kernels=kernels,
-                  kind=kind, estimator=saved["estimator"], influence=saved["influence"])
+                  kind=kind, why=saved.get("why", "named"), estimator=saved["estimator"], influence=saved["influence"])

@@ -2,6 +2,7 @@
 
 The kinds are those of ``warmup.PROPOSALS`` other than ``auto``: the scale-tuned proxy-gradient MALA and
 Laplace-shaped random walk, the untuned global moves of ``proxy_moves`` and their mixture with a random walk.
+``default_kind`` is the rule that picks one when the user names none, from what the warm-up found.
 """
 
 from __future__ import annotations
@@ -20,6 +21,12 @@ from minibatch_mcmc.proposals.base import Proposal
 from minibatch_mcmc.proposals.mixture import component_chooser, mixture
 from minibatch_mcmc.proposals.scaled import scaled_random_walk
 
+DEFAULT_PROPOSAL = "proxy_hmc"
+"""The kind ``default_kind`` picks when the warm-up saw nothing the Laplace fit misses: leapfrog on the data-free proxy
+posterior, untuned (its step from the Laplace fit); with a Metropolis-type test its acceptance tends to 1 as ``N`` grows."""
+GUARDED_PROPOSAL = "mixture"
+"""The kind ``default_kind`` picks when the warm-up saw that the Laplace fit may describe the posterior poorly: proxy HMC,
+or with probability ``LOCAL_WEIGHT`` a tuned random walk, which moves where the proxy is wrong."""
 GLOBAL = ("independence", "independence_t", "proxy_hmc")
 """Kinds whose settings come from the Laplace fit alone: no scale to tune."""
 T_DF = 5.0
@@ -52,6 +59,16 @@ def proposal_for(
         return lambda scale: mixture([hmc, walk(scale)], [1.0 - LOCAL_WEIGHT, LOCAL_WEIGHT])
     cov = chol @ chol.T
     return lambda scale: proxy_langevin(proxy, model.log_prior, scale, cov=cov, temperature=temperature)
+
+
+def default_kind(stratum_rows: int, num_modes: int) -> tuple[str, str]:
+    """The kind for a fit whose user named none, and why: ``GUARDED_PROPOSAL`` when the warm-up put rows the proxy cannot
+    see in an exact stratum or found several modes (the Laplace fit that shapes proxy HMC is then a poor global
+    description), else ``DEFAULT_PROPOSAL``."""
+    seen = [f"an exact stratum of {stratum_rows} rows"] * (stratum_rows > 0) + [f"{num_modes} modes"] * (num_modes > 1)
+    if seen:
+        return GUARDED_PROPOSAL, "rule: " + " and ".join(seen)
+    return DEFAULT_PROPOSAL, "rule: no exact stratum, one mode"
 
 
 def tuned_steps(kind: str) -> Callable[[Any], Any] | None:

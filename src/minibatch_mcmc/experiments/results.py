@@ -55,7 +55,11 @@ def versions() -> dict[str, str]:
 
     import jax
 
-    return {"python": platform.python_version(), "jax": jax.__version__, "minibatch_mcmc": importlib.metadata.version("minibatch-mcmc")}
+    try:
+        ours = importlib.metadata.version("minibatch-mcmc")
+    except importlib.metadata.PackageNotFoundError:  # run from a source tree on PYTHONPATH, not installed
+        ours = "source tree (not installed)"
+    return {"python": platform.python_version(), "jax": jax.__version__, "minibatch_mcmc": ours}
 
 
 def command_line(experiment: str, argv: Sequence[str]) -> str:

@@ -1,8 +1,8 @@
 """Our sampler as a NumPyro ``MCMCKernel``: ``numpyro.infer.MCMC(MinibatchMH(model), ...)`` runs it as it runs NUTS.
 
 ``init`` (once for all chains) converts the model on the arguments ``MCMC.run`` passes (``from_numpyro``)
-and runs the automatic warm-up (mode, Laplace covariance, Taylor proxy, tuned proposal: ``warmup.warmup``)
-unless a ``Warmup`` is given; each chain then starts from its ``init_params`` or from an over-dispersed
+and runs the automatic warm-up (mode, Laplace covariance, Taylor proxy, tuned proposal: ``warmup.warmup``; with
+``proposal=None`` the warm-up's rule picks it) unless a ``Warmup`` is given; each chain then starts from its ``init_params`` or from an over-dispersed
 Laplace draw. ``sample`` is one step of the frozen kernel; step ``t`` of the chain given key ``k`` uses
 ``step_keys(k, t, 1)[0]``. ``MCMC(..., num_chains=C).run(key)`` gives chain ``c`` the key
 ``jax.random.split(key, C)[c]`` (with either chain method), so it draws what the native
@@ -32,7 +32,7 @@ from minibatch_mcmc.acceptance.base import AcceptanceTest
 from minibatch_mcmc.interop.numpyro import NumPyroModel, from_numpyro
 from minibatch_mcmc.samplers.kernel import ChainState, Kernel, build_kernel
 from minibatch_mcmc.samplers.keys import as_key, step_keys
-from minibatch_mcmc.warmup import DEFAULT_PROPOSAL, Warmup, dispersed_starts, warmup
+from minibatch_mcmc.warmup import Warmup, dispersed_starts, warmup
 
 PyTree = Any
 
@@ -63,7 +63,7 @@ class MinibatchMH(MCMCKernel):
         model: Callable,
         *,
         test: AcceptanceTest | None = None,
-        proposal: str = DEFAULT_PROPOSAL,
+        proposal: str | None = None,
         temperature: float = 1.0,
         recentre: bool = False,
         warmup_key: jax.Array | int = 0,

@@ -66,7 +66,7 @@ def find_centre(model: Model, source: DataSource, theta0: PyTree, key: jax.Array
         modes, used = (), mode.data_used
         if num_starts:
             if lean:
-                search = modes_from_ends(model, source, first, found.ends, k_mode, temperature, newton_steps, 0, 0.0,
+                search = modes_from_ends(model, source, first, found.ends, temperature, newton_steps, 0, 0.0,
                                          slack=distance(found.start_end, first))
             else:
                 search = find_modes(model, source, first, key=jax.random.fold_in(key, 19), temperature=temperature, num_starts=starts,

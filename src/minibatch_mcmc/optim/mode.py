@@ -83,13 +83,10 @@ def find_mode(
     newton_steps: int = 10,
     tol: float = 1e-6,
     chunk: int = DEFAULT_CHUNK,
-    passes: tuple[Callable, Callable] | None = None,
 ) -> ModeResult:
     """Mode of the tempered log posterior: minibatch Adam, then streamed full-data Newton (L-BFGS above ``MAX_DENSE_DIM``).
 
     ``batch_size`` is capped at ``N``; ``newton_steps`` bounds the full-data iterations of either phase-2 method.
-    ``passes``: the caller's ``full_pass_fns(model, unravel, temperature, N, chunk, with_hessian=True)`` for this model and
-    parameter shape, whose compiled passes Newton reuses instead of compiling its own.
     """
     temperature = check_positive(temperature, "temperature")
     adam_steps = check_int(adam_steps, "adam_steps", 0)
@@ -107,8 +104,7 @@ def find_mode(
     flat, adam_used = run_adam(model, arrays, n, flat0, unravel, key, temperature, adam_steps, min(batch_size, n), learning_rate)
     threshold = tol * (1 + n)
     if flat0.size <= MAX_DENSE_DIM:
-        fns = full_pass_fns(model, unravel, temperature, n, chunk, with_hessian=True) if passes is None else passes
-        flat, last, steps, passes = run_newton(arrays, flat, fns, newton_steps, threshold)
+        flat, last, steps, passes = run_newton(model, arrays, n, flat, unravel, temperature, newton_steps, threshold, chunk)
     else:
         flat, last, steps, passes = run_lbfgs(model, arrays, n, flat, unravel, temperature, newton_steps, threshold, chunk)
     grad_norm = float(np.linalg.norm(last.grad))
@@ -266,11 +262,28 @@ def backtrack(
 
 
 def run_newton(
-    arrays: PyTree, flat: jax.Array, fns: tuple[Callable, Callable], max_steps: int, threshold: float
+    model: Model,
+    arrays: PyTree,
+    n: int,
+    flat: jax.Array,
+    unravel: Callable[[jax.Array], PyTree],
+    temperature: float,
+    max_steps: int,
+    threshold: float,
+    chunk: int,
 ) -> tuple[jax.Array, FullPass, int, int]:
-    """Phase 2 (dense): line-searched Newton steps on streamed sums (``fns``: ``full_pass_fns(..., with_hessian=True)``);
-    the end point, its pass, steps and passes."""
-    value_fn, derivatives = fns
+    """Phase 2 (dense): line-searched Newton steps on streamed sums; the end point, its pass, steps and passes."""
+    value_fn, derivatives = full_pass_fns(model, unravel, temperature, n, chunk, with_hessian=True)
+    return newton_loop(value_fn, derivatives, arrays, flat, max_steps, threshold)
+
+
+def newton_loop(
+    value_fn: Callable, derivatives: Callable, arrays: PyTree, flat: jax.Array, max_steps: int, threshold: float,
+    stop: Callable[[jax.Array], bool] | None = None,
+) -> tuple[jax.Array, FullPass, int, int]:
+    """Line-searched Newton steps with compiled passes ``full_pass_fns`` made (so several starts share one compilation).
+
+    ``stop(flat)`` true after a step ends the loop before that step's pass (the returned pass is then the point before)."""
     current = checked_pass(derivatives, flat, arrays, "Newton", "at the Newton start point")
     steps, passes = 0, 1
     while steps < max_steps and np.linalg.norm(current.grad) > threshold:
@@ -279,6 +292,8 @@ def run_newton(
         if trial is None:
             break
         flat, steps = trial, steps + 1
+        if stop is not None and stop(flat):
+            break
         current = checked_pass(derivatives, flat, arrays, "Newton", f"after Newton step {steps}")
         passes += 1
     return flat, current, steps, passes

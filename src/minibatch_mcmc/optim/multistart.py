@@ -8,7 +8,8 @@ modes of ``x ~ N(theta^2, 1)`` or a label-switched mixture lie. Each end point (
 of iterates, so minibatch noise averages out) is compared with the known modes by the Mahalanobis distance
 under their Laplace precision; an end point more than ``SEPARATION`` Laplace s.d.s from every known mode gets
 one full-data pass (gradient and Hessian, one compiled function for all end points), and only if the Newton
-step from it also lands that far from every known mode is it polished by full-data Newton (``find_mode``).
+step from it also lands that far from every known mode is it polished by full-data Newton (``polish``, on the same compiled pass),
+which stops as soon as a step enters a known mode's basin.
 A unimodal posterior thus costs the Adam minibatches and at most one pass per start.
 A polished point is a new mode if Newton converged to a strictly concave point ``SEPARATION`` s.d.s from
 every known mode, with a Laplace mass at least ``MIN_MASS`` of the heaviest.
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 import time
 import warnings
-from typing import Any, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -30,7 +31,7 @@ from minibatch_mcmc.data.arrays import DataSource, take
 from minibatch_mcmc.data.indexing import chunk_indices
 from minibatch_mcmc.models.base import Model
 from minibatch_mcmc.data.passes import DEFAULT_CHUNK
-from minibatch_mcmc.optim.mode import ModeResult, checked_pass, find_mode, full_pass_fns, log_posterior_parts, newton_direction
+from minibatch_mcmc.optim.mode import ModeResult, checked_pass, full_pass_fns, log_posterior_parts, newton_direction, newton_loop
 
 PyTree = Any
 
@@ -42,6 +43,9 @@ FINAL_RATE = 0.01
 
 TAIL = 0.25
 """Share of the last Adam iterates averaged into an end point."""
+
+POLISH_TOL = 1e-6
+"""Newton's convergence tolerance when polishing a new mode, relative to ``1 + N`` (``find_mode``'s default ``tol``)."""
 
 MIN_MASS = 1e-3
 """Smallest Laplace mass, relative to the heaviest mode, of a mode that is reported."""
@@ -120,6 +124,22 @@ def adam_ends(model: Model, arrays: PyTree, n: int, starts: jax.Array, unravel, 
     return np.asarray(ends, np.float64), np.asarray(ok)
 
 
+def polish(value_fn: Callable, derivatives: Callable, source: DataSource, unravel: Callable, target: jax.Array,
+           newton_steps: int, modes: list[LocalMode]) -> tuple[ModeResult | None, int]:
+    """Full-data Newton from ``target`` on the search's compiled passes (``find_mode`` with no Adam phase, not recompiled).
+
+    Returns the result and the rows read; the result is None when a step enters a known mode's basin (within
+    ``SEPARATION`` Laplace s.d.s of one): that path leads to a mode already found, so it is not followed to the end."""
+    start, threshold = time.perf_counter(), POLISH_TOL * (1 + source.n)
+    known = lambda flat: not is_new(np.asarray(flat, np.float64), modes)  # noqa: E731 - inside a known basin
+    flat, last, steps, passes = newton_loop(value_fn, derivatives, source.arrays(), target, newton_steps, threshold, stop=known)
+    if known(flat):
+        return None, passes * source.n
+    grad_norm = float(np.linalg.norm(last.grad))
+    return ModeResult(unravel(flat), last.value, grad_norm, last.hessian, passes * source.n, time.perf_counter() - start, steps,
+                      grad_norm <= threshold, last.grad), passes * source.n
+
+
 def distance(flat: np.ndarray, mode: LocalMode) -> float:
     """Mahalanobis distance of ``flat`` from ``mode`` in its Laplace s.d.s."""
     diff = flat - np.asarray(ravel_pytree(mode.theta)[0], np.float64)
@@ -153,10 +173,10 @@ def find_modes(model: Model, source: DataSource, first: LocalMode, *, key: jax.A
     points = dispersed_points(k_starts, np.asarray(flat0, np.float64), num_starts)
     ends, ok = adam_ends(model, source.arrays(), source.n, jnp.asarray(points, flat0.dtype), unravel, k_adam, temperature, steps, b,
                          learning_rate)
-    return modes_from_ends(model, source, first, ends[ok], k_adam, temperature, newton_steps, num_starts * steps * b, start)
+    return modes_from_ends(model, source, first, ends[ok], temperature, newton_steps, num_starts * steps * b, start)
 
 
-def modes_from_ends(model: Model, source: DataSource, first: LocalMode, ends: np.ndarray, key: jax.Array, temperature: float,
+def modes_from_ends(model: Model, source: DataSource, first: LocalMode, ends: np.ndarray, temperature: float,
                     newton_steps: int, used: int, start: float, slack: float = 0.0) -> ModeSearch:
     """The modes that Adam's finite end points ``ends`` lead to besides ``first``; ``used`` rows and the clock ``start`` so far.
 
@@ -164,8 +184,7 @@ def modes_from_ends(model: Model, source: DataSource, first: LocalMode, ends: np
     start stopped from ``first``, the minibatch error every end carries)."""
     flat0, unravel = ravel_pytree(first.theta)
     modes = [first]
-    passes = full_pass_fns(model, unravel, temperature, source.n, DEFAULT_CHUNK, with_hessian=True)  # compiled once for all ends
-    derivatives = passes[1]
+    value_fn, derivatives = full_pass_fns(model, unravel, temperature, source.n, DEFAULT_CHUNK, with_hessian=True)  # one compilation
     for end in ends:
         if not is_new(end, modes, slack):
             continue
@@ -175,12 +194,11 @@ def modes_from_ends(model: Model, source: DataSource, first: LocalMode, ends: np
             target = end + newton_direction(here.hessian, here.grad)
             if not is_new(target, modes):  # in a known mode's basin: Adam's end was only short of it
                 continue
-            polished = find_mode(model, source, unravel(jnp.asarray(target, flat0.dtype)), key=key, temperature=temperature,
-                                 adam_steps=0, newton_steps=newton_steps, passes=passes)
+            polished, read = polish(value_fn, derivatives, source, unravel, jnp.asarray(target, flat0.dtype), newton_steps, modes)
         except ValueError:  # a start in a region of non-finite density: not a mode
             continue
-        used += polished.data_used
-        local = as_local(polished)
+        used += read
+        local = None if polished is None else as_local(polished)
         if local is not None and is_new(np.asarray(ravel_pytree(local.theta)[0], np.float64), modes):
             modes.append(local)
     heaviest = max(m.log_mass for m in modes)

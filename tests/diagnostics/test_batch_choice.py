@@ -1,0 +1,89 @@
+"""The default test's minibatch sized before sampling: the prediction is the check's own bound at the same moves, and
+the size chosen is the smallest on its grid under ``PREDICTED_MAX``."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from minibatch_mcmc.acceptance import penalty_test
+from minibatch_mcmc.control_variates import taylor_proxy
+from minibatch_mcmc.data.arrays import as_data_source
+from minibatch_mcmc.diagnostics.batch_choice import (MAX_GROWTH, MOVES, PREDICTED_MAX, choose_batch_size, laplace_pairs, next_size,
+                                                     predicted_error, residual_sums, smallest_batch)
+from minibatch_mcmc.diagnostics.proxy_check import check_proxy
+from minibatch_mcmc.models import logistic_regression, make_logistic_data
+from minibatch_mcmc.warmup import auto_sample
+
+N = 3000
+
+
+@pytest.fixture(scope="module")
+def moves():
+    """A logistic regression (N = 3000, d = 3) with its proxy at the true coefficients, and 64 move pairs of s.d. 0.05
+    per coordinate (about twice the posterior's), whose 50-row bound is above ``PREDICTED_MAX``: the residuals' sums."""
+    data, theta = make_logistic_data(jax.random.key(0), N, 3)
+    model = logistic_regression(prior_scale=10.0)
+    proxy = taylor_proxy(model, data, jnp.asarray(theta, jnp.float32))
+    at, moved = laplace_pairs(0.05 * np.eye(3), MOVES, np.random.default_rng(0))
+    return model, data, proxy, at, moved, residual_sums(model, proxy, data, proxy.centre, at, moved)
+
+
+def test_prediction_is_the_checks_bound_at_the_same_moves(moves):
+    """Fed the same move pairs as a run's draws (chain c: the move's end, then its start), ``check_proxy`` (streamed,
+    shifted float32 sums) gives the prediction's mean bound at m = 50 to 1e-4 relative: a wrong scaling of the sums, a
+    wrong orientation of the move or the wrong rule would differ by far more (Barker's rule: about a quarter)."""
+    model, data, proxy, at, moved, sums = moves
+    c = np.asarray(proxy.centre)
+    draws = jnp.asarray(np.stack([c + moved, c + at], axis=1), jnp.float32)
+    records = {"batch_size": np.full(4, 50), "residual_sd": np.ones(4)}
+    check = check_proxy(model, data, proxy, proxy.centre, draws, num_draws=MOVES, records=records, rule="metropolis", warn=False)
+    assert predicted_error(sums, N, 50, 1.0, "metropolis") == pytest.approx(check.acceptance_error, rel=1e-4)
+    assert predicted_error(sums, N, 50, 1.0, "barker") < 0.5 * check.acceptance_error
+
+
+def test_the_smallest_size_under_the_limit_is_chosen(moves):
+    """The chosen m's bound is at most ``PREDICTED_MAX`` and the size before it on the grid is above it; a bound already
+    under the limit (the same residuals at temperature 10) keeps the test's own m."""
+    *_, sums = moves
+    choice = smallest_batch(sums, N, 50, 1.0, "metropolis")
+    assert choice.initial_error > PREDICTED_MAX >= choice.predicted_error and choice.batch_size > 50
+    before = 50
+    while next_size(before, N) < choice.batch_size:
+        before = next_size(before, N)
+    assert next_size(before, N) == choice.batch_size and predicted_error(sums, N, before, 1.0, "metropolis") > PREDICTED_MAX
+    assert smallest_batch(sums, N, 50, 10.0, "metropolis").batch_size == 50
+
+
+def test_growth_stops_at_its_cap_with_a_warning(moves):
+    """Residuals far too large for any affordable minibatch (the same ones at temperature 0.01: the estimate's s.d. 100x)
+    stop at ``MAX_GROWTH`` times m, with a warning that names the predicted bound; nothing silent."""
+    *_, sums = moves
+    with pytest.warns(UserWarning, match=r"would need more than m=1000 rows per test \(of 3000\).*predicted acceptance-error bound"):
+        choice = smallest_batch(sums, N, 50, 0.01, "metropolis")
+    assert choice.batch_size == MAX_GROWTH * 50 == 1000 and choice.predicted_error > PREDICTED_MAX
+
+
+def test_a_population_within_the_minibatch_is_left_alone(moves):
+    """With m at least the population (every row read: the exact test) nothing is read or changed."""
+    model, data, proxy, *_ = moves
+    out = choose_batch_size(model, as_data_source(data), proxy, proxy.centre, np.eye(3), N, jax.random.key(0))
+    assert (out.batch_size, out.data_used) == (N, 0)
+
+
+@pytest.mark.slow
+def test_readme_logistic_at_its_small_size_passes_the_check():
+    """The README's logistic regression (d = 10) at its test size, N = 20,000, 4 chains x 400 draws: ``auto_sample`` at its
+    defaults sizes the penalty test's minibatch above 50 and its check passes, while the same run with m = 50 fixed fails
+    the normality check (mean bound above 0.02: before the warm-up sized m, the README's own example warned). ~40 s."""
+    data, _ = make_logistic_data(jax.random.key(0), 20_000, 10)
+    model = logistic_regression(prior_scale=10.0)
+    res, w = auto_sample(model, data, jnp.zeros(10), num_samples=400, num_chains=4, key=1, progress=False)
+    assert w.test.batch_size > 50 and "batch" in w.cost and w.proxy_check.ok, w.proxy_check
+    assert np.all(np.asarray(res.records["batch_size"]) == w.test.batch_size)
+    with pytest.warns(UserWarning, match="normal approximation is off"):
+        _, fixed = auto_sample(model, data, jnp.zeros(10), num_samples=400, num_chains=4, key=1, progress=False,
+                               test=penalty_test(batch_size=50))
+    assert fixed.test.batch_size == 50 and not fixed.proxy_check.normal_ok
