@@ -15,7 +15,7 @@ import pytest
 PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "src" / "minibatch_mcmc"
 
 LAYERS = {
-    "checks": 0, "data": 0, "models": 0, "proposals": 0,
+    "checks": 0, "compiling": 0, "data": 0, "models": 0, "proposals": 0,
     "acceptance": 1,
     "control_variates": 2,
     "samplers": 3,

@@ -16,18 +16,17 @@ from __future__ import annotations
 
 import functools
 import math
-import time
 from pathlib import Path
 from typing import Any, Callable, NamedTuple
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from minibatch_mcmc.acceptance.base import AcceptanceTest
 from minibatch_mcmc.acceptance.exact import MetropolisTest
 from minibatch_mcmc.checks import check_bool, check_choice, check_int, check_positive
-from minibatch_mcmc.control_variates import TaylorProxy, taylor_proxy
+from minibatch_mcmc.compiling import RUN_WORK, compile_options
+from minibatch_mcmc.control_variates import TaylorProxy
 from minibatch_mcmc.control_variates.influence import Influence
 from minibatch_mcmc.control_variates.laplace_moves import DEFAULT_PROPOSAL, GLOBAL, default_kind, proposal_for, tuned_steps
 from minibatch_mcmc.control_variates.proposals import cholesky_factor
@@ -51,7 +50,7 @@ from minibatch_mcmc.samplers.results import SampleResult
 from minibatch_mcmc.samplers.scaled_runner import BoundRunner
 from minibatch_mcmc.samplers.tuning import untuned
 from minibatch_mcmc.samplers.warmup_file import load_warmup, save_warmup
-from minibatch_mcmc.samplers.warmup_tuning import laplace_starts, tune, tune_on_chains
+from minibatch_mcmc.samplers.warmup_tuning import laplace_starts, short_run_mean, timed_proxy, tune, tune_on_chains
 
 PyTree = Any
 
@@ -286,24 +285,6 @@ def default_test(n: int) -> AcceptanceTest:
     return named_test(DEFAULT_TEST) if n >= 50 else MetropolisTest()
 
 
-def timed_proxy(model: Model, source: DataSource, centre: PyTree, order: int) -> tuple[TaylorProxy, PhaseCost]:
-    """Build the proxy and time it."""
-    start = time.perf_counter()
-    proxy = taylor_proxy(model, source, centre, order=order)
-    jax.block_until_ready(proxy.grad_sum)
-    return proxy, PhaseCost(proxy.setup_data, time.perf_counter() - start, proxy.setup_data / source.n)
-
-
-def short_run_mean(model, source, test, estimator, proposal, start, key, temperature, steps: int = 500) -> tuple[PyTree, PhaseCost]:
-    """Mean of a short single-chain run (the re-centring point) and its cost."""
-    t0 = time.perf_counter()
-    res = sample(model, source, start, proposal=proposal, test=test, estimator=estimator, num_samples=steps, key=key,
-                 temperature=temperature, progress=False, block_size=steps)
-    mean = jax.tree_util.tree_map(lambda a: jnp.asarray(np.asarray(a)[0].mean(axis=0), a.dtype), res.kernel_positions)
-    used = int(np.sum(res.records["batch_size"]) + np.sum(res.records["hidden_data"]))
-    return mean, PhaseCost(used, time.perf_counter() - t0)
-
-
 def dispersed_starts(w: Warmup, num_chains: int, key: jax.Array, spread: float = 1.5) -> PyTree:
     """``num_chains`` starts from the Laplace approximation widened by ``spread`` (for R-hat), batched; with several modes,
     chain ``c`` starts around mode ``c mod M`` (``samplers.warmup_tuning.laplace_starts``)."""
@@ -338,6 +319,8 @@ def auto_sample(
     With ``checkpoint_dir`` the warm-up is saved there, and ``resume=True`` restores it instead of redoing it. Without
     it, ``devices`` or ``recentre``, a tuned scale is tuned on all the chains with the kernel sampling runs (one compilation
     for both), and sampling goes on from the tuned chains (``warmup(num_chains=...)``); else from dispersed Laplace draws.
+    A run of at most ``compiling.RUN_WORK`` chain-steps x d on the CPU compiles its runner for speed of compilation
+    (``compiler_options``; not with a checkpoint, which may be resumed longer, nor on the tuned runner).
     """
     check_int(check_draws, "check_draws", 0)
     k_warm, k_start, k_run = jax.random.split(as_key(key), 3)
@@ -348,6 +331,9 @@ def auto_sample(
     w = stored_warmup(model, data, theta0, k_warm, options, sample_kwargs.get("checkpoint_dir"), sample_kwargs.get("resume", False),
                       progress)
     starts = dispersed_starts(w, num_chains, k_start) if w.chains is None else w.chains
+    if sample_kwargs.get("checkpoint_dir") is None:  # a short run compiles fast; a checkpointed one keeps XLA's defaults
+        work = num_samples * num_chains * int(np.size(w.covariance, 0))
+        sample_kwargs.setdefault("compiler_options", compile_options(work, RUN_WORK))
     if w.mode_kernels:  # chain c in mode c mod M, with that mode's proxy and proposal
         m = len(w.modes)
         kernels = [(w.estimator, w.proposal)] + list(w.mode_kernels)

@@ -22,6 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
 
+from minibatch_mcmc.compiling import ONE_OFF_WORK, compile_options
 from minibatch_mcmc.control_variates.base import Estimator
 from minibatch_mcmc.data.arrays import DataSource, take
 from minibatch_mcmc.diagnostics.normality import minibatch_shape
@@ -74,7 +75,9 @@ def residual_sums(model: Model, estimator: Estimator, rows: PyTree, centre: PyTr
     def one(a: jax.Array, b: jax.Array) -> jax.Array:
         return estimator.log_ratio(model, unravel(flat + a), unravel(flat + b))(rows)
 
-    d = np.asarray(jax.jit(jax.vmap(one))(jnp.asarray(at, flat.dtype), jnp.asarray(moved, flat.dtype)), np.float64)
+    work = 2 * at.shape[0] * jax.tree_util.tree_leaves(rows)[0].shape[0] * flat.size  # both ends of every move, every row
+    run = jax.jit(jax.vmap(one), compiler_options=compile_options(work, ONE_OFF_WORK))
+    d = np.asarray(run(jnp.asarray(at, flat.dtype), jnp.asarray(moved, flat.dtype)), np.float64)
     d = d[np.all(np.isfinite(d), axis=1)]
     d = d - d.mean(axis=1, keepdims=True)
     return np.stack([np.sum(d**k, axis=1) for k in range(1, 5)], axis=1)

@@ -16,6 +16,7 @@ import jax
 import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
 
+from minibatch_mcmc.compiling import ONE_OFF_WORK, compile_options
 from minibatch_mcmc.interop.numpyro_sites import Layout
 
 PyTree = Any
@@ -98,7 +99,8 @@ def start_and_checks(numpyro, model_for: Callable, site_log_lik: Callable, const
         prior, likelihood, held["error"], steady = check_values(numpyro, model_for, site_log_lik, constrain_on, layout, init, data)
         return init, valid, prior, likelihood, steady
 
-    init, valid, prior, likelihood, steady = jax.jit(fused)(key, data)
+    work = max(jnp.shape(v)[0] if jnp.ndim(v) else 1 for v in jax.tree_util.tree_leaves(data)) * ravel_pytree(proto)[0].size
+    init, valid, prior, likelihood, steady = jax.jit(fused, compiler_options=compile_options(work, ONE_OFF_WORK))(key, data)
     if not bool(valid):  # NumPyro's search goes on from there with new keys
         init, valid = jax.jit(lambda k, rows: numpyro_start(numpyro, model_for(rows), k, proto, layout.latent))(key, data)
         if bool(valid):

@@ -27,6 +27,7 @@ import numpy as np
 import optax
 from jax.flatten_util import ravel_pytree
 
+from minibatch_mcmc.compiling import ONE_OFF_WORK, compile_options
 from minibatch_mcmc.data.arrays import DataSource, take
 from minibatch_mcmc.data.indexing import chunk_indices
 from minibatch_mcmc.models.base import Model
@@ -120,7 +121,8 @@ def adam_ends(model: Model, arrays: PyTree, n: int, starts: jax.Array, unravel, 
         keys = jax.vmap(lambda k: jax.random.split(key if shared else k, steps))(per_start)
         return jax.vmap(one_start, in_axes=(0, 0, None))(starts, keys, arrays)
 
-    ends, ok = jax.jit(search)(starts, key, arrays)  # the rows an argument, not a constant
+    options = compile_options(count * steps * b * starts.shape[1], ONE_OFF_WORK)  # rows evaluated x d
+    ends, ok = jax.jit(search, compiler_options=options)(starts, key, arrays)  # the rows an argument, not a constant
     return np.asarray(ends, np.float64), np.asarray(ok)
 
 

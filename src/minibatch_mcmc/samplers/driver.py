@@ -106,13 +106,15 @@ def _likelihood_error(err: Exception, data: PyTree, probe: PyTree, positions: Py
                       f"check that the data and the parameter match the model: {err}")
 
 
-def make_block_runner(kernel: Kernel, num_chains: int, layout: ChainLayout | None = None):
+def make_block_runner(kernel: Kernel, num_chains: int, layout: ChainLayout | None = None,
+                      compiler_options: dict[str, Any] | None = None):
     """A jitted function ``(base_key, states, data, steps, temps)`` running one block of steps for all chains under ``lax.scan``.
 
     With a ``layout`` the chain axis of the states stays split over the devices of its mesh; the
     keys are split over all ``num_chains`` before that, so they do not depend on the layout.
+    ``compiler_options`` go to XLA (``compiling.compile_options``).
     """
-    run = make_scaled_runner(lambda scale: kernel, num_chains, layout).run_block
+    run = make_scaled_runner(lambda scale: kernel, num_chains, layout, compiler_options=compiler_options).run_block
     return lambda base_key, states, data, steps, temps: run(base_key, states, data, steps, temps, 1.0)
 
 
@@ -310,6 +312,7 @@ def sample(
     checkpoint_dir: str | os.PathLike | None = None,
     resume: bool = False,
     runner: BoundRunner | None = None,
+    compiler_options: dict[str, Any] | None = None,
 ) -> SampleResult:
     """Draw ``num_samples`` MH steps per chain for ``num_chains`` vmapped chains.
 
@@ -330,6 +333,9 @@ def sample(
     draws what ``numpyro.infer.MCMC(MinibatchMH(...), num_chains=C).run(k)`` draws (``samplers.keys``).
     ``runner``: an already compiled runner of this kernel (``scaled_runner.at_scale``, e.g. ``Warmup.runner``, on which
     the warm-up tuned the scale) to run instead of compiling the kernel again; not with ``devices``.
+    ``compiler_options``: XLA's options for the block runner, e.g. ``compiling.FAST_COMPILE`` for a short run on the CPU,
+    which ``auto_sample`` sets by the run's length (``compiling.RUN_WORK``); the draws then differ from XLA's defaults' by
+    rounding (fused multiply-adds), so a resumed run must be given the same options.
     """
     num_samples, num_chains, block_size = _check_args(
         num_samples, num_chains, block_size, resume, checkpoint_dir, devices, data_sharding
@@ -356,7 +362,7 @@ def sample(
     if layout is not None:
         finished, arrays, run_key = _place(finished, arrays, base_key, layout, data_sharding)
 
-    run = make_block_runner(kernel, num_chains, layout) if runner is None else runner.run_block
+    run = make_block_runner(kernel, num_chains, layout, compiler_options) if runner is None else runner.run_block
 
     def run_block(states: ChainState, steps: jax.Array, block_temps: jax.Array):
         with host_read_errors(arrays):  # a data file changed under the run: its own error, naming the file

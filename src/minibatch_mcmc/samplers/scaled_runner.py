@@ -7,6 +7,7 @@ tuning window): a sampling block whose length is a multiple of it reuses the sam
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any, Callable, NamedTuple
 
 import jax
@@ -46,19 +47,24 @@ class BoundRunner(NamedTuple):
 
 
 def make_scaled_runner(
-    kernel_for_scale: Callable[[jax.Array], Kernel], num_chains: int, layout: ChainLayout | None = None, chunk: int = 50
+    kernel_for_scale: Callable[[jax.Array], Kernel],
+    num_chains: int,
+    layout: ChainLayout | None = None,
+    chunk: int = 50,
+    compiler_options: dict[str, Any] | None = None,
 ) -> ScaledRunner:
     """The jitted block runner of ``kernel_for_scale(scale)`` for ``num_chains`` vmapped chains, ``scale`` traced.
 
     With a ``layout`` the chain axis of the states stays split over the devices of its mesh; the keys are split
-    over all ``num_chains`` before that, so they do not depend on the layout.
+    over all ``num_chains`` before that, so they do not depend on the layout. ``compiler_options`` go to XLA
+    (``compiling.compile_options``).
     """
     traces = [0]
 
     def keep_on_chains(tree: PyTree) -> PyTree:
         return tree if layout is None else jax.lax.with_sharding_constraint(tree, layout.chains)
 
-    @jax.jit
+    @partial(jax.jit, compiler_options=compiler_options)
     def run_block(base_key, states, data, steps, temps, scale):
         traces[0] += 1  # once per trace, i.e. per compilation
         kernel = kernel_for_scale(scale)

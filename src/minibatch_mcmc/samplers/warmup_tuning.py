@@ -9,6 +9,7 @@ where tuning left them (a warm start; the tuning draws are discarded, as NUTS di
 from __future__ import annotations
 
 import math
+import time
 from typing import Any, Callable
 
 import jax
@@ -17,11 +18,15 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 
 from minibatch_mcmc.acceptance.base import AcceptanceTest
+from minibatch_mcmc.compiling import ONE_OFF_WORK, compile_options
+from minibatch_mcmc.control_variates import TaylorProxy, taylor_proxy
 from minibatch_mcmc.control_variates.base import Estimator
 from minibatch_mcmc.data.arrays import DataSource
 from minibatch_mcmc.models.base import Model
 from minibatch_mcmc.proposals.base import Proposal
+from minibatch_mcmc.samplers.driver import sample
 from minibatch_mcmc.samplers.kernel import Kernel, build_kernel
+from minibatch_mcmc.samplers.phase_cost import PhaseCost
 from minibatch_mcmc.samplers.scaled_runner import BoundRunner, at_scale, make_scaled_runner
 from minibatch_mcmc.samplers.tuning import TuneResult, tune_chains, tune_scale
 
@@ -41,7 +46,8 @@ def laplace_starts(centre: PyTree, covariance: np.ndarray, modes: tuple, num_cha
     """``num_chains`` starts drawn from the Laplace approximation widened by ``spread``, batched; with several
     ``modes`` (``LocalMode``), chain ``c`` starts around mode ``c mod M`` (its own Laplace approximation)."""
     flat, unravel = ravel_pytree(centre)
-    z = np.asarray(jax.jit(jax.random.normal, static_argnums=1)(key, (num_chains, flat.size)), np.float64)  # compiled: same bits
+    normal = jax.jit(jax.random.normal, static_argnums=1, compiler_options=compile_options(num_chains * flat.size, ONE_OFF_WORK))
+    z = np.asarray(normal(key, (num_chains, flat.size)), np.float64)  # compiled: same bits
     if len(modes) <= 1:
         draws = np.asarray(flat, np.float64) + spread * z @ np.linalg.cholesky(covariance).T
     else:
@@ -83,3 +89,21 @@ def tune_on_chains(
     tuned = tune_chains(runner, source, starts, key=key, target_accept=target, num_windows=windows,
                         initial_scale=initial_scale(kind, d), temperature=temperature, counted=counted)
     return tuned, at_scale(runner, tuned.scale, starts)
+
+
+def timed_proxy(model: Model, source: DataSource, centre: PyTree, order: int) -> tuple[TaylorProxy, PhaseCost]:
+    """Build the proxy and time it."""
+    start = time.perf_counter()
+    proxy = taylor_proxy(model, source, centre, order=order)
+    jax.block_until_ready(proxy.grad_sum)
+    return proxy, PhaseCost(proxy.setup_data, time.perf_counter() - start, proxy.setup_data / source.n)
+
+
+def short_run_mean(model, source, test, estimator, proposal, start, key, temperature, steps: int = 500) -> tuple[PyTree, PhaseCost]:
+    """Mean of a short single-chain run (the re-centring point) and its cost."""
+    t0 = time.perf_counter()
+    res = sample(model, source, start, proposal=proposal, test=test, estimator=estimator, num_samples=steps, key=key,
+                 temperature=temperature, progress=False, block_size=steps)
+    mean = jax.tree_util.tree_map(lambda a: jnp.asarray(np.asarray(a)[0].mean(axis=0), a.dtype), res.kernel_positions)
+    used = int(np.sum(res.records["batch_size"]) + np.sum(res.records["hidden_data"]))
+    return mean, PhaseCost(used, time.perf_counter() - t0)

@@ -1,0 +1,71 @@
+"""Fast compilation for short runs: when it applies, that it leaves the chain as it is, and where auto_sample uses it."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import minibatch_mcmc.warmup as warmup_module
+from minibatch_mcmc import compiling
+from minibatch_mcmc.compiling import FAST_COMPILE, ONE_OFF_WORK, RUN_WORK, compile_options
+from minibatch_mcmc.models import logistic_regression, make_logistic_data
+from minibatch_mcmc.samplers import driver, sample
+from minibatch_mcmc.samplers.scaled_runner import make_scaled_runner
+from minibatch_mcmc.warmup import auto_sample, warmup
+from draws_tolerance import mismatches
+from reference_cases import flat_draws
+
+N, D, CHAINS, STEPS = 2000, 3, 4, 200
+
+
+@pytest.fixture(scope="module")
+def fitted():
+    """A logistic regression and its warm-up at the defaults (proxy HMC, penalty test)."""
+    model = logistic_regression(prior_scale=10.0)
+    data, _ = make_logistic_data(jax.random.key(0), N, D)
+    return model, data, warmup(model, data, jnp.zeros(D), key=0)
+
+
+def test_compile_options_follow_the_work_and_the_backend(monkeypatch):
+    """Fast compilation exactly up to the limit, on the CPU only (a GPU's compiler is another matter)."""
+    assert jax.default_backend() == "cpu"
+    for limit in (RUN_WORK, ONE_OFF_WORK):
+        assert compile_options(limit, limit) == FAST_COMPILE
+        assert compile_options(limit + 1, limit) is None
+    assert compile_options(0, RUN_WORK) is not FAST_COMPILE  # a copy: a caller cannot change the module's options
+    monkeypatch.setattr(compiling.jax, "default_backend", lambda: "gpu")
+    assert compile_options(0, RUN_WORK) is None
+
+
+def test_fast_compiled_runner_draws_the_same_chain(fitted, monkeypatch):
+    """The default kernel compiled with ``FAST_COMPILE`` against XLA's defaults, same seed: every decision, batch size and
+    row count identical, positions within the float32 rounding bound of ``draws_tolerance`` (the two compilations may
+    round differently: unoptimised code does not fuse multiply-adds). Catches an option that changed what the kernel
+    computes (fast-math reassociation, a flipped decision anywhere in 800 chain-steps), not only how fast it compiles.
+    Left out: the CLT bound ``epsilon``, a ratio of float32 power sums to ``s2^(3/2)`` that no decision reads; where the
+    control variate leaves ``s2`` near ``1e-7`` the sums cancel to a few digits and two compilations differ by ~1%
+    there, beyond a rounding bound relative to the array's largest value (``s2`` itself is compared)."""
+    model, data, w = fitted
+    built = []
+    monkeypatch.setattr(driver, "make_scaled_runner", lambda *a, **k: built.append(k["compiler_options"]) or make_scaled_runner(*a, **k))
+    starts = jax.tree_util.tree_map(lambda a: jnp.stack([a] * CHAINS), w.centre)
+    runs = [sample(model, data, starts, proposal=w.proposal, test=w.test, estimator=w.estimator, num_samples=STEPS,
+                   num_chains=CHAINS, key=3, progress=False, batched_init=True, compiler_options=options)
+            for options in (None, dict(FAST_COMPILE))]
+    assert built == [None, FAST_COMPILE]  # the options reached the runner's jit
+    assert 0.3 < np.mean(runs[0].records["accepted"]) < 1.0  # the chains move: equality is not vacuous
+    got, want = ({k: v for k, v in flat_draws(r).items() if k != "rec_epsilon"} for r in runs)
+    assert not (bad := mismatches(got, want, STEPS, N)), bad
+
+
+def test_auto_sample_compiles_short_runs_fast(fitted, monkeypatch):
+    """``auto_sample`` asks for fast compilation for a run of at most ``RUN_WORK`` chain-steps x d, not for a longer one,
+    and not with a checkpoint (a resumed run may be longer, and must compile as the first did)."""
+    model, data, w = fitted
+    seen = []
+    monkeypatch.setattr(warmup_module, "stored_warmup", lambda *a, **k: w)
+    monkeypatch.setattr(warmup_module, "sample", lambda *a, **k: seen.append(k.get("compiler_options")) or None)
+    longest = RUN_WORK // (CHAINS * D)
+    for num_samples, extra in ((longest, {}), (longest + 1, {}), (10, {"checkpoint_dir": "unused"})):
+        auto_sample(model, data, jnp.zeros(D), num_samples=num_samples, num_chains=CHAINS, progress=False, check_draws=0, **extra)
+    assert seen == [FAST_COMPILE, None, None]
