@@ -9,7 +9,8 @@ import minibatch_mcmc.warmup as warmup_module
 from minibatch_mcmc import compiling
 from minibatch_mcmc.compiling import FAST_COMPILE, ONE_OFF_WORK, RUN_WORK, compile_options
 from minibatch_mcmc.models import logistic_regression, make_logistic_data
-from minibatch_mcmc.samplers import driver, sample
+from minibatch_mcmc.data.arrays import as_data_source
+from minibatch_mcmc.samplers import driver, sample, warmup_tuning
 from minibatch_mcmc.samplers.scaled_runner import make_scaled_runner
 from minibatch_mcmc.warmup import auto_sample, warmup
 from draws_tolerance import mismatches
@@ -62,10 +63,39 @@ def test_auto_sample_compiles_short_runs_fast(fitted, monkeypatch):
     """``auto_sample`` asks for fast compilation for a run of at most ``RUN_WORK`` chain-steps x d, not for a longer one,
     and not with a checkpoint (a resumed run may be longer, and must compile as the first did)."""
     model, data, w = fitted
-    seen = []
-    monkeypatch.setattr(warmup_module, "stored_warmup", lambda *a, **k: w)
+    seen, asked = [], []
+    monkeypatch.setattr(warmup_module, "stored_warmup", lambda *a, **k: asked.append(a[4]) or w)
     monkeypatch.setattr(warmup_module, "sample", lambda *a, **k: seen.append(k.get("compiler_options")) or None)
     longest = RUN_WORK // (CHAINS * D)
     for num_samples, extra in ((longest, {}), (longest + 1, {}), (10, {"checkpoint_dir": "unused"})):
         auto_sample(model, data, jnp.zeros(D), num_samples=num_samples, num_chains=CHAINS, progress=False, check_draws=0, **extra)
     assert seen == [FAST_COMPILE, None, None]
+    assert [o.get("num_samples") for o in asked] == [longest, longest + 1, None]  # the tuned runner's run, not with a checkpoint
+
+
+def test_tuned_runner_counts_tuning_and_sampling(fitted, monkeypatch):
+    """The runner a tuned proposal shares between tuning and sampling compiles fast only if both together stay within
+    ``RUN_WORK``, and keeps XLA's defaults when the sampling length is not known (a user's own ``warmup(num_chains=C)``,
+    whose runner may then run any length)."""
+    model, data, w = fitted
+    seen = []
+
+    class Built(Exception):
+        pass
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs["compiler_options"])
+        raise Built  # the compile level is all this test needs: no tuning
+
+    monkeypatch.setattr(warmup_tuning, "make_scaled_runner", spy)
+    starts = jax.tree_util.tree_map(lambda a: jnp.stack([a] * CHAINS), w.centre)
+    num_windows, window_size = 20, 50
+    tuning = max(warmup_tuning.MIN_WINDOWS, -(-num_windows // CHAINS)) * window_size
+    longest = RUN_WORK // (CHAINS * D) - tuning
+    for steps in (longest, longest + 1, None):
+        with pytest.raises(Built):
+            warmup_tuning.tune_on_chains(model, as_data_source(data), w.test, w.estimator, lambda s: w.proposal, starts,
+                                         jax.random.key(0), 0.234, "random_walk", num_windows, window_size, 1.0, None, steps)
+    with pytest.raises(Built):  # warmup hands its num_samples on
+        warmup(model, data, jnp.zeros(D), key=0, proposal="random_walk", num_chains=CHAINS, num_samples=longest)
+    assert seen == [FAST_COMPILE, None, None, FAST_COMPILE]

@@ -167,6 +167,7 @@ def warmup(
     lean: bool = True,
     progress: bool = False,
     num_chains: int | None = None,
+    num_samples: int | None = None,
 ) -> Warmup:
     """Mode, Laplace covariance, Taylor proxy and a tuned proposal for sampling at ``temperature`` (1: the posterior).
 
@@ -185,7 +186,8 @@ def warmup(
     ``lean=False``: the earlier phase-after-phase search (``optim.centre``), the only one ``adam_steps`` applies to
     (the lean search runs ``optim.lean.ADAM_STEPS``); ``progress``: a status line per phase with its cost. ``num_chains``
     (one mode, no ``recentre``): a tuned scale is tuned on that many chains from dispersed Laplace draws, in windows of
-    ``window_size`` steps, on the compiled runner sampling then reuses (``Warmup.runner`` and ``Warmup.chains``).
+    ``window_size`` steps, on the compiled runner sampling then reuses (``Warmup.runner`` and ``Warmup.chains``);
+    ``num_samples``, the steps per chain it will sample, sets that runner's compile level (``compiling.RUN_WORK``).
     """
     kind = None if proposal is None else check_choice(proposal, "proposal", PROPOSALS)
     temperature = check_positive(temperature, "temperature")
@@ -194,6 +196,7 @@ def warmup(
     check_int(window_size, "window_size", 1)
     check_int(num_starts, "num_starts", 0)
     num_chains = None if num_chains is None else check_int(num_chains, "num_chains", 1)
+    num_samples = None if num_samples is None else check_int(num_samples, "num_samples", 1)
     if target_accept is not None and kind in GLOBAL + ("auto", None):
         raise ValueError(f"target_accept={target_accept!r} has no effect with proposal={kind!r}, which is not tuned: leave it None, "
                          "or name a tuned proposal ('langevin', 'random_walk', 'mixture')")
@@ -226,7 +229,7 @@ def warmup(
                 if num_chains is not None and not recentre and len(modes) <= 1:  # all chains, on the runner sampling reuses
                     starts = laplace_starts(proxy.centre, cov, modes, num_chains, jax.random.fold_in(k_tune, 1))
                     tuned, runner = tune_on_chains(model, source, test, estimator, make, starts, k_tune, target, tuned_kind,
-                                                   num_windows, window_size, temperature, tuned_steps(kind))
+                                                   num_windows, window_size, temperature, tuned_steps(kind), num_samples)
                 else:
                     tuned = tune(model, source, test, estimator, walk, mode_theta, k_tune, target, tuned_kind, num_windows, window_size,
                                  temperature)
@@ -320,14 +323,14 @@ def auto_sample(
     it, ``devices`` or ``recentre``, a tuned scale is tuned on all the chains with the kernel sampling runs (one compilation
     for both), and sampling goes on from the tuned chains (``warmup(num_chains=...)``); else from dispersed Laplace draws.
     A run of at most ``compiling.RUN_WORK`` chain-steps x d on the CPU compiles its runner for speed of compilation
-    (``compiler_options``; not with a checkpoint, which may be resumed longer, nor on the tuned runner).
+    (``compiler_options``, and the tuned runner with tuning's steps counted; not with a checkpoint, which may be resumed longer).
     """
     check_int(check_draws, "check_draws", 0)
     k_warm, k_start, k_run = jax.random.split(as_key(key), 3)
     options = dict(test=test, proposal=proposal, order=order, temperature=temperature, recentre=recentre, num_starts=num_starts,
                    newton_steps=newton_steps, stratum=stratum)
     if all(sample_kwargs.get(k) is None for k in ("checkpoint_dir", "devices", "data_sharding")):
-        options["num_chains"] = num_chains  # tuning on the runner sampling reuses (warmup keeps the old tuning with recentre)
+        options.update(num_chains=num_chains, num_samples=num_samples)  # tuning on the runner sampling reuses (not with recentre)
     w = stored_warmup(model, data, theta0, k_warm, options, sample_kwargs.get("checkpoint_dir"), sample_kwargs.get("resume", False),
                       progress)
     starts = dispersed_starts(w, num_chains, k_start) if w.chains is None else w.chains

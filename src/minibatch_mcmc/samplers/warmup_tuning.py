@@ -18,7 +18,7 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 
 from minibatch_mcmc.acceptance.base import AcceptanceTest
-from minibatch_mcmc.compiling import ONE_OFF_WORK, compile_options
+from minibatch_mcmc.compiling import ONE_OFF_WORK, RUN_WORK, compile_options
 from minibatch_mcmc.control_variates import TaylorProxy, taylor_proxy
 from minibatch_mcmc.control_variates.base import Estimator
 from minibatch_mcmc.data.arrays import DataSource
@@ -74,18 +74,21 @@ def tune(model, source, test, estimator, make, start, key, target, kind, num_win
 def tune_on_chains(
     model: Model, source: DataSource, test: AcceptanceTest, estimator: Estimator | None, make: Callable[[Any], Proposal],
     starts: PyTree, key: jax.Array, target: float, kind: str, num_windows: int, window_size: int, temperature: float,
-    counted: Callable[[jax.Array], jax.Array] | None = None,
+    counted: Callable[[jax.Array], jax.Array] | None = None, sampling_steps: int | None = None,
 ) -> tuple[TuneResult, BoundRunner]:
     """``tune_chains`` on the runner of ``build_kernel(model, make(scale), ...)`` from the batched ``starts``, in windows
     of ``window_size`` steps; the result and the runner at the tuned scale (``kind``: the tuned move, for the start).
 
     The ``num_windows`` windows of one chain's tuning are shared out over the chains (``MIN_WINDOWS`` at least), so
-    tuning reads about the rows it read on one chain; each window's rate pools ``chains x window_size`` steps."""
+    tuning reads about the rows it read on one chain; each window's rate pools ``chains x window_size`` steps.
+    ``sampling_steps``: the steps per chain sampling will run on the runner, which with tuning's set its compile level
+    (``compiling.RUN_WORK``); None (not known): XLA's defaults."""
     num_chains = int(np.shape(jax.tree_util.tree_leaves(starts)[0])[0])
-    runner = make_scaled_runner(lambda scale: build_kernel(model, make(scale), test, source.n, estimator), num_chains,
-                                chunk=window_size)
     d = int(ravel_pytree(jax.tree_util.tree_map(lambda a: a[0], starts))[0].size)
     windows = max(MIN_WINDOWS, -(-num_windows // num_chains))
+    options = None if sampling_steps is None else compile_options((windows * window_size + sampling_steps) * num_chains * d, RUN_WORK)
+    runner = make_scaled_runner(lambda scale: build_kernel(model, make(scale), test, source.n, estimator), num_chains,
+                                chunk=window_size, compiler_options=options)
     tuned = tune_chains(runner, source, starts, key=key, target_accept=target, num_windows=windows,
                         initial_scale=initial_scale(kind, d), temperature=temperature, counted=counted)
     return tuned, at_scale(runner, tuned.scale, starts)
