@@ -34,18 +34,17 @@ import time
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.flatten_util import ravel_pytree
 
 from bench_results import add_results_option, save, table
 from first_fit import MODELS, make_data
-from minibatch_mcmc.interop import from_numpyro
-from minibatch_mcmc.models import logistic_regression, make_logistic_data
-from minibatch_mcmc.samplers import build_kernel
-from jax.flatten_util import ravel_pytree
-
 from minibatch_mcmc.compiling import FAST_COMPILE, ONE_OFF_WORK, RUN_WORK
 from minibatch_mcmc.data.arrays import as_data_source
+from minibatch_mcmc.interop import from_numpyro
+from minibatch_mcmc.models import logistic_regression, make_logistic_data
 from minibatch_mcmc.optim import lean
 from minibatch_mcmc.optim.multistart import adam_ends
+from minibatch_mcmc.samplers import build_kernel
 from minibatch_mcmc.samplers.scaled_runner import make_scaled_runner
 from minibatch_mcmc.warmup import warmup
 
@@ -104,7 +103,7 @@ def timings(model, data, w, n: int, chains: int, steps: int, repeats: int) -> di
 def search_seconds(model, data, start, n: int, repeats: int) -> tuple[int, dict[str, float]]:
     """``b`` and the median seconds (compilation and run) of the lean warm-up's Adam search at each setting."""
     arrays, (flat, unravel) = as_data_source(data).arrays(), ravel_pytree(start)
-    b = int(min(n, lean.MAX_BATCH, max(lean.MIN_BATCH, lean.ADAM_ROWS * n // lean.ADAM_STEPS)))
+    b = lean.adam_batch(n)
     real, seconds = jax.jit, {"default": [], "fast": []}
     for _ in range(repeats):
         for k, options in (("default", None), ("fast", FAST_COMPILE)):

@@ -117,13 +117,18 @@ def stream(part: Callable, arrays: PyTree, n: int, chunk: int, c: jax.Array, poi
     return sums, (sorted_top(top, keep) if bulk is not None else None)
 
 
+def adam_batch(n: int) -> int:
+    """Rows a step of the Adam phase reads: ``ADAM_ROWS * N`` over its steps, within ``[MIN_BATCH, MAX_BATCH]`` and ``N``."""
+    return int(min(n, MAX_BATCH, max(MIN_BATCH, ADAM_ROWS * n // ADAM_STEPS)))
+
+
 def lean_mode(model: Model, source: DataSource, theta0: PyTree, *, key: jax.Array, probe_key: jax.Array, temperature: float = 1.0,
               num_starts: int = 8, newton_steps: int = 10, order: int = 2, tol: float = 1e-6, learning_rate: float = 0.05) -> LeanMode:
     """The mode reached from ``theta0``, the Taylor proxy at the last Newton point, and the other starts' Adam ends."""
     start = time.perf_counter()
     flat0, unravel = start_point(theta0)
     n, arrays, d = source.n, source.arrays(), int(flat0.size)
-    b = int(min(n, MAX_BATCH, max(MIN_BATCH, ADAM_ROWS * n // ADAM_STEPS)))
+    b = adam_batch(n)
     ends, ok = adam_ends(model, arrays, n, np.asarray(flat0)[None], unravel, key, temperature, ADAM_STEPS, b, learning_rate,
                          shared=True, dispersed=num_starts)  # key split into the starts' and Adam's inside
     if not ok[0]:
