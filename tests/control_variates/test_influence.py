@@ -3,6 +3,7 @@ nothing else), a well-behaved logistic regression gets an empty stratum, and a c
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -11,7 +12,7 @@ from helpers_cauchy import cauchy_rows_data, cauchy_rows_model, mode_and_factor
 from helpers_glm import glm_data, glm_quadrature
 
 from minibatch_mcmc.control_variates import taylor_proxy
-from minibatch_mcmc.control_variates.influence import blind_errors, influential_rows
+from minibatch_mcmc.control_variates.influence import blind_errors, influential_rows, permutation_fast, permutation_optimised, permuted_rows
 from minibatch_mcmc.models import logistic_regression
 
 
@@ -57,3 +58,15 @@ def test_blind_errors_by_hand():
     dev = np.array([5.0, 1.0, 0.5, 0.25])
     np.testing.assert_allclose(blind_errors(dev, 2, 4), [6.0, 1.5, 0.75, 0.25, 0.0])
     np.testing.assert_allclose(blind_errors(dev, 2, 10), [6.0, 1.5, 0.75, 0.5, 0.5])
+
+
+@pytest.mark.parametrize("n", [1, 7, 50_000])
+def test_permuted_rows_is_the_same_permutation_whichever_way_it_compiles(n):
+    """The bulk rows' permutation, fast-compiled below ``ONE_OFF_WORK``, is a permutation of ``0..n-1`` and equal element
+    for element to the optimised compilation's (a sort of integer keys has no rounding): a fast compile that drew other
+    rows, or lost or repeated one, fails."""
+    key = jax.random.key(11)
+    fast, optimised = np.asarray(permutation_fast(key, n)), np.asarray(permutation_optimised(key, n))
+    assert np.array_equal(np.sort(fast), np.arange(n))
+    assert np.array_equal(fast, optimised)
+    assert np.array_equal(np.asarray(permuted_rows(key, n)), optimised)

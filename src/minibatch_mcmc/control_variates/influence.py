@@ -14,7 +14,6 @@ that. Rows past ``max_rows`` are left to the minibatch, with a warning naming th
 
 from __future__ import annotations
 
-import functools
 import math
 import time
 import warnings
@@ -25,6 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from minibatch_mcmc.checks import check_int, check_positive
+from minibatch_mcmc.compiling import FAST_COMPILE, ONE_OFF_WORK, compile_options
 from minibatch_mcmc.control_variates.taylor import TaylorProxy
 from minibatch_mcmc.data.arrays import as_data_source, slice_rows, take
 from minibatch_mcmc.data.passes import DEFAULT_CHUNK
@@ -248,10 +248,20 @@ def probe_plan(factor: np.ndarray, key: jax.Array | None, n: int, chunk: int) ->
     return probe_steps(factor, key), np.sort(order[: min(chunk, n)])  # jax.random.choice without replacement, bit for bit
 
 
-@functools.partial(jax.jit, static_argnums=1)
 def permuted_rows(key: jax.Array, n: int) -> jax.Array:
-    """The permutation of the ``n`` rows drawn from the second half of ``key``: one compilation per ``n``, whatever the bulk's size."""
+    """The permutation of the ``n`` rows drawn from the second half of ``key``: one compilation per ``n``, whatever the bulk's
+    size; fast-compiled up to ``ONE_OFF_WORK`` rows (a sort of integer keys: the same permutation either way)."""
+    run = permutation_fast if compile_options(n, ONE_OFF_WORK) else permutation_optimised
+    return run(key, n)
+
+
+def permutation(key: jax.Array, n: int) -> jax.Array:
+    """``jax.random.permutation`` of ``n`` by the second half of ``key``."""
     return jax.random.permutation(jax.random.split(key)[1], n)
+
+
+permutation_optimised = jax.jit(permutation, static_argnums=1)
+permutation_fast = jax.jit(permutation, static_argnums=1, compiler_options=FAST_COMPILE)
 
 
 def probe_steps(factor: np.ndarray, key: jax.Array | None) -> np.ndarray:
