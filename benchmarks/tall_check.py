@@ -42,8 +42,23 @@ def hwm_mib() -> float:
     return math.nan
 
 
+def resident_mib() -> dict[str, float]:
+    """``RssAnon`` and ``RssFile`` of this process in MiB (empty off Linux)."""
+    path = Path("/proc/self/status")
+    lines = path.read_text().splitlines() if path.exists() else []
+    return {line.split(":")[0]: int(line.split()[1]) / 1024 for line in lines if line.startswith(("RssAnon", "RssFile"))}
+
+
+def watch(peaks: dict, stop) -> None:
+    """Until ``stop`` is set, the largest ``RssAnon`` and ``RssFile`` seen every 0.2 s, into ``peaks``."""
+    while not stop.wait(0.2):
+        for k, v in resident_mib().items():
+            peaks[k] = max(peaks.get(k, 0.0), v)
+
+
 def child(path: Path, samples: int, chains: int) -> None:
     """Open ``path``'s ``x.npy``/``y.npy``, run ``auto_sample`` with its defaults, print phases, warnings and peaks as JSON."""
+    import threading
     import warnings
 
     import jax.numpy as jnp
@@ -52,6 +67,8 @@ def child(path: Path, samples: int, chains: int) -> None:
     from minibatch_mcmc.data import open_npy
     from minibatch_mcmc.models import logistic_regression
 
+    peaks, stop = {}, threading.Event()
+    threading.Thread(target=watch, args=(peaks, stop), daemon=True).start()
     t0 = time.perf_counter()
     data = open_npy({"x": path / "x.npy", "y": path / "y.npy"})
     opened = time.perf_counter() - t0
@@ -60,6 +77,7 @@ def child(path: Path, samples: int, chains: int) -> None:
         warnings.simplefilter("always")
         res, w = auto_sample(logistic_regression(), data, jnp.zeros(10), num_samples=samples, num_chains=chains, key=0, progress=True)
     total = time.perf_counter() - t0
+    stop.set()
     chk = w.proxy_check
     print(json.dumps({
         "n": data.n, "open_s": opened, "total_s": total, "sample_s": float(res.wall_time),
@@ -69,6 +87,7 @@ def child(path: Path, samples: int, chains: int) -> None:
         "stratum_rows": 0 if w.influence is None else int(w.influence.rows.size), "proposal": w.kind,
         "warnings": [str(c.message)[:300] for c in caught],
         "ru_maxrss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "vmhwm_mib": hwm_mib(),
+        "peak_anon_mib": peaks.get("RssAnon", math.nan), "peak_file_mib": peaks.get("RssFile", math.nan),
         "file_gib": sum(os.path.getsize(path / f) for f in ("x.npy", "y.npy")) / 2**30,
     }), flush=True)
 
@@ -104,8 +123,11 @@ def results(big: dict, base: dict | None, args: argparse.Namespace) -> tuple[dic
     bound = base["ru_maxrss_mib"] + RESIDENT_BYTES_MIB if base else math.nan
     rows.append(["peak resident memory (`ru_maxrss`; `VmHWM`)", f"{big['ru_maxrss_mib']:.0f} MiB; {big['vmhwm_mib']:.0f} MiB", "-",
                  f"bound {bound:.0f} MiB" if base else "-"])
+    rows.append(["of which anonymous; file-backed (largest seen, every 0.2 s)",
+                 f"{big.get('peak_anon_mib', math.nan):.0f} MiB; {big.get('peak_file_mib', math.nan):.0f} MiB", "-", "-"])
     if base:
-        rows.append([f"same run on {base['n']:,} rows (baseline)", f"{base['ru_maxrss_mib']:.0f} MiB", "-", "-"])
+        rows.append([f"same run on {base['n']:,} rows (baseline)", f"{base['ru_maxrss_mib']:.0f} MiB", "-",
+                     f"{base.get('peak_anon_mib', math.nan):.0f}; {base.get('peak_file_mib', math.nan):.0f} MiB"])
     title = f"auto_sample, N = {big['n']:,} x 10 float32 ({big['file_gib']:.2f} GiB, `open_npy`), {args.chains} chains x {args.samples}"
     tab = table([title, "seconds", "passes over N", "share of the run"], rows)
     values = {"tall_check.n": f"{big['n']:,}", "tall_check.check_s": f"{check['seconds']:.1f}",

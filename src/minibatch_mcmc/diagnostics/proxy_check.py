@@ -209,7 +209,7 @@ def residual_sums(model: Model, estimator: Estimator, centre: PyTree):
     return jax.vmap(one, in_axes=(None, None, 0, 0, 0))
 
 
-def check_chunks(population: PyTree, n_pop: int, key: jax.Array) -> tuple[list[tuple[PyTree, np.ndarray]], int]:
+def check_chunks(n_pop: int, key: jax.Array) -> tuple[list[tuple[PyTree, np.ndarray]], int]:
     """``(rows, keep)`` chunks of ``CHECK_CHUNK`` rows covering the rows the check reads (all ``n_pop`` up to ``CHECK_ROWS``,
     else a uniform sample of ``CHECK_ROWS``; the last chunk padded with masked rows), as readers, and how many rows."""
     if n_pop <= CHECK_ROWS:
@@ -240,7 +240,7 @@ def streamed_sums(model: Model, estimator: Estimator, centre: PyTree, population
     count = jax.tree_util.tree_leaves(at)[0].shape[0]
     if n_pop < 1:  # every row is in the stratum: no residual left to the proxy
         return np.zeros((count, 6)), np.zeros(0, bool), 0
-    chunks, read = check_chunks(population, n_pop, jax.random.key(0) if key is None else key)
+    chunks, read = check_chunks(n_pop, jax.random.key(0) if key is None else key)
     first = read_chunk(population, chunks[0][0])
     head = min(SHIFT_ROWS, read)
     zero = np.zeros(count, np.float32)  # host arrays in: no compiled transfer or fill
