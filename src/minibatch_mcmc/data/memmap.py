@@ -8,7 +8,7 @@ Compressed members (``np.savez_compressed``) cannot be mapped and are refused.
 Mapped pages a gather touches count towards the process's resident memory, so the reader drops
 them (``madvise(MADV_DONTNEED)``; they stay in the OS page cache) once the file-backed resident set
 would otherwise grow past ``resident_bytes`` since the last drop: a gather reads ``PIECE_ROWS`` rows at a time and
-reads ``/proc/self/statm`` after each piece (elsewhere it drops after every ``resident_bytes / FOLIO_BYTES`` rows), so
+reads ``/proc/self/statm`` after each piece and at its end (elsewhere it drops after every ``resident_bytes / FOLIO_BYTES`` rows), so
 resident memory stays bounded however large the file and the gather are. A fault maps a whole page-cache folio (up to
 ``FOLIO_BYTES``): one gather of 1024 random rows of a 2 GB file mapped 1.4 GB before gathers were cut into pieces. Contiguous reads (validation scans, full-data passes) use ``pread`` instead of the map, so
 they get the kernel's sequential readahead and leave nothing mapped.
@@ -177,6 +177,8 @@ class MemmapReader:
             self._touched += min(piece, idx.size - start)
             if self._touched >= self.check_rows:
                 self.drop_if_grown()
+        if self._touched and self._base is not None:  # and at the end, so no gather leaves more than the bound mapped
+            self.drop_if_grown()
         check_unchanged(self.stamps, self.where)  # a change during the read: the rows may mix two versions
         return out
 
