@@ -80,10 +80,30 @@ def test_every_registered_experiment_has_main_and_help(capsys):
 
 
 def test_sample_tests_build_every_named_test():
-    from minibatch_mcmc.cli import SAMPLE_TESTS, sample_test
+    from minibatch_mcmc.acceptance.registry import TESTS
+    from minibatch_mcmc.cli import sample_test
 
-    for name in SAMPLE_TESTS:
-        assert sample_test(name, 50, 1.0) is not None
+    for name, row in TESTS.items():
+        assert type(sample_test(name, 50, 1.0)) is row.kind
+    test = sample_test("penalty", 80, 0.5)
+    assert (test.batch_size, test.sigma_max) == (80, 0.5)  # from --batch-size and --sigma
+
+
+def test_sample_choices_are_the_registries(capsys):
+    """``--test`` and ``--proposal`` offer exactly the registered tests and the warm-up's proposals (written out here),
+    and an unknown one is refused before anything runs, listing them (``--proposal`` took any string before)."""
+    from minibatch_mcmc.acceptance.registry import TESTS
+    from minibatch_mcmc.control_variates.laplace_moves import KINDS
+
+    tests = ("mhminibatch", "penalty", "smh", "mhss", "tunamh", "austere", "mhsublhd", "naive", "barker", "metropolis")
+    proposals = ("langevin", "random_walk", "independence", "independence_t", "proxy_hmc", "mixture", "auto")
+    assert tuple(TESTS) == tests and tuple(KINDS) + ("auto",) == proposals
+    for option, names in (("--test", tests), ("--proposal", proposals)):
+        with pytest.raises(SystemExit) as exit_:
+            main(["sample", "--model", "m:f", "--data", "x.npy", option, "nonsense"])
+        assert exit_.value.code == 2
+        listed = ", ".join(repr(n) for n in names)
+        assert f"argument {option}: invalid choice: 'nonsense' (choose from {listed})" in capsys.readouterr().err
 
 
 def test_sample_model_takes_the_warmups_default_test_unless_one_is_named(capsys, tmp_path):

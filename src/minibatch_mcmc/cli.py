@@ -6,13 +6,14 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from types import ModuleType
-from typing import Callable, Sequence
+from typing import Sequence
 
+from minibatch_mcmc.acceptance.registry import TESTS, registered
 from minibatch_mcmc.checks import check_int
 from minibatch_mcmc.data.indexing import MAX_DATA
 from minibatch_mcmc.experiments.options import positive_int, written
 from minibatch_mcmc.experiments.registry import EXPERIMENTS, experiment, listing
+from minibatch_mcmc.warmup import DEFAULT_TEST, PROPOSALS
 
 INTERRUPTED = 130
 """Exit status of a run stopped by Ctrl-C (SIGINT), after its finished draws were written: 128 + SIGINT."""
@@ -45,16 +46,6 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
-SAMPLE_TESTS: dict[str, Callable[[ModuleType, int, float], object]] = {
-    "mhminibatch": lambda acc, m, sigma: acc.mh_minibatch(batch_size=m, sigma=sigma),
-    "penalty": lambda acc, m, sigma: acc.penalty_test(batch_size=m, sigma_max=sigma),
-    "austere": lambda acc, m, sigma: acc.austere_mh(batch_size=m),
-    "mhsublhd": lambda acc, m, sigma: acc.mh_sublhd(batch_size=m),
-    "naive": lambda acc, m, sigma: acc.naive_minibatch(batch_size=m),
-    "barker": lambda acc, m, sigma: acc.BarkerTest(),
-    "metropolis": lambda acc, m, sigma: acc.MetropolisTest(),
-}
-"""Acceptance tests the ``sample`` command can run: name -> ``build(acceptance package, m, sigma)``."""
 MIXTURE_TEST = "mhminibatch"
 """The ``sample`` command's test for the built-in mixture (Seita et al. 6.1) unless ``--test`` names one; with ``--model``
 it is ``auto_sample``'s default."""
@@ -63,10 +54,8 @@ BATCH_SIZE, SIGMA = 50, 1.0
 
 
 def sample_test(name: str, batch_size: int, sigma: float):
-    """The acceptance test named by ``sample --test`` (the acceptance package is imported on first use)."""
-    from minibatch_mcmc import acceptance
-
-    return SAMPLE_TESTS[name](acceptance, batch_size, sigma)
+    """The acceptance test named by ``sample --test`` (a row of ``acceptance.registry.TESTS``), from ``--batch-size`` and ``--sigma``."""
+    return registered(name).from_options(batch_size, sigma)
 
 
 def model_test(args: argparse.Namespace):
@@ -74,8 +63,6 @@ def model_test(args: argparse.Namespace):
     ``--sigma`` is given; those alone set up ``warmup.DEFAULT_TEST``."""
     if args.test is None and args.batch_size == BATCH_SIZE and args.sigma == SIGMA:
         return None
-    from minibatch_mcmc.warmup import DEFAULT_TEST
-
     return sample_test(args.test or DEFAULT_TEST, args.batch_size, args.sigma)
 
 
@@ -335,9 +322,9 @@ def build_parser() -> argparse.ArgumentParser:
                     "of files). A Model reads it out of core (.npy and uncompressed .npz memory-mapped, Parquet streamed); "
                     "a NumPyro model gets it read into memory, as its arguments")
     sp.add_argument("--dim", type=positive_int, default=None, help="parameter length of a Model given by --model (start: zeros)")
-    sp.add_argument("--test", choices=SAMPLE_TESTS, default=None, help="acceptance test (default: with --model, the warm-up's "
+    sp.add_argument("--test", choices=list(TESTS), default=None, help="acceptance test (default: with --model, the warm-up's "
                     "default, the penalty test on 50 rows, more at small N; for the mixture " + MIXTURE_TEST + ")")
-    sp.add_argument("--proposal", default=None, help="with --model: one of warmup.PROPOSALS (default: the warm-up's "
+    sp.add_argument("--proposal", choices=PROPOSALS, default=None, help="with --model: the warm-up's proposal (default: its "
                     "rule: mixture with an exact stratum or several modes, else proxy_hmc)")
     sp.add_argument("--n-data", type=positive_int, default=100_000, help="data points N of the mixture (default 100000)")
     sp.add_argument("--temperature", type=float, default=1.0, help="temperature K (default 1: the posterior)")
