@@ -40,7 +40,8 @@ def test_library_objects_come_back_with_their_types_and_dtypes(tmp_path):
     proxy = TaylorProxy(centre={"w": jnp.asarray([0.5, -1.0], jnp.float32)}, order=2, grad_sum=jnp.arange(2, dtype=jnp.float32),
                         hess_sum=jnp.eye(2, dtype=jnp.float32), centre_log_lik=-3.25, n_data=1000, setup_data=1000)
     payload = {"proxy": proxy, "test": penalty_test(), "idx": jnp.arange(3, dtype=jnp.int32), "weak": jnp.asarray(0.5),
-               "acc": np.float64(0.25), "modes": (1, [2.0, None]), "cost": {"mode": PhaseCost(data=10, seconds=1.0, passes=0.5, compile_seconds=0.25)},
+               "acc": np.float64(0.25), "modes": (1, [2.0, None]),
+               "cost": {"mode": PhaseCost(data=10, seconds=1.0, passes=0.5, compile_seconds=0.25)},
                "text": "proxy_hmc", "flag": True}
     save_warmup(tmp_path, {}, payload)
     back = load_warmup(tmp_path, {})

@@ -10,9 +10,11 @@ run killed mid-block loses only that block (its temporary file is ignored and re
 Nothing is resumed silently wrong: every chunk carries a SHA-256 of its contents and of the run's
 ``settings.json`` (a corrupt, truncated or foreign chunk is refused with its file named), and the
 settings hold a fingerprint of the data (``N``, every leaf's dtype and row shape, and a hash of
-``FINGERPRINT_ROWS`` rows at fixed positions), so a resume on other data of the same size is refused. The run id a chunk carries is the SHA-256 of the settings'
-canonical JSON (parsed, keys sorted, compact), so re-saving ``settings.json`` with other formatting orphans nothing (a chunk
-carrying the hash of the file's bytes, as format 3 wrote before, is still read).
+``FINGERPRINT_ROWS`` rows at fixed positions), so a resume on other data of the same size is refused.
+The run id a chunk carries is the SHA-256 of the settings' canonical JSON (parsed, keys sorted, compact), so
+re-saving ``settings.json`` with other formatting orphans nothing (a chunk carrying the hash of the file's bytes, as
+earlier versions wrote, is still read). A resume of a directory without ``settings.json`` but with a saved warm-up or a
+lock (a run killed in its warm-up) starts at step 0.
 
 The directory holds data only: nothing in it is imported or unpickled. Files are written through exclusive temporaries
 and a run holds the directory's lock for its whole length (``safe_files``); a failed write (a full disk) is one

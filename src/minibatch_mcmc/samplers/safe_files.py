@@ -84,7 +84,8 @@ def _holder() -> str:
 
 def _not_writable(directory: Path, err: OSError) -> ValueError:
     """The refusal of a checkpoint directory this process cannot write to."""
-    return ValueError(f"checkpoint directory {directory} is not writable ({err.strerror or err}); choose a directory this process can write to")
+    why = err.strerror or err
+    return ValueError(f"checkpoint directory {directory} is not writable ({why}); choose a directory this process can write to")
 
 
 @contextlib.contextmanager
