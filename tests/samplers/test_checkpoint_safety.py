@@ -219,3 +219,29 @@ def test_a_multimode_warmup_is_saved_and_its_groups_resume(tmp_path, monkeypatch
     resumed, _ = warmup_module.auto_sample(gaussian_mixture(), data, jnp.zeros(2), checkpoint_dir=tmp_path / "b", resume=True, **kw)
     assert warmups == []
     np.testing.assert_array_equal(np.asarray(resumed.positions), np.asarray(whole.positions))
+
+
+def test_the_lock_is_reentrant_in_its_thread_only(tmp_path):
+    """``auto_sample`` holds the lock and calls ``sample``, which takes it again: a no-op in the same thread; another
+    thread of the same process is refused like another process; once released the lock blocks nobody."""
+    import threading
+
+    from minibatch_mcmc.samplers.safe_files import run_lock
+
+    errors = []
+
+    def other():
+        try:
+            with run_lock(tmp_path):
+                errors.append(None)
+        except ValueError as err:
+            errors.append(err)
+
+    with run_lock(tmp_path):
+        with run_lock(tmp_path):
+            thread = threading.Thread(target=other)
+            thread.start()
+            thread.join()
+    assert isinstance(errors[0], ValueError) and "in use by another run" in str(errors[0])
+    other()
+    assert errors[1] is None

@@ -108,7 +108,8 @@ def run_lock(directory: str | os.PathLike) -> Iterator[None]:
         raise _not_writable(path, err) from None
     try:
         if not _lock(fd, path):
-            holder = os.pread(fd, 100, 0).decode(errors="replace").strip()
+            os.lseek(fd, 0, os.SEEK_SET)
+            holder = os.read(fd, 100).decode(errors="replace").strip()
             if holder == _holder():
                 yield
                 return
@@ -117,7 +118,8 @@ def run_lock(directory: str | os.PathLike) -> Iterator[None]:
                 f"{path / LOCK_FILE}); wait for it to finish, or choose another directory"
             )
         os.ftruncate(fd, 0)
-        os.pwrite(fd, _holder().encode(), 0)
+        os.lseek(fd, 0, os.SEEK_SET)
+        os.write(fd, _holder().encode())
         yield
     finally:
         os.close(fd)  # releases the flock
