@@ -328,7 +328,8 @@ def sample(
     (``num_chains`` must be a multiple of the device count); the data are replicated unless
     ``data_sharding`` says otherwise. The draws do not depend on the layout. With
     ``checkpoint_dir`` every finished block is written there; ``resume=True`` reloads the finished
-    blocks and continues, drawing exactly what an uninterrupted run with the same seed draws.
+    blocks and continues, drawing exactly what an uninterrupted run with the same seed draws. The directory is checked
+    writable and locked for the run first: a second run started on it is refused before writing (``SECURITY.md``).
     ``key`` is a seed, a key, or one key per chain (shape ``(num_chains,)``): ``jax.random.split(k, C)``
     draws what ``numpyro.infer.MCMC(MinibatchMH(...), num_chains=C).run(k)`` draws (``samplers.keys``).
     ``runner``: an already compiled runner of this kernel (``scaled_runner.at_scale``, e.g. ``Warmup.runner``, on which
