@@ -59,7 +59,7 @@ def test_fast_compiled_runner_draws_the_same_chain(fitted, monkeypatch):
     assert not (bad := mismatches(got, want, STEPS, N)), bad
 
 
-def test_auto_sample_compiles_short_runs_fast(fitted, monkeypatch):
+def test_auto_sample_compiles_short_runs_fast(fitted, monkeypatch, tmp_path):
     """``auto_sample`` asks for fast compilation for a run of at most ``RUN_WORK`` chain-steps x d, not for a longer one,
     and not with a checkpoint (a resumed run may be longer, and must compile as the first did)."""
     model, data, w = fitted
@@ -67,7 +67,7 @@ def test_auto_sample_compiles_short_runs_fast(fitted, monkeypatch):
     monkeypatch.setattr(warmup_module, "stored_warmup", lambda *a, **k: asked.append(a[4]) or w)
     monkeypatch.setattr(warmup_module, "sample", lambda *a, **k: seen.append(k.get("compiler_options")) or None)
     longest = RUN_WORK // (CHAINS * D)
-    for num_samples, extra in ((longest, {}), (longest + 1, {}), (10, {"checkpoint_dir": "unused"})):
+    for num_samples, extra in ((longest, {}), (longest + 1, {}), (10, {"checkpoint_dir": tmp_path / "unused"})):
         auto_sample(model, data, jnp.zeros(D), num_samples=num_samples, num_chains=CHAINS, progress=False, check_draws=0, **extra)
     assert seen == [FAST_COMPILE, None, None]
     assert [o.get("num_samples") for o in asked] == [longest, longest + 1, None]  # the tuned runner's run, not with a checkpoint

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import functools
 import math
-from pathlib import Path
 from typing import Any, Callable, NamedTuple
 
 import jax
@@ -38,8 +37,9 @@ from minibatch_mcmc.diagnostics.batch_choice import choose_batch_size
 from minibatch_mcmc.diagnostics.proxy_check import ProxyCheck, check_proxy
 from minibatch_mcmc.models.base import Model
 from minibatch_mcmc.optim.centre import find_centre
+from minibatch_mcmc.optim.multistart import LocalMode
 from minibatch_mcmc.proposals.base import Proposal
-from minibatch_mcmc.samplers.checkpoint import SETTINGS_FILE, data_fingerprint, fingerprint
+from minibatch_mcmc.samplers.checkpoint import SETTINGS_FILE, WARMUP_SETTINGS, data_fingerprint, fingerprint, run_directory
 from minibatch_mcmc.samplers.diagnose import bad_rows_named
 from minibatch_mcmc.samplers.driver import sample
 from minibatch_mcmc.samplers.efficiency import most_efficient
@@ -51,6 +51,7 @@ from minibatch_mcmc.samplers.phase_cost import PhaseClock, PhaseCost
 from minibatch_mcmc.samplers.results import SampleResult
 from minibatch_mcmc.samplers.scaled_runner import BoundRunner
 from minibatch_mcmc.samplers.tuning import untuned
+from minibatch_mcmc.samplers.warmup_codec import LIBRARY_TYPES
 from minibatch_mcmc.samplers.warmup_file import load_warmup, save_warmup
 from minibatch_mcmc.samplers.warmup_tuning import laplace_starts, short_run_mean, timed_proxy, tune, tune_on_chains
 
@@ -330,6 +331,15 @@ def auto_sample(
                    newton_steps=newton_steps, stratum=stratum)
     if all(sample_kwargs.get(k) is None for k in ("checkpoint_dir", "devices", "data_sharding")):
         options.update(num_chains=num_chains, num_samples=num_samples)  # tuning on the runner sampling reuses (not with recentre)
+    directory, resume = sample_kwargs.get("checkpoint_dir"), sample_kwargs.get("resume", False)
+    with run_directory(directory, resume, (SETTINGS_FILE, WARMUP_SETTINGS)):  # refused at once, or locked for warm-up and sampling
+        return _warm_and_sample(model, data, theta0, (k_warm, k_start, k_run), options, num_samples, num_chains, temperature,
+                                progress, check_draws, sample_kwargs)
+
+
+def _warm_and_sample(model, data, theta0, keys, options, num_samples, num_chains, temperature, progress, check_draws, sample_kwargs):
+    """``auto_sample``'s warm-up (or its restoration) and sampling, in the checkpoint directory's lock if it has one."""
+    k_warm, k_start, k_run = keys
     w = stored_warmup(model, data, theta0, k_warm, options, sample_kwargs.get("checkpoint_dir"), sample_kwargs.get("resume", False),
                       progress)
     starts = dispersed_starts(w, num_chains, k_start) if w.chains is None else w.chains
@@ -363,15 +373,14 @@ def stored_warmup(model: Model, data: PyTree | DataSource, theta0: PyTree, key: 
     source = as_data_source(data)
     settings = {"seed": fingerprint(key), "model": fingerprint(model), "theta0": fingerprint(theta0),
                 "options": fingerprint(options), "data": data_fingerprint(source.arrays(), source.n)}
-    saved = load_warmup(directory, settings) if resume else None
+    types, refs = LIBRARY_TYPES + (LocalMode,), {"model": model}  # a stratified proxy holds the model: supplied again on load
+    saved = load_warmup(directory, settings, types, refs) if resume else None
     if saved is not None:
         return restored(model, source.n, saved, options)
     w = warmup(model, data, theta0, key=key, progress=progress, **options)
-    if resume or not (Path(directory) / SETTINGS_FILE).exists():  # never overwrite the warm-up of a run sample will refuse
-        save_warmup(directory, settings, {"proxy": w.proxy, "covariance": w.covariance, "scale": w.scale,
-                                          "acceptance": w.acceptance, "cost": w.cost, "modes": w.modes,
-                                          "mode_proxies": [k[0] for k in w.mode_kernels], "kind": w.kind, "why": w.why,
-                                          "estimator": w.estimator, "influence": w.influence, "test": w.test})
+    save_warmup(directory, settings, {"proxy": w.proxy, "covariance": w.covariance, "scale": w.scale, "acceptance": w.acceptance,
+                                      "cost": w.cost, "modes": w.modes, "mode_proxies": [k[0] for k in w.mode_kernels], "kind": w.kind,
+                                      "why": w.why, "estimator": w.estimator, "influence": w.influence, "test": w.test}, types, refs)
     return w
 
 

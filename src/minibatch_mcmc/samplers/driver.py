@@ -328,7 +328,8 @@ def sample(
     (``num_chains`` must be a multiple of the device count); the data are replicated unless
     ``data_sharding`` says otherwise. The draws do not depend on the layout. With
     ``checkpoint_dir`` every finished block is written there; ``resume=True`` reloads the finished
-    blocks and continues, drawing exactly what an uninterrupted run with the same seed draws.
+    blocks and continues, drawing exactly what an uninterrupted run with the same seed draws. The directory is checked
+    writable and locked for the run first: a second run started on it is refused before writing (``SECURITY.md``).
     ``key`` is a seed, a key, or one key per chain (shape ``(num_chains,)``): ``jax.random.split(k, C)``
     draws what ``numpyro.infer.MCMC(MinibatchMH(...), num_chains=C).run(k)`` draws (``samplers.keys``).
     ``runner``: an already compiled runner of this kernel (``scaled_runner.at_scale``, e.g. ``Warmup.runner``, on which
@@ -340,46 +341,47 @@ def sample(
     num_samples, num_chains, block_size = _check_args(
         num_samples, num_chains, block_size, resume, checkpoint_dir, devices, data_sharding
     )
-    layout = None if devices is None else chain_layout(devices, num_chains)
-    source = as_data_source(data)
-    arrays = source.arrays()
-    temps = _temperature_schedule(temperature, num_samples)
-    base_key = as_run_key(key, num_chains)
-    positions = _initial_positions(initial_position, num_chains, batched_init)
-    _check_initial(model, arrays, source.n, positions, num_chains)
+    with checkpoint.run_directory(checkpoint_dir, resume):  # refused at once if in use, not writable or not resumable
+        layout = None if devices is None else chain_layout(devices, num_chains)
+        source = as_data_source(data)
+        arrays = source.arrays()
+        temps = _temperature_schedule(temperature, num_samples)
+        base_key = as_run_key(key, num_chains)
+        positions = _initial_positions(initial_position, num_chains, batched_init)
+        _check_initial(model, arrays, source.n, positions, num_chains)
 
-    if runner is not None and (devices is not None or runner.num_chains != num_chains):
-        raise ValueError(f"runner runs {runner.num_chains} chains on the default device; got num_chains={num_chains}, devices={devices!r}")
-    kernel = build_kernel(model, proposal, test, source.n, estimator) if runner is None else runner.kernel
-    finished = Finished(jax.jit(jax.vmap(kernel.init))(positions), [], [], 0, 0.0)  # compiled: op by op took seconds
-    if checkpoint_dir is not None:
-        settings = checkpoint.run_settings(
-            key=base_key, model=model, test=test, proposal=proposal, num_chains=num_chains, n_data=source.n, positions=positions,
-            estimator=estimator, data=arrays,
-        )
-        finished = _restore_or_start(checkpoint_dir, settings, resume, finished.states, temps)
-    run_key = base_key
-    if layout is not None:
-        finished, arrays, run_key = _place(finished, arrays, base_key, layout, data_sharding)
+        if runner is not None and (devices is not None or runner.num_chains != num_chains):
+            raise ValueError(f"runner runs {runner.num_chains} chains on the default device; got num_chains={num_chains}, devices={devices!r}")
+        kernel = build_kernel(model, proposal, test, source.n, estimator) if runner is None else runner.kernel
+        finished = Finished(jax.jit(jax.vmap(kernel.init))(positions), [], [], 0, 0.0)  # compiled: op by op took seconds
+        if checkpoint_dir is not None:
+            settings = checkpoint.run_settings(
+                key=base_key, model=model, test=test, proposal=proposal, num_chains=num_chains, n_data=source.n, positions=positions,
+                estimator=estimator, data=arrays,
+            )
+            finished = _restore_or_start(checkpoint_dir, settings, resume, finished.states, temps)
+        run_key = base_key
+        if layout is not None:
+            finished, arrays, run_key = _place(finished, arrays, base_key, layout, data_sharding)
 
-    run = make_block_runner(kernel, num_chains, layout, compiler_options) if runner is None else runner.run_block
+        run = make_block_runner(kernel, num_chains, layout, compiler_options) if runner is None else runner.run_block
 
-    def run_block(states: ChainState, steps: jax.Array, block_temps: jax.Array):
-        with host_read_errors(arrays):  # a data file changed under the run: its own error, naming the file
-            return jax.block_until_ready(run(run_key, states, arrays, steps, block_temps))
+        def run_block(states: ChainState, steps: jax.Array, block_temps: jax.Array):
+            with host_read_errors(arrays):  # a data file changed under the run: its own error, naming the file
+                return jax.block_until_ready(run(run_key, states, arrays, steps, block_temps))
 
-    diagnose = functools.partial(nonfinite_error, model, proposal, source, base_key, num_chains)
-    bar = SamplingBar(progress, num_samples, finished.done, test.name)
-    start = time.perf_counter()
-    try:
-        finished, interrupted = _run_blocks(run_block, temps, block_size, finished, checkpoint_dir, bar, diagnose)
-    except DataChangedError as err:  # the finished draws travel with the error, never lost
-        if err.finished.rec_blocks:
-            err.result = _stack_result(err.finished, model, test, source.n, temps, time.perf_counter() - start, True)
-            err.add_note(f"the {err.finished.done} finished steps are in this error's .result"
-                         + (f" and in {checkpoint_dir}" if checkpoint_dir is not None else ""))
-        raise
-    finally:
-        bar.close()
-    wall = finished.wall_time + time.perf_counter() - start
-    return _stack_result(finished, model, test, source.n, temps, wall, interrupted)
+        diagnose = functools.partial(nonfinite_error, model, proposal, source, base_key, num_chains)
+        bar = SamplingBar(progress, num_samples, finished.done, test.name)
+        start = time.perf_counter()
+        try:
+            finished, interrupted = _run_blocks(run_block, temps, block_size, finished, checkpoint_dir, bar, diagnose)
+        except DataChangedError as err:  # the finished draws travel with the error, never lost
+            if err.finished.rec_blocks:
+                err.result = _stack_result(err.finished, model, test, source.n, temps, time.perf_counter() - start, True)
+                err.add_note(f"the {err.finished.done} finished steps are in this error's .result"
+                             + (f" and in {checkpoint_dir}" if checkpoint_dir is not None else ""))
+            raise
+        finally:
+            bar.close()
+        wall = finished.wall_time + time.perf_counter() - start
+        return _stack_result(finished, model, test, source.n, temps, wall, interrupted)
