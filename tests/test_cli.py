@@ -1,3 +1,6 @@
+import importlib
+import pathlib
+
 import pytest
 
 from minibatch_mcmc.cli import main
@@ -14,9 +17,47 @@ def test_correction_command_rejects_sigma_beyond_the_limit(capsys):
     assert "sigma" in capsys.readouterr().err
 
 
-def test_demo_rejects_bad_sigma(capsys, tmp_path):
-    assert main(["demo", "--quick", "--sigma", "5", "--out", str(tmp_path)]) == 2
-    assert "sigma=5.0" in capsys.readouterr().err
+def test_demo_rejects_too_many_rows(capsys, tmp_path):
+    assert main(["demo", "--n-data", str(2**40), "--out", str(tmp_path)]) == 2
+    assert "--n-data" in capsys.readouterr().err
+
+
+def test_demo_runs_auto_sample_with_its_defaults_at_tall_n(monkeypatch, tmp_path):
+    """The demo shows the default the README recommends (``auto_sample``: no proposal or test named) on 10^6 rows;
+    it would catch a demo that still ran the earlier default (MHminibatch beside Barker on the mixture)."""
+    calls = []
+
+    class Stop(Exception):
+        pass
+
+    def spy(model, data, start, **options):
+        calls.append((model.name, data["y"].shape[0], start.shape, options))
+        raise Stop
+
+    monkeypatch.setattr(importlib.import_module("minibatch_mcmc.warmup"), "auto_sample", spy)
+    with pytest.raises(Stop):
+        main(["demo", "--out", str(tmp_path), "--no-progress"])
+    ((name, n, shape, options),) = calls
+    assert n == 1_000_000 and shape == (10,) and "logistic" in name
+    assert not {"proposal", "test", "estimator"} & set(options), options
+
+
+@pytest.mark.slow
+def test_demo_end_to_end_small(capsys, tmp_path):
+    assert main(["demo", "--n-data", "20000", "--num-samples", "100", "--chains", "2", "--out", str(tmp_path), "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "proposal" in out and "theta[9]" in out and (tmp_path / "demo" / "posterior.nc").exists()
+
+
+def test_reproduce_outside_a_checkout_says_where_the_reproductions_are(tmp_path):
+    """An installed wheel (no reproductions/ above the working directory or beside the source) gets one clear error."""
+    from minibatch_mcmc.cli import reproductions_root
+
+    installed = tmp_path / "venv" / "lib" / "site-packages" / "minibatch_mcmc" / "cli.py"
+    with pytest.raises(ValueError, match="ship with the repository, not the installed package"):
+        reproductions_root(tmp_path / "work", installed)
+    repo = pathlib.Path(__file__).resolve().parents[1]
+    assert reproductions_root(repo / "docs" / "results", installed) == repo
 
 
 def test_unknown_command_exits_with_usage():
@@ -52,7 +93,7 @@ def test_experiments_refuse_bad_options_with_a_message(capsys, argv, match):
 
 
 def test_reproduce_lists_every_registered_experiment(capsys):
-    from minibatch_mcmc.experiments.registry import EXPERIMENTS
+    from reproductions.registry import EXPERIMENTS
 
     assert main(["reproduce", "--list"]) == 0
     out = capsys.readouterr().out
@@ -69,7 +110,7 @@ def test_reproduce_without_a_name_says_how_to_list(capsys):
 def test_every_registered_experiment_has_main_and_help(capsys):
     import importlib
 
-    from minibatch_mcmc.experiments.registry import EXPERIMENTS
+    from reproductions.registry import EXPERIMENTS
 
     for name, entry in EXPERIMENTS.items():
         assert callable(importlib.import_module(entry.module).main), f"{name}: {entry.module}.main missing"

@@ -1,11 +1,12 @@
 """Fast compilation for short runs: when it applies, that it leaves the chain as it is, and where auto_sample uses it."""
 
+import importlib
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import minibatch_mcmc.warmup as warmup_module
 from minibatch_mcmc import compiling
 from minibatch_mcmc.compiling import FAST_COMPILE, ONE_OFF_WORK, RUN_WORK, compile_options
 from minibatch_mcmc.models import logistic_regression, make_logistic_data
@@ -15,6 +16,8 @@ from minibatch_mcmc.samplers.scaled_runner import make_scaled_runner
 from minibatch_mcmc.warmup import auto_sample, warmup
 from draws_tolerance import mismatches
 from reference_cases import flat_draws
+
+warmup_module = importlib.import_module("minibatch_mcmc.warmup")  # the module (mm.warmup is the function)
 
 N, D, CHAINS, STEPS = 2000, 3, 4, 200
 
