@@ -2,7 +2,7 @@
 
 Keeping each block's host arrays in a list and concatenating at the end held, besides the draws, a
 Python object per array and, on the CPU, the XLA buffer each zero-copy ``np.asarray`` view kept alive:
-about 10x the kept draws' bytes per block. Here every piece is copied into ``(chain, step, ...)`` arrays
+RSS grew 9.8 KB per 20-step block of one chain whose draws and records take 940 B. Here every piece is copied into ``(chain, step, ...)`` arrays
 sized for the whole run (``np.empty``: pages are touched only as steps are written) and the piece's own
 arrays are dropped, so memory grows by the kept draws alone.
 """
