@@ -19,7 +19,8 @@ from minibatch_mcmc.data.arrays import DataSource, RowsExcept, as_data_source, i
 from minibatch_mcmc.data.host import DataChangedError, host_read_errors
 from minibatch_mcmc.models.base import Model
 from minibatch_mcmc.proposals.base import Proposal
-from minibatch_mcmc.samplers import checkpoint
+from minibatch_mcmc.samplers import buffers, checkpoint
+from minibatch_mcmc.samplers.buffers import DrawBuffers
 from minibatch_mcmc.samplers.diagnose import nonfinite_error
 from minibatch_mcmc.samplers.kernel import ChainState, Kernel, build_kernel
 from minibatch_mcmc.samplers.keys import as_run_key
@@ -32,13 +33,11 @@ PyTree = Any
 
 
 class Finished(NamedTuple):
-    """What a run holds after ``done`` steps: the chain states and the finished blocks' draws and records."""
+    """What a run holds after ``done`` steps: the chain states and the finished steps' draws and records."""
 
     states: ChainState
-    pos_blocks: list
-    """Positions of each finished block, each leaf ``(step, chain, ...)``."""
-    rec_blocks: list
-    """Records of each finished block, each ``(step, chain)``."""
+    draws: DrawBuffers | None
+    """Host buffers for the whole run's positions and records, steps ``[0, done)`` written (``None`` before any)."""
     done: int
     wall_time: float
     """Seconds the finished blocks took (in an earlier, checkpointed run too)."""
@@ -134,13 +133,13 @@ def _restore(chunks: list[checkpoint.Chunk], states: ChainState, temps: np.ndarr
     if len(saved) != len(leaves) or any(np.shape(a) != np.shape(b) for a, b in zip(saved, leaves)):
         raise ValueError(f"cannot resume {where}: its chain states do not match this kernel's state layout")
     restored = jax.tree_util.tree_unflatten(treedef, [jnp.asarray(a, b.dtype) for a, b in zip(saved, leaves)])
-    pos_treedef = jax.tree_util.tree_structure(states.position)
-    pos_blocks = [jax.tree_util.tree_unflatten(pos_treedef, c.positions) for c in chunks]
     missing = sorted(set(RECORD_FIELDS) - set(chunks[0].records))
     if missing:
         raise ValueError(f"cannot resume {where}: it was written without the records {missing} (an older version); start a new run")
-    rec_blocks = [{k: c.records[k] for k in RECORD_FIELDS} for c in chunks]
-    return Finished(restored, pos_blocks, rec_blocks, done, sum(c.wall_time for c in chunks))
+    draws = None
+    for c in chunks:
+        draws = buffers.store(draws, num_samples, c.start, c.positions, {k: c.records[k] for k in RECORD_FIELDS})
+    return Finished(restored, draws, done, sum(c.wall_time for c in chunks))
 
 
 def _check_args(num_samples, num_chains, block_size, resume, checkpoint_dir, devices, data_sharding) -> tuple[int, int, int]:
@@ -181,7 +180,7 @@ def _restore_or_start(
     chunks = checkpoint.open_checkpoint(checkpoint_dir, settings, resume)
     if chunks:
         return _restore(chunks, states, temps, len(temps), str(checkpoint_dir))
-    return Finished(states, [], [], 0, 0.0)
+    return Finished(states, None, 0, 0.0)
 
 
 def _place(finished: Finished, arrays: PyTree, base_key: jax.Array, layout: ChainLayout, data_sharding: Any):
@@ -192,13 +191,14 @@ def _place(finished: Finished, arrays: PyTree, base_key: jax.Array, layout: Chai
     return finished, arrays, place(base_key, layout.replicated)
 
 
-def _write_block(checkpoint_dir, start: int, pos: PyTree, recs: dict, temps: np.ndarray, states: ChainState, wall: float):
+def _write_block(checkpoint_dir, start: int, draws: DrawBuffers, temps: np.ndarray, states: ChainState, wall: float):
     """Write one finished block of ``len(temps)`` steps from ``start`` to the checkpoint directory."""
+    positions, records = buffers.block(draws, start, start + len(temps))
     chunk = checkpoint.Chunk(
         start=start,
         end=start + len(temps),
-        positions=[np.asarray(x) for x in jax.tree_util.tree_leaves(pos)],
-        records=recs,
+        positions=positions,
+        records=records,
         temperature=temps,
         state=jax.tree_util.tree_leaves(to_host(states)),
         wall_time=wall,
@@ -206,9 +206,10 @@ def _write_block(checkpoint_dir, start: int, pos: PyTree, recs: dict, temps: np.
     checkpoint.write_chunk(checkpoint_dir, chunk)
 
 
-def _run_pieces(run_block, states: ChainState, block_temps: np.ndarray, done: int, bar: SamplingBar, diagnose):
-    """One block run in the pieces the bar asks for: its positions, records (on the host) and the final states."""
-    pieces, at, length = [], 0, bar.piece(len(block_temps), done)
+def _run_pieces(run_block, states: ChainState, draws: DrawBuffers | None, num_samples: int, block_temps: np.ndarray,
+                done: int, bar: SamplingBar, diagnose) -> tuple[DrawBuffers, ChainState]:
+    """One block run in the pieces the bar asks for, each copied into the host buffers: the buffers and the final states."""
+    at, length = 0, bar.piece(len(block_temps), done)
     while at < len(block_temps):
         start = time.perf_counter()
         piece_temps = block_temps[at : at + length]
@@ -219,14 +220,10 @@ def _run_pieces(run_block, states: ChainState, block_temps: np.ndarray, done: in
         if nonfinite.any():
             raise diagnose(to_host(states.position), to_host(pos), nonfinite, done + at)
         states = new_states
-        pieces.append((to_host(pos), recs))
+        draws = buffers.store(draws, num_samples, done + at, to_host(pos), recs)  # copied: no device buffer kept alive
         bar.advance(recs, len(piece_temps), time.perf_counter() - start)
         at += len(piece_temps)
-    if len(pieces) == 1:
-        return pieces[0][0], pieces[0][1], states
-    pos = jax.tree_util.tree_map(lambda *a: np.concatenate(a, axis=0), *[p for p, _ in pieces])
-    recs = {k: np.concatenate([r[k] for _, r in pieces], axis=0) for k in pieces[0][1]}
-    return pos, recs, states
+    return draws, states
 
 
 def _run_blocks(
@@ -239,40 +236,32 @@ def _run_blocks(
     diagnose: Callable[[PyTree, PyTree, np.ndarray, int], FloatingPointError],
 ) -> tuple[Finished, bool]:
     """Run blocks until all ``len(temps)`` steps are done or Ctrl-C; the finished blocks and whether it was interrupted."""
-    states, done = finished.states, finished.done
-    pos_blocks, rec_blocks = list(finished.pos_blocks), list(finished.rec_blocks)
+    states, draws, done = finished.states, finished.draws, finished.done
     interrupted = False
     try:
         while done < len(temps):
             block_start = time.perf_counter()
             block_temps = temps[done : done + min(block_size, len(temps) - done)]
-            pos, recs, states = _run_pieces(run_block, states, block_temps, done, bar, diagnose)
-            pos_blocks.append(pos)
-            rec_blocks.append(recs)
+            draws, states = _run_pieces(run_block, states, draws, len(temps), block_temps, done, bar, diagnose)
             if checkpoint_dir is not None:
-                _write_block(checkpoint_dir, done, pos, recs, block_temps, states, time.perf_counter() - block_start)
+                _write_block(checkpoint_dir, done, draws, block_temps, states, time.perf_counter() - block_start)
             done += len(block_temps)
     except KeyboardInterrupt:
         interrupted = True
-        warnings.warn(f"sampling interrupted; returning the {sum(len(r['accepted']) for r in rec_blocks)} finished draws")
+        warnings.warn(f"sampling interrupted; returning the {done} finished draws")
     except DataChangedError as err:
-        err.finished = Finished(states, pos_blocks, rec_blocks, done, finished.wall_time)
+        err.finished = Finished(states, draws, done, finished.wall_time)
         raise
-    return Finished(states, pos_blocks, rec_blocks, done, finished.wall_time), interrupted
+    return Finished(states, draws, done, finished.wall_time), interrupted
 
 
 def _stack_result(
     finished: Finished, model: Model, test: AcceptanceTest, n: int, temps: np.ndarray, wall: float, interrupted: bool
 ) -> SampleResult:
     """The finished blocks joined into ``(chain, draw, ...)`` arrays (reported through ``model.constrain`` if it has one)."""
-    if not finished.rec_blocks:
+    if finished.draws is None or not finished.done:
         raise KeyboardInterrupt("sampling interrupted before the first block finished; nothing to return")
-
-    def stack(*blocks: np.ndarray) -> np.ndarray:
-        return np.swapaxes(np.concatenate(blocks, axis=0), 0, 1)
-
-    all_pos = jax.tree_util.tree_map(stack, *finished.pos_blocks)
-    all_rec = {k: stack(*[r[k] for r in finished.rec_blocks]) for k in RECORD_FIELDS}
+    all_pos, all_rec = buffers.finished(finished.draws, finished.done, jax.tree_util.tree_structure(finished.states.position))
     draws = all_rec["accepted"].shape[1]
     exceeded = int(np.sum(all_rec["bound_exceeded"]))
     if exceeded:
@@ -353,7 +342,7 @@ def sample(
         if runner is not None and (devices is not None or runner.num_chains != num_chains):
             raise ValueError(f"runner runs {runner.num_chains} chains on the default device; got num_chains={num_chains}, devices={devices!r}")
         kernel = build_kernel(model, proposal, test, source.n, estimator) if runner is None else runner.kernel
-        finished = Finished(jax.jit(jax.vmap(kernel.init))(positions), [], [], 0, 0.0)  # compiled: op by op took seconds
+        finished = Finished(jax.jit(jax.vmap(kernel.init))(positions), None, 0, 0.0)  # compiled: op by op took seconds
         if checkpoint_dir is not None:
             settings = checkpoint.run_settings(
                 key=base_key, model=model, test=test, proposal=proposal, num_chains=num_chains, n_data=source.n, positions=positions,
@@ -376,7 +365,7 @@ def sample(
         try:
             finished, interrupted = _run_blocks(run_block, temps, block_size, finished, checkpoint_dir, bar, diagnose)
         except DataChangedError as err:  # the finished draws travel with the error, never lost
-            if err.finished.rec_blocks:
+            if err.finished.done:
                 err.result = _stack_result(err.finished, model, test, source.n, temps, time.perf_counter() - start, True)
                 err.add_note(f"the {err.finished.done} finished steps are in this error's .result"
                              + (f" and in {checkpoint_dir}" if checkpoint_dir is not None else ""))
