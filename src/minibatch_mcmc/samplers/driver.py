@@ -18,6 +18,7 @@ from minibatch_mcmc.control_variates.base import Estimator
 from minibatch_mcmc.data.arrays import DataSource, RowsExcept, as_data_source, is_host_data, take
 from minibatch_mcmc.data.host import DataChangedError, host_read_errors
 from minibatch_mcmc.models.base import Model
+from minibatch_mcmc.models.contract import impure_message, same_values
 from minibatch_mcmc.proposals.base import Proposal
 from minibatch_mcmc.samplers import checkpoint
 from minibatch_mcmc.samplers.diagnose import nonfinite_error
@@ -72,10 +73,10 @@ def _check_initial(model: Model, data: PyTree, n: int, positions: PyTree, num_ch
         rows = jax.tree_util.tree_map(lambda a: a[:m], rows) if probe is None else rows
         prior = model.log_prior(position)
         traced.append(True)  # the errors below are the likelihood's
-        return prior, model.log_lik(position, rows)
+        return prior, model.log_lik(position, rows), model.log_lik(position, rows)  # traced twice: np.random differs
 
     try:  # prior and likelihood in one compiled function: op by op, a NumPyro model took seconds
-        lp, ll = (np.asarray(a) for a in jax.jit(jax.vmap(densities, in_axes=(0, None)))(positions, data if probe is None else probe))
+        lp, ll, again = (np.asarray(a) for a in jax.jit(jax.vmap(densities, in_axes=(0, None)))(positions, data if probe is None else probe))
     except (KeyError, TypeError, ValueError) as err:
         if not traced:  # the prior's own error
             raise
@@ -93,6 +94,8 @@ def _check_initial(model: Model, data: PyTree, n: int, positions: PyTree, num_ch
     if bad.size:
         c, i = bad[0]
         raise ValueError(f"log-likelihood of datum {i} is {ll[c, i]} at the initial position of chain {c}")
+    if not same_values(ll, again):
+        raise ValueError(impure_message(model.name, "log_lik", ll, again))
 
 
 def _likelihood_error(err: Exception, data: PyTree, probe: PyTree, positions: PyTree) -> ValueError:
