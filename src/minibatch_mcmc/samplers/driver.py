@@ -26,6 +26,7 @@ from minibatch_mcmc.samplers.kernel import ChainState, Kernel, build_kernel
 from minibatch_mcmc.samplers.keys import as_run_key
 from minibatch_mcmc.samplers.progress import SamplingBar
 from minibatch_mcmc.samplers.results import RECORD_FIELDS, SampleResult, constrain_draws
+from minibatch_mcmc.samplers.run_checks import warn_run
 from minibatch_mcmc.samplers.scaled_runner import BoundRunner, make_scaled_runner
 from minibatch_mcmc.samplers.sharding import ChainLayout, chain_layout, place, place_data, shard_chains, to_host
 
@@ -283,6 +284,7 @@ def _stack_result(
             f"{exceeded} of {all_rec['bound_exceeded'].size} steps evaluated a per-datum term above the estimator's bound: "
             f"{test.name} is not exact with these bounds (records['bound_exceeded'] marks the steps)"
         )
+    warn_run(all_rec, test, n)  # chains that accepted nothing, mostly-fallback or over-cost tests
     return SampleResult(
         positions=all_pos if model.constrain is None else constrain_draws(model.constrain, all_pos),
         records=all_rec,
