@@ -32,6 +32,7 @@ from minibatch_mcmc.models.base import Model
 from minibatch_mcmc.optim.mode import ARMIJO, MAX_HALVINGS, ModeResult, newton_direction, start_point
 from minibatch_mcmc.optim.multistart import adam_ends
 from minibatch_mcmc.optim.no_mode import SHOWN, flat_names, newton_decrement
+from minibatch_mcmc.samplers.diagnose import first_nonfinite
 
 PyTree = Any
 
@@ -132,8 +133,9 @@ def lean_mode(model: Model, source: DataSource, theta0: PyTree, *, key: jax.Arra
     search = adam_ends(model, arrays, n, np.asarray(flat0)[None], unravel, key, temperature, ADAM_STEPS, b, learning_rate,
                        shared=True, dispersed=num_starts)  # key split into the starts' and Adam's inside
     ends, ok = search.ends, search.ok
-    if not ok[0]:
-        raise ValueError(nonfinite_search(int(search.first_bad[0]), search.stopped[0], flat_names(theta0)))
+    if not ok[0]:  # a row non-finite at theta0 itself (bad_rows_named then names it) is the start's fault, not a region's
+        step = 0 if first_nonfinite(model, arrays, n, theta0) is not None else int(search.first_bad[0])
+        raise ValueError(nonfinite_search(step, search.stopped[0], flat_names(theta0)))
     chunk = min(DEFAULT_CHUNK, n)
     part = chunk_pass(model, unravel, order)
     keep = kept_rows(n)
@@ -216,7 +218,7 @@ def nonfinite_search(step: int, point: np.ndarray, names: list[str]) -> str:
     if step <= 0:
         return ("the mode search (Adam phase): non-finite minibatch log posterior or gradient at the start theta0; check theta0 "
                 "and the model's support")
-    return (f"the mode search (Adam phase) reached a region where the minibatch log posterior or its gradient is not finite, at "
+    return (f"the mode search (Adam phase) reached a region where the minibatch log posterior or its gradient is non-finite, at "
             f"Adam step {step} of {ADAM_STEPS}, from a finite start theta0: it stopped at {at_point(point, names)}. The model is "
             "NaN or infinite there: give the parameters a prior (or a constraining transform) that excludes that region, make "
             "log_lik numerically stable there (e.g. jax.nn.log_sigmoid or logsumexp instead of the log of a probability), or "
