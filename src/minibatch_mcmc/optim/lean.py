@@ -160,7 +160,8 @@ def lean_mode(model: Model, source: DataSource, theta0: PyTree, *, key: jax.Arra
     current, steps = pass_at(flat, None)
     if not current.finite:
         raise ValueError(f"the mode search (Newton phase): non-finite full-data log posterior, gradient or Hessian at the Adam phase's "
-                         f"end point (log posterior {current.value}), reached from a finite start: {at_point(ends[0], flat_names(theta0))}. "
+                         f"end point (log posterior {current.value}), reached from a finite start: "
+                         f"{at_point(ends[0], flat_names(theta0))}. "
                          "Check the model's support there (a prior or transform that excludes it) and that log_lik is numerically stable")
     passes, taken, threshold = 1, 0, tol * (1 + n)
     while taken < newton_steps and not near(current, threshold):

@@ -70,14 +70,15 @@ def _check_initial(model: Model, data: PyTree, n: int, positions: PyTree, num_ch
             raise ValueError(f"{err} (data: {checkpoint.describe_data(data)})") from None
     traced = []
 
-    def densities(position: PyTree, rows: PyTree) -> tuple[jax.Array, jax.Array]:
+    def densities(position: PyTree, rows: PyTree) -> tuple[jax.Array, jax.Array, jax.Array]:
         rows = jax.tree_util.tree_map(lambda a: a[:m], rows) if probe is None else rows
         prior = model.log_prior(position)
         traced.append(True)  # the errors below are the likelihood's
         return prior, model.log_lik(position, rows), model.log_lik(position, rows)  # traced twice: np.random differs
 
     try:  # prior and likelihood in one compiled function: op by op, a NumPyro model took seconds
-        lp, ll, again = (np.asarray(a) for a in jax.jit(jax.vmap(densities, in_axes=(0, None)))(positions, data if probe is None else probe))
+        rows = data if probe is None else probe
+        lp, ll, again = (np.asarray(a) for a in jax.jit(jax.vmap(densities, in_axes=(0, None)))(positions, rows))
     except (KeyError, TypeError, ValueError) as err:
         if not traced:  # the prior's own error
             raise
