@@ -18,6 +18,7 @@ from minibatch_mcmc.control_variates.base import Estimator
 from minibatch_mcmc.data.arrays import DataSource, RowsExcept, as_data_source, is_host_data, take
 from minibatch_mcmc.data.host import DataChangedError, host_read_errors
 from minibatch_mcmc.models.base import Model
+from minibatch_mcmc.models.contract import impure_message, same_values
 from minibatch_mcmc.proposals.base import Proposal
 from minibatch_mcmc.samplers import buffers, checkpoint
 from minibatch_mcmc.samplers.buffers import DrawBuffers
@@ -26,6 +27,7 @@ from minibatch_mcmc.samplers.kernel import ChainState, Kernel, build_kernel
 from minibatch_mcmc.samplers.keys import as_run_key
 from minibatch_mcmc.samplers.progress import SamplingBar
 from minibatch_mcmc.samplers.results import RECORD_FIELDS, SampleResult, constrain_draws
+from minibatch_mcmc.samplers.run_checks import warn_run
 from minibatch_mcmc.samplers.scaled_runner import BoundRunner, make_scaled_runner
 from minibatch_mcmc.samplers.sharding import ChainLayout, chain_layout, place, place_data, shard_chains, to_host
 
@@ -67,14 +69,15 @@ def _check_initial(model: Model, data: PyTree, n: int, positions: PyTree, num_ch
             raise ValueError(f"{err} (data: {checkpoint.describe_data(data)})") from None
     traced = []
 
-    def densities(position: PyTree, rows: PyTree) -> tuple[jax.Array, jax.Array]:
+    def densities(position: PyTree, rows: PyTree) -> tuple[jax.Array, jax.Array, jax.Array]:
         rows = jax.tree_util.tree_map(lambda a: a[:m], rows) if probe is None else rows
         prior = model.log_prior(position)
         traced.append(True)  # the errors below are the likelihood's
-        return prior, model.log_lik(position, rows)
+        return prior, model.log_lik(position, rows), model.log_lik(position, rows)  # traced twice: np.random differs
 
     try:  # prior and likelihood in one compiled function: op by op, a NumPyro model took seconds
-        lp, ll = (np.asarray(a) for a in jax.jit(jax.vmap(densities, in_axes=(0, None)))(positions, data if probe is None else probe))
+        rows = data if probe is None else probe
+        lp, ll, again = (np.asarray(a) for a in jax.jit(jax.vmap(densities, in_axes=(0, None)))(positions, rows))
     except (KeyError, TypeError, ValueError) as err:
         if not traced:  # the prior's own error
             raise
@@ -92,6 +95,8 @@ def _check_initial(model: Model, data: PyTree, n: int, positions: PyTree, num_ch
     if bad.size:
         c, i = bad[0]
         raise ValueError(f"log-likelihood of datum {i} is {ll[c, i]} at the initial position of chain {c}")
+    if not same_values(ll, again):
+        raise ValueError(impure_message(model.name, "log_lik", ll, again))
 
 
 def _likelihood_error(err: Exception, data: PyTree, probe: PyTree, positions: PyTree) -> ValueError:
@@ -269,6 +274,7 @@ def _stack_result(
             f"{exceeded} of {all_rec['bound_exceeded'].size} steps evaluated a per-datum term above the estimator's bound: "
             f"{test.name} is not exact with these bounds (records['bound_exceeded'] marks the steps)"
         )
+    warn_run(all_rec, test, n)  # chains that accepted nothing, mostly-fallback or over-cost tests
     return SampleResult(
         positions=all_pos if model.constrain is None else constrain_draws(model.constrain, all_pos),
         records=all_rec,
