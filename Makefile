@@ -77,5 +77,5 @@ data: $(STAMP)
 		if [ "$$(id -u)" = "0" ]; then apt-get install -y dataset-fashion-mnist; \
 		elif command -v sudo >/dev/null 2>&1; then sudo apt-get install -y dataset-fashion-mnist; \
 		else echo "not root and sudo not found: run 'apt-get install -y dataset-fashion-mnist' as root"; exit 1; fi; \
-	else echo "apt-get not found: put MNIST-format IDX files in a folder and use minibatch_mcmc.data.mnist.load_mnist_dir"; fi
+	else echo "apt-get not found: put MNIST-format IDX files in a folder and use reproductions.mnist.load_mnist_dir"; fi
 	$(BIN)/pip install --quiet -e ".[data]"

@@ -1,4 +1,4 @@
-"""The results file of a benchmark script: ``minibatch_mcmc.experiments.results``'s payload written to ``--results FILE``.
+"""The results file of a benchmark script: ``reproductions.results``'s payload written to ``--results FILE``.
 
 A benchmark builds its printed tables with ``table(columns, rows)`` (cells as strings) and the figures its
 section of ``docs/benchmarks.md`` quotes in prose as ``values``; ``save`` adds the exact command line,
@@ -14,7 +14,8 @@ import sys
 from pathlib import Path
 from typing import Any, Mapping
 
-from minibatch_mcmc.experiments.results import jsonable, results_payload, save_results, table
+import repository  # noqa: F401  (the repository root on sys.path, for reproductions/)
+from reproductions.results import jsonable, results_payload, save_results, table
 
 __all__ = ["add_results_option", "command", "save", "table"]
 

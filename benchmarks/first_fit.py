@@ -16,7 +16,7 @@ optimisation, warm-up, compilation, sampling):
   the penalty test since issue 21, proxy-gradient MALA and MHminibatch before; the proposal ``mixture`` where the
   warm-up finds an exact stratum or several modes, the rule of ``laplace_moves.default_kind``, named with its reason in
   "of which"; ``--proposals`` and ``--test`` name others,
-  the test one of ``samplers.exact_choice.TESTS``, e.g. ``mhminibatch``);
+  the test one of ``acceptance.registry.TESTS``, e.g. ``mhminibatch``);
 - NUTS: ``MCMC(NUTS(model), num_warmup=500, num_samples=1000, num_chains=4, chain_method="vectorized")``;
 - HMCECS: ``HMCECS(NUTS(model), num_blocks=100, proxy=HMCECS.taylor_proxy(MAP))``, the MAP from SVI with
   ``AutoDelta`` on minibatches of ``--subsample`` rows (its time counted), rows subsampled ``--subsample`` at a
@@ -51,7 +51,7 @@ from numpyro.infer.autoguide import AutoDelta
 
 from bench_results import add_results_option, save, table
 from minibatch_mcmc.interop import from_numpyro
-from minibatch_mcmc.samplers.exact_choice import TESTS
+from minibatch_mcmc.acceptance.registry import TESTS
 from minibatch_mcmc.warmup import DEFAULT_TEST, auto_sample
 
 COLUMNS = ["N", "model", "method", "seconds", "min ESS", "ESS/s", "x NUTS", "min ESS sq", "x NUTS sq", "max |mean err|/sd",

@@ -47,7 +47,7 @@ renders the tables of docs/benchmarks.md.
     nice -n 10 .venv/bin/python benchmarks/peers.py --sizes 10000000 --time-cap 60 --append
 
 ``--out`` (default ``docs/results/peers_t1.json``) writes the raw figures and the tables ``peers_t1*``;
-``--results FILE`` instead writes the payload of ``minibatch_mcmc.experiments.results`` (command, machine,
+``--results FILE`` instead writes the payload of ``reproductions.results`` (command, machine,
 date) with tables and values named after the file (``peers_plain.json``: ``peers_plain``,
 ``peers_plain_runs``, ``peers_plain_ratios``, ``peers_plain_reference``, values ``peers_plain.*``):
 

@@ -34,7 +34,9 @@ from minibatch_mcmc.acceptance.mhminibatch import minibatch_stats, random_inputs
 from minibatch_mcmc.acceptance.mhminibatch import read_minibatch
 from minibatch_mcmc.acceptance.mhminibatch_skew import skew_kappa
 from minibatch_mcmc.data.indexing import chunk_indices
-from minibatch_mcmc.experiments.sgld_l1 import PROBE_PAIRS, SGLDL1Config
+import repository  # noqa: F401  (the repository root on sys.path, for reproductions/)
+from reproductions.sgld_l1 import SGLDL1Config
+from reproductions.sgld_l1_probe import PROBE_PAIRS
 from minibatch_mcmc.models.l1_regression import L1DataSettings, L1RegressionSettings, l1_regression, make_l1_data
 
 BATCHES = (50, 100, 200, 400)

@@ -22,6 +22,7 @@ is recorded with each run: on a shared machine the seconds carry its noise.
 from __future__ import annotations
 
 import argparse
+import importlib
 import inspect
 import json
 import os
@@ -42,7 +43,7 @@ def child(n: int, variant: str, samples: int, proposal: str) -> dict:
     import jax.numpy as jnp
     from jax import monitoring
 
-    import minibatch_mcmc.warmup as wm
+    wm = importlib.import_module("minibatch_mcmc.warmup")  # the module (minibatch_mcmc.warmup is the function)
     from minibatch_mcmc.models import logistic_regression, make_logistic_data
 
     compile_s = [0.0]

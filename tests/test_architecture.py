@@ -12,7 +12,10 @@ import pathlib
 
 import pytest
 
-PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "src" / "minibatch_mcmc"
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "src" / "minibatch_mcmc"
+REPRODUCTIONS = ROOT / "reproductions"
+"""The papers' reproductions: in the repository, above every layer of the package, and not in the wheel."""
 
 LAYERS = {
     "checks": 0, "compiling": 0, "data": 0, "models": 0, "proposals": 0,
@@ -21,7 +24,6 @@ LAYERS = {
     "samplers": 3,
     "optim": 4, "diagnostics": 4,
     "warmup": 5, "interop": 5,
-    "experiments": 6,
     "cli": 7, "__init__": 7, "__main__": 7,
 }
 """Layer of each top-level part, bottom (0) to top: a module may import its own layer and the ones below."""
@@ -32,29 +34,40 @@ PARTS = ("test", "proposal", "model", "estimator")
 
 
 def _modules() -> list[pathlib.Path]:
-    return sorted(PACKAGE.rglob("*.py"))
+    return sorted(PACKAGE.rglob("*.py")) + sorted(REPRODUCTIONS.rglob("*.py"))
 
 
 def _part(path: pathlib.Path) -> str:
+    if path.is_relative_to(REPRODUCTIONS):
+        return "reproductions"
     rel = path.relative_to(PACKAGE)
     return rel.parts[0].removesuffix(".py")
 
 
-def _imports(tree: ast.AST):
-    """``(module, names)`` of every ``from minibatch_mcmc... import names`` and ``import minibatch_mcmc...``."""
+def _imports(tree: ast.AST, prefixes: tuple[str, ...] = ("minibatch_mcmc",)):
+    """``(module, names)`` of every ``from P... import names`` and ``import P...`` for a ``P`` in ``prefixes``."""
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("minibatch_mcmc"):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith(prefixes):
             yield node.module, [a.name for a in node.names]
         elif isinstance(node, ast.Import):
             for a in node.names:
-                if a.name.startswith("minibatch_mcmc"):
+                if a.name.startswith(prefixes):
                     yield a.name, []
 
 
-@pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(PACKAGE)))
+@pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(ROOT)))
 def test_module_follows_the_rules(path):
     tree = ast.parse(path.read_text())
     part = _part(path)
+    if part == "reproductions":
+        for module, names in _imports(tree, ("minibatch_mcmc", "reproductions")):
+            private = [n for n in names if n.startswith("_") and not n.startswith("__")]
+            assert not private, f"{path.name} imports private names {private} from {module}"
+            assert module.split(".")[:2] != ["minibatch_mcmc", "cli"], f"{path.name} imports the command line"
+        _check_hooks_and_length(path, tree)
+        return
+    for module, _ in _imports(tree, ("reproductions",)):
+        assert False, f"{path.name} imports {module}: the package cannot need reproductions/, which the wheel lacks"
     assert part in LAYERS, f"{part} has no layer in LAYERS: add it here and to docs/architecture.md"
     for module, names in _imports(tree):
         bits = module.split(".")
@@ -64,6 +77,11 @@ def test_module_follows_the_rules(path):
         if module != "minibatch_mcmc" or part != "__init__":
             private = [n for n in names if n.startswith("_") and not n.startswith("__")]
             assert not private, f"{path.name} imports private names {private} from {module}"
+    _check_hooks_and_length(path, tree)
+
+
+def _check_hooks_and_length(path: pathlib.Path, tree: ast.AST) -> None:
+    """No hook looked up with getattr, at most ``MAX_LINES`` lines."""
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "getattr" and len(node.args) >= 2:
             arg = node.args[1]

@@ -1,3 +1,6 @@
+import importlib
+import pathlib
+
 import pytest
 
 from minibatch_mcmc.cli import main
@@ -14,9 +17,47 @@ def test_correction_command_rejects_sigma_beyond_the_limit(capsys):
     assert "sigma" in capsys.readouterr().err
 
 
-def test_demo_rejects_bad_sigma(capsys, tmp_path):
-    assert main(["demo", "--quick", "--sigma", "5", "--out", str(tmp_path)]) == 2
-    assert "sigma=5.0" in capsys.readouterr().err
+def test_demo_rejects_too_many_rows(capsys, tmp_path):
+    assert main(["demo", "--n-data", str(2**40), "--out", str(tmp_path)]) == 2
+    assert "--n-data" in capsys.readouterr().err
+
+
+def test_demo_runs_auto_sample_with_its_defaults_at_tall_n(monkeypatch, tmp_path):
+    """The demo shows the default the README recommends (``auto_sample``: no proposal or test named) on 10^6 rows;
+    it would catch a demo that still ran the earlier default (MHminibatch beside Barker on the mixture)."""
+    calls = []
+
+    class Stop(Exception):
+        pass
+
+    def spy(model, data, start, **options):
+        calls.append((model.name, data["y"].shape[0], start.shape, options))
+        raise Stop
+
+    monkeypatch.setattr(importlib.import_module("minibatch_mcmc.warmup"), "auto_sample", spy)
+    with pytest.raises(Stop):
+        main(["demo", "--out", str(tmp_path), "--no-progress"])
+    ((name, n, shape, options),) = calls
+    assert n == 1_000_000 and shape == (10,) and "logistic" in name
+    assert not {"proposal", "test", "estimator"} & set(options), options
+
+
+@pytest.mark.slow
+def test_demo_end_to_end_small(capsys, tmp_path):
+    assert main(["demo", "--n-data", "20000", "--num-samples", "100", "--chains", "2", "--out", str(tmp_path), "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "proposal" in out and "theta[9]" in out and (tmp_path / "demo" / "posterior.nc").exists()
+
+
+def test_reproduce_outside_a_checkout_says_where_the_reproductions_are(tmp_path):
+    """An installed wheel (no reproductions/ above the working directory or beside the source) gets one clear error."""
+    from minibatch_mcmc.cli import reproductions_root
+
+    installed = tmp_path / "venv" / "lib" / "site-packages" / "minibatch_mcmc" / "cli.py"
+    with pytest.raises(ValueError, match="ship with the repository, not the installed package"):
+        reproductions_root(tmp_path / "work", installed)
+    repo = pathlib.Path(__file__).resolve().parents[1]
+    assert reproductions_root(repo / "docs" / "results", installed) == repo
 
 
 def test_unknown_command_exits_with_usage():
@@ -52,7 +93,7 @@ def test_experiments_refuse_bad_options_with_a_message(capsys, argv, match):
 
 
 def test_reproduce_lists_every_registered_experiment(capsys):
-    from minibatch_mcmc.experiments.registry import EXPERIMENTS
+    from reproductions.registry import EXPERIMENTS
 
     assert main(["reproduce", "--list"]) == 0
     out = capsys.readouterr().out
@@ -69,7 +110,7 @@ def test_reproduce_without_a_name_says_how_to_list(capsys):
 def test_every_registered_experiment_has_main_and_help(capsys):
     import importlib
 
-    from minibatch_mcmc.experiments.registry import EXPERIMENTS
+    from reproductions.registry import EXPERIMENTS
 
     for name, entry in EXPERIMENTS.items():
         assert callable(importlib.import_module(entry.module).main), f"{name}: {entry.module}.main missing"
@@ -80,10 +121,30 @@ def test_every_registered_experiment_has_main_and_help(capsys):
 
 
 def test_sample_tests_build_every_named_test():
-    from minibatch_mcmc.cli import SAMPLE_TESTS, sample_test
+    from minibatch_mcmc.acceptance.registry import TESTS
+    from minibatch_mcmc.cli import sample_test
 
-    for name in SAMPLE_TESTS:
-        assert sample_test(name, 50, 1.0) is not None
+    for name, row in TESTS.items():
+        assert type(sample_test(name, 50, 1.0)) is row.kind
+    test = sample_test("penalty", 80, 0.5)
+    assert (test.batch_size, test.sigma_max) == (80, 0.5)  # from --batch-size and --sigma
+
+
+def test_sample_choices_are_the_registries(capsys):
+    """``--test`` and ``--proposal`` offer exactly the registered tests and the warm-up's proposals (written out here),
+    and an unknown one is refused before anything runs, listing them (``--proposal`` took any string before)."""
+    from minibatch_mcmc.acceptance.registry import TESTS
+    from minibatch_mcmc.control_variates.laplace_moves import KINDS
+
+    tests = ("mhminibatch", "penalty", "smh", "mhss", "tunamh", "austere", "mhsublhd", "naive", "barker", "metropolis")
+    proposals = ("langevin", "random_walk", "independence", "independence_t", "proxy_hmc", "mixture", "auto")
+    assert tuple(TESTS) == tests and tuple(KINDS) + ("auto",) == proposals
+    for option, names in (("--test", tests), ("--proposal", proposals)):
+        with pytest.raises(SystemExit) as exit_:
+            main(["sample", "--model", "m:f", "--data", "x.npy", option, "nonsense"])
+        assert exit_.value.code == 2
+        listed = ", ".join(repr(n) for n in names)
+        assert f"argument {option}: invalid choice: 'nonsense' (choose from {listed})" in capsys.readouterr().err
 
 
 def test_sample_model_takes_the_warmups_default_test_unless_one_is_named(capsys, tmp_path):

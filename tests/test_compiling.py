@@ -1,11 +1,12 @@
 """Fast compilation for short runs: when it applies, that it leaves the chain as it is, and where auto_sample uses it."""
 
+import importlib
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import minibatch_mcmc.warmup as warmup_module
 from minibatch_mcmc import compiling
 from minibatch_mcmc.compiling import FAST_COMPILE, ONE_OFF_WORK, RUN_WORK, compile_options
 from minibatch_mcmc.models import logistic_regression, make_logistic_data
@@ -15,6 +16,8 @@ from minibatch_mcmc.samplers.scaled_runner import make_scaled_runner
 from minibatch_mcmc.warmup import auto_sample, warmup
 from draws_tolerance import mismatches
 from reference_cases import flat_draws
+
+warmup_module = importlib.import_module("minibatch_mcmc.warmup")  # the module (mm.warmup is the function)
 
 N, D, CHAINS, STEPS = 2000, 3, 4, 200
 
@@ -59,7 +62,7 @@ def test_fast_compiled_runner_draws_the_same_chain(fitted, monkeypatch):
     assert not (bad := mismatches(got, want, STEPS, N)), bad
 
 
-def test_auto_sample_compiles_short_runs_fast(fitted, monkeypatch):
+def test_auto_sample_compiles_short_runs_fast(fitted, monkeypatch, tmp_path):
     """``auto_sample`` asks for fast compilation for a run of at most ``RUN_WORK`` chain-steps x d, not for a longer one,
     and not with a checkpoint (a resumed run may be longer, and must compile as the first did)."""
     model, data, w = fitted
@@ -67,7 +70,7 @@ def test_auto_sample_compiles_short_runs_fast(fitted, monkeypatch):
     monkeypatch.setattr(warmup_module, "stored_warmup", lambda *a, **k: asked.append(a[4]) or w)
     monkeypatch.setattr(warmup_module, "sample", lambda *a, **k: seen.append(k.get("compiler_options")) or None)
     longest = RUN_WORK // (CHAINS * D)
-    for num_samples, extra in ((longest, {}), (longest + 1, {}), (10, {"checkpoint_dir": "unused"})):
+    for num_samples, extra in ((longest, {}), (longest + 1, {}), (10, {"checkpoint_dir": tmp_path / "unused"})):
         auto_sample(model, data, jnp.zeros(D), num_samples=num_samples, num_chains=CHAINS, progress=False, check_draws=0, **extra)
     assert seen == [FAST_COMPILE, None, None]
     assert [o.get("num_samples") for o in asked] == [longest, longest + 1, None]  # the tuned runner's run, not with a checkpoint

@@ -1,6 +1,8 @@
 """Warm-up faults: a data file changed during any phase is a ``DataChangedError`` naming the file; a bad row is
 named; ``N`` below the default minibatch is sampled with the minibatch capped at ``N``."""
 
+import importlib
+
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -9,8 +11,9 @@ from minibatch_mcmc import models
 from minibatch_mcmc.acceptance import MetropolisTest
 from minibatch_mcmc.data import open_npy
 from minibatch_mcmc.data.host import DataChangedError
-from minibatch_mcmc import warmup as warmup_module
 from minibatch_mcmc.warmup import DEFAULT_PROPOSAL, auto_sample, warmup
+
+warmup_module = importlib.import_module("minibatch_mcmc.warmup")  # the module (mm.warmup is the function)
 
 SMALL = dict(num_windows=2, window_size=20, num_starts=0)
 

@@ -1,6 +1,7 @@
 """A built wheel is complete: it carries every module and the correction tables, builds without setuptools
 deprecation warnings, and installed into a fresh virtual environment (no source tree on the path) runs one
-``sample`` with MHminibatch, which reads the shipped correction table.
+``sample`` with MHminibatch, which reads the shipped correction table; it holds no reproductions, and its
+``reproduce`` says they ship with the repository.
 
 Offline: the wheel is built with the installed setuptools (``--no-build-isolation --no-index``), installed
 with ``--no-deps``, and the new environment sees the current one's packages through a ``.pth`` file."""
@@ -81,6 +82,26 @@ def test_wheel_carries_every_module_and_the_correction_tables(wheel):
     assert not missing, f"{wheel.name} lacks {missing}"
     assert any(n.startswith("minibatch_mcmc/acceptance/tables/") and n.endswith(".npz") for n in names), sorted(names)
     assert any(n.endswith("entry_points.txt") for n in names), "no console script entry point"
+    outside = sorted({n.split("/")[0] for n in names if not n.startswith(("minibatch_mcmc/", "minibatch_mcmc-"))})
+    assert not outside, f"{wheel.name} carries {outside}: the wheel holds the package alone (no reproductions/)"
+    assert not any("/experiments/" in n or "reproductions" in n for n in names), sorted(names)
+
+
+def test_the_package_holds_no_reproductions():
+    """What setuptools' package finding (pyproject's ``packages.find``) puts in a wheel: ``minibatch_mcmc`` and its
+    subpackages, without the papers' reproductions (``minibatch_mcmc.experiments`` before issue 30)."""
+    import importlib.util
+    import tomllib
+
+    from setuptools import find_namespace_packages
+
+    find = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]
+    packages = find_namespace_packages(where=str(ROOT / find["where"][0]), include=find.get("include", ["*"]))
+    assert "minibatch_mcmc" in packages and "minibatch_mcmc.samplers.mintee" in packages, packages
+    assert all(p.split(".")[0] == "minibatch_mcmc" for p in packages), packages
+    assert not [p for p in packages if "experiments" in p or "reproductions" in p], packages
+    assert importlib.util.find_spec("minibatch_mcmc.experiments") is None
+    assert (ROOT / "reproductions" / "registry.py").is_file()
 
 
 @pytest.mark.slow
@@ -98,3 +119,5 @@ def test_installed_wheel_runs_one_sample(wheel, tmp_path):
     assert table.is_relative_to(venv) and table.exists(), f"the correction table {table} is not the installed one"
     script = venv / "bin" / "minibatch-mcmc"
     assert "reproduce" in _run([str(script), "--help"], tmp_path).stdout
+    outside = subprocess.run([str(script), "reproduce", "--list"], cwd=tmp_path, env=_clean_env(), capture_output=True, text=True)
+    assert outside.returncode == 2 and "ship with the repository" in outside.stderr, outside.stderr

@@ -1,60 +1,74 @@
 """Command line: minibatch-mcmc demo, sample (your model and data, or the built-in mixture; resumable, multi-device),
-reproduce NAME and correction."""
+reproduce NAME (from a repository checkout: the reproductions are not in the wheel) and correction."""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from pathlib import Path
 from types import ModuleType
-from typing import Callable, Sequence
+from typing import Sequence
 
+from minibatch_mcmc.acceptance.registry import TESTS, registered
 from minibatch_mcmc.checks import check_int
 from minibatch_mcmc.data.indexing import MAX_DATA
-from minibatch_mcmc.experiments.options import positive_int, written
-from minibatch_mcmc.experiments.registry import EXPERIMENTS, experiment, listing
+from minibatch_mcmc.warmup import DEFAULT_TEST, PROPOSALS
 
 INTERRUPTED = 130
 """Exit status of a run stopped by Ctrl-C (SIGINT), after its finished draws were written: 128 + SIGINT."""
+REPRODUCTIONS = "reproductions"
+"""The repository's folder (and Python package) of the papers' reproductions; the wheel does not carry it."""
+DEMO_ROWS, DEMO_DIM = 1_000_000, 10
+"""The demo's logistic regression: rows and coefficients (``--quick``: a tenth of the rows)."""
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1."""
+    if not text.strip().isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected an integer >= 1")
+    return int(text)
+
+
+def reproductions_root(start: Path, source: Path = Path(__file__)) -> Path:
+    """The repository checkout whose ``reproductions/`` folder holds the papers' reproductions: ``start`` or a folder
+    above it, else the checkout holding ``source`` (this module, in an editable install); a ValueError if neither."""
+    for root in (start, *start.parents, source.resolve().parents[2]):
+        if (root / REPRODUCTIONS / "registry.py").is_file():
+            return root
+    raise ValueError(f"no {REPRODUCTIONS}/ folder in {start} or above it: the papers' reproductions ship with the repository, "
+                     "not the installed package; run `minibatch-mcmc reproduce` in a checkout (pip install -e '.[reproductions]')")
+
+
+def reproductions_registry() -> ModuleType:
+    """``reproductions.registry`` of the checkout :func:`reproductions_root` finds from the working directory."""
+    root = str(reproductions_root(Path.cwd()))
+    if REPRODUCTIONS not in sys.modules and root not in sys.path:
+        sys.path.insert(0, root)
+    return importlib.import_module(f"{REPRODUCTIONS}.registry")
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    """Section 6.1 mixture (MHminibatch beside full-data Barker), then temperature 1 on a 10^6-row logistic regression."""
-    from minibatch_mcmc.experiments.gmm import GMMConfig, run_demo
-    from minibatch_mcmc.experiments import logistic_t1
+    """``auto_sample``'s defaults on a tall logistic regression: the warm-up's choices, then the run's summary."""
+    import jax
+    import jax.numpy as jnp
 
-    cfg = GMMConfig(seed=args.seed, sigma=args.sigma, proposal_sd=args.proposal_sd)
-    if args.quick:
-        cfg = cfg._replace(n_data=100_000, num_samples=1000, temperature=1000.0)
-    if args.num_samples:
-        cfg = cfg._replace(num_samples=args.num_samples)
-    methods = ("mhminibatch",) if args.no_reference else ("mhminibatch", "barker")
-    out = Path(args.out) / args.name
-    print(
-        f"Gaussian mixture (Seita et al. 6.1): N={cfg.n_data:,}, K={cfg.temperature:g}, m={cfg.batch_size}, "
-        f"sigma={cfg.sigma}, {cfg.num_samples} samples; methods: {', '.join(methods)}",
-        flush=True,
-    )
-    table = run_demo(cfg, out, methods=methods, progress=not args.no_progress)
-    print(table, flush=True)
-    t1 = logistic_t1.T1Config(seed=args.seed)._replace(**(logistic_t1.QUICK if args.quick else {}))
-    t1_methods = logistic_t1.METHODS[:1] if args.no_reference else logistic_t1.METHODS
-    print("\n" + logistic_t1.headline(t1, t1_methods), flush=True)
-    print(logistic_t1.run_t1(t1, out, t1_methods, progress=not args.no_progress, command="minibatch-mcmc demo (its temperature-1 half)"))
-    print(written(out))
-    return 0
+    from minibatch_mcmc.models import logistic_regression, make_logistic_data
+    from minibatch_mcmc.warmup import auto_sample
+
+    n = args.n_data or (DEMO_ROWS // 10 if args.quick else DEMO_ROWS)
+    check_int(n, "--n-data", 1, MAX_DATA, "checked before the data are generated")
+    data, theta_true = make_logistic_data(jax.random.key(args.seed), n, DEMO_DIM)
+    print(f"Logistic regression at temperature 1: N={n:,} rows, d={DEMO_DIM}, {args.chains} chains x {args.num_samples} draws "
+          "with auto_sample's defaults (a warm-up: mode, Laplace, Taylor proxy, its choice of proposal and test)", flush=True)
+    result, w = auto_sample(logistic_regression(prior_scale=10.0), data, jnp.zeros(DEMO_DIM), num_samples=args.num_samples,
+                            num_chains=args.chains, key=args.seed + 1, progress=not args.no_progress)
+    print(f"  proposal {w.kind} ({w.why}), test {w.test.name}")
+    print(f"  warm-up: {w.total_data / n:.2f} passes over the data, {w.total_seconds:.1f} s")
+    print(f"  true coefficients: {' '.join(f'{v:.3f}' for v in theta_true.tolist())}")
+    return report(args, result)
 
 
-SAMPLE_TESTS: dict[str, Callable[[ModuleType, int, float], object]] = {
-    "mhminibatch": lambda acc, m, sigma: acc.mh_minibatch(batch_size=m, sigma=sigma),
-    "penalty": lambda acc, m, sigma: acc.penalty_test(batch_size=m, sigma_max=sigma),
-    "austere": lambda acc, m, sigma: acc.austere_mh(batch_size=m),
-    "mhsublhd": lambda acc, m, sigma: acc.mh_sublhd(batch_size=m),
-    "naive": lambda acc, m, sigma: acc.naive_minibatch(batch_size=m),
-    "barker": lambda acc, m, sigma: acc.BarkerTest(),
-    "metropolis": lambda acc, m, sigma: acc.MetropolisTest(),
-}
-"""Acceptance tests the ``sample`` command can run: name -> ``build(acceptance package, m, sigma)``."""
 MIXTURE_TEST = "mhminibatch"
 """The ``sample`` command's test for the built-in mixture (Seita et al. 6.1) unless ``--test`` names one; with ``--model``
 it is ``auto_sample``'s default."""
@@ -63,10 +77,8 @@ BATCH_SIZE, SIGMA = 50, 1.0
 
 
 def sample_test(name: str, batch_size: int, sigma: float):
-    """The acceptance test named by ``sample --test`` (the acceptance package is imported on first use)."""
-    from minibatch_mcmc import acceptance
-
-    return SAMPLE_TESTS[name](acceptance, batch_size, sigma)
+    """The acceptance test named by ``sample --test`` (a row of ``acceptance.registry.TESTS``), from ``--batch-size`` and ``--sigma``."""
+    return registered(name).from_options(batch_size, sigma)
 
 
 def model_test(args: argparse.Namespace):
@@ -74,8 +86,6 @@ def model_test(args: argparse.Namespace):
     ``--sigma`` is given; those alone set up ``warmup.DEFAULT_TEST``."""
     if args.test is None and args.batch_size == BATCH_SIZE and args.sigma == SIGMA:
         return None
-    from minibatch_mcmc.warmup import DEFAULT_TEST
-
     return sample_test(args.test or DEFAULT_TEST, args.batch_size, args.sigma)
 
 
@@ -270,13 +280,14 @@ def report(args: argparse.Namespace, result) -> int:
 
 
 def _cmd_reproduce(args: argparse.Namespace) -> int:
-    """Reproduce a paper experiment: its own ``main`` parses the arguments after its name."""
+    """Reproduce a paper experiment from the repository's ``reproductions/``: its own ``main`` parses the arguments after its name."""
+    registry = reproductions_registry()
     if args.list:
-        print(listing())
+        print(registry.listing())
         return 0
     if args.experiment is None:
         raise ValueError("reproduce needs an experiment name; `minibatch-mcmc reproduce --list` lists them")
-    return experiment(args.experiment).main(args.experiment_args)
+    return registry.experiment(args.experiment).main(args.experiment_args)
 
 
 def _cmd_correction(args: argparse.Namespace) -> int:
@@ -293,29 +304,26 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     d = sub.add_parser(
         "demo",
-        help="MHminibatch vs full-data Barker on the 1000000-point Gaussian mixture, then temperature 1 with control "
-        "variates on a 1000000-row logistic regression",
+        help=f"auto_sample's defaults (proxy HMC + penalty test after an automatic warm-up) on a {DEMO_ROWS:,}-row "
+        "logistic regression at temperature 1: the warm-up's choices and the posterior summary",
     )
+    d.add_argument("--n-data", type=positive_int, default=None, help=f"rows N (default {DEMO_ROWS:,}; --quick: a tenth)")
+    d.add_argument("--num-samples", type=positive_int, default=1000, help="draws per chain (default 1000)")
+    d.add_argument("--chains", type=positive_int, default=4, help="chains (default 4)")
+    d.add_argument("--quick", action="store_true", help=f"{DEMO_ROWS // 10:,} rows")
+    d.add_argument("--seed", type=int, default=0)
     d.add_argument("--name", default="demo", help="run name: output goes to OUT/NAME (default: demo)")
     d.add_argument("--out", default="runs", help="output folder (default: runs)")
-    d.add_argument("--seed", type=int, default=0)
-    d.add_argument("--sigma", type=float, default=1.0, help="MHminibatch noise level sigma (default 1)")
-    d.add_argument(
-        "--proposal-sd", type=float, default=0.15, help="random-walk s.d. per coordinate (default 0.15, as the paper's code)"
-    )
-    d.add_argument("--num-samples", type=positive_int, default=None, help="samples of the mixture runs")
-    d.add_argument("--quick", action="store_true", help="100000 points, 1000 samples (K scaled to 1000); 100000 rows for the logistic run")
-    d.add_argument("--no-reference", action="store_true", help="skip the full-data reference runs (Barker; Metropolis at temperature 1)")
     d.add_argument("--no-progress", action="store_true", help="no progress bar")
     d.set_defaults(func=_cmd_demo)
     r = sub.add_parser(
         "reproduce",
-        help="reproduce a paper experiment (tables and figures under runs/)",
+        help="reproduce a paper experiment (tables and figures under runs/; from a repository checkout)",
         description="Reproduce a paper experiment. Every option after NAME is the experiment's: "
         "minibatch-mcmc reproduce NAME --help lists them (--quick, --seed, --out, --name, ... and its own).",
     )
     r.add_argument("--list", action="store_true", help="list the experiments and exit")
-    r.add_argument("experiment", nargs="?", choices=list(EXPERIMENTS), metavar="NAME", help="one of: " + ", ".join(EXPERIMENTS))
+    r.add_argument("experiment", nargs="?", metavar="NAME", help="an experiment of reproductions/registry.py (--list lists them)")
     r.add_argument("experiment_args", nargs=argparse.REMAINDER, metavar="...", help="the experiment's options")
     r.set_defaults(func=_cmd_reproduce)
     sp = sub.add_parser(
@@ -335,9 +343,9 @@ def build_parser() -> argparse.ArgumentParser:
                     "of files). A Model reads it out of core (.npy and uncompressed .npz memory-mapped, Parquet streamed); "
                     "a NumPyro model gets it read into memory, as its arguments")
     sp.add_argument("--dim", type=positive_int, default=None, help="parameter length of a Model given by --model (start: zeros)")
-    sp.add_argument("--test", choices=SAMPLE_TESTS, default=None, help="acceptance test (default: with --model, the warm-up's "
+    sp.add_argument("--test", choices=list(TESTS), default=None, help="acceptance test (default: with --model, the warm-up's "
                     "default, the penalty test on 50 rows, more at small N; for the mixture " + MIXTURE_TEST + ")")
-    sp.add_argument("--proposal", default=None, help="with --model: one of warmup.PROPOSALS (default: the warm-up's "
+    sp.add_argument("--proposal", choices=PROPOSALS, default=None, help="with --model: the warm-up's proposal (default: its "
                     "rule: mixture with an exact stratum or several modes, else proxy_hmc)")
     sp.add_argument("--n-data", type=positive_int, default=100_000, help="data points N of the mixture (default 100000)")
     sp.add_argument("--temperature", type=float, default=1.0, help="temperature K (default 1: the posterior)")

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import functools
 import math
-from pathlib import Path
 from typing import Any, Callable, NamedTuple
 
 import jax
@@ -24,11 +23,13 @@ import numpy as np
 
 from minibatch_mcmc.acceptance.base import AcceptanceTest
 from minibatch_mcmc.acceptance.exact import MetropolisTest
+from minibatch_mcmc.acceptance.registry import contract, named_test
 from minibatch_mcmc.checks import check_bool, check_choice, check_int, check_positive
 from minibatch_mcmc.compiling import RUN_WORK, compile_options
 from minibatch_mcmc.control_variates import TaylorProxy
 from minibatch_mcmc.control_variates.influence import Influence
-from minibatch_mcmc.control_variates.laplace_moves import DEFAULT_PROPOSAL, GLOBAL, default_kind, proposal_for, tuned_steps
+from minibatch_mcmc.control_variates.laplace_moves import (DEFAULT_PROPOSAL, GLOBAL, KINDS, TARGET_ACCEPT, default_kind, proposal_for,
+                                                           tuned_steps)
 from minibatch_mcmc.control_variates.proposals import cholesky_factor
 from minibatch_mcmc.data.arrays import DataSource, as_data_source
 from minibatch_mcmc.data.host import host_read_errors
@@ -36,12 +37,13 @@ from minibatch_mcmc.diagnostics.batch_choice import choose_batch_size
 from minibatch_mcmc.diagnostics.proxy_check import ProxyCheck, timed_check
 from minibatch_mcmc.models.base import Model
 from minibatch_mcmc.optim.centre import find_centre
+from minibatch_mcmc.optim.multistart import LocalMode
 from minibatch_mcmc.proposals.base import Proposal
-from minibatch_mcmc.samplers.checkpoint import SETTINGS_FILE, data_fingerprint, fingerprint
+from minibatch_mcmc.samplers.checkpoint import SETTINGS_FILE, WARMUP_SETTINGS, data_fingerprint, fingerprint, run_directory
 from minibatch_mcmc.samplers.diagnose import bad_rows_named
 from minibatch_mcmc.samplers.driver import sample
 from minibatch_mcmc.samplers.efficiency import most_efficient
-from minibatch_mcmc.samplers.exact_choice import estimator_for, named_test, needs_bounds
+from minibatch_mcmc.samplers.exact_choice import estimator_for, needs_bounds
 from minibatch_mcmc.samplers.groups import ChainGroup, sample_groups
 from minibatch_mcmc.samplers.keys import as_key
 from minibatch_mcmc.samplers.kernel import build_kernel
@@ -49,25 +51,23 @@ from minibatch_mcmc.samplers.phase_cost import PhaseClock, PhaseCost
 from minibatch_mcmc.samplers.results import SampleResult
 from minibatch_mcmc.samplers.scaled_runner import BoundRunner
 from minibatch_mcmc.samplers.tuning import untuned
+from minibatch_mcmc.samplers.warmup_codec import LIBRARY_TYPES
 from minibatch_mcmc.samplers.warmup_file import load_warmup, save_warmup
 from minibatch_mcmc.samplers.warmup_tuning import laplace_starts, short_run_mean, timed_proxy, tune, tune_on_chains
 
 PyTree = Any
 
-PROPOSALS = ("langevin", "random_walk", "independence", "independence_t", "proxy_hmc", "mixture", "auto")
-"""Proposals ``warmup`` can set up: proxy-gradient MALA or a Laplace-shaped random walk (both scale-tuned);
+PROPOSALS = tuple(KINDS) + ("auto",)
+"""Proposals ``warmup`` can set up, the kinds of ``laplace_moves.KINDS`` and ``auto``: proxy-gradient MALA or a
+Laplace-shaped random walk (both scale-tuned);
 independence from the proxy posterior's Laplace fit (Gaussian, or t) and proxy HMC (fixed, not tuned: the default); ``mixture``:
 proxy HMC, or with probability ``laplace_moves.LOCAL_WEIGHT`` a tuned random walk;
 ``auto``: the one of ``AUTO_CANDIDATES`` with the most effective draws per second in a short measured run."""
 DEFAULT_TEST = "penalty"
-"""The name (``exact_choice.TESTS``) of the default acceptance test for ``N >= 50``: the penalty test, Metropolis-type
+"""The name (``acceptance.registry.TESTS``) of the default acceptance test for ``N >= 50``: the penalty test, Metropolis-type
 on MHminibatch's 50-row minibatch, so a global move's acceptance is not capped at 1/2 as under Barker's rule."""
 AUTO_CANDIDATES = ("proxy_hmc", "independence", "independence_t")
 """What ``proposal="auto"`` measures (``samplers.efficiency``: 8 chains x 200 steps each) and chooses from."""
-TARGET_ACCEPT = {("metropolis", "langevin"): 0.574, ("metropolis", "random_walk"): 0.234, ("barker", "langevin"): 0.347, ("barker", "random_walk"): 0.159}
-"""Default target acceptance rates: the optimal diffusion-limit scalings (Roberts and Rosenthal for Metropolis;
-the same optimisation with Barker's acceptance function, which MHminibatch approximates, gives 0.159 and 0.347:
-its acceptance never exceeds 1/2 for small moves, so a Metropolis target would drive the scale to 0)."""
 
 
 class Warmup(NamedTuple):
@@ -174,7 +174,7 @@ def warmup(
 
     ``test`` defaults to ``default_test(N)``: the penalty test on 50 rows, more at small ``N`` with a global move (the
     ``batch`` phase: ``diagnostics.batch_choice``; below ``N = 50`` the exact Metropolis test on all rows); a name of
-    ``exact_choice.TESTS`` is that test with its default settings (``"mhminibatch"``: Seita et al.'s Barker-type test), an
+    ``acceptance.registry.TESTS`` is that test with its default settings (``"mhminibatch"``: Seita et al.'s Barker-type test), an
     exact one (``"smh"``) with the GLM's per-datum bounds; ``proposal`` is None (the default: ``laplace_moves.default_kind``'s
     rule, ``"mixture"`` when the warm-up put rows in an exact stratum or found several modes, else ``"proxy_hmc"``;
     ``Warmup.why`` says which) or one of ``PROPOSALS``: ``"proxy_hmc"`` (leapfrog on the proxy posterior, untuned),
@@ -200,7 +200,7 @@ def warmup(
     num_samples = None if num_samples is None else check_int(num_samples, "num_samples", 1)
     if target_accept is not None and kind in GLOBAL + ("auto", None):
         raise ValueError(f"target_accept={target_accept!r} has no effect with proposal={kind!r}, which is not tuned: leave it None, "
-                         "or name a tuned proposal ('langevin', 'random_walk', 'mixture')")
+                         f"or name a tuned proposal ({', '.join(repr(k) for k in KINDS if k not in GLOBAL)})")
     source, sized = as_data_source(data), test is None  # the default test's minibatch is sized for a global move (below)
     test = default_test(source.n) if test is None else named_test(test)
     rule = decision_rule(test)
@@ -218,8 +218,8 @@ def warmup(
         cost["choose"], why = clock.cost(data), "auto: the most effective draws per second"
     if progress:
         print(f"warm-up: proposal {kind} ({why})", flush=True)
-    tuned_kind = "random_walk" if kind == "mixture" else kind
-    target = TARGET_ACCEPT.get((rule, tuned_kind), math.nan) if target_accept is None else target_accept
+    tuned_kind, target_key = KINDS[kind].tuned_move, KINDS[kind].target
+    target = TARGET_ACCEPT.get((rule, target_key), math.nan) if target_accept is None else target_accept
     make, runner = proposal_for(kind, proxy, model, chol, temperature, rule), None
     with PhaseClock("tuning", source.n, progress and kind not in GLOBAL) as clock:
         if kind in GLOBAL:  # nothing to tune: the Laplace fit sets the move
@@ -240,7 +240,7 @@ def warmup(
         proxy, cost["recentre"] = timed_proxy(model, source, centre, order)
         estimator = estimator_for(test, model, source, proxy, chol, influence)
         make = proposal_for(kind, proxy, model, chol, temperature, rule)
-    if sized and kind in GLOBAL and test.name == DEFAULT_TEST:
+    if sized and kind in GLOBAL and contract(test).sized_batch:
         with PhaseClock("batch", source.n, progress) as clock:
             choice = choose_batch_size(model, source, estimator, proxy.centre, chol, test.batch_size,
                                        jax.random.fold_in(k_tune, 2), temperature=temperature, rule=rule)
@@ -332,6 +332,15 @@ def auto_sample(
                    newton_steps=newton_steps, stratum=stratum)
     if all(sample_kwargs.get(k) is None for k in ("checkpoint_dir", "devices", "data_sharding")):
         options.update(num_chains=num_chains, num_samples=num_samples)  # tuning on the runner sampling reuses (not with recentre)
+    directory, resume = sample_kwargs.get("checkpoint_dir"), sample_kwargs.get("resume", False)
+    with run_directory(directory, resume, (SETTINGS_FILE, WARMUP_SETTINGS)):  # refused at once, or locked for warm-up and sampling
+        return _warm_and_sample(model, data, theta0, (k_warm, k_start, k_run), options, num_samples, num_chains, temperature,
+                                progress, check_draws, sample_kwargs)
+
+
+def _warm_and_sample(model, data, theta0, keys, options, num_samples, num_chains, temperature, progress, check_draws, sample_kwargs):
+    """``auto_sample``'s warm-up (or its restoration) and sampling, in the checkpoint directory's lock if it has one."""
+    k_warm, k_start, k_run = keys
     w = stored_warmup(model, data, theta0, k_warm, options, sample_kwargs.get("checkpoint_dir"), sample_kwargs.get("resume", False),
                       progress)
     starts = dispersed_starts(w, num_chains, k_start) if w.chains is None else w.chains
@@ -366,15 +375,14 @@ def stored_warmup(model: Model, data: PyTree | DataSource, theta0: PyTree, key: 
     source = as_data_source(data)
     settings = {"seed": fingerprint(key), "model": fingerprint(model), "theta0": fingerprint(theta0),
                 "options": fingerprint(options), "data": data_fingerprint(source.arrays(), source.n)}
-    saved = load_warmup(directory, settings) if resume else None
+    types, refs = LIBRARY_TYPES + (LocalMode,), {"model": model}  # a stratified proxy holds the model: supplied again on load
+    saved = load_warmup(directory, settings, types, refs) if resume else None
     if saved is not None:
         return restored(model, source.n, saved, options)
     w = warmup(model, data, theta0, key=key, progress=progress, **options)
-    if resume or not (Path(directory) / SETTINGS_FILE).exists():  # never overwrite the warm-up of a run sample will refuse
-        save_warmup(directory, settings, {"proxy": w.proxy, "covariance": w.covariance, "scale": w.scale,
-                                          "acceptance": w.acceptance, "cost": w.cost, "modes": w.modes,
-                                          "mode_proxies": [k[0] for k in w.mode_kernels], "kind": w.kind, "why": w.why,
-                                          "estimator": w.estimator, "influence": w.influence, "test": w.test})
+    save_warmup(directory, settings, {"proxy": w.proxy, "covariance": w.covariance, "scale": w.scale, "acceptance": w.acceptance,
+                                      "cost": w.cost, "modes": w.modes, "mode_proxies": [k[0] for k in w.mode_kernels], "kind": w.kind,
+                                      "why": w.why, "estimator": w.estimator, "influence": w.influence, "test": w.test}, types, refs)
     return w
 
 

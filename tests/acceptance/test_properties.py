@@ -10,10 +10,11 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from minibatch_mcmc.acceptance import BarkerTest, MetropolisTest, austere_mh, austere_mh_adaptive, mh_minibatch, mh_sublhd, naive_minibatch, penalty_test
+from minibatch_mcmc.acceptance import austere_mh_adaptive, mh_minibatch, mh_sublhd
 from minibatch_mcmc.acceptance.austere import design_adaptive, design_table
 from minibatch_mcmc.acceptance.base import DECISION_RULES, Statistics, uniform_from_bits
 from minibatch_mcmc.acceptance.mhsublhd import threshold_uniform
+from minibatch_mcmc.acceptance.registry import TESTS
 
 SIZES = (2, 61, 5000)
 """Data sizes (bucketed: one compile per test and size)."""
@@ -35,19 +36,24 @@ def _range_bound(stats):
     return jnp.max(jnp.abs(stats.data["value"]))  # read directly: not counted as touched rows
 
 
-BUILDERS = {
-    "metropolis": lambda n: MetropolisTest(),
-    "barker": lambda n: BarkerTest(),
+VARIANTS = {
     "mhminibatch_0.5": lambda n: mh_minibatch(min(20, n), sigma=0.5),
     "mhminibatch_1.0_delta": lambda n: mh_minibatch(min(50, n), sigma=1.0, delta=0.2),
     "mhminibatch_1.5": lambda n: mh_minibatch(min(5, n), sigma=1.5),
-    "austere_c": lambda n: austere_mh(min(20, n), 0.05),
     "austere_nc": lambda n: austere_mh_adaptive(_nc_design()),
-    "mhsublhd": lambda n: mh_sublhd(min(10, n), gamma=1.5, delta=0.05),
     "mhsublhd_fp_range": lambda n: mh_sublhd(min(10, n), gamma=2.0, delta=0.1, range_bound=_range_bound, finite_population=True),
-    "naive": lambda n: naive_minibatch(min(20, n)),
-    "penalty": lambda n: penalty_test(min(20, n), sigma_max=1.0),
 }
+"""Settings beyond the registered tests' own."""
+
+
+def _as_sampled(row):
+    return lambda n: row.from_options(min(20, n), 1.0)
+
+
+BUILDERS = {**{name: _as_sampled(t) for name, t in TESTS.items() if not t.contract.reads_bounds}, **VARIANTS}
+"""Every registered test (``acceptance.registry.TESTS``) as the ``sample`` command builds it at ``m = min(20, N)``,
+``sigma = 1``, but the exact tests that read per-datum bounds (tested with them in tests/acceptance/test_smh.py and
+test_mhss.py), and the variants."""
 HIDDEN = {"austere_nc": 2, "mhsublhd": 1}
 """Tests with a full-data pass besides the minibatch: hidden data per decision, in units of N."""
 

@@ -1,5 +1,6 @@
 """No mode: separable logistic data with a weak or flat prior stop the warm-up with an error naming the
-diverging coefficient and the cause; an end point within a fraction of a Laplace s.d. of the mode only warns."""
+diverging coefficient and the cause; a hierarchical funnel with one naming the funnel, its scale parameter and the
+group effects; an end point within a fraction of a Laplace s.d. of the mode only warns."""
 
 import warnings
 
@@ -54,3 +55,59 @@ def test_near_mode_warns_far_or_not_concave_raises():
 def test_flat_names_follow_ravel_order():
     assert flat_names({"b": jnp.zeros(()), "w": jnp.zeros((2, 2))}) == ["theta['b']", "theta['w'][0, 0]", "theta['w'][0, 1]",
                                                                       "theta['w'][1, 0]", "theta['w'][1, 1]"]
+
+
+def funnel_data(seed=0):
+    """5 groups x 20 rows, ``y ~ N(eta_g, 1)`` with group means 0.05 apart (s.d.): the data cannot hold the scale away from 0."""
+    rng = np.random.default_rng(seed)
+    group = np.repeat(np.arange(5), 20).astype(np.int32)
+    return group, (1.0 + 0.05 * rng.standard_normal(5)[group] + rng.standard_normal(100)).astype(np.float32)
+
+
+def centred_funnel():
+    """``mu ~ N(0, 5)``, ``tau ~ HalfNormal(5)`` (sampled as ``log_tau``), ``eta_j ~ N(mu, tau)``, ``y_i ~ N(eta_g(i), 1)``."""
+    from minibatch_mcmc.models.base import Model
+
+    def log_prior(th):
+        tau = jnp.exp(th["log_tau"])
+        lp = -0.5 * (th["mu"] / 5.0) ** 2 - 0.5 * (tau / 5.0) ** 2 + th["log_tau"]
+        return lp + jnp.sum(-0.5 * ((th["eta"] - th["mu"]) / tau) ** 2 - th["log_tau"])
+
+    return Model(log_prior, lambda th, b: -0.5 * (b["y"] - th["eta"][b["g"]]) ** 2, "centred_funnel")
+
+
+def test_centred_funnel_is_named_a_funnel_not_separation():
+    """Before: 'classes separable by these parameters ... drop the separating feature'. The centred hierarchical model's
+    log posterior grows without bound as log tau -> -inf with the effects at a common value: the message names the funnel,
+    theta['log_tau'] and the group effects, and says to reparameterise non-centred; nothing about separation."""
+    group, y = funnel_data()
+    start = {"eta": jnp.zeros(5), "log_tau": jnp.zeros(()), "mu": jnp.zeros(())}
+    with pytest.raises(NoModeError, match=r"the posterior has a funnel \(hierarchical scale parameter theta\['log_tau'\] goes to 0 "
+                                          r"with the group effects theta\['eta'\]\[0\], .*theta\['eta'\]\[4\].*no Gaussian mode\. "
+                                          r"Reparameterise non-centred") as err:
+        warmup(centred_funnel(), {"g": group, "y": y}, start, key=0, num_starts=0)
+    assert "separa" not in str(err.value)
+
+
+@pytest.mark.slow
+def test_numpyro_centred_funnel_is_named_a_funnel():
+    """(~15 s: NumPyro's conversion and the warm-up compile.) The same model written in NumPyro, via ``from_numpyro``:
+    the scale site ``tau`` (its unconstrained log) is named."""
+    numpyro = pytest.importorskip("numpyro")
+    import numpyro.distributions as dist
+
+    from minibatch_mcmc.interop import from_numpyro
+
+    def hierarchical(group, y=None):
+        mu = numpyro.sample("mu", dist.Normal(0.0, 5.0))
+        tau = numpyro.sample("tau", dist.HalfNormal(5.0))
+        with numpyro.plate("groups", 5):
+            eta = numpyro.sample("eta", dist.Normal(mu, tau))
+        with numpyro.plate("rows", group.shape[0]):
+            numpyro.sample("y", dist.Normal(eta[group], 1.0), obs=y)
+
+    conv = from_numpyro(hierarchical, *funnel_data())
+    with pytest.raises(NoModeError, match=r"funnel \(hierarchical scale parameter theta\['tau'\] goes to 0 with the group "
+                                          r"effects theta\['eta'\]\[0\]") as err:
+        warmup(conv.model, conv.data, conv.init, key=0, num_starts=0)
+    assert "separa" not in str(err.value)

@@ -40,7 +40,6 @@ import time
 import warnings
 from typing import Any, NamedTuple
 
-import arviz as az
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -179,6 +178,8 @@ def pareto_k(log_weights: np.ndarray) -> float:
     lw = np.asarray(log_weights, np.float64)
     if np.ptp(lw) <= EQUAL_WEIGHTS:
         return float("-inf")
+    import arviz as az  # on first use: importing the package stays light
+
     _, k = az.psislw(lw - lw.max(), reff=1.0)
     return float(k)
 

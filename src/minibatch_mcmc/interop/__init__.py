@@ -7,4 +7,16 @@ Every peer library is an optional import: nothing here imports NumPyro or BlackJ
 
 from minibatch_mcmc.interop.numpyro import NumPyroModel, constrained_result, from_numpyro, log_likelihood, subsampled_loo, to_inference_data
 
-__all__ = ["NumPyroModel", "constrained_result", "from_numpyro", "log_likelihood", "subsampled_loo", "to_inference_data"]
+import importlib
+
+ON_DEMAND = {"MinibatchMH": "minibatch_mcmc.interop.numpyro_kernel", "as_sampling_algorithm": "minibatch_mcmc.interop.blackjax"}
+"""Names whose module imports its peer library, -> that module, imported on first use (PEP 562 ``__getattr__``)."""
+
+__all__ = ["NumPyroModel", "constrained_result", "from_numpyro", "log_likelihood", "subsampled_loo", "to_inference_data", *ON_DEMAND]
+
+
+def __getattr__(name: str):
+    """``interop.MinibatchMH`` (imports NumPyro) and ``interop.as_sampling_algorithm``, imported on first use."""
+    if name not in ON_DEMAND:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(ON_DEMAND[name]), name)

@@ -11,7 +11,8 @@ one-chain ``MCMC`` what ``sample(..., key=key)`` draws (``samplers.keys``). A na
 ``sample(..., key=key, num_chains=C)``, splits each step's key over the chains instead: other draws, same law.
 ``MCMC``'s own ``num_warmup`` steps are extra burn-in after the warm-up. ``postprocess_fn`` is the converted
 model's ``constrain``, so ``get_samples``, ``print_summary``, ``Predictive`` and ``az.from_numpyro`` see named
-constrained values and deterministic sites. ``extra_fields`` may name ``accepted``, ``batch_size`` (data read by
+constrained values and deterministic sites (NumPyro's ``print_summary`` reduces the float32 draws in float32, off by
+posterior s.d.s at millions of draws: cast ``get_samples`` to float64 first; ``SampleResult.summary`` does). ``extra_fields`` may name ``accepted``, ``batch_size`` (data read by
 the test) and ``hidden_data``. Chains run with ``chain_method="sequential"`` or ``"vectorized"``; ``"parallel"``
 traces ``init``, where the warm-up cannot run. The native ``sample``/``auto_sample`` keep out-of-core data,
 sharding and checkpoints.

@@ -31,7 +31,8 @@ from minibatch_mcmc.data.passes import DEFAULT_CHUNK
 from minibatch_mcmc.models.base import Model
 from minibatch_mcmc.optim.mode import ARMIJO, MAX_HALVINGS, ModeResult, newton_direction, start_point
 from minibatch_mcmc.optim.multistart import adam_ends
-from minibatch_mcmc.optim.no_mode import newton_decrement
+from minibatch_mcmc.optim.no_mode import SHOWN, flat_names, newton_decrement
+from minibatch_mcmc.samplers.diagnose import first_nonfinite
 
 PyTree = Any
 
@@ -131,11 +132,12 @@ def lean_mode(model: Model, source: DataSource, theta0: PyTree, *, key: jax.Arra
     flat0, unravel = start_point(theta0)
     n, arrays, d = source.n, source.arrays(), int(flat0.size)
     b = adam_batch(n)
-    ends, ok = adam_ends(model, arrays, n, np.asarray(flat0)[None], unravel, key, temperature, ADAM_STEPS, b, learning_rate,
-                         shared=True, dispersed=num_starts)  # key split into the starts' and Adam's inside
-    if not ok[0]:
-        raise ValueError("the mode search (Adam phase): non-finite minibatch log posterior or gradient from theta0; check theta0 "
-                         "and the model's support")
+    search = adam_ends(model, arrays, n, np.asarray(flat0)[None], unravel, key, temperature, ADAM_STEPS, b, learning_rate,
+                       shared=True, dispersed=num_starts)  # key split into the starts' and Adam's inside
+    ends, ok = search.ends, search.ok
+    if not ok[0]:  # a row non-finite at theta0 itself (bad_rows_named then names it) is the start's fault, not a region's
+        step = 0 if first_nonfinite(model, arrays, n, theta0) is not None else int(search.first_bad[0])
+        raise ValueError(nonfinite_search(step, search.stopped[0], flat_names(theta0)))
     chunk = min(DEFAULT_CHUNK, n)
     part = chunk_pass(model, unravel, order)
     keep = kept_rows(n)
@@ -159,8 +161,10 @@ def lean_mode(model: Model, source: DataSource, theta0: PyTree, *, key: jax.Arra
     t_last = time.perf_counter()
     current, steps = pass_at(flat, None)
     if not current.finite:
-        raise ValueError(f"the mode search (Newton phase): non-finite full-data log posterior, gradient or Hessian at the Newton start "
-                         f"point (log posterior {current.value}); check theta0 and the model's support")
+        raise ValueError(f"the mode search (Newton phase): non-finite full-data log posterior, gradient or Hessian at the Adam phase's "
+                         f"end point (log posterior {current.value}), reached from a finite start: "
+                         f"{at_point(ends[0], flat_names(theta0))}. "
+                         "Check the model's support there (a prior or transform that excludes it) and that log_lik is numerically stable")
     passes, taken, threshold = 1, 0, tol * (1 + n)
     while taken < newton_steps and not near(current, threshold):
         direction = newton_direction(current.hessian, current.grad)
@@ -204,3 +208,21 @@ def near(current: PassOut, threshold: float) -> bool:
     if np.any(np.linalg.eigvalsh(-0.5 * (current.hessian + current.hessian.T)) <= 0):
         return False
     return newton_decrement(current.grad, current.hessian)[0] <= NEWTON_DECREMENT
+
+
+def at_point(point: np.ndarray, names: list[str]) -> str:
+    """A flat point in words: its ``SHOWN`` coordinates of largest magnitude, by name."""
+    big = np.argsort(-np.abs(point))[:SHOWN]
+    return ", ".join(f"{names[i]} = {point[i]:.4g}" for i in sorted(big)) + (" (the largest)" if point.size > SHOWN else "")
+
+
+def nonfinite_search(step: int, point: np.ndarray, names: list[str]) -> str:
+    """The error for the Adam phase meeting a non-finite value: at the start ``theta0``, or in a region reached from it."""
+    if step <= 0:
+        return ("the mode search (Adam phase): non-finite minibatch log posterior or gradient at the start theta0; check theta0 "
+                "and the model's support")
+    return (f"the mode search (Adam phase) reached a region where the minibatch log posterior or its gradient is non-finite, at "
+            f"Adam step {step} of {ADAM_STEPS}, from a finite start theta0: it stopped at {at_point(point, names)}. The model is "
+            "NaN or infinite there: give the parameters a prior (or a constraining transform) that excludes that region, make "
+            "log_lik numerically stable there (e.g. jax.nn.log_sigmoid or logsumexp instead of the log of a probability), or "
+            "start nearer the mode")

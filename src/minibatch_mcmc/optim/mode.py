@@ -188,10 +188,12 @@ def run_adam(
 
     flat, bad_step, bad_value = run(flat0, arrays, jax.random.split(key, steps))
     if int(bad_step) >= 0:
-        where = "at the start theta0" if int(bad_step) == 0 else f"at Adam step {int(bad_step)}"
+        where = ("at the start theta0" if int(bad_step) == 0 else f"in a region reached from a finite start theta0, at Adam step "
+                 f"{int(bad_step)} (position {np.asarray(flat).round(4).tolist()})")
         raise ValueError(
             f"find_mode (Adam phase): non-finite minibatch log posterior or gradient {where} (log posterior estimate"
-            f" {float(bad_value)}); check theta0, the model's support, or lower learning_rate={learning_rate}"
+            f" {float(bad_value)}); check the model's support there (a prior or transform that excludes it) and that log_lik is "
+            f"numerically stable, or lower learning_rate={learning_rate}"
         )
     return flat, steps * b
 

@@ -80,9 +80,22 @@ def dispersed_points(key: jax.Array, centre: np.ndarray, num_starts: int) -> np.
     return np.concatenate([half, -half])
 
 
+class AdamEnds(NamedTuple):
+    """Where minibatch Adam ended from each start (flat, float64), and where a start met a non-finite value."""
+
+    ends: np.ndarray
+    """The mean of each start's last quarter of iterates."""
+    ok: np.ndarray
+    """Whether every step's minibatch log posterior and gradient were finite."""
+    first_bad: np.ndarray
+    """The step at which each start first met a non-finite value (-1: never)."""
+    stopped: np.ndarray
+    """The point each start stopped at: where it met the non-finite value (it stays there), else its last iterate."""
+
+
 def adam_ends(model: Model, arrays: PyTree, n: int, starts: jax.Array, unravel, key: jax.Array, temperature: float,
               steps: int, b: int, learning_rate: float, shared: bool = False,
-              dispersed: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+              dispersed: int | None = None) -> AdamEnds:
     """Vmapped minibatch Adam (cosine-decayed rate) from each start: the mean of the last quarter of iterates, and finiteness.
 
     ``shared``: every start reads the same minibatch at each step (``steps * b`` rows read in all, not per start).
@@ -98,19 +111,20 @@ def adam_ends(model: Model, arrays: PyTree, n: int, starts: jax.Array, unravel, 
 
     def one_start(flat, keys, arrays):
         def one(carry, x):
-            flat, state, ok, total = carry
+            flat, state, ok, total, bad = carry
             i, k = x
             idx, _ = chunk_indices(k, jnp.zeros((), jnp.int32), b, n)
             value, grad = jax.value_and_grad(estimate)(flat, take(arrays, idx))
             ok = ok & jnp.isfinite(value) & jnp.all(jnp.isfinite(grad))
+            bad = jnp.where((bad < 0) & ~ok, i, bad)
             updates, new_state = opt.update(-jnp.where(ok, grad, 0.0), state, flat)
             flat = jnp.where(ok, optax.apply_updates(flat, updates), flat)
             total = total + jnp.where(i >= steps - tail, flat, 0.0)
-            return (flat, new_state, ok, total), None
+            return (flat, new_state, ok, total, bad), None
 
-        init = (flat, opt.init(flat), jnp.asarray(True), jnp.zeros_like(flat))
-        (_, _, ok, total), _ = jax.lax.scan(one, init, (jnp.arange(steps), keys))
-        return total / tail, ok
+        init = (flat, opt.init(flat), jnp.asarray(True), jnp.zeros_like(flat), jnp.asarray(-1, jnp.int32))
+        (last, _, ok, total, bad), _ = jax.lax.scan(one, init, (jnp.arange(steps, dtype=jnp.int32), keys))
+        return total / tail, ok, bad, last
 
     def search(starts, key, arrays):
         if dispersed is not None:  # 2u is exact in any float type: the points dispersed_points draws, cast
@@ -122,8 +136,8 @@ def adam_ends(model: Model, arrays: PyTree, n: int, starts: jax.Array, unravel, 
         return jax.vmap(one_start, in_axes=(0, 0, None))(starts, keys, arrays)
 
     options = compile_options(count * steps * b * starts.shape[1], ONE_OFF_WORK)  # rows evaluated x d
-    ends, ok = jax.jit(search, compiler_options=options)(starts, key, arrays)  # the rows an argument, not a constant
-    return np.asarray(ends, np.float64), np.asarray(ok)
+    ends, ok, bad, last = jax.jit(search, compiler_options=options)(starts, key, arrays)  # the rows an argument, not a constant
+    return AdamEnds(np.asarray(ends, np.float64), np.asarray(ok), np.asarray(bad), np.asarray(last, np.float64))
 
 
 def polish(value_fn: Callable, derivatives: Callable, source: DataSource, unravel: Callable, target: jax.Array,
@@ -174,7 +188,7 @@ def find_modes(model: Model, source: DataSource, first: LocalMode, *, key: jax.A
     b = min(batch_size, source.n)
     points = dispersed_points(k_starts, np.asarray(flat0, np.float64), num_starts)
     ends, ok = adam_ends(model, source.arrays(), source.n, jnp.asarray(points, flat0.dtype), unravel, k_adam, temperature, steps, b,
-                         learning_rate)
+                         learning_rate)[:2]
     return modes_from_ends(model, source, first, ends[ok], temperature, newton_steps, num_starts * steps * b, start)
 
 

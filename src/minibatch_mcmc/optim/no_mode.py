@@ -6,7 +6,9 @@ s.d. of a mode: the proxy is centred a little off it, which costs efficiency but
 variates are exact in expectation at any centre), so the warm-up warns. Further away, or where ``-H`` is not
 positive definite, there is no mode to centre on: a log posterior still climbing after the full-data
 Newton steps is the signature of a likelihood with no maximum along some direction (separable classes) and a
-prior too weak (or flat: an improper posterior) to make one, so the warm-up stops with ``NoModeError``.
+prior too weak (or flat: an improper posterior) to make one, or of a hierarchical funnel (``funnel``: a scale
+parameter driven to 0 while the group effects it scales shrink together), so the warm-up stops with ``NoModeError``
+naming the cause.
 """
 
 from __future__ import annotations
@@ -31,6 +33,13 @@ SHOWN = 5
 
 WEAK_PRIOR = 0.01
 """Share of the curvature along the diverging direction below which the prior is called too weak."""
+
+
+FUNNEL_RATIO = 2.0
+"""Factor by which a coordinate's prior curvature falls when a candidate scale parameter's unconstrained value rises by 1,
+at or above which the coordinate is a group effect of that scale: under ``eta_j ~ N(mu, sigma)`` with ``sigma = e^u``
+(NumPyro's transform of a positive site) it falls ``e^2 = 7.4``-fold; a prior that does not couple them leaves it
+unchanged (factor 1)."""
 
 
 class NoModeError(ValueError):
@@ -77,6 +86,37 @@ def likely_cause(model: Model, mode: ModeResult, step: np.ndarray, n: int) -> st
     )
 
 
+def funnel(model: Model, mode: ModeResult, step: np.ndarray) -> tuple[int, list[int]] | None:
+    """The hierarchical scale parameter that the diverging direction drives down (its flat index) and its group effects
+    (at least two coordinates whose prior curvature it scales by ``FUNNEL_RATIO`` or more), or None."""
+    order = np.argsort(-np.abs(step))
+    candidates = [int(i) for i in order if step[i] < 0 and abs(step[i]) >= 0.1 * abs(step[order[0]])]  # driven down
+    if not candidates:
+        return None
+    flat, unravel = ravel_pytree(mode.theta_hat)
+    curvature = jax.jit(jax.hessian(lambda x: model.log_prior(unravel(x))))  # one compilation for every candidate
+    here = np.diag(np.asarray(curvature(flat), np.float64))
+    for k in candidates:
+        wider = np.diag(np.asarray(curvature(flat.at[k].add(1.0)), np.float64))  # the scale e-fold larger
+        ok = np.isfinite(here) & np.isfinite(wider) & (here < 0) & (np.arange(here.size) != k)
+        group = [int(j) for j in np.flatnonzero(ok) if -here[j] >= FUNNEL_RATIO * abs(wider[j])]
+        if len(group) >= 2:
+            return k, group
+    return None
+
+
+def funnel_cause(names: list[str], flat: np.ndarray, scale: int, group: list[int]) -> str:
+    """The cause and the fix for a funnel: the scale parameter, its value, and its group effects."""
+    effects = ", ".join(names[j] for j in group[:SHOWN]) + (f" and {len(group) - SHOWN} more" if len(group) > SHOWN else "")
+    return (
+        f"the posterior has a funnel (hierarchical scale parameter {names[scale]} goes to 0 with the group effects {effects}: "
+        f"its unconstrained value is {flat[scale]:.4g} and falling, and the log posterior grows without bound as the effects "
+        "shrink to a common value): no Gaussian mode. Reparameterise non-centred (each effect = mean + scale * a standard "
+        "normal; in NumPyro numpyro.infer.reparam.LocScaleReparam(0)), or give the scale a prior that keeps it away from 0 "
+        "(e.g. a gamma or log-normal)"
+    )
+
+
 def check_mode(model: Model, mode: ModeResult, n: int, newton_steps: int) -> None:
     """Return if ``mode`` converged; warn if it is within ``NEAR_MODE`` Laplace s.d.s of a mode; else raise ``NoModeError``."""
     if mode.converged or mode.hessian is None or mode.gradient is None:
@@ -94,11 +134,13 @@ def check_mode(model: Model, mode: ModeResult, n: int, newton_steps: int) -> Non
         )
         return
     where = "the log posterior is not concave there" if not concave else f"its local quadratic puts a mode {decrement:.4g} Laplace s.d.s further on (Newton decrement)"
+    names, found = flat_names(mode.theta_hat), funnel(model, mode, step)
+    cause = (funnel_cause(names, flat, *found) if found is not None else
+             f"{likely_cause(model, mode, step, n)}. Give these parameters a proper prior with a smaller scale, or drop the "
+             "separating feature; if the posterior is proper and the mode is only far, raise newton_steps (of warmup or auto_sample)")
     raise NoModeError(
         f"the warm-up found no posterior mode: after {newton_steps} full-data Newton steps the log posterior "
         f"({mode.log_posterior:.6g}) still increases and {where}. Diverging parameters: "
-        f"{diverging(step, flat_names(mode.theta_hat), flat)}. Likely cause: {likely_cause(model, mode, step, n)}. "
-        "Give these parameters a proper prior with a smaller scale, or drop the separating feature; if the posterior "
-        "is proper and the mode is only far, raise newton_steps (of warmup or auto_sample)"
+        f"{diverging(step, names, flat)}. Likely cause: {cause}"
     )
 

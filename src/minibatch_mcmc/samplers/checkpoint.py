@@ -11,10 +11,19 @@ Nothing is resumed silently wrong: every chunk carries a SHA-256 of its contents
 ``settings.json`` (a corrupt, truncated or foreign chunk is refused with its file named), and the
 settings hold a fingerprint of the data (``N``, every leaf's dtype and row shape, and a hash of
 ``FINGERPRINT_ROWS`` rows at fixed positions), so a resume on other data of the same size is refused.
+The run id a chunk carries is the SHA-256 of the settings' canonical JSON (parsed, keys sorted, compact), so
+re-saving ``settings.json`` with other formatting orphans nothing (a chunk carrying the hash of the file's bytes, as
+earlier versions wrote, is still read). A resume of a directory without ``settings.json`` but with a saved warm-up or a
+lock (a run killed in its warm-up) starts at step 0.
+
+The directory holds data only: nothing in it is imported or unpickled. Files are written through exclusive temporaries
+and a run holds the directory's lock for its whole length (``safe_files``); a failed write (a full disk) is one
+``CheckpointWriteError`` that names what is still intact.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -28,10 +37,13 @@ import numpy as np
 
 from minibatch_mcmc.data.arrays import take
 from minibatch_mcmc.data.host import is_host_data
+from minibatch_mcmc.samplers import safe_files
 
 PyTree = Any
 
 SETTINGS_FILE = "settings.json"
+WARMUP_SETTINGS = "warmup.json"
+"""The saved warm-up's settings (``warmup_file``): with ``SETTINGS_FILE`` and the lock, the files that mark a started run."""
 CHUNK_PATTERN = re.compile(r"^chunk-(\d{9})-(\d{9})\.nc$")
 FORMAT_VERSION = 3
 FINGERPRINT_ROWS = 64
@@ -153,13 +165,6 @@ def run_settings(
     }
 
 
-def _fsync_replace(tmp: Path, final: Path) -> None:
-    """Flush ``tmp`` to disk and atomically rename it to ``final``."""
-    with open(tmp, "rb") as fh:
-        os.fsync(fh.fileno())
-    os.replace(tmp, final)
-
-
 def _describe(value: Any) -> str:
     """Text of a setting for error messages (in full: what differs must be visible)."""
     return "(absent)" if value is _ABSENT else json.dumps(value, sort_keys=True)
@@ -204,38 +209,56 @@ def _settings_error(path: Path, saved: dict, stored: dict) -> ValueError | None:
     return ValueError(f"cannot resume the run in {path} with different settings ({lines})")
 
 
-def open_checkpoint(directory: str | os.PathLike, settings: dict, resume: bool) -> list[Chunk]:
-    """Prepare ``directory`` for a run with ``settings``; return the finished chunks when resuming."""
+def check_start(directory: str | os.PathLike, resume: bool, markers: tuple[str, ...] = (SETTINGS_FILE,)) -> None:
+    """Refuse at once a resume of a directory that holds no run, or a new run in one holding any of ``markers``."""
     path = Path(directory)
-    if resume and not (path / SETTINGS_FILE).is_file():
+    started = [m for m in (SETTINGS_FILE, WARMUP_SETTINGS, safe_files.LOCK_FILE) if (path / m).exists()]
+    if resume and not started:
         what = "does not exist" if not path.exists() else f"holds no run ({SETTINGS_FILE} is missing)"
         raise ValueError(
             f"cannot resume: checkpoint directory {path} {what}; check the path, or start a new run without resume (CLI: --resume)"
         )
+    held = [m for m in markers if (path / m).exists()]
+    if not resume and held:
+        chunks = sum(1 for p in path.iterdir() if CHUNK_PATTERN.match(p.name))
+        raise ValueError(
+            f"checkpoint directory {path} already holds a run ({', '.join(held)}, {chunks} finished chunk(s)); "
+            "pass resume=True (CLI: --resume) to continue it, or choose an empty directory"
+        )
+
+
+def run_directory(directory: str | os.PathLike | None, resume: bool, markers: tuple[str, ...] = (SETTINGS_FILE,)):
+    """The ``with`` context of a checkpointed run: ``check_start``, then the directory's lock (nothing without a directory)."""
+    if directory is None:
+        return contextlib.nullcontext()
+    check_start(directory, resume, markers)
+    return safe_files.run_lock(directory)
+
+
+def open_checkpoint(directory: str | os.PathLike, settings: dict, resume: bool) -> list[Chunk]:
+    """Prepare ``directory`` for a run with ``settings``; return the finished chunks when resuming.
+
+    A resumed directory without ``settings.json`` (a run killed in its warm-up, before sampling began) starts at step 0.
+    """
+    path = Path(directory)
+    check_start(path, resume)
     path.mkdir(parents=True, exist_ok=True)
-    for stale in path.glob(".chunk-*.tmp"):
-        stale.unlink()  # a block that was being written when the run died
+    safe_files.remove_temporaries(path)  # a file that was being written when the run died
     settings_path = path / SETTINGS_FILE
     chunk_files = sorted(p for p in path.iterdir() if CHUNK_PATTERN.match(p.name))
     if not settings_path.exists():
         if chunk_files:
             raise ValueError(f"checkpoint directory {path} has chunk files but no {SETTINGS_FILE}; it cannot be resumed")
-        tmp = path / f".{SETTINGS_FILE}.tmp"
-        tmp.write_text(json.dumps(settings, indent=1, sort_keys=True))
-        _fsync_replace(tmp, settings_path)
+        safe_files.write_bytes(settings_path, json.dumps(settings, indent=1, sort_keys=True).encode(), "the run's settings",
+                               "nothing was sampled yet")
         return []
     saved = json.loads(settings_path.read_text())
-    if not resume:
-        raise ValueError(
-            f"checkpoint directory {path} already holds a run ({len(chunk_files)} finished chunk(s)); "
-            "pass resume=True (CLI: --resume) to continue it, or choose an empty directory"
-        )
     stored = json.loads(json.dumps(settings, sort_keys=True))  # normalise tuples to lists as on disk
     error = _settings_error(path, saved, stored)
     if error is not None:
         raise error
-    run = _run_id(path)
-    chunks = [read_chunk(p, run) for p in chunk_files]
+    runs = _run_ids(path)
+    chunks = [read_chunk(p, runs) for p in chunk_files]
     expected = 0
     for c in chunks:
         if c.start != expected:
@@ -244,9 +267,11 @@ def open_checkpoint(directory: str | os.PathLike, settings: dict, resume: bool) 
     return chunks
 
 
-def _run_id(directory: Path) -> str:
-    """SHA-256 of the directory's ``settings.json``: the run a chunk belongs to."""
-    return hashlib.sha256((directory / SETTINGS_FILE).read_bytes()).hexdigest()
+def _run_ids(directory: Path) -> tuple[str, str]:
+    """The run a chunk belongs to: the SHA-256 of ``settings.json``'s canonical JSON, and of its bytes (format 3's id)."""
+    raw = (directory / SETTINGS_FILE).read_bytes()
+    canonical = json.dumps(json.loads(raw), sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(canonical.encode()).hexdigest(), hashlib.sha256(raw).hexdigest()
 
 
 def content_checksum(arrays: dict[str, np.ndarray], start: int, end: int, run: str) -> str:
@@ -275,15 +300,15 @@ def write_chunk(directory: str | os.PathLike, chunk: Chunk) -> Path:
         leaf = np.asarray(leaf)
         data_vars[f"state_{i}"] = (("chain",) + tuple(f"state_{i}_dim_{d}" for d in range(leaf.ndim - 1)), leaf)
     path = Path(directory)
-    run = _run_id(path)
+    run = _run_ids(path)[0]
     checksum = content_checksum({k: v[1] for k, v in data_vars.items()}, int(chunk.start), int(chunk.end), run)
     attrs = {"start": int(chunk.start), "end": int(chunk.end), "wall_time": float(chunk.wall_time), "run": run, "sha256": checksum}
     ds = xr.Dataset(data_vars, attrs=attrs)
     final = path / f"chunk-{chunk.start:09d}-{chunk.end:09d}.nc"
-    tmp = path / f".{final.name}.tmp"
-    ds.to_netcdf(tmp, engine="h5netcdf")
-    _fsync_replace(tmp, final)
-    return final
+    done = sum(1 for p in path.iterdir() if CHUNK_PATTERN.match(p.name))
+    safe = (f"the {done} finished chunk(s) before it are intact: free space and resume with resume=True (CLI: --resume) "
+            f"to continue from step {chunk.start}")
+    return safe_files.write_through_temp(final, lambda tmp: ds.to_netcdf(tmp, engine="h5netcdf"), "checkpoint chunk", safe)
 
 
 def _load_dataset(path: Path) -> Any:
@@ -301,8 +326,8 @@ def _load_dataset(path: Path) -> Any:
         ) from None
 
 
-def read_chunk(path: str | os.PathLike, run: str | None = None) -> Chunk:
-    """Load one chunk file written by :func:`write_chunk`, verifying its checksum (and, given ``run``, that it belongs to it)."""
+def read_chunk(path: str | os.PathLike, runs: tuple[str, ...] | None = None) -> Chunk:
+    """Load one chunk file written by :func:`write_chunk`, verifying its checksum (and, given ``runs``, that it belongs to one)."""
     path = Path(path)
     ds = _load_dataset(path)
     bad = f"checkpoint chunk {path}"
@@ -312,7 +337,7 @@ def read_chunk(path: str | os.PathLike, run: str | None = None) -> Chunk:
     match = CHUNK_PATTERN.match(path.name)
     if match and (int(match.group(1)), int(match.group(2))) != (start, end):
         raise ValueError(f"{bad} holds steps [{start}, {end}), not the steps its name says; it was renamed or copied")
-    if run is not None and ds.attrs["run"] != run:
+    if runs is not None and ds.attrs["run"] not in runs:
         raise ValueError(f"{bad} belongs to another run (its settings hash differs from {SETTINGS_FILE}'s); remove it")
     arrays = {k: ds[k].values for k in ds.data_vars}
     if content_checksum(arrays, start, end, str(ds.attrs["run"])) != ds.attrs["sha256"]:

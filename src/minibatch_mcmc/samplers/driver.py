@@ -18,13 +18,16 @@ from minibatch_mcmc.control_variates.base import Estimator
 from minibatch_mcmc.data.arrays import DataSource, RowsExcept, as_data_source, is_host_data, take
 from minibatch_mcmc.data.host import DataChangedError, host_read_errors
 from minibatch_mcmc.models.base import Model
+from minibatch_mcmc.models.contract import impure_message, same_values
 from minibatch_mcmc.proposals.base import Proposal
-from minibatch_mcmc.samplers import checkpoint
+from minibatch_mcmc.samplers import buffers, checkpoint
+from minibatch_mcmc.samplers.buffers import DrawBuffers
 from minibatch_mcmc.samplers.diagnose import nonfinite_error
 from minibatch_mcmc.samplers.kernel import ChainState, Kernel, build_kernel
 from minibatch_mcmc.samplers.keys import as_run_key
 from minibatch_mcmc.samplers.progress import SamplingBar
 from minibatch_mcmc.samplers.results import RECORD_FIELDS, SampleResult, constrain_draws
+from minibatch_mcmc.samplers.run_checks import warn_run
 from minibatch_mcmc.samplers.scaled_runner import BoundRunner, make_scaled_runner
 from minibatch_mcmc.samplers.sharding import ChainLayout, chain_layout, place, place_data, shard_chains, to_host
 
@@ -32,13 +35,11 @@ PyTree = Any
 
 
 class Finished(NamedTuple):
-    """What a run holds after ``done`` steps: the chain states and the finished blocks' draws and records."""
+    """What a run holds after ``done`` steps: the chain states and the finished steps' draws and records."""
 
     states: ChainState
-    pos_blocks: list
-    """Positions of each finished block, each leaf ``(step, chain, ...)``."""
-    rec_blocks: list
-    """Records of each finished block, each ``(step, chain)``."""
+    draws: DrawBuffers | None
+    """Host buffers for the whole run's positions and records, steps ``[0, done)`` written (``None`` before any)."""
     done: int
     wall_time: float
     """Seconds the finished blocks took (in an earlier, checkpointed run too)."""
@@ -68,14 +69,15 @@ def _check_initial(model: Model, data: PyTree, n: int, positions: PyTree, num_ch
             raise ValueError(f"{err} (data: {checkpoint.describe_data(data)})") from None
     traced = []
 
-    def densities(position: PyTree, rows: PyTree) -> tuple[jax.Array, jax.Array]:
+    def densities(position: PyTree, rows: PyTree) -> tuple[jax.Array, jax.Array, jax.Array]:
         rows = jax.tree_util.tree_map(lambda a: a[:m], rows) if probe is None else rows
         prior = model.log_prior(position)
         traced.append(True)  # the errors below are the likelihood's
-        return prior, model.log_lik(position, rows)
+        return prior, model.log_lik(position, rows), model.log_lik(position, rows)  # traced twice: np.random differs
 
     try:  # prior and likelihood in one compiled function: op by op, a NumPyro model took seconds
-        lp, ll = (np.asarray(a) for a in jax.jit(jax.vmap(densities, in_axes=(0, None)))(positions, data if probe is None else probe))
+        rows = data if probe is None else probe
+        lp, ll, again = (np.asarray(a) for a in jax.jit(jax.vmap(densities, in_axes=(0, None)))(positions, rows))
     except (KeyError, TypeError, ValueError) as err:
         if not traced:  # the prior's own error
             raise
@@ -93,6 +95,8 @@ def _check_initial(model: Model, data: PyTree, n: int, positions: PyTree, num_ch
     if bad.size:
         c, i = bad[0]
         raise ValueError(f"log-likelihood of datum {i} is {ll[c, i]} at the initial position of chain {c}")
+    if not same_values(ll, again):
+        raise ValueError(impure_message(model.name, "log_lik", ll, again))
 
 
 def _likelihood_error(err: Exception, data: PyTree, probe: PyTree, positions: PyTree) -> ValueError:
@@ -134,13 +138,13 @@ def _restore(chunks: list[checkpoint.Chunk], states: ChainState, temps: np.ndarr
     if len(saved) != len(leaves) or any(np.shape(a) != np.shape(b) for a, b in zip(saved, leaves)):
         raise ValueError(f"cannot resume {where}: its chain states do not match this kernel's state layout")
     restored = jax.tree_util.tree_unflatten(treedef, [jnp.asarray(a, b.dtype) for a, b in zip(saved, leaves)])
-    pos_treedef = jax.tree_util.tree_structure(states.position)
-    pos_blocks = [jax.tree_util.tree_unflatten(pos_treedef, c.positions) for c in chunks]
     missing = sorted(set(RECORD_FIELDS) - set(chunks[0].records))
     if missing:
         raise ValueError(f"cannot resume {where}: it was written without the records {missing} (an older version); start a new run")
-    rec_blocks = [{k: c.records[k] for k in RECORD_FIELDS} for c in chunks]
-    return Finished(restored, pos_blocks, rec_blocks, done, sum(c.wall_time for c in chunks))
+    draws = None
+    for c in chunks:
+        draws = buffers.store(draws, num_samples, c.start, c.positions, {k: c.records[k] for k in RECORD_FIELDS})
+    return Finished(restored, draws, done, sum(c.wall_time for c in chunks))
 
 
 def _check_args(num_samples, num_chains, block_size, resume, checkpoint_dir, devices, data_sharding) -> tuple[int, int, int]:
@@ -181,7 +185,7 @@ def _restore_or_start(
     chunks = checkpoint.open_checkpoint(checkpoint_dir, settings, resume)
     if chunks:
         return _restore(chunks, states, temps, len(temps), str(checkpoint_dir))
-    return Finished(states, [], [], 0, 0.0)
+    return Finished(states, None, 0, 0.0)
 
 
 def _place(finished: Finished, arrays: PyTree, base_key: jax.Array, layout: ChainLayout, data_sharding: Any):
@@ -192,13 +196,14 @@ def _place(finished: Finished, arrays: PyTree, base_key: jax.Array, layout: Chai
     return finished, arrays, place(base_key, layout.replicated)
 
 
-def _write_block(checkpoint_dir, start: int, pos: PyTree, recs: dict, temps: np.ndarray, states: ChainState, wall: float):
+def _write_block(checkpoint_dir, start: int, draws: DrawBuffers, temps: np.ndarray, states: ChainState, wall: float):
     """Write one finished block of ``len(temps)`` steps from ``start`` to the checkpoint directory."""
+    positions, records = buffers.block(draws, start, start + len(temps))
     chunk = checkpoint.Chunk(
         start=start,
         end=start + len(temps),
-        positions=[np.asarray(x) for x in jax.tree_util.tree_leaves(pos)],
-        records=recs,
+        positions=positions,
+        records=records,
         temperature=temps,
         state=jax.tree_util.tree_leaves(to_host(states)),
         wall_time=wall,
@@ -206,9 +211,10 @@ def _write_block(checkpoint_dir, start: int, pos: PyTree, recs: dict, temps: np.
     checkpoint.write_chunk(checkpoint_dir, chunk)
 
 
-def _run_pieces(run_block, states: ChainState, block_temps: np.ndarray, done: int, bar: SamplingBar, diagnose):
-    """One block run in the pieces the bar asks for: its positions, records (on the host) and the final states."""
-    pieces, at, length = [], 0, bar.piece(len(block_temps), done)
+def _run_pieces(run_block, states: ChainState, draws: DrawBuffers | None, num_samples: int, block_temps: np.ndarray,
+                done: int, bar: SamplingBar, diagnose) -> tuple[DrawBuffers, ChainState]:
+    """One block run in the pieces the bar asks for, each copied into the host buffers: the buffers and the final states."""
+    at, length = 0, bar.piece(len(block_temps), done)
     while at < len(block_temps):
         start = time.perf_counter()
         piece_temps = block_temps[at : at + length]
@@ -219,14 +225,10 @@ def _run_pieces(run_block, states: ChainState, block_temps: np.ndarray, done: in
         if nonfinite.any():
             raise diagnose(to_host(states.position), to_host(pos), nonfinite, done + at)
         states = new_states
-        pieces.append((to_host(pos), recs))
+        draws = buffers.store(draws, num_samples, done + at, to_host(pos), recs)  # copied: no device buffer kept alive
         bar.advance(recs, len(piece_temps), time.perf_counter() - start)
         at += len(piece_temps)
-    if len(pieces) == 1:
-        return pieces[0][0], pieces[0][1], states
-    pos = jax.tree_util.tree_map(lambda *a: np.concatenate(a, axis=0), *[p for p, _ in pieces])
-    recs = {k: np.concatenate([r[k] for _, r in pieces], axis=0) for k in pieces[0][1]}
-    return pos, recs, states
+    return draws, states
 
 
 def _run_blocks(
@@ -239,40 +241,32 @@ def _run_blocks(
     diagnose: Callable[[PyTree, PyTree, np.ndarray, int], FloatingPointError],
 ) -> tuple[Finished, bool]:
     """Run blocks until all ``len(temps)`` steps are done or Ctrl-C; the finished blocks and whether it was interrupted."""
-    states, done = finished.states, finished.done
-    pos_blocks, rec_blocks = list(finished.pos_blocks), list(finished.rec_blocks)
+    states, draws, done = finished.states, finished.draws, finished.done
     interrupted = False
     try:
         while done < len(temps):
             block_start = time.perf_counter()
             block_temps = temps[done : done + min(block_size, len(temps) - done)]
-            pos, recs, states = _run_pieces(run_block, states, block_temps, done, bar, diagnose)
-            pos_blocks.append(pos)
-            rec_blocks.append(recs)
+            draws, states = _run_pieces(run_block, states, draws, len(temps), block_temps, done, bar, diagnose)
             if checkpoint_dir is not None:
-                _write_block(checkpoint_dir, done, pos, recs, block_temps, states, time.perf_counter() - block_start)
+                _write_block(checkpoint_dir, done, draws, block_temps, states, time.perf_counter() - block_start)
             done += len(block_temps)
     except KeyboardInterrupt:
         interrupted = True
-        warnings.warn(f"sampling interrupted; returning the {sum(len(r['accepted']) for r in rec_blocks)} finished draws")
+        warnings.warn(f"sampling interrupted; returning the {done} finished draws")
     except DataChangedError as err:
-        err.finished = Finished(states, pos_blocks, rec_blocks, done, finished.wall_time)
+        err.finished = Finished(states, draws, done, finished.wall_time)
         raise
-    return Finished(states, pos_blocks, rec_blocks, done, finished.wall_time), interrupted
+    return Finished(states, draws, done, finished.wall_time), interrupted
 
 
 def _stack_result(
     finished: Finished, model: Model, test: AcceptanceTest, n: int, temps: np.ndarray, wall: float, interrupted: bool
 ) -> SampleResult:
     """The finished blocks joined into ``(chain, draw, ...)`` arrays (reported through ``model.constrain`` if it has one)."""
-    if not finished.rec_blocks:
+    if finished.draws is None or not finished.done:
         raise KeyboardInterrupt("sampling interrupted before the first block finished; nothing to return")
-
-    def stack(*blocks: np.ndarray) -> np.ndarray:
-        return np.swapaxes(np.concatenate(blocks, axis=0), 0, 1)
-
-    all_pos = jax.tree_util.tree_map(stack, *finished.pos_blocks)
-    all_rec = {k: stack(*[r[k] for r in finished.rec_blocks]) for k in RECORD_FIELDS}
+    all_pos, all_rec = buffers.finished(finished.draws, finished.done, jax.tree_util.tree_structure(finished.states.position))
     draws = all_rec["accepted"].shape[1]
     exceeded = int(np.sum(all_rec["bound_exceeded"]))
     if exceeded:
@@ -280,6 +274,7 @@ def _stack_result(
             f"{exceeded} of {all_rec['bound_exceeded'].size} steps evaluated a per-datum term above the estimator's bound: "
             f"{test.name} is not exact with these bounds (records['bound_exceeded'] marks the steps)"
         )
+    warn_run(all_rec, test, n)  # chains that accepted nothing, mostly-fallback or over-cost tests
     return SampleResult(
         positions=all_pos if model.constrain is None else constrain_draws(model.constrain, all_pos),
         records=all_rec,
@@ -328,7 +323,8 @@ def sample(
     (``num_chains`` must be a multiple of the device count); the data are replicated unless
     ``data_sharding`` says otherwise. The draws do not depend on the layout. With
     ``checkpoint_dir`` every finished block is written there; ``resume=True`` reloads the finished
-    blocks and continues, drawing exactly what an uninterrupted run with the same seed draws.
+    blocks and continues, drawing exactly what an uninterrupted run with the same seed draws. The directory is checked
+    writable and locked for the run first: a second run started on it is refused before writing (``SECURITY.md``).
     ``key`` is a seed, a key, or one key per chain (shape ``(num_chains,)``): ``jax.random.split(k, C)``
     draws what ``numpyro.infer.MCMC(MinibatchMH(...), num_chains=C).run(k)`` draws (``samplers.keys``).
     ``runner``: an already compiled runner of this kernel (``scaled_runner.at_scale``, e.g. ``Warmup.runner``, on which
@@ -340,46 +336,47 @@ def sample(
     num_samples, num_chains, block_size = _check_args(
         num_samples, num_chains, block_size, resume, checkpoint_dir, devices, data_sharding
     )
-    layout = None if devices is None else chain_layout(devices, num_chains)
-    source = as_data_source(data)
-    arrays = source.arrays()
-    temps = _temperature_schedule(temperature, num_samples)
-    base_key = as_run_key(key, num_chains)
-    positions = _initial_positions(initial_position, num_chains, batched_init)
-    _check_initial(model, arrays, source.n, positions, num_chains)
+    with checkpoint.run_directory(checkpoint_dir, resume):  # refused at once if in use, not writable or not resumable
+        layout = None if devices is None else chain_layout(devices, num_chains)
+        source = as_data_source(data)
+        arrays = source.arrays()
+        temps = _temperature_schedule(temperature, num_samples)
+        base_key = as_run_key(key, num_chains)
+        positions = _initial_positions(initial_position, num_chains, batched_init)
+        _check_initial(model, arrays, source.n, positions, num_chains)
 
-    if runner is not None and (devices is not None or runner.num_chains != num_chains):
-        raise ValueError(f"runner runs {runner.num_chains} chains on the default device; got num_chains={num_chains}, devices={devices!r}")
-    kernel = build_kernel(model, proposal, test, source.n, estimator) if runner is None else runner.kernel
-    finished = Finished(jax.jit(jax.vmap(kernel.init))(positions), [], [], 0, 0.0)  # compiled: op by op took seconds
-    if checkpoint_dir is not None:
-        settings = checkpoint.run_settings(
-            key=base_key, model=model, test=test, proposal=proposal, num_chains=num_chains, n_data=source.n, positions=positions,
-            estimator=estimator, data=arrays,
-        )
-        finished = _restore_or_start(checkpoint_dir, settings, resume, finished.states, temps)
-    run_key = base_key
-    if layout is not None:
-        finished, arrays, run_key = _place(finished, arrays, base_key, layout, data_sharding)
+        if runner is not None and (devices is not None or runner.num_chains != num_chains):
+            raise ValueError(f"runner runs {runner.num_chains} chains on the default device; got num_chains={num_chains}, devices={devices!r}")
+        kernel = build_kernel(model, proposal, test, source.n, estimator) if runner is None else runner.kernel
+        finished = Finished(jax.jit(jax.vmap(kernel.init))(positions), None, 0, 0.0)  # compiled: op by op took seconds
+        if checkpoint_dir is not None:
+            settings = checkpoint.run_settings(
+                key=base_key, model=model, test=test, proposal=proposal, num_chains=num_chains, n_data=source.n, positions=positions,
+                estimator=estimator, data=arrays,
+            )
+            finished = _restore_or_start(checkpoint_dir, settings, resume, finished.states, temps)
+        run_key = base_key
+        if layout is not None:
+            finished, arrays, run_key = _place(finished, arrays, base_key, layout, data_sharding)
 
-    run = make_block_runner(kernel, num_chains, layout, compiler_options) if runner is None else runner.run_block
+        run = make_block_runner(kernel, num_chains, layout, compiler_options) if runner is None else runner.run_block
 
-    def run_block(states: ChainState, steps: jax.Array, block_temps: jax.Array):
-        with host_read_errors(arrays):  # a data file changed under the run: its own error, naming the file
-            return jax.block_until_ready(run(run_key, states, arrays, steps, block_temps))
+        def run_block(states: ChainState, steps: jax.Array, block_temps: jax.Array):
+            with host_read_errors(arrays):  # a data file changed under the run: its own error, naming the file
+                return jax.block_until_ready(run(run_key, states, arrays, steps, block_temps))
 
-    diagnose = functools.partial(nonfinite_error, model, proposal, source, base_key, num_chains)
-    bar = SamplingBar(progress, num_samples, finished.done, test.name)
-    start = time.perf_counter()
-    try:
-        finished, interrupted = _run_blocks(run_block, temps, block_size, finished, checkpoint_dir, bar, diagnose)
-    except DataChangedError as err:  # the finished draws travel with the error, never lost
-        if err.finished.rec_blocks:
-            err.result = _stack_result(err.finished, model, test, source.n, temps, time.perf_counter() - start, True)
-            err.add_note(f"the {err.finished.done} finished steps are in this error's .result"
-                         + (f" and in {checkpoint_dir}" if checkpoint_dir is not None else ""))
-        raise
-    finally:
-        bar.close()
-    wall = finished.wall_time + time.perf_counter() - start
-    return _stack_result(finished, model, test, source.n, temps, wall, interrupted)
+        diagnose = functools.partial(nonfinite_error, model, proposal, source, base_key, num_chains)
+        bar = SamplingBar(progress, num_samples, finished.done, test.name)
+        start = time.perf_counter()
+        try:
+            finished, interrupted = _run_blocks(run_block, temps, block_size, finished, checkpoint_dir, bar, diagnose)
+        except DataChangedError as err:  # the finished draws travel with the error, never lost
+            if err.finished.done:
+                err.result = _stack_result(err.finished, model, test, source.n, temps, time.perf_counter() - start, True)
+                err.add_note(f"the {err.finished.done} finished steps are in this error's .result"
+                             + (f" and in {checkpoint_dir}" if checkpoint_dir is not None else ""))
+            raise
+        finally:
+            bar.close()
+        wall = finished.wall_time + time.perf_counter() - start
+        return _stack_result(finished, model, test, source.n, temps, wall, interrupted)

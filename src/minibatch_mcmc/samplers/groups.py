@@ -2,7 +2,7 @@
 
 ``sample_groups`` runs ``sample`` once per group on that group's chains and puts the draws back in the
 chains' original order. Group ``k`` draws with key ``fold_in(key, k)`` and, with ``checkpoint_dir``,
-checkpoints in its subdirectory ``group-k``.
+checkpoints in its subdirectory ``group-k`` (on resume, a group whose subdirectory the killed run had not made yet starts at step 0).
 """
 
 from __future__ import annotations
@@ -34,16 +34,17 @@ class ChainGroup(NamedTuple):
 def sample_groups(model: Model, data: PyTree, starts: PyTree, groups: Sequence[ChainGroup], *, test: AcceptanceTest,
                   num_samples: int, key: jax.Array, **sample_kwargs: Any) -> SampleResult:
     """``sample`` per group from its rows of the batched ``starts``; one ``SampleResult`` in the original chain order."""
-    ckpt = sample_kwargs.pop("checkpoint_dir", None)
+    ckpt, resume = sample_kwargs.pop("checkpoint_dir", None), sample_kwargs.pop("resume", False)
     order = [c for g in groups for c in g.chains]
     if sorted(order) != list(range(len(order))):
         raise ValueError(f"the groups' chains {order} must be 0..{len(order) - 1}, each once")
     parts = []
     for k, g in enumerate(groups):
-        idx = np.asarray(g.chains)
+        idx, sub = np.asarray(g.chains), None if ckpt is None else Path(ckpt) / f"group-{k}"
+        fresh = sub is not None and not sub.exists() and Path(ckpt).exists()  # a group the killed run had not reached
         parts.append(sample(model, data, jax.tree_util.tree_map(lambda a: a[idx], starts), proposal=g.proposal, test=test,
                             estimator=g.estimator, num_samples=num_samples, num_chains=len(idx), key=jax.random.fold_in(key, k),
-                            batched_init=True, checkpoint_dir=None if ckpt is None else Path(ckpt) / f"group-{k}", **sample_kwargs))
+                            batched_init=True, checkpoint_dir=sub, resume=resume and not fresh, **sample_kwargs))
     back = np.argsort(np.asarray(order))
 
     def join(*leaves: np.ndarray) -> np.ndarray:

@@ -65,7 +65,8 @@ def loo_subsample(
     """Subsampled PSIS-LOO of ``result`` with the difference estimator on ``m`` random rows (all rows if ``m >= N``)."""
     source = as_data_source(data)
     fn = (lambda t, b: model.log_lik(t, b)) if site_log_lik is None else (lambda t, b: sum(site_log_lik(t, b).values()))
-    mean = jax.tree_util.tree_map(lambda a: jnp.asarray(np.asarray(a).mean(axis=(0, 1)), np.asarray(a).dtype), result.kernel_positions)
+    mean = jax.tree_util.tree_map(  # summed in float64: a float32 sum over many draws drifts by posterior s.d.s
+        lambda a: jnp.asarray(np.asarray(a).mean(axis=(0, 1), dtype=np.float64), np.asarray(a).dtype), result.kernel_positions)
     approx = point_log_lik(fn, mean, source)
     n = source.n
     m = min(check_int(m, "m", 2), n)

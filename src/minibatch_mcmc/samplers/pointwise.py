@@ -22,7 +22,7 @@ from minibatch_mcmc.samplers.results import SampleResult
 PyTree = Any
 
 MAX_VALUES = 50_000_000
-"""Largest ``chains x draws x rows`` array computed without an explicit ``rows`` (200 MB in float32)."""
+"""Largest ``chains x draws x rows`` array computed without an explicit ``rows`` (400 MB in float64)."""
 
 
 def choose_rows(rows: int | np.ndarray | None, n: int, key: jax.Array | int) -> np.ndarray:
@@ -56,14 +56,15 @@ def thin(result: SampleResult, draws: slice | np.ndarray | None) -> SampleResult
 def pointwise_log_lik(
     site_log_lik: Callable[[PyTree, PyTree], dict], positions: PyTree, batch: PyTree, chunk: int = 256
 ) -> dict:
-    """``{site: (chain, draw, rows)}`` log-likelihoods of the rows in ``batch`` at each ``(chain, draw)`` position."""
+    """``{site: (chain, draw, rows)}`` log-likelihoods of the rows in ``batch`` at each ``(chain, draw)`` position, in float64
+    (ArviZ's LOO reduces over the draws in the dtype it is given)."""
     leaves = jax.tree_util.tree_leaves(positions)
     lead = tuple(np.shape(leaves[0])[:2])
     flat = jax.tree_util.tree_map(lambda a: np.reshape(np.asarray(a), (-1, *np.shape(a)[2:])), positions)
     fn = jax.jit(jax.vmap(site_log_lik, in_axes=(0, None)))
     parts = [fn(jax.tree_util.tree_map(lambda a: jnp.asarray(a[i : i + chunk]), flat), batch)
              for i in range(0, lead[0] * lead[1], chunk)]
-    joined = {k: np.concatenate([np.asarray(p[k]) for p in parts]) for k in parts[0]}
+    joined = {k: np.concatenate([np.asarray(p[k]) for p in parts], dtype=np.float64) for k in parts[0]}
     return {k: v.reshape(lead + v.shape[1:]) for k, v in joined.items()}
 
 

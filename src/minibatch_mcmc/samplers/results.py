@@ -106,26 +106,40 @@ SUMMARY_KEYS = {
     "bound_exceeded_steps": "exact tests: steps where an evaluated residual exceeded its per-datum bound (the driver "
     "warns: the test is not exact there)",
     "posterior": "ArviZ's summary of the draws (pandas DataFrame): mean, sd, HDI, MCSE of mean and sd, bulk and tail "
-    "ESS and rank-normalised split R-hat per scalar component (Vehtari et al. 2021); constrained for a NumPyro model",
+    "ESS and rank-normalised split R-hat per scalar component (Vehtari et al. 2021); constrained for a NumPyro model; "
+    "computed in float64 and not rounded",
 }
 """What the less obvious ``summary()`` keys mean."""
 
 
+def as_float64(a: np.ndarray) -> np.ndarray:
+    """``a`` in float64 if it is a narrower float (ArviZ reduces in the input's dtype), else as it is."""
+    a = np.asarray(a)
+    return a.astype(np.float64) if np.issubdtype(a.dtype, np.floating) and a.dtype.itemsize < 8 else a
+
+
 def posterior_table(positions: PyTree):
-    """ArviZ's ``summary`` of ``(chain, draw, ...)`` draws (``None`` with fewer than 4 draws per chain)."""
+    """ArviZ's ``summary`` of ``(chain, draw, ...)`` draws, computed in float64 (``None`` with fewer than 4 draws per chain).
+
+    Each variable is cast to float64 before ArviZ sees it, one at a time: ArviZ sums in the draws' dtype, and a
+    float32 sum over 4096 x 500 logistic-regression draws put the mean 0.58 posterior s.d. off and the s.d. 15% high.
+    Unrounded (ArviZ rounds to 3 decimals by default, coarser than a posterior s.d. of 1e-3 on tall data).
+    """
     named = _names(positions)
     if min(np.shape(a)[1] for a in named.values()) < 4:
         return None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         import arviz as az
+        import pandas as pd
 
-        return az.summary(az.convert_to_dataset(named), kind="all")
+        tables = [az.summary(az.convert_to_dataset({name: as_float64(a)}), kind="all", round_to="none") for name, a in named.items()]
+        return pd.concat(tables)
 
 
 def summarize(result: SampleResult, posterior: bool = True) -> dict:
     """Summary statistics of a run's per-step records and (``posterior``) ArviZ's table of its draws."""
-    rec = result.records
+    rec = result.records  # whole-array float32 means: NumPy's pairwise sums, ~1e-7 relative at any length
     bs = np.asarray(rec["batch_size"], dtype=np.float64)
     steps = bs.size
     total = float(bs.sum())
@@ -162,13 +176,17 @@ def summarize(result: SampleResult, posterior: bool = True) -> dict:
 
 
 def to_inference_data(result: SampleResult, unconstrained: bool = False):
-    """Convert to ArviZ ``InferenceData`` (posterior + sample_stats with the per-step records)."""
+    """Convert to ArviZ ``InferenceData`` (posterior + sample_stats with the per-step records), floats in float64.
+
+    ArviZ computes in the dtype it is given, so float32 draws are handed over as float64 (the same values):
+    its ``summary``, ``ess`` and ``loo`` of the result then sum in float64 at any number of draws.
+    """
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)
         import arviz as az
 
-    posterior = _names(result.kernel_positions if unconstrained else result.positions)
-    stats = {k: np.asarray(v) for k, v in result.records.items()}
+    posterior = {k: as_float64(v) for k, v in _names(result.kernel_positions if unconstrained else result.positions).items()}
+    stats = {k: as_float64(v) for k, v in result.records.items()}
     stats["acceptance_rate"] = stats["accepted"].astype(np.float64)
     stats["temperature"] = np.broadcast_to(result.temperature, stats["accepted"].shape).copy()
     attrs = {

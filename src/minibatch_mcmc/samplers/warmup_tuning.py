@@ -8,7 +8,6 @@ where tuning left them (a warm start; the tuning draws are discarded, as NUTS di
 
 from __future__ import annotations
 
-import math
 import time
 from typing import Any, Callable
 
@@ -21,6 +20,7 @@ from minibatch_mcmc.acceptance.base import AcceptanceTest
 from minibatch_mcmc.compiling import ONE_OFF_WORK, RUN_WORK, compile_options
 from minibatch_mcmc.control_variates import TaylorProxy, taylor_proxy
 from minibatch_mcmc.control_variates.base import Estimator
+from minibatch_mcmc.control_variates.laplace_moves import proposal_kind
 from minibatch_mcmc.data.arrays import DataSource
 from minibatch_mcmc.models.base import Model
 from minibatch_mcmc.proposals.base import Proposal
@@ -37,8 +37,11 @@ MIN_WINDOWS = 5
 
 
 def initial_scale(kind: str, d: int) -> float:
-    """Scale to start tuning from: ``2.38 / sqrt(d)`` for a random walk, ``1.65^2 d^(-1/3)`` for MALA."""
-    return 2.38 / math.sqrt(d) if kind == "random_walk" else 1.65**2 * d ** (-1.0 / 3.0)
+    """Scale to start tuning the move ``kind`` from, as its row declares (``laplace_moves.KINDS``); an untuned kind is refused."""
+    start = proposal_kind(kind).initial_scale
+    if start is None:
+        raise ValueError(f"proposal {kind!r} is not tuned (its move comes from the Laplace fit): it has no scale to tune")
+    return start(d)
 
 
 def laplace_starts(centre: PyTree, covariance: np.ndarray, modes: tuple, num_chains: int, key: jax.Array,
