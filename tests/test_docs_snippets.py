@@ -103,8 +103,14 @@ def test_snippets_parse_and_read_only_bound_names(path):
         assert not missing, f"{path.name}, snippet at line {line} reads undefined names {missing}"
 
 
-# in `make test` (CI): every snippet at its small size, about 90 s in all on an idle 2-core machine, mostly compilation
-@pytest.mark.parametrize("path", [p for p in DOCS if snippets(p)], ids=[i for p, i in zip(DOCS, DOC_IDS) if snippets(p)])
+LONG_DOCS = ("usage.md",)
+"""Files whose snippets, run in order, take over a minute (mostly compilation): `make test-slow` runs them; their names
+are still checked in `make test` (`test_snippets_parse_and_read_only_bound_names`)."""
+
+
+# in `make test` (CI): every snippet at its small size but LONG_DOCS', mostly compilation
+@pytest.mark.parametrize("path", [pytest.param(p, marks=pytest.mark.slow) if p.name in LONG_DOCS else p for p in DOCS if snippets(p)],
+                         ids=[i for p, i in zip(DOCS, DOC_IDS) if snippets(p)])
 def test_snippets_run(path, tmp_path, monkeypatch):
     """Each file's snippets, in order, in one namespace, at their small size."""
     import matplotlib

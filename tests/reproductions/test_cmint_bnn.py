@@ -13,6 +13,7 @@ TINY = ["--source", "synthetic", "--n-train", "400", "--n-test", "300", "--epoch
         "--cycle-epochs", "2", "--decay-every", "1", "--cycles", "2", "--mint-lr", "0.02"]
 
 
+@pytest.mark.slow  # a reproduction's end-to-end run (20-90 s): `make test-slow`
 def test_main_tiny(tmp_path, capsys):
     results = tmp_path / "cmint_bnn_tiny.json"
     assert cmint_bnn.main([*TINY, "--out", str(tmp_path), "--name", "t", "--no-progress", "--results", str(results)]) == 0

@@ -1,10 +1,12 @@
 import json
 
 import numpy as np
+import pytest
 
 from reproductions.gmm import GMMConfig, exact_grid, make_data, run_demo, sample_quality
 
 
+@pytest.mark.slow  # a reproduction's end-to-end run (20-90 s): `make test-slow`
 def test_demo_writes_inference_data_figures_and_summary(tmp_path):
     cfg = GMMConfig(n_data=20_000, temperature=200.0, num_samples=400)
     table = run_demo(cfg, tmp_path, progress=False)

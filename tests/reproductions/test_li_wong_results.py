@@ -17,6 +17,7 @@ def _results(path):
     return json.loads(path.read_text())
 
 
+@pytest.mark.slow  # a reproduction's end-to-end run (20-90 s): `make test-slow`
 def test_mint_gmm_tiny_run_writes_its_table_and_values(tmp_path):
     cfg = mint_gmm.MintGMMConfig(n_data=3000, batch_size=100, num_samples=400, runs=2, radius=0.3, sgld_steps=50)
     mint_gmm.run(cfg, tmp_path / "run", progress=False, command="cmd", results=str(tmp_path / "mint_gmm.json"))

@@ -9,6 +9,7 @@ import pytest
 from reproductions.logistic_t1 import METHODS, T1Config, main, run_t1
 
 
+@pytest.mark.slow  # a reproduction's end-to-end run (20-90 s): `make test-slow`
 def test_control_variate_and_full_data_runs_agree(tmp_path):
     cfg = T1Config(n_data=20_000, dim=3, num_samples=1500, reference_samples=1500, seed=4)
     table = run_t1(cfg, tmp_path, progress=False)

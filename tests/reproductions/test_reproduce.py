@@ -3,6 +3,7 @@
 import json
 
 import numpy as np
+import pytest
 
 from reproductions.gmm import GMMConfig
 from reproductions.reproduce_gmm import ReproduceGMMConfig
@@ -11,6 +12,7 @@ from reproductions.reproduce_logistic import LogisticConfig, accuracy_curve
 from reproductions.reproduce_logistic import run as run_logistic
 
 
+@pytest.mark.slow  # a reproduction's end-to-end run (20-90 s): `make test-slow`
 def test_reproduce_gmm_small(tmp_path):
     cfg = ReproduceGMMConfig(base=GMMConfig(n_data=20_000, temperature=200.0, num_samples=200), trials=2)
     text = run_gmm(cfg, tmp_path, progress=False)
@@ -38,6 +40,7 @@ def test_accuracy_curve_counts_correct_signs():
     np.testing.assert_allclose(accuracy_curve(pos, test), [[1.0, 0.0]])
 
 
+@pytest.mark.slow  # a reproduction's end-to-end run (20-90 s): `make test-slow`
 def test_reproduce_logistic_synthetic_small(tmp_path):
     cfg = LogisticConfig(dataset="synthetic", num_samples=60, trials=2, switch_after=20, step_sd=0.01)
     text = run_logistic(cfg, tmp_path, progress=False)
