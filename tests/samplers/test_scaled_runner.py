@@ -15,7 +15,7 @@ from minibatch_mcmc.proposals.scaled import scaled_random_walk
 from minibatch_mcmc.samplers.driver import sample
 from minibatch_mcmc.samplers.kernel import build_kernel
 from minibatch_mcmc.samplers.scaled_runner import at_scale, make_scaled_runner
-from minibatch_mcmc.samplers.warmup_tuning import laplace_starts, tune_on_chains
+from minibatch_mcmc.warmup.tuning import laplace_starts, tune_on_chains
 
 N, CHAINS, STEPS = 2_000, 3, 100
 

@@ -20,7 +20,7 @@ from minibatch_mcmc.acceptance.base import AcceptanceTest
 from minibatch_mcmc.compiling import ONE_OFF_WORK, RUN_WORK, compile_options
 from minibatch_mcmc.control_variates import TaylorProxy, taylor_proxy
 from minibatch_mcmc.control_variates.base import Estimator
-from minibatch_mcmc.control_variates.laplace_moves import proposal_kind
+from minibatch_mcmc.warmup.laplace_moves import proposal_kind
 from minibatch_mcmc.data.arrays import DataSource
 from minibatch_mcmc.models.base import Model
 from minibatch_mcmc.proposals.base import Proposal

@@ -1,6 +1,6 @@
 """Automatic warm-up for temperature 1 on tall data: a model, data and a start in, good samples out.
 
-``warmup`` finds the mode ``theta_hat`` (``optim.centre``: minibatch Adam, then a few streamed full-data Newton
+``warmup`` finds the mode ``theta_hat`` (``warmup.centre``: minibatch Adam, then a few streamed full-data Newton
 steps, the last of which is also the pass that builds the Taylor-proxy control variate around ``theta_hat``
 and probes for rows it cannot see), takes the Laplace covariance there, and sets up the proposal: by default proxy HMC
 from the Laplace fit with the penalty test (untuned; ``mixture``, proxy HMC with a tuned random walk, where the warm-up found an
@@ -28,22 +28,22 @@ from minibatch_mcmc.checks import check_bool, check_choice, check_int, check_pos
 from minibatch_mcmc.compiling import RUN_WORK, compile_options
 from minibatch_mcmc.control_variates import TaylorProxy
 from minibatch_mcmc.control_variates.influence import Influence
-from minibatch_mcmc.control_variates.laplace_moves import (DEFAULT_PROPOSAL, GLOBAL, KINDS, TARGET_ACCEPT, default_kind, proposal_for,
-                                                           tuned_steps)
+from minibatch_mcmc.warmup.laplace_moves import (DEFAULT_PROPOSAL, GLOBAL, KINDS, TARGET_ACCEPT, default_kind, proposal_for,
+                                                  tuned_steps)
 from minibatch_mcmc.control_variates.proposals import cholesky_factor
 from minibatch_mcmc.data.arrays import DataSource, as_data_source
 from minibatch_mcmc.data.host import host_read_errors
-from minibatch_mcmc.diagnostics.batch_choice import choose_batch_size
+from minibatch_mcmc.warmup.batch_choice import choose_batch_size
 from minibatch_mcmc.diagnostics.proxy_check import ProxyCheck, check_proxy
 from minibatch_mcmc.models.base import Model
-from minibatch_mcmc.optim.centre import find_centre
-from minibatch_mcmc.optim.multistart import LocalMode
+from minibatch_mcmc.warmup.centre import find_centre
+from minibatch_mcmc.warmup.multistart import LocalMode
 from minibatch_mcmc.proposals.base import Proposal
 from minibatch_mcmc.samplers.checkpoint import SETTINGS_FILE, WARMUP_SETTINGS, data_fingerprint, fingerprint, run_directory
 from minibatch_mcmc.samplers.diagnose import bad_rows_named
 from minibatch_mcmc.samplers.driver import sample
-from minibatch_mcmc.samplers.efficiency import most_efficient
-from minibatch_mcmc.samplers.exact_choice import estimator_for, needs_bounds
+from minibatch_mcmc.warmup.efficiency import most_efficient
+from minibatch_mcmc.warmup.exact_choice import estimator_for, needs_bounds
 from minibatch_mcmc.samplers.groups import ChainGroup, sample_groups
 from minibatch_mcmc.samplers.keys import as_key
 from minibatch_mcmc.samplers.kernel import build_kernel
@@ -51,9 +51,9 @@ from minibatch_mcmc.samplers.phase_cost import PhaseClock, PhaseCost
 from minibatch_mcmc.samplers.results import SampleResult
 from minibatch_mcmc.samplers.scaled_runner import BoundRunner
 from minibatch_mcmc.samplers.tuning import untuned
-from minibatch_mcmc.samplers.warmup_codec import LIBRARY_TYPES
-from minibatch_mcmc.samplers.warmup_file import load_warmup, save_warmup
-from minibatch_mcmc.samplers.warmup_tuning import laplace_starts, short_run_mean, timed_proxy, tune, tune_on_chains
+from minibatch_mcmc.warmup.codec import LIBRARY_TYPES
+from minibatch_mcmc.warmup.saved import load_warmup, save_warmup
+from minibatch_mcmc.warmup.tuning import laplace_starts, short_run_mean, timed_proxy, tune, tune_on_chains
 
 PyTree = Any
 
@@ -67,7 +67,7 @@ DEFAULT_TEST = "penalty"
 """The name (``acceptance.registry.TESTS``) of the default acceptance test for ``N >= 50``: the penalty test, Metropolis-type
 on MHminibatch's 50-row minibatch, so a global move's acceptance is not capped at 1/2 as under Barker's rule."""
 AUTO_CANDIDATES = ("proxy_hmc", "independence", "independence_t")
-"""What ``proposal="auto"`` measures (``samplers.efficiency``: 8 chains x 200 steps each) and chooses from."""
+"""What ``proposal="auto"`` measures (``warmup.efficiency``: 8 chains x 200 steps each) and chooses from."""
 
 
 class Warmup(NamedTuple):
@@ -90,7 +90,7 @@ class Warmup(NamedTuple):
     cost: dict
     """``PhaseCost`` per phase: ``mode`` (with the multi-start search), ``proxy`` (the last Newton pass),
     ``influence`` (its bulk rows and any widened rounds), ``tuning``, ``batch`` (the default test's minibatch sized for a
-    global move, ``diagnostics.batch_choice``) and (if asked) ``choose`` and ``recentre``."""
+    global move, ``warmup.batch_choice``) and (if asked) ``choose`` and ``recentre``."""
     modes: tuple = ()
     """``LocalMode`` per distinct mode the multi-start search found, the proxy's mode first (empty if not searched)."""
     mode_kernels: tuple = ()
@@ -172,7 +172,7 @@ def warmup(
     """Mode, Laplace covariance, Taylor proxy and a tuned proposal for sampling at ``temperature`` (1: the posterior).
 
     ``test`` defaults to ``default_test(N)``: the penalty test on 50 rows, more at small ``N`` with a global move (the
-    ``batch`` phase: ``diagnostics.batch_choice``; below ``N = 50`` the exact Metropolis test on all rows); a name of
+    ``batch`` phase: ``warmup.batch_choice``; below ``N = 50`` the exact Metropolis test on all rows); a name of
     ``acceptance.registry.TESTS`` is that test with its default settings (``"mhminibatch"``: Seita et al.'s Barker-type test), an
     exact one (``"smh"``) with the GLM's per-datum bounds; ``proposal`` is None (the default: ``laplace_moves.default_kind``'s
     rule, ``"mixture"`` when the warm-up put rows in an exact stratum or found several modes, else ``"proxy_hmc"``;
@@ -183,8 +183,8 @@ def warmup(
     is reported as the ``choose`` phase). ``recentre=True``: the proxy is rebuilt at the mean of a short tuned run.
     ``num_starts`` minibatch-Adam searches (0: none) look for other modes (a warning; ``auto_sample`` starts chains
     in each). ``stratum=True``: rows the proxy cannot see (``influential_rows``) are exact at every test (``stratify``).
-    ``lean=False``: the earlier phase-after-phase search (``optim.centre``), the only one ``adam_steps`` applies to
-    (the lean search runs ``optim.lean.ADAM_STEPS``); ``progress``: a status line per phase with its cost. ``num_chains``
+    ``lean=False``: the earlier phase-after-phase search (``warmup.centre``), the only one ``adam_steps`` applies to
+    (the lean search runs ``warmup.lean.ADAM_STEPS``); ``progress``: a status line per phase with its cost. ``num_chains``
     (one mode, no ``recentre``): a tuned scale is tuned on that many chains from dispersed Laplace draws, in windows of
     ``window_size`` steps, on the compiled runner sampling then reuses (``Warmup.runner`` and ``Warmup.chains``);
     ``num_samples``, the steps per chain it will sample, sets that runner's compile level (``compiling.RUN_WORK``).
@@ -290,7 +290,7 @@ def default_test(n: int) -> AcceptanceTest:
 
 def dispersed_starts(w: Warmup, num_chains: int, key: jax.Array, spread: float = 1.5) -> PyTree:
     """``num_chains`` starts from the Laplace approximation widened by ``spread`` (for R-hat), batched; with several modes,
-    chain ``c`` starts around mode ``c mod M`` (``samplers.warmup_tuning.laplace_starts``)."""
+    chain ``c`` starts around mode ``c mod M`` (``warmup.tuning.laplace_starts``)."""
     return laplace_starts(w.centre, w.covariance, w.modes, num_chains, key, spread)
 
 
