@@ -6,12 +6,14 @@ other; other modes, ``multistart.py``; the no-mode check, ``no_mode.py``), the e
 (``exact_choice.py``), the proposal by name (``laplace_moves.py``), the measured choice of ``proposal="auto"``
 (``efficiency.py``), the tuning and dispersed starts (``tuning.py``), the default test's minibatch for a global move
 (``batch_choice.py``) and the saved warm-up of a checkpointed run (``saved.py`` through the codec ``codec.py``);
-``api.py`` runs them, each phase timed by ``samplers.phase_cost``. ``from minibatch_mcmc.warmup import warmup`` is the function;
+``api.py`` runs them, each phase timed by ``samplers.phase_cost``, the phases after the centre sharing one
+``WarmupContext`` and the knobs one ``WarmupSettings`` (``context.py``). ``from minibatch_mcmc.warmup import warmup`` is the function;
 ``importlib.import_module("minibatch_mcmc.warmup.api")`` is the module that defines it (patch its names there).
 """
 
 from minibatch_mcmc.warmup.api import (AUTO_CANDIDATES, DEFAULT_PROPOSAL, DEFAULT_TEST, PROPOSALS, TARGET_ACCEPT, Warmup,
                                        auto_sample, decision_rule, default_test, dispersed_starts, stored_warmup, warmup)
+from minibatch_mcmc.warmup.context import WarmupContext, WarmupSettings
 
 __all__ = [
     "AUTO_CANDIDATES",
@@ -20,6 +22,8 @@ __all__ = [
     "PROPOSALS",
     "TARGET_ACCEPT",
     "Warmup",
+    "WarmupContext",
+    "WarmupSettings",
     "auto_sample",
     "decision_rule",
     "default_test",

@@ -42,18 +42,18 @@ from minibatch_mcmc.proposals.base import Proposal
 from minibatch_mcmc.samplers.checkpoint import SETTINGS_FILE, WARMUP_SETTINGS, data_fingerprint, fingerprint, run_directory
 from minibatch_mcmc.samplers.diagnose import bad_rows_named
 from minibatch_mcmc.samplers.driver import sample
-from minibatch_mcmc.warmup.efficiency import most_efficient
+from minibatch_mcmc.warmup.context import WarmupContext, WarmupSettings, merged_settings
+from minibatch_mcmc.warmup.efficiency import choose_by_efficiency
 from minibatch_mcmc.warmup.exact_choice import estimator_for, needs_bounds
 from minibatch_mcmc.samplers.groups import ChainGroup, sample_groups
 from minibatch_mcmc.samplers.keys import as_key
-from minibatch_mcmc.samplers.kernel import build_kernel
-from minibatch_mcmc.samplers.phase_cost import PhaseClock, PhaseCost
+from minibatch_mcmc.samplers.phase_cost import PhaseClock
 from minibatch_mcmc.samplers.results import SampleResult
 from minibatch_mcmc.samplers.scaled_runner import BoundRunner
 from minibatch_mcmc.samplers.tuning import untuned
 from minibatch_mcmc.warmup.codec import LIBRARY_TYPES
 from minibatch_mcmc.warmup.saved import load_warmup, save_warmup
-from minibatch_mcmc.warmup.tuning import laplace_starts, short_run_mean, timed_proxy, tune, tune_on_chains
+from minibatch_mcmc.warmup.tuning import laplace_starts, mode_kernels, short_run_mean, timed_proxy, tune, tune_on_chains
 
 PyTree = Any
 
@@ -154,20 +154,13 @@ def warmup(
     key: jax.Array | int = 0,
     test: AcceptanceTest | str | None = None,
     proposal: str | None = None,
-    order: int = 2,
     temperature: float = 1.0,
-    target_accept: float | None = None,
-    num_windows: int = 20,
-    window_size: int = 50,
-    recentre: bool = False,
-    adam_steps: int = 500,
-    newton_steps: int = 10,
-    num_starts: int = 8,
-    stratum: bool = True,
     lean: bool = True,
     progress: bool = False,
     num_chains: int | None = None,
     num_samples: int | None = None,
+    settings: WarmupSettings | None = None,
+    **knobs: Any,
 ) -> Warmup:
     """Mode, Laplace covariance, Taylor proxy and a tuned proposal for sampling at ``temperature`` (1: the posterior).
 
@@ -188,37 +181,41 @@ def warmup(
     (one mode, no ``recentre``): a tuned scale is tuned on that many chains from dispersed Laplace draws, in windows of
     ``window_size`` steps, on the compiled runner sampling then reuses (``Warmup.runner`` and ``Warmup.chains``);
     ``num_samples``, the steps per chain it will sample, sets that runner's compile level (``compiling.RUN_WORK``).
+    The knobs (``order``, ``target_accept``, ``num_windows``, ``window_size``, ``recentre``, ``adam_steps``, ``newton_steps``,
+    ``num_starts``, ``stratum``) are the fields of ``settings`` (``WarmupSettings``, its defaults by default); each given
+    as a keyword replaces that field.
     """
+    s = merged_settings(settings, **knobs)
     kind = None if proposal is None else check_choice(proposal, "proposal", PROPOSALS)
     temperature = check_positive(temperature, "temperature")
-    check_bool(recentre, "recentre")
-    check_int(num_windows, "num_windows", 1)
-    check_int(window_size, "window_size", 1)
-    check_int(num_starts, "num_starts", 0)
+    check_bool(s.recentre, "recentre")
+    check_int(s.num_windows, "num_windows", 1)
+    check_int(s.window_size, "window_size", 1)
+    check_int(s.num_starts, "num_starts", 0)
     num_chains = None if num_chains is None else check_int(num_chains, "num_chains", 1)
     num_samples = None if num_samples is None else check_int(num_samples, "num_samples", 1)
-    if target_accept is not None and kind in GLOBAL + ("auto", None):
-        raise ValueError(f"target_accept={target_accept!r} has no effect with proposal={kind!r}, which is not tuned: leave it None, "
+    if s.target_accept is not None and kind in GLOBAL + ("auto", None):
+        raise ValueError(f"target_accept={s.target_accept!r} has no effect with proposal={kind!r}, which is not tuned: leave it None, "
                          f"or name a tuned proposal ({', '.join(repr(k) for k in KINDS if k not in GLOBAL)})")
     source, sized = as_data_source(data), test is None  # the default test's minibatch is sized for a global move (below)
     test = default_test(source.n) if test is None else named_test(test)
     rule = decision_rule(test)
     k_mode, k_tune, k_centre = jax.random.split(as_key(key), 3)
-    found = find_centre(model, source, theta0, as_key(key), k_mode, temperature=temperature, order=order, adam_steps=adam_steps,
-                        newton_steps=newton_steps, num_starts=num_starts, lean=lean, progress=progress,
-                        stratum=check_bool(stratum, "stratum") and not needs_bounds(test))  # exact tests need no stratum
+    found = find_centre(model, source, theta0, as_key(key), k_mode, temperature=temperature, order=s.order, adam_steps=s.adam_steps,
+                        newton_steps=s.newton_steps, num_starts=s.num_starts, lean=lean, progress=progress,
+                        stratum=check_bool(s.stratum, "stratum") and not needs_bounds(test))  # exact tests need no stratum
     cov, proxy, modes, influence, cost, mode_theta = found.covariance, found.proxy, found.modes, found.influence, found.cost, found.theta_hat
     chol = cholesky_factor(cov, cov.shape[0])
-    estimator = estimator_for(test, model, source, proxy, chol, influence)
+    ctx = WarmupContext(model, source, test, estimator_for(test, model, source, proxy, chol, influence), temperature, rule)
     kind, why = (kind, "named") if kind is not None else default_kind(0 if influence is None else influence.rows.size, len(modes))
     if kind == "auto":
         with PhaseClock("choose", source.n, progress) as clock:
-            kind, data = choose_by_efficiency(model, source, test, estimator, chol, mode_theta, k_tune, temperature, rule)
+            kind, data = choose_by_efficiency(ctx, chol, mode_theta, k_tune, AUTO_CANDIDATES)
         cost["choose"], why = clock.cost(data), "auto: the most effective draws per second"
     if progress:
         print(f"warm-up: proposal {kind} ({why})", flush=True)
     tuned_kind, target_key = KINDS[kind].tuned_move, KINDS[kind].target
-    target = TARGET_ACCEPT.get((rule, target_key), math.nan) if target_accept is None else target_accept
+    target = TARGET_ACCEPT.get((rule, target_key), math.nan) if s.target_accept is None else s.target_accept
     make, runner = proposal_for(kind, proxy, model, chol, temperature, rule), None
     with PhaseClock("tuning", source.n, progress and kind not in GLOBAL) as clock:
         if kind in GLOBAL:  # nothing to tune: the Laplace fit sets the move
@@ -226,25 +223,24 @@ def warmup(
         else:
             walk = proposal_for(tuned_kind, proxy, model, chol, temperature, rule)
             with bad_rows_named(model, source, mode_theta):
-                if num_chains is not None and not recentre and len(modes) <= 1:  # all chains, on the runner sampling reuses
+                if num_chains is not None and not s.recentre and len(modes) <= 1:  # all chains, on the runner sampling reuses
                     starts = laplace_starts(proxy.centre, cov, modes, num_chains, jax.random.fold_in(k_tune, 1))
-                    tuned, runner = tune_on_chains(model, source, test, estimator, make, starts, k_tune, target, tuned_kind,
-                                                   num_windows, window_size, temperature, tuned_steps(kind), num_samples)
+                    tuned, runner = tune_on_chains(ctx, make, starts, k_tune, target, tuned_kind, s.num_windows, s.window_size,
+                                                   tuned_steps(kind), num_samples)
                 else:
-                    tuned = tune(model, source, test, estimator, walk, mode_theta, k_tune, target, tuned_kind, num_windows, window_size,
-                                 temperature)
+                    tuned = tune(ctx, walk, mode_theta, k_tune, target, tuned_kind, s.num_windows, s.window_size)
     cost["tuning"] = clock.cost(tuned.data_used)
-    if recentre:
-        centre, cost["recentre_run"] = short_run_mean(model, source, test, estimator, make(tuned.scale), tuned.position, k_centre, temperature)
-        proxy, cost["recentre"] = timed_proxy(model, source, centre, order)
-        estimator = estimator_for(test, model, source, proxy, chol, influence)
+    if s.recentre:
+        centre, cost["recentre_run"] = short_run_mean(ctx, make(tuned.scale), tuned.position, k_centre)
+        proxy, cost["recentre"] = timed_proxy(model, source, centre, s.order)
+        ctx = ctx._replace(estimator=estimator_for(test, model, source, proxy, chol, influence))
         make = proposal_for(kind, proxy, model, chol, temperature, rule)
     if sized and kind in GLOBAL and contract(test).sized_batch:
         with PhaseClock("batch", source.n, progress) as clock:
-            choice = choose_batch_size(model, source, estimator, proxy.centre, chol, test.batch_size,
+            choice = choose_batch_size(model, source, ctx.estimator, proxy.centre, chol, test.batch_size,
                                        jax.random.fold_in(k_tune, 2), temperature=temperature, rule=rule)
-        test, cost["batch"] = test._replace(batch_size=choice.batch_size), clock.cost(choice.data_used)
-    kernels, cost["proxy"] = mode_kernels(model, source, modes[1:], order, kind, temperature, rule, float(tuned.scale), cost["proxy"])
+        ctx, cost["batch"] = ctx._replace(test=test._replace(batch_size=choice.batch_size)), clock.cost(choice.data_used)
+    kernels, cost["proxy"] = mode_kernels(ctx, modes[1:], s.order, kind, float(tuned.scale), cost["proxy"])
     return Warmup(
         centre=proxy.centre,
         covariance=cov,
@@ -252,35 +248,17 @@ def warmup(
         proposal=make(float(tuned.scale)),
         scale=float(tuned.scale),
         acceptance=float(tuned.acceptance[-1]),
-        test=test,
+        test=ctx.test,
         cost=cost,
         modes=modes,
         mode_kernels=kernels,
         kind=kind,
         why=why,
-        estimator=estimator,
+        estimator=ctx.estimator,
         influence=influence,
         runner=runner,
         chains=tuned.position if runner is not None else None,
     )
-
-
-def choose_by_efficiency(model, source, test, estimator, chol, centre, key, temperature, rule) -> tuple[str, int]:
-    """The candidate of ``AUTO_CANDIDATES`` with the most effective draws per second, from 8 Laplace-drawn starts, and the rows read."""
-    kernels = {k: build_kernel(model, proposal_for(k, estimator, model, chol, temperature, rule)(1.0), test, source.n, estimator)
-               for k in AUTO_CANDIDATES}
-    best, data, _ = most_efficient(kernels, source.arrays(), centre, chol, key, temperature)
-    return best, data
-
-
-def mode_kernels(model, source, modes, order, kind, temperature, rule, scale, cost) -> tuple[tuple, PhaseCost]:
-    """A proxy (one pass each) and a proposal per further mode, its Laplace shape at the tuned scale; the proxy cost added."""
-    kernels = []
-    for m in modes:
-        proxy, c = timed_proxy(model, source, m.theta, order)
-        cost = cost._replace(data=cost.data + c.data, seconds=cost.seconds + c.seconds, passes=cost.passes + c.passes)
-        kernels.append((proxy, proposal_for(kind, proxy, model, cholesky_factor(m.covariance, m.covariance.shape[0]), temperature, rule)(scale)))
-    return tuple(kernels), cost
 
 
 def default_test(n: int) -> AcceptanceTest:
