@@ -154,3 +154,21 @@ def test_auto_sample_cost_summary_takes_medians_over_repeats(bench):
     assert rows == [["langevin", "12.00", "7.00", "0.58", "9.00", "3.50", "6.00", "0.50"]]  # tuning + sampling: 7, 9, 9 and 3.5, 2.25, 4.75
     assert values == {"auto_sample_cost.before_total_langevin": "12.0", "auto_sample_cost.after_total_langevin": "7.0",
                       "auto_sample_cost.ratio_langevin": "0.58"}
+
+
+def test_tall_check_shares_and_memory_bound(bench):
+    """Warm-up 60 + 20 s, sampling 10 s, check 10 s: the check's share is 10.0% of the 100 s run; the bound is the 700 MiB
+    baseline plus the reader's 256 MiB, 956 MiB; the check's passes are its rows over N (32,768 / 1e7)."""
+    import argparse
+
+    tc = bench("tall_check")
+    phase = lambda s, rows: {"seconds": s, "rows": rows, "passes": rows / 1e7}  # noqa: E731
+    big = {"n": 10_000_000, "sample_s": 10.0, "file_gib": 0.41, "stratum_rows": 0, "warnings": [], "ru_maxrss_mib": 900.2,
+           "vmhwm_mib": 901.0, "check": {"rows_read": 32_768},
+           "phases": {"mode": phase(60.0, 2e7), "proxy": phase(20.0, 1e7), "check": phase(10.0, 32_768)}}
+    tables, values = tc.results(big, {"n": 200_000, "ru_maxrss_mib": 700.0}, argparse.Namespace(chains=4, samples=1000))
+    rows = {r[0]: r[1:] for r in tables["tall_check"]["rows"]}
+    assert rows["warm-up: mode"] == ["60.0", "2", "60.0%"] and rows["sampling"] == ["10.0", "-", "10.0%"]
+    assert rows["**check** (32,768 rows read)"] == ["**10.0**", "0.0033", "**10.0%**"]
+    assert rows["peak resident memory (`ru_maxrss`; `VmHWM`)"] == ["900 MiB; 901 MiB", "-", "bound 956 MiB"]
+    assert values["tall_check.check_share"] == "10.0%" and values["tall_check.warmup_s"] == "80" and values["tall_check.bound_mib"] == "956"

@@ -219,3 +219,17 @@ def test_auto_sample_matches_a_rare_category_posterior(options, draws):
     z_mean, z_var = (b.mean() - mean) / se_mean, (b.var() - sd**2) / se_var
     assert abs(z_mean) < 4 and abs(z_var) < 4, (b.mean(), b.var(), mean, sd**2, z_mean, z_var)
     assert w.proxy_check.ok, w.proxy_check
+
+
+def test_auto_sample_reports_the_check_as_a_phase(glm, default_run):
+    """The check after sampling is a ``check`` phase of the cost the user sees (its rows: all N = 5000 here, under
+    ``CHECK_ROWS``; its seconds those ``ProxyCheck`` measured), listed by ``summary()`` and kept out of the warm-up's
+    totals. Before, its seconds were reported nowhere but in ``w.proxy_check``."""
+    _, w = default_run
+    check = w.cost["check"]
+    assert check.data == w.proxy_check.rows_read == 5_000 and check.passes == 1.0, check
+    assert check.seconds >= w.proxy_check.seconds > 0, (check, w.proxy_check)
+    summary = w.summary()
+    assert summary["phases"]["check"]["rows"] == 5_000
+    assert w.total_seconds == pytest.approx(sum(c.seconds for k, c in w.cost.items() if k != "check"))
+    assert summary["total_rows"] == sum(c.data for k, c in w.cost.items() if k != "check")

@@ -7,9 +7,10 @@ Compressed members (``np.savez_compressed``) cannot be mapped and are refused.
 
 Mapped pages a gather touches count towards the process's resident memory, so the reader drops
 them (``madvise(MADV_DONTNEED)``; they stay in the OS page cache) once the file-backed resident set
-has grown by ``resident_bytes`` since the last drop (read from ``/proc/self/statm`` every 256 rows;
-elsewhere after ``resident_bytes / 2 MiB`` rows): resident memory stays bounded however large the
-file is. Contiguous reads (validation scans, full-data passes) use ``pread`` instead of the map, so
+would otherwise grow past ``resident_bytes`` since the last drop: a gather reads ``PIECE_ROWS`` rows at a time and
+reads ``/proc/self/statm`` after each piece and at its end (elsewhere it drops after every ``resident_bytes / FOLIO_BYTES`` rows), so
+resident memory stays bounded however large the file and the gather are. A fault maps a whole page-cache folio (up to
+``FOLIO_BYTES``): one gather of 1024 random rows of a 2 GB file mapped 1.4 GB before gathers were cut into pieces. Contiguous reads (validation scans, full-data passes) use ``pread`` instead of the map, so
 they get the kernel's sequential readahead and leave nothing mapped.
 
 Every read first compares each file's size, mtime and inode with those it was opened with (one
@@ -34,6 +35,10 @@ from minibatch_mcmc.data.host import HostData, LeafSpec, check_specs, check_unch
 
 PathLike = str | os.PathLike
 
+PIECE_ROWS = 64
+"""Rows a gather reads between two looks at the resident set."""
+FOLIO_BYTES = 2 << 20
+"""The most one row's page fault may map (a PMD-sized page-cache folio)."""
 _LOCAL_HEADER = struct.Struct("<4sHHHHHIIIHH")
 _LOCAL_MAGIC = b"PK\x03\x04"
 
@@ -155,8 +160,8 @@ class MemmapReader:
         self.resident_bytes = int(resident_bytes)
         self._touched = 0
         self._base = _file_resident()
-        # without /proc, assume a fault may map up to 2 MiB (large page-cache folios) per gathered row
-        self.check_rows = 256 if self._base is not None else max(1, self.resident_bytes // (2 << 20))
+        # without /proc, assume a fault may map up to FOLIO_BYTES (large page-cache folios) per gathered row
+        self.check_rows = PIECE_ROWS if self._base is not None else max(1, self.resident_bytes // FOLIO_BYTES)
         self.validated = False
 
     def gather(self, idx: np.ndarray) -> list[np.ndarray]:
@@ -164,15 +169,25 @@ class MemmapReader:
         if idx.size and (idx.min() < 0 or idx.max() >= self.n):
             raise IndexError(f"row index out of range [0, {self.n})")
         check_unchanged(self.stamps, self.where)
-        out = [np.take(a, idx, axis=0) for a in self.columns]
+        out = [np.empty((idx.size,) + a.shape[1:], a.dtype) for a in self.columns]
+        piece = min(PIECE_ROWS, self.check_rows)
+        for start in range(0, idx.size, piece):
+            for o, a in zip(out, self.columns):
+                np.take(a, idx[start:start + piece], axis=0, out=o[start:start + piece])
+            self._touched += min(piece, idx.size - start)
+            if self._touched >= self.check_rows:
+                self.drop_if_grown()
+        if self._touched and self._base is not None:  # and at the end, so no gather leaves more than the bound mapped
+            self.drop_if_grown()
         check_unchanged(self.stamps, self.where)  # a change during the read: the rows may mix two versions
-        self._touched += int(idx.size)
-        if self._touched >= self.check_rows:
-            self._touched = 0
-            now = _file_resident()
-            if now is None or self._base is None or now - self._base > self.resident_bytes:
-                self.release()
         return out
+
+    def drop_if_grown(self) -> None:
+        """Drop the mapped pages when one more piece could take the file-backed resident set past ``resident_bytes``."""
+        self._touched = 0
+        now = _file_resident()
+        if now is None or self._base is None or now - self._base > self.resident_bytes - PIECE_ROWS * FOLIO_BYTES:
+            self.release()
 
     def read_range(self, start: int, stop: int) -> list[np.ndarray]:
         """Contiguous rows ``[start, stop)`` of every column, read with ``pread`` (kernel readahead, no mapped pages)."""

@@ -18,6 +18,19 @@ probability), for the acceptance rule of the run's test (``rule``: MHminibatch's
 Metropolis rule, whose variance estimate also has to be chi-square-like). The check warns when
 the mean of that acceptance-probability error over the checked moves exceeds ``ACCEPTANCE_ERROR_MAX``,
 with the ratio of the exact residual s.d. to the median ``residual_sd`` the run recorded.
+
+Cost independent of ``N``: past ``CHECK_ROWS`` rows of ``R`` the sums are taken over a uniform sample of ``M = CHECK_ROWS``
+of them without replacement (the head of the keyed bijection minibatches use), scaled by ``|R| / M``; up to it every row is
+read, as before. Its Monte Carlo error: every quantity is a mean over rows of ``x_i = e_i`` or ``d_i^k`` (k <= 4), whose
+estimate has s.d. ``sqrt(Var(x) / M * (1 - M / |R|))``. For ``log w`` that is ``|R| sd(e) / sqrt(M)`` nats per draw, measured
+on the sample itself (``ProxyCheck.log_ratio_mc_sd``, stated in the warning). For the normality part, on residuals near
+normal the sample skewness and excess kurtosis have s.d. ``sqrt(6 / M)`` and ``sqrt(24 / M)`` (0.014 and 0.027 at
+``M = 2^15``), which move the Edgeworth error by at most ``0.40 / 6 * 0.014 / sqrt(m) + 0.55 / 24 * 0.027 / m``
+(``max |phi He2| = 0.40``, ``max |phi He3| = 0.55``): 1.4e-4 at ``m = 50``, 1/140 of ``ACCEPTANCE_ERROR_MAX``. Heavier tails
+make it larger, and a kind of row with frequency ``f`` is missed by the sample with probability ``exp(-f M)`` (1% at
+``f = 4.6 / M``, 1.4e-4): such rare rows are the warm-up's full influence pass's to find (``control_variates.influence``).
+A residual within float32 resolution of its row's terms (``influence.rounding_floor``) counts as 0: summed over ``N`` rows,
+rounding is not evidence against the proxy.
 """
 
 from __future__ import annotations
@@ -31,12 +44,17 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jax.flatten_util import ravel_pytree
+
 from minibatch_mcmc.checks import check_int
 from minibatch_mcmc.control_variates.base import Estimator
-from minibatch_mcmc.data.arrays import as_data_source, slice_rows
+from minibatch_mcmc.control_variates.influence import ROUNDING_ULPS, sampled_rows, term_scale
+from minibatch_mcmc.data.arrays import as_data_source, slice_rows, take
 from minibatch_mcmc.data.passes import same_size_chunks
 from minibatch_mcmc.diagnostics.normality import minibatch_shape
 from minibatch_mcmc.models.base import Model
+from minibatch_mcmc.samplers.keys import as_key
+from minibatch_mcmc.samplers.phase_cost import PhaseClock, PhaseCost
 
 PyTree = Any
 
@@ -59,6 +77,9 @@ SHIFT_ROWS = 256
 MISSED_ROWS = 1.5
 """Exact residual s.d. over the run's recorded one above which the warning blames rows the minibatches missed (and
 advises the exact stratum) rather than residuals that are non-normal however they are sampled."""
+CHECK_ROWS = 1 << 15
+"""``M``: rows of ``R`` the check reads at most (a uniform sample past it; module docstring for its error). 100 draws x 2
+evaluations of 2^15 rows cost about what 0.65 s of a d = 10 logistic regression's check cost at N = 100,000."""
 CHECK_CHUNK = 2048
 """Rows per chunk of the check's pass: every checked draw's residuals of a chunk stay in cache (0.43 s against
 0.70 s at 16384 rows for 100 draws of a d = 10 logistic regression at N = 100,000)."""
@@ -78,9 +99,19 @@ class ProxyCheck(NamedTuple):
     log_ratio_range: float
     """``max - min`` of ``log w`` over the checked draws (nats)."""
     data_used: int
-    """Row evaluations: every row of ``R`` at every checked draw (all draws in one streamed pass)."""
+    """Row evaluations: every row read at every checked draw (all draws in one streamed pass)."""
     seconds: float
     """Wall time of the check."""
+    rows_read: int = 0
+    """Rows of ``R`` read: all of them up to ``CHECK_ROWS``, else a uniform sample of ``CHECK_ROWS``."""
+    log_ratio_mc_sd: float = 0.0
+    """Median over the draws of the Monte Carlo s.d. of ``log w`` from the sample (0 when every row was read)."""
+    population: int = 0
+    """``|R|``: the rows the minibatches are drawn from (the check read ``rows_read`` of them)."""
+    stratum: bool = False
+    """Whether the run searched for an exact stratum (the warning's advice depends on it)."""
+    stratum_rows: int = 0
+    """Rows in the run's exact stratum."""
     batch_size: int = 0
     """``m``: the median minibatch the run's test read (0: not given, no normality check)."""
     acceptance_error: float = 0.0
@@ -161,40 +192,73 @@ def median_record(records: dict | None, name: str) -> float:
 
 
 def residual_sums(model: Model, estimator: Estimator, centre: PyTree):
-    """``(rows, keep, theta, theta', shift) -> [sum e_i(c, theta), sum d_i, .. sum d_i^4]`` and a non-finite flag over the
-    kept rows of a chunk, ``d_i`` the test's residual ``e_i(theta, theta')`` less ``shift``; vectorised over the draws."""
+    """``(rows, keep, theta, theta', shift) -> [sum e_i(c, theta), sum d_i, .. sum d_i^4, sum e_i(c, theta)^2]`` and a non-finite
+    flag over the kept rows of a chunk, ``d_i`` the test's residual ``e_i(theta, theta')`` less ``shift``, each residual 0 within
+    its row's float32 resolution (``influence.rounding_floor``); vectorised over the draws."""
+    flat_centre, unravel = ravel_pytree(centre)
 
     def one(rows: PyTree, keep: jax.Array, theta: PyTree, moved: PyTree, shift: jax.Array) -> tuple[jax.Array, jax.Array]:
         w = estimator.log_ratio(model, centre, theta)(rows)
-        d = estimator.log_ratio(model, theta, moved)(rows) - shift
+        d = estimator.log_ratio(model, theta, moved)(rows)
         bad = jnp.any(keep & (~jnp.isfinite(w) | ~jnp.isfinite(d)))
+        floor = ROUNDING_ULPS * jnp.finfo(w.dtype).eps * term_scale(model, flat_centre, unravel, rows).astype(w.dtype)
+        w, d = jnp.where(jnp.abs(w) <= floor, 0.0, w), jnp.where(jnp.abs(d) <= floor, 0.0, d) - shift
         w, d = jnp.where(keep, w, 0.0), jnp.where(keep, d, 0.0)
         d2 = d * d
-        return jnp.stack([jnp.sum(w), jnp.sum(d), jnp.sum(d2), jnp.sum(d2 * d), jnp.sum(d2 * d2)]), bad
+        return jnp.stack([jnp.sum(w), jnp.sum(d), jnp.sum(d2), jnp.sum(d2 * d), jnp.sum(d2 * d2), jnp.sum(w * w)]), bad
 
     return jax.vmap(one, in_axes=(None, None, 0, 0, 0))
 
 
+def check_chunks(n_pop: int, key: jax.Array) -> tuple[list[tuple[PyTree, np.ndarray]], int]:
+    """``(rows, keep)`` chunks of ``CHECK_CHUNK`` rows covering the rows the check reads (all ``n_pop`` up to ``CHECK_ROWS``,
+    else a uniform sample of ``CHECK_ROWS``; the last chunk padded with masked rows), as readers, and how many rows."""
+    if n_pop <= CHECK_ROWS:
+        return [((start, size), keep) for start, size, keep in same_size_chunks(n_pop, CHECK_CHUNK)], n_pop
+    rows = sampled_rows(key, n_pop, CHECK_ROWS)
+    size = min(CHECK_CHUNK, CHECK_ROWS)
+    out = []
+    for start in range(0, CHECK_ROWS, size):
+        part = rows[start:start + size]
+        out.append((np.resize(part, size).astype(np.int32), np.arange(size) < part.size))
+    return out, CHECK_ROWS
+
+
+def read_chunk(population: PyTree, where: Any) -> PyTree:
+    """The rows of one ``check_chunks`` chunk: a contiguous ``(start, size)`` block, or gathered row indices."""
+    return slice_rows(population, *where) if isinstance(where, tuple) else take(population, where)
+
+
 def streamed_sums(model: Model, estimator: Estimator, centre: PyTree, population: PyTree, n_pop: int, at: PyTree,
-                  moved: PyTree) -> tuple[np.ndarray, np.ndarray]:
-    """``residual_sums`` over all ``n_pop`` rows at every checked move, in float64, and the moves with a non-finite term.
+                  moved: PyTree, key: jax.Array | None = None) -> tuple[np.ndarray, np.ndarray, int]:
+    """``residual_sums`` over the rows the check reads (``check_chunks``) at every checked move, in float64 and scaled to
+    all ``n_pop`` rows, the moves with a non-finite term, and the rows read.
 
     One streamed pass serves all the draws; every chunk has the same size (one compilation), the sums of each
-    chunk are added on the host in float64, and ``shift`` is the mean ``d_i`` over the first ``SHIFT_ROWS`` rows,
-    read by the same compiled function (so the float32 power sums do not cancel)."""
+    chunk are added on the host in float64, and ``shift`` is the mean ``d_i`` over the first ``SHIFT_ROWS`` rows read,
+    by the same compiled function (so the float32 power sums do not cancel)."""
     sums = jax.jit(residual_sums(model, estimator, centre))
-    chunks = same_size_chunks(n_pop, CHECK_CHUNK)
-    if not chunks:  # every row is in the stratum: no residual left to the proxy
-        return np.zeros((jax.tree_util.tree_leaves(at)[0].shape[0], 5)), np.zeros(0, bool)
-    first = slice_rows(population, 0, chunks[0][1])
-    head = min(SHIFT_ROWS, n_pop)
-    zero = np.zeros(np.shape(jax.tree_util.tree_leaves(at)[0])[0], np.float32)  # host arrays in: no compiled transfer or fill
-    shift = np.asarray(np.asarray(sums(first, np.arange(chunks[0][1]) < head, at, moved, zero)[0])[:, 1] / head, np.float32)
+    count = jax.tree_util.tree_leaves(at)[0].shape[0]
+    if n_pop < 1:  # every row is in the stratum: no residual left to the proxy
+        return np.zeros((count, 6)), np.zeros(0, bool), 0
+    chunks, read = check_chunks(n_pop, jax.random.key(0) if key is None else key)
+    first = read_chunk(population, chunks[0][0])
+    head = min(SHIFT_ROWS, read)
+    zero = np.zeros(count, np.float32)  # host arrays in: no compiled transfer or fill
+    shift = np.asarray(np.asarray(sums(first, np.arange(len(chunks[0][1])) < head, at, moved, zero)[0])[:, 1] / head, np.float32)
     total, bad = 0.0, False
-    for start, size, keep in chunks:
-        part, flag = sums(first if start == 0 else slice_rows(population, start, size), keep, at, moved, shift)
+    for j, (where, keep) in enumerate(chunks):
+        part, flag = sums(first if j == 0 else read_chunk(population, where), keep, at, moved, shift)
         total, bad = total + np.asarray(part, np.float64), bad | np.asarray(flag)
-    return total, bad
+    return total * (n_pop / read), bad, read
+
+
+def sample_sd(total: np.ndarray, n_pop: int, read: int) -> np.ndarray:
+    """Per draw, the Monte Carlo s.d. of the sampled estimate of ``sum_i e_i`` (``total`` scaled to ``n_pop`` rows)."""
+    if read >= n_pop:
+        return np.zeros(total.shape[0])
+    mean, square = total[:, 0] / n_pop, total[:, 5] / n_pop
+    return n_pop * np.sqrt(np.maximum(square - mean * mean, 0.0) / read * (1.0 - read / n_pop))
 
 
 def check_proxy(
@@ -209,6 +273,8 @@ def check_proxy(
     records: dict | None = None,
     rule: str = "barker",
     warn: bool = True,
+    key: jax.Array | int = 0,
+    stratum: bool | None = None,
 ) -> ProxyCheck:
     """Pareto k-hat of ``p(theta | all data) / proxy posterior`` on ``num_draws`` thinned draws, and the normality
     of the run's minibatch at each of them (module docstring).
@@ -217,7 +283,9 @@ def check_proxy(
     ``centre`` its expansion point; ``positions`` the run's draws (leading axes: chains, samples); ``records``
     the run's per-step records (``SampleResult.records``), whose median ``batch_size`` is the ``m`` checked
     (without them, or when ``m`` covers every row, only the Pareto check runs); ``rule`` the acceptance rule of the
-    run's test (``"barker"``: MHminibatch; ``"metropolis"``: the penalty test). Warns with the measured values.
+    run's test (``"barker"``: MHminibatch; ``"metropolis"``: the penalty test); ``key`` draws the rows read past
+    ``CHECK_ROWS``; ``stratum`` whether the run searched for an exact stratum (None: whether ``estimator`` has one).
+    Warns with the measured values.
     """
     num_draws = check_int(num_draws, "num_draws", 5, why="Pareto smoothing needs a tail of several draws")
     t0 = time.perf_counter()
@@ -226,16 +294,18 @@ def check_proxy(
     population = estimator.population(source.arrays())
     at, moved = thinned_moves(positions, num_draws)
     count = int(jax.tree_util.tree_leaves(at)[0].shape[0])
-    total, bad = streamed_sums(model, estimator, centre, population, n_pop, at, moved)
+    total, bad, read = streamed_sums(model, estimator, centre, population, n_pop, at, moved, as_key(key))
     if np.any(bad):
         raise ValueError(f"the full-data log likelihood is not finite at {int(np.sum(bad))} of {count} checked draws")
     lw = total[:, 0] / temperature
     k_hat = pareto_k(lw)
-    out = ProxyCheck(k_hat, pareto_threshold(count), count, float(np.std(lw)), float(np.ptp(lw)), count * n_pop,
-                     0.0)
+    out = ProxyCheck(k_hat, pareto_threshold(count), count, float(np.std(lw)), float(np.ptp(lw)), count * read, 0.0,
+                     rows_read=read, log_ratio_mc_sd=float(np.median(sample_sd(total, n_pop, read))) / temperature,
+                     population=n_pop, stratum=bool(n_pop < source.n if stratum is None else stratum),
+                     stratum_rows=source.n - n_pop)
     m = median_record(records, "batch_size")
     if np.isfinite(m) and round(m) < n_pop:
-        shape = minibatch_shape(total[:, 1:], n_pop, int(round(m)), temperature, rule)
+        shape = minibatch_shape(total[:, 1:5], n_pop, int(round(m)), temperature, rule)
         out = out._replace(batch_size=int(round(m)), acceptance_error=float(np.mean(shape.acceptance_error)),
                            edgeworth_error=float(np.median(shape.edgeworth_error)),
                            skewness=float(np.median(np.abs(shape.skewness))),
@@ -247,14 +317,31 @@ def check_proxy(
     return out
 
 
+def timed_check(model: Model, data: Any, estimator: Estimator, centre: PyTree, positions: PyTree, *, progress: bool = False,
+                **options: Any) -> tuple[ProxyCheck, PhaseCost]:
+    """``check_proxy`` with its cost (the ``check`` phase: rows read, seconds), and with ``progress`` a status line when it
+    starts and its cost when it ends."""
+    n = as_data_source(data).n
+    with PhaseClock("check", n, progress, stage="after sampling") as clock:
+        out = check_proxy(model, data, estimator, centre, positions, **options)
+    return out, clock.cost(out.rows_read)
+
+
+def sampled(out: ProxyCheck) -> str:
+    """``" (from a uniform sample of M rows: Monte Carlo s.d. X nats per log ratio)"``, or nothing when every row was read."""
+    if out.rows_read >= out.population:
+        return ""
+    return f", from a uniform sample of {out.rows_read:,} rows: Monte Carlo s.d. {out.log_ratio_mc_sd:.3g} nats per log ratio"
+
+
 def warn_check(out: ProxyCheck) -> None:
     """Warn for each part of the check that failed, with what it measured and what to do."""
     if not out.pareto_ok:
         warnings.warn(
             f"the draws may follow the Taylor proxy rather than the posterior: Pareto k-hat of the full-data / proxy "
             f"importance ratios is {out.k_hat:.2f} > {out.threshold:.2f} on {out.num_draws} draws (log-ratio s.d. "
-            f"{out.log_ratio_sd:.3g} nats), so the proxy is wrong where the chains went and the minibatch test may not have "
-            "seen it; check with an exact test (BarkerTest, MetropolisTest) or look for rows the proxy cannot see",
+            f"{out.log_ratio_sd:.3g} nats{sampled(out)}), so the proxy is wrong where the chains went and the minibatch test may not "
+            "have seen it; check with an exact test (BarkerTest, MetropolisTest) or look for rows the proxy cannot see",
             stacklevel=3,
         )
     if not out.normal_ok:
@@ -263,9 +350,16 @@ def warn_check(out: ProxyCheck) -> None:
             f"an {out.batch_size}-row minibatch mean with median excess kurtosis {out.excess_kurtosis:.3g} and skewness "
             f"{out.skewness:.3g}, a mean acceptance-probability error of {out.acceptance_error:.3g} > {out.acceptance_error_max:g} "
             f"per step; the exact residual s.d. is {out.sd_ratio:.3g}x the median residual_sd the run recorded"
-            + (", so its minibatches mostly missed the rows that matter. Enable the exact stratum (auto_sample(stratum=True)), "
-               "raise" if out.sd_ratio > MISSED_ROWS else
+            + (missed_advice(out) if out.sd_ratio > MISSED_ROWS else
                ": the minibatches saw the residuals, which are themselves far from normal at this batch size. Raise")
             + " the batch size, or sample with an exact test (BarkerTest, MetropolisTest)",
             stacklevel=3,
         )
+
+
+def missed_advice(out: ProxyCheck) -> str:
+    """What to do about rows the minibatches missed: enable the exact stratum, or (already on) what is left."""
+    if not out.stratum:
+        return ", so its minibatches mostly missed the rows that matter. Enable the exact stratum (auto_sample(stratum=True)), raise"
+    return (f", so its minibatches mostly missed rows that matter, which the exact stratum (on, {out.stratum_rows} rows) "
+            "did not take: raise")

@@ -49,8 +49,8 @@ class PhaseCost(NamedTuple):
 class PhaseClock:
     """Times a phase (wall and compile seconds) and, with ``progress``, shows a status line for it."""
 
-    def __init__(self, name: str, n: int, progress: bool = False) -> None:
-        self.name, self.n, self.progress, self.bar = name, n, progress, None
+    def __init__(self, name: str, n: int, progress: bool = False, stage: str = "warm-up") -> None:
+        self.name, self.n, self.progress, self.bar, self.stage = name, n, progress, None, stage
         self.t0 = self.c0 = 0.0
 
     def __enter__(self) -> "PhaseClock":
@@ -58,7 +58,7 @@ class PhaseClock:
         if self.progress:
             from tqdm.auto import tqdm
 
-            self.bar = tqdm(total=1, desc=f"warm-up: {self.name}", bar_format="{desc} {postfix}", leave=True)
+            self.bar = tqdm(total=1, desc=f"{self.stage}: {self.name}", bar_format="{desc} {postfix}", leave=True)
             self.bar.set_postfix_str("running")
         return self
 

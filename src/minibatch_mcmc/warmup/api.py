@@ -34,7 +34,7 @@ from minibatch_mcmc.control_variates.proposals import cholesky_factor
 from minibatch_mcmc.data.arrays import DataSource, as_data_source
 from minibatch_mcmc.data.host import host_read_errors
 from minibatch_mcmc.warmup.batch_choice import choose_batch_size
-from minibatch_mcmc.diagnostics.proxy_check import ProxyCheck, check_proxy
+from minibatch_mcmc.diagnostics.proxy_check import ProxyCheck, timed_check
 from minibatch_mcmc.models.base import Model
 from minibatch_mcmc.warmup.centre import find_centre
 from minibatch_mcmc.warmup.multistart import LocalMode
@@ -90,7 +90,8 @@ class Warmup(NamedTuple):
     cost: dict
     """``PhaseCost`` per phase: ``mode`` (with the multi-start search), ``proxy`` (the last Newton pass),
     ``influence`` (its bulk rows and any widened rounds), ``tuning``, ``batch`` (the default test's minibatch sized for a
-    global move, ``warmup.batch_choice``) and (if asked) ``choose`` and ``recentre``."""
+    global move, ``warmup.batch_choice``), (if asked) ``choose`` and ``recentre``, and after sampling ``check`` (``auto_sample``'s
+    check of the proxy: in ``summary()``, not in the warm-up's totals)."""
     modes: tuple = ()
     """``LocalMode`` per distinct mode the multi-start search found, the proxy's mode first (empty if not searched)."""
     mode_kernels: tuple = ()
@@ -112,19 +113,19 @@ class Warmup(NamedTuple):
 
     @property
     def total_data(self) -> int:
-        """Data points read by the whole warm-up."""
-        return int(sum(c.data for c in self.cost.values()))
+        """Data points read by the whole warm-up (not the ``check`` after sampling)."""
+        return int(sum(c.data for k, c in self.cost.items() if k != "check"))
 
     @property
     def total_seconds(self) -> float:
-        """Seconds spent by the whole warm-up."""
-        return float(sum(c.seconds for c in self.cost.values()))
+        """Seconds spent by the whole warm-up (not the ``check`` after sampling)."""
+        return float(sum(c.seconds for k, c in self.cost.items() if k != "check"))
 
     def summary(self) -> dict:
-        """Per phase: passes over ``N``, rows read, seconds and compile seconds; and the totals."""
+        """Per phase (the ``check`` after sampling too): passes over ``N``, rows read, seconds and compile seconds; the warm-up's totals."""
         phases = {k: {"passes": c.passes, "rows": c.data, "seconds": c.seconds, "compile_seconds": c.compile_seconds}
                   for k, c in self.cost.items()}
-        total_passes = float(sum(c.passes for c in self.cost.values()))
+        total_passes = float(sum(c.passes for k, c in self.cost.items() if k != "check"))
         return {"phases": phases, "total_passes": total_passes, "total_rows": self.total_data, "total_seconds": self.total_seconds,
                 "proposal": self.kind, "why": self.why}
 
@@ -337,9 +338,10 @@ def _warm_and_sample(model, data, theta0, keys, options, num_samples, num_chains
         **sample_kwargs,
     )
     if check_draws and not needs_bounds(w.test):  # an exact test's draws do not rest on the proxy; the kernel's own coordinates
-        w = w._replace(proxy_check=check_proxy(model, data, w.estimator, w.proxy.centre, result.kernel_positions,
-                                               num_draws=check_draws, temperature=temperature, records=result.records,
-                                               rule=decision_rule(w.test)))
+        checked, cost = timed_check(model, data, w.estimator, w.proxy.centre, result.kernel_positions, num_draws=check_draws,
+                                    temperature=temperature, records=result.records, rule=decision_rule(w.test), progress=progress,
+                                    key=jax.random.fold_in(k_run, 29), stratum=bool(stratum))
+        w = w._replace(proxy_check=checked, cost={**w.cost, "check": cost})
     return result, w
 
 

@@ -24,7 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from minibatch_mcmc.control_variates.influence import (ProbeRound, add_deviations, kept_rows, probe_plan, probe_points, probe_residuals,
-                                                     probe_steps, sorted_top)
+                                                     probe_steps, rounding_floor, sorted_top, term_scale)
 from minibatch_mcmc.control_variates.taylor import TaylorProxy, proxy_from_sums
 from minibatch_mcmc.data.arrays import DataSource, slice_rows, take
 from minibatch_mcmc.data.passes import DEFAULT_CHUNK
@@ -95,7 +95,7 @@ def chunk_pass(model: Model, unravel: Callable, order: int) -> Callable:
         sums = {"value": value, "grad": grad, "hess": jax.hessian(chunk_sum)(c)}
         proxy = TaylorProxy(unravel(c), order, grad, None, 0.0, 0, 0)  # only the centre and order are used
         prior = (log_prior(c), jax.grad(log_prior)(c), jax.hessian(log_prior)(c))
-        return sums, probe_residuals(model, proxy, points, rows), prior
+        return sums, (probe_residuals(model, proxy, points, rows), term_scale(model, c, unravel, rows)), prior
 
     return jax.jit(part)
 
@@ -112,7 +112,9 @@ def stream(part: Callable, arrays: PyTree, n: int, chunk: int, c: jax.Array, poi
         piece = {k: np.asarray(v, np.float64) for k, v in jax.device_get(piece).items()}
         sums = piece if sums is None else {k: sums[k] + piece[k] for k in sums}
         if bulk is not None:
-            top = add_deviations(top, np.asarray(resid, np.float64)[:, done - start:], bulk, done, keep, temperature)
+            e, scale = resid
+            top = add_deviations(top, np.asarray(e, np.float64)[:, done - start:], bulk, done, keep, temperature,
+                                 rounding_floor(scale, temperature)[done - start:])
         done = start + chunk
     sums["prior"] = tuple(np.asarray(a, np.float64) for a in prior)
     return sums, (sorted_top(top, keep) if bulk is not None else None)
@@ -149,7 +151,7 @@ def lean_mode(model: Model, source: DataSource, theta0: PyTree, *, key: jax.Arra
         pts = probe_points(flat, steps)
         bulk = None
         if factor is not None:
-            bulk = np.median(np.asarray(part(bulk_rows, bulk_weight, flat, pts)[1], np.float64), axis=1, keepdims=True)
+            bulk = np.median(np.asarray(part(bulk_rows, bulk_weight, flat, pts)[1][0], np.float64), axis=1, keepdims=True)
         sums, top = stream(part, arrays, n, chunk, flat, pts, bulk, keep, temperature)
         p0, g0, h0 = sums.pop("prior")
         out = PassOut(float(p0) + sums["value"] / temperature, g0 + sums["grad"] / temperature, h0 + sums["hess"] / temperature, sums, top)
