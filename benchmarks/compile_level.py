@@ -9,7 +9,7 @@ passes off (``compiling.FAST_COMPILE``; XLA's HLO optimisations stay) code compi
   the steady time per chain-step of the compiled scan (best of ``--repeats`` calls of ``--steps`` steps); the break-even
   run length ``(compile_default - compile_fast) / (run_fast - run_default)`` in chain-steps, and that times ``d``: the
   work ``compiling.RUN_WORK`` bounds.
-- ``search``: the warm-up's minibatch Adam search (``optim.multistart.adam_ends`` as the lean warm-up calls it: 300 steps,
+- ``search``: the warm-up's minibatch Adam search (``warmup.multistart.adam_ends`` as the lean warm-up calls it: 300 steps,
   9 starts, ``b`` rows a step) compiled and run at both settings, alternating; its work ``9 x 300 x b x d`` row
   gradients is what ``compiling.ONE_OFF_WORK`` bounds.
 - ``first fit``: ``from_numpyro`` + ``auto_sample`` (4 x 2000 draws) on ``first_fit.py``'s models, each run in a fresh
@@ -42,8 +42,8 @@ from minibatch_mcmc.compiling import FAST_COMPILE, ONE_OFF_WORK, RUN_WORK
 from minibatch_mcmc.data.arrays import as_data_source
 from minibatch_mcmc.interop import from_numpyro
 from minibatch_mcmc.models import logistic_regression, make_logistic_data
-from minibatch_mcmc.optim import lean
-from minibatch_mcmc.optim.multistart import adam_ends
+from minibatch_mcmc.warmup import lean
+from minibatch_mcmc.warmup.multistart import adam_ends
 from minibatch_mcmc.samplers import build_kernel
 from minibatch_mcmc.samplers.scaled_runner import make_scaled_runner
 from minibatch_mcmc.warmup import warmup

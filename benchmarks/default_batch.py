@@ -2,7 +2,7 @@
 
 The README's logistic regression (``make_logistic_data``, d = 10, prior N(0, 10^2)) at each ``--sizes`` N, fitted by
 ``auto_sample`` at its defaults (proxy HMC with the penalty test, its minibatch sized by the warm-up:
-``diagnostics.batch_choice``) and, side by side on the same data and keys, with the penalty test's minibatch fixed at
+``warmup.batch_choice``) and, side by side on the same data and keys, with the penalty test's minibatch fixed at
 m = 50 (the default before the warm-up sized it). Per run: the minibatch, rows read per test, the share of tests whose
 minibatch grew past ``m`` and the 99th percentile of the estimate's s.d. ``sqrt(s2)`` (where the penalty test's stopping
 bias lives: it needs an s.d. near ``sigma_max = 1``), the warm-up's predicted
@@ -36,7 +36,7 @@ from bench_results import add_results_option, save, table
 from minibatch_mcmc.acceptance import penalty_test
 from minibatch_mcmc.control_variates.proposals import cholesky_factor
 from minibatch_mcmc.data.arrays import as_data_source
-from minibatch_mcmc.diagnostics.batch_choice import choose_batch_size
+from minibatch_mcmc.warmup.batch_choice import choose_batch_size
 from minibatch_mcmc.diagnostics.normality import Z_GRID
 from minibatch_mcmc.models import logistic_regression, make_logistic_data
 from minibatch_mcmc.warmup import auto_sample
@@ -77,7 +77,7 @@ def measured_error(model, data, w, m: int, seed: int, moves: int = 16, draws: in
     from jax.flatten_util import ravel_pytree
 
     from minibatch_mcmc.acceptance.penalty import penalty
-    from minibatch_mcmc.diagnostics.batch_choice import laplace_pairs
+    from minibatch_mcmc.warmup.batch_choice import laplace_pairs
 
     rng = np.random.default_rng(seed)
     at, moved = laplace_pairs(cholesky_factor(w.covariance, D), moves, rng)

@@ -43,7 +43,7 @@ def child(n: int, variant: str, samples: int, proposal: str) -> dict:
     import jax.numpy as jnp
     from jax import monitoring
 
-    wm = importlib.import_module("minibatch_mcmc.warmup")  # the module (minibatch_mcmc.warmup is the function)
+    wm = importlib.import_module("minibatch_mcmc.warmup.api")  # the module defining the warm-up (mm.warmup is the function)
     from minibatch_mcmc.models import logistic_regression, make_logistic_data
 
     compile_s = [0.0]

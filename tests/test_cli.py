@@ -134,7 +134,7 @@ def test_sample_choices_are_the_registries(capsys):
     """``--test`` and ``--proposal`` offer exactly the registered tests and the warm-up's proposals (written out here),
     and an unknown one is refused before anything runs, listing them (``--proposal`` took any string before)."""
     from minibatch_mcmc.acceptance.registry import TESTS
-    from minibatch_mcmc.control_variates.laplace_moves import KINDS
+    from minibatch_mcmc.warmup.laplace_moves import KINDS
 
     tests = ("mhminibatch", "penalty", "smh", "mhss", "tunamh", "austere", "mhsublhd", "naive", "barker", "metropolis")
     proposals = ("langevin", "random_walk", "independence", "independence_t", "proxy_hmc", "mixture", "auto")

@@ -11,13 +11,15 @@ from minibatch_mcmc import compiling
 from minibatch_mcmc.compiling import FAST_COMPILE, ONE_OFF_WORK, RUN_WORK, compile_options
 from minibatch_mcmc.models import logistic_regression, make_logistic_data
 from minibatch_mcmc.data.arrays import as_data_source
-from minibatch_mcmc.samplers import driver, sample, warmup_tuning
+from minibatch_mcmc.samplers import driver, sample
 from minibatch_mcmc.samplers.scaled_runner import make_scaled_runner
 from minibatch_mcmc.warmup import auto_sample, warmup
+from minibatch_mcmc.warmup import tuning as warmup_tuning
+from minibatch_mcmc.warmup.context import WarmupContext
 from draws_tolerance import mismatches
 from reference_cases import flat_draws
 
-warmup_module = importlib.import_module("minibatch_mcmc.warmup")  # the module (mm.warmup is the function)
+warmup_module = importlib.import_module("minibatch_mcmc.warmup.api")  # the module defining the warm-up (mm.warmup is the function)
 
 N, D, CHAINS, STEPS = 2000, 3, 4, 200
 
@@ -97,8 +99,9 @@ def test_tuned_runner_counts_tuning_and_sampling(fitted, monkeypatch):
     longest = RUN_WORK // (CHAINS * D) - tuning
     for steps in (longest, longest + 1, None):
         with pytest.raises(Built):
-            warmup_tuning.tune_on_chains(model, as_data_source(data), w.test, w.estimator, lambda s: w.proposal, starts,
-                                         jax.random.key(0), 0.234, "random_walk", num_windows, window_size, 1.0, None, steps)
+            ctx = WarmupContext(model, as_data_source(data), w.test, w.estimator, 1.0, "metropolis")
+            warmup_tuning.tune_on_chains(ctx, lambda s: w.proposal, starts, jax.random.key(0), 0.234, "random_walk", num_windows,
+                                         window_size, None, steps)
     with pytest.raises(Built):  # warmup hands its num_samples on
         warmup(model, data, jnp.zeros(D), key=0, proposal="random_walk", num_chains=CHAINS, num_samples=longest)
     assert seen == [FAST_COMPILE, None, None, FAST_COMPILE]

@@ -10,9 +10,9 @@ there).
 Importing the package is light: it imports nothing but the standard library. Each name loads its module on first
 use (a PEP 562 module ``__getattr__``, for lazy import only), so JAX comes with the first sampler, and ArviZ, xarray,
 pandas, NumPyro, BlackJAX and matplotlib only with the functions that need them. ``mm.warmup`` is the function
-``minibatch_mcmc.warmup.warmup``, also after the module of that name is imported (the package's module type keeps
+``minibatch_mcmc.warmup.warmup``, also after the subpackage of that name is imported (the package's module type keeps
 the name; ``from minibatch_mcmc.warmup import ...`` and ``importlib.import_module("minibatch_mcmc.warmup")`` reach the
-module).
+subpackage).
 """
 
 from __future__ import annotations

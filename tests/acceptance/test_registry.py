@@ -10,7 +10,7 @@ import pytest
 from minibatch_mcmc.acceptance import MINT, mint, no_test, penalty_test, scalable_mh, tunamh
 from minibatch_mcmc.acceptance.base import DECISION_RULES, AcceptanceTest
 from minibatch_mcmc.acceptance.registry import TESTS, Contract, contract, named_test, registered
-from minibatch_mcmc.samplers.exact_choice import needs_bounds
+from minibatch_mcmc.warmup.exact_choice import needs_bounds
 
 KNOWN = "'mhminibatch', 'penalty', 'smh', 'mhss', 'tunamh', 'austere', 'mhsublhd', 'naive', 'barker', 'metropolis'"
 """The registered names, in order, written out (not read from the table under test)."""

@@ -273,7 +273,7 @@ def test_conversion_and_mode_search_take_the_rows_as_arguments():
 
     A jitted closure over the data embeds all ``N`` rows in the program, so compiling grows with ``N``: it cost ~9 s in
     ``from_numpyro`` and ~15 s in the mode search at ``N = 10^6``. Either closure, put back, fails this test."""
-    from minibatch_mcmc.optim.multistart import adam_ends
+    from minibatch_mcmc.warmup.multistart import adam_ends
 
     def run():
         conv = from_numpyro(linreg, *wide_rows())

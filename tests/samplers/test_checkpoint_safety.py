@@ -117,7 +117,7 @@ def test_a_second_run_on_a_directory_in_use_is_refused_before_writing(tmp_path, 
 def test_an_unwritable_directory_is_refused_before_anything_runs(tmp_path, monkeypatch):
     """Before: a checkpoint directory that could not be written failed only when the first file was written (after the
     whole warm-up in auto_sample). Now it is refused at once, naming the directory."""
-    warmup_module = importlib.import_module("minibatch_mcmc.warmup")  # the module (mm.warmup is the function)
+    warmup_module = importlib.import_module("minibatch_mcmc.warmup.api")  # the module defining the warm-up (mm.warmup is the function)
     from minibatch_mcmc.models import gaussian_mean
 
     def no_warmup(*args, **kwargs):
@@ -166,7 +166,7 @@ def test_a_run_killed_in_its_warmup_resumes_with_the_saved_warmup(tmp_path, monk
     """Before: a run killed after its warm-up was saved but before its first chunk could not be resumed ('holds no run')
     and a new run threw the saved warm-up away. Now the resume restores it (the warm-up is not run again) and draws what
     an uninterrupted run draws; a run killed before the warm-up was saved resumes by doing it."""
-    warmup_module = importlib.import_module("minibatch_mcmc.warmup")  # the module (mm.warmup is the function)
+    warmup_module = importlib.import_module("minibatch_mcmc.warmup.api")  # the module defining the warm-up (mm.warmup is the function)
     from minibatch_mcmc.models import gaussian_mean
 
     x = (np.random.default_rng(3).standard_normal((2000, 2)) + 1.0).astype(np.float32)
@@ -201,7 +201,7 @@ def test_a_multimode_warmup_is_saved_and_its_groups_resume(tmp_path, monkeypatch
     pickled, so a resume redid it, and a run killed before its chain groups' directories existed could not be resumed.
     Now the model is saved as a reference the resuming call supplies, the warm-up is restored, and the draws equal an
     uninterrupted run's."""
-    warmup_module = importlib.import_module("minibatch_mcmc.warmup")  # the module (mm.warmup is the function)
+    warmup_module = importlib.import_module("minibatch_mcmc.warmup.api")  # the module defining the warm-up (mm.warmup is the function)
 
     data = make_mixture_data(jax.random.key(4), 2000)
     kw = dict(num_samples=40, num_chains=2, key=1, progress=False, block_size=20, num_starts=8)

@@ -15,7 +15,8 @@ from minibatch_mcmc.proposals.scaled import scaled_random_walk
 from minibatch_mcmc.samplers.driver import sample
 from minibatch_mcmc.samplers.kernel import build_kernel
 from minibatch_mcmc.samplers.scaled_runner import at_scale, make_scaled_runner
-from minibatch_mcmc.samplers.warmup_tuning import laplace_starts, tune_on_chains
+from minibatch_mcmc.warmup.context import WarmupContext
+from minibatch_mcmc.warmup.tuning import laplace_starts, tune_on_chains
 
 N, CHAINS, STEPS = 2_000, 3, 100
 
@@ -56,8 +57,8 @@ def test_tuning_then_sampling_compile_the_block_function_once(problem):
     within 0.15 of the Barker target the scale was tuned to)."""
     x, factor, starts, _ = problem
     test, model = mh_minibatch(batch_size=50), models.gaussian_mean()
-    tuned, runner = tune_on_chains(model, as_data_source(x), test, None, lambda s: scaled_random_walk(factor, s), starts, jax.random.key(5),
-                                   0.159, "random_walk", 5, 25, 1.0)
+    ctx = WarmupContext(model, as_data_source(x), test, None, 1.0, "barker")
+    tuned, runner = tune_on_chains(ctx, lambda s: scaled_random_walk(factor, s), starts, jax.random.key(5), 0.159, "random_walk", 5, 25)
     assert tuned.compilations == 1 and len(np.unique(tuned.acceptance)) > 1
     res = sample(model, x, tuned.position, proposal=scaled_random_walk(factor, tuned.scale), test=test, num_samples=STEPS,
                  num_chains=CHAINS, key=6, batched_init=True, block_size=50, progress=False, runner=runner)

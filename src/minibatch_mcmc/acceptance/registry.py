@@ -4,7 +4,7 @@
 and the tests' own tables read. A row names the test, its class, a builder with default settings, a builder from the
 command line's ``--batch-size``/``--sigma``, and the test's contract: whether it reads per-datum residual bounds (the
 exact tests: the warm-up then builds the GLM proxy's bounds) and whether the warm-up may size its minibatch for a
-global move (``diagnostics.batch_choice``). ``contract(test)`` finds the row by the test's type, not its name, so a
+global move (``warmup.batch_choice``). ``contract(test)`` finds the row by the test's type, not its name, so a
 test built by hand (``scalable_mh(chunk_size=16)``) declares the same; a type with no row declares neither.
 """
 
@@ -32,7 +32,7 @@ class Contract(NamedTuple):
     bounds for it, no exact stratum, and ``auto_sample`` skips the proxy check (its draws do not rest on the proxy)."""
     sized_batch: bool = False
     """The warm-up may set its ``batch_size`` (``test._replace(batch_size=...)``) when it chose the test itself and the
-    move is global (``diagnostics.batch_choice`` predicts the normal-mean bound of the penalty test's minibatch)."""
+    move is global (``warmup.batch_choice`` predicts the normal-mean bound of the penalty test's minibatch)."""
 
 
 class RegisteredTest(NamedTuple):

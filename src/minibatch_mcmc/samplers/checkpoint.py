@@ -43,7 +43,7 @@ PyTree = Any
 
 SETTINGS_FILE = "settings.json"
 WARMUP_SETTINGS = "warmup.json"
-"""The saved warm-up's settings (``warmup_file``): with ``SETTINGS_FILE`` and the lock, the files that mark a started run."""
+"""The saved warm-up's settings (``warmup.saved``): with ``SETTINGS_FILE`` and the lock, the files that mark a started run."""
 CHUNK_PATTERN = re.compile(r"^chunk-(\d{9})-(\d{9})\.nc$")
 FORMAT_VERSION = 3
 FINGERPRINT_ROWS = 64

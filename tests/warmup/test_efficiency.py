@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from minibatch_mcmc.samplers.efficiency import lag1_ess_per_draw
+from minibatch_mcmc.warmup.efficiency import lag1_ess_per_draw
 
 
 def _ar1(rho: float, chains: int = 8, steps: int = 20_000, d: int = 3, seed: int = 0) -> np.ndarray:

@@ -13,7 +13,7 @@ from minibatch_mcmc.data import open_npy
 from minibatch_mcmc.data.host import DataChangedError
 from minibatch_mcmc.warmup import DEFAULT_PROPOSAL, auto_sample, warmup
 
-warmup_module = importlib.import_module("minibatch_mcmc.warmup")  # the module (mm.warmup is the function)
+warmup_module = importlib.import_module("minibatch_mcmc.warmup.api")  # the module defining the warm-up (mm.warmup is the function)
 
 SMALL = dict(num_windows=2, window_size=20, num_starts=0)
 

@@ -14,7 +14,7 @@ from minibatch_mcmc.control_variates import GLMProxy, taylor_proxy
 from minibatch_mcmc.diagnostics import check_moments
 from minibatch_mcmc.models import gaussian_mean, logistic_regression, poisson_regression
 from minibatch_mcmc.acceptance.registry import TESTS, named_test
-from minibatch_mcmc.samplers.exact_choice import estimator_for, needs_bounds
+from minibatch_mcmc.warmup.exact_choice import estimator_for, needs_bounds
 from minibatch_mcmc.samplers.results import SUMMARY_KEYS
 from minibatch_mcmc.warmup import auto_sample
 

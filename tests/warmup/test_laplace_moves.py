@@ -1,6 +1,6 @@
 """The rule that picks the warm-up's proposal when the user names none, from what the warm-up found."""
 
-from minibatch_mcmc.control_variates.laplace_moves import DEFAULT_PROPOSAL, GUARDED_PROPOSAL, default_kind
+from minibatch_mcmc.warmup.laplace_moves import DEFAULT_PROPOSAL, GUARDED_PROPOSAL, default_kind
 
 
 def test_rule_guards_a_stratum_or_several_modes_and_keeps_proxy_hmc_otherwise():
@@ -35,8 +35,8 @@ def test_an_unknown_kind_is_an_error_naming_the_kinds():
     import numpy as np
     import pytest
 
-    from minibatch_mcmc.control_variates.laplace_moves import proposal_for, tuned_steps
-    from minibatch_mcmc.samplers.warmup_tuning import initial_scale
+    from minibatch_mcmc.warmup.laplace_moves import proposal_for, tuned_steps
+    from minibatch_mcmc.warmup.tuning import initial_scale
 
     chol = np.eye(2)  # the check comes before anything is built: no proxy or model needed
     known = "'langevin', 'random_walk', 'independence', 'independence_t', 'proxy_hmc', 'mixture'"
@@ -58,9 +58,9 @@ def test_every_kind_builds_and_declares_how_it_is_tuned():
     declare none, ``mixture`` tunes the random walk on some steps only, and ``warmup.PROPOSALS`` is the rows and ``auto``."""
     import math
 
-    from minibatch_mcmc.control_variates.laplace_moves import GLOBAL, KINDS, TARGET_ACCEPT, proposal_for, tuned_steps
+    from minibatch_mcmc.warmup.laplace_moves import GLOBAL, KINDS, TARGET_ACCEPT, proposal_for, tuned_steps
     from minibatch_mcmc.proposals.base import Proposal
-    from minibatch_mcmc.samplers.warmup_tuning import initial_scale
+    from minibatch_mcmc.warmup.tuning import initial_scale
     from minibatch_mcmc.warmup import AUTO_CANDIDATES, PROPOSALS
 
     model, proxy, chol = _fit()

@@ -1,7 +1,7 @@
 """The warm-up's centre, phase by phase: the mode and Laplace covariance, the Taylor proxy, other modes, and the rows
 the proxy cannot see, each phase's cost measured (``samplers.phase_cost``).
 
-``lean=True`` (the default of ``warmup``): ``optim.lean.lean_mode`` (one vmapped minibatch Adam for the start and
+``lean=True`` (the default of ``warmup``): ``warmup.lean.lean_mode`` (one vmapped minibatch Adam for the start and
 the multi-start points, Newton passes whose last one is also the proxy pass and the first influence round);
 ``lean=False``: the earlier path, phase after phase (``find_mode``, ``find_modes``, ``taylor_proxy``,
 ``influential_rows``), kept to measure what the lean path saves.
@@ -21,10 +21,10 @@ from minibatch_mcmc.control_variates.proposals import cholesky_factor
 from minibatch_mcmc.data.arrays import DataSource, slice_rows
 from minibatch_mcmc.models.base import Model
 from minibatch_mcmc.models.contract import check_model
-from minibatch_mcmc.optim.lean import lean_mode
+from minibatch_mcmc.warmup.lean import lean_mode
 from minibatch_mcmc.optim.mode import find_mode, laplace_covariance
-from minibatch_mcmc.optim.multistart import LocalMode, distance, find_modes, modes_from_ends, warn_several_modes
-from minibatch_mcmc.optim.no_mode import check_mode
+from minibatch_mcmc.warmup.multistart import LocalMode, distance, find_modes, modes_from_ends, warn_several_modes
+from minibatch_mcmc.warmup.no_mode import check_mode
 from minibatch_mcmc.samplers.diagnose import bad_rows_named
 from minibatch_mcmc.samplers.phase_cost import PhaseClock, PhaseCost
 

@@ -1,4 +1,4 @@
-"""Multi-start mode search (the mirror modes of x ~ N(theta^2, 1) are in tests/test_warmup_modes.py): the label-switched modes of a symmetric
+"""Multi-start mode search (the mirror modes of x ~ N(theta^2, 1) are in tests/warmup/test_warmup_modes.py): the label-switched modes of a symmetric
 two-component mixture are both found from one start; a unimodal logistic posterior costs the Adam minibatches
 alone (no full-data polish, one mode)."""
 
@@ -12,7 +12,7 @@ from minibatch_mcmc.data.arrays import as_data_source
 from minibatch_mcmc.models import logistic_regression
 from minibatch_mcmc.models.base import Model, gaussian_prior
 from minibatch_mcmc.optim.mode import find_mode, laplace_covariance
-from minibatch_mcmc.optim.multistart import LocalMode, dispersed_points, find_modes
+from minibatch_mcmc.warmup.multistart import LocalMode, dispersed_points, find_modes
 
 
 def first_mode(model, data, theta0):

@@ -30,8 +30,8 @@ from minibatch_mcmc.data.arrays import DataSource, slice_rows, take
 from minibatch_mcmc.data.passes import DEFAULT_CHUNK
 from minibatch_mcmc.models.base import Model
 from minibatch_mcmc.optim.mode import ARMIJO, MAX_HALVINGS, ModeResult, newton_direction, start_point
-from minibatch_mcmc.optim.multistart import adam_ends
-from minibatch_mcmc.optim.no_mode import SHOWN, flat_names, newton_decrement
+from minibatch_mcmc.warmup.multistart import adam_ends
+from minibatch_mcmc.warmup.no_mode import SHOWN, flat_names, newton_decrement
 from minibatch_mcmc.samplers.diagnose import first_nonfinite
 
 PyTree = Any

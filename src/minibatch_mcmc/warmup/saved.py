@@ -2,7 +2,7 @@
 
 ``warmup.npz`` holds the warm-up's arrays (read with ``allow_pickle=False``) and ``warmup.json`` the settings it was
 found with (seed, model, start, options, a data fingerprint), the structure of the warm-up as a JSON tree
-(``warmup_codec``: NamedTuples by name, rebuilt only from the caller's registry of this library's classes) and a
+(``codec``: NamedTuples by name, rebuilt only from the caller's registry of this library's classes) and a
 SHA-256 of the ``.npz`` (it catches corruption; since nothing in the files is executed, a tampered file can give wrong
 numbers but never run code). A resume with other settings is refused naming them, and a file whose digest does not match
 is refused naming it, as checkpoint chunks are. A warm-up that cannot be encoded (it holds a user's function) is not
@@ -23,7 +23,7 @@ import numpy as np
 
 from minibatch_mcmc.samplers import safe_files
 from minibatch_mcmc.samplers.checkpoint import WARMUP_SETTINGS, setting_differences
-from minibatch_mcmc.samplers.warmup_codec import LIBRARY_TYPES, decode, encode
+from minibatch_mcmc.warmup.codec import LIBRARY_TYPES, decode, encode
 
 WARMUP_ARRAYS = "warmup.npz"
 WARMUP_FORMAT = 2

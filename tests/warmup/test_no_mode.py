@@ -10,7 +10,7 @@ import pytest
 
 from minibatch_mcmc.models import logistic_regression
 from minibatch_mcmc.optim.mode import ModeResult
-from minibatch_mcmc.optim.no_mode import NoModeError, check_mode, flat_names
+from minibatch_mcmc.warmup.no_mode import NoModeError, check_mode, flat_names
 from minibatch_mcmc.warmup import warmup
 
 

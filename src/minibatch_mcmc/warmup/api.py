@@ -1,6 +1,6 @@
 """Automatic warm-up for temperature 1 on tall data: a model, data and a start in, good samples out.
 
-``warmup`` finds the mode ``theta_hat`` (``optim.centre``: minibatch Adam, then a few streamed full-data Newton
+``warmup`` finds the mode ``theta_hat`` (``warmup.centre``: minibatch Adam, then a few streamed full-data Newton
 steps, the last of which is also the pass that builds the Taylor-proxy control variate around ``theta_hat``
 and probes for rows it cannot see), takes the Laplace covariance there, and sets up the proposal: by default proxy HMC
 from the Laplace fit with the penalty test (untuned; ``mixture``, proxy HMC with a tuned random walk, where the warm-up found an
@@ -28,32 +28,32 @@ from minibatch_mcmc.checks import check_bool, check_choice, check_int, check_pos
 from minibatch_mcmc.compiling import RUN_WORK, compile_options
 from minibatch_mcmc.control_variates import TaylorProxy
 from minibatch_mcmc.control_variates.influence import Influence
-from minibatch_mcmc.control_variates.laplace_moves import (DEFAULT_PROPOSAL, GLOBAL, KINDS, TARGET_ACCEPT, default_kind, proposal_for,
-                                                           tuned_steps)
+from minibatch_mcmc.warmup.laplace_moves import (DEFAULT_PROPOSAL, GLOBAL, KINDS, TARGET_ACCEPT, default_kind, proposal_for,
+                                                  tuned_steps)
 from minibatch_mcmc.control_variates.proposals import cholesky_factor
 from minibatch_mcmc.data.arrays import DataSource, as_data_source
 from minibatch_mcmc.data.host import host_read_errors
-from minibatch_mcmc.diagnostics.batch_choice import choose_batch_size
+from minibatch_mcmc.warmup.batch_choice import choose_batch_size
 from minibatch_mcmc.diagnostics.proxy_check import ProxyCheck, timed_check
 from minibatch_mcmc.models.base import Model
-from minibatch_mcmc.optim.centre import find_centre
-from minibatch_mcmc.optim.multistart import LocalMode
+from minibatch_mcmc.warmup.centre import find_centre
+from minibatch_mcmc.warmup.multistart import LocalMode
 from minibatch_mcmc.proposals.base import Proposal
 from minibatch_mcmc.samplers.checkpoint import SETTINGS_FILE, WARMUP_SETTINGS, data_fingerprint, fingerprint, run_directory
 from minibatch_mcmc.samplers.diagnose import bad_rows_named
 from minibatch_mcmc.samplers.driver import sample
-from minibatch_mcmc.samplers.efficiency import most_efficient
-from minibatch_mcmc.samplers.exact_choice import estimator_for, needs_bounds
+from minibatch_mcmc.warmup.context import WarmupContext, WarmupSettings, merged_settings
+from minibatch_mcmc.warmup.efficiency import choose_by_efficiency
+from minibatch_mcmc.warmup.exact_choice import estimator_for, needs_bounds
 from minibatch_mcmc.samplers.groups import ChainGroup, sample_groups
 from minibatch_mcmc.samplers.keys import as_key
-from minibatch_mcmc.samplers.kernel import build_kernel
-from minibatch_mcmc.samplers.phase_cost import PhaseClock, PhaseCost
+from minibatch_mcmc.samplers.phase_cost import PhaseClock
 from minibatch_mcmc.samplers.results import SampleResult
 from minibatch_mcmc.samplers.scaled_runner import BoundRunner
 from minibatch_mcmc.samplers.tuning import untuned
-from minibatch_mcmc.samplers.warmup_codec import LIBRARY_TYPES
-from minibatch_mcmc.samplers.warmup_file import load_warmup, save_warmup
-from minibatch_mcmc.samplers.warmup_tuning import laplace_starts, short_run_mean, timed_proxy, tune, tune_on_chains
+from minibatch_mcmc.warmup.codec import LIBRARY_TYPES
+from minibatch_mcmc.warmup.saved import load_warmup, save_warmup
+from minibatch_mcmc.warmup.tuning import laplace_starts, mode_kernels, short_run_mean, timed_proxy, tune, tune_on_chains
 
 PyTree = Any
 
@@ -67,7 +67,7 @@ DEFAULT_TEST = "penalty"
 """The name (``acceptance.registry.TESTS``) of the default acceptance test for ``N >= 50``: the penalty test, Metropolis-type
 on MHminibatch's 50-row minibatch, so a global move's acceptance is not capped at 1/2 as under Barker's rule."""
 AUTO_CANDIDATES = ("proxy_hmc", "independence", "independence_t")
-"""What ``proposal="auto"`` measures (``samplers.efficiency``: 8 chains x 200 steps each) and chooses from."""
+"""What ``proposal="auto"`` measures (``warmup.efficiency``: 8 chains x 200 steps each) and chooses from."""
 
 
 class Warmup(NamedTuple):
@@ -90,7 +90,7 @@ class Warmup(NamedTuple):
     cost: dict
     """``PhaseCost`` per phase: ``mode`` (with the multi-start search), ``proxy`` (the last Newton pass),
     ``influence`` (its bulk rows and any widened rounds), ``tuning``, ``batch`` (the default test's minibatch sized for a
-    global move, ``diagnostics.batch_choice``), (if asked) ``choose`` and ``recentre``, and after sampling ``check`` (``auto_sample``'s
+    global move, ``warmup.batch_choice``), (if asked) ``choose`` and ``recentre``, and after sampling ``check`` (``auto_sample``'s
     check of the proxy: in ``summary()``, not in the warm-up's totals)."""
     modes: tuple = ()
     """``LocalMode`` per distinct mode the multi-start search found, the proxy's mode first (empty if not searched)."""
@@ -155,25 +155,18 @@ def warmup(
     key: jax.Array | int = 0,
     test: AcceptanceTest | str | None = None,
     proposal: str | None = None,
-    order: int = 2,
     temperature: float = 1.0,
-    target_accept: float | None = None,
-    num_windows: int = 20,
-    window_size: int = 50,
-    recentre: bool = False,
-    adam_steps: int = 500,
-    newton_steps: int = 10,
-    num_starts: int = 8,
-    stratum: bool = True,
     lean: bool = True,
     progress: bool = False,
     num_chains: int | None = None,
     num_samples: int | None = None,
+    settings: WarmupSettings | None = None,
+    **knobs: Any,
 ) -> Warmup:
     """Mode, Laplace covariance, Taylor proxy and a tuned proposal for sampling at ``temperature`` (1: the posterior).
 
     ``test`` defaults to ``default_test(N)``: the penalty test on 50 rows, more at small ``N`` with a global move (the
-    ``batch`` phase: ``diagnostics.batch_choice``; below ``N = 50`` the exact Metropolis test on all rows); a name of
+    ``batch`` phase: ``warmup.batch_choice``; below ``N = 50`` the exact Metropolis test on all rows); a name of
     ``acceptance.registry.TESTS`` is that test with its default settings (``"mhminibatch"``: Seita et al.'s Barker-type test), an
     exact one (``"smh"``) with the GLM's per-datum bounds; ``proposal`` is None (the default: ``laplace_moves.default_kind``'s
     rule, ``"mixture"`` when the warm-up put rows in an exact stratum or found several modes, else ``"proxy_hmc"``;
@@ -184,42 +177,46 @@ def warmup(
     is reported as the ``choose`` phase). ``recentre=True``: the proxy is rebuilt at the mean of a short tuned run.
     ``num_starts`` minibatch-Adam searches (0: none) look for other modes (a warning; ``auto_sample`` starts chains
     in each). ``stratum=True``: rows the proxy cannot see (``influential_rows``) are exact at every test (``stratify``).
-    ``lean=False``: the earlier phase-after-phase search (``optim.centre``), the only one ``adam_steps`` applies to
-    (the lean search runs ``optim.lean.ADAM_STEPS``); ``progress``: a status line per phase with its cost. ``num_chains``
+    ``lean=False``: the earlier phase-after-phase search (``warmup.centre``), the only one ``adam_steps`` applies to
+    (the lean search runs ``warmup.lean.ADAM_STEPS``); ``progress``: a status line per phase with its cost. ``num_chains``
     (one mode, no ``recentre``): a tuned scale is tuned on that many chains from dispersed Laplace draws, in windows of
     ``window_size`` steps, on the compiled runner sampling then reuses (``Warmup.runner`` and ``Warmup.chains``);
     ``num_samples``, the steps per chain it will sample, sets that runner's compile level (``compiling.RUN_WORK``).
+    The knobs (``order``, ``target_accept``, ``num_windows``, ``window_size``, ``recentre``, ``adam_steps``, ``newton_steps``,
+    ``num_starts``, ``stratum``) are the fields of ``settings`` (``WarmupSettings``, its defaults by default); each given
+    as a keyword replaces that field.
     """
+    s = merged_settings(settings, **knobs)
     kind = None if proposal is None else check_choice(proposal, "proposal", PROPOSALS)
     temperature = check_positive(temperature, "temperature")
-    check_bool(recentre, "recentre")
-    check_int(num_windows, "num_windows", 1)
-    check_int(window_size, "window_size", 1)
-    check_int(num_starts, "num_starts", 0)
+    check_bool(s.recentre, "recentre")
+    check_int(s.num_windows, "num_windows", 1)
+    check_int(s.window_size, "window_size", 1)
+    check_int(s.num_starts, "num_starts", 0)
     num_chains = None if num_chains is None else check_int(num_chains, "num_chains", 1)
     num_samples = None if num_samples is None else check_int(num_samples, "num_samples", 1)
-    if target_accept is not None and kind in GLOBAL + ("auto", None):
-        raise ValueError(f"target_accept={target_accept!r} has no effect with proposal={kind!r}, which is not tuned: leave it None, "
+    if s.target_accept is not None and kind in GLOBAL + ("auto", None):
+        raise ValueError(f"target_accept={s.target_accept!r} has no effect with proposal={kind!r}, which is not tuned: leave it None, "
                          f"or name a tuned proposal ({', '.join(repr(k) for k in KINDS if k not in GLOBAL)})")
     source, sized = as_data_source(data), test is None  # the default test's minibatch is sized for a global move (below)
     test = default_test(source.n) if test is None else named_test(test)
     rule = decision_rule(test)
     k_mode, k_tune, k_centre = jax.random.split(as_key(key), 3)
-    found = find_centre(model, source, theta0, as_key(key), k_mode, temperature=temperature, order=order, adam_steps=adam_steps,
-                        newton_steps=newton_steps, num_starts=num_starts, lean=lean, progress=progress,
-                        stratum=check_bool(stratum, "stratum") and not needs_bounds(test))  # exact tests need no stratum
+    found = find_centre(model, source, theta0, as_key(key), k_mode, temperature=temperature, order=s.order, adam_steps=s.adam_steps,
+                        newton_steps=s.newton_steps, num_starts=s.num_starts, lean=lean, progress=progress,
+                        stratum=check_bool(s.stratum, "stratum") and not needs_bounds(test))  # exact tests need no stratum
     cov, proxy, modes, influence, cost, mode_theta = found.covariance, found.proxy, found.modes, found.influence, found.cost, found.theta_hat
     chol = cholesky_factor(cov, cov.shape[0])
-    estimator = estimator_for(test, model, source, proxy, chol, influence)
+    ctx = WarmupContext(model, source, test, estimator_for(test, model, source, proxy, chol, influence), temperature, rule)
     kind, why = (kind, "named") if kind is not None else default_kind(0 if influence is None else influence.rows.size, len(modes))
     if kind == "auto":
         with PhaseClock("choose", source.n, progress) as clock:
-            kind, data = choose_by_efficiency(model, source, test, estimator, chol, mode_theta, k_tune, temperature, rule)
+            kind, data = choose_by_efficiency(ctx, chol, mode_theta, k_tune, AUTO_CANDIDATES)
         cost["choose"], why = clock.cost(data), "auto: the most effective draws per second"
     if progress:
         print(f"warm-up: proposal {kind} ({why})", flush=True)
     tuned_kind, target_key = KINDS[kind].tuned_move, KINDS[kind].target
-    target = TARGET_ACCEPT.get((rule, target_key), math.nan) if target_accept is None else target_accept
+    target = TARGET_ACCEPT.get((rule, target_key), math.nan) if s.target_accept is None else s.target_accept
     make, runner = proposal_for(kind, proxy, model, chol, temperature, rule), None
     with PhaseClock("tuning", source.n, progress and kind not in GLOBAL) as clock:
         if kind in GLOBAL:  # nothing to tune: the Laplace fit sets the move
@@ -227,25 +224,24 @@ def warmup(
         else:
             walk = proposal_for(tuned_kind, proxy, model, chol, temperature, rule)
             with bad_rows_named(model, source, mode_theta):
-                if num_chains is not None and not recentre and len(modes) <= 1:  # all chains, on the runner sampling reuses
+                if num_chains is not None and not s.recentre and len(modes) <= 1:  # all chains, on the runner sampling reuses
                     starts = laplace_starts(proxy.centre, cov, modes, num_chains, jax.random.fold_in(k_tune, 1))
-                    tuned, runner = tune_on_chains(model, source, test, estimator, make, starts, k_tune, target, tuned_kind,
-                                                   num_windows, window_size, temperature, tuned_steps(kind), num_samples)
+                    tuned, runner = tune_on_chains(ctx, make, starts, k_tune, target, tuned_kind, s.num_windows, s.window_size,
+                                                   tuned_steps(kind), num_samples)
                 else:
-                    tuned = tune(model, source, test, estimator, walk, mode_theta, k_tune, target, tuned_kind, num_windows, window_size,
-                                 temperature)
+                    tuned = tune(ctx, walk, mode_theta, k_tune, target, tuned_kind, s.num_windows, s.window_size)
     cost["tuning"] = clock.cost(tuned.data_used)
-    if recentre:
-        centre, cost["recentre_run"] = short_run_mean(model, source, test, estimator, make(tuned.scale), tuned.position, k_centre, temperature)
-        proxy, cost["recentre"] = timed_proxy(model, source, centre, order)
-        estimator = estimator_for(test, model, source, proxy, chol, influence)
+    if s.recentre:
+        centre, cost["recentre_run"] = short_run_mean(ctx, make(tuned.scale), tuned.position, k_centre)
+        proxy, cost["recentre"] = timed_proxy(model, source, centre, s.order)
+        ctx = ctx._replace(estimator=estimator_for(test, model, source, proxy, chol, influence))
         make = proposal_for(kind, proxy, model, chol, temperature, rule)
     if sized and kind in GLOBAL and contract(test).sized_batch:
         with PhaseClock("batch", source.n, progress) as clock:
-            choice = choose_batch_size(model, source, estimator, proxy.centre, chol, test.batch_size,
+            choice = choose_batch_size(model, source, ctx.estimator, proxy.centre, chol, test.batch_size,
                                        jax.random.fold_in(k_tune, 2), temperature=temperature, rule=rule)
-        test, cost["batch"] = test._replace(batch_size=choice.batch_size), clock.cost(choice.data_used)
-    kernels, cost["proxy"] = mode_kernels(model, source, modes[1:], order, kind, temperature, rule, float(tuned.scale), cost["proxy"])
+        ctx, cost["batch"] = ctx._replace(test=test._replace(batch_size=choice.batch_size)), clock.cost(choice.data_used)
+    kernels, cost["proxy"] = mode_kernels(ctx, modes[1:], s.order, kind, float(tuned.scale), cost["proxy"])
     return Warmup(
         centre=proxy.centre,
         covariance=cov,
@@ -253,35 +249,17 @@ def warmup(
         proposal=make(float(tuned.scale)),
         scale=float(tuned.scale),
         acceptance=float(tuned.acceptance[-1]),
-        test=test,
+        test=ctx.test,
         cost=cost,
         modes=modes,
         mode_kernels=kernels,
         kind=kind,
         why=why,
-        estimator=estimator,
+        estimator=ctx.estimator,
         influence=influence,
         runner=runner,
         chains=tuned.position if runner is not None else None,
     )
-
-
-def choose_by_efficiency(model, source, test, estimator, chol, centre, key, temperature, rule) -> tuple[str, int]:
-    """The candidate of ``AUTO_CANDIDATES`` with the most effective draws per second, from 8 Laplace-drawn starts, and the rows read."""
-    kernels = {k: build_kernel(model, proposal_for(k, estimator, model, chol, temperature, rule)(1.0), test, source.n, estimator)
-               for k in AUTO_CANDIDATES}
-    best, data, _ = most_efficient(kernels, source.arrays(), centre, chol, key, temperature)
-    return best, data
-
-
-def mode_kernels(model, source, modes, order, kind, temperature, rule, scale, cost) -> tuple[tuple, PhaseCost]:
-    """A proxy (one pass each) and a proposal per further mode, its Laplace shape at the tuned scale; the proxy cost added."""
-    kernels = []
-    for m in modes:
-        proxy, c = timed_proxy(model, source, m.theta, order)
-        cost = cost._replace(data=cost.data + c.data, seconds=cost.seconds + c.seconds, passes=cost.passes + c.passes)
-        kernels.append((proxy, proposal_for(kind, proxy, model, cholesky_factor(m.covariance, m.covariance.shape[0]), temperature, rule)(scale)))
-    return tuple(kernels), cost
 
 
 def default_test(n: int) -> AcceptanceTest:
@@ -291,7 +269,7 @@ def default_test(n: int) -> AcceptanceTest:
 
 def dispersed_starts(w: Warmup, num_chains: int, key: jax.Array, spread: float = 1.5) -> PyTree:
     """``num_chains`` starts from the Laplace approximation widened by ``spread`` (for R-hat), batched; with several modes,
-    chain ``c`` starts around mode ``c mod M`` (``samplers.warmup_tuning.laplace_starts``)."""
+    chain ``c`` starts around mode ``c mod M`` (``warmup.tuning.laplace_starts``)."""
     return laplace_starts(w.centre, w.covariance, w.modes, num_chains, key, spread)
 
 

@@ -3,7 +3,8 @@
 ``tune_on_chains`` starts the chains from over-dispersed Laplace draws, tunes the scale on the compiled block
 runner of the sampling kernel (``scaled_runner``, scale traced) and returns that runner bound at the tuned scale
 with the chains' final positions: ``sample(..., runner=...)`` then compiles nothing, and the chains go on from
-where tuning left them (a warm start; the tuning draws are discarded, as NUTS discards its warm-up).
+where tuning left them (a warm start; the tuning draws are discarded, as NUTS discards its warm-up). Each phase reads
+the model, data, test, estimator and temperature from one ``WarmupContext``.
 """
 
 from __future__ import annotations
@@ -16,11 +17,11 @@ import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
 
-from minibatch_mcmc.acceptance.base import AcceptanceTest
 from minibatch_mcmc.compiling import ONE_OFF_WORK, RUN_WORK, compile_options
 from minibatch_mcmc.control_variates import TaylorProxy, taylor_proxy
-from minibatch_mcmc.control_variates.base import Estimator
-from minibatch_mcmc.control_variates.laplace_moves import proposal_kind
+from minibatch_mcmc.control_variates.proposals import cholesky_factor
+from minibatch_mcmc.warmup.context import WarmupContext
+from minibatch_mcmc.warmup.laplace_moves import proposal_for, proposal_kind
 from minibatch_mcmc.data.arrays import DataSource
 from minibatch_mcmc.models.base import Model
 from minibatch_mcmc.proposals.base import Proposal
@@ -60,24 +61,24 @@ def laplace_starts(centre: PyTree, covariance: np.ndarray, modes: tuple, num_cha
     return jax.jit(jax.vmap(unravel))(jnp.asarray(draws, flat.dtype))
 
 
-def tune(model, source, test, estimator, make, start, key, target, kind, num_windows, window_size, temperature):
-    """``tune_scale`` with the kernel of the chosen proposal, the test and the estimator."""
-    n = source.n
+def tune(ctx: WarmupContext, make: Callable[[Any], Proposal], start: PyTree, key: jax.Array, target: float, kind: str,
+         num_windows: int, window_size: int) -> TuneResult:
+    """``tune_scale`` with the kernel of the chosen proposal, the test and the estimator (``kind``: the tuned move)."""
+    n = ctx.source.n
 
     def kernel_for_scale(scale: jax.Array) -> Kernel:
-        return build_kernel(model, make(scale), test, n, estimator)
+        return build_kernel(ctx.model, make(scale), ctx.test, n, ctx.estimator)
 
     d = int(ravel_pytree(start)[0].size)
     return tune_scale(
-        kernel_for_scale, source, start, key=key, target_accept=target, num_windows=num_windows,
-        window_size=window_size, initial_scale=initial_scale(kind, d), temperature=temperature,
+        kernel_for_scale, ctx.source, start, key=key, target_accept=target, num_windows=num_windows,
+        window_size=window_size, initial_scale=initial_scale(kind, d), temperature=ctx.temperature,
     )
 
 
 def tune_on_chains(
-    model: Model, source: DataSource, test: AcceptanceTest, estimator: Estimator | None, make: Callable[[Any], Proposal],
-    starts: PyTree, key: jax.Array, target: float, kind: str, num_windows: int, window_size: int, temperature: float,
-    counted: Callable[[jax.Array], jax.Array] | None = None, sampling_steps: int | None = None,
+    ctx: WarmupContext, make: Callable[[Any], Proposal], starts: PyTree, key: jax.Array, target: float, kind: str,
+    num_windows: int, window_size: int, counted: Callable[[jax.Array], jax.Array] | None = None, sampling_steps: int | None = None,
 ) -> tuple[TuneResult, BoundRunner]:
     """``tune_chains`` on the runner of ``build_kernel(model, make(scale), ...)`` from the batched ``starts``, in windows
     of ``window_size`` steps; the result and the runner at the tuned scale (``kind``: the tuned move, for the start).
@@ -90,10 +91,10 @@ def tune_on_chains(
     d = int(ravel_pytree(jax.tree_util.tree_map(lambda a: a[0], starts))[0].size)
     windows = max(MIN_WINDOWS, -(-num_windows // num_chains))
     options = None if sampling_steps is None else compile_options((windows * window_size + sampling_steps) * num_chains * d, RUN_WORK)
-    runner = make_scaled_runner(lambda scale: build_kernel(model, make(scale), test, source.n, estimator), num_chains,
+    runner = make_scaled_runner(lambda scale: build_kernel(ctx.model, make(scale), ctx.test, ctx.source.n, ctx.estimator), num_chains,
                                 chunk=window_size, compiler_options=options)
-    tuned = tune_chains(runner, source, starts, key=key, target_accept=target, num_windows=windows,
-                        initial_scale=initial_scale(kind, d), temperature=temperature, counted=counted)
+    tuned = tune_chains(runner, ctx.source, starts, key=key, target_accept=target, num_windows=windows,
+                        initial_scale=initial_scale(kind, d), temperature=ctx.temperature, counted=counted)
     return tuned, at_scale(runner, tuned.scale, starts)
 
 
@@ -105,11 +106,22 @@ def timed_proxy(model: Model, source: DataSource, centre: PyTree, order: int) ->
     return proxy, PhaseCost(proxy.setup_data, time.perf_counter() - start, proxy.setup_data / source.n)
 
 
-def short_run_mean(model, source, test, estimator, proposal, start, key, temperature, steps: int = 500) -> tuple[PyTree, PhaseCost]:
+def short_run_mean(ctx: WarmupContext, proposal: Proposal, start: PyTree, key: jax.Array, steps: int = 500) -> tuple[PyTree, PhaseCost]:
     """Mean of a short single-chain run (the re-centring point) and its cost."""
     t0 = time.perf_counter()
-    res = sample(model, source, start, proposal=proposal, test=test, estimator=estimator, num_samples=steps, key=key,
-                 temperature=temperature, progress=False, block_size=steps)
+    res = sample(ctx.model, ctx.source, start, proposal=proposal, test=ctx.test, estimator=ctx.estimator, num_samples=steps, key=key,
+                 temperature=ctx.temperature, progress=False, block_size=steps)
     mean = jax.tree_util.tree_map(lambda a: jnp.asarray(np.asarray(a)[0].mean(axis=0), a.dtype), res.kernel_positions)
     used = int(np.sum(res.records["batch_size"]) + np.sum(res.records["hidden_data"]))
     return mean, PhaseCost(used, time.perf_counter() - t0)
+
+
+def mode_kernels(ctx: WarmupContext, modes: tuple, order: int, kind: str, scale: float, cost: PhaseCost) -> tuple[tuple, PhaseCost]:
+    """A proxy (one pass each) and a proposal per further mode, its Laplace shape at the tuned scale; the proxy cost added."""
+    kernels = []
+    for m in modes:
+        proxy, c = timed_proxy(ctx.model, ctx.source, m.theta, order)
+        cost = cost._replace(data=cost.data + c.data, seconds=cost.seconds + c.seconds, passes=cost.passes + c.passes)
+        chol = cholesky_factor(m.covariance, m.covariance.shape[0])
+        kernels.append((proxy, proposal_for(kind, proxy, ctx.model, chol, ctx.temperature, ctx.rule)(scale)))
+    return tuple(kernels), cost

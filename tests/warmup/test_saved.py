@@ -17,7 +17,7 @@ from minibatch_mcmc.control_variates.taylor import TaylorProxy
 from minibatch_mcmc.samplers.checkpoint import WARMUP_SETTINGS
 from minibatch_mcmc.samplers.phase_cost import PhaseCost
 from minibatch_mcmc.samplers.safe_files import CheckpointWriteError
-from minibatch_mcmc.samplers.warmup_file import WARMUP_ARRAYS, load_warmup, save_warmup
+from minibatch_mcmc.warmup.saved import WARMUP_ARRAYS, load_warmup, save_warmup
 
 
 def test_round_trip_other_settings_and_corruption(tmp_path):

@@ -1,0 +1,33 @@
+"""The automatic warm-up, one package: ``warmup`` (mode, Laplace covariance, Taylor proxy, tuned proposal) and
+``auto_sample`` (warm-up, then sampling), with every module that exists only for them.
+
+Phase by phase: the centre (``centre.py``: the lean search of ``lean.py``, or mode, covariance and proxy one after the
+other; other modes, ``multistart.py``; the no-mode check, ``no_mode.py``), the estimator for the test
+(``exact_choice.py``), the proposal by name (``laplace_moves.py``), the measured choice of ``proposal="auto"``
+(``efficiency.py``), the tuning and dispersed starts (``tuning.py``), the default test's minibatch for a global move
+(``batch_choice.py``) and the saved warm-up of a checkpointed run (``saved.py`` through the codec ``codec.py``);
+``api.py`` runs them, each phase timed by ``samplers.phase_cost``, the phases after the centre sharing one
+``WarmupContext`` and the knobs one ``WarmupSettings`` (``context.py``). ``from minibatch_mcmc.warmup import warmup`` is the function;
+``importlib.import_module("minibatch_mcmc.warmup.api")`` is the module that defines it (patch its names there).
+"""
+
+from minibatch_mcmc.warmup.api import (AUTO_CANDIDATES, DEFAULT_PROPOSAL, DEFAULT_TEST, PROPOSALS, TARGET_ACCEPT, Warmup,
+                                       auto_sample, decision_rule, default_test, dispersed_starts, stored_warmup, warmup)
+from minibatch_mcmc.warmup.context import WarmupContext, WarmupSettings
+
+__all__ = [
+    "AUTO_CANDIDATES",
+    "DEFAULT_PROPOSAL",
+    "DEFAULT_TEST",
+    "PROPOSALS",
+    "TARGET_ACCEPT",
+    "Warmup",
+    "WarmupContext",
+    "WarmupSettings",
+    "auto_sample",
+    "decision_rule",
+    "default_test",
+    "dispersed_starts",
+    "stored_warmup",
+    "warmup",
+]
