@@ -320,3 +320,91 @@ def test_sample_runs_a_model_on_a_memory_mapped_npy(tmp_path, capsys):
         theta = post["theta"].values
     np.testing.assert_allclose(theta.mean(axis=(0, 1)), rows.mean(axis=0), atol=0.08)
     assert 0.005 < float(theta[..., 0].std()) < 0.06
+
+
+COVARIATE_MODEL = '''
+import numpyro
+import numpyro.distributions as dist
+
+
+def regression(X, y):
+    w = numpyro.sample("w", dist.Normal(0.0, 1.0).expand([X.shape[1]]).to_event(1))
+    with numpyro.plate("data", X.shape[0]):
+        numpyro.sample("y", dist.Normal(X @ w, 1.0), obs=y)
+'''
+
+
+def covariate_table(tmp_path):
+    """A 40-row Parquet table with one column per covariate (a, b, c) and the response d, and a model file taking (X, y)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = np.random.default_rng(1).normal(size=(40, 4)).astype(np.float32)
+    pq.write_table(pa.table({k: rows[:, j] for j, k in enumerate("abcd")}), tmp_path / "t.parquet")
+    (tmp_path / "m.py").write_text(COVARIATE_MODEL)
+    return rows, ["sample", "--model", f"{tmp_path / 'm.py'}:regression", "--data", str(tmp_path / "t.parquet"),
+                  "--no-progress", "--out", str(tmp_path)]
+
+
+def test_sample_maps_table_columns_to_the_models_arguments(tmp_path, monkeypatch, capsys):
+    """``--columns X=a,b,c y=d`` stacks a, b, c into the (N, 3) X in that order and passes d as the (N,) y; before,
+    a table with one column per covariate ended in ``TypeError: missing a required argument: 'X'``."""
+    pytest.importorskip("numpyro")
+    import numpy as np
+
+    rows, argv = covariate_table(tmp_path)
+    seen = []
+
+    class Stop(Exception):
+        pass
+
+    def spy(model, data, start, **options):
+        seen.append((data, start))
+        raise Stop
+
+    monkeypatch.setattr(importlib.import_module("minibatch_mcmc.warmup"), "auto_sample", spy)
+    with pytest.raises(Stop):
+        main([*argv, "--columns", "X=c,a,b", "y=d"])
+    ((data, start),) = seen
+    np.testing.assert_array_equal(np.asarray(data["X"]), rows[:, [2, 0, 1]])
+    np.testing.assert_array_equal(np.asarray(data["y"]), rows[:, 3])
+    assert np.asarray(data["X"]).dtype == np.float32 and np.shape(start["w"]) == (3,)
+
+
+@pytest.mark.parametrize("extra, match", [
+    ([], "the columns found: a, b, c, d"),
+    (["--columns", "X=a,b,z", "y=d"], "no column(s) z"),
+    (["--columns", "X=a,b,c"], "no column for the required argument(s) y"),
+    (["--columns", "X"], "expected ARG=COLUMN"),
+])
+def test_sample_without_a_column_mapping_lists_arguments_and_columns(tmp_path, capsys, extra, match):
+    """Names that do not match (X, y against a, b, c, d), or a mapping naming a missing column or leaving an argument
+    out, are one error listing the model's arguments, the columns found and an example ``--columns`` line."""
+    pytest.importorskip("numpyro")
+    _, argv = covariate_table(tmp_path)
+    assert main([*argv, *extra]) == 2
+    err = capsys.readouterr().err
+    assert match in err and "TypeError" not in err
+    if not extra or "=" in extra[-1]:
+        assert "the model's arguments: X, y" in err and "--columns X=" in err, err
+
+
+def test_columns_are_bound_by_name_when_they_match():
+    """Without ``--columns``, columns named like the arguments are bound (a stray column is reported, not passed)."""
+    import inspect
+
+    import numpy as np
+
+    from minibatch_mcmc.data.columns import model_arguments
+
+    def f(x, y=None):
+        pass
+
+    table = {"y": np.zeros(3), "x": np.ones(3), "id": np.arange(3)}
+    bound, unused = model_arguments(table, inspect.signature(f))
+    assert sorted(bound) == ["x", "y"] and unused == ["id"]
+    bound, unused = model_arguments(table, inspect.signature(f), ["x=x,id"])
+    assert bound["x"].shape == (3, 2) and bound["x"].dtype == np.float64 and unused == ["y"]
+    with pytest.raises(ValueError, match="one array"):
+        model_arguments(np.zeros(3), inspect.signature(f), ["x=a"])

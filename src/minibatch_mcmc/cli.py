@@ -179,17 +179,21 @@ def npz_compressed(path: Path) -> bool:
 def user_model(args: argparse.Namespace):
     """``(Model, data, start)`` from ``--model``/``--data``: a ``Model`` reads the file out of core; a NumPyro model
     is converted with the file's arrays, read into memory, as its arguments."""
+    import inspect
+
     import numpy as np
 
     from minibatch_mcmc.models.base import Model
 
     if args.data is None:
         raise ValueError("--model needs --data FILE (.npy, .npz or .parquet)")
-    import inspect
-
     target = load_model(args.model)
     if callable(target) and inspect.signature(target).return_annotation in (Model, "Model"):
         target = target()  # a factory such as models.logistic_regression
+    columns = vars(args).get("columns")  # a Namespace built by hand may lack it
+    if columns and isinstance(target, Model):
+        raise ValueError("--columns applies to a NumPyro model; a Model reads the file's columns by their names, out of "
+                         "core (store a covariate matrix as one list column of a Parquet file, or as one .npz array)")
     data = load_data(args.data, out_of_core=isinstance(target, Model))  # from_numpyro traces on whole arrays
     if isinstance(target, Model):
         if args.dim is None:
@@ -197,11 +201,13 @@ def user_model(args: argparse.Namespace):
         return target, data, np.zeros(args.dim, np.float32)
     if not callable(target):
         raise ValueError(f"--model {args.model}: expected a NumPyro model function or a minibatch_mcmc Model, got {type(target).__name__}")
+    from minibatch_mcmc.data.columns import model_arguments
     from minibatch_mcmc.interop import from_numpyro
 
-    if not isinstance(data, dict):
-        data = {next(iter(inspect.signature(target).parameters)): data}
-    converted = from_numpyro(target, **data)
+    bound, unused = model_arguments(data, inspect.signature(target), columns or (), args.data)
+    if unused:
+        print(f"note: columns of --data that no model argument reads: {', '.join(unused)}", file=sys.stderr)
+    converted = from_numpyro(target, **bound)
     return converted.model, converted.data, converted.init
 
 
@@ -342,6 +348,9 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--data", default=None, metavar="FILE", help="the data for --model: .npy, .npz or .parquet (a file or a folder "
                     "of files). A Model reads it out of core (.npy and uncompressed .npz memory-mapped, Parquet streamed); "
                     "a NumPyro model gets it read into memory, as its arguments")
+    sp.add_argument("--columns", nargs="+", default=None, metavar="ARG=COL[,COL...]", help="with a NumPyro --model: "
+                    "which columns of --data make each model argument, e.g. --columns X=a,b,c y=d (several columns: "
+                    "an (N, k) float array in that order; one: (N,)); default: the columns named like the arguments")
     sp.add_argument("--dim", type=positive_int, default=None, help="parameter length of a Model given by --model (start: zeros)")
     sp.add_argument("--test", choices=list(TESTS), default=None, help="acceptance test (default: with --model, the warm-up's "
                     "default, the penalty test on 50 rows, more at small N; for the mixture " + MIXTURE_TEST + ")")
