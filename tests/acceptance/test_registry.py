@@ -54,6 +54,6 @@ def test_contract_follows_the_type_not_the_name():
     assert needs_bounds(scalable_mh(chunk_size=16)) and needs_bounds(tunamh(chi=2.0))
     assert needs_bounds(scalable_mh()._replace(name="my_smh"))
     assert not needs_bounds(penalty_test()._replace(name="smh"))
-    assert contract(penalty_test(batch_size=80)) == Contract(sized_batch=True)
+    assert contract(penalty_test(batch_size=80)) == Contract(sized_batch=True, records=("epsilon", "residual_sd"))
     assert [name for name, t in TESTS.items() if t.contract.sized_batch] == ["penalty"]
     assert contract(no_test()) == Contract() and contract(mint(0.5, 0.25)) == Contract() and MINT not in {t.kind for t in TESTS.values()}

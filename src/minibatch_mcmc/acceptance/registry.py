@@ -3,8 +3,8 @@
 ``TESTS`` is the one table that ``warmup``/``auto_sample`` (``test="name"``), the ``sample`` command (``--test``)
 and the tests' own tables read. A row names the test, its class, a builder with default settings, a builder from the
 command line's ``--batch-size``/``--sigma``, and the test's contract: whether it reads per-datum residual bounds (the
-exact tests: the warm-up then builds the GLM proxy's bounds) and whether the warm-up may size its minibatch for a
-global move (``warmup.batch_choice``). ``contract(test)`` finds the row by the test's type, not its name, so a
+exact tests: the warm-up then builds the GLM proxy's bounds), whether the warm-up may size its minibatch for a
+global move (``warmup.batch_choice``) and which of the optional per-step records it fills (``summary()`` shows those). ``contract(test)`` finds the row by the test's type, not its name, so a
 test built by hand (``scalable_mh(chunk_size=16)``) declares the same; a type with no row declares neither.
 """
 
@@ -33,6 +33,18 @@ class Contract(NamedTuple):
     sized_batch: bool = False
     """The warm-up may set its ``batch_size`` (``test._replace(batch_size=...)``) when it chose the test itself and the
     move is global (``warmup.batch_choice`` predicts the normal-mean bound of the penalty test's minibatch)."""
+    records: tuple[str, ...] | None = None
+    """The records of ``OPTIONAL_RECORDS`` the test fills (the others stay 0 in every step): ``summary()`` reports only
+    these; ``None`` (a type with no row): not declared, every record is reported."""
+
+
+OPTIONAL_RECORDS = ("epsilon", "residual_sd", "pvalue_threshold", "half_width", "expected_batch_size", "fallback", "bound_exceeded")
+"""The per-step records that only some tests fill (``accepted``, ``batch_size``, ``hidden_data``, ``s2`` and
+``delta_star`` are every test's)."""
+MINIBATCH_CLT = ("epsilon", "residual_sd")
+"""What MHminibatch and the penalty test fill: the CLT error bound on the minibatch mean and the terms' s.d."""
+BOUNDED = ("expected_batch_size", "fallback", "bound_exceeded")
+"""What the bound-based exact tests (Scalable MH, MH-SS, TunaMH) fill."""
 
 
 class RegisteredTest(NamedTuple):
@@ -59,17 +71,20 @@ TESTS: dict[str, RegisteredTest] = {
     t.name: t
     for t in (
         RegisteredTest("mhminibatch", MHMinibatch, lambda: mh_minibatch(batch_size=50),
-                       lambda m, sigma: mh_minibatch(batch_size=m, sigma=sigma)),
+                       lambda m, sigma: mh_minibatch(batch_size=m, sigma=sigma), Contract(records=MINIBATCH_CLT)),
         RegisteredTest("penalty", PenaltyTest, penalty_test, lambda m, sigma: penalty_test(batch_size=m, sigma_max=sigma),
-                       contract=Contract(sized_batch=True)),
-        RegisteredTest("smh", ScalableMH, scalable_mh, defaults(scalable_mh), contract=Contract(reads_bounds=True)),
-        RegisteredTest("mhss", MHSS, mhss, defaults(mhss), contract=Contract(reads_bounds=True)),
-        RegisteredTest("tunamh", MHSS, tunamh, defaults(tunamh), contract=Contract(reads_bounds=True)),
-        RegisteredTest("austere", AustereMH, austere_mh, lambda m, sigma: austere_mh(batch_size=m)),
-        RegisteredTest("mhsublhd", MHSubLhd, mh_sublhd, lambda m, sigma: mh_sublhd(batch_size=m)),
-        RegisteredTest("naive", NaiveMinibatch, naive_minibatch, lambda m, sigma: naive_minibatch(batch_size=m)),
-        RegisteredTest("barker", BarkerTest, BarkerTest, defaults(BarkerTest)),
-        RegisteredTest("metropolis", MetropolisTest, MetropolisTest, defaults(MetropolisTest)),
+                       contract=Contract(sized_batch=True, records=MINIBATCH_CLT)),
+        RegisteredTest("smh", ScalableMH, scalable_mh, defaults(scalable_mh), contract=Contract(reads_bounds=True, records=BOUNDED)),
+        RegisteredTest("mhss", MHSS, mhss, defaults(mhss), contract=Contract(reads_bounds=True, records=BOUNDED)),
+        RegisteredTest("tunamh", MHSS, tunamh, defaults(tunamh), contract=Contract(reads_bounds=True, records=BOUNDED)),
+        RegisteredTest("austere", AustereMH, austere_mh, lambda m, sigma: austere_mh(batch_size=m),
+                       Contract(records=("residual_sd", "pvalue_threshold"))),
+        RegisteredTest("mhsublhd", MHSubLhd, mh_sublhd, lambda m, sigma: mh_sublhd(batch_size=m),
+                       Contract(records=("residual_sd", "half_width"))),
+        RegisteredTest("naive", NaiveMinibatch, naive_minibatch, lambda m, sigma: naive_minibatch(batch_size=m),
+                       Contract(records=("residual_sd",))),
+        RegisteredTest("barker", BarkerTest, BarkerTest, defaults(BarkerTest), Contract(records=())),
+        RegisteredTest("metropolis", MetropolisTest, MetropolisTest, defaults(MetropolisTest), Contract(records=())),
     )
 }
 """Name -> its row; a new test is its module, its tests and one row here."""

@@ -13,6 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from minibatch_mcmc.acceptance.base import AcceptanceTest
+from minibatch_mcmc.acceptance.registry import contract
 from minibatch_mcmc.checks import check_bool, check_int
 from minibatch_mcmc.control_variates.base import Estimator
 from minibatch_mcmc.data.arrays import DataSource, RowsExcept, as_data_source, is_host_data, take
@@ -284,6 +285,7 @@ def _stack_result(
         wall_time=wall,
         interrupted=interrupted,
         unconstrained=None if model.constrain is None else all_pos,
+        filled=contract(test).records,
     )
 
 

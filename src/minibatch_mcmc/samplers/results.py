@@ -36,6 +36,9 @@ class SampleResult(NamedTuple):
     """True when the run was stopped early and holds only the finished draws."""
     unconstrained: PyTree | None = None
     """The draws as the kernel moved them, when the model's ``constrain`` reports them otherwise; ``None``: as ``positions``."""
+    filled: tuple[str, ...] | None = None
+    """The optional records (``acceptance.registry.OPTIONAL_RECORDS``) the run's test fills, from its contract:
+    ``summary()`` reports only their statistics; ``None``: not declared, all of them."""
 
     @property
     def kernel_positions(self) -> PyTree:
@@ -53,8 +56,8 @@ class SampleResult(NamedTuple):
         return int(self.records["accepted"].shape[1])
 
     def summary(self, posterior: bool = True) -> dict:
-        """Acceptance rate, minibatch-size statistics, data consumption and (``posterior``) the posterior table:
-        keys explained in ``SUMMARY_KEYS``."""
+        """Acceptance rate, minibatch-size statistics, data consumption, the statistics of the records the test fills
+        and (``posterior``) the posterior table: keys explained in ``SUMMARY_KEYS``."""
         return summarize(self, posterior)
 
     def to_inference_data(self, unconstrained: bool = False):
@@ -95,9 +98,8 @@ def _names(positions: PyTree) -> dict:
 SUMMARY_KEYS = {
     "data_per_test": "data points read per MH decision, minibatch only (mean over steps and chains)",
     "hidden_data_per_test": "data points read outside the minibatch per step (full-data statistics, gradient rows)",
-    "mean_epsilon": "mean of the per-step error bound the test records as epsilon: MHminibatch's CLT (Berry-Esseen) "
-    "bound on its normality error (Seita et al., Corollary 1), MHSubLhd's confidence-interval half-width, "
-    "0 for full-data tests",
+    "mean_epsilon": "mean of the per-step CLT (Berry-Esseen) bound on the minibatch mean's normality error (Seita et al., "
+    "Corollary 1): only for the tests that compute it (MHminibatch, the penalty test)",
     "mean_residual_sd": "mean s.d. of the per-datum terms read (with a control variate, its residuals)",
     "mean_expected_batch_size": "exact tests (Scalable MH): mean over steps of the Poisson mean of the rows a step reads "
     "(the bounds' total); mean_batch_size is the rows it read",
@@ -110,6 +112,12 @@ SUMMARY_KEYS = {
     "computed in float64 and not rounded",
 }
 """What the less obvious ``summary()`` keys mean."""
+OPTIONAL_KEYS = {
+    "mean_epsilon": "epsilon", "mean_pvalue_threshold": "pvalue_threshold", "mean_half_width": "half_width",
+    "mean_expected_batch_size": "expected_batch_size", "fallback_steps": "fallback", "bound_exceeded_steps": "bound_exceeded",
+    "mean_residual_sd": "residual_sd", "max_residual_sd": "residual_sd",
+}
+"""``summary()`` keys -> the optional record each summarises: shown only when the run's test fills it (``filled``)."""
 
 
 def as_float64(a: np.ndarray) -> np.ndarray:
@@ -144,7 +152,7 @@ def summarize(result: SampleResult, posterior: bool = True) -> dict:
     steps = bs.size
     total = float(bs.sum())
     pct = np.percentile(bs, [50, 90, 99]) if steps else [np.nan] * 3
-    return {
+    out = {
         "method": result.method,
         "temperature": float(result.temperature[-1]) if len(result.temperature) else float("nan"),
         "chains": result.num_chains,
@@ -172,7 +180,10 @@ def summarize(result: SampleResult, posterior: bool = True) -> dict:
         "max_residual_sd": float(np.max(rec["residual_sd"])) if steps and "residual_sd" in rec else float("nan"),
         "wall_time_s": result.wall_time,
         "interrupted": result.interrupted,
-    } | ({"posterior": posterior_table(result.positions)} if posterior else {})
+    }
+    if result.filled is not None:  # only the statistics of the records the test fills
+        out = {k: v for k, v in out.items() if k not in OPTIONAL_KEYS or OPTIONAL_KEYS[k] in result.filled}
+    return out | ({"posterior": posterior_table(result.positions)} if posterior else {})
 
 
 def to_inference_data(result: SampleResult, unconstrained: bool = False):
