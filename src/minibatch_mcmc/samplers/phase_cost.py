@@ -8,8 +8,9 @@ shows one status line per phase (tqdm, as the sampling bar) that ends with the p
 from __future__ import annotations
 
 import math
+import sys
 import time
-from typing import Any, NamedTuple
+from typing import IO, Any, NamedTuple
 
 from jax import monitoring
 
@@ -46,8 +47,14 @@ class PhaseCost(NamedTuple):
         return f"{self.passes:.2f} passes ({self.data:,} rows), {self.seconds:.2f} s{compiling}"
 
 
+def on_terminal(stream: IO) -> bool:
+    """Whether ``stream`` is a terminal (a bar redrawn in place), not a file or pipe (where each redraw is a new line)."""
+    return bool(stream.isatty()) if callable(getattr(stream, "isatty", None)) else False
+
+
 class PhaseClock:
-    """Times a phase (wall and compile seconds) and, with ``progress``, shows a status line for it."""
+    """Times a phase (wall and compile seconds) and, with ``progress``, shows a status line for it: on a terminal a
+    tqdm line that says ``running`` and then the cost, elsewhere (a log file, a pipe) one line with the cost, written once."""
 
     def __init__(self, name: str, n: int, progress: bool = False, stage: str = "warm-up") -> None:
         self.name, self.n, self.progress, self.bar, self.stage = name, n, progress, None, stage
@@ -55,10 +62,10 @@ class PhaseClock:
 
     def __enter__(self) -> "PhaseClock":
         self.t0, self.c0 = time.perf_counter(), COMPILE_SECONDS[0]
-        if self.progress:
+        if self.progress and on_terminal(sys.stderr):
             from tqdm.auto import tqdm
 
-            self.bar = tqdm(total=1, desc=f"{self.stage}: {self.name}", bar_format="{desc} {postfix}", leave=True)
+            self.bar = tqdm(total=1, desc=f"{self.stage}: {self.name}", bar_format="{desc}{postfix}", leave=True)
             self.bar.set_postfix_str("running")
         return self
 
@@ -71,7 +78,9 @@ class PhaseClock:
         """The phase's ``PhaseCost`` for ``data`` rows read (``seconds``: the measured wall time unless given), shown."""
         c = PhaseCost(int(data), self.seconds if seconds is None else float(seconds), data / max(self.n, 1), self.compile_seconds)
         if self.bar is not None:
-            self.bar.set_postfix_str(c.describe())
+            self.bar.set_postfix_str(c.describe(), refresh=False)
             self.bar.update(1)
             self.bar.close()
+        elif self.progress:
+            print(f"{self.stage}: {self.name}, {c.describe()}", file=sys.stderr, flush=True)
         return c
