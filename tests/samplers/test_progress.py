@@ -66,3 +66,20 @@ def test_piece_length():
     assert bar.piece(250, 0) == 250
     assert largest_divisor_at_most(7, 3) == 1 and largest_divisor_at_most(5000, 333) == 250
     assert SamplingBar(False, 10, 0, "MH").piece(250, 0) == 250
+
+
+def test_bar_into_a_log_writes_each_line_once(capsys):
+    """Shown on a stderr that is no terminal (captured here, as a log file): no redrawn bar (its every redraw would be
+    written again), a line at each tenth of the run and the last, each once; a run ending between tenths logs its end."""
+    bar = SamplingBar(True, 100, 0, "MH")
+    for _ in range(20):
+        bar.advance(RECS, 5, 0.01)
+    bar.close()
+    err = capsys.readouterr().err
+    lines = err.splitlines()
+    assert "\r" not in err and len(lines) == 10 and len(set(lines)) == 10, lines
+    assert lines[-1].startswith("MH: 100/100 steps, accept 1.00, batch 50") and lines[0].startswith("MH: 10/100 steps")
+    bar = SamplingBar(True, 100, 0, "MH")
+    bar.advance(RECS, 7, 0.01)
+    bar.close()
+    assert capsys.readouterr().err.splitlines() == ["MH: 7/100 steps, accept 1.00, batch 50, startup 0.0s"]
