@@ -252,6 +252,8 @@ def test_sample_runs_a_users_numpyro_model_from_a_file_on_parquet_data(tmp_path,
     (["--model", "minibatch_mcmc.models:gaussian_mean", "--data", "x.csv"], "expected a .npy, .npz or .parquet"),
     (["--model", "minibatch_mcmc.models:nothing_here", "--data", "x.npy"], "has no attribute 'nothing_here'"),
     (["--model", "minibatch_mcmc.models:gaussian_mean"], "needs --data"),
+    (["--model", "minibatch_mcmc.models:gaussian_mean", "--data", "x.npy", "--dim", "2", "--columns", "x=a"],
+     "--columns applies to a NumPyro model"),
 ])
 def test_sample_names_what_is_wrong_with_a_user_model(capsys, tmp_path, argv, match):
     import numpy as np
