@@ -32,7 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
 
-from minibatch_mcmc.interop.numpyro_sites import Layout, import_numpyro, read_layout, row_frame
+from minibatch_mcmc.interop.numpyro_sites import Layout, import_numpyro, read_layout, row_frame, warn_row_deterministic
 from minibatch_mcmc.interop.numpyro_start import start_and_checks
 from minibatch_mcmc.models.base import Model
 from minibatch_mcmc.samplers.phase_cost import PhaseClock, PhaseCost
@@ -293,6 +293,7 @@ def convert(model_fn: Callable, args: tuple, kwargs: dict) -> NumPyroModel:
     bound = signature.bind(*args, **kwargs)
     trace = inspect_trace(numpyro, model_fn, args, kwargs)
     layout = read_layout(trace, bound)
+    warn_row_deterministic(trace, layout.plates)
     data = {name: bound.arguments[name] for name in layout.data_names}
     model_for = on_rows(numpyro, model_fn, signature, args, kwargs, layout)
     hide = list(layout.observed)
