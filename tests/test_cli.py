@@ -239,6 +239,8 @@ def test_sample_runs_a_users_numpyro_model_from_a_file_on_parquet_data(tmp_path,
     assert main(argv) == 0, capsys.readouterr().err
     out = capsys.readouterr().out
     assert "K=1," in out and "r_hat" in out and "ess_bulk" in out
+    phases = [line.split()[0] for line in out.splitlines() if line.startswith("  ") and len(line.split()) == 5]
+    assert {"load", "mode", "sampling", "check", "total"} <= set(phases), out  # the whole fit's cost table
     with xr.open_dataset(tmp_path / "sample" / "posterior.nc", group="posterior", engine="h5netcdf") as post:
         assert post["s"].shape == (2, 200) and float(post["s"].min()) > 0
         assert float(post["s"].mean()) == pytest.approx(0.7, abs=0.06)

@@ -42,6 +42,7 @@ ENTRY_POINTS = {
     "MinibatchMH": "minibatch_mcmc.interop.numpyro_kernel",
     "auto_sample": "minibatch_mcmc.warmup",
     "warmup": "minibatch_mcmc.warmup",
+    "fit_cost": "minibatch_mcmc.warmup",
     "sample": "minibatch_mcmc.samplers.driver",
     "build_kernel": "minibatch_mcmc.samplers.kernel",
     "SampleResult": "minibatch_mcmc.samplers.results",

@@ -54,7 +54,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     import jax.numpy as jnp
 
     from minibatch_mcmc.models import logistic_regression, make_logistic_data
-    from minibatch_mcmc.warmup import auto_sample
+    from minibatch_mcmc.warmup import auto_sample, fit_cost
 
     n = args.n_data or (DEMO_ROWS // 10 if args.quick else DEMO_ROWS)
     check_int(n, "--n-data", 1, MAX_DATA, "checked before the data are generated")
@@ -65,6 +65,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
                             num_chains=args.chains, key=args.seed + 1, progress=not args.no_progress)
     print(f"  proposal {w.kind} ({w.why}), test {w.test.name}")
     print(f"  warm-up: {w.total_data / n:.2f} passes over the data, {w.total_seconds:.1f} s")
+    print(fit_cost(warm=w).table())
     print(f"  true coefficients: {' '.join(f'{v:.3f}' for v in theta_true.tolist())}")
     return report(args, result)
 
@@ -229,9 +230,11 @@ def _cmd_sample(args: argparse.Namespace) -> int:
         resume=args.resume,
     )
     if args.model is not None:
-        from minibatch_mcmc.warmup import auto_sample
+        from minibatch_mcmc.samplers.phase_cost import PhaseClock
+        from minibatch_mcmc.warmup import auto_sample, fit_cost
 
-        model, data, start = user_model(args)
+        with PhaseClock("load", 1) as clock:  # reading the data file and any NumPyro conversion
+            model, data, start = user_model(args)
         kind = {} if args.proposal is None else {"proposal": args.proposal}
         print(f"{model.name}: K={args.temperature:g}, test {common['test'].name if common['test'] else 'default'}, "
               f"{args.chains} chain(s) x {args.num_samples} steps after an automatic warm-up (mode, Laplace, Taylor proxy, "
@@ -239,6 +242,7 @@ def _cmd_sample(args: argparse.Namespace) -> int:
         result, w = auto_sample(model, data, start, key=args.seed + 1, **kind, **common)
         print(f"  proposal {w.kind} ({w.why}), test {w.test.name}")
         print(f"  warm-up: {w.total_data:,} data points read, {w.total_seconds:.1f} s")
+        print(fit_cost(warm=w, before={"load": clock.cost(0)}).table())
     else:
         result = mixture(args, common)
     return report(args, result)

@@ -295,3 +295,29 @@ def test_the_whole_fit_takes_the_rows_as_arguments():
                            num_starts=2, check_draws=5)[0]
 
     assert np.all(np.isfinite(np.asarray(rows_as_arguments(run).positions["sigma"])))
+
+
+def per_row_deterministic(x, y):
+    """A regression with a per-row deterministic site (``mu``, inside the plate) and a global one (``scale2``)."""
+    w = numpyro.sample("w", dist.Normal(0.0, 10.0).expand([x.shape[1]]).to_event(1))
+    sigma = numpyro.sample("sigma", dist.HalfNormal(5.0))
+    numpyro.deterministic("scale2", sigma**2)
+    with numpyro.plate("data", x.shape[0]):
+        mu = numpyro.deterministic("mu", x @ w)
+        numpyro.sample("y", dist.Normal(mu, sigma), obs=y)
+
+
+def test_a_per_row_deterministic_site_is_named_when_dropped(regression_data):
+    """Would catch the per-row ``numpyro.deterministic`` site dropped without a word (before: no warning): one warning
+    names ``mu`` and says how to compute it (Predictive on the draws); the global ``scale2`` is still recorded, and
+    Predictive on a draw gives ``mu`` = x @ w as the message says."""
+    from numpyro.infer import Predictive
+
+    x, y = (a[:500] for a in regression_data)
+    with pytest.warns(UserWarning, match=r"deterministic sites \['mu'\] sit inside the data plate") as caught:
+        conv = from_numpyro(per_row_deterministic, x, y)
+    assert sum("inside the data plate" in str(r.message) for r in caught) == 1 and "Predictive" in str(caught[0].message)
+    assert conv.layout.deterministic == ("scale2",) and "mu" not in conv.model.constrain(conv.init)
+    draws = {k: v[None] for k, v in conv.postprocess(conv.init).items()}
+    mu = Predictive(per_row_deterministic, posterior_samples=draws, return_sites=["mu"])(jax.random.key(0), x, y)["mu"]
+    np.testing.assert_allclose(mu[0], x @ np.asarray(draws["w"][0]), rtol=1e-5, atol=1e-5)

@@ -163,3 +163,54 @@ def test_mcmc_with_minibatch_mh_agrees_with_nuts():
         (m1, s1, e1, f1), (m2, s2, e2, f2) = a[site], b[site]
         assert abs(m1 - m2) < 4 * np.hypot(e1, e2), f"mean of {site}: ours {m1}, NUTS {m2}"
         assert abs(s1 - s2) < 4 * np.hypot(f1, f2), f"sd of {site}: ours {s1}, NUTS {s2}"
+
+
+def test_num_warmup_calls_take_no_steps(quick_kernel, data):
+    """``MCMC``'s ``num_warmup`` calls (the tuning ran in ``init``) pass the state through: with ``num_warmup=30`` the 40
+    draws are the native driver's first 40 from the same start and key, decisions exact, and each chain's step counter
+    ends at 40. Would catch warm-up calls that still step (before: 30 steps of extra burn-in, counter at 70)."""
+    start = {"w": jnp.asarray(0.45), "s": jnp.asarray(np.log(0.72), jnp.float32)}
+    key = jax.random.PRNGKey(3)
+    mcmc = MCMC(quick_kernel, num_warmup=30, num_samples=40, progress_bar=False)
+    mcmc.run(key, *data, init_params=start, extra_fields=("accepted", "batch_size"))
+    w = quick_kernel.warmup
+    native = mm.sample(quick_kernel.converted.model, quick_kernel.converted.data, start, proposal=w.proposal, test=w.test,
+                       estimator=w.estimator, num_samples=40, key=key, progress=False)
+    np.testing.assert_array_equal(mcmc.get_extra_fields()["accepted"], native.records["accepted"][0])
+    np.testing.assert_allclose(mcmc.get_samples()["w"], native.positions["w"][0], rtol=1e-6, atol=1e-7)
+    assert int(mcmc.last_state.step) == 40 and int(mcmc.last_state.warmup_left) == 0
+
+
+@pytest.mark.parametrize("num_warmup, windows", [(500, (10, 50)), (120, (2, 60)), (130, (3, 43)), (7, (1, 7)), (0, None)])
+def test_num_warmup_is_the_tuning_length(num_warmup, windows):
+    """``num_warmup`` steps of tuning, in windows of about 50 (at most a window count short: 130 -> 3 x 43 = 129)."""
+    from minibatch_mcmc.interop.numpyro_kernel import tuning_windows
+
+    assert tuning_windows(num_warmup) == windows
+
+
+def test_the_warmup_tunes_for_num_warmup_steps_and_says_what_it_chose(quick_kernel, data, monkeypatch, capsys):
+    """The first ``init`` asks the warm-up for ``num_warmup`` = 120 tuning steps (2 windows of 60; before: the default
+    20 x 50, then 120 burn-in steps) and prints one line naming the proposal, why, the test and its minibatch, the
+    tuning steps; with ``progress=False`` the line is only logged."""
+    import importlib
+
+    asked = []
+
+    def fake_warmup(model, data, init, settings=None, **options):
+        asked.append(settings)
+        return quick_kernel.warmup._replace(kind="random_walk", why="named")
+
+    module = importlib.import_module("minibatch_mcmc.interop.numpyro_kernel")
+    monkeypatch.setattr(module, "warmup", fake_warmup)
+    kernel = MinibatchMH(regression, converted=quick_kernel.converted, proposal="random_walk")
+    mcmc = MCMC(kernel, num_warmup=120, num_samples=5, progress_bar=False)
+    mcmc.run(jax.random.PRNGKey(0), *data)
+    ((settings,),) = [asked]
+    assert (settings.num_windows, settings.window_size, kernel.tuning_steps) == (2, 60, 120)
+    (line,) = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("MinibatchMH:")]
+    assert "proposal random_walk (named)" in line and "mhminibatch" in line and "first minibatch 50 of 2000 rows" in line
+    assert "scale tuned for 120 steps" in line and int(mcmc.last_state.step) == 5
+    quiet = MinibatchMH(regression, converted=quick_kernel.converted, progress=False)
+    MCMC(quiet, num_warmup=0, num_samples=2, progress_bar=False).run(jax.random.PRNGKey(0), *data)
+    assert "MinibatchMH:" not in capsys.readouterr().out

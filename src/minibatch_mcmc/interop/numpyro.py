@@ -32,9 +32,10 @@ import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
 
-from minibatch_mcmc.interop.numpyro_sites import Layout, import_numpyro, read_layout, row_frame
+from minibatch_mcmc.interop.numpyro_sites import Layout, import_numpyro, read_layout, row_frame, warn_row_deterministic
 from minibatch_mcmc.interop.numpyro_start import start_and_checks
 from minibatch_mcmc.models.base import Model
+from minibatch_mcmc.samplers.phase_cost import PhaseClock, PhaseCost
 from minibatch_mcmc.samplers.loo import SubsampledLoo, loo_subsample
 from minibatch_mcmc.samplers.pointwise import log_likelihood_data
 from minibatch_mcmc.samplers.results import SampleResult
@@ -60,6 +61,9 @@ class NumPyroModel(NamedTuple):
     """``(theta, batch) -> {observed site: (b,) log-likelihood per row}``; ``model.log_lik`` is their sum."""
     layout: Layout
     """Data plates, ``N``, observed and latent sites, data arguments."""
+    cost: PhaseCost | None = None
+    """What the conversion cost (``fit_cost``'s ``convert`` row): seconds, compile seconds, and the rows of its one full-data
+    pass (NumPyro's start and the checks at it)."""
 
 
 def first_rows(data: dict, b: int) -> dict:
@@ -272,14 +276,24 @@ def as_arrays(value: Any) -> Any:
 def from_numpyro(model_fn: Callable, *args: Any, **kwargs: Any) -> NumPyroModel:
     """Turn ``model_fn(*args, **kwargs)``, observations in one ``numpyro.plate``, into a ``NumPyroModel``.
 
-    pandas ``DataFrame`` and ``Series`` arguments are converted to arrays (rows on axis 0) first.
+    pandas ``DataFrame`` and ``Series`` arguments are converted to arrays (rows on axis 0) first. The record's ``cost`` is the
+    conversion's (``warmup.fit_cost`` puts it first in the fit's table).
     """
+    with PhaseClock("convert", 1) as clock:
+        converted = convert(model_fn, args, kwargs)
+    n = converted.layout.n
+    return converted._replace(cost=PhaseCost(n, clock.seconds, 1.0, clock.compile_seconds))
+
+
+def convert(model_fn: Callable, args: tuple, kwargs: dict) -> NumPyroModel:
+    """``from_numpyro``'s conversion, untimed."""
     numpyro = import_numpyro()
     args, kwargs = jax.tree_util.tree_map(as_arrays, (args, kwargs))
     signature = inspect.signature(model_fn)
     bound = signature.bind(*args, **kwargs)
     trace = inspect_trace(numpyro, model_fn, args, kwargs)
     layout = read_layout(trace, bound)
+    warn_row_deterministic(trace, layout.plates)
     data = {name: bound.arguments[name] for name in layout.data_names}
     model_for = on_rows(numpyro, model_fn, signature, args, kwargs, layout)
     hide = list(layout.observed)

@@ -4,6 +4,7 @@ arguments are the data rows; and the errors for models ``from_numpyro`` cannot t
 from __future__ import annotations
 
 import inspect
+import warnings
 from typing import Any, NamedTuple
 
 import jax
@@ -139,6 +140,27 @@ def deterministic_sites(trace: dict, plates: tuple[str, ...]) -> tuple[str, ...]
         name for name, s in trace.items()
         if s["type"] == "deterministic" and not any(f.name in plates for f in s.get("cond_indep_stack", ()))
     ))
+
+
+def row_deterministic_sites(trace: dict, plates: tuple[str, ...]) -> tuple[str, ...]:
+    """Names of the ``numpyro.deterministic`` sites inside the data plates: one value per row, not recorded with the draws."""
+    return tuple(sorted(
+        name for name, s in trace.items()
+        if s["type"] == "deterministic" and any(f.name in plates for f in s.get("cond_indep_stack", ()))
+    ))
+
+
+def warn_row_deterministic(trace: dict, plates: tuple[str, ...]) -> None:
+    """One warning naming the per-row deterministic sites the conversion drops and how to compute them from the draws."""
+    dropped = row_deterministic_sites(trace, plates)
+    if dropped:
+        warnings.warn(
+            f"deterministic sites {list(dropped)} sit inside the data plate(s) {list(plates)}: they hold one value per data row "
+            "and are not recorded with the draws; compute them after sampling with NumPyro's Predictive on the draws, e.g. "
+            "draws = {k: v.reshape(-1, *v.shape[2:]) for k, v in result.positions.items()}; "
+            f"numpyro.infer.Predictive(model, posterior_samples=draws, return_sites={list(dropped)})(key, *args)",
+            stacklevel=4,
+        )
 
 
 def read_layout(trace: dict, bound: inspect.BoundArguments) -> Layout:

@@ -5,7 +5,7 @@ Phase by phase: the centre (``centre.py``: the lean search of ``lean.py``, or mo
 other; other modes, ``multistart.py``; the no-mode check, ``no_mode.py``), the estimator for the test
 (``exact_choice.py``), the proposal by name (``laplace_moves.py``), the measured choice of ``proposal="auto"``
 (``efficiency.py``), the tuning and dispersed starts (``tuning.py``), the default test's minibatch for a global move
-(``batch_choice.py``) and the saved warm-up of a checkpointed run (``saved.py`` through the codec ``codec.py``);
+(``batch_choice.py``), the whole fit's cost table (``fit_cost.py``) and the saved warm-up of a checkpointed run (``saved.py`` through the codec ``codec.py``);
 ``api.py`` runs them, each phase timed by ``samplers.phase_cost``, the phases after the centre sharing one
 ``WarmupContext`` and the knobs one ``WarmupSettings`` (``context.py``). ``from minibatch_mcmc.warmup import warmup`` is the function;
 ``importlib.import_module("minibatch_mcmc.warmup.api")`` is the module that defines it (patch its names there).
@@ -13,12 +13,14 @@ other; other modes, ``multistart.py``; the no-mode check, ``no_mode.py``), the e
 
 from minibatch_mcmc.warmup.api import (AUTO_CANDIDATES, DEFAULT_PROPOSAL, DEFAULT_TEST, PROPOSALS, TARGET_ACCEPT, Warmup,
                                        auto_sample, decision_rule, default_test, dispersed_starts, stored_warmup, warmup)
+from minibatch_mcmc.warmup.fit_cost import FitCost, fit_cost
 from minibatch_mcmc.warmup.context import WarmupContext, WarmupSettings
 
 __all__ = [
     "AUTO_CANDIDATES",
     "DEFAULT_PROPOSAL",
     "DEFAULT_TEST",
+    "FitCost",
     "PROPOSALS",
     "TARGET_ACCEPT",
     "Warmup",
@@ -28,6 +30,7 @@ __all__ = [
     "decision_rule",
     "default_test",
     "dispersed_starts",
+    "fit_cost",
     "stored_warmup",
     "warmup",
 ]

@@ -44,6 +44,7 @@ from minibatch_mcmc.samplers.diagnose import bad_rows_named
 from minibatch_mcmc.samplers.driver import sample
 from minibatch_mcmc.warmup.context import WarmupContext, WarmupSettings, merged_settings
 from minibatch_mcmc.warmup.efficiency import choose_by_efficiency
+from minibatch_mcmc.warmup.fit_cost import AFTER_WARMUP, fit_cost, timed_setup
 from minibatch_mcmc.warmup.exact_choice import estimator_for, needs_bounds
 from minibatch_mcmc.samplers.groups import ChainGroup, sample_groups
 from minibatch_mcmc.samplers.keys import as_key
@@ -90,8 +91,9 @@ class Warmup(NamedTuple):
     cost: dict
     """``PhaseCost`` per phase: ``mode`` (with the multi-start search), ``proxy`` (the last Newton pass),
     ``influence`` (its bulk rows and any widened rounds), ``tuning``, ``batch`` (the default test's minibatch sized for a
-    global move, ``warmup.batch_choice``), (if asked) ``choose`` and ``recentre``, and after sampling ``check`` (``auto_sample``'s
-    check of the proxy: in ``summary()``, not in the warm-up's totals)."""
+    global move, ``warmup.batch_choice``), (if asked) ``choose`` and ``recentre``, ``setup`` (the seconds between them), and
+    after the warm-up ``sampling`` and ``check`` (``auto_sample``'s run and its check of the proxy: in ``summary()``, not in
+    the warm-up's totals)."""
     modes: tuple = ()
     """``LocalMode`` per distinct mode the multi-start search found, the proxy's mode first (empty if not searched)."""
     mode_kernels: tuple = ()
@@ -113,21 +115,22 @@ class Warmup(NamedTuple):
 
     @property
     def total_data(self) -> int:
-        """Data points read by the whole warm-up (not the ``check`` after sampling)."""
-        return int(sum(c.data for k, c in self.cost.items() if k != "check"))
+        """Data points read by the whole warm-up (not ``sampling`` or the ``check`` after it)."""
+        return int(sum(c.data for k, c in self.cost.items() if k not in AFTER_WARMUP))
 
     @property
     def total_seconds(self) -> float:
-        """Seconds spent by the whole warm-up (not the ``check`` after sampling)."""
-        return float(sum(c.seconds for k, c in self.cost.items() if k != "check"))
+        """Seconds spent by the whole warm-up (not ``sampling`` or the ``check`` after it)."""
+        return float(sum(c.seconds for k, c in self.cost.items() if k not in AFTER_WARMUP))
 
     def summary(self) -> dict:
-        """Per phase (the ``check`` after sampling too): passes over ``N``, rows read, seconds and compile seconds; the warm-up's totals."""
+        """Per phase (``sampling`` and ``check`` too): passes over ``N``, rows read, seconds and compile seconds; the warm-up's
+        totals, and ``fit_seconds``, every phase's (``fit_cost`` adds ``from_numpyro``'s conversion and prints the table)."""
         phases = {k: {"passes": c.passes, "rows": c.data, "seconds": c.seconds, "compile_seconds": c.compile_seconds}
                   for k, c in self.cost.items()}
-        total_passes = float(sum(c.passes for k, c in self.cost.items() if k != "check"))
+        total_passes = float(sum(c.passes for k, c in self.cost.items() if k not in AFTER_WARMUP))
         return {"phases": phases, "total_passes": total_passes, "total_rows": self.total_data, "total_seconds": self.total_seconds,
-                "proposal": self.kind, "why": self.why}
+                "fit_seconds": fit_cost(warm=self).seconds, "proposal": self.kind, "why": self.why}
 
 
 def decision_rule(test: AcceptanceTest) -> str:
@@ -146,6 +149,7 @@ def data_errors(fn: Callable) -> Callable:
     return wrapped
 
 
+@timed_setup
 @data_errors
 def warmup(
     model: Model,
@@ -296,7 +300,7 @@ def auto_sample(
     """Warm up (mode, Laplace, proxy, rows it cannot see, tuning), then sample ``num_chains`` chains with the frozen settings.
 
     Returns the ``SampleResult`` (its ``wall_time`` is sampling alone) and the ``Warmup`` (its ``cost``
-    holds the warm-up's data and seconds; its ``proxy_check`` the Pareto-k check of the proxy on
+    holds the warm-up's data and seconds, and ``sampling``'s and ``check``'s: ``fit_cost`` tables them; its ``proxy_check`` the Pareto-k check of the proxy on
     ``check_draws`` draws, all in one streamed pass, which warns when it fails; ``check_draws=0`` skips it).
     With ``checkpoint_dir`` the warm-up is saved there, and ``resume=True`` restores it instead of redoing it. Without
     it, ``devices`` or ``recentre``, a tuned scale is tuned on all the chains with the kernel sampling runs (one compilation
@@ -321,6 +325,20 @@ def _warm_and_sample(model, data, theta0, keys, options, num_samples, num_chains
     k_warm, k_start, k_run = keys
     w = stored_warmup(model, data, theta0, k_warm, options, sample_kwargs.get("checkpoint_dir"), sample_kwargs.get("resume", False),
                       progress)
+    with PhaseClock("sampling", 1) as clock:  # the starts, the run, its draws constrained: all of sample's seconds
+        result = _sample(model, data, w, k_start, k_run, num_samples, num_chains, temperature, progress, sample_kwargs)
+    w = w._replace(cost={**w.cost, "sampling": fit_cost(result=result).phases["sampling"]._replace(seconds=clock.seconds,
+                                                                                                 compile_seconds=clock.compile_seconds)})
+    if check_draws and not w.mode_kernels and not needs_bounds(w.test):  # an exact test's draws do not rest on the proxy
+        checked, cost = timed_check(model, data, w.estimator, w.proxy.centre, result.kernel_positions, num_draws=check_draws,
+                                    temperature=temperature, records=result.records, rule=decision_rule(w.test), progress=progress,
+                                    key=jax.random.fold_in(k_run, 29), stratum=bool(options["stratum"]))
+        w = w._replace(proxy_check=checked, cost={**w.cost, "check": cost})
+    return result, w
+
+
+def _sample(model, data, w, k_start, k_run, num_samples, num_chains, temperature, progress, sample_kwargs) -> SampleResult:
+    """``auto_sample``'s sampling with the warm-up ``w``: from its tuned chains or dispersed Laplace draws, by mode groups if several."""
     starts = dispersed_starts(w, num_chains, k_start) if w.chains is None else w.chains
     if sample_kwargs.get("checkpoint_dir") is None:  # a short run compiles fast; a checkpointed one keeps XLA's defaults
         work = num_samples * num_chains * int(np.size(w.covariance, 0))
@@ -329,20 +347,13 @@ def _warm_and_sample(model, data, theta0, keys, options, num_samples, num_chains
         m = len(w.modes)
         kernels = [(w.estimator, w.proposal)] + list(w.mode_kernels)
         groups = [ChainGroup(tuple(range(k, num_chains, m)), kernels[k][1], kernels[k][0]) for k in range(min(m, num_chains))]
-        result = sample_groups(model, data, starts, groups, test=w.test, num_samples=num_samples, key=k_run, temperature=temperature,
-                               progress=progress, **sample_kwargs)
-        return result, w
-    result = sample(
+        return sample_groups(model, data, starts, groups, test=w.test, num_samples=num_samples, key=k_run, temperature=temperature,
+                             progress=progress, **sample_kwargs)
+    return sample(
         model, data, starts, proposal=w.proposal, test=w.test, estimator=w.estimator, num_samples=num_samples,
         num_chains=num_chains, key=k_run, temperature=temperature, batched_init=True, progress=progress, runner=w.runner,
         **sample_kwargs,
     )
-    if check_draws and not needs_bounds(w.test):  # an exact test's draws do not rest on the proxy; the kernel's own coordinates
-        checked, cost = timed_check(model, data, w.estimator, w.proxy.centre, result.kernel_positions, num_draws=check_draws,
-                                    temperature=temperature, records=result.records, rule=decision_rule(w.test), progress=progress,
-                                    key=jax.random.fold_in(k_run, 29), stratum=bool(options["stratum"]))
-        w = w._replace(proxy_check=checked, cost={**w.cost, "check": cost})
-    return result, w
 
 
 def stored_warmup(model: Model, data: PyTree | DataSource, theta0: PyTree, key: jax.Array, options: dict, directory, resume: bool,
