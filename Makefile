@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 LOCK := constraints.txt
 LATEST := .venv-latest
 
-.PHONY: demo test test-slow test-latest test-portability lock docs install clean bench bench-peers data
+.PHONY: demo lint test test-slow test-latest test-portability lock docs install clean bench bench-peers data
 
 $(STAMP): pyproject.toml $(LOCK)
 	$(PYTHON) -m venv $(VENV)
@@ -23,8 +23,12 @@ demo: $(STAMP)
 # single-threaded), so on the 2-core CI machine two workers take it from about 16 to about 11.5 minutes.
 TEST_JOBS ?= 2
 
-test: $(STAMP)
+test: lint
 	$(BIN)/python -m pytest -q -m "not slow" -n $(TEST_JOBS)
+
+# The linter (ruff, configured in pyproject.toml's [tool.ruff]); `make test` runs it first.
+lint: $(STAMP)
+	$(BIN)/ruff check src tests benchmarks reproductions
 
 # The fast suite against the newest releases of every dependency (not in CI): an upstream change is seen here first.
 test-latest:

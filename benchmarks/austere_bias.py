@@ -166,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
         print(" | ".join(row), f"({out['seconds']:.0f} s)", flush=True)
     columns = ["setting", "N", "worst-case error per decision", "data per test", "acceptance", "s.d. / exact s.d.", "s.e.", "z",
                "warns"]
-    for n, (_, mean, sd, _) in exact.items():
+    for n, (_, _, sd, _) in exact.items():
         values[f"austere_bias_exact_sd_{n}"] = f"{sd:.3e}"
     if args.quick:
         return 0

@@ -26,7 +26,6 @@ import time
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from bench_results import add_results_option, save, table
 from minibatch_mcmc.acceptance import mh_minibatch

@@ -74,7 +74,6 @@ def bare_step(kind, data, n, proxy, cov, log_prior):
     inv_lchol = jnp.asarray(np.linalg.inv(np.linalg.cholesky(lcov)), jnp.float32)
     g_sum, h_sum = proxy.grad_sum, proxy.hess_sum
     chol = jnp.asarray(np.linalg.cholesky(cov), jnp.float32)
-    inv_chol = jnp.asarray(np.linalg.inv(np.linalg.cholesky(cov)), jnp.float32)
     prec = 1.0 / PRIOR**2
     x_all, y_all = data["x"], data["y"].astype(jnp.float32)
 

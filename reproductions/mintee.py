@@ -113,7 +113,7 @@ def kmeans_objective(draws: np.ndarray, clusters: list[int], seed: int = 0, max_
     out = []
     for c in clusters:
         best = np.inf
-        for r in range(3):
+        for _ in range(3):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 cent, lab = kmeans2(x, c, minit="++", seed=int(rng.integers(1 << 31)), iter=30)

@@ -67,7 +67,7 @@ def test_module_follows_the_rules(path):
         _check_hooks_and_length(path, tree)
         return
     for module, _ in _imports(tree, ("reproductions",)):
-        assert False, f"{path.name} imports {module}: the package cannot need reproductions/, which the wheel lacks"
+        raise AssertionError(f"{path.name} imports {module}: the package cannot need reproductions/, which the wheel lacks")
     assert part in LAYERS, f"{part} has no layer in LAYERS: add it here and to docs/architecture.md"
     for module, names in _imports(tree):
         bits = module.split(".")
@@ -87,6 +87,6 @@ def _check_hooks_and_length(path: pathlib.Path, tree: ast.AST) -> None:
             arg = node.args[1]
             owner = getattr(node.args[0], "id", None)
             if isinstance(arg, ast.Constant) and (arg.value in HOOKS or (owner in PARTS and arg.value == "name")):
-                assert False, f"{path.name} looks up the hook {arg.value!r} with getattr: declare it in the protocol"
+                raise AssertionError(f"{path.name} looks up the hook {arg.value!r} with getattr: declare it in the protocol")
     lines = len(path.read_text().splitlines())
     assert lines <= MAX_LINES, f"{path.name} has {lines} lines (> {MAX_LINES}): split it"

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from minibatch_mcmc.checks import check_bool, check_choice, check_int, check_positive_array, check_probability, check_real
+from minibatch_mcmc.checks import check_bool, check_choice, check_int, check_probability, check_real
 
 
 def test_accepts_and_cleans():
@@ -12,7 +12,6 @@ def test_accepts_and_cleans():
     assert check_probability(0.5, "delta") == 0.5
     assert check_bool(np.bool_(True), "flag") is True
     assert check_choice("loop", "layout", ("loop", "padded")) == "loop"
-    np.testing.assert_array_equal(check_positive_array([1.0, 2.0], "scale"), [1.0, 2.0])
 
 
 @pytest.mark.parametrize(
@@ -27,7 +26,6 @@ def test_accepts_and_cleans():
         (lambda: check_real(0.0, "delta", 0.0, 1.0, low_open=True, allowed="a number in the open interval (0, 1)"), "delta=0.0 must be a number in the open interval (0, 1)"),
         (lambda: check_bool(1, "resume"), "resume=1 must be True or False"),
         (lambda: check_choice("x", "layout", ("loop", "padded")), "layout='x' must be one of 'loop', 'padded'"),
-        (lambda: check_positive_array([1.0, -1.0], "scale"), "scale must be finite and positive"),
     ],
 )
 def test_rejects_with_name_and_value(call, words):

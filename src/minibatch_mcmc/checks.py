@@ -77,14 +77,6 @@ def check_choice(value: Any, name: str, choices: Sequence[Any]) -> Any:
     return value
 
 
-def check_positive_array(value: Any, name: str, max_ndim: int = 1) -> np.ndarray:
-    """A float array of finite values ``> 0`` with at most ``max_ndim`` axes."""
-    arr = np.asarray(value, dtype=np.float64)
-    if arr.ndim > max_ndim or arr.size == 0 or not np.all(np.isfinite(arr)) or np.any(arr <= 0):
-        raise ValueError(f"{name} must be finite and positive with at most {max_ndim} axes; got {value!r}")
-    return arr
-
-
 def _describe_int(low: int | None, high: int | None) -> str:
     """Words for an integer range."""
     if low is not None and high is not None:

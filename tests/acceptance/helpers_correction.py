@@ -3,7 +3,7 @@
 import numpy as np
 from scipy import stats
 
-from minibatch_mcmc.acceptance.correction import CorrectionTable
+from minibatch_mcmc.acceptance.correction import CorrectionTable, shipped_tables
 
 
 def independent_error(table: CorrectionTable) -> float:
@@ -13,6 +13,11 @@ def independent_error(table: CorrectionTable) -> float:
     y, p = table.support[keep], table.probs[keep]
     cdf = np.concatenate([stats.norm.cdf((xx[:, None] - y[None, :]) / table.sigma) @ p for xx in np.array_split(x, 8)])
     return float(np.max(np.abs(cdf - stats.logistic.cdf(x))))
+
+
+def shipped_sigmas() -> tuple[float, ...]:
+    """The ``sigma`` values with a table in the package."""
+    return tuple(t.sigma for t in shipped_tables())
 
 
 def implied_alias_probs(alias_prob: np.ndarray, alias_index: np.ndarray, n_atoms: int) -> np.ndarray:

@@ -7,12 +7,9 @@ from helpers_ratio import acceptance_draws, austere_error_bound, exact_delta, po
 from minibatch_mcmc.acceptance.austere import (
     austere_mh,
     austere_mh_adaptive,
-    design_adaptive,
-    design_conservative,
-    design_table,
-    simulate_design,
     student_t_pvalue,
 )
+from minibatch_mcmc.acceptance.austere_design import design_adaptive, design_conservative, design_table, simulate_design
 
 N = 5000
 DRAWS = 20_000

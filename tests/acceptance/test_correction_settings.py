@@ -8,7 +8,7 @@ import warnings
 import jax
 import numpy as np
 import pytest
-from helpers_correction import implied_alias_probs, independent_error
+from helpers_correction import implied_alias_probs, independent_error, shipped_sigmas
 from scipy import stats
 
 from minibatch_mcmc.acceptance import mh_minibatch
@@ -20,7 +20,6 @@ from minibatch_mcmc.acceptance.correction import (
     load_correction,
     make_sampler,
     sample_correction,
-    shipped_sigmas,
 )
 from minibatch_mcmc.acceptance.correction_lp import LP_MAX_ENTRIES, solve_correction
 

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from minibatch_mcmc.acceptance import austere_mh_adaptive, mh_minibatch, mh_sublhd
-from minibatch_mcmc.acceptance.austere import design_adaptive, design_table
+from minibatch_mcmc.acceptance.austere_design import design_adaptive, design_table
 from minibatch_mcmc.acceptance.base import DECISION_RULES, Statistics, uniform_from_bits
 from minibatch_mcmc.acceptance.mhsublhd import threshold_uniform
 from minibatch_mcmc.acceptance.registry import TESTS

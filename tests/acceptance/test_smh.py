@@ -112,7 +112,7 @@ def test_residuals_survive_float32_cancellation():
     centre = np.asarray(theta, np.float32)
     t0 = centre + np.float32(1e-3) * np.array([1.0, -1.0, 0.5], np.float32)
     t1 = t0 + np.float32(1e-3) * np.array([0.5, 0.8, -1.0], np.float32)
-    x, y = np.asarray(data["x"], np.float64), np.asarray(data["y"], np.float64)
+    x = np.asarray(data["x"], np.float64)
     c, a0, a1 = (np.asarray(v, np.float64) for v in (centre, t0, t1))
     eta_c, d0, d1 = x @ c, x @ (a0 - c), x @ (a1 - c)
     p = 1.0 / (1.0 + np.exp(-eta_c))

@@ -52,7 +52,7 @@ def _run(model, data, start, proposal, test, temperature=1.0, key=11, **kw) -> d
 
 def _sampler_cases() -> dict[str, Callable[[], dict[str, np.ndarray]]]:
     import minibatch_mcmc.acceptance as acc
-    from minibatch_mcmc.acceptance.austere import design_adaptive, design_table
+    from minibatch_mcmc.acceptance.austere_design import design_adaptive, design_table
     from minibatch_mcmc.proposals import langevin, random_walk
 
     def mix(test, temperature=30.0, proposal=None):

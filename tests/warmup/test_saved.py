@@ -38,7 +38,7 @@ def test_library_objects_come_back_with_their_types_and_dtypes(tmp_path):
     scalars, tuples beside lists, None) comes back equal and of the same type: a restored run then compiles and draws
     as the first did. Would catch a JAX array restored as NumPy, float32 widened, a tuple turned into a list."""
     proxy = TaylorProxy(centre={"w": jnp.asarray([0.5, -1.0], jnp.float32)}, order=2, grad_sum=jnp.arange(2, dtype=jnp.float32),
-                        hess_sum=jnp.eye(2, dtype=jnp.float32), centre_log_lik=-3.25, n_data=1000, setup_data=1000)
+                        hess_sum=jnp.eye(2, dtype=jnp.float32), setup_data=1000)
     payload = {"proxy": proxy, "test": penalty_test(), "idx": jnp.arange(3, dtype=jnp.int32), "weak": jnp.asarray(0.5),
                "acc": np.float64(0.25), "modes": (1, [2.0, None]),
                "cost": {"mode": PhaseCost(data=10, seconds=1.0, passes=0.5, compile_seconds=0.25)},
@@ -52,6 +52,17 @@ def test_library_objects_come_back_with_their_types_and_dtypes(tmp_path):
             assert (got.dtype, got.weak_type) == (want.dtype, want.weak_type)
         np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
     assert back["modes"] == (1, [2.0, None]) and back["cost"]["mode"] == payload["cost"]["mode"]
+
+
+def test_a_warmup_in_the_previous_format_is_redone_not_read(tmp_path):
+    """A format-2 warm-up (whose ``TaylorProxy`` had the fields ``centre_log_lik`` and ``n_data``, since removed) is
+    ignored with a warning naming its format, so a resume redoes it. Would catch the old files being decoded (a
+    ``TypeError`` on the removed fields, turned into a refusal) or skipped without a word."""
+    save_warmup(tmp_path, {}, {"acc": np.float64(0.25)})
+    record = json.loads((tmp_path / WARMUP_SETTINGS).read_text())
+    (tmp_path / WARMUP_SETTINGS).write_text(json.dumps(record | {"format": 2}))
+    with pytest.warns(UserWarning, match=r"earlier format \(2; this version reads 3\)"):
+        assert load_warmup(tmp_path, {}) is None
 
 
 def test_unsaveable_warmup_warns_and_writes_nothing(tmp_path):

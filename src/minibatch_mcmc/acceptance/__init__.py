@@ -2,7 +2,7 @@
 
 from minibatch_mcmc.acceptance.base import AcceptanceTest, Statistics, TestOutcome
 from minibatch_mcmc.data.passes import full_data_sum
-from minibatch_mcmc.acceptance.exact import BarkerTest, MetropolisTest, barker_probability, metropolis_probability
+from minibatch_mcmc.acceptance.exact import BarkerTest, MetropolisTest
 from minibatch_mcmc.acceptance.austere import MAX_DECISION_ERROR, AccuracyWarning, AustereMH, austere_mh, austere_mh_adaptive, austere_mh_for_error
 from minibatch_mcmc.acceptance.austere_design import design_for_error, worst_case_error
 from minibatch_mcmc.acceptance.mhminibatch import MHMinibatch, mh_minibatch
@@ -22,8 +22,6 @@ __all__ = [
     "full_data_sum",
     "BarkerTest",
     "MetropolisTest",
-    "barker_probability",
-    "metropolis_probability",
     "MHMinibatch",
     "mh_minibatch",
     "MHMinibatchSkew",

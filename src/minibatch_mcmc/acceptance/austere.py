@@ -35,22 +35,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from minibatch_mcmc.acceptance.austere_design import (  # the design lives there; re-exported here
-    BATCH_GRID,
+from minibatch_mcmc.acceptance.austere_design import (  # the design lives there
     CHECK_STAGES,
-    EPSILON_GRID,
     ERROR_BATCH_GRID,
     AustereDesign,
-    DesignChoice,
-    DesignTable,
     ErrorDesign,
     ErrorEstimate,
-    design_adaptive,
-    design_conservative,
     design_for_error,
-    design_table,
     per_decision_error,
-    simulate_design,
     worst_case_error,
 )
 from minibatch_mcmc.acceptance.base import Statistics, TestOutcome, check_batch_fits, data_free_delta, untempered

@@ -136,11 +136,6 @@ def _find_shipped(sigma: float) -> CorrectionTable | None:
     return None
 
 
-def shipped_sigmas() -> tuple[float, ...]:
-    """The ``sigma`` values with a precomputed table."""
-    return tuple(t.sigma for t in shipped_tables())
-
-
 def load_correction(sigma: float) -> CorrectionTable:
     """The shipped table for ``sigma`` if there is one, else one derived from the next larger shipped table."""
     sigma = check_sigma(sigma)

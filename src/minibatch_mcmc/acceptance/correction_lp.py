@@ -129,11 +129,6 @@ def _mixture_cdf(x: np.ndarray, support: np.ndarray, probs: np.ndarray, kernel: 
     return out.reshape(xs.shape)
 
 
-def correction_cdf(x: np.ndarray | float, table: CorrectionTable) -> np.ndarray:
-    """CDF of ``N(0, sigma^2) + X_corr`` at ``x`` (numpy, float64)."""
-    return _mixture_cdf(np.asarray(x, dtype=np.float64), table.support, table.probs, gaussian_kernel(table.sigma))
-
-
 def _eval_limit(half_width: float) -> float:
     """Half width of the fine evaluation grid."""
     return max(EVAL_HALF_WIDTH, 2.0 * half_width)

@@ -40,13 +40,3 @@ class BarkerTest(NamedTuple):
         delta, bad = exact_delta(stats)
         x_log = jax.random.logistic(key, (), delta.dtype)
         return full_data_outcome(delta + x_log > 0, delta, bad, stats.n_data)
-
-
-def metropolis_probability(delta: jax.Array) -> jax.Array:
-    """Exact Metropolis acceptance probability ``min(1, exp(Delta))``."""
-    return jnp.exp(jnp.minimum(delta, 0.0))
-
-
-def barker_probability(delta: jax.Array) -> jax.Array:
-    """Exact Barker acceptance probability ``sigmoid(Delta)``."""
-    return jax.nn.sigmoid(delta)

@@ -54,10 +54,6 @@ class TaylorProxy(NamedTuple):
     """``G = sum_i grad l_i(c)``, flattened, shape ``(d,)``."""
     hess_sum: jax.Array | None
     """``H = sum_i Hess l_i(c)``, flattened, shape ``(d, d)`` (None for order 1)."""
-    centre_log_lik: float
-    """``sum_i l_i(c)`` (float64 on the host)."""
-    n_data: int
-    """Number of data points the sums run over."""
     setup_data: int
     """Data points read to build the proxy (each row once; the warm-up reports the seconds)."""
     name: str = "taylor"
@@ -207,7 +203,5 @@ def proxy_from_sums(sums: dict, centre: PyTree, order: int, n: int) -> TaylorPro
         order=order,
         grad_sum=jnp.asarray(sums["grad"], dtype),
         hess_sum=hess,
-        centre_log_lik=float(sums["value"]),
-        n_data=int(n),
         setup_data=int(n),
     )

@@ -147,7 +147,7 @@ class ParquetReader:
         self._starts = np.concatenate([[0], np.cumsum(counts)])
         self.n = int(self._starts[-1])
         widths = []
-        for c, (dt, kind) in zip(names, kinds):
+        for c, (_, kind) in zip(names, kinds):
             if kind == "scalar":
                 widths.append(0)
                 continue

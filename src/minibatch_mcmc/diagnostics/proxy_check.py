@@ -168,11 +168,6 @@ def thinned_moves(positions: PyTree, num_draws: int) -> tuple[PyTree, PyTree]:
     return at, jax.tree_util.tree_map(lambda a: np.asarray(a)[ci, nxt], positions)
 
 
-def thinned_draws(positions: PyTree, num_draws: int) -> PyTree:
-    """The draws of ``thinned_moves``."""
-    return thinned_moves(positions, num_draws)[0]
-
-
 def pareto_k(log_weights: np.ndarray) -> float:
     """ArviZ's PSIS k-hat of ``log_weights`` (independent draws), ``-inf`` if they are equal to ``EQUAL_WEIGHTS``."""
     lw = np.asarray(log_weights, np.float64)

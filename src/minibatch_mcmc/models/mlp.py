@@ -41,12 +41,6 @@ def check_sizes(sizes: Sequence[int]) -> tuple[int, ...]:
     return tuple(int(w) for w in widths)
 
 
-def num_parameters(sizes: Sequence[int] = PAPER_SIZES) -> int:
-    """Number of weights and biases: ``sum_l (d_l + 1) d_{l+1}`` (159,010 for 784-200-10)."""
-    w = check_sizes(sizes)
-    return sum((a + 1) * b for a, b in zip(w[:-1], w[1:]))
-
-
 def init_mlp(key: jax.Array, sizes: Sequence[int] = PAPER_SIZES, dtype=jnp.float32) -> MLPParams:
     """He-normal weights (s.d. ``sqrt(2 / d_in)``) and zero biases for each layer."""
     widths = check_sizes(sizes)

@@ -105,12 +105,6 @@ def cmint_schedule(
     return s
 
 
-def constant_step_sizes(step_size: float, epochs: int) -> np.ndarray:
-    """A constant step size for ``epochs`` epochs (plain MINT or SGLD)."""
-    alpha = check_positive(step_size, "step_size")
-    return np.full(check_int(epochs, "epochs", 1), alpha)
-
-
 class EpochStats(NamedTuple):
     """What one epoch of Langevin-MH steps reports."""
 

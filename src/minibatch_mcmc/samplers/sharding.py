@@ -35,11 +35,6 @@ class ChainLayout(NamedTuple):
     replicated: NamedSharding
     """A full copy on every device (data, keys, per-step inputs)."""
 
-    @property
-    def num_devices(self) -> int:
-        """Number of devices in the mesh."""
-        return int(self.mesh.devices.size)
-
 
 def chain_layout(devices: Sequence[jax.Device] | int | str, num_chains: int) -> ChainLayout:
     """A 1-D ``"chains"`` mesh over ``devices`` (a list, a count of local devices, or ``"all"``)."""

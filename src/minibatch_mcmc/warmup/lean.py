@@ -93,7 +93,7 @@ def chunk_pass(model: Model, unravel: Callable, order: int) -> Callable:
 
         value, grad = jax.value_and_grad(chunk_sum)(c)
         sums = {"value": value, "grad": grad, "hess": jax.hessian(chunk_sum)(c)}
-        proxy = TaylorProxy(unravel(c), order, grad, None, 0.0, 0, 0)  # only the centre and order are used
+        proxy = TaylorProxy(unravel(c), order, grad, None, 0)  # only the centre and order are used
         prior = (log_prior(c), jax.grad(log_prior)(c), jax.hessian(log_prior)(c))
         return sums, (probe_residuals(model, proxy, points, rows), term_scale(model, c, unravel, rows)), prior
 

@@ -6,7 +6,8 @@ found with (seed, model, start, options, a data fingerprint), the structure of t
 SHA-256 of the ``.npz`` (it catches corruption; since nothing in the files is executed, a tampered file can give wrong
 numbers but never run code). A resume with other settings is refused naming them, and a file whose digest does not match
 is refused naming it, as checkpoint chunks are. A warm-up that cannot be encoded (it holds a user's function) is not
-saved: a warning says so and a resume redoes it. The ``warmup.pkl`` of earlier versions is never read.
+saved: a warning says so and a resume redoes it. The ``warmup.pkl`` of earlier versions, and a warm-up saved in
+an earlier format, are never read: the warm-up is redone.
 """
 
 from __future__ import annotations
@@ -26,8 +27,8 @@ from minibatch_mcmc.samplers.checkpoint import WARMUP_SETTINGS, setting_differen
 from minibatch_mcmc.warmup.codec import LIBRARY_TYPES, decode, encode
 
 WARMUP_ARRAYS = "warmup.npz"
-WARMUP_FORMAT = 2
-"""Version of the saved warm-up; 1 was a pickle, which is no longer read."""
+WARMUP_FORMAT = 3
+"""Version of the saved warm-up; 1 was a pickle, 2 held ``TaylorProxy`` fields since removed: neither is read."""
 
 
 def save_warmup(directory: str | os.PathLike, settings: dict, payload: Any, types: tuple[type, ...] = LIBRARY_TYPES,
@@ -63,8 +64,9 @@ def load_warmup(directory: str | os.PathLike, settings: dict, types: tuple[type,
     except (ValueError, UnicodeDecodeError) as err:
         raise ValueError(f"{path / WARMUP_SETTINGS} is corrupt and cannot be read ({err}); delete it to redo the warm-up") from None
     if not isinstance(saved, dict) or saved.get("format") != WARMUP_FORMAT:
-        warnings.warn(f"the warm-up saved in {path} is in an earlier format (a pickle), which is never read; it is redone",
-                      stacklevel=3)
+        found = saved.get("format", 1) if isinstance(saved, dict) else 1
+        warnings.warn(f"the warm-up saved in {path} is in an earlier format ({found}; this version reads {WARMUP_FORMAT}), "
+                      "which is not read; it is redone", stacklevel=3)
         return None
     given = json.loads(json.dumps(settings, sort_keys=True))
     diffs = setting_differences(saved["settings"], given)
