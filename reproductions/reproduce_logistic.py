@@ -20,14 +20,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from minibatch_mcmc.acceptance import MetropolisTest, mh_minibatch
-from minibatch_mcmc.acceptance.austere import (
-    austere_mh,
-    austere_mh_adaptive,
-    design_adaptive,
-    design_conservative,
-    design_table,
-    pilot_mu_std,
-)
+from minibatch_mcmc.acceptance.austere import austere_mh, austere_mh_adaptive, pilot_mu_std
+from minibatch_mcmc.acceptance.austere_design import design_adaptive, design_conservative, design_table
 from reproductions.logistic_report import (
     PAPER_TABLE2,
     figure6_results,

@@ -69,11 +69,20 @@ def test_auto_sample_compiles_short_runs_fast(fitted, monkeypatch, tmp_path):
     and not with a checkpoint (a resumed run may be longer, and must compile as the first did)."""
     model, data, w = fitted
     seen, asked = [], []
+
+    class Sampled(Exception):
+        pass
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs.get("compiler_options"))
+        raise Sampled  # the compile level is all this test needs: no run
+
     monkeypatch.setattr(warmup_module, "stored_warmup", lambda *a, **k: asked.append(a[4]) or w)
-    monkeypatch.setattr(warmup_module, "sample", lambda *a, **k: seen.append(k.get("compiler_options")) or None)
+    monkeypatch.setattr(warmup_module, "sample", spy)
     longest = RUN_WORK // (CHAINS * D)
     for num_samples, extra in ((longest, {}), (longest + 1, {}), (10, {"checkpoint_dir": tmp_path / "unused"})):
-        auto_sample(model, data, jnp.zeros(D), num_samples=num_samples, num_chains=CHAINS, progress=False, check_draws=0, **extra)
+        with pytest.raises(Sampled):
+            auto_sample(model, data, jnp.zeros(D), num_samples=num_samples, num_chains=CHAINS, progress=False, check_draws=0, **extra)
     assert seen == [FAST_COMPILE, None, None]
     assert [o.get("num_samples") for o in asked] == [longest, longest + 1, None]  # the tuned runner's run, not with a checkpoint
 
