@@ -188,6 +188,7 @@ def test_posterior_at_temperature_one_matches_quadrature():
     quadrature_posterior_check(scalable_mh())
 
 
+@pytest.mark.slow  # 24-52 s on the loaded 2-core machine: `make test-slow` (the fast suite's 10-minute budget)
 def test_out_of_core_source_gives_the_same_draws(setting, tmp_path):
     """Two chains of SMH-2 on a memory-mapped .npy source draw exactly what they draw in memory (rows read by index)."""
     from minibatch_mcmc.data import open_npy

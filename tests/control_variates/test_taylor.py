@@ -134,6 +134,7 @@ def test_bad_settings_and_centres_are_refused():
         taylor_proxy(log_model, x, jnp.asarray([-1.0, 0.0]))
 
 
+@pytest.mark.slow  # 24-52 s on the loaded 2-core machine: `make test-slow` (the fast suite's 10-minute budget)
 def test_sgld_cv_gradient_unbiased_and_smaller_by_enumeration():
     """The control-variate minibatch gradient (SGLD-CV) averaged over all C(12, 3) minibatches equals the
     full-data gradient to 1e-9 (float64), and its spread over minibatches is far below the plain estimate's

@@ -129,6 +129,7 @@ def moments(idata) -> tuple[dict, dict]:
             {k: np.asarray(v.std(("chain", "draw"))) for k, v in post.data_vars.items()})
 
 
+@pytest.mark.slow  # 24-52 s on the loaded 2-core machine: `make test-slow` (the fast suite's 10-minute budget)
 def test_mhminibatch_with_taylor_proxy_agrees_with_numpyro_nuts(converted, regression_data):
     """Means and s.d.s of every named variable (``sigma`` constrained) agree within Monte Carlo error."""
     import arviz as az

@@ -77,6 +77,7 @@ def test_bad_hyperparameters_are_rejected():
         model_posterior_by_quadrature({"x": np.ones((2, 2)), "y": np.ones(2)}, SelectionPrior(2, 1.0))
 
 
+@pytest.mark.slow  # 24-52 s on the loaded 2-core machine: `make test-slow` (the fast suite's 10-minute budget)
 def test_exact_rj_mh_reproduces_model_posterior_by_enumeration():
     """Exact RJ-MH on D = 3 (intercept + 2 features): inclusion probabilities and E[beta] vs quadrature."""
     import arviz as az

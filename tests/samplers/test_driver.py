@@ -54,6 +54,7 @@ def test_records_shapes_and_inference_data(mixture_data, tmp_path):
     np.testing.assert_array_equal(back.sample_stats["accepted"].values, res.records["accepted"])
 
 
+@pytest.mark.slow  # 24-52 s on the loaded 2-core machine: `make test-slow` (the fast suite's 10-minute budget)
 def test_same_seed_same_draws_regardless_of_block_size(mixture_data):
     a = run(mixture_data, block_size=100, key=5)
     b = run(mixture_data, block_size=300, key=5)
