@@ -100,6 +100,13 @@ def term_scale(model: Model, centre: jax.Array, unravel: Any, rows: PyTree) -> j
     return jnp.abs(value) + jnp.abs(slope)
 
 
+def without_rounding(values: jax.Array, model: Model, centre: jax.Array, unravel: Any, rows: PyTree) -> jax.Array:
+    """``values`` per row with each one within ``ROUNDING_ULPS`` units of its row's float32 resolution (``term_scale``)
+    set to 0, traceable: what the check and the batch sizing count as rounding, not residual."""
+    floor = ROUNDING_ULPS * jnp.finfo(values.dtype).eps * term_scale(model, centre, unravel, rows).astype(values.dtype)
+    return jnp.where(jnp.abs(values) <= floor, 0.0, values)
+
+
 def rounding_floor(scale: Any, temperature: float = 1.0) -> np.ndarray:
     """``ROUNDING_ULPS * eps * scale / K``: per row, the deviation (nats) that is float32 rounding, in ``scale``'s precision."""
     eps = float(np.finfo(np.asarray(scale).dtype).eps) if np.issubdtype(np.asarray(scale).dtype, np.floating) else 0.0

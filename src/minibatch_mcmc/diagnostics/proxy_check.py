@@ -48,7 +48,7 @@ from jax.flatten_util import ravel_pytree
 
 from minibatch_mcmc.checks import check_int
 from minibatch_mcmc.control_variates.base import Estimator
-from minibatch_mcmc.control_variates.influence import ROUNDING_ULPS, sampled_rows, term_scale
+from minibatch_mcmc.control_variates.influence import sampled_rows, without_rounding
 from minibatch_mcmc.data.arrays import as_data_source, slice_rows, take
 from minibatch_mcmc.data.passes import same_size_chunks
 from minibatch_mcmc.diagnostics.normality import minibatch_shape
@@ -196,8 +196,8 @@ def residual_sums(model: Model, estimator: Estimator, centre: PyTree):
         w = estimator.log_ratio(model, centre, theta)(rows)
         d = estimator.log_ratio(model, theta, moved)(rows)
         bad = jnp.any(keep & (~jnp.isfinite(w) | ~jnp.isfinite(d)))
-        floor = ROUNDING_ULPS * jnp.finfo(w.dtype).eps * term_scale(model, flat_centre, unravel, rows).astype(w.dtype)
-        w, d = jnp.where(jnp.abs(w) <= floor, 0.0, w), jnp.where(jnp.abs(d) <= floor, 0.0, d) - shift
+        w = without_rounding(w, model, flat_centre, unravel, rows)
+        d = without_rounding(d, model, flat_centre, unravel, rows) - shift
         w, d = jnp.where(keep, w, 0.0), jnp.where(keep, d, 0.0)
         d2 = d * d
         return jnp.stack([jnp.sum(w), jnp.sum(d), jnp.sum(d2), jnp.sum(d2 * d), jnp.sum(d2 * d2), jnp.sum(w * w)]), bad

@@ -24,7 +24,7 @@ from jax.flatten_util import ravel_pytree
 
 from minibatch_mcmc.compiling import ONE_OFF_WORK, compile_options
 from minibatch_mcmc.control_variates.base import Estimator
-from minibatch_mcmc.control_variates.influence import ROUNDING_ULPS, term_scale
+from minibatch_mcmc.control_variates.influence import without_rounding
 from minibatch_mcmc.data.arrays import DataSource, take
 from minibatch_mcmc.diagnostics.normality import minibatch_shape
 from minibatch_mcmc.diagnostics.proxy_check import ACCEPTANCE_ERROR_MAX
@@ -74,17 +74,12 @@ def residual_sums(model: Model, estimator: Estimator, rows: PyTree, centre: PyTr
     a residual within its row's float32 resolution counted as 0, as ``proxy_check`` counts it)."""
     flat, unravel = ravel_pytree(centre)
 
-    def every(at: jax.Array, moved: jax.Array) -> jax.Array:
-        floor = ROUNDING_ULPS * jnp.finfo(flat.dtype).eps * term_scale(model, flat, unravel, rows)  # as the check floors them
-
-        def one(a: jax.Array, b: jax.Array) -> jax.Array:
-            d = estimator.log_ratio(model, unravel(flat + a), unravel(flat + b))(rows)
-            return jnp.where(jnp.abs(d) <= floor.astype(d.dtype), 0.0, d)
-
-        return jax.vmap(one)(at, moved)
+    def one(a: jax.Array, b: jax.Array) -> jax.Array:
+        d = estimator.log_ratio(model, unravel(flat + a), unravel(flat + b))(rows)
+        return without_rounding(d, model, flat, unravel, rows)  # as the check counts them
 
     work = 2 * at.shape[0] * jax.tree_util.tree_leaves(rows)[0].shape[0] * flat.size  # both ends of every move, every row
-    run = jax.jit(every, compiler_options=compile_options(work, ONE_OFF_WORK))
+    run = jax.jit(jax.vmap(one), compiler_options=compile_options(work, ONE_OFF_WORK))
     d = np.asarray(run(jnp.asarray(at, flat.dtype), jnp.asarray(moved, flat.dtype)), np.float64)
     d = d[np.all(np.isfinite(d), axis=1)]
     d = d - d.mean(axis=1, keepdims=True)
