@@ -44,7 +44,7 @@ from minibatch_mcmc.samplers.diagnose import bad_rows_named
 from minibatch_mcmc.samplers.driver import sample
 from minibatch_mcmc.warmup.context import WarmupContext, WarmupSettings, merged_settings
 from minibatch_mcmc.warmup.efficiency import choose_by_efficiency
-from minibatch_mcmc.warmup.fit_cost import AFTER_WARMUP, fit_cost, timed_setup
+from minibatch_mcmc.warmup.fit_cost import AFTER_WARMUP, fit_cost, sampling_cost, timed_setup
 from minibatch_mcmc.warmup.exact_choice import estimator_for, needs_bounds
 from minibatch_mcmc.samplers.groups import ChainGroup, sample_groups
 from minibatch_mcmc.samplers.keys import as_key
@@ -327,8 +327,8 @@ def _warm_and_sample(model, data, theta0, keys, options, num_samples, num_chains
                       progress)
     with PhaseClock("sampling", 1) as clock:  # the starts, the run, its draws constrained: all of sample's seconds
         result = _sample(model, data, w, k_start, k_run, num_samples, num_chains, temperature, progress, sample_kwargs)
-    w = w._replace(cost={**w.cost, "sampling": fit_cost(result=result).phases["sampling"]._replace(seconds=clock.seconds,
-                                                                                                 compile_seconds=clock.compile_seconds)})
+    sampled = sampling_cost(result)._replace(seconds=clock.seconds, compile_seconds=clock.compile_seconds)
+    w = w._replace(cost={**w.cost, "sampling": sampled})
     if check_draws and not w.mode_kernels and not needs_bounds(w.test):  # an exact test's draws do not rest on the proxy
         checked, cost = timed_check(model, data, w.estimator, w.proxy.centre, result.kernel_positions, num_draws=check_draws,
                                     temperature=temperature, records=result.records, rule=decision_rule(w.test), progress=progress,

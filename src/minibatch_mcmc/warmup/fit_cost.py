@@ -38,6 +38,12 @@ class FitCost(NamedTuple):
         return "\n".join(lines)
 
 
+def sampling_cost(result: Any) -> PhaseCost:
+    """A ``SampleResult``'s rows read (minibatches and hidden data), passes over ``N`` and ``wall_time``."""
+    rows = int(result.records["batch_size"].sum() + result.records["hidden_data"].sum())
+    return PhaseCost(rows, float(result.wall_time), rows / max(result.n_data, 1))
+
+
 def fit_cost(converted: Any = None, warm: Any = None, result: Any = None, before: dict | None = None) -> FitCost:
     """The cost of a fit from its parts, each optional: ``converted`` (``from_numpyro``'s record: its ``convert`` phase),
     ``warm`` (a ``Warmup``: its phases, with ``auto_sample``'s ``sampling`` and ``check``) and ``result`` (a ``SampleResult``
@@ -47,8 +53,7 @@ def fit_cost(converted: Any = None, warm: Any = None, result: Any = None, before
     phases.update({} if converted is None or converted.cost is None else {"convert": converted.cost})
     phases.update({} if warm is None else warm.cost)
     if result is not None and "sampling" not in phases:
-        rows = int(result.records["batch_size"].sum() + result.records["hidden_data"].sum())
-        phases["sampling"] = PhaseCost(rows, float(result.wall_time), rows / max(result.n_data, 1))
+        phases["sampling"] = sampling_cost(result)
     known = lambda v: 0.0 if math.isnan(v) else float(v)  # noqa: E731
     return FitCost(phases, sum(c.seconds for c in phases.values()), int(sum(c.data for c in phases.values())),
                    sum(known(c.passes) for c in phases.values()), sum(known(c.compile_seconds) for c in phases.values()))
