@@ -246,7 +246,12 @@ class AustereMH(NamedTuple):
 
 
 def austere_mh(batch_size: int = 50, epsilon: float = 0.005) -> AustereMH:
-    """AustereMH(c): the sequential t-test with a fixed minibatch size ``m`` and threshold ``epsilon``."""
+    """AustereMH(c): the Metropolis test as a sequential t-test with a fixed minibatch size ``m`` and threshold ``epsilon``.
+
+    Args:
+        batch_size: ``m``, the rows added at each stage (at least 2).
+        epsilon: The p-value below which a stage decides (the per-stage error threshold).
+    """
     batch_size = check_int(batch_size, "batch_size m", low=2, why="the t statistic needs two points")
     epsilon = check_probability(epsilon, "epsilon", why="the per-stage error threshold of the t-test")
     return AustereMH(batch_size=batch_size, epsilon=epsilon, name="austere_mh_c")
@@ -268,6 +273,14 @@ def austere_mh_for_error(
     error is at most the worst case (``mu_std -> 0``). ``design_options`` go to
     :func:`design_for_error` (``batch_sizes``, ``epsilons``, ``n_paths``, ``seed``); raises if no grid
     point is certified below the error.
+
+    Args:
+        n_data: ``N``, the rows of the data it will run on.
+        error: The worst-case error allowed per decision.
+        budget: Instead of ``error``: the wrong decisions allowed in expectation over the run (with ``num_steps``).
+        num_steps: The run's steps, with ``budget``.
+        pilot_mu_std: Values of ``|mu_std|`` met in a short exact run (``pilot_mu_std``) that the design is checked on.
+        **design_options: Passed to :func:`design_for_error` (``batch_sizes``, ``epsilons``, ``n_paths``, ``seed``).
     """
     asked = per_decision_error(error, budget, num_steps)
     chosen = design_for_error(n_data, asked, pilot_mu_std, **design_options)
@@ -275,7 +288,11 @@ def austere_mh_for_error(
 
 
 def austere_mh_adaptive(design: AustereDesign) -> AustereMH:
-    """AustereMH(nc): re-optimises ``(m, epsilon)`` every step from full-data ``mu_std`` (hidden data 2N)."""
+    """AustereMH(nc): re-optimises ``(m, epsilon)`` every step from full-data ``mu_std`` (hidden data 2N).
+
+    Args:
+        design: The ``AustereDesign`` whose grid of ``(m, epsilon)`` each step picks from.
+    """
     return AustereMH(batch_size=int(design.base_chunk), epsilon=float(design.epsilon[0]), design=design, name="austere_mh_nc")
 
 

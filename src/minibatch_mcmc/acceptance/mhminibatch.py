@@ -209,7 +209,14 @@ class MHMinibatch(NamedTuple):
 
 
 def mh_minibatch(batch_size: int = 50, sigma: float = 1.0, delta: float | None = None) -> MHMinibatch:
-    """Build an MHminibatch test with initial minibatch ``m=batch_size`` and noise level ``sigma``."""
+    """Seita et al.'s MHminibatch: a Barker-type test on a growing minibatch, its noise completed by a correction variable.
+
+    Args:
+        batch_size: ``m``, the first minibatch and the rows added while the estimate is too noisy (at least 2).
+        sigma: The noise level: the minibatch grows until the estimate's s.d. is below it (a shipped correction table's
+            value, 0.5 to 1.7).
+        delta: Also grow until the CLT error bound ``epsilon`` is at most ``delta``; None: record it, do not enforce it.
+    """
     batch_size = check_int(batch_size, "batch_size m", low=2, why="the sample variance needs two points")
     sigma = check_sigma(sigma)
     if delta is not None:

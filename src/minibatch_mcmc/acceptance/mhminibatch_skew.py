@@ -135,7 +135,13 @@ class MHMinibatchSkew(NamedTuple):
 
 
 def mh_minibatch_skew(batch_size: int = 50, sigma: float = 1.0, delta: float | None = None) -> MHMinibatchSkew:
-    """Build a skew-corrected MHminibatch test (``m = batch_size >= 3``; ``sigma`` must have a shipped skew table)."""
+    """MHminibatch with a correction for the minibatch mean's skewness (``sigma`` must have a shipped skew table).
+
+    Args:
+        batch_size: ``m``, the first minibatch and the rows added while too noisy (at least 3).
+        sigma: The noise level, as in ``mh_minibatch``.
+        delta: Also grow until the CLT error bound is at most ``delta``; None: do not enforce it.
+    """
     batch_size = check_int(batch_size, "batch_size m", low=3, why="the third k-statistic needs three points")
     sigma = check_sigma(sigma)
     if delta is not None:

@@ -98,16 +98,26 @@ class MHSS(NamedTuple):
 
 
 def mhss(chi: float = 0.0, chunk_size: int = 8, max_expected: float | None = None) -> MHSS:
-    """MH-SS (its order is the estimator's Taylor order) with ``chi`` extra-row tuning (0 in the paper), reading
-    ``chunk_size`` rows per loop step, falling back to full data above ``max_expected`` expected rows (default and at
-    most ``N``)."""
+    """MH-SS (Prado, Nemeth and Sherlock): exact minibatch MH from per-datum bounds, its order the estimator's Taylor order.
+
+    Args:
+        chi: Extra-row tuning (0 in the paper; TunaMH's ``chi > 0`` adds ``chi B^2`` expected rows).
+        chunk_size: Rows read per loop step.
+        max_expected: Above this many expected rows a step falls back to the full data (default, and at most, ``N``).
+    """
     chi = check_real(chi, "chi", low=0.0, why="; MH-SS uses chi = 0, TunaMH's chi > 0 adds chi B^2 expected rows")
     chunk_size, limit = loop_settings(chunk_size, max_expected)
     return MHSS(gamma=0.0, chi=chi, two_stage=True, chunk_size=chunk_size, max_expected=limit, name="mhss")
 
 
 def tunamh(chi: float = 1.0, chunk_size: int = 8, max_expected: float | None = None) -> TunaMH:
-    """TunaMH with its tuning parameter ``chi > 0`` (expected rows ``B + chi B^2``), otherwise as :func:`mhss`."""
+    """TunaMH (Zhang, Cooper and De Sa): exact minibatch MH, expected rows ``B + chi B^2``; otherwise as :func:`mhss`.
+
+    Args:
+        chi: The tuning parameter (> 0): larger reads more rows, with acceptance nearer full-data MH's.
+        chunk_size: Rows read per loop step.
+        max_expected: Above this many expected rows a step falls back to the full data (default, and at most, ``N``).
+    """
     chi = check_positive(chi, "chi", why="; TunaMH's guarantee needs chi > 0 (larger: more rows, acceptance nearer MH's)")
     chunk_size, limit = loop_settings(chunk_size, max_expected)
     return MHSS(gamma=0.5, chi=chi, two_stage=False, chunk_size=chunk_size, max_expected=limit, name="tunamh")

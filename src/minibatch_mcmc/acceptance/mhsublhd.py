@@ -230,7 +230,19 @@ def mh_sublhd(
     range_bound: Callable[[Statistics], jax.Array] | None = None,
     finite_population: bool = False,
 ) -> MHSubLhd:
-    """Build MHSubLhd (defaults are the Section 6.1 settings of Seita et al.: m=50, gamma=1.5, p=2, delta=0.01)."""
+    """Bardenet et al.'s MHSubLhd: the Metropolis test from an empirical-Bernstein interval on a growing minibatch.
+
+    The defaults are the Section 6.1 settings of Seita et al.
+
+    Args:
+        batch_size: ``m``, the first minibatch (at least 2).
+        gamma: The minibatch's geometric growth factor (> 1).
+        p: The exponent spreading ``delta`` over the stages (> 1).
+        delta: The probability allowed for a wrong decision, in (0, 1).
+        range_bound: ``stats -> `` a bound on ``max_i |log ratio_i|``; None: a full-data pass finds it each step
+            (recorded as hidden data).
+        finite_population: Use the Bernstein-Serfling bound of sampling without replacement.
+    """
     batch_size = check_int(batch_size, "batch_size m", low=2, why="the sample variance needs two points")
     gamma = check_real(gamma, "gamma", 1.0, low_open=True, why="the geometric growth factor of the batch size")
     p = check_real(p, "p", 1.0, low_open=True, why="so that delta_k = (p-1) delta / (p k^p) sums to at most delta")

@@ -120,6 +120,15 @@ class MINT(NamedTuple):
 def mint(
     tau: float | None = None, lam: float | None = None, *, batch_size: int | None = None, alpha: float | None = None
 ) -> MINT:
-    """MINT with ``m = n^tau`` and scale ``n^lam`` (``lam < tau``), or with ``m = batch_size`` and ``lam = alpha tau``."""
+    """MINT (Li and Wong): a fixed minibatch and a scaled log-likelihood difference, at temperature ``n^(1 - lam)``.
+
+    Give ``(tau, lam)`` or ``(batch_size, alpha)``.
+
+    Args:
+        tau: Batch-size exponent: ``m = n^tau``.
+        lam: Scale exponent (``lam < tau``): the difference is scaled by ``n^lam``.
+        batch_size: ``m`` itself, instead of ``tau``.
+        alpha: ``lam = alpha tau``, with ``batch_size``.
+    """
     check_mint_parameters(tau, lam, batch_size, alpha)
     return MINT(tau=tau, lam=lam, batch_size=batch_size, alpha=alpha)

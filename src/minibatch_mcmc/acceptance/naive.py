@@ -78,5 +78,9 @@ class NaiveMinibatch(NamedTuple):
 
 
 def naive_minibatch(batch_size: int = 100) -> NaiveMinibatch:
-    """The biased plug-in minibatch Metropolis test with minibatch size ``m=batch_size`` (for comparison only)."""
+    """The biased plug-in minibatch Metropolis test (for comparison only).
+
+    Args:
+        batch_size: ``m``, the minibatch read every step (at least 2).
+    """
     return NaiveMinibatch(check_int(batch_size, "batch_size m", low=2))

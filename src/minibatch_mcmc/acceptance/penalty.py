@@ -66,7 +66,12 @@ class PenaltyTest(NamedTuple):
 
 
 def penalty_test(batch_size: int = 50, sigma_max: float = SIGMA_MAX) -> PenaltyTest:
-    """Build a penalty test with initial minibatch ``m=batch_size``, grown while the estimate's s.d. exceeds ``sigma_max``."""
+    """Ceperley and Dewing's penalty test: Metropolis on a minibatch estimate, less a penalty for its estimated variance.
+
+    Args:
+        batch_size: ``m``, the first minibatch and the rows added while too noisy (at least 2).
+        sigma_max: The minibatch grows until the estimate's s.d. is below it (at most ``SIGMA_MAX_LIMIT``).
+    """
     batch_size = check_int(batch_size, "batch_size m", low=2, why="the sample variance needs two points")
     sigma_max = check_real(sigma_max, "sigma_max", 0.0, SIGMA_MAX_LIMIT, low_open=True,
                            why="the s.d. of delta_star the minibatch grows down to; larger values accept a perfect move "

@@ -76,7 +76,11 @@ class ScalableMH(NamedTuple):
 
 
 def scalable_mh(chunk_size: int = 8, max_expected: float | None = None) -> ScalableMH:
-    """Scalable MH reading ``chunk_size`` rows per loop step, falling back to full data above ``max_expected`` expected
-    rows (default, and at most, ``N``)."""
+    """Scalable MH (Cornish et al.): exact minibatch MH, a Poisson number of rows per step from per-datum bounds.
+
+    Args:
+        chunk_size: Rows read per loop step.
+        max_expected: Above this many expected rows a step falls back to the full data (default, and at most, ``N``).
+    """
     chunk_size, limit = loop_settings(chunk_size, max_expected)
     return ScalableMH(chunk_size=chunk_size, max_expected=limit)

@@ -58,6 +58,13 @@ def proxy_langevin(
     """MALA ``theta' ~ N(theta + (h/2) C g(theta), h C)`` with ``g`` the proxy posterior's gradient and ``C = cov``.
 
     ``step_size`` may be a traced array (for tuning inside ``jit``).
+
+    Args:
+        proxy: The Taylor proxy whose data-free sum stands for the log-likelihood.
+        log_prior: The model's log prior.
+        step_size: ``h`` (> 0; a traced array inside ``jit``).
+        cov: The preconditioner ``C`` (e.g. the Laplace covariance); None: the identity.
+        temperature: ``K``: the proxy's sum is divided by it.
     """
     if not isinstance(step_size, jax.Array):
         check_positive(step_size, "step_size")

@@ -77,6 +77,13 @@ def proxy_independence(
 
     ``scale`` widens the covariance (``scale^2 cov``); a t with a few degrees of freedom (``df=5``) is the safe choice
     when the posterior's tails may be heavier than the Laplace approximation's.
+
+    Args:
+        proxy: The Taylor proxy whose data-free sum stands for the log-likelihood.
+        log_prior: The model's log prior.
+        df: Degrees of freedom of a multivariate t; None: Gaussian.
+        scale: A factor on the Laplace covariance's square root.
+        temperature: ``K``: the proxy's sum is divided by it.
     """
     mean, cov = proxy_laplace(proxy, log_prior, temperature)
     if df is None:
@@ -100,6 +107,15 @@ def proxy_hmc(
     ``theta`` (an auxiliary variable, so the move stays an involution for each ``u``), which breaks the periodic
     orbits a fixed trajectory length gives on a near-Gaussian posterior. ``log_q_ratio`` is
     ``(|v|^2 - |v'|^2) / 2``; ``step_size`` may be traced (for tuning).
+
+    Args:
+        proxy: The Taylor proxy whose data-free sum stands for the log-likelihood.
+        log_prior: The model's log prior.
+        step_size: The leapfrog step in whitened units (> 0; a traced array inside ``jit``).
+        num_steps: Leapfrog steps per proposal.
+        cov: The inverse mass matrix (e.g. the Laplace covariance); None: the identity.
+        temperature: ``K``: the proxy's sum is divided by it.
+        jitter: Each step's size is ``step_size * u``, ``u ~ Uniform(1 - jitter, 1 + jitter)``, in [0, 1).
     """
     if not isinstance(step_size, jax.Array):
         check_positive(step_size, "step_size")

@@ -85,7 +85,14 @@ class StratifiedProxy(NamedTuple):
 
 def stratify(model: Model, data: Any, proxy: TaylorProxy, rows: Any) -> TaylorProxy | StratifiedProxy:
     """``proxy`` with the rows ``rows`` made an exact stratum (gathered once, also from an out-of-core source);
-    the plain ``proxy`` when ``rows`` is empty, so a model without such rows samples exactly as before."""
+    the plain ``proxy`` when ``rows`` is empty, so a model without such rows samples exactly as before.
+
+    Args:
+        model: The ``Model`` whose ``log_lik`` the stratum's rows are evaluated with, exactly, at every test.
+        data: The rows (arrays or a ``DataSource``).
+        proxy: The Taylor proxy used for every other row.
+        rows: Indices of the stratum's rows (e.g. ``influence.influential_rows``), fewer than ``N``.
+    """
     rows = np.unique(np.asarray(rows, np.int64)).astype(np.int32)
     if rows.size == 0:
         return proxy

@@ -166,6 +166,13 @@ def taylor_proxy(model: Model, data: Any, centre: PyTree, order: int = 2, chunk:
 
     Raises a ``ValueError`` naming the problem if a sum is not finite, or if ``order=2`` is asked for
     more than ``MAX_DENSE_DIM`` parameters.
+
+    Args:
+        model: The ``Model`` whose per-datum ``log_lik`` is expanded.
+        data: The rows (arrays or a ``DataSource``), read once.
+        centre: The expansion point (near the mode, e.g. ``Warmup.centre``).
+        order: 1 (gradients) or 2 (gradients and Hessians; at most ``MAX_DENSE_DIM`` parameters).
+        chunk: Rows per compiled chunk of the pass.
     """
     order = check_choice(order, "order", (1, 2))
     chunk = check_int(chunk, "chunk", low=1)

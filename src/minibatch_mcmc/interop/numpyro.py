@@ -278,6 +278,15 @@ def from_numpyro(model_fn: Callable, *args: Any, **kwargs: Any) -> NumPyroModel:
 
     pandas ``DataFrame`` and ``Series`` arguments are converted to arrays (rows on axis 0) first. The record's ``cost`` is the
     conversion's (``warmup.fit_cost`` puts it first in the fit's table).
+
+    Args:
+        model_fn: A NumPyro model whose observed sites sit in one ``numpyro.plate`` over the ``N`` rows.
+        *args: The model's positional arguments, as for ``model_fn(*args)``: the arrays with a leading axis of length
+            ``N`` become the data read in minibatches, the others stay fixed.
+        **kwargs: The model's keyword arguments, treated as ``args``.
+
+    Returns:
+        The ``NumPyroModel``: ``.model``, ``.data`` and ``.init`` are ``auto_sample``'s first three arguments.
     """
     with PhaseClock("convert", 1) as clock:
         converted = convert(model_fn, args, kwargs)

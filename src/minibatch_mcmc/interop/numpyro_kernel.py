@@ -84,7 +84,23 @@ def chosen_line(w: Warmup, n: int, num_warmup: int, steps: int | None) -> str:
 
 
 class MinibatchMH(MCMCKernel):
-    """Minibatch Metropolis-Hastings with a Taylor-proxy control variate, warmed up automatically, for ``numpyro.infer.MCMC``."""
+    """Minibatch Metropolis-Hastings with a Taylor-proxy control variate, warmed up automatically, for ``numpyro.infer.MCMC``.
+
+    ``MCMC(MinibatchMH(model), num_warmup=W, num_samples=S).run(key, *args)`` converts the model on ``args``
+    (``from_numpyro``), runs ``warmup`` once in ``init`` (``W``: the steps that tune a tuned proposal's scale) and then
+    takes one frozen minibatch MH step per draw.
+
+    Args:
+        model: The NumPyro model, its observations in one ``numpyro.plate``.
+        test: The acceptance test; None: the warm-up's default (``warmup.DEFAULT_TEST``, the penalty test).
+        proposal: A name of ``warmup.PROPOSALS``; None: the warm-up's rule (``Warmup.why`` says which it took).
+        temperature: The likelihood's temperature ``K`` (1: the posterior).
+        recentre: Rebuild the proxy at the mean of a short tuned run (``warmup(recentre=True)``).
+        warmup_key: The warm-up's seed or key (the draws' keys are ``MCMC.run``'s).
+        warmup: A ``Warmup`` found already, used instead of warming up.
+        converted: The model converted already by ``from_numpyro`` on the run's arguments.
+        progress: Print the line saying what the warm-up chose (it is logged at INFO either way).
+    """
 
     sample_field = "z"
 

@@ -65,10 +65,15 @@ def tempered_drift(
 
 
 def langevin(step_size: float, batch_size: int = 0, preconditioner: Any = None) -> Proposal:
-    """Langevin proposal with step ``alpha=step_size``, gradient minibatch ``batch_size`` (0: all data).
+    """Langevin proposal: a gradient step plus Gaussian noise, its reverse density in the proposal ratio.
 
-    ``preconditioner`` is an optional positive vector (or scalar) ``P`` scaling drift and noise per
-    coordinate of the flattened parameter.
+    With ``no_test()`` it is SGLD; with the full-data gradient and ``MetropolisTest()``, MALA.
+
+    Args:
+        step_size: The step ``alpha`` (> 0).
+        batch_size: Rows of the gradient's minibatch (0: all data).
+        preconditioner: A positive scalar or vector ``P`` scaling drift and noise per coordinate of the flattened
+            parameter; None: 1.
     """
     alpha = check_positive(step_size, "step_size", why="the Langevin step alpha")
     b = check_int(batch_size, "batch_size", 0, why="0 means the full data set")

@@ -35,6 +35,10 @@ def mixture(components: Sequence[Proposal], weights: Sequence[float]) -> Proposa
 
     Components must be gradient-free in the kernel's sense (``gradient_batch_size=None``); proxy-gradient
     proposals such as ``proxy_langevin`` and ``proxy_hmc`` qualify, as they need no data.
+
+    Args:
+        components: The proposals.
+        weights: One non-negative weight per component, not all zero.
     """
     parts = tuple(components)
     w = np.asarray(weights, dtype=np.float64).reshape(-1)

@@ -58,6 +58,10 @@ def random_walk(scale: Any = None, cov: Any = None) -> Proposal:
     """Symmetric Gaussian random walk ``theta' = theta + L z``; give s.d. ``scale`` or covariance ``cov``.
 
     The paper's "covariance 0.15 I" is ``random_walk(cov=0.15 * np.eye(2))`` or ``scale=sqrt(0.15)``.
+
+    Args:
+        scale: The step's s.d.: a scalar, or one per coordinate of the flattened parameter.
+        cov: The step's covariance matrix, instead of ``scale``.
     """
     kind, factor = _scale_factor(scale, cov, "random_walk")
 
@@ -71,7 +75,13 @@ def random_walk(scale: Any = None, cov: Any = None) -> Proposal:
 
 
 def independence_gaussian(mean: Any, scale: Any = None, cov: Any = None) -> Proposal:
-    """Asymmetric independence proposal ``theta' ~ N(mean, cov)``, reporting its ``log q`` ratio."""
+    """Asymmetric independence proposal ``theta' ~ N(mean, cov)``, reporting its ``log q`` ratio.
+
+    Args:
+        mean: The proposal's mean (flattened like the parameter).
+        scale: Its s.d.: a scalar or one per coordinate (give ``scale`` or ``cov``).
+        cov: Its covariance matrix.
+    """
     kind, factor = _scale_factor(scale, cov, "independence_gaussian")
     mu = np.asarray(mean, dtype=np.float64).reshape(-1)
     if not np.all(np.isfinite(mu)):
@@ -105,6 +115,12 @@ def independence_t(mean: Any, cov: Any, df: float, scale: float = 1.0) -> Propos
     so a chain in the tails is not stuck as it can be under a Gaussian independence proposal.
     ``theta' = mean + scale L z / sqrt(w)``, ``z ~ N(0, I)``, ``w ~ chi2_df / df``; ``log q(x) =
     -(df + d) / 2 * log(1 + r' (scale^2 cov)^{-1} r / df)`` up to a constant, ``r = x - mean``.
+
+    Args:
+        mean: The proposal's centre (flattened like the parameter).
+        cov: Its scale matrix (the covariance of the Gaussian it widens).
+        df: Degrees of freedom (> 0).
+        scale: A factor on ``cov``'s square root.
     """
     nu = float(df)
     if not np.isfinite(nu) or nu <= 0:

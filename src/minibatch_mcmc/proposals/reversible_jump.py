@@ -65,7 +65,14 @@ def reversible_jump(
     birth_sd: float,
     probs: MoveProbabilities = MoveProbabilities(),
 ) -> Proposal:
-    """Mixture of update, birth and death moves on ``{"beta", "gamma"}`` with ``D = n_features``."""
+    """Mixture of update, birth and death moves on ``{"beta", "gamma"}`` with ``D = n_features``.
+
+    Args:
+        n_features: ``D``, the number of covariates.
+        update_sd: S.d. of an update move's change to one active coefficient.
+        birth_sd: S.d. of a new coefficient drawn by a birth move.
+        probs: The birth and death probabilities (update takes the rest).
+    """
     n = check_int(n_features, "n_features", low=1, why="D, the number of covariates")
     check_positive(update_sd, "update_sd", why="a standard deviation")
     check_positive(birth_sd, "birth_sd", why="a standard deviation")

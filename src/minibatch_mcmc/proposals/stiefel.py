@@ -36,7 +36,12 @@ def newton_schulz(w: jax.Array) -> jax.Array:
 
 
 def stiefel_random_walk(step: float, reorthonormalize: bool = True) -> Proposal:
-    """Symmetric random walk ``W' = W expm(S)`` on ``D x D`` orthonormal matrices with step size ``step``."""
+    """Symmetric random walk ``W' = W expm(S)`` on ``D x D`` orthonormal matrices with step size ``step``.
+
+    Args:
+        step: S.d. of the skew-symmetric increment ``S``'s entries.
+        reorthonormalize: Apply one Newton-Schulz step to ``W'`` against rounding drift.
+    """
     check_positive(step, "step", why="s.d. of the skew-symmetric increments")
 
     def sample(key: jax.Array, w: jax.Array) -> tuple[jax.Array, jax.Array]:

@@ -313,27 +313,41 @@ def sample(
 ) -> SampleResult:
     """Draw ``num_samples`` MH steps per chain for ``num_chains`` vmapped chains.
 
-    ``estimator`` is how the kernel estimates the log-likelihood difference: the plain per-datum
-    ratio by default, or a control variate (``control_variates.taylor_proxy``) for temperature 1 on
-    tall data. ``temperature`` is a constant ``K`` or one value per step (e.g. 100 then 1). Steps run in
-    jitted blocks of ``block_size``; finished blocks are kept if the run is interrupted
-    (Ctrl-C), and a non-finite log-likelihood stops the run with the step and chain named. The
-    progress bar is redrawn about every half second and stays at ``num_samples``; its rate leaves
-    out the first piece (compilation), whose time it shows as ``startup``.
+    Steps run in jitted blocks of ``block_size``; finished blocks are kept if the run is interrupted (Ctrl-C), and a
+    non-finite log-likelihood stops the run with the step and chain named. The progress bar's rate leaves out the first
+    piece (compilation), whose time it shows as ``startup``. The draws do not depend on the device layout, and a resumed
+    run draws exactly what an uninterrupted run with the same seed draws.
 
-    ``devices`` (a list of devices, a count, or ``"all"``) splits the chains over a 1-D device mesh
-    (``num_chains`` must be a multiple of the device count); the data are replicated unless
-    ``data_sharding`` says otherwise. The draws do not depend on the layout. With
-    ``checkpoint_dir`` every finished block is written there; ``resume=True`` reloads the finished
-    blocks and continues, drawing exactly what an uninterrupted run with the same seed draws. The directory is checked
-    writable and locked for the run first: a second run started on it is refused before writing (``SECURITY.md``).
-    ``key`` is a seed, a key, or one key per chain (shape ``(num_chains,)``): ``jax.random.split(k, C)``
-    draws what ``numpyro.infer.MCMC(MinibatchMH(...), num_chains=C).run(k)`` draws (``samplers.keys``).
-    ``runner``: an already compiled runner of this kernel (``scaled_runner.at_scale``, e.g. ``Warmup.runner``, on which
-    the warm-up tuned the scale) to run instead of compiling the kernel again; not with ``devices``.
-    ``compiler_options``: XLA's options for the block runner, e.g. ``compiling.FAST_COMPILE`` for a short run on the CPU,
-    which ``auto_sample`` sets by the run's length (``compiling.RUN_WORK``); the draws then differ from XLA's defaults' by
-    rounding (fused multiply-adds), so a resumed run must be given the same options.
+    Args:
+        model: The ``Model`` (``log_prior`` plus per-datum ``log_lik``).
+        data: The rows: a pytree of arrays with a leading axis ``N``, or a ``DataSource`` (memory-mapped, Parquet).
+        initial_position: The start (a pytree), the same for every chain unless ``batched_init``.
+        proposal: The ``Proposal`` (``random_walk``, ``langevin``, ``proxy_hmc``, ...).
+        test: The acceptance test (``penalty_test``, ``mh_minibatch``, ``MetropolisTest()``, ...).
+        num_samples: Steps (draws) per chain.
+        estimator: How the kernel estimates the log-likelihood difference: the plain per-datum ratio if None, or a
+            control variate (``taylor_proxy``) for temperature 1 on tall data.
+        key: A seed, a key, or one key per chain (shape ``(num_chains,)``): ``jax.random.split(k, C)`` draws what
+            ``numpyro.infer.MCMC(MinibatchMH(...), num_chains=C).run(k)`` draws (``samplers.keys``).
+        num_chains: Chains, vmapped.
+        temperature: A constant ``K`` (each log-likelihood divided by it), or one value per step (e.g. 100 then 1).
+        batched_init: ``initial_position`` has a leading axis of ``num_chains``: one start per chain.
+        block_size: Steps per jitted block (the unit of progress, interruption and checkpoints).
+        progress: Show a progress bar, redrawn about every half second.
+        devices: A list of devices, a count, or ``"all"``: the chains are split over a 1-D device mesh
+            (``num_chains`` a multiple of the device count).
+        data_sharding: A sharding for the data; None: the data are replicated on every device.
+        checkpoint_dir: A directory where every finished block is written. It is checked writable and locked for the
+            run first: a second run started on it is refused before writing (``SECURITY.md``).
+        resume: Reload the finished blocks of ``checkpoint_dir`` and continue.
+        runner: An already compiled runner of this kernel (``scaled_runner.at_scale``, e.g. ``Warmup.runner``) to run
+            instead of compiling the kernel again; not with ``devices``.
+        compiler_options: XLA's options for the block runner, e.g. ``compiling.FAST_COMPILE`` for a short run on the
+            CPU (``auto_sample`` sets it by the run's length); the draws then differ from XLA's defaults' by rounding
+            (fused multiply-adds), so a resumed run must be given the same options.
+
+    Returns:
+        The ``SampleResult``: draws with leading axes ``(chain, draw)``, the per-step records and the run's metadata.
     """
     num_samples, num_chains, block_size = _check_args(
         num_samples, num_chains, block_size, resume, checkpoint_dir, devices, data_sharding

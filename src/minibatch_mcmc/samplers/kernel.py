@@ -76,7 +76,19 @@ def check_gradient_batch(proposal: Proposal) -> int | None:
 def build_kernel(
     model: Model, proposal: Proposal, test: AcceptanceTest, n_data: int, estimator: Estimator | None = None
 ) -> Kernel:
-    """Combine a model, a proposal, an acceptance test and an estimator of ``Delta``'s data part into one MH transition."""
+    """Combine a model, a proposal, an acceptance test and an estimator of ``Delta``'s data part into one MH transition.
+
+    Args:
+        model: The ``Model``.
+        proposal: The ``Proposal`` (e.g. ``random_walk``, or ``Warmup.proposal``).
+        test: The acceptance test (e.g. ``penalty_test()``).
+        n_data: ``N``, the rows of the data the kernel will be given.
+        estimator: How the log-likelihood difference is estimated: ``plain()`` if None, or a control variate
+            (``taylor_proxy``, ``glm_proxy``, ``stratify``).
+
+    Returns:
+        The ``Kernel``: ``init(position)`` and ``step(key, state, data, temperature)``.
+    """
     estimator = plain() if estimator is None else estimator
     n_population = estimator.population_size(n_data)  # rows the test's minibatch is drawn from
     test.validate(n_population)

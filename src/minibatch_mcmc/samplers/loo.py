@@ -62,7 +62,20 @@ def loo_subsample(
     key: jax.Array | int = 0,
     site_log_lik: Callable[[PyTree, PyTree], dict] | None = None,
 ) -> SubsampledLoo:
-    """Subsampled PSIS-LOO of ``result`` with the difference estimator on ``m`` random rows (all rows if ``m >= N``)."""
+    """Subsampled PSIS-LOO of ``result`` with the difference estimator on ``m`` random rows (all rows if ``m >= N``).
+
+    Args:
+        result: The run.
+        model: The run's ``Model``.
+        data: The run's rows (arrays or a ``DataSource``); all ``N`` are read once, streamed.
+        m: Rows on which exact PSIS-LOO is computed (at least 2).
+        draws: The draws to use, the same for every chain; None: all.
+        key: Seed or key of the row draw.
+        site_log_lik: ``(theta, batch) -> {site: (b,)}``, whose sum is the row's log-likelihood; None: ``model.log_lik``.
+
+    Returns:
+        The ``SubsampledLoo``: ``elpd_loo``, its ``se`` and ``subsampling_se``, the largest Pareto ``k``.
+    """
     source = as_data_source(data)
     fn = (lambda t, b: model.log_lik(t, b)) if site_log_lik is None else (lambda t, b: sum(site_log_lik(t, b).values()))
     mean = jax.tree_util.tree_map(  # summed in float64: a float32 sum over many draws drifts by posterior s.d.s

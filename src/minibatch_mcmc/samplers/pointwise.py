@@ -83,6 +83,20 @@ def log_likelihood_data(
     The log-likelihood is the model's own (temperature 1) at the kernel's draws, one variable per site of
     ``site_log_lik(theta, batch) -> {site: (b,)}`` (default: ``{"obs": model.log_lik}``); the row indices are
     the ``row`` coordinate. ``az.loo`` on it estimates the ELPD of those rows.
+
+    Args:
+        result: The run.
+        model: The run's ``Model``.
+        data: The run's rows (arrays or a ``DataSource``).
+        rows: The rows to evaluate: all if None (refused when the values would not fit ``MAX_VALUES``), a count drawn
+            uniformly without replacement, or an array of row indices.
+        draws: The draws to keep, the same for every chain (a slice or indices); None: all.
+        key: Seed or key of the row draw.
+        site_log_lik: ``(theta, batch) -> {site: (b,) log-likelihood}``, one ``log_likelihood`` variable per site;
+            None: ``{"obs": model.log_lik}``.
+
+    Returns:
+        An ``arviz.InferenceData`` with ``posterior``, ``sample_stats`` and ``log_likelihood`` (coordinate ``row``).
     """
     source = as_data_source(data)
     idx = choose_rows(rows, source.n, key)

@@ -57,11 +57,19 @@ class SampleResult(NamedTuple):
 
     def summary(self, posterior: bool = True) -> dict:
         """Acceptance rate, minibatch-size statistics, data consumption, the statistics of the records the test fills
-        and (``posterior``) the posterior table: keys explained in ``SUMMARY_KEYS``."""
+        and (``posterior``) the posterior table: keys explained in ``SUMMARY_KEYS``.
+
+        Args:
+            posterior: Include ArviZ's table of the draws (mean, s.d., MCSE, bulk and tail ESS, R-hat).
+        """
         return summarize(self, posterior)
 
     def to_inference_data(self, unconstrained: bool = False):
-        """ArviZ ``InferenceData`` with ``posterior`` (``unconstrained=True``: the kernel's draws) and ``sample_stats``."""
+        """ArviZ ``InferenceData`` with ``posterior`` and ``sample_stats`` (the per-step records).
+
+        Args:
+            unconstrained: Put the kernel's own coordinates in ``posterior`` instead of the reported ones.
+        """
         return to_inference_data(self, unconstrained)
 
 
@@ -146,7 +154,16 @@ def posterior_table(positions: PyTree):
 
 
 def summarize(result: SampleResult, posterior: bool = True) -> dict:
-    """Summary statistics of a run's per-step records and (``posterior``) ArviZ's table of its draws."""
+    """Summary statistics of a run's per-step records and (``posterior``) ArviZ's table of its draws.
+
+    Args:
+        result: The run.
+        posterior: Include ``"posterior"``, ArviZ's table of the draws (mean, s.d., MCSE, bulk and tail ESS, R-hat).
+
+    Returns:
+        A dict: acceptance rate, minibatch-size statistics, data read, the statistics of the records the run's test
+        fills, and the posterior table; its keys are explained in ``SUMMARY_KEYS``.
+    """
     rec = result.records  # whole-array float32 means: NumPy's pairwise sums, ~1e-7 relative at any length
     bs = np.asarray(rec["batch_size"], dtype=np.float64)
     steps = bs.size
@@ -191,6 +208,14 @@ def to_inference_data(result: SampleResult, unconstrained: bool = False):
 
     ArviZ computes in the dtype it is given, so float32 draws are handed over as float64 (the same values):
     its ``summary``, ``ess`` and ``loo`` of the result then sum in float64 at any number of draws.
+
+    Args:
+        result: The run.
+        unconstrained: Put the kernel's own coordinates in ``posterior`` (``result.unconstrained``) instead of the
+            reported ones (constrained and named, for a NumPyro model).
+
+    Returns:
+        An ``arviz.InferenceData`` with groups ``posterior`` and ``sample_stats``.
     """
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)

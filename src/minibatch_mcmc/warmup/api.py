@@ -169,26 +169,41 @@ def warmup(
 ) -> Warmup:
     """Mode, Laplace covariance, Taylor proxy and a tuned proposal for sampling at ``temperature`` (1: the posterior).
 
-    ``test`` defaults to ``default_test(N)``: the penalty test on 50 rows, more at small ``N`` with a global move (the
-    ``batch`` phase: ``warmup.batch_choice``; below ``N = 50`` the exact Metropolis test on all rows); a name of
-    ``acceptance.registry.TESTS`` is that test with its default settings (``"mhminibatch"``: Seita et al.'s Barker-type test), an
-    exact one (``"smh"``) with the GLM's per-datum bounds; ``proposal`` is None (the default: ``laplace_moves.default_kind``'s
-    rule, ``"mixture"`` when the warm-up put rows in an exact stratum or found several modes, else ``"proxy_hmc"``;
-    ``Warmup.why`` says which) or one of ``PROPOSALS``: ``"proxy_hmc"`` (leapfrog on the proxy posterior, untuned),
-    ``"langevin"`` (the proxy-gradient MALA preconditioned by the Laplace covariance), ``"random_walk"`` (Laplace-shaped), the untuned
-    global moves ``"independence"``, ``"independence_t"``, ``"mixture"`` (proxy HMC plus a tuned random walk, for a
-    proxy posterior that is a poor global fit), or ``"auto"`` (the best of ``AUTO_CANDIDATES`` by measured effective draws per second; its cost
-    is reported as the ``choose`` phase). ``recentre=True``: the proxy is rebuilt at the mean of a short tuned run.
-    ``num_starts`` minibatch-Adam searches (0: none) look for other modes (a warning; ``auto_sample`` starts chains
-    in each). ``stratum=True``: rows the proxy cannot see (``influential_rows``) are exact at every test (``stratify``).
-    ``lean=False``: the earlier phase-after-phase search (``warmup.centre``), the only one ``adam_steps`` applies to
-    (the lean search runs ``warmup.lean.ADAM_STEPS``); ``progress``: a status line per phase with its cost. ``num_chains``
-    (one mode, no ``recentre``): a tuned scale is tuned on that many chains from dispersed Laplace draws, in windows of
-    ``window_size`` steps, on the compiled runner sampling then reuses (``Warmup.runner`` and ``Warmup.chains``);
-    ``num_samples``, the steps per chain it will sample, sets that runner's compile level (``compiling.RUN_WORK``).
-    The knobs (``order``, ``target_accept``, ``num_windows``, ``window_size``, ``recentre``, ``adam_steps``, ``newton_steps``,
-    ``num_starts``, ``stratum``) are the fields of ``settings`` (``WarmupSettings``, its defaults by default); each given
-    as a keyword replaces that field.
+    Phase by phase (each timed in ``Warmup.cost``): the mode and the Laplace covariance, the Taylor proxy there, the rows
+    the proxy cannot see, the proposal and its tuning, and for the default test with a global move its minibatch size.
+    The result's ``proposal``, ``test`` and ``estimator`` are ``sample``'s arguments; ``auto_sample`` does both.
+
+    Args:
+        model: The ``Model`` (``log_prior`` plus per-datum ``log_lik``), e.g. ``from_numpyro(...).model``.
+        data: The rows: a pytree of arrays with a leading axis ``N``, or a ``DataSource`` (memory-mapped, Parquet).
+        theta0: Where the mode search starts (a pytree, or ``from_numpyro(...).init``).
+        key: A seed or a PRNG key.
+        test: An acceptance test, or a name of ``acceptance.registry.TESTS`` (that test at its default settings; an
+            exact one, ``"smh"``, ``"mhss"``, ``"tunamh"``, with the GLM proxy's per-datum bounds). None:
+            ``default_test(N)``, the penalty test on 50 rows (more at small ``N`` with a global move: the ``batch``
+            phase), or below ``N = 50`` the exact Metropolis test.
+        proposal: A name of ``PROPOSALS`` (the rows of ``laplace_moves.KINDS``, and ``"auto"``: the best of
+            ``AUTO_CANDIDATES`` by measured effective draws per second, its cost the ``choose`` phase). None: the rule
+            ``laplace_moves.default_kind``, ``"mixture"`` where the warm-up put rows in an exact stratum or found
+            several modes, else ``"proxy_hmc"``; ``Warmup.why`` says which.
+        temperature: The likelihood's temperature ``K`` (each log-likelihood divided by it; 1: the posterior).
+        lean: The one-pass mode search (``warmup.lean``); False: the earlier phase-after-phase search
+            (``warmup.centre``), the only one ``adam_steps`` applies to.
+        progress: Print a status line per phase with its cost.
+        num_chains: With one mode and no ``recentre``, tune a tuned scale on that many chains from dispersed Laplace
+            draws, on the compiled runner sampling then reuses (``Warmup.runner`` and ``Warmup.chains``). None: one
+            chain from the mode.
+        num_samples: The steps per chain sampling will take: sets the tuned runner's compile level
+            (``compiling.RUN_WORK``).
+        settings: The knobs as one ``WarmupSettings`` (its defaults if None).
+        **knobs: Any field of ``WarmupSettings`` by name (``order``, ``target_accept``, ``num_windows``,
+            ``window_size``, ``recentre``, ``adam_steps``, ``newton_steps``, ``num_starts``, ``stratum``), replacing
+            that field of ``settings``. ``recentre=True`` rebuilds the proxy at the mean of a short tuned run;
+            ``num_starts`` minibatch-Adam searches look for other modes (a warning; ``auto_sample`` starts chains in
+            each); ``stratum=True`` makes the rows the proxy cannot see (``influential_rows``) exact at every test.
+
+    Returns:
+        The ``Warmup``: centre, covariance, proxy, tuned proposal, test, estimator and each phase's cost.
     """
     s = merged_settings(settings, **knobs)
     kind = None if proposal is None else check_choice(proposal, "proposal", PROPOSALS)
@@ -299,14 +314,38 @@ def auto_sample(
 ) -> tuple[SampleResult, Warmup]:
     """Warm up (mode, Laplace, proxy, rows it cannot see, tuning), then sample ``num_chains`` chains with the frozen settings.
 
-    Returns the ``SampleResult`` (its ``wall_time`` is sampling alone) and the ``Warmup`` (its ``cost``
-    holds the warm-up's data and seconds, and ``sampling``'s and ``check``'s: ``fit_cost`` tables them; its ``proxy_check`` the Pareto-k check of the proxy on
-    ``check_draws`` draws, all in one streamed pass, which warns when it fails; ``check_draws=0`` skips it).
-    With ``checkpoint_dir`` the warm-up is saved there, and ``resume=True`` restores it instead of redoing it. Without
-    it, ``devices`` or ``recentre``, a tuned scale is tuned on all the chains with the kernel sampling runs (one compilation
-    for both), and sampling goes on from the tuned chains (``warmup(num_chains=...)``); else from dispersed Laplace draws.
-    A run of at most ``compiling.RUN_WORK`` chain-steps x d on the CPU compiles its runner for speed of compilation
-    (``compiler_options``, and the tuned runner with tuning's steps counted; not with a checkpoint, which may be resumed longer).
+    Without ``checkpoint_dir``, ``devices`` or ``recentre``, a tuned scale is tuned on all the chains with the kernel
+    sampling runs (one compilation for both), and sampling goes on from the tuned chains; else from dispersed Laplace
+    draws. A short run on the CPU compiles its runner for speed of compilation (``compiling.RUN_WORK``; not with a
+    checkpoint, which may be resumed longer).
+
+    Args:
+        model: The ``Model``, e.g. ``from_numpyro(...).model``.
+        data: The rows: a pytree of arrays with a leading axis ``N``, or a ``DataSource``.
+        theta0: Where the mode search starts.
+        num_samples: Draws per chain.
+        num_chains: Chains, vmapped (and sharded with ``devices``).
+        key: A seed or a PRNG key.
+        test: An acceptance test or a name of ``acceptance.registry.TESTS``; None: the penalty test (``warmup``'s
+            ``test``).
+        proposal: A name of ``PROPOSALS``; None: the warm-up's rule (``warmup``'s ``proposal``).
+        order: Order of the Taylor proxy (1 or 2).
+        temperature: The likelihood's temperature ``K`` (1: the posterior).
+        recentre: Rebuild the proxy at the mean of a short tuned run.
+        progress: Print the warm-up's phases and sampling's progress bar.
+        num_starts: Minibatch-Adam searches for other modes (0: none); with several modes found, chains start in each.
+        newton_steps: Most streamed full-data Newton steps of the mode search.
+        stratum: Make the rows the proxy cannot see exact at every test.
+        check_draws: Draws on which the proxy is checked after sampling (Pareto-k, one streamed pass; a warning when it
+            fails); 0 skips the check.
+        **sample_kwargs: Passed on to ``sample`` (``checkpoint_dir``, ``resume``, ``devices``, ``data_sharding``,
+            ``block_size``, ...). With ``checkpoint_dir`` the warm-up is saved there, and ``resume=True`` restores it
+            instead of redoing it.
+
+    Returns:
+        ``(result, warm)``: the ``SampleResult`` (its ``wall_time`` is sampling alone) and the ``Warmup`` (its ``cost``
+        holds every phase's rows and seconds, with ``sampling``'s and ``check``'s: ``fit_cost`` tables them; its
+        ``proxy_check`` the check after sampling).
     """
     check_int(check_draws, "check_draws", 0)
     k_warm, k_start, k_run = jax.random.split(as_key(key), 3)

@@ -45,10 +45,17 @@ def sampling_cost(result: Any) -> PhaseCost:
 
 
 def fit_cost(converted: Any = None, warm: Any = None, result: Any = None, before: dict | None = None) -> FitCost:
-    """The cost of a fit from its parts, each optional: ``converted`` (``from_numpyro``'s record: its ``convert`` phase),
-    ``warm`` (a ``Warmup``: its phases, with ``auto_sample``'s ``sampling`` and ``check``) and ``result`` (a ``SampleResult``
-    of a ``sample`` call: its ``wall_time`` as ``sampling`` where ``warm`` holds none); ``before``: phases timed by the
-    caller (e.g. reading the data), listed first."""
+    """The cost of a fit from its parts, each optional: rows read, passes over ``N`` and seconds, phase by phase and in all.
+
+    Args:
+        converted: ``from_numpyro``'s record: its ``convert`` phase.
+        warm: A ``Warmup``: its phases, with ``auto_sample``'s ``sampling`` and ``check``.
+        result: A ``SampleResult`` of a ``sample`` call: its ``wall_time`` as ``sampling`` where ``warm`` holds none.
+        before: Phases timed by the caller (e.g. reading the data), ``{name: PhaseCost}``, listed first.
+
+    Returns:
+        The ``FitCost``: each phase's ``PhaseCost`` and the totals.
+    """
     phases = dict(before or {})
     phases.update({} if converted is None or converted.cost is None else {"convert": converted.cost})
     phases.update({} if warm is None else warm.cost)
