@@ -16,7 +16,8 @@ import minibatch_mcmc
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "src" / "minibatch_mcmc"
-GUIDES = ("usage.md", "architecture.md", "benchmarks.md", "reproduction.md", "notes-on-the-papers.md")
+GUIDES = ("usage.md", "algorithms.md", "architecture.md", "benchmarks-summary.md", "benchmarks.md", "reproduction.md",
+          "notes-on-the-papers.md")
 
 
 def _public_modules() -> list:
