@@ -203,7 +203,7 @@ def design_adaptive(table: DesignTable, error_bound: float) -> AustereDesign:
 CHECK_PATHS = 1000
 """Simulated paths behind the start-of-run check (Monte Carlo s.e. about 0.002 at an error of 0.01)."""
 CHECK_STAGES = 20_000
-"""Most stages the start-of-run check simulates (about 0.4 s); beyond, a subset gives a lower bound on the error."""
+"""Most stages the start-of-run check simulates; beyond, a subset gives a lower bound on the error."""
 ERROR_EPSILON_GRID = tuple(float(f"{c}e{k}") for k in range(-7, -1) for c in (1, 2, 5)) + (0.1,)
 """Per-stage thresholds searched by :func:`design_for_error` (down to where ``N / m`` stages still err little)."""
 ERROR_BATCH_GRID = (50, 100, 200, 500, 1000, 2000, 5000)

@@ -43,13 +43,13 @@ EVAL_HALF_WIDTH = 40.0
 """The fine grid covers at least ``[-EVAL_HALF_WIDTH, EVAL_HALF_WIDTH]``."""
 
 MAX_SUPPORT_POINTS = 1201
-"""Largest grid ``solve_correction`` accepts (the LP is dense; 1201 points take ~10 s)."""
+"""Largest grid ``solve_correction`` accepts (the LP is dense)."""
 
 MAX_HALF_WIDTH = 100.0
 """Largest ``half_width`` accepted; the standard logistic has mass ~1e-43 beyond 100."""
 
 LP_MAX_ENTRIES = 4_000_000
-"""Largest LP ``solve_correction`` starts: coefficients of its dense constraint matrix (32 MB; ~10 s)."""
+"""Largest LP ``solve_correction`` starts: coefficients of its dense constraint matrix (32 MB in float64)."""
 
 
 

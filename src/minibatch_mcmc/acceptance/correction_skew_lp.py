@@ -9,7 +9,7 @@ table. Negative ``kappa`` needs no rows: the kernel at ``-kappa`` is the mirror 
 so ``C_{sigma,-kappa}(x) = C_{sigma,kappa}(-x)``. A ``kappa`` between two rows draws from the mixture of the
 two rows with linear weights; the mixture's own CDF error (measured here at weights 1/4, 1/2, 3/4 of every
 interval) is part of the table's stated error. Regenerate the shipped file with
-``python -m minibatch_mcmc.acceptance.correction_skew_lp`` (51 linear programmes, about 8 minutes on one core).
+``python -m minibatch_mcmc.acceptance.correction_skew_lp`` (51 linear programmes).
 """
 
 from __future__ import annotations

@@ -35,8 +35,7 @@ def check_moments(draws: np.ndarray, exact_mean: np.ndarray, exact_var: np.ndarr
     the *mean* (``method="mean"``) of ``x`` and of its squared deviations. Not the rank-normalised bulk ESS
     (``ess``, reported for ESS thresholds): a skewed or heavy-tailed quantity is visited in long tail
     excursions that rank normalisation flattens, so the bulk ESS overstates the precision of its mean
-    (3.6x for the squared deviations on the rare-category logistic posterior, a variance s.e. ~1.9x too
-    small; docs/notes-on-the-papers.md).
+    (by how much on the rare-category logistic posterior: docs/notes-on-the-papers.md).
     """
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)
