@@ -165,3 +165,13 @@ def test_benchmarks_summary_types_no_figure():
     figures = re.findall(r"(?<![\w^.])\d+\.\d+", bare)
     assert not figures, f"docs/benchmarks-summary.md: figures typed outside value markers: {figures}"
     assert "<!-- value:" in text, "docs/benchmarks-summary.md quotes no results value"
+
+
+def test_benchmarks_summary_plot_is_what_the_results_draw():
+    """Would catch a results file or the summary's table changed without the plot redrawn (benchmarks/plot_summary.py)."""
+    spec = importlib.util.spec_from_file_location("plot_summary", ROOT / "benchmarks" / "plot_summary.py")
+    plot = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(plot)
+    grid = plot.table_grid(plot.SUMMARY.read_text(), plot.load_results().values)
+    assert len(grid.rows) >= 3 and all(len(vals) == len(grid.columns) for _, vals in grid.rows)
+    assert plot.FIGURE.read_text() == plot.render(), "docs/figures/first_fit_vs_nuts.svg is stale: run benchmarks/plot_summary.py"
