@@ -28,7 +28,8 @@ the test says so as soon as they have one)."""
 
 def entry_points() -> dict[str, object]:
     """Every function of ``mm.__all__``, and every class with a constructor a user calls (not a NamedTuple of results
-    or settings, not a warning), with the loo and the result's methods a first fit reaches."""
+    or settings, not a warning), with the LOO, the result's methods and the NumPyro outputs a first fit reaches."""
+    from minibatch_mcmc.interop import numpyro as interop
     from minibatch_mcmc.samplers.loo import loo_subsample
     from minibatch_mcmc.samplers.results import SampleResult
 
@@ -40,7 +41,9 @@ def entry_points() -> dict[str, object]:
         elif inspect.isclass(obj) and not issubclass(obj, (tuple, Warning)):
             out[name] = obj
     out.update({"loo_subsample": loo_subsample, "SampleResult.summary": SampleResult.summary,
-                "SampleResult.to_inference_data": SampleResult.to_inference_data})
+                "SampleResult.to_inference_data": SampleResult.to_inference_data,
+                "interop.to_inference_data": interop.to_inference_data, "interop.log_likelihood": interop.log_likelihood,
+                "interop.subsampled_loo": interop.subsampled_loo})
     return out
 
 

@@ -350,16 +350,33 @@ def constrained_result(result: SampleResult, converted: NumPyroModel) -> SampleR
 
 
 def to_inference_data(result: SampleResult, converted: NumPyroModel):
-    """ArviZ ``InferenceData`` of a run on a converted model: one posterior variable per latent site, constrained."""
+    """ArviZ ``InferenceData`` of a run on a converted model: one posterior variable per latent site, constrained.
+
+    Args:
+        result: A run on ``converted.model`` (or on the same parameters, whose draws are then constrained here).
+        converted: ``from_numpyro``'s record.
+    """
     return constrained_result(result, converted).to_inference_data()
 
 
 def log_likelihood(result: SampleResult, converted: NumPyroModel, **kwargs: Any):
     """``log_likelihood_data`` for a run on a converted model: one ``log_likelihood`` variable per observed site
-    (``rows``, ``draws``, ``key`` as there), so ``az.loo`` works on it."""
+    (``rows``, ``draws``, ``key`` as there), so ``az.loo`` works on it.
+
+    Args:
+        result: A run on ``converted.model``.
+        converted: ``from_numpyro``'s record.
+        **kwargs: ``log_likelihood_data``'s ``rows``, ``draws`` and ``key``.
+    """
     return log_likelihood_data(result, converted.model, converted.data, site_log_lik=converted.site_log_lik, **kwargs)
 
 
 def subsampled_loo(result: SampleResult, converted: NumPyroModel, **kwargs: Any) -> SubsampledLoo:
-    """``loo_subsample`` for a run on a converted model (``m``, ``draws``, ``key`` as there): PSIS-LOO at tall N."""
+    """``loo_subsample`` for a run on a converted model (``m``, ``draws``, ``key`` as there): PSIS-LOO at tall N.
+
+    Args:
+        result: A run on ``converted.model``.
+        converted: ``from_numpyro``'s record.
+        **kwargs: ``loo_subsample``'s ``m``, ``draws`` and ``key``.
+    """
     return loo_subsample(result, converted.model, converted.data, site_log_lik=converted.site_log_lik, **kwargs)
