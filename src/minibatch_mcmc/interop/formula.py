@@ -18,9 +18,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from minibatch_mcmc.models.glmm_design import GLMMDesign, GroupFactor, check_design
-
-FAMILIES = ("bernoulli", "binomial", "poisson", "negative_binomial", "gaussian", "student_t")
-"""The families a formula may name (``-`` and ``_`` alike, any case: ``"student-t"`` is ``"student_t"``)."""
+from minibatch_mcmc.models.glmm_families import FAMILIES
 COUNT_FAMILIES = ("binomial", "poisson", "negative_binomial")
 TRIALS = re.compile(r"^\s*(?P<y>[A-Za-z_][\w.]*)\s*\|\s*trials\(\s*(?P<n>[A-Za-z_][\w.]*)\s*\)\s*$")
 """brms's binomial response ``y | trials(n)``."""
@@ -55,7 +53,7 @@ class FormulaDesign(NamedTuple):
 
 
 def family_name(family: str) -> str:
-    """The family's canonical name, or a ValueError listing the allowed ones."""
+    """The family's canonical name (``-`` and ``_`` alike, any case: ``"Student-t"`` is ``"student_t"``), or a ValueError listing them."""
     name = str(family).strip().lower().replace("-", "_")
     if name not in FAMILIES:
         raise ValueError(f"unknown family {family!r}; allowed: {', '.join(FAMILIES)}")
@@ -189,10 +187,14 @@ def factor_key(table, columns: tuple[str, ...]):
 
 
 def factor_codes(key, categories) -> np.ndarray:
-    """Each row's level code among ``categories`` (-1 for a level not among them)."""
+    """Each row's level code among ``categories``; a level not among them ``G, G + 1, ...`` in order of first appearance."""
     import pandas as pd
 
-    return np.asarray(pd.Categorical(key, categories=categories).codes, dtype=np.int64)
+    codes = np.asarray(categories.get_indexer(pd.Index(np.asarray(key))), dtype=np.int64)
+    new = codes < 0
+    if new.any():
+        codes[new] = len(categories) + pd.factorize(np.asarray(key)[new])[0]
+    return codes
 
 
 def group_terms_by_factor(description) -> dict[str, list]:
@@ -245,7 +247,10 @@ def formula_design(formula: str, data, family: str = "bernoulli", *, offset=None
     if trials_in_formula is not None and trials is not None:
         raise ValueError(f"trials given twice: '| trials({trials_in_formula})' in the formula and trials={trials!r}")
     trials = trials_in_formula if trials is None else trials
-    description = model_description(formula)
+    try:
+        description = model_description(formula)
+    except Exception as err:  # formulae's scanner, parser and resolver raise several types
+        raise ValueError(f"formulae cannot read the formula {formula!r}: {err}") from err
     table = read_table(data, formula_columns(description, (offset, trials)))
     check_no_missing(table)
     env = formula_env(extra_namespace)
@@ -290,6 +295,7 @@ class NewRows(NamedTuple):
     x: np.ndarray
     offset: np.ndarray | None
     codes: tuple[np.ndarray, ...]
+    """Each factor's level codes: ``0 .. G - 1`` the fitted levels, ``G, G + 1, ...`` each new level."""
     z: tuple[np.ndarray, ...]
 
 
