@@ -153,3 +153,14 @@ def test_missing_values_in_a_used_column_are_named():
     df.loc[4, "g"] = None
     with pytest.raises(ValueError, match="column 'g' has 1 missing"):
         formula_design("y ~ x1 + (1 | g)", df)
+
+
+def test_a_categorical_factor_keeps_its_order_and_drops_unused_levels():
+    """A pandas ``Categorical`` grouping column: its own level order (as an R factor's), unused levels left out."""
+    df = table().assign(g=lambda d: pd.Categorical(d.g, categories=["b", "unused", "a"]))
+    fd = formula_design("y ~ x1 + (1 | g)", df)
+    f = fd.design.factors[0]
+    assert f.levels == ("b", "a")
+    np.testing.assert_array_equal(f.codes, (df.g == "a").astype(int))
+    rows = new_rows(fd, pd.DataFrame({"x1": [0.0, 0.0, 0.0], "g": ["a", "new", "b"]}))
+    np.testing.assert_array_equal(rows.codes[0], [1, 2, 0])

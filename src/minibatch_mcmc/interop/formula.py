@@ -215,8 +215,8 @@ def evaluate_factor(name: str, terms: list, table, env) -> tuple[GroupFactor, Fa
         raise ValueError(f"grouping factor {name!r} must name data columns (e.g. '(1 | g)' or '(1 | g:h)'); "
                          "compute it as a column first")
     columns = tuple(c.name for c in components)
-    key = factor_key(table, columns)
-    categories = pd.Categorical(key).remove_unused_categories().categories
+    codes, categories = pd.factorize(factor_key(table, columns), sort=True)  # the observed levels, sorted
+    categories = pd.Index(categories)
     if len(categories) < 2:
         raise ValueError(f"grouping factor {name!r} has {len(categories)} level(s) ({', '.join(map(str, categories))}); "
                          "a group effect needs at least two levels")
@@ -229,7 +229,7 @@ def evaluate_factor(name: str, terms: list, table, env) -> tuple[GroupFactor, Fa
         blocks.append(np.asarray(expr.data, dtype=np.float64).reshape(len(table), -1))
         labels.extend("1" if expr.name == "Intercept" else label for label in expr.labels)
         exprs.append(expr)
-    factor = GroupFactor(name=name, codes=factor_codes(key, categories), z=np.column_stack(blocks),
+    factor = GroupFactor(name=name, codes=np.asarray(codes, dtype=np.int64), z=np.column_stack(blocks),
                          levels=tuple(str(c) for c in categories), terms=tuple(labels))
     return factor, FactorSpec(name, columns, categories, tuple(exprs))
 
