@@ -37,6 +37,7 @@ from jax.flatten_util import ravel_pytree
 from minibatch_mcmc.control_variates.base import minibatch_rows, plain, uses_all_rows
 from minibatch_mcmc.control_variates.glm_families import remainder_fn
 from minibatch_mcmc.control_variates.glmm_sums import row_coefficients, streamed_sums
+from minibatch_mcmc.control_variates.taylor import TaylorProxy, taylor_proxy
 from minibatch_mcmc.data.arrays import as_data_source
 from minibatch_mcmc.data.passes import DEFAULT_CHUNK
 from minibatch_mcmc.models.base import GLMMLayout, Model
@@ -227,3 +228,10 @@ def glmm_proxy(model: Model, data: Any, centre: PyTree, chunk: int = DEFAULT_CHU
                      gz=tuple(cast(sums[f"gz_{f}"]) for f in factors), hzx=tuple(cast(sums[f"hzx_{f}"]) for f in factors),
                      hzz=tuple(cast(sums[f"hzz_{f}"]) for f in factors), mz=tuple(cast(sums[f"mz_{f}"]) for f in factors),
                      pairs=pairs, setup_data=source.n)
+
+
+def proxy_for(model: Model, data: Any, centre: PyTree, order: int = 2) -> GLMMProxy | TaylorProxy:
+    """The warm-up's proxy: the GLMM proxy for a GLMM (``model.glmm`` set) at order 2, else the dense Taylor proxy."""
+    if model.glmm is not None and order == 2:
+        return glmm_proxy(model, data, centre)
+    return taylor_proxy(model, data, centre, order=order)
