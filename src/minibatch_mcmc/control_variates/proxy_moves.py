@@ -133,6 +133,9 @@ def proxy_hmc(
         x = x + eps * (lower @ v)
         v = kick(x, v, 0.5 * eps)
         log_q_ratio = 0.5 * (jnp.sum(v0 * v0) - jnp.sum(v * v))
-        return unravel(x), log_q_ratio
+        # a diverging trajectory (a stiff proxy posterior, e.g. a non-centred GLMM's large group s.d.) is rejected:
+        # the candidate is the start with log q ratio -inf, as HMC treats a divergence
+        ok = jnp.all(jnp.isfinite(x)) & jnp.isfinite(log_q_ratio)
+        return unravel(jnp.where(ok, x, flat)), jnp.where(ok, log_q_ratio, -jnp.inf)
 
     return Proposal(sample=sample, symmetric=False, name="proxy_hmc")
