@@ -24,7 +24,7 @@ CHAINS, DRAWS = 2, 50
 def table(n: int = 40, seed: int = 0) -> pd.DataFrame:
     """Rows with a 0/1 response, a slope variable, a 2-level category, factors ``g`` (3 levels) and ``h`` (4)."""
     rng = np.random.default_rng(seed)
-    return pd.DataFrame({"y": rng.integers(0, 2, n), "x1": rng.normal(size=n), "c": np.array(["p", "q"])[np.arange(n) % 2],
+    return pd.DataFrame({"y": rng.integers(0, 2, n), "w": rng.normal(size=n), "x1": rng.normal(size=n), "c": np.array(["p", "q"])[np.arange(n) % 2],
                          "g": np.array(["a", "b", "c"])[np.arange(n) % 3], "h": np.arange(n) % 4, "e": rng.uniform(1, 2, n)})
 
 
@@ -98,6 +98,15 @@ def test_new_levels_sample_draws_from_the_sd_of_each_draw():
     for j in range(2):
         zj = u17[j] / sd_h[:, j]
         assert abs(zj.mean()) < 5 / np.sqrt(n) and abs(zj.var() - 1) < 5 * np.sqrt(2 / n), (j, zj.mean(), zj.var())
+
+
+@pytest.mark.parametrize("family, mean", [("poisson", np.exp), ("gaussian", lambda eta: eta)])
+def test_predict_mean_is_the_family_inverse_link(family, mean):
+    """Poisson: ``exp(eta)`` with the offset inside (a rate times exposure); gaussian: ``eta`` itself, ``sigma`` named."""
+    formula = FORMULA.replace("y ~", "w ~") if family == "gaussian" else FORMULA
+    res = fake_result(formula, family)
+    np.testing.assert_allclose(res.predict(NEW), mean(by_hand(res, NEW)), rtol=1e-12)
+    assert ("sigma" in res.to_inference_data().posterior) == (family == "gaussian")
 
 
 def test_inference_data_names_every_effect():
