@@ -164,3 +164,15 @@ def test_a_categorical_factor_keeps_its_order_and_drops_unused_levels():
     np.testing.assert_array_equal(f.codes, (df.g == "a").astype(int))
     rows = new_rows(fd, pd.DataFrame({"x1": [0.0, 0.0, 0.0], "g": ["a", "new", "b"]}))
     np.testing.assert_array_equal(rows.codes[0], [1, 2, 0])
+
+
+def test_new_rows_need_the_offset_an_array_gave():
+    """A fit whose ``offset=`` was an array: new rows without theirs are refused (not given offset 0); with, it is used."""
+    df = table()
+    fd = formula_design("k ~ x1 + (1 | g)", df, "poisson", offset=np.log(df.e.to_numpy()))
+    new = pd.DataFrame({"x1": [0.0, 1.0], "g": ["a", "b"]})
+    with pytest.raises(ValueError, match="offset= was an array"):
+        new_rows(fd, new)
+    np.testing.assert_array_equal(new_rows(fd, new, offset=[0.5, 0.25]).offset, [0.5, 0.25])
+    with pytest.raises(ValueError, match="the fit had no offset= argument"):
+        new_rows(formula_design("k ~ x1 + (1 | g)", df, "poisson"), new, offset=[0.5, 0.25])

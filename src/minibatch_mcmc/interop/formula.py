@@ -50,6 +50,8 @@ class FormulaDesign(NamedTuple):
     offset_column: str | None
     """The ``offset=`` column, added to the formula's offset terms."""
     factors: tuple[FactorSpec, ...]
+    offset_array: bool = False
+    """The fit's ``offset=`` was an array: new rows need theirs (``predict(..., offset=...)``)."""
 
 
 def family_name(family: str) -> str:
@@ -266,7 +268,7 @@ def formula_design(formula: str, data, family: str = "bernoulli", *, offset=None
                         factors=tuple(f for f, _ in factors), offset=offset_values, trials=n_trials)
     check_design(design)
     return FormulaDesign(design, family, formula, common, fixed, offsets, offset if isinstance(offset, str) else None,
-                         tuple(s for _, s in factors))
+                         tuple(s for _, s in factors), offset is not None and not isinstance(offset, str))
 
 
 def given_column(values, what: str, n: int) -> np.ndarray:
@@ -300,7 +302,14 @@ class NewRows(NamedTuple):
 
 
 def new_rows(fitted: FormulaDesign, data, *, offset=None) -> NewRows:
-    """``data``'s rows in ``fitted``'s columns (categories, stateful transforms and levels as fitted; no response needed)."""
+    """``data``'s rows in ``fitted``'s columns (categories, stateful transforms and levels as fitted; no response needed).
+
+    ``offset``: the new rows' ``offset=`` values, needed where the fit's was an array (else its column is read).
+    """
+    if fitted.offset_array and offset is None:
+        raise ValueError("the fit's offset= was an array: pass the new rows' offset (predict(..., offset=...))")
+    if fitted.offset_array is False and fitted.offset_column is None and offset is not None:
+        raise ValueError("offset= given for new rows, but the fit had no offset= argument (offset() terms are read from the data)")
     needed = sorted({*(c for f in fitted.factors for c in f.columns), *fixed_columns(fitted),
                      *([fitted.offset_column] if fitted.offset_column and offset is None else [])})
     table = read_table(data, needed)
@@ -310,8 +319,6 @@ def new_rows(fitted: FormulaDesign, data, *, offset=None) -> NewRows:
     x = np.column_stack([common.design_matrix[:, s] for s in fitted.fixed_slices]) if fitted.fixed_slices else np.zeros((n, 0))
     given = table[fitted.offset_column] if offset is None and fitted.offset_column else offset
     off = total_offset(common, fitted.offset_slices, table, None if given is None else np.asarray(given, dtype=np.float64))
-    if fitted.design.offset is not None and off is None:
-        off = np.zeros(n)
     codes = tuple(factor_codes(factor_key(table, f.columns), f.categories) for f in fitted.factors)
     z = tuple(np.column_stack([np.asarray(e.eval_new_data(table), dtype=np.float64).reshape(n, -1) for e in f.exprs])
               for f in fitted.factors)

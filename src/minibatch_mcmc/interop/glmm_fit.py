@@ -134,7 +134,8 @@ class GLMMResult(NamedTuple):
 
         ``new_data``: a DataFrame, dict of arrays or Parquet path with the formula's columns (the response not needed);
         a level the fit did not see gets effect 0 (``new_levels="zero"``) or, per draw, ``N(0, sd^2)`` drawn once per
-        new level (``"sample"``, with ``seed``). ``offset``: the ``offset=`` column's values if ``new_data`` lacks it.
+        new level (``"sample"``, with ``seed``). ``offset``: the new rows' ``offset=`` values (required where the fit's
+        ``offset=`` was an array; else its column is read from ``new_data``); ``offset(...)`` terms are read from it.
         """
         check_choice(kind, "kind", KINDS)
         check_choice(new_levels, "new_levels", NEW_LEVELS)
