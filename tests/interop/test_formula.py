@@ -8,6 +8,8 @@ column, a Parquet or dict table read differently from the DataFrame, and errors 
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -88,6 +90,12 @@ def test_binomial_trials_three_ways():
         np.testing.assert_array_equal(d.x, designs[0].x)
 
 
+def test_a_text_response_names_its_success_level():
+    """``g[b] ~ ...``: formulae's syntax for a text response, 1 where ``g == "b"``."""
+    df = table()
+    np.testing.assert_array_equal(formula_design("g[b] ~ x1 + (1 | h)", df).design.y, df.g == "b")
+
+
 def test_offset_argument_adds_to_the_formula_offset():
     """``offset="e"`` is the column; with ``offset(log(e))`` in the formula too, the two add."""
     df = table()
@@ -131,6 +139,7 @@ def test_new_rows_keep_the_fitted_coding_and_number_new_levels():
     ("y ~ x1 + (1 | one)", "bernoulli", "grouping factor 'one' has 1 level(s) (z); a group effect needs at least two"),
     ("y ~ x1 + (1 | g)", "binomial", "binomial needs trials"),
     ("k ~ x1 + (1 | g)", "bernoulli", "bernoulli needs a 0/1 response"),
+    ("c ~ x1 + (1 | g)", "bernoulli", "response 'c' is categorical (hi, lo, mid): write 'c[level] ~ ...'"),
     ("y ~ x1 + (1 | g", "bernoulli", "formulae cannot read the formula 'y ~ x1 + (1 | g'"),
     ("y ~ x1 + offset(e)", "bernoulli", None),
 ])
@@ -140,7 +149,7 @@ def test_errors_name_the_value(formula, family, message):
     if message is None:  # a clean formula: the NaN column it does not read is no error
         assert formula_design(formula, df, family).design.offset is not None
         return
-    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
+    with pytest.raises(ValueError, match=re.escape(message)):
         formula_design(formula, df, family)
 
 

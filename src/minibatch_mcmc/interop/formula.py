@@ -130,7 +130,9 @@ def response_arrays(description, table, env, trials_column: str | None) -> tuple
     if response.kind == "proportion":
         return values[:, 0], values[:, 1]
     if values.ndim == 2 and values.shape[1] != 1:
-        raise ValueError(f"response {response.name!r} gives {values.shape[1]} columns; give it as one numeric column")
+        levels = ", ".join(map(str, response.levels)) if response.levels is not None else f"{values.shape[1]} columns"
+        raise ValueError(f"response {response.name!r} is categorical ({levels}): write '{response.name}[level] ~ ...' "
+                         "for the level that counts as 1, or give a numeric column")
     trials = None if trials_column is None else np.asarray(table[trials_column], dtype=np.float64)
     return values.reshape(-1), trials
 
