@@ -213,3 +213,18 @@ def test_auto_sample_matches_nuts(family, centred):
         assert abs(ours.loc[name, "sd"] - ref.loc[name, "sd"]) <= tol_sd, (name, ours.loc[name], ref.loc[name])
         if name.startswith(("beta", "sd_g")):
             assert tol_sd < 0.05 * ref.loc[name, "sd"], (name, "no power to see a 5% s.d. error", tol_sd, ref.loc[name, "sd"])
+
+
+def test_saved_warmup_codec_round_trip():
+    """A GLMM proxy (with a crossed-factor pair block) goes through the saved warm-up's codec and comes back with the same
+    proxy sum: a checkpointed auto_sample of a GLMM can resume (the codec refused a GLMMProxy before)."""
+    from minibatch_mcmc.warmup.codec import LIBRARY_TYPES, decode, encode
+
+    model, data = glmm_model(crossed("bernoulli", 60), "bernoulli", centred=False)
+    centre = jnp.full(dimension(model.glmm.layout), 0.1, jnp.float32)
+    proxy = glmm_proxy(model, data, centre)
+    tree, arrays = encode(proxy, LIBRARY_TYPES)
+    back = decode(tree, arrays, LIBRARY_TYPES)
+    assert type(back) is type(proxy) and back.layout == proxy.layout
+    point = centre + 0.05
+    np.testing.assert_allclose(float(back.proxy_sum(point)), float(proxy.proxy_sum(point)), rtol=1e-6)
