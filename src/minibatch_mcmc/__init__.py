@@ -1,7 +1,7 @@
 """minibatch-mcmc: Metropolis-Hastings on tall data with minibatch acceptance tests, on JAX.
 
-One way in: ``import minibatch_mcmc as mm``, then ``mm.from_numpyro`` (a NumPyro model in), ``mm.auto_sample`` (warm-up
-and chains), ``mm.warmup`` (the warm-up alone), ``mm.sample`` (chains with a proposal and a test you choose),
+One way in: ``import minibatch_mcmc as mm``, then ``mm.glmm`` (a mixed model from a formula and a table, fitted),
+``mm.from_numpyro`` (a NumPyro model in), ``mm.auto_sample`` (warm-up and chains), ``mm.warmup`` (the warm-up alone), ``mm.sample`` (chains with a proposal and a test you choose),
 ``mm.summarize`` and ``mm.to_inference_data`` (results out), ``mm.MinibatchMH`` (our sampler in NumPyro's ``MCMC``),
 and every acceptance test, proposal and control-variate factory by its name in its subpackage (the rule:
 ``ACCEPTANCE_TESTS``, ``PROPOSALS`` and ``CONTROL_VARIATES`` below; ``tests/test_exports.py`` checks that they are all
@@ -38,6 +38,7 @@ CONTROL_VARIATES = (
 )
 """Every factory of ``control_variates``: the estimators and the proposals built from a proxy."""
 ENTRY_POINTS = {
+    "glmm": "minibatch_mcmc.interop.glmm_fit",
     "from_numpyro": "minibatch_mcmc.interop.numpyro",
     "MinibatchMH": "minibatch_mcmc.interop.numpyro_kernel",
     "auto_sample": "minibatch_mcmc.warmup",

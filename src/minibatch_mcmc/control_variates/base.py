@@ -57,6 +57,36 @@ class Estimator(Protocol):
         ...
 
 
+class Proxy(Estimator, Protocol):
+    """A control variate built around a centre: ``TaylorProxy`` (dense, in ``theta``) or ``GLMMProxy`` (in predictor space).
+
+    What the proposals on the proxy posterior (``proposals.py``, ``proxy_moves.py``), the exact stratum
+    (``stratified.py``, ``influence.py``) and the warm-up read of a proxy beyond the ``Estimator`` methods."""
+
+    centre: PyTree
+    """The expansion point ``c``."""
+    order: int
+    """1 (gradient only) or 2."""
+    setup_data: int
+    """Rows read to build it."""
+
+    def flat_centre(self) -> tuple[jax.Array, Callable[[jax.Array], PyTree]]:
+        """The centre as a flat vector and the function back to a parameter."""
+        ...
+
+    def proxy_sum(self, theta: PyTree) -> jax.Array:
+        """``sum_i l~_i(theta)`` up to a constant, reading no data."""
+        ...
+
+    def remainder(self, model: Model, theta: PyTree, rows: PyTree) -> jax.Array:
+        """``l_i(theta) - l~_i(theta)`` for each of ``rows``, up to a per-row constant."""
+        ...
+
+    def minibatch_estimate(self, model: Model, batch: PyTree, n_data: int, batch_size: int) -> Callable[[PyTree], jax.Array]:
+        """``theta -> proxy_sum(theta) + (N / b) sum_batch remainder`` on given rows."""
+        ...
+
+
 def minibatch_rows(key: jax.Array, data: PyTree, n_data: int, batch_size: int) -> PyTree:
     """``batch_size`` distinct rows drawn without replacement from ``key``, independently of ``theta``."""
     idx, _ = chunk_indices(key, jnp.zeros((), jnp.int32), batch_size, n_data)

@@ -41,6 +41,8 @@ EXPONENTIAL = ("poisson",)
 FAMILIES = ("logistic", "probit", "poisson", "gaussian")
 SERIES_LIMIT = 0.1
 """Below this ``|delta|`` the logistic and Poisson remainders are summed as their series, else in closed form."""
+FAR_LIMIT = 30.0
+"""Beyond this ``|delta|`` the softplus remainder is the difference of softplus values (``expm1`` overflows in float32 past 88)."""
 QUADRATURE_LIMIT = 1.0
 """Below this ``|delta|`` the probit remainder is its integral form by Gauss-Legendre, else the direct difference."""
 NODES, WEIGHTS = (np.asarray(v) for v in np.polynomial.legendre.leggauss(8))
@@ -66,7 +68,10 @@ def softplus_remainder(eta_c: jax.Array, delta: jax.Array, order: int) -> jax.Ar
     # s(eta_c + delta) - s(eta_c) = log1p(p (e^delta - 1)), accurate for any delta
     small = jnp.abs(delta) < SERIES_LIMIT
     safe = jnp.where(small, SERIES_LIMIT, delta)
-    direct = jnp.log1p(der[0] * jnp.expm1(safe)) - der[0] * safe
+    far = jnp.abs(safe) > FAR_LIMIT  # expm1 would overflow: the softplus difference, no cancellation this far out
+    near = jnp.where(far, SERIES_LIMIT, safe)
+    direct = jnp.where(far, jax.nn.softplus(eta_c + safe) - jax.nn.softplus(eta_c),
+                       jnp.log1p(der[0] * jnp.expm1(near))) - der[0] * safe
     if order == 2:
         direct = direct - 0.5 * der[1] * safe * safe
     return jnp.where(small, series, direct)

@@ -30,7 +30,7 @@ import numpy as np
 
 from minibatch_mcmc.checks import check_int, check_positive
 from minibatch_mcmc.compiling import FAST_COMPILE, ONE_OFF_WORK, compile_options
-from minibatch_mcmc.control_variates.taylor import TaylorProxy
+from minibatch_mcmc.control_variates.base import Proxy
 from minibatch_mcmc.data.arrays import as_data_source, slice_rows, take
 from minibatch_mcmc.data.indexing import permuted_index
 from minibatch_mcmc.data.passes import DEFAULT_CHUNK
@@ -87,7 +87,7 @@ def probe_points(centre: jax.Array, steps: np.ndarray) -> jax.Array:
     return jnp.asarray(np.asarray(centre, np.float64) + np.concatenate(moves), centre.dtype)
 
 
-def probe_residuals(model: Model, proxy: TaylorProxy, points: jax.Array, rows: PyTree) -> jax.Array:
+def probe_residuals(model: Model, proxy: Proxy, points: jax.Array, rows: PyTree) -> jax.Array:
     """``e_i(p)`` for every probe ``p`` and row (shape ``(P, rows)``): the proxy's residual from the centre (traceable)."""
     c, unravel = proxy.flat_centre()
     return jax.vmap(lambda p: proxy.log_ratio(model, unravel(c), unravel(p))(rows))(points)
@@ -113,7 +113,7 @@ def rounding_floor(scale: Any, temperature: float = 1.0) -> np.ndarray:
     return ROUNDING_ULPS * eps * np.asarray(scale, np.float64) / temperature
 
 
-def residuals_at(model: Model, proxy: TaylorProxy, points: jax.Array):
+def residuals_at(model: Model, proxy: Proxy, points: jax.Array):
     """``rows -> (e_i(p) for every probe p (shape (P, rows)), term_scale)``, jitted."""
     c, unravel = proxy.flat_centre()
     return jax.jit(lambda rows: (probe_residuals(model, proxy, points, rows), term_scale(model, c, unravel, rows)))
@@ -183,15 +183,14 @@ def largest_deviations(resid, bulk: np.ndarray, arrays: PyTree, n: int, keep: in
     return sorted_top(top, keep)
 
 
-def profile_scales(model: Model, proxy: TaylorProxy, stratum: PyTree, steps: np.ndarray, temperature: float) -> np.ndarray:
+def profile_scales(model: Model, proxy: Proxy, stratum: PyTree, steps: np.ndarray, temperature: float) -> np.ndarray:
     """Standard deviation along each step ``s`` of ``t -> log p0(c + t s) + [proxy sum + stratum residuals](c + t s) / K``,
     in units of ``s`` (1 for the Laplace approximation): the posterior scale once the stratum is exact."""
     c, unravel = proxy.flat_centre()
     t = np.linspace(-12.0, 12.0, 961)
 
     def log_density(x: jax.Array) -> jax.Array:
-        d = x - c
-        exact = model.log_lik(unravel(x), stratum) - proxy.per_datum(model, stratum, d, 0.5 * d)
+        exact = proxy.remainder(model, unravel(x), stratum)
         return model.log_prior(unravel(x)) + (proxy.proxy_sum(unravel(x)) + jnp.sum(exact)) / temperature
 
     points = jnp.asarray(np.asarray(c, np.float64)[None, None] + t[None, :, None] * steps[:, None, :], c.dtype)
@@ -206,7 +205,7 @@ def profile_scales(model: Model, proxy: TaylorProxy, stratum: PyTree, steps: np.
 def influential_rows(
     model: Model,
     data: Any,
-    proxy: TaylorProxy,
+    proxy: Proxy,
     factor: np.ndarray,
     *,
     key: jax.Array | None = None,

@@ -18,13 +18,13 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 
 from minibatch_mcmc.checks import check_positive
-from minibatch_mcmc.control_variates.taylor import TaylorProxy
+from minibatch_mcmc.control_variates.base import Proxy
 from minibatch_mcmc.proposals.base import Proposal
 
 PyTree = Any
 
 
-def proxy_gradient(proxy: TaylorProxy, log_prior: Callable[[PyTree], jax.Array], temperature: float = 1.0) -> Callable[[jax.Array], jax.Array]:
+def proxy_gradient(proxy: Proxy, log_prior: Callable[[PyTree], jax.Array], temperature: float = 1.0) -> Callable[[jax.Array], jax.Array]:
     """``theta -> grad[log p0(theta) + proxy_sum(theta) / K]`` on flat vectors (the free full-data gradient approximation)."""
     _, unravel = proxy.flat_centre()
 
@@ -49,7 +49,7 @@ def cholesky_factor(cov: Any, d: int) -> np.ndarray:
 
 
 def proxy_langevin(
-    proxy: TaylorProxy,
+    proxy: Proxy,
     log_prior: Callable[[PyTree], jax.Array],
     step_size: float | jax.Array,
     cov: Any = None,

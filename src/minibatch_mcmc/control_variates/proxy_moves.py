@@ -24,7 +24,7 @@ from jax.flatten_util import ravel_pytree
 
 from minibatch_mcmc.checks import check_int, check_positive
 from minibatch_mcmc.control_variates.proposals import cholesky_factor, proxy_gradient
-from minibatch_mcmc.control_variates.taylor import TaylorProxy
+from minibatch_mcmc.control_variates.base import Proxy
 from minibatch_mcmc.proposals.base import Proposal
 from minibatch_mcmc.proposals.random_walk import independence_gaussian, independence_t
 
@@ -35,7 +35,7 @@ UNROLL = 8
 
 
 def proxy_laplace(
-    proxy: TaylorProxy, log_prior: Callable[[PyTree], jax.Array], temperature: float = 1.0, newton_steps: int = 20
+    proxy: Proxy, log_prior: Callable[[PyTree], jax.Array], temperature: float = 1.0, newton_steps: int = 20
 ) -> tuple[np.ndarray, np.ndarray]:
     """Mode and ``(-Hessian)^{-1}`` of the proxy posterior (float64, flat), by data-free Newton steps from the centre."""
     check_positive(temperature, "temperature")
@@ -67,7 +67,7 @@ def proxy_laplace(
 
 
 def proxy_independence(
-    proxy: TaylorProxy,
+    proxy: Proxy,
     log_prior: Callable[[PyTree], jax.Array],
     df: float | None = None,
     scale: float = 1.0,
@@ -93,7 +93,7 @@ def proxy_independence(
 
 
 def proxy_hmc(
-    proxy: TaylorProxy,
+    proxy: Proxy,
     log_prior: Callable[[PyTree], jax.Array],
     step_size: float | jax.Array,
     num_steps: int = 8,
@@ -149,6 +149,9 @@ def proxy_hmc(
         x = x + eps * (lower @ v)
         v = kick(x, v, 0.5 * eps)
         log_q_ratio = 0.5 * (jnp.sum(v0 * v0) - jnp.sum(v * v))
-        return unravel(x), log_q_ratio
+        # a diverging trajectory (a stiff proxy posterior, e.g. a non-centred GLMM's large group s.d.) is rejected:
+        # the candidate is the start with log q ratio -inf, as HMC treats a divergence
+        ok = jnp.all(jnp.isfinite(x)) & jnp.isfinite(log_q_ratio)
+        return unravel(jnp.where(ok, x, flat)), jnp.where(ok, log_q_ratio, -jnp.inf)
 
     return Proposal(sample=sample, symmetric=False, name="proxy_hmc")

@@ -19,10 +19,8 @@ from typing import Any, Callable, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.flatten_util import ravel_pytree
 
-from minibatch_mcmc.control_variates.base import minibatch_rows, plain, uses_all_rows
-from minibatch_mcmc.control_variates.taylor import TaylorProxy
+from minibatch_mcmc.control_variates.base import Proxy, minibatch_rows, plain, uses_all_rows
 from minibatch_mcmc.data.arrays import RowsExcept, as_data_source, take
 from minibatch_mcmc.models.base import Model
 
@@ -30,9 +28,9 @@ PyTree = Any
 
 
 class StratifiedProxy(NamedTuple):
-    """A ``TaylorProxy`` whose rows ``rows`` (the exact stratum) are evaluated in full at every test."""
+    """A proxy (``TaylorProxy``, ``GLMMProxy``) whose rows ``rows`` (the exact stratum) are evaluated in full at every test."""
 
-    proxy: TaylorProxy
+    proxy: Proxy
     """The proxy of every row (its sums run over all ``N`` rows)."""
     rows: np.ndarray
     """Sorted indices of the stratum rows (int32)."""
@@ -73,17 +71,14 @@ class StratifiedProxy(NamedTuple):
         n_rest = self.population_size(n_data)
         b = min(batch_size, n_rest)
         rest = self.proxy.minibatch_estimate(model, minibatch_rows(key, self.population(data), n_rest, b), n_rest, b)
-        c, _ = self.proxy.flat_centre()
 
         def estimate(theta: PyTree) -> jax.Array:
-            d = ravel_pytree(theta)[0] - c
-            exact = model.log_lik(theta, self.stratum) - self.proxy.per_datum(model, self.stratum, d, 0.5 * d)
-            return rest(theta) + jnp.sum(exact)
+            return rest(theta) + jnp.sum(self.proxy.remainder(model, theta, self.stratum))
 
         return estimate, 1.0
 
 
-def stratify(model: Model, data: Any, proxy: TaylorProxy, rows: Any) -> TaylorProxy | StratifiedProxy:
+def stratify(model: Model, data: Any, proxy: Proxy, rows: Any) -> Proxy | StratifiedProxy:
     """``proxy`` with the rows ``rows`` made an exact stratum (gathered once, also from an out-of-core source);
     the plain ``proxy`` when ``rows`` is empty, so a model without such rows samples exactly as before.
 

@@ -90,6 +90,12 @@ class TaylorProxy(NamedTuple):
             total = total + jnp.dot(u, self.hess_sum @ half_v)
         return total
 
+    def remainder(self, model: Model, theta: PyTree, rows: PyTree) -> jax.Array:
+        """``l_i(theta) - (l~_i(theta) - l_i(c))`` for each of ``rows``."""
+        c, _ = self.flat_centre()
+        d = ravel_pytree(theta)[0] - c
+        return model.log_lik(theta, rows) - self.per_datum(model, rows, d, 0.5 * d)
+
     def log_ratio(self, model: Model, current: PyTree, candidate: PyTree) -> Callable[[PyTree], jax.Array]:
         """Residuals ``l_i(theta') - l_i(theta) - q_i`` row by row."""
         u, half_v = self.directions(current, candidate)
@@ -134,12 +140,9 @@ class TaylorProxy(NamedTuple):
 
     def minibatch_estimate(self, model: Model, batch: PyTree, n_data: int, batch_size: int) -> Callable[[PyTree], jax.Array]:
         """``theta -> sum_i l~_i(theta) + (N / b) sum_batch (l_i(theta) - l~_i(theta))`` (constants dropped) on given rows."""
-        c, _ = self.flat_centre()
 
         def estimate(theta: PyTree) -> jax.Array:
-            d = ravel_pytree(theta)[0] - c
-            resid = model.log_lik(theta, batch) - self.per_datum(model, batch, d, 0.5 * d)
-            return self.proxy_sum(theta) + (n_data / batch_size) * jnp.sum(resid)
+            return self.proxy_sum(theta) + (n_data / batch_size) * jnp.sum(self.remainder(model, theta, batch))
 
         return estimate
 

@@ -22,6 +22,38 @@ class GLMSpec(NamedTuple):
     """The linear predictor adds the data's ``"offset"`` column (a Poisson log-exposure)."""
 
 
+class GLMMLayout(NamedTuple):
+    """Where each block of a GLMM's flat parameter vector lies (``models.glmm``'s module docstring), and its family."""
+
+    family: str
+    """``"bernoulli"``, ``"binomial"``, ``"poisson"``, ``"negative_binomial"``, ``"gaussian"`` or ``"student_t"``."""
+    fixed: int
+    """``p``: the number of fixed effects ``beta``."""
+    names: tuple[str, ...]
+    """Each grouping factor's name."""
+    levels: tuple[int, ...]
+    """Each factor's number of levels ``G_f``."""
+    columns: tuple[int, ...]
+    """Each factor's number of columns ``k_f``."""
+    extras: tuple[str, ...]
+    """The family's shared parameters ``phi`` (``("sigma",)``, ``("sigma", "nu")``, ``("alpha",)`` or none)."""
+    centred: bool
+    """True: the group effects ``u_f`` are parameters; False: ``a_f`` with ``u_f = sd_f * a_f``."""
+    offset: bool = False
+    """The data carry ``"offset"``, added to every ``eta_i``."""
+
+
+class GLMMSpec(NamedTuple):
+    """What makes a model a GLMM: ``l_i(theta) = f(eta_i, phi; y_i)``, ``eta_i = x_i . beta + sum_f z_fi . u_f[g_f(i)]``."""
+
+    layout: GLMMLayout
+    """The flat parameter's blocks and the family."""
+    split: Callable[[jax.Array], tuple[jax.Array, tuple[jax.Array, ...], jax.Array]]
+    """``theta -> (beta (p,), (u_f (G_f, k_f), ...), phi (e,))``, ``phi`` on its unconstrained scale (pure, traceable)."""
+    row_log_density: Callable[[jax.Array, jax.Array, PyTree], jax.Array]
+    """``(eta (b,), phi (e,), batch) -> (b,)``: the family's log-density of each row's response (``batch``: ``"y"``, ``"trials"``)."""
+
+
 class Model(NamedTuple):
     """A Bayesian model ``p0(theta) prod_i p(x_i | theta)`` over any pytree ``theta``."""
 
@@ -40,6 +72,9 @@ class Model(NamedTuple):
     glm: GLMSpec | None = None
     """Set when the model is a generalised linear model with data ``{"x", "y"}``: exact minibatch tests then build
     per-datum residual bounds from it (``control_variates.glm_proxy``); ``None``: not known to be one."""
+    glmm: GLMMSpec | None = None
+    """Set when the model is a generalised linear mixed model (``models.glmm``): the warm-up then builds the proxy in
+    predictor space (``control_variates.glmm``) instead of the dense Taylor proxy; ``None``: not known to be one."""
 
 
 def flat_prior() -> Callable[[PyTree], jax.Array]:

@@ -26,7 +26,7 @@ from minibatch_mcmc.acceptance.exact import MetropolisTest
 from minibatch_mcmc.acceptance.registry import contract, named_test
 from minibatch_mcmc.checks import check_bool, check_choice, check_int, check_positive
 from minibatch_mcmc.compiling import RUN_WORK, compile_options
-from minibatch_mcmc.control_variates import TaylorProxy
+from minibatch_mcmc.control_variates import Proxy
 from minibatch_mcmc.control_variates.influence import Influence
 from minibatch_mcmc.warmup.laplace_moves import (DEFAULT_PROPOSAL, GLOBAL, KINDS, TARGET_ACCEPT, default_kind, proposal_for,
                                                   tuned_steps)
@@ -78,7 +78,7 @@ class Warmup(NamedTuple):
     """Centre of the proxy (the mode, or the re-centred mean)."""
     covariance: np.ndarray
     """Laplace covariance at the mode (flattened parameter order)."""
-    proxy: TaylorProxy
+    proxy: Proxy
     """The Taylor proxy (the proposal's drift); pass ``estimator`` to ``sample``, which adds its exact stratum if any."""
     proposal: Proposal
     """The proposal (its scale tuned for MALA and the random walk; from the Laplace fit for ``GLOBAL`` kinds)."""

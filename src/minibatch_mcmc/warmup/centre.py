@@ -4,7 +4,8 @@ the proxy cannot see, each phase's cost measured (``samplers.phase_cost``).
 ``lean=True`` (the default of ``warmup``): ``warmup.lean.lean_mode`` (one vmapped minibatch Adam for the start and
 the multi-start points, Newton passes whose last one is also the proxy pass and the first influence round);
 ``lean=False``: the earlier path, phase after phase (``find_mode``, ``find_modes``, ``taylor_proxy``,
-``influential_rows``), kept to measure what the lean path saves.
+``influential_rows``), kept to measure what the lean path saves. A GLMM (``Model.glmm``) at order 2 gets the proxy in
+predictor space (``control_variates.glmm``) from a pass of its own after the mode's.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import jax
 import numpy as np
 from jax.flatten_util import ravel_pytree
 
-from minibatch_mcmc.control_variates import MAX_DENSE_DIM, TaylorProxy, taylor_proxy
+from minibatch_mcmc.control_variates import MAX_DENSE_DIM, Proxy, proxy_for, taylor_proxy
 from minibatch_mcmc.control_variates.influence import Influence, influential_rows
 from minibatch_mcmc.control_variates.proposals import cholesky_factor
 from minibatch_mcmc.data.arrays import DataSource, slice_rows
@@ -36,7 +37,7 @@ class Centre(NamedTuple):
 
     theta_hat: PyTree
     covariance: np.ndarray
-    proxy: TaylorProxy
+    proxy: Proxy
     modes: tuple
     influence: Influence | None
     cost: dict
@@ -75,7 +76,12 @@ def find_centre(model: Model, source: DataSource, theta0: PyTree, key: jax.Array
                                     newton_steps=newton_steps)
             warn_several_modes(search.modes)
             modes, used = search.modes, used + search.data_used
-    if lean:  # the last Newton pass is the proxy pass: reported as its own phase
+    if model.glmm is not None and order == 2:  # a GLMM's proxy in predictor space: its own pass after the mode's
+        cost["mode"] = clock.cost(used)
+        with PhaseClock("proxy", n, progress) as clock:
+            proxy = proxy_for(model, source, mode.theta_hat, order)
+        cost["proxy"], probe = clock.cost(proxy.setup_data), None  # the lean pass probed the dense proxy's residuals
+    elif lean:  # the last Newton pass is the proxy pass: reported as its own phase
         cost["mode"] = clock.cost(used - n, clock.seconds - found.last_pass_seconds)
         proxy, cost["proxy"] = found.proxy, PhaseCost(n, found.last_pass_seconds, 1.0, 0.0)
     else:

@@ -36,14 +36,15 @@ from minibatch_mcmc.control_variates.glm import GLMProxy
 from minibatch_mcmc.control_variates.influence import Influence
 from minibatch_mcmc.control_variates.stratified import StratifiedProxy
 from minibatch_mcmc.control_variates.taylor import TaylorProxy
-from minibatch_mcmc.models.base import GLMSpec
+from minibatch_mcmc.control_variates.glmm import GLMMProxy, PairBlock
+from minibatch_mcmc.models.base import GLMMLayout, GLMSpec
 from minibatch_mcmc.samplers.phase_cost import PhaseCost
 
 LIBRARY_TYPES: tuple[type, ...] = (
     AustereMH, AustereDesign, DesignChoice, DesignTable, ErrorDesign, ErrorEstimate, ResidualBounds, CorrectionSampler,
     CorrectionTable, SkewCorrectionTable, BarkerTest, MetropolisTest, MHMinibatch, MHMinibatchSkew, SkewSampler, MHSS,
     MHSubLhd, MINT, MINTSettings, NaiveMinibatch, NoTest, PenaltyTest, ScalableMH,
-    PlainDifference, GLMProxy, Influence, StratifiedProxy, TaylorProxy, GLMSpec, PhaseCost,
+    PlainDifference, GLMProxy, Influence, StratifiedProxy, TaylorProxy, GLMSpec, PhaseCost, GLMMProxy, PairBlock, GLMMLayout,
 )
 """The NamedTuples of this library below the warm-up's layer that a saved warm-up may hold (the caller adds its own)."""
 

@@ -13,7 +13,7 @@ from minibatch_mcmc.control_variates.base import Estimator
 from minibatch_mcmc.control_variates.glm import model_glm_proxy
 from minibatch_mcmc.control_variates.influence import Influence
 from minibatch_mcmc.control_variates.stratified import stratify
-from minibatch_mcmc.control_variates.taylor import TaylorProxy
+from minibatch_mcmc.control_variates.base import Proxy
 from minibatch_mcmc.data.arrays import DataSource
 from minibatch_mcmc.models.base import Model
 
@@ -23,7 +23,7 @@ def needs_bounds(test: AcceptanceTest) -> bool:
     return contract(test).reads_bounds
 
 
-def estimator_for(test: AcceptanceTest, model: Model, source: DataSource, proxy: TaylorProxy, chol: np.ndarray,
+def estimator_for(test: AcceptanceTest, model: Model, source: DataSource, proxy: Proxy, chol: np.ndarray,
                   influence: Influence | None) -> Estimator:
     """The warm-up's estimator: for an exact test the GLM proxy at the proxy's centre with bounds whitened by the Laplace
     factor ``chol`` (a model that is no known GLM is refused, naming what to supply); else the proxy, stratified

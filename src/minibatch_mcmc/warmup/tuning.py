@@ -18,7 +18,7 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 
 from minibatch_mcmc.compiling import ONE_OFF_WORK, RUN_WORK, compile_options
-from minibatch_mcmc.control_variates import TaylorProxy, taylor_proxy
+from minibatch_mcmc.control_variates import Proxy, proxy_for
 from minibatch_mcmc.control_variates.proposals import cholesky_factor
 from minibatch_mcmc.warmup.context import WarmupContext
 from minibatch_mcmc.warmup.laplace_moves import proposal_for, proposal_kind
@@ -98,11 +98,11 @@ def tune_on_chains(
     return tuned, at_scale(runner, tuned.scale, starts)
 
 
-def timed_proxy(model: Model, source: DataSource, centre: PyTree, order: int) -> tuple[TaylorProxy, PhaseCost]:
+def timed_proxy(model: Model, source: DataSource, centre: PyTree, order: int) -> tuple[Proxy, PhaseCost]:
     """Build the proxy and time it."""
     start = time.perf_counter()
-    proxy = taylor_proxy(model, source, centre, order=order)
-    jax.block_until_ready(proxy.grad_sum)
+    proxy = proxy_for(model, source, centre, order=order)
+    jax.block_until_ready(proxy)
     return proxy, PhaseCost(proxy.setup_data, time.perf_counter() - start, proxy.setup_data / source.n)
 
 

@@ -1,0 +1,237 @@
+"""The GLMM proxy: a second-order Taylor proxy in predictor space, ``(eta_i, phi)``, with group-level sums.
+
+A GLMM's row log-likelihood is ``l_i(theta) = f_i(eta_i, phi)`` (``models.glmm``). Around the centre ``c`` each row
+gets the quadratic
+
+    q_i(theta) = f_i(c) + a_i delta_i + b_i . dphi + (1/2) h_i delta_i^2 + delta_i m_i . dphi + (1/2) dphi' K_i dphi,
+
+``delta_i = eta_i(theta) - eta_i(c) = x_i . dbeta + sum_f z_fi . du_f[g_f(i)]``, with ``dbeta = beta - beta_c``,
+``du_f = u_f(theta) - u_f(c)`` (the effects on the ``eta`` scale, whatever the parameterisation: ``u_f = sd_f a_f``
+when non-centred), ``dphi = phi - phi_c``. ``delta_i`` is linear in ``v = (dbeta, du_1, ..., dphi)``, so
+``sum_i q_i = const + L(v) + B(v, v) / 2`` with a linear form ``L`` and a symmetric bilinear form ``B`` whose
+coefficients are the sums of ``control_variates.glmm_sums`` (global ``x`` blocks, per level the ``z``, ``z x'`` and
+``z z'`` blocks, per observed pair of levels of two factors a ``z_f z_f'`` block): memory and cost
+``O(G k (p + k) + p^2)``, no ``d x d`` matrix, no data read after the pass.
+
+Unlike the dense Taylor proxy in ``theta`` (``taylor.py``), this quadratic is exact along the ridge of a non-centred
+model: a move of ``(sd_f, a_f)`` that keeps ``u_f = sd_f a_f`` (and ``beta``) leaves every ``delta_i``, hence every
+``q_i``, unchanged, as it leaves the likelihood. Against ``theta`` a centred model's ``eta`` is linear, and the
+proxy equals the dense Taylor proxy term by term.
+
+The test's per-row residual is ``R_i(theta') - R_i(theta)`` with ``R_i = l_i - q_i`` the remainder, computed from
+``(delta_i, dphi)``: for the families without ``phi`` (bernoulli, binomial, poisson) through
+``glm_families.remainder_fn``, without subtracting nearly equal numbers; for the others as
+``f_i(c + (delta, dphi)) - q_i``, the same subtraction the dense Taylor proxy makes. The known sum is
+``L(v' - v) + B(v' - v, v' + v) / 2``, the proxy's difference without forming either sum.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.flatten_util import ravel_pytree
+
+from minibatch_mcmc.control_variates.base import minibatch_rows, plain, uses_all_rows
+from minibatch_mcmc.control_variates.glm_families import remainder_fn
+from minibatch_mcmc.control_variates.glmm_sums import row_coefficients, streamed_sums
+from minibatch_mcmc.control_variates.taylor import TaylorProxy, taylor_proxy
+from minibatch_mcmc.data.arrays import as_data_source
+from minibatch_mcmc.data.passes import DEFAULT_CHUNK
+from minibatch_mcmc.models.base import GLMMLayout, Model
+from minibatch_mcmc.models.glmm import linear_predictor, split_theta
+from minibatch_mcmc.models.glmm_families import row_log_density
+
+PyTree = Any
+Deltas = tuple[jax.Array, tuple[jax.Array, ...], jax.Array]
+"""``v = (dbeta (p,), (du_f (G_f, k_f), ...), dphi (e,))``."""
+GLM_REMAINDER = {"bernoulli": "logistic", "binomial": "logistic", "poisson": "poisson"}
+"""The families whose remainder ``glm_families`` computes from ``delta`` (the binomial's times its trials)."""
+
+
+class PairBlock(NamedTuple):
+    """``sum h_i z_f,i z_f',i^T`` over the rows of each observed pair of levels of factors ``first < second``."""
+
+    first: int
+    second: int
+    rows: jax.Array
+    """``(P,)`` the level of factor ``first``."""
+    cols: jax.Array
+    """``(P,)`` the level of factor ``second``."""
+    hzz: jax.Array
+    """``(P, k_first, k_second)``."""
+
+
+class GLMMProxy(NamedTuple):
+    """The proxy in predictor space around ``centre``, as sufficient statistics (module docstring)."""
+
+    centre: jax.Array
+    """The expansion point ``c`` (the model's flat parameter)."""
+    layout: GLMMLayout
+    gx: jax.Array
+    hxx: jax.Array
+    mx: jax.Array
+    gphi: jax.Array
+    kphi: jax.Array
+    gz: tuple
+    """Per factor ``(G_f, k_f)``: ``sum a z`` per level."""
+    hzx: tuple
+    """Per factor ``(G_f, k_f, p)``."""
+    hzz: tuple
+    """Per factor ``(G_f, k_f, k_f)``."""
+    mz: tuple
+    """Per factor ``(G_f, k_f, e)``."""
+    pairs: tuple
+    """``PairBlock`` per pair of factors."""
+    setup_data: int
+    """Rows read to build the proxy (each once)."""
+    order: int = 2
+    name: str = "glmm"
+
+    def flat_centre(self) -> tuple[jax.Array, Callable[[jax.Array], PyTree]]:
+        """The centre as a flat vector and the function back to a parameter (the identity: GLMM parameters are flat)."""
+        return ravel_pytree(self.centre)
+
+    def deltas(self, theta: PyTree) -> Deltas:
+        """``v(theta) = (beta - beta_c, u_f(theta) - u_f(c), phi - phi_c)``."""
+        flat = ravel_pytree(theta)[0]
+        b1, u1, p1 = split_theta(self.layout, flat)
+        b0, u0, p0 = split_theta(self.layout, self.centre.astype(flat.dtype))
+        return b1 - b0, tuple(a - b for a, b in zip(u1, u0)), p1 - p0
+
+    def linear(self, v: Deltas) -> jax.Array:
+        """``L(v) = sum_i a_i delta_i(v) + b_i . v_phi``."""
+        db, dus, dphi = v
+        total = jnp.dot(self.gx, db) + jnp.dot(self.gphi, dphi)
+        return total + sum(jnp.sum(g * du) for g, du in zip(self.gz, dus))
+
+    def bilinear(self, v: Deltas, w: Deltas) -> jax.Array:
+        """``B(v, w) = sum_i h_i delta_i(v) delta_i(w) + delta_i(v) m_i . w_phi + delta_i(w) m_i . v_phi + v_phi' K_i w_phi``."""
+        (vb, vu, vp), (wb, wu, wp) = v, w
+        total = vb @ self.hxx @ wb + vb @ self.mx @ wp + wb @ self.mx @ vp + vp @ self.kphi @ wp
+        for f in range(len(vu)):
+            total = total + jnp.einsum("gk,gkp,p->", vu[f], self.hzx[f], wb) + jnp.einsum("gk,gkp,p->", wu[f], self.hzx[f], vb)
+            total = total + jnp.einsum("gk,gkj,gj->", vu[f], self.hzz[f], wu[f])
+            total = total + jnp.einsum("gk,gke,e->", vu[f], self.mz[f], wp) + jnp.einsum("gk,gke,e->", wu[f], self.mz[f], vp)
+        for pair in self.pairs:
+            f, f2 = pair.first, pair.second
+            total = total + jnp.einsum("pk,pkj,pj->", vu[f][pair.rows], pair.hzz, wu[f2][pair.cols])
+            total = total + jnp.einsum("pk,pkj,pj->", wu[f][pair.rows], pair.hzz, vu[f2][pair.cols])
+        return total
+
+    def proxy_sum(self, theta: PyTree) -> jax.Array:
+        """``sum_i (q_i(theta) - l_i(c)) = L(v) + B(v, v) / 2``: the data-free approximation of the log-likelihood sum."""
+        v = self.deltas(theta)
+        return self.linear(v) + 0.5 * self.bilinear(v, v)
+
+    def known_sum(self, current: PyTree, candidate: PyTree) -> jax.Array:
+        """``sum_i q_i(theta') - q_i(theta) = L(v' - v) + B(v' - v, v' + v) / 2``."""
+        v0, v1 = self.deltas(current), self.deltas(candidate)
+        diff = jax.tree_util.tree_map(jnp.subtract, v1, v0)
+        total = jax.tree_util.tree_map(jnp.add, v1, v0)
+        return self.linear(diff) + 0.5 * self.bilinear(diff, total)
+
+    def row_delta(self, v: Deltas, rows: PyTree) -> jax.Array:
+        """``delta_i(v) = x_i . dbeta + sum_f z_fi . du_f[g_f(i)]`` (no offset: a difference)."""
+        db, dus, _ = v
+        return linear_predictor(self.layout._replace(offset=False), db, dus, rows)
+
+    def remainders(self, model: Model, thetas: tuple, rows: PyTree) -> list[jax.Array]:
+        """``R_i(theta) = l_i(theta) - q_i(theta)`` per row for each ``theta`` in ``thetas`` (module docstring)."""
+        dtype = ravel_pytree(thetas[0])[0].dtype
+        beta_c, us_c, phi_c = split_theta(self.layout, self.centre.astype(dtype))
+        eta_c = linear_predictor(self.layout, beta_c, us_c, rows)
+        family = self.layout.family
+        out = []
+        if family in GLM_REMAINDER:
+            rem = remainder_fn(GLM_REMAINDER[family])
+            scale = rows["trials"].astype(dtype) if family == "binomial" else 1.0
+            for theta in thetas:
+                out.append(scale * rem(eta_c, self.row_delta(self.deltas(theta), rows), rows["y"], 2))
+            return out
+
+        def density(eta: jax.Array, phi: jax.Array, batch: PyTree) -> jax.Array:
+            return row_log_density(family, eta, phi, batch)
+
+        value, grad, hess = row_coefficients(density, eta_c, phi_c, rows)
+        for theta in thetas:
+            v = self.deltas(theta)
+            step = jnp.concatenate([self.row_delta(v, rows)[:, None], jnp.broadcast_to(v[2], (eta_c.shape[0], v[2].shape[0]))], axis=1)
+            quad = jnp.sum(grad * step, axis=1) + 0.5 * jnp.einsum("bi,bij,bj->b", step, hess, step)
+            out.append(density(eta_c + step[:, 0], phi_c + v[2], rows) - value - quad)
+        return out
+
+    def remainder(self, model: Model, theta: PyTree, rows: PyTree) -> jax.Array:
+        """``l_i(theta) - q_i(theta)`` per row, up to a per-row constant (the stratum's and SGLD-CV's exact part)."""
+        return self.remainders(model, (theta,), rows)[0]
+
+    def log_ratio(self, model: Model, current: PyTree, candidate: PyTree) -> Callable[[PyTree], jax.Array]:
+        """Residuals ``R_i(theta') - R_i(theta)`` row by row."""
+
+        def residual(batch: PyTree) -> jax.Array:
+            r0, r1 = self.remainders(model, (current, candidate), batch)
+            return r1 - r0
+
+        return residual
+
+    def population(self, data: PyTree) -> PyTree:
+        """Every row."""
+        return data
+
+    def population_size(self, n_data: int) -> int:
+        """``N``."""
+        return n_data
+
+    def residual_bounds(self, model: Model, current: PyTree, candidate: PyTree) -> None:
+        """No bounds yet (the GLM families' ``eta``-space bounds would carry over: not built)."""
+        del model, current, candidate
+
+    def log_lik_sum(self, model: Model, key: jax.Array, data: PyTree, n_data: int, batch_size: int
+                    ) -> tuple[Callable[[PyTree], jax.Array], float]:
+        """Exact full-data sum for ``batch_size=0``; else ``proxy_sum + (N / b) sum_batch R_i`` (SGLD-CV), up to a constant."""
+        if uses_all_rows(batch_size, n_data):
+            return plain().log_lik_sum(model, key, data, n_data, batch_size)
+        return self.minibatch_estimate(model, minibatch_rows(key, data, n_data, batch_size), n_data, batch_size), 1.0
+
+    def minibatch_estimate(self, model: Model, batch: PyTree, n_data: int, batch_size: int) -> Callable[[PyTree], jax.Array]:
+        """``theta -> proxy_sum(theta) + (N / b) sum_batch R_i(theta)`` on given rows."""
+
+        def estimate(theta: PyTree) -> jax.Array:
+            return self.proxy_sum(theta) + (n_data / batch_size) * jnp.sum(self.remainder(model, theta, batch))
+
+        return estimate
+
+
+def glmm_proxy(model: Model, data: Any, centre: PyTree, chunk: int = DEFAULT_CHUNK) -> GLMMProxy:
+    """The GLMM proxy of ``model`` (``model.glmm`` set) around ``centre``, from one streamed pass (sums in float64)."""
+    if model.glmm is None:
+        raise ValueError(f"glmm_proxy needs a GLMM (models.glmm.glmm_model); model {model.name!r} has no glmm structure")
+    flat, _ = ravel_pytree(centre)
+    if not np.all(np.isfinite(np.asarray(flat))):
+        raise ValueError(f"the proxy centre has NaN or inf entries: {np.asarray(flat)}")
+    layout, source = model.glmm.layout, as_data_source(data)
+    sums = streamed_sums(layout, model.glmm.row_log_density, model.glmm.split(flat), source, chunk)
+    for name, value in sums.items():
+        arrays = value[2:] if name.startswith("pair_") else (value,)
+        if not all(np.all(np.isfinite(a)) for a in arrays):
+            raise ValueError(f"the GLMM proxy's full-data sum {name!r} at the centre is not finite: the centre lies where "
+                             "some row's log-likelihood or its derivatives overflow; start the warm-up elsewhere")
+    dtype = flat.dtype if jnp.issubdtype(flat.dtype, jnp.floating) else jnp.float32
+    cast = lambda a: jnp.asarray(a, dtype)  # noqa: E731
+    factors = range(len(layout.levels))
+    pairs = tuple(PairBlock(f, f2, jnp.asarray(r, jnp.int32), jnp.asarray(c, jnp.int32), cast(s))
+                  for (f, f2), (r, c, s) in ((tuple(int(i) for i in k.split("_")[1:]), v) for k, v in sums.items() if k.startswith("pair_")))
+    return GLMMProxy(centre=jnp.asarray(flat), layout=layout, gx=cast(sums["gx"]), hxx=cast(0.5 * (sums["hxx"] + sums["hxx"].T)),
+                     mx=cast(sums["mx"]), gphi=cast(sums["gphi"]), kphi=cast(0.5 * (sums["kphi"] + sums["kphi"].T)),
+                     gz=tuple(cast(sums[f"gz_{f}"]) for f in factors), hzx=tuple(cast(sums[f"hzx_{f}"]) for f in factors),
+                     hzz=tuple(cast(sums[f"hzz_{f}"]) for f in factors), mz=tuple(cast(sums[f"mz_{f}"]) for f in factors),
+                     pairs=pairs, setup_data=source.n)
+
+
+def proxy_for(model: Model, data: Any, centre: PyTree, order: int = 2) -> GLMMProxy | TaylorProxy:
+    """The warm-up's proxy: the GLMM proxy for a GLMM (``model.glmm`` set) at order 2, else the dense Taylor proxy."""
+    if model.glmm is not None and order == 2:
+        return glmm_proxy(model, data, centre)
+    return taylor_proxy(model, data, centre, order=order)

@@ -1,0 +1,114 @@
+"""The one streamed pass behind the GLMM proxy: each row's Taylor coefficients in ``(eta, phi)`` at the centre, summed
+into the proxy's sufficient statistics (``control_variates.glmm``).
+
+Per row, with ``f_i(eta, phi)`` the family's log-density of ``y_i``: ``a_i = df/deta``, ``b_i = df/dphi`` (e,),
+``h_i = d2f/deta2``, ``m_i = d2f/deta dphi`` (e,), ``K_i = d2f/dphi2`` (e, e), all at ``(eta_i(c), phi(c))``. Sums:
+global ``gx = sum a x``, ``hxx = sum h x x'``, ``mx = sum x m'``, ``gphi = sum b``, ``kphi = sum K``; per factor and
+level (segment sums by the level code) ``gz = sum a z``, ``hzx = sum h z x'``, ``hzz = sum h z z'``, ``mz = sum z m'``;
+per pair of factors and observed pair of levels ``sum h z_f z_f'^T``. Device arrays stay O(G k (p + k + e)); the pair
+sums are reduced on the host to the pairs that occur (at most ``min(N, G_f G_f')``).
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from minibatch_mcmc.data.arrays import DataSource, slice_rows
+from minibatch_mcmc.data.passes import DEFAULT_CHUNK
+from minibatch_mcmc.models.base import GLMMLayout
+from minibatch_mcmc.models.glmm import linear_predictor
+
+PyTree = Any
+
+
+def row_coefficients(density: Callable, eta: jax.Array, phi: jax.Array, rows: PyTree) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """``(f_i (b,), gradient (b, 1 + e), Hessian (b, 1 + e, 1 + e))`` of each row's log-density in ``(eta_i, phi)``.
+
+    Row ``i`` depends on ``eta`` only through ``eta_i``, so a tangent of ones in ``eta`` gives every row's ``eta``
+    derivative at once; ``phi`` is shared, so a unit tangent in ``phi_j`` gives every row's ``phi_j`` derivative."""
+    e = phi.shape[0]
+    tangents = [(jnp.ones_like(eta), jnp.zeros_like(phi))] + [(jnp.zeros_like(eta), jnp.eye(e, dtype=phi.dtype)[j]) for j in range(e)]
+
+    def f(et: jax.Array, ph: jax.Array) -> jax.Array:
+        return density(et, ph, rows)
+
+    def slope(t):
+        return lambda et, ph: jax.jvp(f, (et, ph), t)[1]
+
+    value = f(eta, phi)
+    grad = jnp.stack([slope(t)(eta, phi) for t in tangents], axis=-1)
+    hess = jnp.stack([jnp.stack([jax.jvp(slope(s), (eta, phi), t)[1] for t in tangents], axis=-1) for s in tangents], axis=-2)
+    return value, grad, hess
+
+
+def segment(values: jax.Array, codes: jax.Array, levels: int) -> jax.Array:
+    """Sum of ``values`` (rows first) over the rows of each level."""
+    return jax.ops.segment_sum(values, codes, num_segments=levels)
+
+
+def chunk_sums(layout: GLMMLayout, density: Callable, beta: jax.Array, us: tuple, phi: jax.Array) -> Callable[[PyTree], dict]:
+    """Per chunk of rows: its fixed-shape sums, and per pair of factors each row's ``h z_f z_f'^T`` (reduced on the host)."""
+
+    def part(rows: PyTree) -> dict:
+        eta = linear_predictor(layout, beta, us, rows)
+        value, grad, hess = row_coefficients(density, eta, phi, rows)
+        a, h, m = grad[:, 0], hess[:, 0, 0], hess[:, 0, 1:]
+        x = rows["x"].astype(eta.dtype)
+        out = {"value": jnp.sum(value), "gx": x.T @ a, "hxx": x.T @ (h[:, None] * x), "mx": x.T @ m,
+               "gphi": jnp.sum(grad[:, 1:], axis=0), "kphi": jnp.sum(hess[:, 1:, 1:], axis=0)}
+        zs = [rows[f"z_{f}"].astype(eta.dtype) for f in range(len(layout.levels))]
+        for f, (z, g) in enumerate(zip(zs, layout.levels)):
+            codes = rows[f"g_{f}"]
+            out[f"gz_{f}"] = segment(a[:, None] * z, codes, g)
+            out[f"hzx_{f}"] = segment((h[:, None] * z)[:, :, None] * x[:, None, :], codes, g)
+            out[f"hzz_{f}"] = segment((h[:, None] * z)[:, :, None] * z[:, None, :], codes, g)
+            out[f"mz_{f}"] = segment(z[:, :, None] * m[:, None, :], codes, g)
+        for f, f2 in itertools.combinations(range(len(zs)), 2):
+            out[f"pair_{f}_{f2}"] = (h[:, None] * zs[f])[:, :, None] * zs[f2][:, None, :]
+        return out
+
+    return part
+
+
+def reduce_pairs(keys: np.ndarray, sums: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct ``keys`` (sorted) and the sum of ``sums`` over each."""
+    distinct, inverse = np.unique(keys, return_inverse=True)
+    total = np.zeros((distinct.size,) + sums.shape[1:], np.float64)
+    np.add.at(total, inverse.reshape(-1), sums)
+    return distinct, total
+
+
+def streamed_sums(layout: GLMMLayout, density: Callable, centre_split: tuple, source: DataSource,
+                  chunk: int = DEFAULT_CHUNK) -> dict:
+    """Every sum of the module docstring over all rows, in float64, from one pass over ``source`` in chunks of ``chunk`` rows.
+
+    Pair sums come back as ``pair_<f>_<f'>``: ``(levels of f, levels of f', sums (P, k_f, k_f'))`` over the observed pairs."""
+    if chunk < 1:
+        raise ValueError(f"chunk={chunk!r} must be a positive number of rows")
+    part = jax.jit(chunk_sums(layout, density, *centre_split))
+    pairs = list(itertools.combinations(range(len(layout.levels)), 2))
+    total: dict | None = None
+    pair_acc = {p: (np.zeros(0, np.int64), np.zeros((0, layout.columns[p[0]], layout.columns[p[1]]))) for p in pairs}
+    data = source.arrays()
+    for start in range(0, source.n, chunk):
+        size = min(chunk, source.n - start)
+        rows = slice_rows(data, start, size)
+        piece = jax.device_get(part(rows))
+        fixed = {k: np.asarray(v, np.float64) for k, v in piece.items() if not k.startswith("pair_")}
+        total = fixed if total is None else {k: total[k] + v for k, v in fixed.items()}
+        for f, f2 in pairs:
+            codes = jax.device_get((rows[f"g_{f}"], rows[f"g_{f2}"]))
+            key = np.asarray(codes[0], np.int64) * layout.levels[f2] + np.asarray(codes[1], np.int64)
+            old_keys, old_sums = pair_acc[(f, f2)]
+            pair_acc[(f, f2)] = reduce_pairs(np.concatenate([old_keys, key]),
+                                             np.concatenate([old_sums, np.asarray(piece[f"pair_{f}_{f2}"], np.float64)]))
+    if total is None:
+        raise ValueError("the GLMM proxy needs at least one row of data")
+    for (f, f2), (keys, sums) in pair_acc.items():
+        total[f"pair_{f}_{f2}"] = (keys // layout.levels[f2], keys % layout.levels[f2], sums)
+    return total
