@@ -33,7 +33,7 @@ ACCEPTANCE_TESTS = (
 PROPOSALS = ("independence_gaussian", "independence_t", "langevin", "mixture", "random_walk", "reversible_jump", "stiefel_random_walk")
 """Every proposal factory of ``proposals``."""
 CONTROL_VARIATES = (
-    "plain", "taylor_proxy", "glm_proxy", "logistic_proxy", "model_glm_proxy", "stratify",
+    "plain", "taylor_proxy", "glm_proxy", "logistic_proxy", "model_glm_proxy", "glmm_proxy", "proxy_for", "stratify",
     "proxy_langevin", "proxy_hmc", "proxy_independence",
 )
 """Every factory of ``control_variates``: the estimators and the proposals built from a proxy."""

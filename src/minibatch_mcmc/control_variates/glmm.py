@@ -205,7 +205,14 @@ class GLMMProxy(NamedTuple):
 
 
 def glmm_proxy(model: Model, data: Any, centre: PyTree, chunk: int = DEFAULT_CHUNK) -> GLMMProxy:
-    """The GLMM proxy of ``model`` (``model.glmm`` set) around ``centre``, from one streamed pass (sums in float64)."""
+    """The GLMM proxy of ``model`` (``model.glmm`` set) around ``centre``, from one streamed pass (sums in float64).
+
+    Args:
+        model: a GLMM (``models.glmm.glmm_model``), whose ``glmm`` field gives the layout and the row log-density.
+        data: its data (arrays or any source ``data.arrays.as_data_source`` reads, out of core too).
+        centre: the expansion point, usually the mode.
+        chunk: rows per read of the pass.
+    """
     if model.glmm is None:
         raise ValueError(f"glmm_proxy needs a GLMM (models.glmm.glmm_model); model {model.name!r} has no glmm structure")
     flat, _ = ravel_pytree(centre)
@@ -231,7 +238,14 @@ def glmm_proxy(model: Model, data: Any, centre: PyTree, chunk: int = DEFAULT_CHU
 
 
 def proxy_for(model: Model, data: Any, centre: PyTree, order: int = 2) -> GLMMProxy | TaylorProxy:
-    """The warm-up's proxy: the GLMM proxy for a GLMM (``model.glmm`` set) at order 2, else the dense Taylor proxy."""
+    """The warm-up's proxy: the GLMM proxy for a GLMM (``model.glmm`` set) at order 2, else the dense Taylor proxy.
+
+    Args:
+        model: the model.
+        data: its data.
+        centre: the expansion point.
+        order: the proxy's order (1 or 2).
+    """
     if model.glmm is not None and order == 2:
         return glmm_proxy(model, data, centre)
     return taylor_proxy(model, data, centre, order=order)

@@ -156,10 +156,23 @@ def glmm(formula: str, data, family: str = "bernoulli", *, centred: bool | None 
          **sample_kwargs: Any) -> GLMMResult:
     """Fit the GLMM ``formula`` (lme4/brms syntax, ``interop.formula``) to ``data`` with ``auto_sample``.
 
-    ``data``: a pandas DataFrame, a dict of arrays or a Parquet file or directory. ``family``: one of
-    ``models.glmm_families.FAMILIES``. ``centred=None``: ``choose_centring``'s rule. ``offset``/``trials``: a column
-    name or an array (or ``offset(...)``/``y | trials(n)`` in the formula). ``seed`` keys the warm-up and the chains;
-    further keywords go to ``auto_sample``.
+    Args:
+        formula: the model, e.g. ``"y ~ x1 + (1 | g) + (x1 | h)"`` (``(1 | g:h)`` for observed pairs).
+        data: a pandas DataFrame, a dict of arrays or a Parquet file or directory (only the formula's columns are read).
+        family: one of ``models.glmm_families.FAMILIES``.
+        centred: centred group effects (True), non-centred (False), or ``choose_centring``'s rule (None).
+        seed: keys the warm-up and the chains.
+        num_samples: draws per chain.
+        num_chains: chains.
+        offset: a column name or an array added to the linear predictor (or ``offset(...)`` in the formula).
+        trials: the binomial trials, a column name or an array (or ``y | trials(n)`` in the formula).
+        prior: the priors of the fixed effects, the group s.d.s and the family's extras.
+        extra_namespace: names the formula may call besides formulae's own (e.g. user functions).
+        progress: print the warm-up's and sampling's progress lines.
+        **sample_kwargs: further keywords for ``auto_sample``.
+
+    Returns:
+        A ``GLMMResult``: named effects (``to_inference_data``, ``summary``) and ``predict`` for new rows.
     """
     fitted = formula_design(formula, data, family, offset=offset, trials=trials, extra_namespace=extra_namespace)
     centred = choose_centring(fitted.design) if centred is None else bool(centred)
