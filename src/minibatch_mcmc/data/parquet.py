@@ -256,6 +256,10 @@ class ParquetReader:
         """Contiguous rows ``[start, stop)`` of every column."""
         return self.gather(np.arange(start, stop, dtype=np.int64))
 
+    def row_group_starts(self) -> np.ndarray:
+        """The first global row of every (non-empty) row group, then ``N``: where a row partition may cut."""
+        return self._starts.copy()
+
     def __repr__(self) -> str:
         return f"ParquetReader({self.where}, N={self.n})"
 
