@@ -89,3 +89,16 @@ def test_one_process_partition_is_the_plain_pass(tmp_path):
     for k in a:
         np.testing.assert_array_equal(a[k], b[k])
     assert float(full_data_sum(lambda r: r[:, 0], whole, 300, 64)[0]) == float(full_data_sum(lambda r: r[:, 0], mine, 300, 64)[0])
+
+
+def test_sampling_a_split_source_is_refused(tmp_path):
+    """``sample`` still needs every row in every process: given process 0's half of a file it stops with the error
+    naming a row of process 1 and saying to open the whole source, rather than drawing minibatches from half the data."""
+    from minibatch_mcmc import mh_minibatch, random_walk, sample
+    from minibatch_mcmc.models import gaussian_mixture
+
+    x = np.random.default_rng(0).normal(size=400).astype(np.float32)
+    mine = partition_rows(open_npy(_npy(tmp_path, x), check_finite=False), process_index=0, process_count=2)
+    with pytest.raises(ValueError, match=r"belongs to another process: process 0 of 2 .* open it with open_npy"):
+        sample(gaussian_mixture(), mine, jnp.zeros(2), proposal=random_walk(scale=0.1), test=mh_minibatch(20),
+               num_samples=5, key=0, progress=False)
