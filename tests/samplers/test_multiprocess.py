@@ -98,7 +98,7 @@ PASSES = textwrap.dedent(
     jax.distributed.initialize(coordinator_address=f"127.0.0.1:{port}", num_processes=count, process_id=pid)
     import jax.numpy as jnp, numpy as np
     from minibatch_mcmc.control_variates.taylor import taylor_proxy
-    from minibatch_mcmc.data.passes import full_data_sum
+    from minibatch_mcmc.data.passes import full_data_max_abs, full_data_sum
     from minibatch_mcmc.data.shards import open_npy_rows, open_parquet_rows
     from minibatch_mcmc.models import logistic_regression
     model, centre, chunk = logistic_regression(), jnp.asarray([0.3, -0.2, 0.1]), int(path.split(",")[1])
@@ -111,6 +111,9 @@ PASSES = textwrap.dedent(
         _, derivatives = full_pass_fns(model, lambda x: x, 1.0, data.n, chunk, True)
         res["v"], res["g"], res["h"] = derivatives(centre, data)
         res["lik"] = full_data_sum(lambda rows: model.log_lik(centre, rows), data, data.n, chunk)[0]
+        top = float(np.load(path + ".top.npy"))  # the largest x[:, 0]: one row, in one process, gives 1 / 0
+        res["flag"] = full_data_sum(lambda rows: 1.0 / (rows["x"][:, 0] - top), data, data.n, chunk)[1]
+        res["max"] = full_data_max_abs(lambda rows: rows["x"][:, 0], data, data.n, chunk)[0]
         res["decoded"] = getattr(data.reader.inner, "decoded_groups", -1)
     np.savez(f"{out}-{pid}.npz", **{k: np.asarray(v) for k, v in res.items()})
     """
@@ -179,17 +182,20 @@ def test_four_processes_pass_over_parquet_row_groups_as_one(tmp_path):
     """Four processes over a Parquet file of 16 row groups (each process decoding only its 4 groups, counted by the
     reader) build the Taylor proxy (host float64 sums) and run the mode search's Newton pass and a full-data
     log-likelihood sum (jitted float32 passes whose reduction is an ``io_callback`` all-gather): all equal one
-    process's over the whole file within the float32 rounding bound ``_bound``, and all processes agree exactly."""
+    process's over the whole file within the float32 rounding bound ``_bound``, and all processes agree exactly. The
+    one non-finite term (in one process's rows) is reported by every process, and the full-data max is the file's."""
     n, chunk, count = 4000, 250, 4
     data = _logistic_files(tmp_path, n)
     table = pa.table({"x": pa.FixedSizeListArray.from_arrays(pa.array(data["x"].reshape(-1)), 3), "y": pa.array(data["y"])})
     pq.write_table(table, tmp_path / "t.parquet", row_group_size=250)
+    np.save(tmp_path / "t.parquet.top.npy", data["x"][:, 0].max())
     _run_workers(PASSES, count, ["parquet", f"{tmp_path / 't.parquet'},{chunk}", str(tmp_path / "out"), "1"], timeout=300)
     outs = [dict(np.load(f"{tmp_path / 'out'}-{i}.npz")) for i in range(count)]
     for out in outs[1:]:
-        for k in ("grad", "hess", "v", "g", "h", "lik"):
+        for k in ("grad", "hess", "v", "g", "h", "lik", "flag", "max"):
             np.testing.assert_array_equal(out[k], outs[0][k])
     assert [int(o["decoded"]) for o in outs] == [4] * count
+    assert bool(outs[0]["flag"]) and float(outs[0]["max"]) == np.abs(data["x"][:, 0]).max()  # a max is exact
     model, c, whole = logistic_regression(), jnp.asarray(CENTRE), open_parquet(tmp_path / "t.parquet")
     s = _abs_sums(data)
     _check_proxy(outs[0], taylor_proxy(model, whole, c, order=2, chunk=chunk), s, chunk, count)
