@@ -102,3 +102,21 @@ def test_sampling_a_split_source_is_refused(tmp_path):
     with pytest.raises(ValueError, match=r"belongs to another process: process 0 of 2 .* open it with open_npy"):
         sample(gaussian_mixture(), mine, jnp.zeros(2), proposal=random_walk(scale=0.1), test=mh_minibatch(20),
                num_samples=5, key=0, progress=False)
+
+
+def test_one_process_owns_every_file(tmp_path):
+    """``open_parquet_files`` in one JAX process: its share is all 3 files of a directory, numbered as ``open_parquet``
+    numbers them (rows read back equal the table's, global row numbers through the shift), and a pass equals the
+    plain source's exactly."""
+    y = np.arange(900, dtype=np.float64)
+    (tmp_path / "d").mkdir()
+    for k in range(3):
+        pq.write_table(pa.table({"y": pa.array(y[300 * k:300 * (k + 1)])}), tmp_path / "d" / f"p{k}.parquet",
+                       row_group_size=100)
+    from minibatch_mcmc.data import open_parquet_files
+
+    mine, whole = open_parquet_files(tmp_path / "d"), open_parquet(tmp_path / "d")
+    assert partition_of(mine)[2:] == (0, 900) and mine.n == 900
+    np.testing.assert_array_equal(np.asarray(take(mine, jnp.asarray([0, 299, 300, 899]))["y"]), y[[0, 299, 300, 899]])
+    fn = lambda rows: {"s": jnp.sum(rows["y"])}  # noqa: E731
+    assert host_tree_sum(fn, mine, 900, 128)["s"] == host_tree_sum(fn, whole, 900, 128)["s"]

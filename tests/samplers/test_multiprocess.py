@@ -115,6 +115,11 @@ PASSES = textwrap.dedent(
         res["flag"] = full_data_sum(lambda rows: 1.0 / (rows["x"][:, 0] - top), data, data.n, chunk)[1]
         res["max"] = full_data_max_abs(lambda rows: rows["x"][:, 0], data, data.n, chunk)[0]
         res["decoded"] = getattr(data.reader.inner, "decoded_groups", -1)
+        from minibatch_mcmc.data import open_parquet_files
+        files = open_parquet_files(path)  # whole files per process, only their footers opened
+        by_files = taylor_proxy(model, files, centre, order=2, chunk=chunk)
+        res["files_grad"], res["files_hess"] = by_files.grad_sum, by_files.hess_sum
+        res["files_decoded"] = files.reader.inner.decoded_groups
     np.savez(f"{out}-{pid}.npz", **{k: np.asarray(v) for k, v in res.items()})
     """
 )
@@ -179,26 +184,29 @@ def test_two_processes_build_the_taylor_proxy_of_one(tmp_path):
 
 @pytest.mark.slow  # four subprocesses importing JAX and compiling three passes: ~60 s on a loaded 2-core machine
 def test_four_processes_pass_over_parquet_row_groups_as_one(tmp_path):
-    """Four processes over a Parquet file of 16 row groups (each process decoding only its 4 groups, counted by the
-    reader) build the Taylor proxy (host float64 sums) and run the mode search's Newton pass and a full-data
+    """Four processes over 8 Parquet files of 2 row groups each (each process decoding only its 4 groups, counted by
+    the reader; split by row groups, and by whole files with ``open_parquet_files``) build the Taylor proxy (host float64 sums) and run the mode search's Newton pass and a full-data
     log-likelihood sum (jitted float32 passes whose reduction is an ``io_callback`` all-gather): all equal one
     process's over the whole file within the float32 rounding bound ``_bound``, and all processes agree exactly. The
     one non-finite term (in one process's rows) is reported by every process, and the full-data max is the file's."""
     n, chunk, count = 4000, 250, 4
     data = _logistic_files(tmp_path, n)
     table = pa.table({"x": pa.FixedSizeListArray.from_arrays(pa.array(data["x"].reshape(-1)), 3), "y": pa.array(data["y"])})
-    pq.write_table(table, tmp_path / "t.parquet", row_group_size=250)
-    np.save(tmp_path / "t.parquet.top.npy", data["x"][:, 0].max())
-    _run_workers(PASSES, count, ["parquet", f"{tmp_path / 't.parquet'},{chunk}", str(tmp_path / "out"), "1"], timeout=300)
+    (tmp_path / "t").mkdir()
+    for k in range(8):  # 8 files of 2 row groups each
+        pq.write_table(table.slice(500 * k, 500), tmp_path / "t" / f"part-{k}.parquet", row_group_size=250)
+    np.save(tmp_path / "t.top.npy", data["x"][:, 0].max())
+    _run_workers(PASSES, count, ["parquet", f"{tmp_path / 't'},{chunk}", str(tmp_path / "out"), "1"], timeout=300)
     outs = [dict(np.load(f"{tmp_path / 'out'}-{i}.npz")) for i in range(count)]
     for out in outs[1:]:
-        for k in ("grad", "hess", "v", "g", "h", "lik", "flag", "max"):
+        for k in ("grad", "hess", "v", "g", "h", "lik", "flag", "max", "files_grad", "files_hess"):
             np.testing.assert_array_equal(out[k], outs[0][k])
-    assert [int(o["decoded"]) for o in outs] == [4] * count
+    assert [int(o["decoded"]) for o in outs] == [int(o["files_decoded"]) for o in outs] == [4] * count
     assert bool(outs[0]["flag"]) and float(outs[0]["max"]) == np.abs(data["x"][:, 0]).max()  # a max is exact
-    model, c, whole = logistic_regression(), jnp.asarray(CENTRE), open_parquet(tmp_path / "t.parquet")
-    s = _abs_sums(data)
-    _check_proxy(outs[0], taylor_proxy(model, whole, c, order=2, chunk=chunk), s, chunk, count)
+    model, c, whole = logistic_regression(), jnp.asarray(CENTRE), open_parquet(tmp_path / "t")
+    s, single = _abs_sums(data), taylor_proxy(model, whole, c, order=2, chunk=chunk)
+    _check_proxy(outs[0], single, s, chunk, count)
+    _check_proxy({"grad": outs[0]["files_grad"], "hess": outs[0]["files_hess"]}, single, s, chunk, count)
     from minibatch_mcmc.optim.mode import full_pass_fns
 
     v, g, h = full_pass_fns(model, lambda x: x, 1.0, n, chunk, True)[1](c, whole)

@@ -6,7 +6,7 @@ from minibatch_mcmc.data.indexing import permuted_index, chunk_indices
 from minibatch_mcmc.data.memmap import open_npy, open_npz
 from minibatch_mcmc.data.parquet import open_parquet
 from minibatch_mcmc.data.prefetch import prefetch
-from minibatch_mcmc.data.shards import open_npy_rows, open_parquet_rows, partition_rows
+from minibatch_mcmc.data.shards import open_npy_rows, open_parquet_files, open_parquet_rows, partition_rows
 
 __all__ = [
     "ArrayData",
@@ -22,6 +22,7 @@ __all__ = [
     "open_parquet",
     "open_npy_rows",
     "open_parquet_rows",
+    "open_parquet_files",
     "partition_rows",
     "prefetch",
     "permuted_index",

@@ -4,7 +4,8 @@ With ``P = jax.process_count()`` processes, process ``p`` owns one contiguous ra
 of an out-of-core source: ``p * N // P`` to ``(p + 1) * N // P`` of a memory-mapped ``.npy``/``.npz``, whole
 row groups (across files) of a Parquet source, cut at the group starts nearest those rows. The partitioned
 source still reports the global ``N`` and global row numbers, but reads (and, at open, validates) only its
-own rows; a read of another process's row is an error naming both, never another row.
+own rows; a read of another process's row is an error naming both, never another row. For many Parquet
+files, ``open_parquet_files`` gives each process whole files and opens only their footers.
 
 The streamed passes of ``data/passes.py`` see a partitioned source through ``local_span``: each process
 reduces its own rows, then one all-gather per pass brings every process's partial result to every process,
@@ -25,7 +26,7 @@ from jax.experimental import io_callback, multihost_utils
 
 from minibatch_mcmc.data.host import HostData, HostReader, is_host_data
 from minibatch_mcmc.data.memmap import PathLike, open_npy
-from minibatch_mcmc.data.parquet import ParquetReader, open_parquet
+from minibatch_mcmc.data.parquet import ParquetReader, open_parquet, parquet_files
 
 PyTree = Any
 
@@ -54,10 +55,11 @@ def group_bounds(starts: np.ndarray, count: int) -> np.ndarray:
 class PartitionReader:
     """The rows ``[lo, hi)`` of a host reader, addressed by their global numbers; other rows are refused."""
 
-    def __init__(self, inner: HostReader, part: Partition):
+    def __init__(self, inner: HostReader, part: Partition, n: int | None = None):
         self.inner = inner
         self.part = part
-        self.n = int(inner.n)
+        self.shift = 0 if n is None else part.lo  # global row - shift = the inner reader's row (0: it numbers all N)
+        self.n = int(inner.n) if n is None else int(n)
         self.specs = inner.specs
         self.treedef = inner.treedef
         self.validated = False
@@ -78,12 +80,14 @@ class PartitionReader:
         """Rows ``idx`` (global numbers, all this process's own)."""
         if idx.size:
             self.check(int(idx.min()), int(idx.max()) + 1)
-        return self.inner.gather(idx)
+        return self.inner.gather(idx - self.shift)
 
     def read_range(self, start: int, stop: int) -> list[np.ndarray]:
         """Contiguous rows ``[start, stop)`` (this process's own; an empty range only checks the files)."""
         self.check(start, stop)
-        return self.inner.read_range(start, stop)
+        if start == stop:
+            return self.inner.read_range(0, 0)
+        return self.inner.read_range(start - self.shift, stop - self.shift)
 
     def release(self) -> None:
         """Drop mapped pages where the inner reader maps its file."""
@@ -139,6 +143,31 @@ def open_parquet_rows(path: Any, columns: Any = None, *, filesystem: Any = None,
     """``open_parquet`` reading (and validating) only this process's row groups; other files' footers are read, no rows."""
     source = open_parquet(path, columns, filesystem=filesystem, cache_bytes=cache_bytes, check_finite=False)
     return partition_rows(source, check_finite)
+
+
+def open_parquet_files(path: Any, columns: Any = None, *, filesystem: Any = None, cache_bytes: int = 256 << 20,
+                       check_finite: bool = True) -> HostData:
+    """This process's share of a directory (or list) of Parquet files: files ``p F // P`` to ``(p + 1) F // P`` of the
+    ``F`` sorted files, whose footers alone it opens; one all-gather of the processes' row counts numbers the rows.
+
+    For many files on object storage, where ``open_parquet_rows`` would have every process read every footer. The
+    processes' shares are as even as the files' sizes: split large files into more files to balance them.
+    """
+    fs, files = parquet_files(path, filesystem)
+    count, index = jax.process_count(), jax.process_index()
+    if len(files) < count:
+        raise ValueError(f"{path!r} holds {len(files)} Parquet files: too few to give each of the {count} processes one; "
+                         "use open_parquet_rows (split by row groups) or fewer processes")
+    bounds = even_bounds(len(files), count)
+    source = open_parquet(files[bounds[index]:bounds[index + 1]], columns, filesystem=fs, cache_bytes=cache_bytes,
+                          check_finite=False)
+    sizes = allgather_host(np.asarray(source.n, np.int64))  # every process opens its files first: one collective
+    lo = int(sizes[:index].sum())
+    data = HostData(PartitionReader(source.reader, Partition(index, count, lo, lo + source.n), n=int(sizes.sum())))
+    data.validate(check_finite=check_finite, rows=(lo, lo + source.n))
+    if check_finite:
+        source.reader.check_statistics()
+    return data
 
 
 def partition_of(data: PyTree) -> Partition | None:
