@@ -10,7 +10,7 @@ import pytest
 
 from minibatch_mcmc.data import open_npy, open_parquet, take
 from minibatch_mcmc.data.passes import full_data_sum, host_tree_sum
-from minibatch_mcmc.data.shards import even_bounds, group_bounds, open_npy_rows, partition_of, partition_rows
+from minibatch_mcmc.data.shards import even_bounds, group_bounds, local_rows, open_npy_rows, partition_of, partition_rows
 
 
 @pytest.mark.parametrize("n, count", [(10, 3), (7, 7), (1001, 4), (5, 1)])
@@ -83,7 +83,7 @@ def test_one_process_partition_is_the_plain_pass(tmp_path):
     x = np.random.default_rng(0).normal(size=(300, 2)).astype(np.float32)
     path = _npy(tmp_path, x)
     whole, mine = open_npy(path), open_npy_rows(path)
-    assert partition_of(mine)[2:] == (0, 300)
+    assert partition_of(mine)[2:] == (0, 300) and local_rows(mine, 300) == local_rows(whole, 300) == (0, 300)
     fn = lambda rows: {"s": jnp.sum(rows, axis=0), "q": jnp.sum(rows**2)}  # noqa: E731
     a, b = host_tree_sum(fn, whole, 300, 64), host_tree_sum(fn, mine, 300, 64)
     for k in a:

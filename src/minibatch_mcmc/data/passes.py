@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from minibatch_mcmc.data.arrays import gathers_rows, slice_rows
-from minibatch_mcmc.data.shards import Partition, combine_processes, local_span, sum_processes
+from minibatch_mcmc.data.shards import Partition, combine_processes, local_rows, local_span, sum_processes
 
 PyTree = Any
 
@@ -104,8 +104,7 @@ def full_data_max_abs(fn: Callable[[PyTree], jax.Array], data: PyTree, n: int, c
 
 def full_data_tree_sum(fn: Callable[[PyTree], PyTree], data: PyTree, n: int, chunk: int = DEFAULT_CHUNK) -> PyTree:
     """Leafwise sum of ``fn(rows)`` (a pytree of per-chunk sums, e.g. a gradient sum) over all ``n`` rows."""
-    rows = local_span(data, n)
-    lo, hi = (0, n) if rows is None else (rows.lo, rows.hi)
+    lo, hi = local_rows(data, n)
     shapes = jax.eval_shape(fn, slice_rows(data, lo, min(hi - lo, chunk)))
     zeros = jax.tree_util.tree_map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
     return full_data_reduce(fn, lambda a, b: jax.tree_util.tree_map(jnp.add, a, b), zeros, data, n, chunk)

@@ -177,6 +177,15 @@ def partition_of(data: PyTree) -> Partition | None:
     return None
 
 
+def local_rows(data: PyTree, n: int) -> tuple[int, int]:
+    """The rows ``[lo, hi)`` of ``n`` this process reads in a pass: its own of a row-partitioned source, else all.
+
+    For a loop over rows written outside ``data/passes.py``: loop over these, then ``sum_processes`` (or
+    ``combine_processes``) its result once, where ``local_span(data, n)`` is not None."""
+    part = local_span(data, n)
+    return (0, n) if part is None else (part.lo, part.hi)
+
+
 def local_span(data: PyTree, n: int) -> Partition | None:
     """The partition a pass over ``n`` rows of ``data`` covers, or None for a pass over all rows in this process
     (any data but a row-partitioned source, or one split over a single process: today's pass, unchanged)."""
