@@ -1,4 +1,4 @@
-"""Data sources (in memory, memory-mapped, Parquet) and without-replacement minibatch indexing."""
+"""Data sources (in memory, memory-mapped, Parquet; rows split between processes) and without-replacement minibatch indexing."""
 
 from minibatch_mcmc.data.arrays import ArrayData, DataSource, as_data_source, slice_rows, take, validate_data
 from minibatch_mcmc.data.host import HostData, is_host_data
@@ -6,6 +6,7 @@ from minibatch_mcmc.data.indexing import permuted_index, chunk_indices
 from minibatch_mcmc.data.memmap import open_npy, open_npz
 from minibatch_mcmc.data.parquet import open_parquet
 from minibatch_mcmc.data.prefetch import prefetch
+from minibatch_mcmc.data.shards import open_npy_rows, open_parquet_files, open_parquet_rows, partition_rows
 
 __all__ = [
     "ArrayData",
@@ -19,6 +20,10 @@ __all__ = [
     "open_npy",
     "open_npz",
     "open_parquet",
+    "open_npy_rows",
+    "open_parquet_rows",
+    "open_parquet_files",
+    "partition_rows",
     "prefetch",
     "permuted_index",
     "chunk_indices",

@@ -201,12 +201,13 @@ class HostData:
             return jax.tree_util.tree_map(jnp.asarray, read(np.asarray(start)))
         return jax.pure_callback(read, self.result_shapes(start.shape + (size,)), start, vmap_method="broadcast_all")
 
-    def validate(self, check_finite: bool = True, chunk: int = SCAN_CHUNK) -> int:
-        """Check columns and sizes, and (``check_finite``) stream over every row for NaN/inf."""
+    def validate(self, check_finite: bool = True, chunk: int = SCAN_CHUNK, rows: tuple[int, int] | None = None) -> int:
+        """Check columns and sizes, and (``check_finite``) stream over every row (or the rows ``[lo, hi)``) for NaN/inf."""
         check_specs(self.reader.specs, self.n, repr(self.reader))
+        lo, hi = (0, self.n) if rows is None else rows
         if check_finite:
-            for start in range(0, self.n, chunk):
-                cols = self.reader.read_range(start, min(self.n, start + chunk))
+            for start in range(lo, hi, chunk):
+                cols = self.reader.read_range(start, min(hi, start + chunk))
                 for spec, block in zip(self.reader.specs, cols):
                     check_finite_block(spec, block, start)
                 release = getattr(self.reader, "release", None)

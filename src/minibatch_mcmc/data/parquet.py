@@ -53,6 +53,15 @@ def _shard_paths(fs: Any, path: str) -> list[str]:
     return [path]
 
 
+def parquet_files(path: str | os.PathLike | Sequence[str | os.PathLike], filesystem: Any | None = None) -> tuple[Any, list[str]]:
+    """The fsspec filesystem and the sorted Parquet files of a path, a directory of shards or a list (a listing: no file is read)."""
+    paths = [os.fspath(path)] if isinstance(path, (str, os.PathLike)) else [os.fspath(p) for p in path]
+    if not paths:
+        raise ValueError("open_parquet got no paths")
+    fs, first = _filesystem(paths[0], filesystem)
+    return fs, [f for p in paths for f in _shard_paths(fs, first if p == paths[0] else _filesystem(p, fs)[1])]
+
+
 def _leaf_spec(field: pa.Field, where: str) -> tuple[np.dtype, str]:
     """Element dtype and kind ('scalar' or 'list') of a numeric (list) column; raise otherwise."""
     t = field.type
@@ -255,6 +264,10 @@ class ParquetReader:
     def read_range(self, start: int, stop: int) -> list[np.ndarray]:
         """Contiguous rows ``[start, stop)`` of every column."""
         return self.gather(np.arange(start, stop, dtype=np.int64))
+
+    def row_group_starts(self) -> np.ndarray:
+        """The first global row of every (non-empty) row group, then ``N``: where a row partition may cut."""
+        return self._starts.copy()
 
     def __repr__(self) -> str:
         return f"ParquetReader({self.where}, N={self.n})"

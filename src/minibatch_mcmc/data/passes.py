@@ -4,7 +4,9 @@ One reduction serves every full-data quantity the library needs (the exact log a
 MHSubLhd's range constant, full-data gradients, the control-variate sums of gradients and
 Hessians): ``part(rows)`` maps a chunk to a pytree of partial results and ``combine`` folds them.
 Chunks are read through ``slice_rows``, so an out-of-core source streams block by block and a
-sharded array is reduced where it lives.
+sharded array is reduced where it lives. A row-partitioned source (``data/shards.py``, several
+``jax.distributed`` processes) is reduced over each process's own rows, then its partial results are
+combined across processes once per pass; any other data take the single-process path unchanged.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from minibatch_mcmc.data.arrays import gathers_rows, slice_rows
+from minibatch_mcmc.data.shards import Partition, combine_processes, local_rows, local_span, sum_processes
 
 PyTree = Any
 
@@ -37,6 +40,9 @@ def full_data_reduce(
     """
     if chunk < 1:
         raise ValueError(f"chunk={chunk!r} must be a positive number of rows")
+    rows = local_span(data, n)
+    if rows is not None:
+        return combine_processes(reduce_rows(part, combine, initial, data, chunk, rows), combine)
     n_full, rem = divmod(n, chunk)
     if n_full == 1 and rem == 0:
         return part(slice_rows(data, 0, n) if gathers_rows(data) else data)
@@ -49,6 +55,24 @@ def full_data_reduce(
         acc = jax.lax.fori_loop(0, n_full, body, acc)
     if rem:
         acc = combine(acc, part(slice_rows(data, n_full * chunk, rem)))
+    return acc
+
+
+def reduce_rows(
+    part: Callable[[PyTree], PyTree], combine: Callable[[PyTree, PyTree], PyTree], initial: PyTree, data: PyTree, chunk: int,
+    rows: Partition,
+) -> PyTree:
+    """``full_data_reduce``'s fold over this process's rows ``[rows.lo, rows.hi)`` only (chunks from ``rows.lo``)."""
+    n_full, rem = divmod(rows.hi - rows.lo, chunk)
+    acc = initial
+    if n_full:
+
+        def body(i: jax.Array, carry: PyTree) -> PyTree:
+            return combine(carry, part(slice_rows(data, rows.lo + i * chunk, chunk)))
+
+        acc = jax.lax.fori_loop(0, n_full, body, acc)
+    if rem:
+        acc = combine(acc, part(slice_rows(data, rows.lo + n_full * chunk, rem)))
     return acc
 
 
@@ -80,7 +104,8 @@ def full_data_max_abs(fn: Callable[[PyTree], jax.Array], data: PyTree, n: int, c
 
 def full_data_tree_sum(fn: Callable[[PyTree], PyTree], data: PyTree, n: int, chunk: int = DEFAULT_CHUNK) -> PyTree:
     """Leafwise sum of ``fn(rows)`` (a pytree of per-chunk sums, e.g. a gradient sum) over all ``n`` rows."""
-    shapes = jax.eval_shape(fn, slice_rows(data, 0, min(n, chunk)))
+    lo, hi = local_rows(data, n)
+    shapes = jax.eval_shape(fn, slice_rows(data, lo, min(hi - lo, chunk)))
     zeros = jax.tree_util.tree_map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
     return full_data_reduce(fn, lambda a, b: jax.tree_util.tree_map(jnp.add, a, b), zeros, data, n, chunk)
 
@@ -89,17 +114,20 @@ def host_tree_sum(fn: Callable[[PyTree], PyTree], data: PyTree, n: int, chunk: i
     """Leafwise float64 sum of ``fn(rows)`` over contiguous chunks, accumulated on the host.
 
     For one-off passes whose sums must be accurate beyond float32 (a control variate's gradient and
-    Hessian sums): ``fn`` runs jitted on each chunk, the partial sums are added in numpy float64.
+    Hessian sums): ``fn`` runs jitted on each chunk, the partial sums are added in numpy float64 (a
+    row-partitioned source: each process's, then the processes' totals in process order).
     """
     if chunk < 1:
         raise ValueError(f"chunk={chunk!r} must be a positive number of rows")
     part = jax.jit(fn)
+    rows = local_span(data, n)
+    lo, hi = (0, n) if rows is None else (rows.lo, rows.hi)
     total = None
-    for start in range(0, n, chunk):
-        size = min(chunk, n - start)
+    for start in range(lo, hi, chunk):
+        size = min(chunk, hi - start)
         piece = jax.tree_util.tree_map(lambda a: np.asarray(a, np.float64), jax.device_get(part(slice_rows(data, start, size))))
         total = piece if total is None else jax.tree_util.tree_map(np.add, total, piece)
-    return total
+    return total if rows is None else sum_processes(total)
 
 
 def same_size_chunks(n: int, chunk: int = DEFAULT_CHUNK) -> list[tuple[int, int, np.ndarray]]:

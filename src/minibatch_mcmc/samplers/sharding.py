@@ -8,7 +8,9 @@ unsharded one does. Several hosts (``jax.distributed``, one process per host, ea
 full host copy of data, key and states): on a mesh spanning other processes' devices ``place`` builds
 global arrays with ``make_array_from_callback`` and ``to_host`` all-gathers each finished block to
 every process; two CPU processes draw exactly what one process draws
-(``tests/samplers/test_multiprocess.py``; ``docs/usage.md`` says what was and was not run).
+(``tests/samplers/test_multiprocess.py``; ``docs/usage.md`` says what was and was not run). Sampling
+replicates the data in every process; only the full-data passes can split rows between processes
+(``data/shards.py``), and a row-partitioned source given to a sampler is refused at its first foreign row.
 """
 
 from __future__ import annotations
