@@ -113,6 +113,7 @@ def test_equal_copies_give_uniform_draws():
     np.testing.assert_allclose(np.asarray(outs[0].delta_star), np.asarray(outs[1].delta_star), rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_penalty_acceptance_error_with_weights():
     """Five Cauchy rows among 5,000, a Laplace-drawn move with ``Delta = -1.06``: over 20,000 keys the penalty test on
     uniform rows accepts 0.09 below the exact float64 ``min(1, e^Delta)`` (its 50-row minibatch mostly misses the Cauchy
@@ -138,3 +139,33 @@ def test_penalty_acceptance_error_with_weights():
     assert found["taylor"][0] < exact - 0.05
     assert abs(found[est.name][0] - exact) < 0.02 + 4 * se
     assert found[est.name][1] < found["taylor"][1]
+
+
+def test_warmup_rule_weights_only_where_they_help():
+    """``estimator_for`` (the warm-up's choice) with an influence search that left three Cauchy rows of 5,000 to the
+    minibatch: the rows' probe weights cut the held-out variance below ``HELPS`` and the uniform 50-row s.d. is above
+    ``NOISE_FLOOR``, so the minibatch is drawn by weight (recorded in the estimator's name and variance ratio); with no
+    rows found the proxy itself comes back (no weights pass, today's draws), and on the Gaussian rows alone (the five
+    Cauchy rows in the stratum) the weights do not pay and the stratified proxy itself comes back."""
+    from minibatch_mcmc.acceptance import penalty_test
+    from minibatch_mcmc.control_variates.importance import HELPS, NOISE_FLOOR, probe_weights
+    from minibatch_mcmc.control_variates.influence import Influence
+    from minibatch_mcmc.control_variates.stratified import StratifiedProxy
+    from minibatch_mcmc.data.arrays import as_data_source
+    from minibatch_mcmc.warmup.exact_choice import estimator_for
+
+    model, data, idx, proxy, centre, factor = _case(5000)
+    source = as_data_source(data)
+
+    def found(rows):
+        return Influence(np.asarray(rows, np.int32), np.ones(len(rows)), 0.0, 100, 1, 5000, 0.0)
+
+    assert estimator_for(penalty_test(), model, source, proxy, factor, found([])) is proxy
+    weighted = estimator_for(penalty_test(), model, source, proxy, factor, found(idx[:2]))
+    assert isinstance(weighted, ImportanceProxy) and weighted.name == "taylor+stratum+importance"
+    assert weighted.variance_ratio <= HELPS
+    rest = stratify(model, data, proxy, idx[:2])
+    probe = probe_weights(model, rest, data, jnp.asarray(centre, jnp.float32), factor, jax.random.key(0))
+    assert np.sqrt(probe.uniform_variance / 50) > NOISE_FLOOR
+    plain_rows = estimator_for(penalty_test(), model, source, proxy, factor, found(idx))
+    assert isinstance(plain_rows, StratifiedProxy)

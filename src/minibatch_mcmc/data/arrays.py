@@ -88,6 +88,14 @@ def repeat_index(ends: jax.Array, j: jax.Array) -> tuple[jax.Array, jax.Array]:
     return row, ends[row] - start
 
 
+def split_copies(rows: PyTree) -> tuple[PyTree, jax.Array | None]:
+    """Rows gathered from a ``RowsRepeated`` population without their ``COPIES`` column, and that column (None for
+    rows of any other source)."""
+    if isinstance(rows, dict) and COPIES in rows:
+        return {k: v for k, v in rows.items() if k != COPIES}, rows[COPIES]
+    return rows, None
+
+
 def gathers_rows(tree: PyTree) -> bool:
     """Whether a data pytree is read by gathering rows (``HostData``, ``RowsExcept``, ``RowsRepeated``) rather than as
     arrays."""
