@@ -18,7 +18,7 @@ Methods, each timed from the data to the draws (warm-up, the weights pass, batch
 - ``importance``: the same proxy with rows drawn by their probe weights (``control_variates.importance``: the warm-up's
   own where its rule chose them, else built here, the pass timed), the penalty test sized for it;
 - ``smh``: ``warmup(test="smh")``: the GLM proxy's per-row bounds and Scalable MH (exact);
-- the reference: NumPyro NUTS on the full data (tree depth at most 8), ``--nuts-warmup`` + ``--nuts-draws`` per chain,
+- the reference: NumPyro NUTS on the full data (tree depth at most 6), ``--nuts-warmup`` + ``--nuts-draws`` per chain,
   4 chains vectorised (its time too).
 
 Reported: rows read per test (the minibatch and any stratum), acceptance, min bulk ESS over the parameters (ArviZ),
@@ -123,7 +123,7 @@ def nuts_reference(model: Model, data: dict, theta0: np.ndarray, warm: int, draw
         return -(model.log_prior(theta) + jnp.sum(model.log_lik(theta, jdata)))
 
     t = time.perf_counter()
-    mcmc = MCMC(NUTS(potential_fn=potential, max_tree_depth=8), num_warmup=warm, num_samples=draws, num_chains=4, chain_method="vectorized",
+    mcmc = MCMC(NUTS(potential_fn=potential, max_tree_depth=6), num_warmup=warm, num_samples=draws, num_chains=4, chain_method="vectorized",
                 progress_bar=False)
     starts = jnp.asarray(theta0 + 0.01 * np.random.default_rng(1).standard_normal((4, theta0.size)), jnp.float32)
     mcmc.run(jax.random.key(2), init_params=starts)
@@ -206,7 +206,7 @@ def main() -> None:
                          f"{ess:.0f}", f"{ess / out['seconds']:.2f}", f"{mean_err:.3f}", f"{sd_err:.3f}", note])
             values[f"{name}_{method}_ess_per_s"] = ess / out["seconds"]
             print(" | ".join(map(str, rows[-1])), flush=True)
-    save(args.results, "heavy_tails", config=args, tables={"heavy_tails": table(COLUMNS, rows)}, values=values)
+            save(args.results, "heavy_tails", config=args, tables={"heavy_tails": table(COLUMNS, rows)}, values=values)
 
 
 if __name__ == "__main__":

@@ -169,3 +169,28 @@ def test_warmup_rule_weights_only_where_they_help():
     assert np.sqrt(probe.uniform_variance / 50) > NOISE_FLOOR
     plain_rows = estimator_for(penalty_test(), model, source, proxy, factor, found(idx))
     assert isinstance(plain_rows, StratifiedProxy)
+
+
+def test_out_of_core_source_reads_the_same_positions(tmp_path):
+    """From a memory-mapped ``.npz`` (``open_npz``: rows gathered on the host by index) the weights pass gives the same
+    weights as in memory, and the repeated population's positions gather the same rows, counts and terms: the table is
+    built in the pass and the minibatch is read by index."""
+    from minibatch_mcmc.data.arrays import take
+    from minibatch_mcmc.data.memmap import open_npz
+
+    model, data, _, proxy, centre, factor = _case(2000)
+    np.savez(tmp_path / "rows.npz", **data)
+    source = open_npz(tmp_path / "rows.npz")
+    key, c32 = jax.random.key(1), jnp.asarray(centre, jnp.float32)
+    w_mem = probe_weights(model, proxy, data, c32, factor, key).weights
+    w_disk = probe_weights(model, proxy, source, c32, factor, key).weights
+    np.testing.assert_allclose(w_disk, w_mem, rtol=1e-6)
+    est = importance_sample(proxy, source, w_disk)
+    idx = jnp.asarray(np.random.default_rng(0).integers(0, est.size, 64), jnp.int32)
+    on_disk = take(est.population(source.arrays()), idx)
+    in_memory = take(est.population(jax.tree_util.tree_map(jnp.asarray, data)), idx)
+    for k in in_memory:
+        np.testing.assert_array_equal(np.asarray(on_disk[k]), np.asarray(in_memory[k]))
+    a, b = c32 + 0.1, c32 - 0.1
+    np.testing.assert_allclose(np.asarray(est.log_ratio(model, a, b)(on_disk)),
+                               np.asarray(est.log_ratio(model, a, b)(in_memory)), rtol=1e-6)
