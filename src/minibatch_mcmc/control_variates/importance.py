@@ -56,7 +56,8 @@ HELPS = 0.5
 """The warm-up draws by weight when the held-out predicted variance is at most this fraction of the uniform one
 (the rows the penalty test reads for its ``sigma_max`` scale with that variance). Measured at N = 1e5
 (``benchmarks/heavy_tails.py``): 0.87 on a plain d = 10 logistic regression and 0.74 on a Student-t regression (weights
-nearly equal), 0.045 with 0.1% huge Poisson counts, 0.0085 with a feature in 30 rows, 0.011 with 16 groups down to 30 rows."""
+nearly equal), 0.045 with 0.1% huge Poisson counts, 4e-4 to 0.009 with a feature in 30 rows (two probe draws), 0.011 with
+16 groups down to 30 rows."""
 NOISE_FLOOR = 0.02
 """Nor unless the uniform estimate's s.d. at ``REFERENCE_BATCH`` rows exceeds this (nats): below it the acceptance error
 of the normal approximation is below the check's 0.02 whatever the residuals' shape (``normality.minibatch_shape``
