@@ -25,6 +25,7 @@ Reported: rows read per test (the minibatch and any stratum), acceptance, min bu
 ESS/s, and against NUTS the largest ``|mean - mean_NUTS| / sd_NUTS`` and ``|sd / sd_NUTS - 1|``.
 
     .venv/bin/python benchmarks/heavy_tails.py --n 100000 [--cases robust rare] [--results docs/results/heavy_tails.json]
+        [--name heavy_tails]  (the table's name: cases run in two processes write two tables)
 """
 
 from __future__ import annotations
@@ -177,6 +178,7 @@ def main() -> None:
     parser.add_argument("--nuts-warmup", type=int, default=500)
     parser.add_argument("--nuts-draws", type=int, default=1000)
     parser.add_argument("--methods", nargs="+", default=["uniform", "importance", "smh"])
+    parser.add_argument("--name", default="heavy_tails", help="the results' experiment and table name")
     add_results_option(parser)
     args = parser.parse_args()
     rows, values = [], {}
@@ -206,7 +208,7 @@ def main() -> None:
                          f"{ess:.0f}", f"{ess / out['seconds']:.2f}", f"{mean_err:.3f}", f"{sd_err:.3f}", note])
             values[f"{name}_{method}_ess_per_s"] = ess / out["seconds"]
             print(" | ".join(map(str, rows[-1])), flush=True)
-            save(args.results, "heavy_tails", config=args, tables={"heavy_tails": table(COLUMNS, rows)}, values=values)
+            save(args.results, args.name, config=args, tables={args.name: table(COLUMNS, rows)}, values=values)
 
 
 if __name__ == "__main__":
