@@ -194,3 +194,24 @@ def test_out_of_core_source_reads_the_same_positions(tmp_path):
     a, b = c32 + 0.1, c32 - 0.1
     np.testing.assert_allclose(np.asarray(est.log_ratio(model, a, b)(on_disk)),
                                np.asarray(est.log_ratio(model, a, b)(in_memory)), rtol=1e-6)
+
+
+def test_glm_bound_weights_stream_the_row_weights():
+    """``bound_weights`` of a GLM proxy streams ``row_weights`` over every row (chunks of 700 over 2,000: the overlapping
+    last chunk included), and a feature set in five rows, whose ``|W' x_i|`` is far above the others' under the Laplace
+    whitening, gets them the most copies, each row keeping at least one."""
+    from minibatch_mcmc.control_variates.glm import glm_proxy
+    from minibatch_mcmc.control_variates.importance import bound_weights
+
+    rng = np.random.default_rng(0)
+    n = 2000
+    rare = np.zeros(n, np.float32)
+    rare[[3, 400, 999, 1500, 1998]] = 1.0
+    x = np.column_stack([np.ones(n), rng.standard_normal(n), rare]).astype(np.float32)
+    data = {"x": x, "y": (rng.random(n) < 0.5).astype(np.int32)}
+    whiten = np.linalg.cholesky(np.linalg.inv(x.astype(np.float64).T @ x / 4 + np.eye(3) / 25))
+    proxy = glm_proxy(data, np.zeros(3, np.float32), "logistic", whiten=whiten, alias=False)
+    w = bound_weights(proxy, data, chunk=700)
+    np.testing.assert_allclose(w, np.asarray(proxy.row_weights(data), np.float64), rtol=1e-6)
+    copies = copies_for(w)
+    assert set(np.argsort(-copies)[:5]) == {3, 400, 999, 1500, 1998} and copies.min() == 1
