@@ -93,19 +93,26 @@ def test_unbiased_with_hansen_hurwitz_variance_by_enumeration():
     np.testing.assert_allclose(variance_estimates.mean(), formula, rtol=1e-5)
 
 
+def test_equal_weights_return_the_estimator_itself():
+    """Equal weights (any value) leave the estimator unwrapped: uniform rows, today's draws by construction."""
+    model, data, _, proxy, _, _ = _case(15)
+    assert importance_sample(proxy, data, np.full(15, 0.3)) is proxy
+    assert importance_sample(proxy, data, np.full(15, 7.0), budget=2) is proxy
+
+
+@pytest.mark.slow
 def test_equal_copies_give_uniform_draws():
-    """The repeated population with one copy per row decides as the uniform estimator does, key for key (same rows, same
-    terms to rounding), and equal weights return the estimator itself."""
-    model, data, _, proxy, centre, factor = _case(2000)
-    assert importance_sample(proxy, data, np.full(2000, 0.3)) is proxy
-    ones = ImportanceProxy(inner=proxy, ends=jnp.arange(1, 2001, dtype=jnp.int32), size=2000)
+    """(~15 s, compile-bound.) The repeated population with one copy per row decides as the uniform estimator does, key
+    for key (same rows, same terms to rounding)."""
+    model, data, _, proxy, centre, factor = _case(400)
+    ones = ImportanceProxy(inner=proxy, ends=jnp.arange(1, 401, dtype=jnp.int32), size=400)
     rng = np.random.default_rng(1)
     a, b = (jnp.asarray(centre + factor @ rng.standard_normal(2), jnp.float32) for _ in range(2))
     djax = jax.tree_util.tree_map(jnp.asarray, data)
-    test, keys = penalty_test(batch_size=20), jax.random.split(jax.random.key(3), 256)
+    test, keys = penalty_test(batch_size=20), jax.random.split(jax.random.key(3), 128)
     outs = []
     for e in (proxy, ones):
-        st = Statistics(e.log_ratio(model, a, b), e.population(djax), e.population_size(2000), jnp.float32(0.0),
+        st = Statistics(e.log_ratio(model, a, b), e.population(djax), e.population_size(400), jnp.float32(0.0),
                         jnp.float32(1.0), e.known_sum(a, b))
         outs.append(jax.jit(jax.vmap(lambda k, st=st: test.decide(k, st)))(keys))
     np.testing.assert_array_equal(np.asarray(outs[0].accepted), np.asarray(outs[1].accepted))
