@@ -1,4 +1,4 @@
-"""Scalable MH with the probit and Poisson (log link, offset) bounds is exact: one step's acceptance probability over
+"""Scalable MH with the probit, Poisson (log link, offset) and Student-t bounds is exact: one step's acceptance probability over
 20,000 keys equals the factorised probability computed independently in float64 (binomial s.e. about 0.0035; a
 thinning rate or a bound off by 5% at these residual factors, or the residual factor dropped, fails at 4 s.e.)."""
 
@@ -7,12 +7,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from helpers_glm import f64, make_family_data, residual_reference
+from helpers_glm import NU_T, SIGMA_T, f64, make_family_data, residual_reference
 
 from minibatch_mcmc.acceptance.base import Statistics
 from minibatch_mcmc.acceptance.smh import scalable_mh
 from minibatch_mcmc.control_variates.glm import model_glm_proxy
-from minibatch_mcmc.models import poisson_regression, probit_regression
+from minibatch_mcmc.models import poisson_regression, probit_regression, student_t_regression
 
 KEYS, PRIOR = 20_000, 5.0
 
@@ -31,10 +31,11 @@ def exact_factorised(family, data, centre, t0, t1):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("family", ["probit", "poisson"])
+@pytest.mark.parametrize("family", ["probit", "poisson", "student_t"])
 def test_one_step_acceptance_is_the_factorised_probability(family):
     data, centre = make_family_data(family, n=300, seed=3)
-    model = probit_regression(PRIOR) if family == "probit" else poisson_regression(PRIOR, offset=True)
+    model = {"probit": probit_regression(PRIOR), "poisson": poisson_regression(PRIOR, offset=True),
+             "student_t": student_t_regression(NU_T, SIGMA_T, PRIOR)}[family]
     t0 = (centre + 0.3 * np.array([1.0, -0.5, 0.2])).astype(np.float32)
     moves = [(t0 + s * np.array([0.55, 0.8, -0.3])).astype(np.float32) for s in np.geomspace(0.002, 1.5, 200)]
     parts = [exact_factorised(family, data, centre, t0, t1) for t1 in moves]

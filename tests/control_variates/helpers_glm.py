@@ -6,11 +6,21 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from scipy.special import expit, gammaln, log_ndtr
+from scipy.stats import t as student_t
 
 from minibatch_mcmc.models import make_glm_data
 
 PRECISION = 3.0
 """Noise precision of the Gaussian family in the GLM tests."""
+NU_T, SIGMA_T = 3.0, 0.7
+"""Degrees of freedom and scale of the Student-t family in the GLM tests."""
+
+
+def family_settings(family: str) -> dict:
+    """``glm_proxy``'s ``precision`` (and ``nu``) for ``family`` in the GLM tests."""
+    if family == "student_t":
+        return {"precision": SIGMA_T**-2, "nu": NU_T}
+    return {"precision": PRECISION}
 
 
 def glm_data(n: int, theta: tuple[float, float], seed: int) -> dict:
@@ -75,6 +85,10 @@ def f64(family, eta, y):
         return log_ndtr(s * eta), s * lam, -lam * (s * eta + lam)
     if family == "poisson":
         return y * eta - np.exp(eta) - gammaln(y + 1), y - np.exp(eta), -np.exp(eta)
+    if family == "student_t":  # scipy's log density; derivatives of -(nu+1)/2 log(1 + e^2/(nu s^2)) by hand
+        e, v = y - eta, NU_T * SIGMA_T**2
+        return student_t.logpdf(y, NU_T, loc=eta, scale=SIGMA_T), (NU_T + 1) * e / (v + e * e), \
+            (NU_T + 1) * (e * e - v) / (v + e * e) ** 2
     return -0.5 * PRECISION * (y - eta) ** 2, PRECISION * (y - eta), -PRECISION * np.ones_like(eta)
 
 
@@ -91,8 +105,12 @@ def residual_reference(family, data, centre, t0, t1, order):
 
 
 def make_family_data(family, n=400, d=3, seed=0):
-    """``make_glm_data`` for ``family`` (Gaussian: linear responses with precision ``PRECISION``; Poisson: an offset)."""
-    data, theta = make_glm_data(jax.random.key(seed), n, d, "logistic" if family == "gaussian" else family)
+    """``make_glm_data`` for ``family`` (Gaussian: linear responses with precision ``PRECISION``; Student-t: linear
+    responses with ``NU_T``, ``SIGMA_T`` noise; Poisson: an offset)."""
+    data, theta = make_glm_data(jax.random.key(seed), n, d, "logistic" if family in ("gaussian", "student_t") else family)
+    if family == "student_t":
+        noise = SIGMA_T * np.random.default_rng(seed + 1).standard_t(NU_T, n).astype(np.float32)
+        data = {"x": data["x"], "y": data["x"] @ theta + noise}
     if family == "gaussian":
         noise = jax.random.normal(jax.random.key(seed + 1), (n,)) / np.sqrt(PRECISION)
         data = {"x": data["x"], "y": data["x"] @ theta + noise}

@@ -12,12 +12,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from helpers_glm import PRECISION, make_family_data as make, residual_reference as reference
+from helpers_glm import NU_T, SIGMA_T, family_settings, make_family_data as make, residual_reference as reference
 
 from minibatch_mcmc.control_variates.glm import glm_proxy, model_glm_proxy
 from minibatch_mcmc.models import gaussian_mean, poisson_regression
 
-FAMILIES = ("logistic", "probit", "poisson", "gaussian")
+FAMILIES = ("logistic", "probit", "poisson", "gaussian", "student_t")
 
 
 WHITEN = np.linalg.cholesky(np.diag([0.04, 0.09, 0.01]) + 0.005)
@@ -27,7 +27,7 @@ WHITEN = np.linalg.cholesky(np.diag([0.04, 0.09, 0.01]) + 0.005)
 def setting(family, order):
     """Data, centre and ``(t0, t1) -> (r, b)`` (the estimator's residuals and bounds on every row, compiled once)."""
     data, centre = make(family)
-    return data, centre, jitted(glm_proxy(data, centre, family, order=order, whiten=WHITEN, alias=False, precision=PRECISION), data)
+    return data, centre, jitted(glm_proxy(data, centre, family, order=order, whiten=WHITEN, alias=False, **family_settings(family)), data)
 
 
 def jitted(est, data):
@@ -81,6 +81,7 @@ def test_residuals_match_float64(family):
 TIGHT = {  # (family, order): the centre's eta where |f^(order+1)| peaks (its sup; probit order 1: near it)
     ("logistic", 1): 0.0, ("logistic", 2): np.log(2 + np.sqrt(3)), ("probit", 1): -6.0, ("probit", 2): 1.00237,
     ("poisson", 1): 0.3, ("poisson", 2): 0.3, ("gaussian", 1): 0.5,
+    ("student_t", 1): 0.0, ("student_t", 2): -SIGMA_T * np.sqrt(NU_T) * (np.sqrt(2.0) - 1.0),  # y = 0: e = -eta
 }
 
 
@@ -91,10 +92,10 @@ def test_bound_is_tight_where_the_derivative_peaks(family, order):
     eta = TIGHT[(family, order)]
     x = np.ones((4, 1), np.float32)
     data = {"x": x, "y": np.array([1, 1, 1, 1], np.int32)}
-    if family == "gaussian":
+    if family in ("gaussian", "student_t"):
         data["y"] = np.zeros(4, np.float32)
     centre = np.array([eta], np.float32)
-    est = glm_proxy(data, centre, family, order=order, alias=False, precision=PRECISION)
+    est = glm_proxy(data, centre, family, order=order, alias=False, **family_settings(family))
     t1 = centre + np.float32(0.01)
     b = np.asarray(est.residual_bounds(None, jnp.asarray(centre), jnp.asarray(t1)).per_datum(data), np.float64)
     ratio = np.abs(reference(family, data, centre, centre, t1, order)) / b

@@ -87,3 +87,32 @@ def test_readme_logistic_at_its_small_size_passes_the_check():
         _, fixed = auto_sample(model, data, jnp.zeros(10), num_samples=400, num_chains=4, key=1, progress=False,
                                test=penalty_test(batch_size=50))
     assert fixed.test.batch_size == 50 and not fixed.proxy_check.normal_ok
+
+
+@pytest.mark.slow
+def test_weighted_residuals_need_fewer_rows():
+    """Five Cauchy rows among 5,000 (``helpers_cauchy``): the uniform minibatch's predicted bound stays above
+    ``PREDICTED_MAX`` up to the cap (warning with the estimate's skewness and kurtosis and naming the exact tests), while
+    rows drawn by their probe weights (``control_variates.importance``) get under it with at most a fifth of the rows,
+    their per-row excess kurtosis (``g2 = m`` times the estimate's) a tenth of the uniform one's or less: the sizing reads
+    the weighted residuals, not the uniform ones."""
+    import sys
+
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parents[1] / "control_variates"))
+    from helpers_cauchy import cauchy_rows_data, cauchy_rows_model, mode_and_factor
+
+    from minibatch_mcmc.control_variates.importance import importance_sample, probe_weights
+
+    data, _ = cauchy_rows_data(5000, seed=3)
+    centre, factor = mode_and_factor(data)
+    model = cauchy_rows_model()
+    proxy = taylor_proxy(model, data, jnp.asarray(centre, jnp.float32))
+    weights = probe_weights(model, proxy, data, proxy.centre, factor, jax.random.key(1)).weights
+    weighted = importance_sample(proxy, data, weights)
+    source = as_data_source(data)
+    with pytest.warns(UserWarning, match="excess kurtosis .*test='smh', 'mhss' or 'tunamh'"):
+        uniform = choose_batch_size(model, source, proxy, proxy.centre, factor, 50, jax.random.key(2))
+    chosen = choose_batch_size(model, source, weighted, proxy.centre, factor, 50, jax.random.key(2))
+    assert uniform.batch_size == MAX_GROWTH * 50 and uniform.predicted_error > PREDICTED_MAX
+    assert chosen.batch_size <= 0.2 * uniform.batch_size and chosen.predicted_error <= PREDICTED_MAX
+    assert chosen.excess_kurtosis * chosen.batch_size < 0.1 * uniform.excess_kurtosis * uniform.batch_size

@@ -1,7 +1,7 @@
 """Taylor-proxy control variates for generalised linear models, with per-datum bounds on the residuals.
 
 A GLM's per-datum log-likelihood is ``l_i(theta) = f(eta_i; y_i)``, ``eta_i = x_i . theta (+ offset_i)``, for a
-family ``f`` (``glm_families``: logistic, probit, Poisson with log link, Gaussian). The Taylor proxy of order ``k``
+family ``f`` (``glm_families``: logistic, probit, Poisson with log link, Gaussian, Student-t with ``nu`` and ``sigma`` fixed). The Taylor proxy of order ``k``
 around ``c`` leaves, per datum, the remainder
 
     R_i(theta) = f(eta_c + delta) - sum_{j <= k} f^(j)(eta_c) delta^j / j!,   delta = x_i . (theta - c),
@@ -40,7 +40,7 @@ from minibatch_mcmc.control_variates.glm_families import EXPONENTIAL, FAMILIES, 
 from minibatch_mcmc.control_variates.taylor import TaylorProxy, taylor_proxy
 from minibatch_mcmc.data.arrays import as_data_source, take
 from minibatch_mcmc.models.base import GLMSpec, Model
-from minibatch_mcmc.models.glm import poisson_regression, probit_regression
+from minibatch_mcmc.models.glm import poisson_regression, probit_regression, student_t_regression
 from minibatch_mcmc.models.l1_regression import L1RegressionSettings, l1_regression
 from minibatch_mcmc.models.logistic import logistic_regression
 
@@ -67,7 +67,9 @@ class GLMProxy(NamedTuple):
     family: str = "logistic"
     """One of ``glm_families.FAMILIES``."""
     precision: float = 1.0
-    """The Gaussian family's noise precision."""
+    """The Gaussian family's noise precision (the Student-t's ``1 / sigma^2``)."""
+    nu: float = 1.0
+    """The Student-t family's degrees of freedom."""
     weight_max: float | None = None
     """The largest row weight (None: ``norm_max^(order + 1)``)."""
 
@@ -82,7 +84,7 @@ class GLMProxy(NamedTuple):
         """``r_i = R_i(theta') - R_i(theta)`` for each row, from ``delta = x_i . (theta - c)``."""
         c, x, order = self.proxy.centre, batch["x"], self.proxy.order
         eta_c = self.eta_centre(batch)
-        remainder = remainder_fn(self.family, self.precision)
+        remainder = remainder_fn(self.family, self.precision, self.nu)
         rem0 = remainder(eta_c, x @ (current - c), batch["y"], order)
         rem1 = remainder(eta_c, x @ (candidate - c), batch["y"], order)
         return rem1 - rem0
@@ -109,7 +111,7 @@ class GLMProxy(NamedTuple):
         solve = lambda v: jax.scipy.linalg.solve_triangular(self.whiten, v, lower=True)  # noqa: E731
         a, b = solve(current - self.proxy.centre), solve(candidate - self.proxy.centre)
         w = jnp.linalg.norm(b - a)
-        sup2, sup3 = sups(self.family, self.precision)
+        sup2, sup3 = sups(self.family, self.precision, self.nu)
         if self.proxy.order == 1:
             m = sup2 * w * 0.5 * (jnp.linalg.norm(a) + jnp.linalg.norm(b))
         else:
@@ -154,15 +156,17 @@ def family_model(spec: GLMSpec) -> Model:
         return poisson_regression(offset=spec.offset)
     if spec.family == "gaussian":
         return l1_regression(L1RegressionSettings(lam=spec.precision))
+    if spec.family == "student_t":
+        return student_t_regression(nu=spec.nu, sigma=spec.precision**-0.5)
     raise ValueError(f"family={spec.family!r}: the GLM proxies know {FAMILIES}")
 
 
 def glm_proxy(
     data: Any, centre: jax.Array, family: str = "logistic", order: int = 2, whiten: np.ndarray | None = None,
-    alias: bool = True, precision: float = 1.0, proxy: TaylorProxy | None = None,
+    alias: bool = True, precision: float = 1.0, proxy: TaylorProxy | None = None, nu: float = 1.0,
 ) -> GLMProxy:
     """A GLM's Taylor proxy around ``centre`` with per-datum bounds, for ``family`` in ``glm_families.FAMILIES``
-    (``precision``: the Gaussian noise precision; a Poisson ``offset`` column in ``data`` is used when present);
+    (``precision``: the Gaussian noise precision, or the Student-t's ``1 / sigma^2`` with ``nu`` its degrees of freedom; a Poisson ``offset`` column in ``data`` is used when present);
     ``whiten``: e.g. the Laplace Cholesky factor; ``alias=True`` keeps an alias table of the rows' bound weights
     (8 bytes a row) so an exact test draws rows in proportion to their bounds; ``proxy``: the Taylor proxy of the
     same likelihood at ``centre`` and ``order`` if one is built already (its full-data pass is then not repeated)."""
@@ -177,13 +181,13 @@ def glm_proxy(
         raise ValueError(f"whiten must be a ({d}, {d}) lower-triangular matrix with a positive diagonal (a Cholesky factor)")
     source = as_data_source(data)
     arrays = source.arrays()
-    spec = GLMSpec(family, float(precision), offset=family == "poisson" and "offset" in arrays)
+    spec = GLMSpec(family, float(precision), offset=family == "poisson" and "offset" in arrays, nu=float(nu))
     if proxy is None:
         proxy = taylor_proxy(family_model(spec), source, centre, order=order)
     elif proxy.order != order or not np.array_equal(np.asarray(proxy.centre), np.asarray(centre)):
         raise ValueError(f"proxy has order {proxy.order} and another centre; glm_proxy was asked for order {order} at {centre}")
     est = GLMProxy(proxy=proxy, whiten=jnp.asarray(w, centre.dtype), norm_sum=0.0, norm_max=0.0, name=f"glm_{family}",
-                   family=family, precision=float(precision))
+                   family=family, precision=float(precision), nu=float(nu))
     norms, etas = [], []
     for s in range(0, source.n, ALIAS_CHUNK):  # one pass: norms (and the centre's eta), weights in float64
         rows = take(arrays, jnp.arange(s, min(s + ALIAS_CHUNK, source.n), dtype=jnp.int32))
@@ -216,8 +220,9 @@ def model_glm_proxy(model: Model, data: Any, centre: jax.Array, order: int = 2, 
         raise ValueError(
             f"model {model.name!r} does not declare a GLM family (model.glm is None), so no per-datum bounds can be "
             "built for an exact test: use a GLM of minibatch_mcmc.models (logistic_regression, probit_regression, "
-            "poisson_regression, l1_regression), set Model.glm=GLMSpec(family, ...) if the likelihood is one, or pass "
+            "poisson_regression, l1_regression, student_t_regression with nu and sigma fixed: the bounds do not cover "
+            "a sampled nu or sigma), set Model.glm=GLMSpec(family, ...) if the likelihood is one, or pass "
             "an estimator whose residual_bounds supplies |r_i| <= b_i (e.g. control_variates.glm_proxy)"
         )
     return glm_proxy(data, centre, model.glm.family, order=order, whiten=whiten, alias=alias, precision=model.glm.precision,
-                     proxy=proxy)
+                     proxy=proxy, nu=model.glm.nu)

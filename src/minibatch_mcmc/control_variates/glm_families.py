@@ -8,6 +8,8 @@ without subtracting nearly equal numbers (``f`` itself is never formed for small
 - Poisson, log link (``f = y eta - e^eta``): ``-e^eta_c (e^delta - sum_{j <= order} delta^j / j!)`` (series, or
   ``expm1``);
 - Gaussian, identity link (``f = -p (y - eta)^2 / 2``): ``-p delta^2 / 2`` at order 1, exactly 0 at order 2;
+- Student-t, identity link (``f = -(nu + 1)/2 log(1 + e^2 / (nu sigma^2))``, ``e = y - eta``; ``nu``, ``sigma``
+  fixed): the integral form by Gauss-Legendre for ``|delta| < sigma sqrt(nu)``, the direct difference beyond;
 - probit (``f = log Phi(s eta)``, ``s = 2 y - 1``): the integral form of the remainder,
   ``delta^(k+1) / k! int_0^1 f^(k+1)(eta_c + u delta) (1 - u)^k du``, by 8-node Gauss-Legendre for ``|delta| < 1``
   (no cancellation: a weighted sum of derivative values), ``f(eta_c + delta)`` minus the polynomial beyond.
@@ -17,7 +19,16 @@ with the inverse Mills ratio ``lam = phi(z) / Phi(z)`` lies in ``(-1, 0)``, its 
 ``|f'''|`` peaks at ``z = 1.00237`` with ``0.29571882`` (maximised numerically in float64 over ``[-40, 40]``, where
 ``|f'''|`` falls like ``2 / |z|^3`` outside; the constant is rounded up). Gaussian: ``p`` and ``0``. Poisson's
 derivatives are all ``-e^eta``, unbounded: its constants are ``1`` and the bound carries ``e^eta`` separately
-(``EXPONENTIAL``).
+(``EXPONENTIAL``). Student-t: with ``D = nu sigma^2 + e^2``, ``f'' = (nu + 1)(e^2 - nu sigma^2) / D^2``, largest in size
+at ``e = 0``: ``(nu + 1) / (nu sigma^2)`` (its other extremum, at ``e^2 = 3 nu sigma^2``, is ``(nu + 1) / (8 nu sigma^2)``);
+``f''' = 2 (nu + 1) e (e^2 - 3 nu sigma^2) / D^3``, in ``t = e / (sigma sqrt nu)``
+``2 (nu + 1) t (t^2 - 3) / (nu^(3/2) sigma^3 (1 + t^2)^3)``, whose size peaks where ``t^4 - 6 t^2 + 1 = 0``, at
+``t = sqrt 2 - 1``, with ``|t (3 - t^2)| / (1 + t^2)^3 = (3 + 2 sqrt 2) / 8``: ``sup |f'''| = (nu + 1)(3 + 2 sqrt 2) /
+(4 nu^(3/2) sigma^3)`` (``tests/control_variates/test_student_t.py`` checks both on a float64 grid). Both hold for
+``nu`` and ``sigma`` fixed. With them sampled, a bound must also take the sup over the segment's ``(nu, sigma)``
+(the derivatives in ``eta`` grow as ``sigma`` falls, and ``theta`` then moves ``sigma``): the GLM proxies do not do
+that, so ``student_t_regression`` fixes both, and a model that samples them declares no GLM family and the exact tests
+refuse it, naming what to supply.
 """
 
 from __future__ import annotations
@@ -38,7 +49,9 @@ SUPS = {"logistic": (SOFTPLUS_SUP[2], SOFTPLUS_SUP[3]), "probit": (1.0, PROBIT_S
 """``(sup |f''|, sup |f'''|)`` per family (Gaussian: ``(precision, 0)``; Poisson: times ``e^eta`` on the segment)."""
 EXPONENTIAL = ("poisson",)
 """Families whose derivative bound grows like ``e^eta``."""
-FAMILIES = ("logistic", "probit", "poisson", "gaussian")
+FAMILIES = ("logistic", "probit", "poisson", "gaussian", "student_t")
+STUDENT_T_PEAK = (3.0 + 2.0 * math.sqrt(2.0)) / 8.0
+"""``sup_t |t (3 - t^2)| / (1 + t^2)^3``, at ``t = sqrt 2 - 1`` (module docstring)."""
 SERIES_LIMIT = 0.1
 """Below this ``|delta|`` the logistic and Poisson remainders are summed as their series, else in closed form."""
 FAR_LIMIT = 30.0
@@ -114,8 +127,43 @@ def probit_remainder(eta_c: jax.Array, delta: jax.Array, s: jax.Array, order: in
     return jnp.where(small, quad, direct)
 
 
-def remainder_fn(family: str, precision: float = 1.0) -> Callable[[jax.Array, jax.Array, jax.Array, int], jax.Array]:
-    """``(eta_c, delta, y, order) -> f(eta_c + delta; y) - Taylor_order`` of ``family``'s log-likelihood."""
+def student_t_log_density(e: jax.Array, nu: float, precision: float) -> jax.Array:
+    """``-(nu + 1)/2 log(1 + e^2 precision / nu)``: the Student-t log density of the residual ``e``, less its constant."""
+    return -0.5 * (nu + 1.0) * jnp.log1p(e * e * (precision / nu))
+
+
+def student_t_derivatives(e: jax.Array, nu: float, precision: float) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """The first three derivatives in ``eta`` of ``student_t_log_density(y - eta)`` at the residual ``e = y - eta``."""
+    d = nu / precision + e * e
+    return ((nu + 1.0) * e / d, (nu + 1.0) * (e * e - nu / precision) / (d * d),
+            2.0 * (nu + 1.0) * e * (e * e - 3.0 * nu / precision) / (d * d * d))
+
+
+def student_t_remainder(eta_c: jax.Array, delta: jax.Array, y: jax.Array, order: int, nu: float,
+                        precision: float) -> jax.Array:
+    """The Student-t family's ``f(eta_c + delta) - sum_{j <= order} f^(j)(eta_c) delta^j / j!`` (``precision = 1/sigma^2``)."""
+    limit = QUADRATURE_LIMIT * math.sqrt(nu / precision)
+    small = jnp.abs(delta) < limit
+    d = jnp.where(small, delta, 0.0)
+    e_c = y.astype(delta.dtype) - eta_c
+    u = jnp.asarray(0.5 * (NODES + 1.0), delta.dtype)
+    w = jnp.asarray(0.5 * WEIGHTS * (1.0 - 0.5 * (NODES + 1.0)) ** order, delta.dtype)
+    top = student_t_derivatives(e_c[..., None] - u * d[..., None], nu, precision)[order]
+    quad = jnp.sum(w * top, axis=-1) * d ** (order + 1) / math.factorial(order)
+    big = jnp.where(small, limit, delta)
+    der = student_t_derivatives(e_c, nu, precision)
+    direct = student_t_log_density(e_c - big, nu, precision) - student_t_log_density(e_c, nu, precision) - der[0] * big
+    if order == 2:
+        direct = direct - 0.5 * der[1] * big * big
+    return jnp.where(small, quad, direct)
+
+
+def remainder_fn(family: str, precision: float = 1.0,
+                 nu: float = 1.0) -> Callable[[jax.Array, jax.Array, jax.Array, int], jax.Array]:
+    """``(eta_c, delta, y, order) -> f(eta_c + delta; y) - Taylor_order`` of ``family``'s log-likelihood (``nu``: the
+    Student-t's degrees of freedom)."""
+    if family == "student_t":
+        return lambda eta_c, delta, y, order: student_t_remainder(eta_c, delta, y, order, nu, precision)
     if family == "logistic":
         return lambda eta_c, delta, y, order: -softplus_remainder(eta_c, delta, order)
     if family == "poisson":
@@ -127,10 +175,13 @@ def remainder_fn(family: str, precision: float = 1.0) -> Callable[[jax.Array, ja
     raise ValueError(f"family={family!r}: the GLM proxies know {FAMILIES}")
 
 
-def sups(family: str, precision: float = 1.0) -> tuple[float, float]:
-    """``(sup |f''|, sup |f'''|)`` of ``family`` (Poisson: the factors in front of ``e^eta``)."""
+def sups(family: str, precision: float = 1.0, nu: float = 1.0) -> tuple[float, float]:
+    """``(sup |f''|, sup |f'''|)`` of ``family`` (Poisson: the factors in front of ``e^eta``; Student-t: ``nu`` and
+    ``precision = 1 / sigma^2``)."""
     if family == "gaussian":
         return float(precision), 0.0
+    if family == "student_t":
+        return (nu + 1.0) * precision / nu, 2.0 * (nu + 1.0) * STUDENT_T_PEAK * (precision / nu) ** 1.5
     if family not in SUPS:
         raise ValueError(f"family={family!r}: the GLM proxies know {FAMILIES}")
     return SUPS[family]

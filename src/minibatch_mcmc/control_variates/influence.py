@@ -31,7 +31,7 @@ import numpy as np
 from minibatch_mcmc.checks import check_int, check_positive
 from minibatch_mcmc.compiling import FAST_COMPILE, ONE_OFF_WORK, compile_options
 from minibatch_mcmc.control_variates.base import Proxy
-from minibatch_mcmc.data.arrays import as_data_source, slice_rows, take
+from minibatch_mcmc.data.arrays import as_data_source, slice_rows, split_copies, take
 from minibatch_mcmc.data.indexing import permuted_index
 from minibatch_mcmc.data.passes import DEFAULT_CHUNK
 from minibatch_mcmc.models.base import Model
@@ -102,8 +102,12 @@ def term_scale(model: Model, centre: jax.Array, unravel: Any, rows: PyTree) -> j
 
 def without_rounding(values: jax.Array, model: Model, centre: jax.Array, unravel: Any, rows: PyTree) -> jax.Array:
     """``values`` per row with each one within ``ROUNDING_ULPS`` units of its row's float32 resolution (``term_scale``)
-    set to 0, traceable: what the check and the batch sizing count as rounding, not residual."""
+    set to 0, traceable: what the check and the batch sizing count as rounding, not residual (rows of an importance-
+    sampled population: a term ``r_i / n_i`` against its row's floor over ``n_i``)."""
+    rows, copies = split_copies(rows)
     floor = ROUNDING_ULPS * jnp.finfo(values.dtype).eps * term_scale(model, centre, unravel, rows).astype(values.dtype)
+    if copies is not None:
+        floor = floor / copies.astype(values.dtype)
     return jnp.where(jnp.abs(values) <= floor, 0.0, values)
 
 

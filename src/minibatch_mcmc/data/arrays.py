@@ -61,15 +61,54 @@ def rest_index(rows: jax.Array, j: jax.Array) -> jax.Array:
     return j + jnp.searchsorted(shifted, j, side="right").astype(jnp.asarray(j).dtype)
 
 
+COPIES = "row_copies"
+"""The column ``RowsRepeated`` adds to each row it gathers: how many times the row appears in the repeated population."""
+
+
+class RowsRepeated(NamedTuple):
+    """A population in which row ``i`` of the dict-of-columns ``tree`` appears ``copies_i`` times, ``M = sum_i copies_i``
+    positions in all, row ``i`` at positions ``ends[i-1] .. ends[i] - 1``.
+
+    What an importance-sampled minibatch is drawn from (``control_variates.importance``): a uniform draw of a position
+    picks row ``i`` with probability ``copies_i / M``. ``take`` and ``slice_rows`` return the rows with their count in
+    the column ``COPIES``.
+    """
+
+    tree: PyTree
+    ends: jax.Array
+    """Cumulative copies (int32, increasing, ``ends[-1] = M``)."""
+
+
+def repeat_index(ends: jax.Array, j: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """The row at position ``j`` of a ``RowsRepeated`` population and its number of copies."""
+    ends = jnp.asarray(ends, jnp.int32)
+    row = jnp.searchsorted(ends, jnp.asarray(j, jnp.int32), side="right").astype(jnp.int32)
+    row = jnp.minimum(row, ends.shape[0] - 1)
+    start = jnp.where(row > 0, ends[jnp.maximum(row - 1, 0)], 0)
+    return row, ends[row] - start
+
+
+def split_copies(rows: PyTree) -> tuple[PyTree, jax.Array | None]:
+    """Rows gathered from a ``RowsRepeated`` population without their ``COPIES`` column, and that column (None for
+    rows of any other source)."""
+    if isinstance(rows, dict) and COPIES in rows:
+        return {k: v for k, v in rows.items() if k != COPIES}, rows[COPIES]
+    return rows, None
+
+
 def gathers_rows(tree: PyTree) -> bool:
-    """Whether a data pytree is read by gathering rows (``HostData``, ``RowsExcept``) rather than as arrays."""
-    return is_host_data(tree) or isinstance(tree, RowsExcept)
+    """Whether a data pytree is read by gathering rows (``HostData``, ``RowsExcept``, ``RowsRepeated``) rather than as
+    arrays."""
+    return is_host_data(tree) or isinstance(tree, (RowsExcept, RowsRepeated))
 
 
 def take(tree: PyTree, idx: jax.Array) -> PyTree:
     """Gather rows ``idx`` of every leaf of a data pytree (a host read for out-of-core ``HostData``)."""
     if isinstance(tree, RowsExcept):
         return take(tree.tree, rest_index(tree.rows, idx))
+    if isinstance(tree, RowsRepeated):
+        row, copies = repeat_index(tree.ends, idx)
+        return {**take(tree.tree, row), COPIES: copies}
     if is_host_data(tree):
         return tree.take(idx)
     return jax.tree_util.tree_map(lambda a: jnp.take(a, idx, axis=0), tree)
@@ -77,7 +116,7 @@ def take(tree: PyTree, idx: jax.Array) -> PyTree:
 
 def slice_rows(tree: PyTree, start: jax.Array | int, size: int) -> PyTree:
     """Contiguous rows ``[start, start + size)`` of every leaf (``start`` may be traced, ``size`` static)."""
-    if isinstance(tree, RowsExcept):
+    if isinstance(tree, (RowsExcept, RowsRepeated)):
         return take(tree, start + jnp.arange(size, dtype=jnp.int32))
     if is_host_data(tree):
         return tree.slice(start, size)

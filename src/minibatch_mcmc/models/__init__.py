@@ -8,7 +8,14 @@ from minibatch_mcmc.models.gaussian_mixture import (
     log_posterior_grid,
     make_mixture_data,
 )
-from minibatch_mcmc.models.glm import make_glm_data, poisson_log_lik, poisson_regression, probit_log_lik, probit_regression
+from minibatch_mcmc.models.glm import (
+    make_glm_data,
+    poisson_log_lik,
+    poisson_regression,
+    probit_log_lik,
+    probit_regression,
+    student_t_regression,
+)
 from minibatch_mcmc.models.ica import amari_distance, ica, ica_log_lik, make_ica_data, orthonormality_error
 from minibatch_mcmc.models.l1_regression import L1DataSettings, L1RegressionSettings, exact_posterior_l1, l1_regression, make_l1_data
 from minibatch_mcmc.models.logistic import logistic_log_lik, logistic_regression, make_logistic_data
@@ -30,6 +37,7 @@ __all__ = [
     "poisson_regression",
     "probit_log_lik",
     "probit_regression",
+    "student_t_regression",
     "flat_prior",
     "gaussian_prior",
     "GaussianMeanSettings",

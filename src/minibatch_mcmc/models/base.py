@@ -15,11 +15,14 @@ class GLMSpec(NamedTuple):
     """What makes a model a generalised linear model: ``l_i(theta) = f(x_i . theta + offset_i; y_i)`` for a known family."""
 
     family: str
-    """``"logistic"``, ``"probit"``, ``"poisson"`` (log link) or ``"gaussian"`` (identity link)."""
+    """``"logistic"``, ``"probit"``, ``"poisson"`` (log link), ``"gaussian"`` or ``"student_t"`` (identity link)."""
     precision: float = 1.0
-    """The Gaussian family's noise precision (``f = -precision (y - eta)^2 / 2``); 1 for the others."""
+    """The Gaussian family's noise precision (``f = -precision (y - eta)^2 / 2``), the Student-t's ``1 / sigma^2``; 1 for
+    the others."""
     offset: bool = False
     """The linear predictor adds the data's ``"offset"`` column (a Poisson log-exposure)."""
+    nu: float = 1.0
+    """The Student-t family's degrees of freedom (fixed; its ``precision`` is ``1 / sigma^2``); unused by the others."""
 
 
 class GLMMLayout(NamedTuple):

@@ -1,4 +1,4 @@
-"""Probit and Poisson (log link, optional log-exposure offset) regressions: generalised linear models with data
+"""Probit, Poisson (log link, optional log-exposure offset) and Student-t (robust) regressions: generalised linear models with data
 ``{"x": (N, d), "y": (N,)}`` (``"offset": (N,)`` too when the Poisson model has one)."""
 
 from __future__ import annotations
@@ -28,6 +28,13 @@ def poisson_log_lik(theta: jax.Array, batch: dict) -> jax.Array:
     return y * eta - jnp.exp(eta) - gammaln(y + 1.0)
 
 
+def student_t_log_lik(theta: jax.Array, batch: dict, nu: float = 4.0, sigma: float = 1.0) -> jax.Array:
+    """``log StudentT(y_i | nu, x_i . theta, sigma)``: a robust regression's per-row log-likelihood."""
+    e = (batch["y"].astype(theta.dtype) - batch["x"] @ theta) / sigma
+    const = gammaln(0.5 * (nu + 1.0)) - gammaln(0.5 * nu) - 0.5 * jnp.log(nu * jnp.pi) - jnp.log(sigma)
+    return const - 0.5 * (nu + 1.0) * jnp.log1p(e * e / nu)
+
+
 def _prior(prior_scale: float | None):
     if prior_scale is not None:
         check_positive(prior_scale, "prior_scale", why="or None for the uniform prior")
@@ -45,6 +52,17 @@ def poisson_regression(prior_scale: float | None = None, offset: bool = False) -
     spec = dict(REGRESSION_DATA, offset=Dims("b")) if offset else REGRESSION_DATA
     return Model(log_prior=_prior(prior_scale), log_lik=poisson_log_lik, name="poisson_regression",
                  check_shapes=shape_check("poisson_regression", Dims("d"), spec), glm=GLMSpec("poisson", offset=bool(offset)))
+
+
+def student_t_regression(nu: float = 4.0, sigma: float = 1.0, prior_scale: float | None = None) -> Model:
+    """Robust regression ``y_i ~ StudentT(nu, x_i . theta, sigma)`` with ``nu`` and ``sigma`` fixed: a GLM (identity
+    link), so the exact tests' per-row bounds exist (``control_variates.glm_families``); a model that samples ``nu`` or
+    ``sigma`` is no GLM of this kind (its bounds would need the sup over them too)."""
+    nu = check_positive(nu, "nu", why="the Student-t degrees of freedom")
+    sigma = check_positive(sigma, "sigma", why="the Student-t scale")
+    return Model(log_prior=_prior(prior_scale), log_lik=lambda theta, batch: student_t_log_lik(theta, batch, nu, sigma),
+                 name="student_t_regression", check_shapes=shape_check("student_t_regression", Dims("d"), REGRESSION_DATA),
+                 glm=GLMSpec("student_t", precision=sigma**-2, nu=nu))
 
 
 def make_glm_data(key: jax.Array, n: int, d: int, family: str, theta_true: jax.Array | None = None,

@@ -9,6 +9,12 @@ draws from the Laplace fit (a global move: proxy HMC's ``pi/2`` trajectory on a 
 independently of its start, and an independence proposal does), from the exact power sums of the test's residuals over
 ``ROWS`` rows of the population drawn without replacement (all of them when there are fewer), and returns the smallest
 ``m``, from the test's own up by factors of ``GROWTH``, whose predicted mean bound is at most ``PREDICTED_MAX``.
+
+The residuals are the estimator's own terms over its population: under importance weights
+(``control_variates.importance``) the positions' ``r_i / n_i`` over ``M`` positions, so the skewness and kurtosis measured
+(``BatchChoice``) are the weighted estimate's. On the centred 16-group logistic of issue 32 (groups down to 30 rows,
+N = 1e5) uniform rows need more than ``MAX_GROWTH`` times the default 50 rows (predicted bound 0.062 at m = 1000), the
+weighted ones 56 (``benchmarks/heavy_tails.py``, ``docs/benchmarks.md``).
 """
 
 from __future__ import annotations
@@ -58,6 +64,11 @@ class BatchChoice(NamedTuple):
     """The predicted mean bound at the test's own ``m``."""
     data_used: int
     """Rows read (each evaluated at every move)."""
+    skewness: float = 0.0
+    """Median over the moves of the ``batch_size``-row estimate's skewness ``g1 / sqrt(m)`` (its residuals: the
+    estimator's terms, ``r_i / n_i`` under importance weights)."""
+    excess_kurtosis: float = 0.0
+    """Median over the moves of the ``batch_size``-row estimate's excess kurtosis ``g2 / m``."""
 
 
 def laplace_pairs(factor: np.ndarray, moves: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -124,11 +135,14 @@ def smallest_batch(sums: np.ndarray, n_pop: int, batch_size: int, temperature: f
     while error > PREDICTED_MAX and m < cap:
         m = next_size(m, cap)
         error = predicted_error(sums, n_pop, m, temperature, rule)
+    shape = minibatch_shape(sums, n_pop, m, temperature, rule)
+    skew, kurt = float(np.median(shape.skewness)), float(np.median(shape.excess_kurtosis))
     if error > PREDICTED_MAX:
         warnings.warn(
             f"the default test's minibatch would need more than m={m} rows per test (of {n_pop}) for its normal approximation: "
             f"predicted acceptance-error bound {error:.3g} at m={m} (above {PREDICTED_MAX:g}; the check after sampling warns above "
-            f"{ACCEPTANCE_ERROR_MAX:g}): the proxy leaves large or heavy-tailed residuals at posterior-scale moves. Sampling at "
-            f"m={m}; for an exact chain pass an exact test (test='smh', 'mhss' or 'tunamh' for a GLM, or MetropolisTest)",
-            stacklevel=4)
-    return BatchChoice(m, error, first, 0)
+            f"{ACCEPTANCE_ERROR_MAX:g}; the estimate's median skewness {skew:.3g}, excess kurtosis {kurt:.3g}): the proxy leaves "
+            f"large or heavy-tailed residuals at posterior-scale moves. Sampling at m={m}; for an exact chain pass an exact "
+            "test (test='smh', 'mhss' or 'tunamh' for a GLM: logistic, probit, Poisson, Gaussian or Student-t regression with "
+            "nu and sigma fixed; or MetropolisTest)", stacklevel=4)
+    return BatchChoice(m, error, first, 0, skew, kurt)

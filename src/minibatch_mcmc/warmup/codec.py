@@ -33,6 +33,7 @@ from minibatch_mcmc.acceptance.penalty import PenaltyTest
 from minibatch_mcmc.acceptance.smh import ScalableMH
 from minibatch_mcmc.control_variates.base import PlainDifference
 from minibatch_mcmc.control_variates.glm import GLMProxy
+from minibatch_mcmc.control_variates.importance import ImportanceProxy
 from minibatch_mcmc.control_variates.influence import Influence
 from minibatch_mcmc.control_variates.stratified import StratifiedProxy
 from minibatch_mcmc.control_variates.taylor import TaylorProxy
@@ -44,7 +45,8 @@ LIBRARY_TYPES: tuple[type, ...] = (
     AustereMH, AustereDesign, DesignChoice, DesignTable, ErrorDesign, ErrorEstimate, ResidualBounds, CorrectionSampler,
     CorrectionTable, SkewCorrectionTable, BarkerTest, MetropolisTest, MHMinibatch, MHMinibatchSkew, SkewSampler, MHSS,
     MHSubLhd, MINT, MINTSettings, NaiveMinibatch, NoTest, PenaltyTest, ScalableMH,
-    PlainDifference, GLMProxy, Influence, StratifiedProxy, TaylorProxy, GLMSpec, PhaseCost, GLMMProxy, PairBlock, GLMMLayout,
+    PlainDifference, GLMProxy, ImportanceProxy, Influence, StratifiedProxy, TaylorProxy, GLMSpec, PhaseCost, GLMMProxy,
+    PairBlock, GLMMLayout,
 )
 """The NamedTuples of this library below the warm-up's layer that a saved warm-up may hold (the caller adds its own)."""
 

@@ -1,0 +1,215 @@
+"""Heavy tails and rare groups: uniform vs importance-sampled minibatches vs an exact test, against full-data NUTS.
+
+Cases (simulated to look like real tables; ``--n`` rows each, float32):
+
+- ``robust``: Student-t regression (``nu = 2``, ``sigma = 1`` fixed: a GLM, so the exact tests apply), intercept and
+  three covariates, a right-skewed heavy-tailed response: lognormal(0, 0.5) - 1 noise, and with probability 0.07 an
+  exponential of scale 5 instead (about 1% of rows beyond 10 scale units);
+- ``poisson``: Poisson regression (log link), intercept and two covariates, 0.1% of rows with a huge count (Poisson(200));
+- ``rare``: logistic regression, intercept, two covariates and a binary feature set in 30 rows only;
+- ``groups``: logistic regression with 16 group intercepts in centred form ``a_g ~ N(mu, tau)`` (``mu ~ N(0, 2^2)``,
+  ``log tau ~ N(0, 1)``) and two covariates, group sizes in geometric progression from about 30 rows (a GLM: ``mu``
+  and ``log tau`` enter the prior only).
+
+Methods, each timed from the data to the draws (warm-up, the weights pass, batch sizing, compilation, sampling):
+
+- ``uniform``: ``warmup``'s proxy (and stratum) with a uniform minibatch, the penalty test sized by
+  ``batch_choice`` for it;
+- ``importance``: the same proxy with rows drawn by their probe weights (``control_variates.importance``: the warm-up's
+  own where its rule chose them, else built here, the pass timed), the penalty test sized for it;
+- ``smh``: ``warmup(test="smh")``: the GLM proxy's per-row bounds and Scalable MH (exact);
+- the reference: NumPyro NUTS on the full data (tree depth at most 6), ``--nuts-warmup`` + ``--nuts-draws`` per chain,
+  4 chains vectorised (its time too).
+
+Reported: rows read per test (the minibatch and any stratum), acceptance, min bulk ESS over the parameters (ArviZ),
+ESS/s, and against NUTS the largest ``|mean - mean_NUTS| / sd_NUTS`` and ``|sd / sd_NUTS - 1|``.
+
+    .venv/bin/python benchmarks/heavy_tails.py --n 100000 [--cases robust rare] [--results docs/results/heavy_tails.json]
+        [--name heavy_tails]  (the table's name: cases run in two processes write two tables)
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+import warnings
+
+import arviz as az
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from bench_results import add_results_option, save, table
+from minibatch_mcmc.control_variates.importance import ImportanceProxy, importance_sample, probe_weights
+from minibatch_mcmc.models import GLMSpec, Model, logistic_regression, poisson_regression, student_t_regression
+from minibatch_mcmc.models.logistic import logistic_log_lik
+from minibatch_mcmc.samplers import sample
+from minibatch_mcmc.warmup import warmup
+from minibatch_mcmc.warmup.batch_choice import choose_batch_size
+
+COLUMNS = ["case", "N", "method", "m", "rows/test", "acceptance", "seconds", "min ESS", "ESS/s", "max |mean err|/sd",
+           "max |sd ratio - 1|", "weights"]
+GROUPS, PRIOR = 16, 5.0
+
+
+def robust_case(n: int, rng: np.random.Generator) -> tuple[Model, dict, np.ndarray]:
+    """Student-t regression on a lognormal-exponential response."""
+    x = np.column_stack([np.ones(n), rng.standard_normal((n, 3))])
+    noise = np.where(rng.random(n) < 0.07, rng.exponential(5.0, n), rng.lognormal(0.0, 0.5, n) - 1.0)
+    y = x @ np.array([1.0, 0.5, -0.3, 0.2]) + noise
+    return student_t_regression(nu=2.0, sigma=1.0, prior_scale=10.0), {"x": x.astype(np.float32), "y": y.astype(np.float32)}, np.zeros(4)
+
+
+def poisson_case(n: int, rng: np.random.Generator) -> tuple[Model, dict, np.ndarray]:
+    """Poisson regression with 0.1% huge counts."""
+    x = np.column_stack([np.ones(n), rng.standard_normal((n, 2))])
+    y = rng.poisson(np.exp(x @ np.array([0.5, 0.3, -0.2])))
+    huge = rng.random(n) < 1e-3
+    y[huge] = rng.poisson(200.0, huge.sum())
+    return poisson_regression(prior_scale=PRIOR), {"x": x.astype(np.float32), "y": y.astype(np.int32)}, np.zeros(3)
+
+
+def rare_case(n: int, rng: np.random.Generator) -> tuple[Model, dict, np.ndarray]:
+    """Logistic regression with a feature set in 30 rows."""
+    rare = np.zeros(n)
+    rare[rng.choice(n, 30, replace=False)] = 1.0
+    x = np.column_stack([np.ones(n), rng.standard_normal((n, 2)), rare])
+    y = rng.random(n) < 1 / (1 + np.exp(-(x @ np.array([-1.0, 0.5, -0.5, 2.0]))))
+    return logistic_regression(prior_scale=PRIOR), {"x": x.astype(np.float32), "y": y.astype(np.int32)}, np.zeros(4)
+
+
+def group_sizes(n: int, smallest: int = 30) -> np.ndarray:
+    """16 sizes in geometric progression from ``smallest`` summing to ``n``."""
+    lo, hi = 1.0, 4.0
+    for _ in range(100):
+        r = 0.5 * (lo + hi)
+        lo, hi = (r, hi) if smallest * np.sum(r ** np.arange(GROUPS)) < n else (lo, r)
+    sizes = np.floor(smallest * r ** np.arange(GROUPS)).astype(int)
+    sizes[-1] += n - sizes.sum()
+    return sizes
+
+
+def groups_prior(theta: jax.Array) -> jax.Array:
+    """``mu ~ N(0, 2^2)``, ``log tau ~ N(0, 1)``, ``a_g ~ N(mu, tau)`` (centred), ``beta ~ N(0, 5^2)``."""
+    mu, log_tau, a, beta = theta[0], theta[1], theta[2:2 + GROUPS], theta[2 + GROUPS:]
+    return (-0.5 * (mu / 2.0) ** 2 - 0.5 * log_tau**2 - GROUPS * log_tau - 0.5 * jnp.sum((a - mu) ** 2) * jnp.exp(-2 * log_tau)
+            - 0.5 * jnp.sum(beta**2) / PRIOR**2)
+
+
+def groups_case(n: int, rng: np.random.Generator) -> tuple[Model, dict, np.ndarray]:
+    """Centred 16-group logistic: ``x_i`` = two zero columns (``mu``, ``log tau``), the group's indicator, two covariates."""
+    g = np.repeat(np.arange(GROUPS), group_sizes(n))
+    rng.shuffle(g)
+    z = rng.standard_normal((n, 2))
+    a = rng.normal(-0.5, 1.0, GROUPS)
+    y = rng.random(n) < 1 / (1 + np.exp(-(a[g] + z @ np.array([0.4, -0.3]))))
+    x = np.zeros((n, 2 + GROUPS + 2))
+    x[np.arange(n), 2 + g] = 1.0
+    x[:, -2:] = z
+    model = Model(groups_prior, logistic_log_lik, "groups_logistic", glm=GLMSpec("logistic"))
+    theta0 = np.zeros(2 + GROUPS + 2)
+    return model, {"x": x.astype(np.float32), "y": y.astype(np.int32)}, theta0
+
+
+CASES = {"robust": robust_case, "poisson": poisson_case, "rare": rare_case, "groups": groups_case}
+
+
+def nuts_reference(model: Model, data: dict, theta0: np.ndarray, warm: int, draws: int) -> tuple[np.ndarray, float]:
+    """NumPyro NUTS on the full data: draws ``(4, draws, d)`` and seconds."""
+    from numpyro.infer import MCMC, NUTS
+
+    jdata = jax.tree_util.tree_map(jnp.asarray, data)
+
+    def potential(theta):
+        return -(model.log_prior(theta) + jnp.sum(model.log_lik(theta, jdata)))
+
+    t = time.perf_counter()
+    mcmc = MCMC(NUTS(potential_fn=potential, max_tree_depth=6), num_warmup=warm, num_samples=draws, num_chains=4, chain_method="vectorized",
+                progress_bar=False)
+    starts = jnp.asarray(theta0 + 0.01 * np.random.default_rng(1).standard_normal((4, theta0.size)), jnp.float32)
+    mcmc.run(jax.random.key(2), init_params=starts)
+    return np.asarray(mcmc.get_samples(group_by_chain=True), np.float64), time.perf_counter() - t
+
+
+def agreement(draws: np.ndarray, ref: np.ndarray) -> tuple[float, float]:
+    """Largest ``|mean - mean_ref| / sd_ref`` and ``|sd / sd_ref - 1|`` over the parameters."""
+    flat, rflat = draws.reshape(-1, draws.shape[-1]), ref.reshape(-1, ref.shape[-1])
+    sd = rflat.std(axis=0)
+    return float(np.max(np.abs(flat.mean(0) - rflat.mean(0)) / sd)), float(np.max(np.abs(flat.std(0) / sd - 1)))
+
+
+def min_ess(draws: np.ndarray) -> float:
+    """Min bulk ESS over the parameters (ArviZ)."""
+    return float(np.min(az.ess(az.convert_to_dataset(draws)).to_array().values))
+
+
+def run_method(model, data, w, estimator, key, draws, sized_seconds) -> dict:
+    """Size the penalty test's minibatch for ``estimator``, sample 4 chains from Laplace starts, and time it all."""
+    t = time.perf_counter()
+    chol = np.linalg.cholesky(w.covariance)
+    test = w.test
+    if hasattr(test, "batch_size"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            choice = choose_batch_size(model, as_source(data), estimator, w.centre, chol, 50, jax.random.key(key))
+        test = test._replace(batch_size=choice.batch_size)
+    starts = jnp.asarray(np.asarray(w.centre) + (chol @ np.random.default_rng(key).standard_normal((chol.shape[0], 4))).T,
+                         jnp.float32)
+    res = sample(model, data, starts, proposal=w.proposal, test=test, estimator=estimator, num_samples=draws, num_chains=4,
+                 key=key, batched_init=True, progress=False)
+    rec = {k: np.asarray(v) for k, v in res.records.items()}
+    return {"draws": np.asarray(res.positions, np.float64), "m": getattr(test, "batch_size", 0),
+            "rows": float(rec["batch_size"].mean() + rec["hidden_data"].mean()), "acc": float(rec["accepted"].mean()),
+            "seconds": time.perf_counter() - t + sized_seconds}
+
+
+def as_source(data):
+    """``data`` as a data source."""
+    from minibatch_mcmc.data.arrays import as_data_source
+
+    return as_data_source(data)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=100_000)
+    parser.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
+    parser.add_argument("--draws", type=int, default=2000)
+    parser.add_argument("--nuts-warmup", type=int, default=500)
+    parser.add_argument("--nuts-draws", type=int, default=1000)
+    parser.add_argument("--methods", nargs="+", default=["uniform", "importance", "smh"])
+    parser.add_argument("--name", default="heavy_tails", help="the results' experiment and table name")
+    add_results_option(parser)
+    args = parser.parse_args()
+    rows, values = [], {}
+    for name in args.cases:
+        model, data, theta0 = CASES[name](args.n, np.random.default_rng(0))
+        ref, ref_seconds = nuts_reference(model, data, theta0, args.nuts_warmup, args.nuts_draws)
+        ess = min_ess(ref)
+        rows.append([name, args.n, "NUTS", "", str(args.n), "", f"{ref_seconds:.1f}", f"{ess:.0f}", f"{ess / ref_seconds:.2f}",
+                     "0", "0", ""])
+        print(" | ".join(map(str, rows[-1])), flush=True)
+        for method in args.methods:
+            t = time.perf_counter()
+            w = warmup(model, data, jnp.asarray(theta0, jnp.float32), key=0, test="smh" if method == "smh" else None)
+            base = w.estimator.inner if isinstance(w.estimator, ImportanceProxy) else w.estimator
+            chol = np.linalg.cholesky(w.covariance)
+            est, note = base, "equal"
+            if method == "importance" and isinstance(w.estimator, ImportanceProxy):  # the warm-up's rule chose them
+                est, note = w.estimator, f"warm-up's: variance ratio {w.estimator.variance_ratio:.3g}"
+            elif method == "importance":
+                found = probe_weights(model, base, data, w.centre, chol, jax.random.key(3))
+                est = importance_sample(base, data, found.weights, variance_ratio=found.variance_ratio)
+                note = f"variance ratio {found.variance_ratio:.3g}"
+            out = run_method(model, data, w, est, 1, args.draws, time.perf_counter() - t)
+            ess = min_ess(out["draws"])
+            mean_err, sd_err = agreement(out["draws"], ref)
+            rows.append([name, args.n, method, str(out["m"]), f"{out['rows']:.1f}", f"{out['acc']:.3f}", f"{out['seconds']:.1f}",
+                         f"{ess:.0f}", f"{ess / out['seconds']:.2f}", f"{mean_err:.3f}", f"{sd_err:.3f}", note])
+            values[f"{name}_{method}_ess_per_s"] = ess / out["seconds"]
+            print(" | ".join(map(str, rows[-1])), flush=True)
+            save(args.results, args.name, config=args, tables={args.name: table(COLUMNS, rows)}, values=values)
+
+
+if __name__ == "__main__":
+    main()
