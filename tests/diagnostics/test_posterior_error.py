@@ -82,7 +82,6 @@ def test_warns_on_a_wrong_run_and_estimates_its_error():
         out = check_posterior(model, x, prop, naive_minibatch(20), None, res.kernel_positions, key=1)
     assert "a larger minibatch (naive_minibatch" in str(caught[0].message)
     ok, table = _agrees(out, np.asarray(res.kernel_positions), mean, sd)
-    print(table)
     assert not out.ok and np.all(out.sd_flagged) and ok, table
 
 
@@ -94,7 +93,6 @@ def test_quiet_on_an_exact_run():
         out = check_posterior(model, x, prop, MetropolisTest(), None, res.kernel_positions, key=1)
     assert out.ok and out.disagreement == 0.0, out
     ok, table = _agrees(out, np.asarray(res.kernel_positions), mean, sd)
-    print(table)
     assert ok, table
 
 
@@ -136,7 +134,6 @@ def test_five_cauchy_rows_left_to_the_minibatch_warn(n):
     draws = np.asarray(res.kernel_positions)
     ok, table = _agrees(out._replace(names=out.names[:1], mean_bias=out.mean_bias[:1], mean_se=out.mean_se[:1],
                                      sd_error=out.sd_error[:1], sd_se=out.sd_se[:1]), draws[..., :1], np.array([ma]), np.array([sa]))
-    print(table, said)
     assert out.sd_flagged[0] and ok, table
 
 

@@ -106,10 +106,10 @@ def test_normality_check_quiet_with_the_stratum(cauchy):
 
 @pytest.mark.slow
 def test_auto_sample_runs_flagged_and_not():
-    """(~100 s.) Sampled runs, N = 2000, 4 chains x 1000: issue 19's Cauchy case with the stratum off is flagged by the
-    normality check (mean acceptance-probability error 0.25 measured, 12x the 0.02 threshold); with it on (6.5e-6) and
-    on a logistic regression (2e-3) it is not. (Pareto-k alone passed the unprotected run, and on this short
-    logistic run it false-alarms, k-hat 1.38 on a log-ratio range of 0.35 nats, so only the normality part is asked of it.)"""
+    """(~100 s.) Sampled runs, N = 2000, 4 chains x 1000: issue 19's Cauchy case with the stratum off has a large
+    per-step acceptance-probability error (0.25 measured, kept as information) and the check after sampling (issue
+    32's coupled exact continuation) warns that ``theta[0]``'s posterior moved; with the stratum on (6.5e-6) and on
+    a logistic regression (2e-3) nothing warns."""
     from minibatch_mcmc.warmup import auto_sample
 
     data, _ = cauchy_rows_data(2_000)
@@ -119,13 +119,16 @@ def test_auto_sample_runs_flagged_and_not():
             warnings.simplefilter("always")
             _, w = auto_sample(cauchy_rows_model(), data, jnp.zeros(2), num_samples=1000, num_chains=4, key=1, progress=False,
                                stratum=stratum)
-        runs[stratum] = (w.proxy_check, [str(c.message) for c in caught if "normal approximation" in str(c.message)])
+        runs[stratum] = (w.proxy_check, [str(c.message) for c in caught if "moved the posterior" in str(c.message)])
     (off, off_warned), (on, on_warned) = runs[False], runs[True]
-    assert not off.normal_ok and off.acceptance_error > 0.1 and off_warned, off
+    assert not off.normal_ok and off.acceptance_error > 0.1 and not off.ok and "theta[0]: " in off_warned[0], off
     assert on.ok and on.acceptance_error < 1e-3 and not on_warned, on
-    _, w = auto_sample(logistic_regression(prior_scale=5.0), glm_data(2_000, (0.3, -0.8), 8), jnp.zeros(2), num_samples=1000,
-                       num_chains=4, key=1, progress=False)
-    assert w.proxy_check.normal_ok and w.proxy_check.acceptance_error < 0.02, w.proxy_check
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _, w = auto_sample(logistic_regression(prior_scale=5.0), glm_data(2_000, (0.3, -0.8), 8), jnp.zeros(2), num_samples=1000,
+                           num_chains=4, key=1, progress=False)
+    assert w.proxy_check.ok and w.proxy_check.acceptance_error < 0.02, w.proxy_check
+    assert not [c for c in caught if "moved the posterior" in str(c.message)]
 
 
 def test_pareto_part_quiet_only_where_the_weights_cannot_matter():

@@ -46,6 +46,7 @@ from minibatch_mcmc.acceptance.streaming import order_and_uniform
 from minibatch_mcmc.checks import check_int
 from minibatch_mcmc.compiling import compile_options
 from minibatch_mcmc.control_variates.base import Estimator
+from minibatch_mcmc.control_variates.influence import without_rounding
 from minibatch_mcmc.data.arrays import as_data_source
 from minibatch_mcmc.data.host import is_host_data
 from minibatch_mcmc.models.base import Model
@@ -70,12 +71,13 @@ exact chain can mix slower than the run where the run is wrong (five Cauchy rows
 0.24 was estimated 0.15 +- 0.04 after 4 steps, 0.18 +- 0.06 after 10), so a few more steps than the run needs."""
 RHO_MAX = 0.9
 """Largest lag-1 autocorrelation divided out: slower chains get ``1 - 0.9^T`` (the check then says it is too short)."""
-MAX_EVALUATIONS = 1 << 30
+MAX_EVALUATIONS = 1 << 28
 """Row evaluations (``K T N``) above which the starts are cut, down to ``MIN_STARTS``."""
-CONTINUATION_WORK = 4e8
-"""Largest ``K T N d`` whose continuation compiles fast (``compiling.FAST_COMPILE``). Measured on the Student-t regression
-(d = 5, N = 20,000, K = 128, T = 8: ``1e8``) on the loaded 2-core machine: compilation 27 s -> 17 s, the run 0.5 s -> 3 s,
-so fast compilation pays up to about ``4e8``."""
+CONTINUATION_WORK = 5e7
+"""Largest ``K T N d`` whose continuation compiles fast (``compiling.FAST_COMPILE``). Measured on the loaded 2-core
+machine: the linear model on Cauchy noise (d = 3, N = 10^5, K = 128, T = 8: ``3e8``) compiled in 24 s and ran in 22 s,
+fast 9 s and 87 s; the Student-t regression (d = 5, N = 20,000: ``1e8``) 27 s and 0.5 s, fast 17 s and 3 s. The
+run's slowdown (4-6x) repays the saved compilation (10-15 s) below about ``5e7``."""
 MIN_STARTS = 32
 """Fewest starts: below this the s.e. is too coarse to resolve the tolerances."""
 
@@ -126,9 +128,16 @@ class PosteriorError(NamedTuple):
 
 
 class CoupledExact(NamedTuple):
-    """The exact full-data decision on the random numbers of ``run_test`` (``coupled_accept``), as an acceptance test."""
+    """The exact full-data decision on the random numbers of ``run_test`` (``coupled_accept``), as an acceptance test.
+
+    With a proxy (``model`` and its flat ``centre`` given) ``Delta`` is the proxy's exact sum plus every row's residual,
+    each residual within its row's float32 resolution counted as 0 (``influence.without_rounding``): summed over ``N``
+    rows, raw rounding is not the posterior's (a Gaussian model on Cauchy-noise rows: the terms reach 10^9 nats)."""
 
     run_test: Any
+    model: Model | None = None
+    centre: jax.Array | None = None
+    unravel: Any = None
     name: str = "coupled_exact"
     validate = staticmethod(no_checks)
     temperature_factor = staticmethod(untempered)
@@ -141,6 +150,9 @@ class CoupledExact(NamedTuple):
 
     def decide(self, key: jax.Array, stats: Statistics) -> TestOutcome:
         """Accept on the exact ``Delta`` with the uniforms the run's test draws from ``key``."""
+        if self.model is not None:
+            terms = stats.log_ratio
+            stats = stats._replace(log_ratio=lambda rows: without_rounding(terms(rows), self.model, self.centre, self.unravel, rows))
         if not isinstance(self.run_test, COUPLED):
             exact = BarkerTest() if self.run_test.decision_rule == "barker" else MetropolisTest()
             return exact.decide(key, stats)
@@ -199,11 +211,16 @@ def lag1(x: np.ndarray) -> np.ndarray:
 
 
 def coupled_run(model: Model, data: PyTree, proposal: Proposal, test: AcceptanceTest, estimator: Estimator | None,
-                n: int, starts: jax.Array, key: jax.Array, steps: int, temperature: float, unravel) -> tuple:
-    """``steps`` coupled steps from each start: the run's kernel and the exact one on the same keys. Returns the final
-    flattened positions (run, exact) and, per step, how many coinciding pairs decided differently."""
+                n: int, starts: jax.Array, key: jax.Array, steps: int, temperature: float, unravel, centre: PyTree = None) -> tuple:
+    """``steps`` coupled steps from each start: the run's kernel and the exact one on the same keys (with ``centre``, the
+    proxy's, on the estimator's terms with rounding zeroed; else every row's plain ratio). Returns the final flattened
+    positions (run, exact), per step whether the chains coincided and decided differently, and the run's rows."""
     run_kernel = build_kernel(model, proposal, test, n, estimator)
-    exact_kernel = build_kernel(model, proposal, CoupledExact(test), n)  # plain terms: every row, no proxy to build
+    if centre is None or estimator is None:
+        exact_kernel = build_kernel(model, proposal, CoupledExact(test), n)
+    else:
+        flat, unravel_c = ravel_pytree(centre)
+        exact_kernel = build_kernel(model, proposal, CoupledExact(test, model, flat, unravel_c), n, estimator)
     temp = jnp.asarray(temperature, jnp.float32)
 
     def one(k: jax.Array, start: jax.Array):
@@ -241,10 +258,12 @@ def estimate(run: np.ndarray, exact: np.ndarray, centre: np.ndarray, sd: np.ndar
 
 def check_posterior(model: Model, data: Any, proposal: Proposal, test: AcceptanceTest, estimator: Estimator | None,
                     positions: PyTree, *, starts: int = STARTS, steps: int = STEPS, temperature: float = 1.0,
-                    key: jax.Array | int = 0, warn: bool = True, stratum: bool | None = None) -> PosteriorError | None:
+                    key: jax.Array | int = 0, warn: bool = True, stratum: bool | None = None,
+                    centre: PyTree = None) -> PosteriorError | None:
     """The coupled exact continuation (module docstring) from ``starts`` thinned ``positions`` (leading axes: chains,
     samples) with the run's ``proposal``, ``test`` and ``estimator``; warns naming the parameters whose mean or s.d. is
-    likely off, and what to do (``stratum``: whether the run had the exact stratum on; None: not offered). None where
+    likely off, and what to do (``stratum``: whether the run had the exact stratum on; None: not offered). ``centre``: the
+    proxy's centre, whose rows' float32 resolution the exact decision uses (None: every row's plain ratio). None where
     it cannot run: an out-of-core source (the exact chains need the rows in memory), or a test that tempers by itself."""
     starts, steps = check_int(starts, "starts", 2), check_int(steps, "steps", 1)
     source = as_data_source(data)
@@ -255,16 +274,16 @@ def check_posterior(model: Model, data: Any, proposal: Proposal, test: Acceptanc
     starts = int(max(MIN_STARTS, min(starts, MAX_EVALUATIONS // (steps * n)))) if starts > MIN_STARTS else starts
     draws = flat_draws(positions)
     late = draws[:, draws.shape[1] // 2:]
-    centre, sd = late.reshape(-1, late.shape[2]).mean(0), late.reshape(-1, late.shape[2]).std(0)
+    run_mean, sd = late.reshape(-1, late.shape[2]).mean(0), late.reshape(-1, late.shape[2]).std(0)
     sd = np.maximum(sd, np.finfo(np.float32).tiny)
     x0 = thinned_starts(positions, starts)
     first = jax.tree_util.tree_map(lambda a: jnp.asarray(np.asarray(a)[0, 0]), positions)
     _, unravel = ravel_pytree(first)
     run, exact, split, rows = coupled_run(model, source.arrays(), proposal, test, estimator, n,
-                                          jnp.asarray(x0, ravel_pytree(first)[0].dtype), as_key(key), steps, temperature, unravel)
+                                          jnp.asarray(x0, ravel_pytree(first)[0].dtype), as_key(key), steps, temperature, unravel, centre)
     run, exact = np.asarray(run, np.float64), np.asarray(exact, np.float64)
     rho = lag1(late)
-    mean_bias, mean_se, sd_error, sd_se = estimate(run, exact, centre, sd, rho, steps)
+    mean_bias, mean_se, sd_error, sd_se = estimate(run, exact, run_mean, sd, rho, steps)
     k = x0.shape[0]
     out = PosteriorError(parameter_names(positions), mean_bias, mean_se, sd_error, sd_se, k, steps, rho,
                          float(np.mean(np.asarray(split))), int(k * steps * n + int(np.sum(np.asarray(rows)))),

@@ -31,6 +31,10 @@ make it larger, and a kind of row with frequency ``f`` is missed by the sample w
 ``f = 4.6 / M``, 1.4e-4): such rare rows are the warm-up's full influence pass's to find (``control_variates.influence``).
 A residual within float32 resolution of its row's terms (``influence.rounding_floor``) counts as 0: summed over ``N`` rows,
 rounding is not evidence against the proxy.
+
+``timed_check`` given the run's proposal and test (``auto_sample`` gives them) also runs ``posterior_error``'s coupled
+exact continuation, which estimates each posterior mean's and s.d.'s error: it alone then warns and decides ``ok``, and
+the figures above are information (a per-step error does not say whether the posterior moved).
 """
 
 from __future__ import annotations
@@ -322,16 +326,18 @@ def timed_check(model: Model, data: Any, estimator: Estimator, centre: PyTree, p
                 proposal: Proposal | None = None, test: AcceptanceTest | None = None, **options: Any) -> tuple[ProxyCheck, PhaseCost]:
     """``check_proxy`` with its cost (the ``check`` phase: rows read, seconds), and with ``progress`` a status line when it
     starts and its cost when it ends. Given the run's ``proposal`` and ``test``, the per-step figures are information and
-    the coupled exact continuation (``posterior_error.check_posterior``) is the check that warns, where it can run."""
+    the coupled exact continuation (``posterior_error.check_posterior``, from ``num_draws`` starts) is the check that
+    warns, where it can run."""
     n = as_data_source(data).n
     coupled = proposal is not None and test is not None
     with PhaseClock("check", n, progress, stage="after sampling") as clock:
         out = check_proxy(model, data, estimator, centre, positions, **{**options, "warn": options.get("warn", True) and not coupled})
         post = None
         if coupled:
-            post = check_posterior(model, data, proposal, test, estimator, positions, temperature=options.get("temperature", 1.0),
+            post = check_posterior(model, data, proposal, test, estimator, positions, starts=options.get("num_draws", 100),
+                                   temperature=options.get("temperature", 1.0),
                                    key=jax.random.fold_in(as_key(options.get("key", 0)), 1), warn=options.get("warn", True),
-                                   stratum=options.get("stratum"))
+                                   stratum=options.get("stratum"), centre=centre)
             if post is None and options.get("warn", True):  # it cannot run here: the per-step figures warn as before
                 warn_check(out)
         out = out._replace(posterior=post, seconds=out.seconds + (0.0 if post is None else post.seconds))
