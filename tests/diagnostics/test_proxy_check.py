@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from helpers_cauchy import cauchy_rows_data, cauchy_rows_model, mode_and_factor
+from helpers_cauchy import cauchy_rows_data, cauchy_rows_model, mode_and_factor, posterior_a
 from helpers_glm import glm_data, glm_quadrature
 
 from minibatch_mcmc.control_variates import taylor_proxy
@@ -106,10 +106,12 @@ def test_normality_check_quiet_with_the_stratum(cauchy):
 
 @pytest.mark.slow
 def test_auto_sample_runs_flagged_and_not():
-    """(~100 s.) Sampled runs, N = 2000, 4 chains x 1000: issue 19's Cauchy case with the stratum off is flagged by the
-    normality check (mean acceptance-probability error 0.25 measured, 12x the 0.02 threshold); with it on (6.5e-6) and
-    on a logistic regression (2e-3) it is not. (Pareto-k alone passed the unprotected run, and on this short
-    logistic run it false-alarms, k-hat 1.38 on a log-ratio range of 0.35 nats, so only the normality part is asked of it.)"""
+    """(~100 s.) Sampled runs, N = 2000, 4 chains x 1000: issue 19's Cauchy case with the stratum off has a large
+    per-step acceptance-probability error (0.21 measured), kept as information. The warm-up sized its minibatch to
+    1000 rows, so its posterior is nearly right: ``a``'s s.d. is off by +6.5% (run s.e. 2.4%) against quadrature,
+    which the coupled exact continuation (issue 32) estimated as +6.2% (s.e. 4.6%), not beyond the 5% tolerance by
+    2 s.e., so it stays quiet; its estimate must agree with quadrature. With the stratum on (6.5e-6) and on a
+    logistic regression (2e-3) nothing warns. (The five Cauchy rows' warning: ``test_posterior_error.py``.)"""
     from minibatch_mcmc.warmup import auto_sample
 
     data, _ = cauchy_rows_data(2_000)
@@ -117,15 +119,22 @@ def test_auto_sample_runs_flagged_and_not():
     for stratum in (False, True):
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            _, w = auto_sample(cauchy_rows_model(), data, jnp.zeros(2), num_samples=1000, num_chains=4, key=1, progress=False,
-                               stratum=stratum)
-        runs[stratum] = (w.proxy_check, [str(c.message) for c in caught if "normal approximation" in str(c.message)])
-    (off, off_warned), (on, on_warned) = runs[False], runs[True]
-    assert not off.normal_ok and off.acceptance_error > 0.1 and off_warned, off
+            res, w = auto_sample(cauchy_rows_model(), data, jnp.zeros(2), num_samples=1000, num_chains=4, key=1, progress=False,
+                                 stratum=stratum)
+        runs[stratum] = (w.proxy_check, [str(c.message) for c in caught if "moved the posterior" in str(c.message)], res)
+    (off, off_warned, res), (on, on_warned, _) = runs[False], runs[True]
+    assert not off.normal_ok and off.acceptance_error > 0.1 and off.ok == (not off_warned), off
+    post, (ma, sa) = off.posterior, posterior_a()
+    a = np.asarray(res.kernel_positions)[:, 500:, 0].ravel()
+    true_sd = sa / a.std() - 1.0
+    assert abs(post.sd_error[0] - true_sd) < 3 * np.hypot(post.sd_se[0], 0.03), (post, true_sd)
     assert on.ok and on.acceptance_error < 1e-3 and not on_warned, on
-    _, w = auto_sample(logistic_regression(prior_scale=5.0), glm_data(2_000, (0.3, -0.8), 8), jnp.zeros(2), num_samples=1000,
-                       num_chains=4, key=1, progress=False)
-    assert w.proxy_check.normal_ok and w.proxy_check.acceptance_error < 0.02, w.proxy_check
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _, w = auto_sample(logistic_regression(prior_scale=5.0), glm_data(2_000, (0.3, -0.8), 8), jnp.zeros(2), num_samples=1000,
+                           num_chains=4, key=1, progress=False)
+    assert w.proxy_check.ok and w.proxy_check.acceptance_error < 0.02, w.proxy_check
+    assert not [c for c in caught if "moved the posterior" in str(c.message)]
 
 
 def test_pareto_part_quiet_only_where_the_weights_cannot_matter():

@@ -3,6 +3,8 @@ the size chosen is the smallest on its grid under ``PREDICTED_MAX``."""
 
 from __future__ import annotations
 
+import warnings
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -76,17 +78,19 @@ def test_a_population_within_the_minibatch_is_left_alone(moves):
 @pytest.mark.slow
 def test_readme_logistic_at_its_small_size_passes_the_check():
     """The README's logistic regression (d = 10) at its test size, N = 20,000, 4 chains x 400 draws: ``auto_sample`` at its
-    defaults sizes the penalty test's minibatch above 50 and its check passes, while the same run with m = 50 fixed fails
-    the normality check (mean bound above 0.02: before the warm-up sized m, the README's own example warned). ~40 s."""
+    defaults sizes the penalty test's minibatch above 50 and its check passes, while the same run with m = 50 fixed has
+    a per-step acceptance-error figure above 0.02 (before the warm-up sized m, the README's own example warned on it;
+    since issue 32 it is information beside the posterior check's estimate). ~40 s."""
     data, _ = make_logistic_data(jax.random.key(0), 20_000, 10)
     model = logistic_regression(prior_scale=10.0)
     res, w = auto_sample(model, data, jnp.zeros(10), num_samples=400, num_chains=4, key=1, progress=False)
     assert w.test.batch_size > 50 and "batch" in w.cost and w.proxy_check.ok, w.proxy_check
     assert np.all(np.asarray(res.records["batch_size"]) == w.test.batch_size)
-    with pytest.warns(UserWarning, match="normal approximation is off"):
+    with warnings.catch_warnings():  # issue 32: the per-step figure is information; only a moved posterior warns
+        warnings.simplefilter("ignore")
         _, fixed = auto_sample(model, data, jnp.zeros(10), num_samples=400, num_chains=4, key=1, progress=False,
                                test=penalty_test(batch_size=50))
-    assert fixed.test.batch_size == 50 and not fixed.proxy_check.normal_ok
+    assert fixed.test.batch_size == 50 and not fixed.proxy_check.normal_ok and fixed.proxy_check.posterior is not None
 
 
 @pytest.mark.slow

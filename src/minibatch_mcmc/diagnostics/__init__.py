@@ -9,6 +9,7 @@ from minibatch_mcmc.diagnostics.binned import (
     poisson_log_likelihood,
 )
 from minibatch_mcmc.diagnostics.moments import MomentCheck, check_moments
+from minibatch_mcmc.diagnostics.posterior_error import PosteriorError, check_posterior
 from minibatch_mcmc.diagnostics.proxy_check import ProxyCheck, check_proxy
 from minibatch_mcmc.diagnostics.risk import Risk, RiskCurve, posterior_risk, risk_curve
 
@@ -21,6 +22,8 @@ __all__ = [
     "poisson_log_likelihood",
     "MomentCheck",
     "check_moments",
+    "PosteriorError",
+    "check_posterior",
     "ProxyCheck",
     "check_proxy",
     "Risk",

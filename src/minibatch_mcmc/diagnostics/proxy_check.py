@@ -31,6 +31,10 @@ make it larger, and a kind of row with frequency ``f`` is missed by the sample w
 ``f = 4.6 / M``, 1.4e-4): such rare rows are the warm-up's full influence pass's to find (``control_variates.influence``).
 A residual within float32 resolution of its row's terms (``influence.rounding_floor``) counts as 0: summed over ``N`` rows,
 rounding is not evidence against the proxy.
+
+``timed_check`` given the run's proposal and test (``auto_sample`` gives them) also runs ``posterior_error``'s coupled
+exact continuation, which estimates each posterior mean's and s.d.'s error: it alone then warns and decides ``ok``, and
+the figures above are information (a per-step error does not say whether the posterior moved).
 """
 
 from __future__ import annotations
@@ -46,13 +50,16 @@ import numpy as np
 
 from jax.flatten_util import ravel_pytree
 
+from minibatch_mcmc.acceptance.base import AcceptanceTest
 from minibatch_mcmc.checks import check_int
 from minibatch_mcmc.control_variates.base import Estimator
 from minibatch_mcmc.control_variates.influence import sampled_rows, without_rounding
 from minibatch_mcmc.data.arrays import as_data_source, slice_rows, take
 from minibatch_mcmc.data.passes import same_size_chunks
 from minibatch_mcmc.diagnostics.normality import minibatch_shape
+from minibatch_mcmc.diagnostics.posterior_error import PosteriorError, check_posterior
 from minibatch_mcmc.models.base import Model
+from minibatch_mcmc.proposals.base import Proposal
 from minibatch_mcmc.samplers.keys import as_key
 from minibatch_mcmc.samplers.phase_cost import PhaseClock, PhaseCost
 
@@ -126,6 +133,9 @@ class ProxyCheck(NamedTuple):
     """Median over the moves of ``g2 / m``, the ``m``-row mean's excess kurtosis."""
     sd_ratio: float = float("nan")
     """Median exact residual s.d. over the moves / the median ``residual_sd`` the run recorded (nan: not recorded)."""
+    posterior: PosteriorError | None = None
+    """The coupled exact continuation's estimate of each mean's and s.d.'s error (``posterior_error``), when the check
+    had the run's proposal and test; it alone decides ``ok`` and warns, the figures above are then information."""
 
     @property
     def pareto_ok(self) -> bool:
@@ -140,8 +150,8 @@ class ProxyCheck(NamedTuple):
 
     @property
     def ok(self) -> bool:
-        """Both checks pass."""
-        return self.pareto_ok and self.normal_ok
+        """No mean or s.d. off by more than its tolerance (``posterior``); without it, both per-step checks pass."""
+        return self.posterior.ok if self.posterior is not None else self.pareto_ok and self.normal_ok
 
 
 def pareto_threshold(num_draws: int) -> float:
@@ -313,13 +323,25 @@ def check_proxy(
 
 
 def timed_check(model: Model, data: Any, estimator: Estimator, centre: PyTree, positions: PyTree, *, progress: bool = False,
-                **options: Any) -> tuple[ProxyCheck, PhaseCost]:
+                proposal: Proposal | None = None, test: AcceptanceTest | None = None, **options: Any) -> tuple[ProxyCheck, PhaseCost]:
     """``check_proxy`` with its cost (the ``check`` phase: rows read, seconds), and with ``progress`` a status line when it
-    starts and its cost when it ends."""
+    starts and its cost when it ends. Given the run's ``proposal`` and ``test``, the per-step figures are information and
+    the coupled exact continuation (``posterior_error.check_posterior``, from ``num_draws`` starts) is the check that
+    warns, where it can run."""
     n = as_data_source(data).n
+    coupled = proposal is not None and test is not None
     with PhaseClock("check", n, progress, stage="after sampling") as clock:
-        out = check_proxy(model, data, estimator, centre, positions, **options)
-    return out, clock.cost(out.rows_read)
+        out = check_proxy(model, data, estimator, centre, positions, **{**options, "warn": options.get("warn", True) and not coupled})
+        post = None
+        if coupled:
+            post = check_posterior(model, data, proposal, test, estimator, positions, starts=options.get("num_draws", 100),
+                                   temperature=options.get("temperature", 1.0),
+                                   key=jax.random.fold_in(as_key(options.get("key", 0)), 1), warn=options.get("warn", True),
+                                   stratum=options.get("stratum"), centre=centre)
+            if post is None and options.get("warn", True):  # it cannot run here: the per-step figures warn as before
+                warn_check(out)
+        out = out._replace(posterior=post, seconds=out.seconds + (0.0 if post is None else post.seconds))
+    return out, clock.cost(out.rows_read + (0 if post is None else post.data_used))
 
 
 def sampled(out: ProxyCheck) -> str:

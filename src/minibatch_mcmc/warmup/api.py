@@ -371,7 +371,8 @@ def _warm_and_sample(model, data, theta0, keys, options, num_samples, num_chains
     if check_draws and not w.mode_kernels and not needs_bounds(w.test):  # an exact test's draws do not rest on the proxy
         checked, cost = timed_check(model, data, w.estimator, w.proxy.centre, result.kernel_positions, num_draws=check_draws,
                                     temperature=temperature, records=result.records, rule=decision_rule(w.test), progress=progress,
-                                    key=jax.random.fold_in(k_run, 29), stratum=bool(options["stratum"]))
+                                    key=jax.random.fold_in(k_run, 29), stratum=bool(options["stratum"]), proposal=w.proposal,
+                                    test=w.test)
         w = w._replace(proxy_check=checked, cost={**w.cost, "check": cost})
     return result, w
 

@@ -1,0 +1,139 @@
+"""The coupled exact continuation after sampling (issue 32) on cases whose posterior is known: estimated against true error.
+
+Each case is an ``auto_sample`` run (4 chains x 1000, the defaults: proxy HMC, the penalty test) whose check estimates,
+per parameter, the error of the posterior mean (in posterior s.d.) and of the s.d. (relative); the truth is the closed
+form (a Gaussian linear model on Cauchy-noise data), quadrature (five Cauchy rows among Gaussian ones, the exact
+stratum off so the minibatch misses them) or a long exact chain (the same proposal with the full-data Metropolis test,
+4 x 3000) for a Student-t regression on a right-skewed heavy-tailed response; and a run made wrong on purpose (the
+naive plug-in test on 20 of 2,000 rows of a Gaussian mean, closed form). The "true" errors carry the run's own Monte
+Carlo error (ArviZ ESS). Also: whether the new check warned, and the per-step acceptance-error figure of the earlier
+check (``ProxyCheck.acceptance_error``, which warned above 0.02) and its seconds.
+
+    PYTHONPATH=src .venv/bin/python benchmarks/posterior_check.py --results docs/results/posterior_check.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import jax.numpy as jnp
+import numpy as np
+
+from bench_results import add_results_option, save, table
+from minibatch_mcmc.acceptance import naive_minibatch
+from minibatch_mcmc.acceptance.exact import MetropolisTest
+from minibatch_mcmc.diagnostics.posterior_error import check_posterior
+from minibatch_mcmc.models import exact_posterior, gaussian_mean
+from minibatch_mcmc.proposals import random_walk
+from minibatch_mcmc.samplers.driver import sample
+from minibatch_mcmc.warmup import auto_sample
+
+TESTS = Path(__file__).resolve().parents[1] / "tests"
+sys.path[:0] = [str(TESTS / "control_variates"), str(TESTS / "diagnostics")]
+from helpers_cauchy import cauchy_rows_data, cauchy_rows_model, posterior_a  # noqa: E402
+from helpers_posterior import linear_data, linear_model, linear_posterior, student_t_data, student_t_model  # noqa: E402
+from test_posterior_error import _run_error  # noqa: E402
+
+PER_PARAMETER = ["case", "parameter", "estimated mean error (s.d.)", "true mean error (s.d.)", "estimated s.d. error",
+                 "true s.d. error", "flagged"]
+PER_CASE = ["case", "N", "new check warned", "earlier per-step acceptance error", "earlier check would warn",
+            "continuation s", "starts x steps", "decisions differed", "sampling s"]
+
+
+def pm(x: float, se: float, pct: bool = False) -> str:
+    """``x +- se`` (as percentages with ``pct``)."""
+    return f"{100 * x:+.1f}% ± {100 * se:.1f}%" if pct else f"{x:+.3f} ± {se:.3f}"
+
+
+def rows_for(name: str, out, draws: np.ndarray, mean: np.ndarray, sd: np.ndarray) -> tuple[list, dict]:
+    """Per-parameter rows: estimated and true errors with their s.e., whether flagged."""
+    tm, tm_se, ts, ts_se = _run_error(draws, mean, sd)
+    rows, values = [], {}
+    for i, p in enumerate(out.names):
+        flagged = " and ".join(w for w, f in (("mean", out.mean_flagged[i]), ("s.d.", out.sd_flagged[i])) if f) or "no"
+        rows.append([name, p, pm(out.mean_bias[i], out.mean_se[i]), pm(tm[i], tm_se[i]), pm(out.sd_error[i], out.sd_se[i], True),
+                     pm(ts[i], ts_se[i], True), flagged])
+        values[f"posterior_check.{name}.{p}.sd_error"] = f"{100 * out.sd_error[i]:+.1f}%"
+        values[f"posterior_check.{name}.{p}.true_sd_error"] = f"{100 * ts[i]:+.1f}%"
+    return rows, values
+
+
+def auto_case(name: str, model, data, theta0, truth, n: int, **kw):
+    """One ``auto_sample`` run, its check, and the truth (a function of the run's warm-up and draws)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        res, w = auto_sample(model, data, theta0, num_samples=1000, num_chains=4, progress=False, key=0, **kw)
+    said = [str(c.message) for c in caught if "moved the posterior" in str(c.message)]
+    c, post = w.proxy_check, w.proxy_check.posterior
+    mean, sd = truth(w._replace(chains=np.asarray(res.kernel_positions)[:, -1]))
+    draws = np.asarray(res.kernel_positions)
+    rows, values = rows_for(name, post, draws, mean, sd)
+    case = [name, f"{n:,}", "yes" if said else "no", f"{c.acceptance_error:.3g}", "yes" if not (c.normal_ok and c.pareto_ok) else "no",
+            f"{post.seconds:.1f}", f"{post.starts} x {post.steps}", f"{100 * post.disagreement:.1f}%", f"{w.cost['sampling'].seconds:.1f}"]
+    values[f"posterior_check.{name}.seconds"] = f"{post.seconds:.1f}"
+    print(case, *rows, said, sep="\n", flush=True)
+    return rows, case, values
+
+
+def wrong_case() -> tuple[list, list, dict]:
+    """The naive plug-in test on 20 of 2,000 rows of a 2-d Gaussian mean, no proxy: a run wrong on purpose."""
+    rng = np.random.default_rng(0)
+    x = (rng.standard_normal((2000, 2)) + np.array([1.0, -0.5])).astype(np.float32)
+    model, test = gaussian_mean(), naive_minibatch(20)
+    mean, var = exact_posterior(x)
+    prop = random_walk(scale=1.5 * float(np.sqrt(var)))
+    starts = jnp.asarray(mean + np.sqrt(var) * rng.standard_normal((4, 2)), jnp.float32)
+    t0 = time.perf_counter()
+    res = sample(model, x, starts, proposal=prop, test=test, num_samples=2000, num_chains=4, key=0, batched_init=True, progress=False)
+    seconds = time.perf_counter() - t0
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = check_posterior(model, x, prop, test, None, res.kernel_positions, key=1)
+    rows, values = rows_for("naive_wrong", out, np.asarray(res.kernel_positions), mean, np.full(2, np.sqrt(var)))
+    case = ["naive_wrong", "2,000", "yes" if caught else "no", "n/a", "n/a", f"{out.seconds:.1f}", f"{out.starts} x {out.steps}",
+            f"{100 * out.disagreement:.1f}%", f"{seconds:.1f}"]
+    return rows, case, values
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--n", type=int, default=100_000)
+    add_results_option(p)
+    args = p.parse_args(argv)
+    per_param, per_case, values = [], [], {}
+
+    def add(out):
+        per_param.extend(out[0])
+        per_case.append(out[1])
+        values.update(out[2])
+
+    lin = linear_data(args.n)
+    add(auto_case("linear_cauchy_noise", linear_model(), lin, jnp.zeros(3), lambda w: linear_posterior(lin), args.n))
+    cr, _ = cauchy_rows_data(args.n)
+    xn = np.asarray(cr["x"], np.float64)[np.asarray(cr["cauchy"]) == 0]
+    ma, sa = posterior_a()
+    prec_b = xn.size + 0.01
+    truth_c = (np.array([ma, xn.sum() / prec_b]), np.array([sa, 1 / np.sqrt(prec_b)]))
+    add(auto_case("five_cauchy_rows", cauchy_rows_model(), cr, jnp.zeros(2), lambda w: truth_c, args.n, stratum=False))
+    st_model, st = student_t_model(), student_t_data(args.n)
+
+    def exact_truth(w):
+        ex = sample(st_model, st, w.chains, proposal=w.proposal, test=MetropolisTest(), num_samples=3000, num_chains=4, key=5,
+                    batched_init=True, progress=False)
+        flat = np.asarray(ex.kernel_positions)[:, 300:].reshape(-1, 5)
+        return flat.mean(0), flat.std(0)
+
+    add(auto_case("student_t_skewed", st_model, st, jnp.array([0.0, 0.0, 0.0, 0.0, 1.0]), exact_truth, args.n))
+    add(wrong_case())
+    save(args.results, "posterior_check", config=args, values=values,
+         tables={"posterior_check_errors": table(PER_PARAMETER, per_param), "posterior_check_cases": table(PER_CASE, per_case)},
+         argv=argv)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
