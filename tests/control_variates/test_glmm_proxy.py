@@ -1,4 +1,4 @@
-"""control_variates.glmm: the proxy in predictor space against the dense second-order Taylor proxy (jax.hessian, float64),
+"""control_variates.glmm (the GLMM proxy; named apart from tests/models/test_glmm.py: pytest without packages needs distinct basenames): the proxy in predictor space against the dense second-order Taylor proxy (jax.hessian, float64),
 exact along a non-centred model's ridge, and its residuals plus known sum against the exact difference."""
 
 import itertools
