@@ -1,5 +1,6 @@
-"""control_variates.glmm (the GLMM proxy; named apart from tests/models/test_glmm.py: pytest without packages needs distinct basenames): the proxy in predictor space against the dense second-order Taylor proxy (jax.hessian, float64),
-exact along a non-centred model's ridge, and its residuals plus known sum against the exact difference."""
+"""control_variates.glmm, the GLMM proxy: against the dense second-order Taylor proxy (jax.hessian, float64), exact along
+a non-centred model's ridge, and its residuals plus known sum against the exact difference (the file is not called
+test_glmm.py: tests/models has one, and pytest without test packages needs distinct basenames)."""
 
 import itertools
 
