@@ -17,15 +17,6 @@ import minibatch_mcmc as mm
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 
-PENDING = {
-    "glm_proxy": "control_variates/glm.py",
-    "logistic_proxy": "control_variates/glm.py",
-    "model_glm_proxy": "control_variates/glm.py",
-}
-"""Entry points whose module another branch of issue 30 rewrites: their ``Args:`` come after that merge (strict xfail:
-the test says so as soon as they have one)."""
-
-
 def entry_points() -> dict[str, object]:
     """Every function of ``mm.__all__``, and every class with a constructor a user calls (not a NamedTuple of results
     or settings, not a warning), with the LOO, the result's methods and the NumPyro outputs a first fit reaches."""
@@ -93,11 +84,9 @@ def test_documented_args_reads_a_google_section():
 
 
 @pytest.mark.parametrize("name", sorted(entry_points()), ids=str)
-def test_entry_point_documents_each_parameter(name, request):
+def test_entry_point_documents_each_parameter(name):
     """Would catch a public entry point with no ``Args:`` section, a parameter missing from it (a new keyword), or an
     entry naming a parameter the signature no longer has (a renamed one)."""
-    if name in PENDING:
-        request.applymarker(pytest.mark.xfail(strict=True, reason=f"{PENDING[name]} is rewritten on another branch"))
     obj = entry_points()[name]
     doc = inspect.getdoc(obj) or ""
     params, items = parameters(obj), documented_args(doc)

@@ -165,11 +165,21 @@ def glm_proxy(
     data: Any, centre: jax.Array, family: str = "logistic", order: int = 2, whiten: np.ndarray | None = None,
     alias: bool = True, precision: float = 1.0, proxy: TaylorProxy | None = None, nu: float = 1.0,
 ) -> GLMProxy:
-    """A GLM's Taylor proxy around ``centre`` with per-datum bounds, for ``family`` in ``glm_families.FAMILIES``
-    (``precision``: the Gaussian noise precision, or the Student-t's ``1 / sigma^2`` with ``nu`` its degrees of freedom; a Poisson ``offset`` column in ``data`` is used when present);
-    ``whiten``: e.g. the Laplace Cholesky factor; ``alias=True`` keeps an alias table of the rows' bound weights
-    (8 bytes a row) so an exact test draws rows in proportion to their bounds; ``proxy``: the Taylor proxy of the
-    same likelihood at ``centre`` and ``order`` if one is built already (its full-data pass is then not repeated)."""
+    """A GLM's Taylor proxy around ``centre`` with per-datum bounds, for ``family`` in ``glm_families.FAMILIES``.
+
+    Args:
+        data: ``{"x": (N, d), "y": (N,)}`` (and a Poisson ``"offset"`` column, used when present), or any source of them.
+        centre: the expansion point (a flat vector), usually the mode.
+        family: one of ``glm_families.FAMILIES``.
+        order: the proxy's order, 1 or 2.
+        whiten: ``W``, e.g. the Laplace covariance's Cholesky factor (None: the identity).
+        alias: keep an alias table of the rows' bound weights (8 bytes a row), so an exact test draws rows in
+            proportion to their bounds.
+        precision: the Gaussian noise precision, or the Student-t's ``1 / sigma^2``.
+        proxy: the Taylor proxy of the same likelihood at ``centre`` and ``order`` if one is built already (its
+            full-data pass is then not repeated).
+        nu: the Student-t family's degrees of freedom.
+    """
     if family not in FAMILIES:
         raise ValueError(f"family={family!r}: allowed are {FAMILIES}")
     centre = jnp.asarray(centre)
@@ -209,13 +219,31 @@ def glm_proxy(
 def logistic_proxy(
     data: Any, centre: jax.Array, order: int = 2, whiten: np.ndarray | None = None, alias: bool = True
 ) -> GLMProxy:
-    """``glm_proxy(data, centre, "logistic", order, whiten, alias)``."""
+    """``glm_proxy(data, centre, "logistic", order, whiten, alias)``.
+
+    Args:
+        data: ``{"x": (N, d), "y": (N,)}`` with labels in {0, 1}.
+        centre: the expansion point.
+        order: the proxy's order, 1 or 2.
+        whiten: ``W`` (None: the identity).
+        alias: keep the alias table of the rows' bound weights.
+    """
     return glm_proxy(data, centre, "logistic", order=order, whiten=whiten, alias=alias)
 
 
 def model_glm_proxy(model: Model, data: Any, centre: jax.Array, order: int = 2, whiten: np.ndarray | None = None,
                     alias: bool = True, proxy: TaylorProxy | None = None) -> GLMProxy:
-    """``glm_proxy`` for a model that declares its GLM family (``model.glm``); refuses one that does not."""
+    """``glm_proxy`` for a model that declares its GLM family (``model.glm``); refuses one that does not.
+
+    Args:
+        model: a model with ``model.glm`` set (its family, precision, degrees of freedom).
+        data: its data.
+        centre: the expansion point.
+        order: the proxy's order, 1 or 2.
+        whiten: ``W`` (None: the identity).
+        alias: keep the alias table of the rows' bound weights.
+        proxy: the Taylor proxy at ``centre`` and ``order`` if one is built already.
+    """
     if model.glm is None:
         raise ValueError(
             f"model {model.name!r} does not declare a GLM family (model.glm is None), so no per-datum bounds can be "
