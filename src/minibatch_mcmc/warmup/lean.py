@@ -35,7 +35,7 @@ from minibatch_mcmc.data.arrays import DataSource, slice_rows, take
 from minibatch_mcmc.data.passes import DEFAULT_CHUNK
 from minibatch_mcmc.models.base import Model
 from minibatch_mcmc.optim.mode import ModeResult, start_point
-from minibatch_mcmc.optim.trust_region import decrement, gain, metric_length, next_radius
+from minibatch_mcmc.optim.trust_region import decrement, gain, metric_length, next_radius, trust_step
 from minibatch_mcmc.warmup.multistart import SEPARATION, adam_ends
 from minibatch_mcmc.warmup.subsample_newton import MAX_ENSEMBLE_DIM, basin_filter, climb_all, rising_direction, surrogate_climb
 from minibatch_mcmc.warmup.no_mode import SHOWN, flat_names
@@ -175,11 +175,12 @@ def lean_mode(model: Model, source: DataSource, theta0: PyTree, *, key: jax.Arra
         out = PassOut(float(p0) + sums["value"] / temperature, g0 + sums["grad"] / temperature, h0 + sums["hess"] / temperature, sums, top)
         return out, steps
 
-    starts = ends[:1] if d > MAX_ENSEMBLE_DIM else np.concatenate([ends[:1], ends[1:][ok[1:]]])
-    climbed = climb_all(model, arrays, n, starts, unravel, jax.random.fold_in(key, 1), temperature, flat0.dtype)
-    sub_rows = climbed.rows
-    others = starts[1:] if d > MAX_ENSEMBLE_DIM else climbed.points[basin_filter(climbed, SEPARATION)]
-    flat = jnp.asarray(climbed.points[0] if climbed.ok[0] else ends[0], flat0.dtype)
+    small = d <= MAX_ENSEMBLE_DIM  # else plain trust-region passes from Adam's end (a d x d eigendecomposition per iteration)
+    climbed = climb_all(model, arrays, n, np.concatenate([ends[:1], ends[1:][ok[1:]]]), unravel, jax.random.fold_in(key, 1),
+                        temperature, flat0.dtype) if small else None
+    sub_rows = climbed.rows if small else 0
+    others = climbed.points[basin_filter(climbed, SEPARATION)] if small else ends[1:][ok[1:]]
+    flat = jnp.asarray(climbed.points[0] if small and climbed.ok[0] else ends[0], flat0.dtype)
     t_last = time.perf_counter()
     current, steps = pass_at(flat, None)
     if not current.finite:
@@ -187,12 +188,16 @@ def lean_mode(model: Model, source: DataSource, theta0: PyTree, *, key: jax.Arra
                          f"search's end point (log posterior {current.value}), reached from a finite start: "
                          f"{at_point(np.asarray(flat, np.float64), flat_names(theta0))}. "
                          "Check the model's support there (a prior or transform that excludes it) and that log_lik is numerically stable")
-    threshold, x, width = tol * (1 + n), np.asarray(flat, np.float64), climbed.points.shape[0]
+    threshold, x, width = tol * (1 + n), np.asarray(flat, np.float64), climbed.points.shape[0] if small else 1
     passes, taken, trials, radius = 1, 0, 0, max(decrement(current.grad, current.hessian), 1e-3)
     current = current._replace(steps=steps)
     while taken < newton_steps and trials < 2 * newton_steps and not near(current, threshold):
-        sur = surrogate_climb(climbed.evaluate, climbed.sample, climbed.m, width, x, current, radius, SURROGATE_STEPS, flat0.dtype)
-        trial, predicted, sub_rows = sur.point, sur.predicted, sub_rows + sur.rows
+        if small:
+            sur = surrogate_climb(climbed.evaluate, climbed.sample, climbed.m, width, x, current, radius, SURROGATE_STEPS, flat0.dtype)
+            trial, predicted, sub_rows = sur.point, sur.predicted, sub_rows + sur.rows
+        else:
+            plain = trust_step(current.grad, current.hessian, radius)
+            trial, predicted = x + plain.step, plain.predicted
         length = metric_length(trial - x, current.hessian)
         t_last = time.perf_counter()
         out, used = pass_at(jnp.asarray(trial, flat0.dtype), laplace_factor(current.hessian))
@@ -210,9 +215,10 @@ def lean_mode(model: Model, source: DataSource, theta0: PyTree, *, key: jax.Arra
                       data_used=ADAM_STEPS * b + sub_rows + passes * n, seconds=time.perf_counter() - start,
                       newton_steps_taken=taken, converged=near(current, threshold), gradient=current.grad)
     proxy = proxy_from_sums(current.sums, unravel(flat), order, n)
-    rising = rising_direction(model, unravel, climbed, x, current.hessian, flat0.dtype) if mode.converged else None
+    rising = rising_direction(model, unravel, climbed, x, current.hessian, flat0.dtype) if small and mode.converged else None
     probe = None if current.top is None else ProbeRound(steps, current.top[0], current.top[1], int(bulk_idx.size))
-    return LeanMode(mode, proxy, others, climbed.points[0], probe, ADAM_STEPS * b, passes, last_seconds, sub_rows, d <= MAX_ENSEMBLE_DIM, rising)
+    return LeanMode(mode, proxy, others, climbed.points[0] if small else ends[0], probe, ADAM_STEPS * b, passes, last_seconds, sub_rows,
+                    small, rising)
 
 
 def laplace_factor(hessian: np.ndarray) -> np.ndarray | None:

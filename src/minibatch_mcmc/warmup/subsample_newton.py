@@ -41,7 +41,8 @@ SURROGATE_DECREMENT = 0.05
 RISE_SDS = (1.0, 4.0, 16.0, 64.0)
 """Laplace s.d.s along the least-curved direction at which ``rising_direction`` probes the log-likelihood."""
 MAX_ENSEMBLE_DIM = 256
-"""Above this many parameters only the first start climbs (one ``d x d`` eigendecomposition per start and iteration)."""
+"""Above this many parameters ``lean_mode`` climbs no subsample (one ``d x d`` eigendecomposition per start and iteration):
+plain trust-region steps on the full passes from Adam's end, its ends unfiltered."""
 
 
 class Evaluation(NamedTuple):
