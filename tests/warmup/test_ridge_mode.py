@@ -7,6 +7,8 @@ the log posterior is not concave a fraction of an s.d. from its mode. The refere
 on the same log posterior written in NumPy, independently of the model's JAX code.
 """
 
+import warnings
+
 import numpy as np
 import pytest
 import scipy.optimize
@@ -157,3 +159,33 @@ def test_separable_flat_prior_still_refused_after_convergence():
     data = {"x": np.column_stack([np.ones(1000), z, rng.standard_normal(1000)]).astype(np.float32), "y": (z > 0).astype(np.int32)}
     with pytest.raises(NoModeError, match="keeps rising.*improper posterior"):
         centre_of(logistic_regression(prior_scale=None), data, jnp.zeros(3))
+
+
+@pytest.mark.slow
+def test_numpyro_ridge_reaches_its_mode():
+    """(~2 min on two loaded cores: N = 1e5, NumPyro's conversion and the compilations.) Issue 31's route: the ridge model
+    written in NumPyro (``tau ~ HalfNormal(1)``, ``a ~ Normal(0, 1)`` in a group plate) through ``from_numpyro``. Before:
+    NoModeError after 10 Newton steps blaming separation ("the prior gives 0.02% of the curvature") on this seed (138
+    passes on seed 0). Now: a mode with a positive definite Laplace covariance (no error, no warning that it is off),
+    within 20 passes (measured 11.9)."""
+    numpyro = pytest.importorskip("numpyro")
+    import numpyro.distributions as dist
+
+    from minibatch_mcmc.interop import from_numpyro
+
+    def hierarchical(x, g, y=None):
+        mu = numpyro.sample("mu", dist.Normal(0.0, 5.0))
+        tau = numpyro.sample("tau", dist.HalfNormal(1.0))
+        beta = numpyro.sample("beta", dist.Normal(0.0, 5.0).expand([FIXED]).to_event(1))
+        with numpyro.plate("groups", GROUPS):
+            a = numpyro.sample("a", dist.Normal(0.0, 1.0))
+        with numpyro.plate("rows", x.shape[0]):
+            numpyro.sample("y", dist.Bernoulli(logits=mu + tau * a[g] + x @ beta), obs=y)
+
+    data = ridge_data(100_000, seed=1)
+    conv = from_numpyro(hierarchical, data["x"], data["g"], data["y"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        centre = centre_of(conv.model, conv.data, conv.init)
+    assert np.all(np.linalg.eigvalsh(centre.covariance) > 0)
+    assert centre.cost["mode"].passes <= 20
