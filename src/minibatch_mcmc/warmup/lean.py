@@ -9,8 +9,8 @@ passes start from the first start's subsample mode. Each pass returns, at its po
 and their gradient and Hessian (what Newton needs, and exactly the Taylor proxy's sums at ``c``), and every row's
 proxy residual at the influence probes ``c +- 3 L u`` (``control_variates.influence``; ``L`` from the previous
 pass's Hessian). Between two passes the next point is found by climbing the control-variate surrogate
-(``subsample_newton.surrogate_climb``: the full pass's quadratic plus the subsample's departure from its own),
-within a trust region measured in Laplace s.d.s (``optim.trust_region``); the pass at that point accepts it when the
+(``subsample_newton.surrogate_climb``: the full pass's quadratic plus the subsample's departure from its own, the
+curvature of a hierarchical ridge), within a trust region measured in Laplace s.d.s (``optim.trust_region``); the pass at that point accepts it when the
 log posterior rose by a fair share of the predicted rise (else the region shrinks, one pass per rejection), and the
 passes stop when the Newton decrement, the distance to the mode in Laplace s.d.s, is below ``NEWTON_DECREMENT`` at
 a concave point. So the last pass is also the proxy pass and the first round of the influence search. One jitted
@@ -35,7 +35,7 @@ from minibatch_mcmc.data.arrays import DataSource, slice_rows, take
 from minibatch_mcmc.data.passes import DEFAULT_CHUNK
 from minibatch_mcmc.models.base import Model
 from minibatch_mcmc.optim.mode import ModeResult, start_point
-from minibatch_mcmc.optim.trust_region import decrement, gain, metric_length, next_radius, trust_step
+from minibatch_mcmc.optim.trust_region import ROUNDING, decrement, gain, metric_length, next_radius, trust_step
 from minibatch_mcmc.warmup.multistart import SEPARATION, adam_ends
 from minibatch_mcmc.warmup.subsample_newton import MAX_ENSEMBLE_DIM, basin_filter, climb_all, rising_direction, surrogate_climb
 from minibatch_mcmc.warmup.no_mode import SHOWN, flat_names
@@ -180,7 +180,11 @@ def lean_mode(model: Model, source: DataSource, theta0: PyTree, *, key: jax.Arra
                         temperature, flat0.dtype) if small else None
     sub_rows = climbed.rows if small else 0
     others = climbed.points[basin_filter(climbed, SEPARATION)] if small else ends[1:][ok[1:]]
-    flat = jnp.asarray(climbed.points[0] if small and climbed.ok[0] else ends[0], flat0.dtype)
+    # Adam's end (from 0.3 N rows) is the better start where it lies within sqrt(2 d (N/m - 1)) s.d.s of the subsample mode
+    # (the scaled subsample posterior is as wide as the full one, its mode about sqrt(d (N/m - 1)) s.d.s from the full
+    # mode: an end that near it is expected nearer the full mode than it is); else the subsample mode
+    far = small and climbed.ok[0] and climbed.first_decrement[0] > np.sqrt(2.0 * d * (n / climbed.m - 1.0))
+    flat = jnp.asarray(climbed.points[0] if far else ends[0], flat0.dtype)
     t_last = time.perf_counter()
     current, steps = pass_at(flat, None)
     if not current.finite:
@@ -210,14 +214,19 @@ def lean_mode(model: Model, source: DataSource, theta0: PyTree, *, key: jax.Arra
             break
     flat, steps = jnp.asarray(x, flat0.dtype), current.steps
     last_seconds = time.perf_counter() - t_last
+    rising = rising_direction(model, unravel, climbed, x, current.hessian, flat0.dtype) if small and near(current, threshold) else None
+    if rising is not None:  # confirmed by one full pass at the far point (a rare category's rows may be missing from the subsample)
+        far_out = pass_at(jnp.asarray(rising[1], flat0.dtype), None)[0]
+        passes += 1
+        noise = ROUNDING * float(np.finfo(np.float32).eps) * (abs(current.sums["value"]) + 1.0)
+        rising = rising[0] if far_out.finite and far_out.sums["value"] >= current.sums["value"] - noise else None
     grad_norm = float(np.linalg.norm(current.grad))
     mode = ModeResult(theta_hat=unravel(flat), log_posterior=current.value, grad_norm=grad_norm, hessian=current.hessian,
                       data_used=ADAM_STEPS * b + sub_rows + passes * n, seconds=time.perf_counter() - start,
                       newton_steps_taken=taken, converged=near(current, threshold), gradient=current.grad)
     proxy = proxy_from_sums(current.sums, unravel(flat), order, n)
-    rising = rising_direction(model, unravel, climbed, x, current.hessian, flat0.dtype) if small and mode.converged else None
     probe = None if current.top is None else ProbeRound(steps, current.top[0], current.top[1], int(bulk_idx.size))
-    return LeanMode(mode, proxy, others, climbed.points[0] if small else ends[0], probe, ADAM_STEPS * b, passes, last_seconds, sub_rows,
+    return LeanMode(mode, proxy, others, climbed.points[0] if far else ends[0], probe, ADAM_STEPS * b, passes, last_seconds, sub_rows,
                     small, rising)
 
 

@@ -3,10 +3,10 @@
 Minibatch Adam ends where its learning rate and step count let it (hundreds of s.d.s short of the mode when a
 parameter's scale is far from the rate's units, along the ridge of a hierarchical model, or on a heavy-tailed loss);
 every full-data Newton step from there costs a pass over ``N``. Here the steps are taken on a fixed random subsample of
-``m`` rows, the log-likelihood sum scaled by ``N / m`` (the subsample's posterior, ``sqrt(N/m)`` times wider than the
-full one), with the trust region of ``optim.trust_region``: ``climb_all`` runs every start at once (one compiled,
-vmapped evaluation per iteration, all starts reading the same rows) until each is within ``SUB_DECREMENT`` of its
-subsample mode, which lies within about ``sqrt(N/m)`` full-posterior s.d.s of the full mode per direction. Rows read:
+``m`` rows, the log-likelihood sum scaled by ``N / m`` (a posterior as wide as the full one, its mode displaced by the
+subsample's noise), with the trust region of ``optim.trust_region``: ``climb_all`` runs every start at once (one
+compiled, vmapped evaluation per iteration, all starts reading the same rows) until each is within ``SUB_DECREMENT`` of
+its subsample mode, which lies about ``sqrt(N/m - 1)`` s.d.s from the full mode per direction. Rows read:
 ``m`` per iteration. ``basin_filter`` keeps the starts whose subsample mode is far from the first start's, measured in
 the subsample's Laplace metric: only those can lead to another mode.
 """
@@ -32,7 +32,7 @@ MIN_SUB = 1024
 """Fewest rows of the subsample."""
 SUB_STEPS, MIN_STEPS = 40, 5
 """Subsample iterations at most (each reads the subsample once), and the fewest allowed whatever ``SUB_PASSES`` says."""
-SUB_PASSES = 0.5
+SUB_PASSES = 0.25
 """Rows the starts' subsample iterations read at most, as a share of ``N``."""
 SUB_DECREMENT = 0.5
 """Newton decrement (subsample Laplace s.d.s) at which a start counts as at its subsample mode."""
@@ -65,6 +65,8 @@ class SubClimb(NamedTuple):
     """The compiled evaluator (``evaluator``) and the subsample it read, with its size: ``surrogate_climb`` reuses them."""
     sample: PyTree
     m: int
+    first_decrement: np.ndarray | None = None
+    """Each start's Newton decrement on the subsample before the climb (subsample Laplace s.d.s; inf where not finite)."""
 
 
 def subsample_rows(n: int) -> int:
@@ -107,7 +109,8 @@ def climb_all(model: Model, arrays: PyTree, n: int, starts: np.ndarray, unravel:
     points = np.asarray(starts, np.float64).copy()
     evals = evaluate_all(fn, points, rows, dtype)
     ok = np.array([finite(e) for e in evals])
-    radius = np.array([max(decrement(e.grad, e.hessian), 1e-3) if o else 0.0 for e, o in zip(evals, ok)])
+    first = np.array([decrement(e.grad, e.hessian) if o else np.inf for e, o in zip(evals, ok)])
+    radius = np.where(ok, np.maximum(np.where(ok, first, 0.0), 1e-3), 0.0)
     active = ok & ~np.array([o and at_mode(e) for e, o in zip(evals, ok)])
     iterations, cap = 1, max(MIN_STEPS, min(SUB_STEPS, int(SUB_PASSES * n / m)))
     while active.any() and iterations < cap:
@@ -123,7 +126,7 @@ def climb_all(model: Model, arrays: PyTree, n: int, starts: np.ndarray, unravel:
             if taken:
                 points[i], evals[i] = trials[i], new[i]
             active[i] = not at_mode(evals[i]) and radius[i] >= 1e-8
-    return SubClimb(points, evals, ok, iterations * m, iterations, fn, rows, m)
+    return SubClimb(points, evals, ok, iterations * m, iterations, fn, rows, m, first)
 
 
 def basin_filter(climbed: SubClimb, separation: float) -> np.ndarray:
@@ -170,7 +173,7 @@ def surrogate_climb(fn: Callable, rows: PyTree, m: int, width: int, x0: np.ndarr
 
     x, current = np.asarray(x0, np.float64), Evaluation(float(full.value), np.asarray(full.grad, np.float64), np.asarray(full.hessian, np.float64))
     inner, trials = radius, 0
-    while trials < max_iters and decrement(current.grad, current.hessian) > SURROGATE_DECREMENT:
+    while trials < max_iters and (trials == 0 or decrement(current.grad, current.hessian) > SURROGATE_DECREMENT):  # one step at least
         s = trust_step(current.grad, current.hessian, inner)
         trial, out = x + s.step, metric_length(x + s.step - x0, full.hessian)
         if out > radius:  # back to the outer trust region's boundary, along the ray from x0
@@ -190,10 +193,12 @@ def surrogate_climb(fn: Callable, rows: PyTree, m: int, width: int, x0: np.ndarr
     return Surrogate(x, float(current.value - full.value), (1 + trials) * m)
 
 
-def rising_direction(model: Model, unravel: Callable, climbed: SubClimb, flat: np.ndarray, hessian: np.ndarray, dtype) -> np.ndarray | None:
-    """The posterior's least-curved direction at ``flat``, signed so the log-likelihood rises along it, where the subsample
-    log-likelihood keeps rising along it out to ``RISE_SDS[-1]`` Laplace s.d.s (a likelihood with no maximum there: separable
-    classes); else None. Probes on the subsample only (``len(RISE_SDS)`` evaluations)."""
+def rising_direction(model: Model, unravel: Callable, climbed: SubClimb, flat: np.ndarray, hessian: np.ndarray,
+                     dtype) -> tuple[np.ndarray, np.ndarray] | None:
+    """The posterior's least-curved direction at ``flat``, signed so the log-likelihood rises along it, and the point
+    ``RISE_SDS[-1]`` Laplace s.d.s out along it, where the subsample log-likelihood keeps rising along it out to there (a
+    likelihood with no maximum there: separable classes); else None. Probes on the subsample only (``len(RISE_SDS)``
+    evaluations), which can miss rare rows that hold the direction: the caller confirms on the full data."""
     lam, vec = np.linalg.eigh(-0.5 * (hessian + hessian.T))
     if lam[0] <= 0:
         return None
@@ -210,4 +215,5 @@ def rising_direction(model: Model, unravel: Callable, climbed: SubClimb, flat: n
         u = -u
     values = [here] + [lik(flat + t * sd * u) for t in RISE_SDS]
     noise = ROUNDING * float(np.finfo(np.float32).eps) * (abs(here) + 1.0)
-    return u if all(np.isfinite(values)) and all(b >= a - noise for a, b in zip(values, values[1:])) else None
+    rising = all(np.isfinite(values)) and all(b >= a - noise for a, b in zip(values, values[1:]))
+    return (u, flat + RISE_SDS[-1] * sd * u) if rising else None
