@@ -22,12 +22,12 @@ def separable(n=1000, seed=0):
     return {"x": x, "y": (z > 0).astype(np.int32)}
 
 
-@pytest.mark.parametrize("prior_scale, cause", [(1000.0, "of the curvature"), (10_000.0, "too weak"), (None, "improper posterior")])
+@pytest.mark.parametrize("prior_scale, cause", [(1000.0, "of the curvature"), (10_000.0, "of the curvature"), (None, "improper posterior")])
 def test_separable_data_stop_the_warmup(prior_scale, cause):
-    """Before: a finite 'posterior' came back silently. Now: NoModeError naming theta[1], its value (in the hundreds
-    after the Adam phase and 10 Newton steps) and the cause. Prior s.d. 1000 is the issue's case: there the prior gives ~1% of
-    the curvature at the point reached, which the message reports."""
-    with pytest.raises(NoModeError, match=r"Diverging parameters: theta\[1\] = [1-9]\d\d\.") as err:
+    """Before: a finite 'posterior' came back silently. Now: NoModeError naming theta[1], its value (in the hundreds or
+    thousands: the trust-region search follows it until the curvature vanishes, then finds the log-likelihood still rising
+    along it) and the cause, with the prior's share of the curvature there (none under the flat prior: improper)."""
+    with pytest.raises(NoModeError, match=r"Diverging parameters: theta\[1\] = [1-9]\d{2,3}\b") as err:
         warmup(logistic_regression(prior_scale=prior_scale), separable(), jnp.zeros(3), key=0)
     assert "separable" in str(err.value) and cause in str(err.value)
     assert "theta[0]" not in str(err.value) and "theta[2]" not in str(err.value)

@@ -5,8 +5,9 @@ pytree ``theta`` in two phases. Phase 1 runs optax Adam on minibatch estimates
 ``log p0(theta) + (N/b) sum_{i in batch} log p(x_i|theta) / K`` (``b`` points drawn without replacement),
 which gets near the mode touching few points. Phase 2 polishes on the full data: Newton steps whose gradient
 and Hessian sums are streamed over the data in chunks (one ``d x d`` Hessian per chunk, never per datum), each
-step with a backtracking line search on the streamed log posterior, until
-``||grad|| <= tol * (1 + N)``. Above ``MAX_DENSE_DIM`` parameters the Hessian is not formed: optax L-BFGS on
+step a trust-region step measured in Laplace s.d.s (``optim.trust_region``: the Hessian made positive definite where
+the log posterior is not concave, one pass per trial), until ``||grad|| <= tol * (1 + N)`` or the Newton decrement is
+below ``POLISH_DECREMENT`` s.d.s at a concave point. Above ``MAX_DENSE_DIM`` parameters the Hessian is not formed: optax L-BFGS on
 the streamed value and gradient takes its place and no Hessian is returned.
 """
 
@@ -27,16 +28,14 @@ from minibatch_mcmc.data.arrays import as_data_source, take
 from minibatch_mcmc.data.indexing import chunk_indices
 from minibatch_mcmc.data.passes import DEFAULT_CHUNK, full_data_tree_sum
 from minibatch_mcmc.models.base import Model
+from minibatch_mcmc.optim.trust_region import decrement, finite, gain, next_radius, trust_step
 from minibatch_mcmc.samplers.keys import as_key
 
 PyTree = Any
 
 
-ARMIJO = 1e-4
-"""Sufficient-increase constant of the backtracking line search."""
-
-MAX_HALVINGS = 30
-"""Step halvings the line search tries before giving up."""
+POLISH_DECREMENT = 1e-3
+"""Newton decrement (Laplace s.d.s to the mode) below which the full-data Newton steps stop, whatever the gradient's norm."""
 
 
 class ModeResult(NamedTuple):
@@ -116,7 +115,7 @@ def find_mode(
         data_used=adam_used + passes * n,
         seconds=time.perf_counter() - start,
         newton_steps_taken=steps,
-        converged=grad_norm <= threshold,
+        converged=polished(last, threshold) if last.hessian is not None else grad_norm <= threshold,
         gradient=last.grad,
     )
 
@@ -244,25 +243,6 @@ def newton_direction(hessian: np.ndarray, grad: np.ndarray) -> np.ndarray:
     return vec @ ((vec.T @ grad) / curvature)
 
 
-def backtrack(
-    value: Callable[[jax.Array], float], flat: jax.Array, current: FullPass, direction: np.ndarray
-) -> tuple[jax.Array | None, int]:
-    """Largest ``t`` in ``1, 1/2, ...`` with an Armijo increase along ``direction``, and the passes spent.
-
-    A step whose predicted increase is below the rounding of the full-data sum is taken when it loses no
-    more than that rounding (the Newton step at the mode); ``None`` when no step qualifies.
-    """
-    slope = float(current.grad @ direction)
-    noise = 64 * float(jnp.finfo(flat.dtype).eps) * (abs(current.value) + 1.0)
-    for halving in range(MAX_HALVINGS):
-        t = 0.5**halving
-        trial = flat + jnp.asarray(t * direction, flat.dtype)
-        v = value(trial)
-        if np.isfinite(v) and (v >= current.value + ARMIJO * t * slope or (0.5 * slope <= noise and v >= current.value - noise)):
-            return trial, halving + 1
-    return None, MAX_HALVINGS
-
-
 def run_newton(
     model: Model,
     arrays: PyTree,
@@ -283,22 +263,37 @@ def newton_loop(
     value_fn: Callable, derivatives: Callable, arrays: PyTree, flat: jax.Array, max_steps: int, threshold: float,
     stop: Callable[[jax.Array], bool] | None = None,
 ) -> tuple[jax.Array, FullPass, int, int]:
-    """Line-searched Newton steps with compiled passes ``full_pass_fns`` made (so several starts share one compilation).
+    """Trust-region Newton steps (``optim.trust_region``) with compiled passes ``full_pass_fns`` made (so several starts share
+    one compilation): one pass per trial step, accepted or not, until ``||grad|| <= threshold`` or the Newton decrement is
+    below ``POLISH_DECREMENT`` Laplace s.d.s at a concave point. (``value_fn`` is unused: kept for the callers' signature.)
 
     ``stop(flat)`` true after a step ends the loop before that step's pass (the returned pass is then the point before)."""
     current = checked_pass(derivatives, flat, arrays, "Newton", "at the Newton start point")
-    steps, passes = 0, 1
-    while steps < max_steps and np.linalg.norm(current.grad) > threshold:
-        trial, spent = backtrack(lambda x: float(value_fn(x, arrays)), flat, current, newton_direction(current.hessian, current.grad))
-        passes += spent
-        if trial is None:
-            break
-        flat, steps = trial, steps + 1
-        if stop is not None and stop(flat):
-            break
-        current = checked_pass(derivatives, flat, arrays, "Newton", f"after Newton step {steps}")
+    steps, passes, x = 0, 1, np.asarray(flat, np.float64)
+    radius = max(decrement(current.grad, current.hessian), 1e-3)
+    while steps < max_steps and passes <= 2 * max_steps and not polished(current, threshold):
+        s = trust_step(current.grad, current.hessian, radius)
+        trial = jnp.asarray(x + s.step, flat.dtype)
+        if stop is not None and stop(trial):
+            return trial, current, steps + 1, passes  # a step into a known basin: not evaluated
+        out = FullPass(*[None if a is None else np.asarray(a, np.float64) for a in derivatives(trial, arrays)])
+        out = out._replace(value=float(out.value))
         passes += 1
-    return flat, current, steps, passes
+        taken, ratio = gain(current.value, out.value if finite(out) else np.nan, s.predicted)
+        radius = next_radius(radius, ratio, s.length)
+        if taken:
+            x, current, steps = x + s.step, out, steps + 1
+        if radius < 1e-8:
+            break
+    return jnp.asarray(x, flat.dtype), current, steps, passes
+
+
+def polished(current: FullPass, threshold: float) -> bool:
+    """Converged: ``||grad|| <= threshold``, or a Newton decrement below ``POLISH_DECREMENT`` at a concave point."""
+    if float(np.linalg.norm(current.grad)) <= threshold:
+        return True
+    concave = bool(np.all(np.linalg.eigvalsh(-0.5 * (current.hessian + current.hessian.T)) > 0))
+    return concave and decrement(current.grad, current.hessian) <= POLISH_DECREMENT
 
 
 def run_lbfgs(

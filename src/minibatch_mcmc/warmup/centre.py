@@ -60,17 +60,17 @@ def find_centre(model: Model, source: DataSource, theta0: PyTree, key: jax.Array
             if lean:
                 found = lean_mode(model, source, theta0, key=k_mode, probe_key=jax.random.fold_in(key, 20), temperature=temperature,
                                   num_starts=starts, newton_steps=newton_steps, order=order)
-                mode, probe = found.mode, found.probe
+                mode, probe, rising = found.mode, found.probe, found.rising
             else:
                 mode = find_mode(model, source, theta0, key=k_mode, temperature=temperature, adam_steps=adam_steps, newton_steps=newton_steps)
-        check_mode(model, mode, n, newton_steps)
+        check_mode(model, mode, n, newton_steps, rising if lean else None)
         cov = laplace_covariance(mode.hessian)
         first = LocalMode(mode.theta_hat, mode.log_posterior, cov)
         modes, used = (), mode.data_used
         if num_starts:
             if lean:
                 search = modes_from_ends(model, source, first, found.ends, temperature, newton_steps, 0, 0.0,
-                                         slack=distance(found.start_end, first))
+                                         slack=0.0 if found.filtered else distance(found.start_end, first))
             else:
                 search = find_modes(model, source, first, key=jax.random.fold_in(key, 19), temperature=temperature, num_starts=starts,
                                     newton_steps=newton_steps)

@@ -2,16 +2,21 @@
 
 ``lean_mode`` runs minibatch Adam from the start ``theta0`` and from the multi-start search's dispersed points
 in one vmapped run (``multistart.adam_ends``), every start reading the same minibatch at each step, with a
-budget of ``ADAM_ROWS * N`` rows (``MIN_BATCH`` to ``MAX_BATCH`` per step). Newton steps then start from the
-end point of ``theta0``'s search. Each step is one streamed pass that returns, at its point ``c``, the
-log-likelihood sums and their gradient and Hessian (what Newton needs, and exactly the Taylor proxy's sums
-at ``c``), and every row's proxy residual at the influence probes ``c +- 3 L u`` (``control_variates.influence``;
-``L`` from the previous pass's Hessian). The step is accepted when the pass shows an Armijo increase
-(else it is halved, one pass per halving), and the steps stop when the Newton decrement, the distance to the
-mode in Laplace s.d.s, is below ``NEWTON_DECREMENT``. So the last pass is also the proxy pass and the first
-round of the influence search: from a start near the mode, two passes in all. One jitted function serves
-every pass (the chunks all have the same number of rows; the last one overlaps its predecessor and weighs
-the repeated rows 0).
+budget of ``ADAM_ROWS * N`` rows (``MIN_BATCH`` to ``MAX_BATCH`` per step). Adam's ends are then carried to their
+modes on one subsample (``subsample_newton.climb_all``: trust-region Newton, all starts at once), and only the
+dispersed starts whose subsample mode lies outside the first start's basin go on to ``multistart``. Full-data
+passes start from the first start's subsample mode. Each pass returns, at its point ``c``, the log-likelihood sums
+and their gradient and Hessian (what Newton needs, and exactly the Taylor proxy's sums at ``c``), and every row's
+proxy residual at the influence probes ``c +- 3 L u`` (``control_variates.influence``; ``L`` from the previous
+pass's Hessian). Between two passes the next point is found by climbing the control-variate surrogate
+(``subsample_newton.surrogate_climb``: the full pass's quadratic plus the subsample's departure from its own, the
+curvature of a hierarchical ridge), within a trust region measured in Laplace s.d.s (``optim.trust_region``); the pass at that point accepts it when the
+log posterior rose by a fair share of the predicted rise (else the region shrinks, one pass per rejection), and the
+passes stop when the Newton decrement, the distance to the mode in Laplace s.d.s, is below ``NEWTON_DECREMENT`` at
+a concave point. So the last pass is also the proxy pass and the first round of the influence search. One jitted
+function serves every pass (the chunks all have the same number of rows; the last one overlaps its predecessor and
+weighs the repeated rows 0). At a converged mode ``subsample_newton.rising_direction`` probes whether the
+log-likelihood keeps rising along the least-curved direction (separable classes), for ``no_mode.check_mode``.
 """
 
 from __future__ import annotations
@@ -29,9 +34,11 @@ from minibatch_mcmc.control_variates.taylor import TaylorProxy, proxy_from_sums
 from minibatch_mcmc.data.arrays import DataSource, slice_rows, take
 from minibatch_mcmc.data.passes import DEFAULT_CHUNK
 from minibatch_mcmc.models.base import Model
-from minibatch_mcmc.optim.mode import ARMIJO, MAX_HALVINGS, ModeResult, newton_direction, start_point
-from minibatch_mcmc.warmup.multistart import adam_ends
-from minibatch_mcmc.warmup.no_mode import SHOWN, flat_names, newton_decrement
+from minibatch_mcmc.optim.mode import ModeResult, start_point
+from minibatch_mcmc.optim.trust_region import ROUNDING, decrement, gain, metric_length, next_radius, trust_step
+from minibatch_mcmc.warmup.multistart import SEPARATION, adam_ends
+from minibatch_mcmc.warmup.subsample_newton import MAX_ENSEMBLE_DIM, basin_filter, climb_all, rising_direction, surrogate_climb
+from minibatch_mcmc.warmup.no_mode import SHOWN, flat_names
 from minibatch_mcmc.samplers.diagnose import first_nonfinite
 
 PyTree = Any
@@ -44,6 +51,8 @@ ADAM_STEPS = 300
 BULK_ROWS = 2048
 """Rows drawn for the influence probes' bulk level (their median residual at each probe)."""
 """Adam steps from every start."""
+SURROGATE_STEPS = 8
+"""Iterations of the climb on the control-variate surrogate between two full-data passes (each reads the subsample)."""
 NEWTON_DECREMENT = 0.2
 """Newton decrement (Laplace s.d.s to the mode) below which the Newton passes stop: the proxy's centre is that close
 (the chain's tails, 3 s.d. out, then reach 3.2 s.d. from it: residuals up to 1.2x those of a centre at the mode)."""
@@ -55,14 +64,21 @@ class LeanMode(NamedTuple):
     mode: ModeResult
     proxy: TaylorProxy
     ends: np.ndarray
-    """Finite Adam end points of the dispersed starts (flat, float64), for ``multistart.modes_from_ends``."""
+    """The dispersed starts' subsample modes outside the first start's basin (flat, float64), for
+    ``multistart.modes_from_ends`` (above ``MAX_ENSEMBLE_DIM`` parameters: their finite Adam ends)."""
     start_end: np.ndarray
-    """Adam's end point from ``theta0`` (where the Newton passes started)."""
+    """Where the full-data Newton passes started: the subsample climb's end from ``theta0``'s Adam end."""
     probe: ProbeRound | None
     """The first influence round, made by the last pass (None when it had no Laplace factor to probe with)."""
     adam_rows: int
     newton_passes: int
     last_pass_seconds: float
+    subsample_rows: int = 0
+    """Rows the subsample Newton iterations read (``subsample_newton``: the starts' climb and the surrogate's)."""
+    filtered: bool = True
+    """Whether ``ends`` are the starts' subsample modes outside the first start's basin (else Adam's ends, unfiltered)."""
+    rising: np.ndarray | None = None
+    """At a converged mode, a direction along which the log-likelihood keeps rising (``subsample_newton.rising_direction``)."""
 
 
 class PassOut(NamedTuple):
@@ -73,6 +89,8 @@ class PassOut(NamedTuple):
     hessian: np.ndarray
     sums: dict
     top: tuple[np.ndarray, np.ndarray] | None
+    steps: np.ndarray | None = None
+    """The influence probes' steps the pass used (None: none)."""
 
     @property
     def finite(self) -> bool:
@@ -157,40 +175,59 @@ def lean_mode(model: Model, source: DataSource, theta0: PyTree, *, key: jax.Arra
         out = PassOut(float(p0) + sums["value"] / temperature, g0 + sums["grad"] / temperature, h0 + sums["hess"] / temperature, sums, top)
         return out, steps
 
-    flat = jnp.asarray(ends[0], flat0.dtype)
+    small = d <= MAX_ENSEMBLE_DIM  # else plain trust-region passes from Adam's end (a d x d eigendecomposition per iteration)
+    climbed = climb_all(model, arrays, n, np.concatenate([ends[:1], ends[1:][ok[1:]]]), unravel, jax.random.fold_in(key, 1),
+                        temperature, flat0.dtype) if small else None
+    sub_rows = climbed.rows if small else 0
+    others = climbed.points[basin_filter(climbed, SEPARATION)] if small else ends[1:][ok[1:]]
+    # Adam's end (from 0.3 N rows) is the better start where it lies within sqrt(2 d (N/m - 1)) s.d.s of the subsample mode
+    # (the scaled subsample posterior is as wide as the full one, its mode about sqrt(d (N/m - 1)) s.d.s from the full
+    # mode: an end that near it is expected nearer the full mode than it is); else the subsample mode
+    far = small and climbed.ok[0] and climbed.first_decrement[0] > np.sqrt(2.0 * d * (n / climbed.m - 1.0))
+    flat = jnp.asarray(climbed.points[0] if far else ends[0], flat0.dtype)
     t_last = time.perf_counter()
     current, steps = pass_at(flat, None)
     if not current.finite:
-        raise ValueError(f"the mode search (Newton phase): non-finite full-data log posterior, gradient or Hessian at the Adam phase's "
-                         f"end point (log posterior {current.value}), reached from a finite start: "
-                         f"{at_point(ends[0], flat_names(theta0))}. "
+        raise ValueError(f"the mode search (Newton phase): non-finite full-data log posterior, gradient or Hessian at the subsample "
+                         f"search's end point (log posterior {current.value}), reached from a finite start: "
+                         f"{at_point(np.asarray(flat, np.float64), flat_names(theta0))}. "
                          "Check the model's support there (a prior or transform that excludes it) and that log_lik is numerically stable")
-    passes, taken, threshold = 1, 0, tol * (1 + n)
-    while taken < newton_steps and not near(current, threshold):
-        direction = newton_direction(current.hessian, current.grad)
-        slope = float(current.grad @ direction)
-        noise = 64 * float(jnp.finfo(flat.dtype).eps) * (abs(current.value) + 1.0)
-        factor = laplace_factor(current.hessian)
-        for halving in range(MAX_HALVINGS):
-            t = 0.5**halving
-            trial = flat + jnp.asarray(t * direction, flat.dtype)
-            t_last = time.perf_counter()
-            nxt, nxt_steps = pass_at(trial, factor)
-            passes += 1
-            v = nxt.value
-            if nxt.finite and (v >= current.value + ARMIJO * t * slope or (0.5 * slope <= noise and v >= current.value - noise)):
-                break
+    threshold, x, width = tol * (1 + n), np.asarray(flat, np.float64), climbed.points.shape[0] if small else 1
+    passes, taken, trials, radius = 1, 0, 0, max(decrement(current.grad, current.hessian), 1e-3)
+    current = current._replace(steps=steps)
+    while taken < newton_steps and trials < 2 * newton_steps and not near(current, threshold):
+        if small:
+            sur = surrogate_climb(climbed.evaluate, climbed.sample, climbed.m, width, x, current, radius, SURROGATE_STEPS, flat0.dtype)
+            trial, predicted, sub_rows = sur.point, sur.predicted, sub_rows + sur.rows
         else:
+            plain = trust_step(current.grad, current.hessian, radius)
+            trial, predicted = x + plain.step, plain.predicted
+        length = metric_length(trial - x, current.hessian)
+        t_last = time.perf_counter()
+        out, used = pass_at(jnp.asarray(trial, flat0.dtype), laplace_factor(current.hessian))
+        passes, trials = passes + 1, trials + 1
+        ok, ratio = gain(current.value, out.value if out.finite else np.nan, predicted)
+        radius = next_radius(radius, ratio, min(length, radius))
+        if ok:
+            x, current, taken = trial, out._replace(steps=used), taken + 1
+        if radius < 1e-8:
             break
-        flat, current, steps, taken = trial, nxt, nxt_steps, taken + 1
+    flat, steps = jnp.asarray(x, flat0.dtype), current.steps
     last_seconds = time.perf_counter() - t_last
+    rising = rising_direction(model, unravel, climbed, x, current.hessian, flat0.dtype) if small and near(current, threshold) else None
+    if rising is not None:  # confirmed by one full pass at the far point (a rare category's rows may be missing from the subsample)
+        far_out = pass_at(jnp.asarray(rising[1], flat0.dtype), None)[0]
+        passes += 1
+        noise = ROUNDING * float(np.finfo(np.float32).eps) * (abs(current.sums["value"]) + 1.0)
+        rising = rising[0] if far_out.finite and far_out.sums["value"] >= current.sums["value"] - noise else None
     grad_norm = float(np.linalg.norm(current.grad))
     mode = ModeResult(theta_hat=unravel(flat), log_posterior=current.value, grad_norm=grad_norm, hessian=current.hessian,
-                      data_used=ADAM_STEPS * b + passes * n, seconds=time.perf_counter() - start,
+                      data_used=ADAM_STEPS * b + sub_rows + passes * n, seconds=time.perf_counter() - start,
                       newton_steps_taken=taken, converged=near(current, threshold), gradient=current.grad)
     proxy = proxy_from_sums(current.sums, unravel(flat), order, n)
     probe = None if current.top is None else ProbeRound(steps, current.top[0], current.top[1], int(bulk_idx.size))
-    return LeanMode(mode, proxy, ends[1:][ok[1:]], ends[0], probe, ADAM_STEPS * b, passes, last_seconds)
+    return LeanMode(mode, proxy, others, climbed.points[0] if far else ends[0], probe, ADAM_STEPS * b, passes, last_seconds, sub_rows,
+                    small, rising)
 
 
 def laplace_factor(hessian: np.ndarray) -> np.ndarray | None:
@@ -207,7 +244,7 @@ def near(current: PassOut, threshold: float) -> bool:
         return True
     if np.any(np.linalg.eigvalsh(-0.5 * (current.hessian + current.hessian.T)) <= 0):
         return False
-    return newton_decrement(current.grad, current.hessian)[0] <= NEWTON_DECREMENT
+    return decrement(current.grad, current.hessian) <= NEWTON_DECREMENT
 
 
 def at_point(point: np.ndarray, names: list[str]) -> str:

@@ -32,7 +32,7 @@ from minibatch_mcmc.data.arrays import DataSource, take
 from minibatch_mcmc.data.indexing import chunk_indices
 from minibatch_mcmc.models.base import Model
 from minibatch_mcmc.data.passes import DEFAULT_CHUNK
-from minibatch_mcmc.optim.mode import ModeResult, checked_pass, full_pass_fns, log_posterior_parts, newton_direction, newton_loop
+from minibatch_mcmc.optim.mode import ModeResult, checked_pass, full_pass_fns, log_posterior_parts, newton_direction, newton_loop, polished
 
 PyTree = Any
 
@@ -153,7 +153,7 @@ def polish(value_fn: Callable, derivatives: Callable, source: DataSource, unrave
         return None, passes * source.n
     grad_norm = float(np.linalg.norm(last.grad))
     return ModeResult(unravel(flat), last.value, grad_norm, last.hessian, passes * source.n, time.perf_counter() - start, steps,
-                      grad_norm <= threshold, last.grad), passes * source.n
+                      polished(last, threshold), last.grad), passes * source.n
 
 
 def distance(flat: np.ndarray, mode: LocalMode) -> float:

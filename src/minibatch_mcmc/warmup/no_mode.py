@@ -22,6 +22,7 @@ from jax.flatten_util import ravel_pytree
 
 from minibatch_mcmc.models.base import Model
 from minibatch_mcmc.optim.mode import ModeResult, newton_direction
+from minibatch_mcmc.warmup.subsample_newton import RISE_SDS
 
 PyTree = Any
 
@@ -62,11 +63,11 @@ def newton_decrement(grad: np.ndarray, hessian: np.ndarray) -> tuple[float, np.n
     return float(np.sqrt(max(float(grad @ step), 0.0))), step
 
 
-def diverging(step: np.ndarray, names: list[str], theta: np.ndarray) -> str:
-    """The parameters carrying most of the Newton step: name, current value and the step still to take."""
+def diverging(step: np.ndarray, names: list[str], theta: np.ndarray, label: str = "Newton step") -> str:
+    """The parameters carrying most of the Newton step (or a direction): name, current value and the step."""
     order = np.argsort(-np.abs(step))
     big = [int(i) for i in order if abs(step[i]) >= 0.1 * abs(step[order[0]])][:SHOWN]
-    return ", ".join(f"{names[i]} = {theta[i]:.4g} (Newton step {step[i]:+.4g})" for i in big)
+    return ", ".join(f"{names[i]} = {theta[i]:.4g} ({label} {step[i]:+.4g})" for i in big)
 
 
 def likely_cause(model: Model, mode: ModeResult, step: np.ndarray, n: int) -> str:
@@ -117,11 +118,21 @@ def funnel_cause(names: list[str], flat: np.ndarray, scale: int, group: list[int
     )
 
 
-def check_mode(model: Model, mode: ModeResult, n: int, newton_steps: int) -> None:
-    """Return if ``mode`` converged; warn if it is within ``NEAR_MODE`` Laplace s.d.s of a mode; else raise ``NoModeError``."""
+def check_mode(model: Model, mode: ModeResult, n: int, newton_steps: int, rising: np.ndarray | None = None) -> None:
+    """Return if ``mode`` converged; warn if it is within ``NEAR_MODE`` Laplace s.d.s of a mode; else raise ``NoModeError``.
+
+    ``rising``: a direction along which the log-likelihood keeps rising from a converged ``mode`` (found by the lean search):
+    the mode is held there only by the prior (or, under a flat prior, is the rounding's end of an unbounded climb)."""
+    flat = np.asarray(ravel_pytree(mode.theta_hat)[0], np.float64)
+    if rising is not None and mode.hessian is not None:
+        names = flat_names(mode.theta_hat)
+        raise NoModeError(
+            f"the warm-up found no usable posterior mode: the log-likelihood keeps rising without a maximum along a direction "
+            f"(probed out to {RISE_SDS[-1]:g} Laplace s.d.s) and the search stopped only where the curvature vanishes. Diverging "
+            f"parameters: {diverging(rising, names, flat, 'direction')}. Likely cause: {likely_cause(model, mode, rising, n)}. Give these "
+            "parameters a proper prior with a smaller scale, or drop the separating feature")
     if mode.converged or mode.hessian is None or mode.gradient is None:
         return
-    flat = np.asarray(ravel_pytree(mode.theta_hat)[0], np.float64)
     grad = np.asarray(mode.gradient, np.float64)
     decrement, step = newton_decrement(grad, mode.hessian)
     concave = bool(np.all(np.linalg.eigvalsh(-0.5 * (mode.hessian + mode.hessian.T)) > 0))
