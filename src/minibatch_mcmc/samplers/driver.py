@@ -15,6 +15,7 @@ import numpy as np
 from minibatch_mcmc.acceptance.base import AcceptanceTest
 from minibatch_mcmc.acceptance.registry import contract
 from minibatch_mcmc.checks import check_bool, check_int
+from minibatch_mcmc.compiling import use_compilation_cache
 from minibatch_mcmc.control_variates.base import Estimator
 from minibatch_mcmc.data.arrays import DataSource, RowsExcept, as_data_source, is_host_data, take
 from minibatch_mcmc.data.host import DataChangedError, host_read_errors
@@ -335,6 +336,7 @@ def sample(
     which ``auto_sample`` sets by the run's length (``compiling.RUN_WORK``); the draws then differ from XLA's defaults' by
     rounding (fused multiply-adds), so a resumed run must be given the same options.
     """
+    use_compilation_cache()  # before anything compiles: a new process reads what an earlier one compiled
     num_samples, num_chains, block_size = _check_args(
         num_samples, num_chains, block_size, resume, checkpoint_dir, devices, data_sharding
     )
