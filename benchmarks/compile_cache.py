@@ -4,11 +4,12 @@ the warm fit's total at most 40% of the cold one's).
 For each N: one fresh subprocess fits ``first_fit.py``'s logistic regression (10 covariates, NumPyro model,
 ``from_numpyro`` then ``auto_sample``, 4 chains x ``--draws``) with the cache pointed at an empty directory
 (``MINIBATCH_MCMC_COMPILATION_CACHE``), then ``--warm`` more fresh subprocesses fit it again on that filled cache.
-Each reports its seconds per phase (conversion, each warm-up phase, sampling, the rest of ``auto_sample``: the
-post-sampling check and the conversion of the draws), the fit's total (``from_numpyro`` to the draws, the data
-simulated before the clock starts), the process's wall time (Python and JAX imports included), and what JAX
-compiled: programs compiled or read from the cache (``backend_compile`` events, by function name), cache hits, and
-seconds spent tracing, lowering and compiling. ``--cache off`` runs the same processes with the cache turned off
+Each reports its seconds per phase (conversion, the warm-up's phases, sampling, the post-sampling check, and the rest),
+the fit's total (``from_numpyro`` to the draws; the data simulated before the clock starts) in wall-clock seconds and
+in CPU seconds of the process (user + system: on a shared machine the wall clock measures the other jobs too, the CPU
+seconds much less so), the process's wall time (Python, JAX and NumPyro imports included), and what JAX compiled:
+programs compiled or read from the cache (``backend_compile`` events, all and distinct function names), cache hits,
+and seconds spent tracing, lowering and compiling (or reading from the cache). ``--cache off`` runs the same processes with the cache turned off
 (each is then a cold fit).
 
     .venv/bin/python benchmarks/compile_cache.py --n 100000 1000000 [--results docs/results/compile_cache.json]
@@ -29,7 +30,7 @@ from pathlib import Path
 
 PROCESS_START = time.perf_counter()
 HERE = Path(__file__).resolve().parent
-COLUMNS = ["N", "cache", "fit s", "x cold", "process s", "CPU s", "conversion", "warm-up", "sampling", "check", "rest", "programs",
+COLUMNS = ["N", "cache", "fit s", "x cold", "process s", "CPU s", "CPU x cold", "conversion", "warm-up", "sampling", "check", "rest", "programs",
            "distinct", "cache hits", "trace s", "lower s", "compile s", "phases"]
 EVENTS = {"/jax/core/compile/jaxpr_trace_duration": "trace", "/jax/core/compile/jaxpr_to_mlir_module_duration": "lower",
           "/jax/core/compile/backend_compile_duration": "compile"}
@@ -85,10 +86,11 @@ def run_child(n: int, draws: int, chains: int, cache: str) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def row(n: int, label: str, r: dict, cold: float) -> list[str]:
-    """One table row."""
+def row(n: int, label: str, r: dict, cold: dict) -> list[str]:
+    """One table row (``cold``: the cold fit of the same N)."""
     phases = ", ".join(f"{k} {v:.1f}" for k, v in r["phases"].items())
-    return [f"{n:.0e}", label, f"{r['fit']:.1f}", f"{r['fit'] / cold:.2f}", f"{r['process']:.1f}", f"{r['cpu']:.1f}",
+    return [f"{n:.0e}", label, f"{r['fit']:.1f}", f"{r['fit'] / cold['fit']:.2f}", f"{r['process']:.1f}", f"{r['cpu']:.1f}",
+            f"{r['cpu'] / cold['cpu']:.2f}",
             f"{r['conversion']:.1f}", f"{r['warmup']:.1f}", f"{r['sampling']:.1f}", f"{r['check']:.1f}", f"{r['rest']:.1f}", str(r["programs"]), str(r["distinct"]),
             str(r["cache_hits"]), f"{r['trace']:.1f}", f"{r['lower']:.1f}", f"{r['compile']:.1f}", phases]
 
@@ -117,22 +119,24 @@ def main() -> None:
             cache = tmp if args.cache == "on" else "off"
             cold = run_child(n, args.draws, args.chains, cache)
             runs[f"{n}.cold"] = cold
-            rows.append(row(n, "cold" if args.cache == "on" else "off", cold, cold["fit"]))
+            rows.append(row(n, "cold" if args.cache == "on" else "off", cold, cold))
             print(" | ".join(rows[-1]), flush=True)
             for i in range(args.warm):
                 warm = run_child(n, args.draws, args.chains, cache)
                 runs[f"{n}.warm{i}"] = warm
-                rows.append(row(n, f"warm {i + 1}" if args.cache == "on" else "off", warm, cold["fit"]))
+                rows.append(row(n, f"warm {i + 1}" if args.cache == "on" else "off", warm, cold))
                 print(" | ".join(rows[-1]), flush=True)
-            best = min(runs[f"{n}.warm{i}"]["fit"] for i in range(args.warm)) if args.warm else float("nan")
-            values[f"{args.name}.{n}.cold_s"] = f"{cold['fit']:.1f}"
-            values[f"{args.name}.{n}.warm_s"] = f"{best:.1f}"
-            values[f"{args.name}.{n}.warm_over_cold"] = f"{best / cold['fit']:.2f}"
+            warms = [runs[f"{n}.warm{i}"] for i in range(args.warm)]
+            best = min(warms, key=lambda r: r["fit"]) if warms else {"fit": float("nan"), "cpu": float("nan")}
+            for key, field in (("", "fit"), ("cpu_", "cpu")):
+                values[f"{args.name}.{n}.cold_{key}s"] = f"{cold[field]:.1f}"
+                values[f"{args.name}.{n}.warm_{key}s"] = f"{best[field]:.1f}"
+                values[f"{args.name}.{n}.{key}warm_over_cold"] = f"{best[field] / cold[field]:.2f}"
             values[f"{args.name}.{n}.programs"] = str(cold["programs"])
             values[f"{args.name}.{n}.distinct"] = str(cold["distinct"])
     print(f"load average at end {os.getloadavg()}")
     save(args.results, args.name, config=args, tables={args.name: table(COLUMNS, rows)}, values=values,
-         extra={"runs": runs, "load_average_end": os.getloadavg()})
+         extra={"fits": runs, "load_average_end": os.getloadavg()})
 
 
 if __name__ == "__main__":

@@ -220,8 +220,8 @@ def _run_pieces(run_block, states: ChainState, draws: DrawBuffers | None, num_sa
     while at < len(block_temps):
         start = time.perf_counter()
         piece_temps = block_temps[at : at + length]
-        steps = jnp.arange(done + at, done + at + len(piece_temps), dtype=jnp.int32)
-        new_states, pos, recs = run_block(states, steps, jnp.asarray(piece_temps, jnp.float32))
+        steps = np.arange(done + at, done + at + len(piece_temps), dtype=np.int32)  # numpy: no eager op to compile
+        new_states, pos, recs = run_block(states, steps, np.asarray(piece_temps, np.float32))
         recs = to_host(recs)
         nonfinite = np.asarray(recs.pop("nonfinite"))
         if nonfinite.any():
