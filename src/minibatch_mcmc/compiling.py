@@ -47,8 +47,8 @@ CACHE_ENV = "MINIBATCH_MCMC_COMPILATION_CACHE"
 CACHE_OFF = frozenset({"off", "0", "false", "no", "none"})
 """Values of ``CACHE_ENV`` that turn the cache off (any case)."""
 CACHE_MIN_COMPILE_SECONDS = 0.0
-"""Shortest compilation written to the cache (JAX's default, 1 s, keeps none of a fit's programs on the CPU: most
-compile in 0.05-0.8 s); set only where JAX's setting is at its default."""
+"""Shortest compilation written to the cache: JAX's default, 1 s, would leave out all but the largest of a fit's
+programs on the CPU (of a first fit's ~70, most are small eager operations); set only where JAX's is at its default."""
 
 
 def cache_directory(environ: Mapping[str, str] = os.environ) -> Path | None:
