@@ -7,14 +7,23 @@ whose total work is small finishes sooner that way. ``compile_options(work, limi
 CPU function of at most ``limit`` work (in the caller's unit), XLA's defaults otherwise; each caller's limit is
 below the break-even ``benchmarks/compile_level.py`` measured for that kind of function.
 
+The persistent compilation cache: ``use_compilation_cache()``, called by the entry points (``from_numpyro``,
+``warmup``, ``auto_sample``, ``sample``, ``MinibatchMH``) before they compile anything, points JAX's on-disk cache
+(``jax_compilation_cache_dir``) at ``cache_directory()`` so a new process reads the programs an earlier one compiled
+instead of compiling them again. It sets nothing where the user configured a directory in JAX (or turned JAX's cache
+off), nor with ``MINIBATCH_MCMC_COMPILATION_CACHE=off``; importing the package sets nothing.
+
 This module imports nothing from the package, so every layer may use it.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import os
+from pathlib import Path
+from typing import Any, Mapping
 
 import jax
+import platformdirs
 
 FAST_COMPILE = {"xla_backend_optimization_level": 0}
 """XLA's options for fast compilation: the CPU backend's LLVM optimisation off."""
@@ -30,3 +39,43 @@ the NumPyro start) that compiles fast (measured break-even of the Adam search: a
 def compile_options(work: float, limit: float) -> dict[str, Any] | None:
     """``FAST_COMPILE`` on the CPU backend for a function of at most ``limit`` work, else None (XLA's defaults)."""
     return dict(FAST_COMPILE) if work <= limit and jax.default_backend() == "cpu" else None
+
+
+CACHE_ENV = "MINIBATCH_MCMC_COMPILATION_CACHE"
+"""Environment variable choosing the persistent compilation cache's directory, or ``off`` (also ``0``, ``false``, ``no``,
+``none``) for no cache."""
+CACHE_OFF = frozenset({"off", "0", "false", "no", "none"})
+"""Values of ``CACHE_ENV`` that turn the cache off (any case)."""
+CACHE_MIN_COMPILE_SECONDS = 0.0
+"""Shortest compilation written to the cache: JAX's default, 1 s, would leave out all but the largest of a fit's
+programs on the CPU (of a first fit's ~70, most are small eager operations); set only where JAX's is at its default."""
+
+
+def cache_directory(environ: Mapping[str, str] = os.environ) -> Path | None:
+    """The persistent cache's directory: ``CACHE_ENV``'s path, None where it says ``off``, else the user's cache
+    directory's ``minibatch-mcmc/jax`` (``$XDG_CACHE_HOME`` or ``~/.cache`` on Linux, as ``platformdirs`` gives it)."""
+    value = environ.get(CACHE_ENV, "").strip()
+    if value.lower() in CACHE_OFF:
+        return None
+    if value:
+        return Path(value).expanduser()
+    return Path(platformdirs.user_cache_dir("minibatch-mcmc", appauthor=False)) / "jax"
+
+
+def use_compilation_cache(environ: Mapping[str, str] = os.environ) -> str | None:
+    """Point JAX's persistent compilation cache at ``cache_directory()`` unless the user set a directory in JAX, turned
+    JAX's cache off, or set ``CACHE_ENV=off``; the directory JAX caches in (None: no cache). Safe to call often."""
+    config = jax.config
+    if config.jax_compilation_cache_dir or not config.jax_enable_compilation_cache:
+        return config.jax_compilation_cache_dir if config.jax_enable_compilation_cache else None
+    directory = cache_directory(environ)
+    if directory is None:
+        return None
+    try:
+        directory.mkdir(parents=True, exist_ok=True, mode=0o700)  # a cache is trusted code: the user's own
+    except OSError:
+        return None  # no writable cache directory (read-only home): compile as without a cache
+    config.update("jax_compilation_cache_dir", str(directory))
+    if config.jax_persistent_cache_min_compile_time_secs == 1.0 and "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS" not in environ:
+        config.update("jax_persistent_cache_min_compile_time_secs", CACHE_MIN_COMPILE_SECONDS)
+    return str(directory)

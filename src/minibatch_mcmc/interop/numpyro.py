@@ -32,6 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
 
+from minibatch_mcmc.compiling import use_compilation_cache
 from minibatch_mcmc.interop.numpyro_sites import Layout, import_numpyro, read_layout, row_frame, warn_row_deterministic
 from minibatch_mcmc.interop.numpyro_start import start_and_checks
 from minibatch_mcmc.models.base import Model
@@ -288,6 +289,7 @@ def from_numpyro(model_fn: Callable, *args: Any, **kwargs: Any) -> NumPyroModel:
     Returns:
         The ``NumPyroModel``: ``.model``, ``.data`` and ``.init`` are ``auto_sample``'s first three arguments.
     """
+    use_compilation_cache()  # before anything compiles: a new process reads what an earlier one compiled
     with PhaseClock("convert", 1) as clock:
         converted = convert(model_fn, args, kwargs)
     n = converted.layout.n

@@ -15,6 +15,7 @@ import numpy as np
 from minibatch_mcmc.acceptance.base import AcceptanceTest
 from minibatch_mcmc.acceptance.registry import contract
 from minibatch_mcmc.checks import check_bool, check_int
+from minibatch_mcmc.compiling import use_compilation_cache
 from minibatch_mcmc.control_variates.base import Estimator
 from minibatch_mcmc.data.arrays import DataSource, RowsExcept, as_data_source, is_host_data, take
 from minibatch_mcmc.data.host import DataChangedError, host_read_errors
@@ -219,8 +220,8 @@ def _run_pieces(run_block, states: ChainState, draws: DrawBuffers | None, num_sa
     while at < len(block_temps):
         start = time.perf_counter()
         piece_temps = block_temps[at : at + length]
-        steps = jnp.arange(done + at, done + at + len(piece_temps), dtype=jnp.int32)
-        new_states, pos, recs = run_block(states, steps, jnp.asarray(piece_temps, jnp.float32))
+        steps = np.arange(done + at, done + at + len(piece_temps), dtype=np.int32)  # numpy: no eager op to compile
+        new_states, pos, recs = run_block(states, steps, np.asarray(piece_temps, np.float32))
         recs = to_host(recs)
         nonfinite = np.asarray(recs.pop("nonfinite"))
         if nonfinite.any():
@@ -349,6 +350,7 @@ def sample(
     Returns:
         The ``SampleResult``: draws with leading axes ``(chain, draw)``, the per-step records and the run's metadata.
     """
+    use_compilation_cache()  # before anything compiles: a new process reads what an earlier one compiled
     num_samples, num_chains, block_size = _check_args(
         num_samples, num_chains, block_size, resume, checkpoint_dir, devices, data_sharding
     )

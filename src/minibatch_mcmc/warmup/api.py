@@ -25,7 +25,7 @@ from minibatch_mcmc.acceptance.base import AcceptanceTest
 from minibatch_mcmc.acceptance.exact import MetropolisTest
 from minibatch_mcmc.acceptance.registry import contract, named_test
 from minibatch_mcmc.checks import check_bool, check_choice, check_int, check_positive
-from minibatch_mcmc.compiling import RUN_WORK, compile_options
+from minibatch_mcmc.compiling import RUN_WORK, compile_options, use_compilation_cache
 from minibatch_mcmc.control_variates import Proxy
 from minibatch_mcmc.control_variates.influence import Influence
 from minibatch_mcmc.warmup.laplace_moves import (DEFAULT_PROPOSAL, GLOBAL, KINDS, TARGET_ACCEPT, default_kind, proposal_for,
@@ -205,6 +205,7 @@ def warmup(
     Returns:
         The ``Warmup``: centre, covariance, proxy, tuned proposal, test, estimator and each phase's cost.
     """
+    use_compilation_cache()  # before anything compiles: a new process reads what an earlier one compiled
     s = merged_settings(settings, **knobs)
     kind = None if proposal is None else check_choice(proposal, "proposal", PROPOSALS)
     temperature = check_positive(temperature, "temperature")
@@ -347,6 +348,7 @@ def auto_sample(
         holds every phase's rows and seconds, with ``sampling``'s and ``check``'s: ``fit_cost`` tables them; its
         ``proxy_check`` the check after sampling).
     """
+    use_compilation_cache()  # before anything compiles: a new process reads what an earlier one compiled
     check_int(check_draws, "check_draws", 0)
     k_warm, k_start, k_run = jax.random.split(as_key(key), 3)
     options = dict(test=test, proposal=proposal, order=order, temperature=temperature, recentre=recentre, num_starts=num_starts,

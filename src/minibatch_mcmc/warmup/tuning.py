@@ -58,7 +58,7 @@ def laplace_starts(centre: PyTree, covariance: np.ndarray, modes: tuple, num_cha
         chosen = [modes[c % len(modes)] for c in range(num_chains)]
         draws = np.stack([np.asarray(ravel_pytree(m.theta)[0], np.float64) + spread * np.linalg.cholesky(m.covariance) @ zc
                           for m, zc in zip(chosen, z)])
-    return jax.jit(jax.vmap(unravel))(jnp.asarray(draws, flat.dtype))
+    return jax.jit(jax.vmap(unravel))(np.asarray(draws, flat.dtype))  # numpy: no eager conversion to compile
 
 
 def tune(ctx: WarmupContext, make: Callable[[Any], Proposal], start: PyTree, key: jax.Array, target: float, kind: str,
