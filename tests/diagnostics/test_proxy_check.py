@@ -124,7 +124,7 @@ def test_auto_sample_runs_flagged_and_not():
         runs[stratum] = (w.proxy_check, [str(c.message) for c in caught if "moved the posterior" in str(c.message)], res)
     (off, off_warned, res), (on, on_warned, _) = runs[False], runs[True]
     assert not off.normal_ok and off.acceptance_error > 0.1 and off.ok == (not off_warned), off
-    post, (ma, sa) = off.posterior, posterior_a()
+    post, (_, sa) = off.posterior, posterior_a()
     a = np.asarray(res.kernel_positions)[:, 500:, 0].ravel()
     true_sd = sa / a.std() - 1.0
     assert abs(post.sd_error[0] - true_sd) < 3 * np.hypot(post.sd_se[0], 0.03), (post, true_sd)
