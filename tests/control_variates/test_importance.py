@@ -222,3 +222,19 @@ def test_glm_bound_weights_stream_the_row_weights():
     np.testing.assert_allclose(w, np.asarray(proxy.row_weights(data), np.float64), rtol=1e-6)
     copies = copies_for(w)
     assert set(np.argsort(-copies)[:5]) == {3, 400, 999, 1500, 1998} and copies.min() == 1
+
+
+def test_proxy_check_counts_the_stratum_under_importance_weights():
+    """The post-sampling check's ``stratum_rows`` is ``N`` less the distinct rows the minibatch draws from: 3 for a
+    3-row stratum under importance weights, 0 without a stratum. Taking ``N - M`` (``M``, the repeated population's size,
+    exceeds ``N``) gave a negative count and said no stratum was there."""
+    from minibatch_mcmc.diagnostics.proxy_check import check_proxy
+
+    model, data, idx, proxy, centre, factor = _case(15)
+    draws = jnp.asarray(centre, jnp.float32) + 0.01 * jax.random.normal(jax.random.key(4), (2, 20, 2))
+    for base, rows in ((stratify(model, data, proxy, idx[:3]), 3), (proxy, 0)):
+        weights = probe_weights(model, base, data, jnp.asarray(centre, jnp.float32), factor, jax.random.key(0)).weights
+        est = importance_sample(base, data, weights, budget=2)
+        assert isinstance(est, ImportanceProxy) and est.population_size(15) > 15 - rows
+        out = check_proxy(model, data, est, proxy.centre, draws, num_draws=10, warn=False)
+        assert out.stratum_rows == rows and out.stratum == (rows > 0), out

@@ -53,6 +53,7 @@ from jax.flatten_util import ravel_pytree
 from minibatch_mcmc.acceptance.base import AcceptanceTest
 from minibatch_mcmc.checks import check_int
 from minibatch_mcmc.control_variates.base import Estimator
+from minibatch_mcmc.control_variates.importance import ImportanceProxy
 from minibatch_mcmc.control_variates.influence import sampled_rows, without_rounding
 from minibatch_mcmc.data.arrays import as_data_source, slice_rows, take
 from minibatch_mcmc.data.passes import same_size_chunks
@@ -266,6 +267,13 @@ def sample_sd(total: np.ndarray, n_pop: int, read: int) -> np.ndarray:
     return n_pop * np.sqrt(np.maximum(square - mean * mean, 0.0) / read * (1.0 - read / n_pop))
 
 
+def distinct_rows(estimator: Estimator, n_data: int) -> int:
+    """The distinct rows a minibatch draws from: ``N`` less the exact stratum (an importance-sampled population
+    repeats its rows, so its size ``M`` is not that count: its inner estimator's population is)."""
+    base = estimator.inner if isinstance(estimator, ImportanceProxy) else estimator
+    return base.population_size(n_data)
+
+
 def check_proxy(
     model: Model,
     data: Any,
@@ -306,8 +314,8 @@ def check_proxy(
     k_hat = pareto_k(lw)
     out = ProxyCheck(k_hat, pareto_threshold(count), count, float(np.std(lw)), float(np.ptp(lw)), count * read, 0.0,
                      rows_read=read, log_ratio_mc_sd=float(np.median(sample_sd(total, n_pop, read))) / temperature,
-                     population=n_pop, stratum=bool(n_pop < source.n if stratum is None else stratum),
-                     stratum_rows=source.n - n_pop)
+                     population=n_pop, stratum=bool(distinct_rows(estimator, source.n) < source.n if stratum is None else stratum),
+                     stratum_rows=source.n - distinct_rows(estimator, source.n))
     m = median_record(records, "batch_size")
     if np.isfinite(m) and round(m) < n_pop:
         shape = minibatch_shape(total[:, 1:5], n_pop, int(round(m)), temperature, rule)
