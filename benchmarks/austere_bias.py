@@ -33,7 +33,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from minibatch_mcmc.acceptance import AccuracyWarning, MetropolisTest, austere_mh, austere_mh_for_error, mh_minibatch, mh_sublhd
+from minibatch_mcmc.acceptance import (
+    AccuracyWarning,
+    MetropolisTest,
+    austere_mh,
+    austere_mh_for_error,
+    mh_minibatch,
+    mh_sublhd,
+)
 from minibatch_mcmc.acceptance.austere_design import worst_case_error
 from minibatch_mcmc.models.base import Model
 from minibatch_mcmc.proposals import random_walk

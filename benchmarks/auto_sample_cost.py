@@ -25,7 +25,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-
 from bench_results import add_results_option, save, table
 
 RUNS = ["proposal", "repeat", "variant", "total s", "warm-up s", "tuning s", "tuning compile s", "sampling s", "compile s",

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 import repository  # noqa: F401  (the repository root on sys.path, for reproductions/)
+
 from reproductions.results import jsonable, results_payload, save_results, table
 
 __all__ = ["add_results_option", "command", "save", "table"]

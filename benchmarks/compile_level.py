@@ -34,19 +34,18 @@ import time
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.flatten_util import ravel_pytree
-
 from bench_results import add_results_option, save, table
 from first_fit import MODELS, make_data
+from jax.flatten_util import ravel_pytree
+
 from minibatch_mcmc.compiling import FAST_COMPILE, ONE_OFF_WORK, RUN_WORK
 from minibatch_mcmc.data.arrays import as_data_source
 from minibatch_mcmc.interop import from_numpyro
 from minibatch_mcmc.models import logistic_regression, make_logistic_data
-from minibatch_mcmc.warmup import lean
-from minibatch_mcmc.warmup.multistart import adam_ends
 from minibatch_mcmc.samplers import build_kernel
 from minibatch_mcmc.samplers.scaled_runner import make_scaled_runner
-from minibatch_mcmc.warmup import warmup
+from minibatch_mcmc.warmup import lean, warmup
+from minibatch_mcmc.warmup.multistart import adam_ends
 
 COLUMNS = ["model", "d", "chains", "compile default s", "compile fast s", "us/chain-step default", "us/chain-step fast",
            "break-even chain-steps", "break-even x d"]

@@ -15,9 +15,8 @@ import argparse
 import sys
 
 import numpy as np
-from scipy import special, stats
-
 from bench_results import add_results_option, save, table
+from scipy import special, stats
 
 from minibatch_mcmc.acceptance.correction import shipped_tables
 

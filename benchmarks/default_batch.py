@@ -29,17 +29,17 @@ import warnings
 import jax
 import jax.numpy as jnp
 import numpy as np
+from bench_results import add_results_option, save, table
 from scipy.integrate import trapezoid
 from scipy.special import eval_hermitenorm
 
-from bench_results import add_results_option, save, table
 from minibatch_mcmc.acceptance import penalty_test
 from minibatch_mcmc.control_variates.proposals import cholesky_factor
 from minibatch_mcmc.data.arrays import as_data_source
-from minibatch_mcmc.warmup.batch_choice import choose_batch_size
 from minibatch_mcmc.diagnostics.normality import Z_GRID
 from minibatch_mcmc.models import logistic_regression, make_logistic_data
 from minibatch_mcmc.warmup import auto_sample
+from minibatch_mcmc.warmup.batch_choice import choose_batch_size
 
 D = 10
 COLUMNS = ["N", "minibatch", "m", "rows/test", "tests grown", "estimate s.d. p99", "predicted bound", "check bound",

@@ -43,15 +43,21 @@ import arviz as az
 import jax
 import jax.numpy as jnp
 import numpy as np
-
 from bench_results import add_results_option, save, table
+from peer_runners import cv_kernel_block, timed_blocks
+
 from minibatch_mcmc.acceptance import MetropolisTest
 from minibatch_mcmc.control_variates import model_glm_proxy
-from minibatch_mcmc.models import logistic_log_lik, logistic_regression, make_glm_data, poisson_log_lik, poisson_regression
+from minibatch_mcmc.models import (
+    logistic_log_lik,
+    logistic_regression,
+    make_glm_data,
+    poisson_log_lik,
+    poisson_regression,
+)
 from minibatch_mcmc.proposals.scaled import scaled_random_walk
 from minibatch_mcmc.samplers import build_kernel
 from minibatch_mcmc.warmup import warmup
-from peer_runners import cv_kernel_block, timed_blocks
 
 PRIOR_SCALE = 10.0
 KAPPA = 1.5

@@ -19,8 +19,8 @@ import time
 import jax
 import jax.numpy as jnp
 import numpy as np
-
 from bench_results import add_results_option, save, table
+
 from minibatch_mcmc.acceptance import mhss, scalable_mh, tunamh
 from minibatch_mcmc.control_variates.glm import logistic_proxy
 from minibatch_mcmc.models import logistic_regression, make_logistic_data

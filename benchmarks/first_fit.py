@@ -46,12 +46,12 @@ import jax.numpy as jnp
 import numpy as np
 import numpyro
 import numpyro.distributions as dist
+from bench_results import add_results_option, save, table
 from numpyro.infer import HMCECS, MCMC, NUTS, SVI, Trace_ELBO
 from numpyro.infer.autoguide import AutoDelta
 
-from bench_results import add_results_option, save, table
-from minibatch_mcmc.interop import from_numpyro
 from minibatch_mcmc.acceptance.registry import TESTS
+from minibatch_mcmc.interop import from_numpyro
 from minibatch_mcmc.warmup import DEFAULT_TEST, auto_sample
 
 COLUMNS = ["N", "model", "method", "seconds", "min ESS", "ESS/s", "x NUTS", "min ESS sq", "x NUTS sq", "max |mean err|/sd",

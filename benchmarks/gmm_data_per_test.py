@@ -22,15 +22,15 @@ import time
 import jax
 import jax.numpy as jnp
 import numpy as np
+import repository  # noqa: F401  (the repository root on sys.path, for reproductions/)
 
 from minibatch_mcmc.acceptance import BarkerTest, mh_minibatch
 from minibatch_mcmc.acceptance.correction import correction_error, largest_sigma_with_error
-import repository  # noqa: F401  (the repository root on sys.path, for reproductions/)
-from reproductions.gmm import GMMConfig, exact_grid, make_data, sample_quality
-from reproductions.results import results_payload, table, write_results
 from minibatch_mcmc.models import gaussian_mixture
 from minibatch_mcmc.proposals import random_walk
 from minibatch_mcmc.samplers import sample
+from reproductions.gmm import GMMConfig, exact_grid, make_data, sample_quality
+from reproductions.results import results_payload, table, write_results
 
 PAPER_MEAN, PAPER_SD = 182.3, 11.4
 

@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import argparse
 import platform
-from pathlib import Path
 import time
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
-
 from bench_results import add_results_option, save, table
+
 from minibatch_mcmc.acceptance import mh_minibatch
 from minibatch_mcmc.models import logistic_regression, make_logistic_data
 from minibatch_mcmc.proposals import random_walk

@@ -38,8 +38,8 @@ import arviz as az
 import jax
 import jax.numpy as jnp
 import numpy as np
-
 from bench_results import add_results_option, save, table
+
 from minibatch_mcmc.control_variates.importance import ImportanceProxy, importance_sample, probe_weights
 from minibatch_mcmc.models import GLMSpec, Model, logistic_regression, poisson_regression, student_t_regression
 from minibatch_mcmc.models.logistic import logistic_log_lik

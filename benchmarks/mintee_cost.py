@@ -25,11 +25,11 @@ from pathlib import Path
 
 import jax
 import jax.numpy as jnp
-
 import repository  # noqa: F401  (the repository root on sys.path, for reproductions/)
-from reproductions.results import results_payload, save_results, table
+
 from minibatch_mcmc.models.tied_mixture import make_tied_mixture_data, tied_mixture, tied_mixture_truth
 from minibatch_mcmc.samplers.mintee import MINTEEConfig, full_data_energy, mintee
+from reproductions.results import results_payload, save_results, table
 
 
 def main() -> None:

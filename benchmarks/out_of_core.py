@@ -44,8 +44,8 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import numpy as np
-
 from bench_results import add_results_option, save, table
+
 from minibatch_mcmc.acceptance import mh_minibatch
 from minibatch_mcmc.data import open_npy, open_parquet, prefetch
 from minibatch_mcmc.data.generate import write_npy, write_parquet

@@ -68,16 +68,36 @@ import arviz as az
 import jax
 import jax.numpy as jnp
 import numpy as np
-
 from bench_results import add_results_option, save
+from peer_runners import (
+    RunTrace,
+    Skipped,
+    centred_logdensity,
+    run_cv_mala,
+    run_cv_rw,
+    run_mhss2,
+    run_nuts,
+    run_smh2,
+    timed_blocks,
+)
+from peers_report import (
+    COLUMNS,
+    RATIO_COLUMNS,
+    environment,
+    prefixed_results,
+    previous_results,
+    print_table,
+    ratio_rows,
+    row_figures,
+    skipped_figures,
+    table_row,
+    write_results,
+)
+
 from minibatch_mcmc.acceptance import mh_minibatch
 from minibatch_mcmc.models import logistic_log_lik, logistic_regression, make_logistic_data
 from minibatch_mcmc.proposals import random_walk
 from minibatch_mcmc.samplers import build_kernel
-from peer_runners import (RunTrace, Skipped, centred_logdensity, run_cv_mala, run_cv_rw, run_mhss2, run_nuts, run_smh2,
-                          timed_blocks)
-from peers_report import (COLUMNS, RATIO_COLUMNS, environment, prefixed_results, previous_results, print_table, ratio_rows,
-                          row_figures, skipped_figures, table_row, write_results)
 
 D = 50
 PRIOR_SCALE = 1.0

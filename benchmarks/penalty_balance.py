@@ -21,9 +21,9 @@ import argparse
 
 import jax.numpy as jnp
 import numpy as np
+from bench_results import add_results_option, save, table
 from scipy import stats
 
-from bench_results import add_results_option, save, table
 from minibatch_mcmc.acceptance.penalty import penalty
 
 M = 50

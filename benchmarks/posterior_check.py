@@ -22,8 +22,8 @@ from pathlib import Path
 
 import jax.numpy as jnp
 import numpy as np
-
 from bench_results import add_results_option, save, table
+
 from minibatch_mcmc.acceptance import naive_minibatch
 from minibatch_mcmc.acceptance.exact import MetropolisTest
 from minibatch_mcmc.diagnostics.posterior_error import check_posterior

@@ -20,8 +20,8 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import numpy as np
-
 from bench_results import add_results_option, save, table
+
 from minibatch_mcmc.acceptance import mh_minibatch
 from minibatch_mcmc.models import logistic_regression, make_logistic_data
 from minibatch_mcmc.warmup import auto_sample

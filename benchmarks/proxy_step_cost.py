@@ -24,9 +24,9 @@ import platform
 import jax
 import jax.numpy as jnp
 import numpy as np
-
 from bench_results import add_results_option, save, table
 from step_cost import interleaved_times
+
 from minibatch_mcmc.acceptance import mh_minibatch
 from minibatch_mcmc.control_variates import proxy_hmc, proxy_independence, proxy_laplace, taylor_proxy
 from minibatch_mcmc.data.indexing import chunk_indices

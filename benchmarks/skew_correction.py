@@ -26,18 +26,17 @@ import time
 import jax
 import jax.numpy as jnp
 import numpy as np
+import repository  # noqa: F401  (the repository root on sys.path, for reproductions/)
 from scipy.special import expit, ndtr
 
 from minibatch_mcmc.acceptance import Statistics, mh_minibatch, mh_minibatch_skew
 from minibatch_mcmc.acceptance.correction import load_correction, load_skew_correction
-from minibatch_mcmc.acceptance.mhminibatch import minibatch_stats, random_inputs
-from minibatch_mcmc.acceptance.mhminibatch import read_minibatch
+from minibatch_mcmc.acceptance.mhminibatch import minibatch_stats, random_inputs, read_minibatch
 from minibatch_mcmc.acceptance.mhminibatch_skew import skew_kappa
 from minibatch_mcmc.data.indexing import chunk_indices
-import repository  # noqa: F401  (the repository root on sys.path, for reproductions/)
+from minibatch_mcmc.models.l1_regression import L1DataSettings, L1RegressionSettings, l1_regression, make_l1_data
 from reproductions.sgld_l1 import SGLDL1Config
 from reproductions.sgld_l1_probe import PROBE_PAIRS
-from minibatch_mcmc.models.l1_regression import L1DataSettings, L1RegressionSettings, l1_regression, make_l1_data
 
 BATCHES = (50, 100, 200, 400)
 DELTAS = (-3.0, -2.0, -1.0, -0.5, 0.0, 0.5, 1.0, 2.0, 3.0)

@@ -29,8 +29,8 @@ import arviz as az
 import jax
 import jax.numpy as jnp
 import numpy as np
-
 from bench_results import add_results_option, save, table
+
 from minibatch_mcmc.acceptance import mh_minibatch
 from minibatch_mcmc.control_variates import taylor_proxy
 from minibatch_mcmc.diagnostics.proxy_check import check_proxy

@@ -31,13 +31,19 @@ import numpy as np
 
 from minibatch_mcmc.acceptance.mint import mint
 from minibatch_mcmc.checks import check_int, check_positive
+from minibatch_mcmc.models.mlp import bayesian_mlp, check_classification_data, error_rate, init_mlp, predict_proba
+from minibatch_mcmc.samplers.cmint import (
+    cmint,
+    cmint_schedule,
+    ensemble_predict_proba,
+    make_epoch_runner,
+    run_langevin_epochs,
+)
 from reproductions.bnn_data import DATASETS, load_data
 from reproductions.cmint_bnn_report import format_table, plot_test_error, results_tables
 from reproductions.nn_baselines import make_sgd_epoch, make_sgld_epoch, sgd_optimizer, weights_mask
 from reproductions.options import experiment_parser, run_dir, split_list, with_given, with_presets, written
 from reproductions.results import command_line, results_payload, write_results
-from minibatch_mcmc.models.mlp import bayesian_mlp, check_classification_data, error_rate, init_mlp, predict_proba
-from minibatch_mcmc.samplers.cmint import cmint, cmint_schedule, ensemble_predict_proba, make_epoch_runner, run_langevin_epochs
 
 PyTree = Any
 METHODS = ("sgd", "sgd-m", "sgld", "mint", "cmint")

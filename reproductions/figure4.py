@@ -31,6 +31,9 @@ from minibatch_mcmc.acceptance.austere import AustereMH, austere_mh
 from minibatch_mcmc.acceptance.base import Statistics, check_batch_fits
 from minibatch_mcmc.acceptance.exact import MetropolisTest
 from minibatch_mcmc.diagnostics.risk import RiskCurve, risk_curve
+from minibatch_mcmc.models import logistic_regression
+from minibatch_mcmc.proposals import random_walk
+from minibatch_mcmc.samplers.kernel import build_kernel
 from reproductions.figure4_results import (
     FIGURE5_EPSILONS,
     figure4_tables,
@@ -42,9 +45,6 @@ from reproductions.figure4_results import (
 from reproductions.options import experiment_parser, run_dir, written
 from reproductions.plots import pyplot, risk_lines, save_figure
 from reproductions.results import command_line, results_payload, write_results
-from minibatch_mcmc.models import logistic_regression
-from minibatch_mcmc.proposals import random_walk
-from minibatch_mcmc.samplers.kernel import build_kernel
 
 EPSILONS = (0.0, 0.01, 0.05, 0.1, 0.2)
 

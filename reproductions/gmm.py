@@ -12,10 +12,10 @@ import numpy as np
 
 from minibatch_mcmc.acceptance import BarkerTest, mh_minibatch
 from minibatch_mcmc.diagnostics import chi_squared, grid_posterior, poisson_log_likelihood
-from reproductions.plots import minibatch_size_histogram, pyplot, save_figure
 from minibatch_mcmc.models import gaussian_mixture, log_posterior_grid, make_mixture_data
 from minibatch_mcmc.proposals import random_walk
 from minibatch_mcmc.samplers import SampleResult, sample
+from reproductions.plots import minibatch_size_histogram, pyplot, save_figure
 
 
 class GMMConfig(NamedTuple):

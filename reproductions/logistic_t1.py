@@ -22,13 +22,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from minibatch_mcmc.acceptance import MetropolisTest, mh_minibatch
-from reproductions.options import experiment_parser, positive_int, run_dir, with_given, with_presets, written
-from reproductions.results import command_line, results_payload, save_results
-from reproductions.results import table as results_table
-from reproductions.plots import pyplot, save_figure
 from minibatch_mcmc.models import logistic_regression, make_logistic_data
 from minibatch_mcmc.samplers import SampleResult, sample
 from minibatch_mcmc.warmup import Warmup, auto_sample, dispersed_starts
+from reproductions.options import experiment_parser, positive_int, run_dir, with_given, with_presets, written
+from reproductions.plots import pyplot, save_figure
+from reproductions.results import command_line, results_payload, save_results
+from reproductions.results import table as results_table
 
 PREFIX = "t1_"
 """Prefix of every file this experiment writes (it shares ``runs/demo/`` with the mixture demo)."""

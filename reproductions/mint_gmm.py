@@ -18,12 +18,12 @@ import numpy as np
 
 from minibatch_mcmc.acceptance import mint, no_test
 from minibatch_mcmc.diagnostics import chi_squared, grid_posterior
-from reproductions.options import experiment_parser, positive_float, positive_int, run_dir, with_given, with_presets
-from reproductions.plots import pyplot, save_figure
-from reproductions.results import command_line, results_payload, table, write_results
 from minibatch_mcmc.models import MixtureSettings, gaussian_mixture, log_posterior_grid, make_mixture_data
 from minibatch_mcmc.proposals import langevin, random_walk
 from minibatch_mcmc.samplers import sample
+from reproductions.options import experiment_parser, positive_float, positive_int, run_dir, with_given, with_presets
+from reproductions.plots import pyplot, save_figure
+from reproductions.results import command_line, results_payload, table, write_results
 
 MODES = ((0.0, 1.0), (1.0, -1.0))
 """The two modes of the paper: the data-generating ``theta`` and its mirror image."""

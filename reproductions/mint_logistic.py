@@ -22,13 +22,13 @@ import numpy as np
 from scipy import stats as sps
 
 from minibatch_mcmc.acceptance import MetropolisTest, mint
-from reproductions.options import experiment_parser, positive_int, run_dir
-from reproductions.plots import pyplot, save_figure
-from reproductions.results import command_line, results_payload, table, write_results
-from reproductions.reproduce_logistic import DATASETS, accuracy_curve, load_dataset
 from minibatch_mcmc.models import logistic_log_lik, logistic_regression
 from minibatch_mcmc.proposals import random_walk
 from minibatch_mcmc.samplers import SampleResult, sample
+from reproductions.options import experiment_parser, positive_int, run_dir
+from reproductions.plots import pyplot, save_figure
+from reproductions.reproduce_logistic import DATASETS, accuracy_curve, load_dataset
+from reproductions.results import command_line, results_payload, table, write_results
 
 
 class MintLogisticConfig(NamedTuple):

@@ -21,14 +21,14 @@ import jax.numpy as jnp
 import numpy as np
 
 from minibatch_mcmc.acceptance import MetropolisTest
-from reproductions.options import experiment_parser, positive_int, run_dir, with_given
-from reproductions.plots import pyplot, save_figure
-from reproductions.results import command_line, results_payload, table, write_results
-from reproductions.timed import wall_clock
 from minibatch_mcmc.models.tied_mixture import make_tied_mixture_data, nearest_mode, tied_mixture, tied_mixture_truth
 from minibatch_mcmc.proposals import langevin
 from minibatch_mcmc.samplers import sample
 from minibatch_mcmc.samplers.mintee import MINTEEConfig, MINTEEResult, full_data_energy, mintee
+from reproductions.options import experiment_parser, positive_int, run_dir, with_given
+from reproductions.plots import pyplot, save_figure
+from reproductions.results import command_line, results_payload, table, write_results
+from reproductions.timed import wall_clock
 
 DEFAULT_NAME = "mintee"
 PAPER_TABLE3 = (

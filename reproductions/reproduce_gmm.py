@@ -17,14 +17,14 @@ import numpy as np
 
 from minibatch_mcmc.acceptance import mh_minibatch
 from minibatch_mcmc.acceptance.austere import austere_mh
+from minibatch_mcmc.models import gaussian_mixture
+from minibatch_mcmc.proposals import random_walk
+from minibatch_mcmc.samplers import SampleResult, sample
 from reproductions.gmm import GMMConfig, exact_grid, make_data, plot_results, sample_quality
 from reproductions.options import experiment_parser, run_dir, written
 from reproductions.results import command_line, results_payload, table, write_results
 from reproductions.tables import markdown_head, mean_sd, plus_minus
 from reproductions.timed import wall_clock
-from minibatch_mcmc.models import gaussian_mixture
-from minibatch_mcmc.proposals import random_walk
-from minibatch_mcmc.samplers import SampleResult, sample
 
 PAPER_TABLE1 = {"MHminibatch": (182.3, 11.4), "AustereMH(c)": (13540.5, 1521.4), "MHSubLhd": (65758.9, 3222.6)}
 """Mean minibatch size +- s.d. over 10 trials (Seita et al. Table 1)."""

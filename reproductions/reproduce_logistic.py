@@ -22,6 +22,9 @@ import numpy as np
 from minibatch_mcmc.acceptance import MetropolisTest, mh_minibatch
 from minibatch_mcmc.acceptance.austere import austere_mh, austere_mh_adaptive, pilot_mu_std
 from minibatch_mcmc.acceptance.austere_design import design_adaptive, design_conservative, design_table
+from minibatch_mcmc.models import logistic_regression
+from minibatch_mcmc.proposals import random_walk
+from minibatch_mcmc.samplers import sample
 from reproductions.logistic_report import (
     PAPER_TABLE2,
     figure6_results,
@@ -35,9 +38,6 @@ from reproductions.plots import minibatch_size_histogram, pyplot, save_figure
 from reproductions.results import command_line, results_payload, write_results
 from reproductions.tables import markdown_head, mean_sd, plus_minus
 from reproductions.timed import wall_clock
-from minibatch_mcmc.models import logistic_regression
-from minibatch_mcmc.proposals import random_walk
-from minibatch_mcmc.samplers import sample
 
 DATASETS = ("fashion-13k", "fashion-100k", "mnist-5k", "digits", "synthetic")
 """The data sets :func:`load_dataset` knows (fashion-* need ``make data``)."""

@@ -9,9 +9,9 @@ from typing import Any, Callable, Iterator, NamedTuple, Sequence
 import numpy as np
 
 from minibatch_mcmc.acceptance import MetropolisTest
+from minibatch_mcmc.samplers import SampleResult, sample
 from reproductions.results import command_line, results_payload, table, write_results
 from reproductions.timed import TimedRun, timed_sample, wall_clock
-from minibatch_mcmc.samplers import SampleResult, sample
 
 
 def exact_reference(model, data, start, proposal, cfg: Any) -> SampleResult:

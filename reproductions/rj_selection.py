@@ -23,12 +23,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from minibatch_mcmc.diagnostics.risk import posterior_risk, risk_curve
-from reproductions.options import positive_float, positive_int, risk_vs_time_config, risk_vs_time_parser, run_dir
-from reproductions.plots import pyplot, risk_vs_time_figure, save_figure
-from reproductions import risk_vs_time
-from reproductions.timed import TimedRun, epsilon_tests
 from minibatch_mcmc.models.variable_selection import make_selection_data, selection_state, variable_selection
 from minibatch_mcmc.proposals.reversible_jump import BIRTH, DEATH, UPDATE, move_of, reversible_jump
+from reproductions import risk_vs_time
+from reproductions.options import positive_float, positive_int, risk_vs_time_config, risk_vs_time_parser, run_dir
+from reproductions.plots import pyplot, risk_vs_time_figure, save_figure
+from reproductions.timed import TimedRun, epsilon_tests
 
 
 class RJConfig(NamedTuple):

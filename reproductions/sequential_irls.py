@@ -13,17 +13,14 @@ Settings follow the paper: epsilon = 0.01, N0 = N_inc = N / 1000, SGD on one poi
 from __future__ import annotations
 
 import csv
-from pathlib import Path
 import time
+from pathlib import Path
 from typing import NamedTuple, Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from reproductions.options import experiment_parser, run_dir, split_list, written
-from reproductions.plots import pyplot, save_figure
-from reproductions.results import command_line, results_payload, table, write_results
 from minibatch_mcmc.optim import (
     IRLSProblem,
     SequentialIRLSConfig,
@@ -33,6 +30,9 @@ from minibatch_mcmc.optim import (
     run_irls,
     run_sgd,
 )
+from reproductions.options import experiment_parser, run_dir, split_list, written
+from reproductions.plots import pyplot, save_figure
+from reproductions.results import command_line, results_payload, table, write_results
 
 
 class ProblemSetup(NamedTuple):

@@ -26,10 +26,6 @@ import numpy as np
 
 from minibatch_mcmc.acceptance import MetropolisTest, austere_mh, mh_minibatch, no_test
 from minibatch_mcmc.checks import check_int
-from reproductions.options import experiment_parser, run_dir, with_given, written
-from reproductions.plots import pyplot, save_figure
-from reproductions.results import command_line, results_payload, table, write_results
-from reproductions.timed import wall_clock
 from minibatch_mcmc.models.l1_regression import (
     L1DataSettings,
     L1Posterior,
@@ -41,6 +37,10 @@ from minibatch_mcmc.models.l1_regression import (
 )
 from minibatch_mcmc.proposals import langevin
 from minibatch_mcmc.samplers import SampleResult, sample
+from reproductions.options import experiment_parser, run_dir, with_given, written
+from reproductions.plots import pyplot, save_figure
+from reproductions.results import command_line, results_payload, table, write_results
+from reproductions.timed import wall_clock
 
 PAPER_DATA_FRACTION = {"AustereMH eps=0.1": 0.142, "AustereMH eps=0.5": 0.05}
 """Average fraction of the data per test reported in Section 4.2.4."""

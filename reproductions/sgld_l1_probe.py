@@ -9,11 +9,10 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 
+from minibatch_mcmc.models.l1_regression import L1DataSettings, L1RegressionSettings, l1_regression, make_l1_data
 from reproductions.results import table
 from reproductions.sgld_l1 import SGLDL1Config, markdown, method_tests
 from reproductions.timed import wall_clock
-from minibatch_mcmc.models.l1_regression import L1DataSettings, L1RegressionSettings, l1_regression, make_l1_data
-
 
 PROBE_PAIRS = ((0.0005, 0.002), (0.005, 0.008), (0.01, 0.012), (0.02, 0.023), (0.015, 0.02))
 """Moves ``theta -> theta'`` (and their reverses) at which :func:`probe_acceptance` measures each test's acceptance."""

@@ -21,12 +21,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from minibatch_mcmc.diagnostics.risk import posterior_risk, risk_curve
-from reproductions.options import positive_float, positive_int, risk_vs_time_config, risk_vs_time_parser, run_dir
-from reproductions.plots import risk_vs_time_figure
-from reproductions import risk_vs_time
-from reproductions.timed import epsilon_tests
 from minibatch_mcmc.models.ica import amari_distance, ica, make_ica_data
 from minibatch_mcmc.proposals.stiefel import stiefel_random_walk
+from reproductions import risk_vs_time
+from reproductions.options import positive_float, positive_int, risk_vs_time_config, risk_vs_time_parser, run_dir
+from reproductions.plots import risk_vs_time_figure
+from reproductions.timed import epsilon_tests
 
 
 class ICAConfig(NamedTuple):

@@ -13,7 +13,6 @@ from minibatch_mcmc.acceptance import MetropolisTest, austere_mh, mh_minibatch
 from minibatch_mcmc.samplers.driver import make_block_runner
 from minibatch_mcmc.samplers.kernel import build_kernel
 
-
 Result = TypeVar("Result")
 
 

@@ -6,18 +6,18 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from draws_tolerance import mismatches
+from reference_cases import flat_draws
 
 from minibatch_mcmc import compiling
 from minibatch_mcmc.compiling import FAST_COMPILE, ONE_OFF_WORK, RUN_WORK, compile_options
-from minibatch_mcmc.models import logistic_regression, make_logistic_data
 from minibatch_mcmc.data.arrays import as_data_source
+from minibatch_mcmc.models import logistic_regression, make_logistic_data
 from minibatch_mcmc.samplers import driver, sample
 from minibatch_mcmc.samplers.scaled_runner import make_scaled_runner
 from minibatch_mcmc.warmup import auto_sample, warmup
 from minibatch_mcmc.warmup import tuning as warmup_tuning
 from minibatch_mcmc.warmup.context import WarmupContext
-from draws_tolerance import mismatches
-from reference_cases import flat_draws
 
 warmup_module = importlib.import_module("minibatch_mcmc.warmup.api")  # the module defining the warm-up (mm.warmup is the function)
 

@@ -17,11 +17,11 @@ computed here, never the library's own ``simulate_design``/``epsilon``:
 
 import numpy as np
 import pytest
+from helpers_ratio import austere_error_bound
+from reference_decisions import keys_for, ratio_population, run_decisions
 from scipy.special import expit
 
-from helpers_ratio import austere_error_bound
 from minibatch_mcmc.acceptance import BarkerTest, MetropolisTest, austere_mh, mh_sublhd, mint, naive_minibatch
-from reference_decisions import keys_for, ratio_population, run_decisions
 
 DRAWS = 20_000
 SKEWED = ["lognormal", "exponential", "t3"]

@@ -1,9 +1,9 @@
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers_ratio import acceptance_draws, austere_error_bound, exact_delta, population
 from scipy import stats
 
-from helpers_ratio import acceptance_draws, austere_error_bound, exact_delta, population
 from minibatch_mcmc.acceptance.austere import (
     austere_mh,
     austere_mh_adaptive,

@@ -23,8 +23,6 @@ import functools
 
 import numpy as np
 import pytest
-
-from minibatch_mcmc.acceptance import BarkerTest, MetropolisTest, austere_mh, mh_minibatch, mh_sublhd, mint, naive_minibatch
 from reference_decisions import (
     austere_reference,
     correction_draws,
@@ -36,6 +34,16 @@ from reference_decisions import (
     naive_reference,
     ratio_population,
     run_decisions,
+)
+
+from minibatch_mcmc.acceptance import (
+    BarkerTest,
+    MetropolisTest,
+    austere_mh,
+    mh_minibatch,
+    mh_sublhd,
+    mint,
+    naive_minibatch,
 )
 
 N = 2000

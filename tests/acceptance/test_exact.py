@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
+from helpers_ratio import acceptance_draws, exact_delta, population
 from scipy.special import expit
 
-from helpers_ratio import acceptance_draws, exact_delta, population
 from minibatch_mcmc.acceptance import BarkerTest, MetropolisTest
 
 DRAWS = 100_000

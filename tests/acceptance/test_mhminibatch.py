@@ -2,9 +2,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers_ratio import acceptance_draws, exact_delta, population
 from scipy.special import expit
 
-from helpers_ratio import acceptance_draws, exact_delta, population
 from minibatch_mcmc.acceptance import mh_minibatch
 from minibatch_mcmc.acceptance.base import Statistics
 from minibatch_mcmc.acceptance.correction import LOGISTIC_SD

@@ -14,7 +14,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-
 from helpers_bounds import extended_acceptance, logistic_residuals, logistic_setting, quadrature_posterior_check
 
 from minibatch_mcmc.acceptance import mhss, tunamh

@@ -5,8 +5,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-
 from helpers_ratio import acceptance_draws, exact_delta, population
+
 from minibatch_mcmc import random_walk, sample
 from minibatch_mcmc.acceptance import MHSubLhd, mh_sublhd
 from minibatch_mcmc.acceptance.base import Statistics

@@ -5,8 +5,8 @@ from itertools import combinations
 import jax.numpy as jnp
 import numpy as np
 import pytest
-
 from helpers_ratio import acceptance_draws
+
 from minibatch_mcmc import MetropolisTest, random_walk, sample
 from minibatch_mcmc.acceptance import mint, mint_temperature, resolve_mint
 from minibatch_mcmc.diagnostics import check_moments

@@ -1,8 +1,8 @@
 import jax.numpy as jnp
 import numpy as np
 import pytest
-
 from helpers_ratio import acceptance_draws, exact_delta, population
+
 from minibatch_mcmc import random_walk, sample
 from minibatch_mcmc.acceptance import naive_minibatch
 from minibatch_mcmc.diagnostics import check_moments

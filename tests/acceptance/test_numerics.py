@@ -7,7 +7,15 @@ import numpy as np
 import pytest
 
 from minibatch_mcmc import random_walk, sample
-from minibatch_mcmc.acceptance import BarkerTest, MetropolisTest, austere_mh, austere_mh_adaptive, mh_minibatch, mh_sublhd, naive_minibatch
+from minibatch_mcmc.acceptance import (
+    BarkerTest,
+    MetropolisTest,
+    austere_mh,
+    austere_mh_adaptive,
+    mh_minibatch,
+    mh_sublhd,
+    naive_minibatch,
+)
 from minibatch_mcmc.acceptance.austere import AustereDesign
 from minibatch_mcmc.acceptance.base import Statistics, uniform_from_bits
 from minibatch_mcmc.acceptance.mhsublhd import threshold_uniform

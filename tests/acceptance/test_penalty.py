@@ -8,9 +8,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from scipy import stats
-
 from helpers_glm import glm_data, glm_quadrature
+from scipy import stats
 
 from minibatch_mcmc.acceptance import penalty_test
 from minibatch_mcmc.acceptance.base import Statistics

@@ -11,7 +11,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-
 from helpers_bounds import logistic_residuals, logistic_setting, quadrature_posterior_check
 
 from minibatch_mcmc.acceptance.base import Statistics

@@ -6,7 +6,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-
 from helpers_glm import NU_T, SIGMA_T, f64, make_family_data, residual_reference
 
 from minibatch_mcmc.acceptance.base import Statistics

@@ -11,8 +11,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-
-from helpers_glm import NU_T, SIGMA_T, family_settings, make_family_data as make, residual_reference as reference
+from helpers_glm import NU_T, SIGMA_T, family_settings
+from helpers_glm import make_family_data as make
+from helpers_glm import residual_reference as reference
 
 from minibatch_mcmc.control_variates.glm import glm_proxy, model_glm_proxy
 from minibatch_mcmc.models import gaussian_mean, poisson_regression

@@ -13,7 +13,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-
 from helpers_cauchy import PRIOR_SCALE, cauchy_rows_data, cauchy_rows_model, mode_and_factor
 
 from minibatch_mcmc.acceptance import penalty_test

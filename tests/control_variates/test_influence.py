@@ -7,12 +7,17 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-
 from helpers_cauchy import cauchy_rows_data, cauchy_rows_model, mode_and_factor
 from helpers_glm import glm_data, glm_quadrature
 
 from minibatch_mcmc.control_variates import taylor_proxy
-from minibatch_mcmc.control_variates.influence import blind_errors, influential_rows, permutation_fast, permutation_optimised, permuted_rows
+from minibatch_mcmc.control_variates.influence import (
+    blind_errors,
+    influential_rows,
+    permutation_fast,
+    permutation_optimised,
+    permuted_rows,
+)
 from minibatch_mcmc.models import logistic_regression
 
 

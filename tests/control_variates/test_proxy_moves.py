@@ -7,9 +7,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from scipy import stats
-
 from helpers_glm import glm_data, glm_quadrature
+from scipy import stats
 
 from minibatch_mcmc.acceptance import MetropolisTest, mh_minibatch
 from minibatch_mcmc.control_variates import proxy_hmc, proxy_independence, proxy_laplace, taylor_proxy

@@ -7,7 +7,6 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 import pytest
-
 from helpers_glm import glm_data, glm_quadrature
 
 from minibatch_mcmc.acceptance import austere_mh, mh_minibatch, mh_sublhd, naive_minibatch

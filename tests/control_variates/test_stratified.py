@@ -11,7 +11,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-
 from helpers_cauchy import cauchy_rows_data, cauchy_rows_model, mode_and_factor
 
 from minibatch_mcmc.control_variates import plain, taylor_proxy

@@ -7,9 +7,8 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from scipy.stats import t as student_t
-
 from helpers_glm import NU_T, SIGMA_T, make_family_data
+from scipy.stats import t as student_t
 
 from minibatch_mcmc.control_variates.glm import model_glm_proxy
 from minibatch_mcmc.control_variates.glm_families import sups

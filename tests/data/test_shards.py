@@ -10,7 +10,14 @@ import pytest
 
 from minibatch_mcmc.data import open_npy, open_parquet, take
 from minibatch_mcmc.data.passes import full_data_sum, host_tree_sum
-from minibatch_mcmc.data.shards import even_bounds, group_bounds, local_rows, open_npy_rows, partition_of, partition_rows
+from minibatch_mcmc.data.shards import (
+    even_bounds,
+    group_bounds,
+    local_rows,
+    open_npy_rows,
+    partition_of,
+    partition_rows,
+)
 
 
 @pytest.mark.parametrize("n, count", [(10, 3), (7, 7), (1001, 4), (5, 1)])

@@ -9,10 +9,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from draws_tolerance import mismatches
+from reference_cases import flat_draws
 
 from minibatch_mcmc import sample
 from minibatch_mcmc.acceptance import mh_minibatch
-from minibatch_mcmc.data.passes import full_data_max_abs, full_data_sum
 from minibatch_mcmc.data import (
     HostData,
     as_data_source,
@@ -24,12 +25,12 @@ from minibatch_mcmc.data import (
     take,
     validate_data,
 )
-from minibatch_mcmc.data.generate import logistic_chunks, main as generate_main
+from minibatch_mcmc.data.generate import logistic_chunks
+from minibatch_mcmc.data.generate import main as generate_main
+from minibatch_mcmc.data.passes import full_data_max_abs, full_data_sum
 from minibatch_mcmc.models import logistic_regression
 from minibatch_mcmc.proposals import random_walk
 from minibatch_mcmc.samplers import prefetch_plan
-from draws_tolerance import mismatches
-from reference_cases import flat_draws
 
 N, D, M, CHAINS = 1500, 3, 40, 3
 

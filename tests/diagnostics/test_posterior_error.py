@@ -14,7 +14,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-
 from helpers_cauchy import cauchy_rows_data, cauchy_rows_model, posterior_a
 from helpers_posterior import linear_data, linear_model, linear_posterior, student_t_data, student_t_model
 

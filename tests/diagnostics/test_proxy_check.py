@@ -11,7 +11,6 @@ import warnings
 import jax.numpy as jnp
 import numpy as np
 import pytest
-
 from helpers_cauchy import cauchy_rows_data, cauchy_rows_model, mode_and_factor, posterior_a
 from helpers_glm import glm_data, glm_quadrature
 

@@ -5,6 +5,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from draws_tolerance import mismatches
 
 from minibatch_mcmc import mh_minibatch, random_walk, sample
 from minibatch_mcmc.acceptance import base as acceptance_base
@@ -13,7 +14,6 @@ from minibatch_mcmc.interop import blackjax as bj_interop
 from minibatch_mcmc.models import GaussianMeanSettings, exact_posterior, gaussian_mean
 from minibatch_mcmc.samplers import ChainState
 from minibatch_mcmc.samplers.keys import step_keys
-from draws_tolerance import mismatches
 
 N, D, K = 5000, 2, 50.0
 SETTINGS = GaussianMeanSettings(prior_mean=0.0, prior_scale=10.0, noise_scale=1.0)

@@ -12,10 +12,10 @@ import pytest
 
 numpyro = pytest.importorskip("numpyro")
 import numpyro.distributions as dist  # noqa: E402
+from draws_tolerance import mismatches  # noqa: E402
 from numpyro.infer import MCMC, NUTS, Predictive  # noqa: E402
 
 import minibatch_mcmc as mm  # noqa: E402
-from draws_tolerance import mismatches  # noqa: E402
 from minibatch_mcmc.interop.numpyro_kernel import MinibatchMH  # noqa: E402
 
 

@@ -8,9 +8,9 @@ from scipy import optimize
 from scipy.special import expit, log_expit
 
 from minibatch_mcmc import models
+from minibatch_mcmc.control_variates import MAX_DENSE_DIM as CONTROL_VARIATE_LIMIT
 from minibatch_mcmc.models.base import Model, flat_prior
 from minibatch_mcmc.optim import mode
-from minibatch_mcmc.control_variates import MAX_DENSE_DIM as CONTROL_VARIATE_LIMIT
 from minibatch_mcmc.optim.mode import MAX_DENSE_DIM, find_mode, laplace_covariance
 
 

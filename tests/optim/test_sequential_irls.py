@@ -6,15 +6,15 @@ import numpy as np
 import pytest
 
 from minibatch_mcmc.optim import (
+    SequentialIRLSConfig,
     SGDConfig,
     annealed_schedule,
-    run_sgd,
-    SequentialIRLSConfig,
     lad_problem,
     logistic_problem,
     make_batch_step,
     make_sequential_step,
     run_irls,
+    run_sgd,
     update_distribution,
 )
 

@@ -11,6 +11,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from draws_tolerance import mismatches
+from reference_cases import flat_draws
 from scipy import stats
 
 from minibatch_mcmc.acceptance import (
@@ -29,8 +31,6 @@ from minibatch_mcmc.proposals import Proposal, langevin, langevin_log_q_ratio, r
 from minibatch_mcmc.proposals.langevin import tempered_langevin
 from minibatch_mcmc.samplers import build_kernel, sample
 from minibatch_mcmc.samplers.kernel import gradient_data_used, minibatch_grad_log_target
-from draws_tolerance import mismatches
-from reference_cases import flat_draws
 
 N, D, K = 4096, 2, 40.0  # N a power of two: the minibatch permutation needs no cycle walking
 SETTINGS = GaussianMeanSettings(prior_mean=0.0, prior_scale=10.0, noise_scale=1.0)

@@ -87,8 +87,8 @@ def test_sgld_matches_the_exact_stationary_law_of_unadjusted_langevin():
     import jax.numpy as jnp
 
     from minibatch_mcmc.diagnostics import check_moments
-    from reproductions.nn_baselines import make_sgld_epoch
     from minibatch_mcmc.models import GaussianMeanSettings, exact_posterior, gaussian_mean
+    from reproductions.nn_baselines import make_sgld_epoch
 
     n, b = 600, 200
     settings = GaussianMeanSettings(prior_mean=0.0, prior_scale=1.0, noise_scale=5.0)

@@ -4,7 +4,8 @@ import jax
 import numpy as np
 import pytest
 
-from reproductions import figure4, sequential_irls as irls
+from reproductions import figure4
+from reproductions import sequential_irls as irls
 
 
 def test_standins_have_the_stated_shapes_and_labels():

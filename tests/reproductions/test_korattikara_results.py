@@ -10,10 +10,11 @@ import json
 import numpy as np
 import pytest
 
-from reproductions import figure4, figure4_results as f4r, risk_vs_time, rj_selection, sequential_irls as irls
-from reproductions import stiefel_ica
-from reproductions.sgld_l1_probe import probe_values
 from minibatch_mcmc.diagnostics.risk import RiskCurve
+from reproductions import figure4, risk_vs_time, rj_selection, stiefel_ica
+from reproductions import figure4_results as f4r
+from reproductions import sequential_irls as irls
+from reproductions.sgld_l1_probe import probe_values
 
 
 def test_irls_results_table_and_values_follow_the_curves():

@@ -1,11 +1,11 @@
 """Cheap checks of the Section 5.3 analysis helpers (the sampler itself is tested in tests/samplers)."""
 
-import numpy as np
 import jax
 import jax.numpy as jnp
+import numpy as np
 
-from reproductions.mintee import ExperimentConfig, elbow, kmeans_objective, mode_summary, quick, theta1_heights
 from minibatch_mcmc.models.tied_mixture import make_tied_mixture_data, nearest_mode, tied_mixture, tied_mixture_truth
+from reproductions.mintee import ExperimentConfig, elbow, kmeans_objective, mode_summary, quick, theta1_heights
 
 
 def _mode_draws(c: int, per_mode: int, sd: float, seed: int = 0) -> np.ndarray:

@@ -9,8 +9,6 @@ import numpy as np
 import pytest
 from scipy import special, stats
 
-from reproductions.sgld_l1 import SGLDL1Config, iid_tv_floor, run, total_variation
-from reproductions.sgld_l1_probe import probe_acceptance
 from minibatch_mcmc.models.l1_regression import (
     L1DataSettings,
     L1RegressionSettings,
@@ -18,6 +16,8 @@ from minibatch_mcmc.models.l1_regression import (
     l1_regression,
     make_l1_data,
 )
+from reproductions.sgld_l1 import SGLDL1Config, iid_tv_floor, run, total_variation
+from reproductions.sgld_l1_probe import probe_acceptance
 
 
 @pytest.fixture(scope="module")

@@ -23,7 +23,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-
 from reference_cases import N_DATA, STEPS
 
 EPS32 = float(np.finfo(np.float32).eps)

@@ -11,8 +11,8 @@ from minibatch_mcmc.models import GaussianMeanSettings, exact_posterior, gaussia
 from minibatch_mcmc.samplers.cmint import (
     cmint,
     cmint_schedule,
-    ensemble_predict_proba,
     cmint_test,
+    ensemble_predict_proba,
     make_epoch_runner,
     run_langevin_epochs,
 )

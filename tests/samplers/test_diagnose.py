@@ -4,9 +4,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from minibatch_mcmc.proposals import langevin, random_walk
 from minibatch_mcmc.data import as_data_source
 from minibatch_mcmc.models import Model, gaussian_mean
+from minibatch_mcmc.proposals import langevin, random_walk
 from minibatch_mcmc.samplers.diagnose import first_nonfinite, locate_nonfinite, nonfinite_error, replay_candidate
 from minibatch_mcmc.samplers.keys import split_step, step_keys
 

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from minibatch_mcmc import BarkerTest, mh_minibatch, random_walk, sample
-from minibatch_mcmc.samplers import RECORD_FIELDS
 from minibatch_mcmc.models import Model, gaussian_mean, gaussian_mixture, make_mixture_data
+from minibatch_mcmc.samplers import RECORD_FIELDS
 
 
 @pytest.fixture(scope="module")

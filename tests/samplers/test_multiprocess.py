@@ -13,7 +13,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-
 from draws_tolerance import mismatches
 
 from minibatch_mcmc import mh_minibatch, random_walk, sample

@@ -4,6 +4,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from draws_tolerance import mismatches
+from reference_cases import flat_draws
 
 from minibatch_mcmc import mh_minibatch, random_walk, sample
 from minibatch_mcmc.acceptance import MetropolisTest, austere_mh, mh_sublhd, naive_minibatch
@@ -12,8 +14,6 @@ from minibatch_mcmc.data import open_npy, prefetch
 from minibatch_mcmc.models import gaussian_mean
 from minibatch_mcmc.samplers import prefetch_plan
 from minibatch_mcmc.samplers.keys import split_step, step_keys
-from draws_tolerance import mismatches
-from reference_cases import flat_draws
 
 N, M, CHAINS, STEPS = 600, 25, 2, 12
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from draws_tolerance import EPS32, float_tolerance, mismatches
 from reference_cases import REFERENCE, all_cases
 

@@ -12,7 +12,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-
 from draws_tolerance import mismatches
 
 from minibatch_mcmc import random_walk, sample

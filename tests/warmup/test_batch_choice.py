@@ -13,11 +13,20 @@ import pytest
 from minibatch_mcmc.acceptance import penalty_test
 from minibatch_mcmc.control_variates import taylor_proxy
 from minibatch_mcmc.data.arrays import as_data_source
-from minibatch_mcmc.warmup.batch_choice import (MAX_GROWTH, MOVES, PREDICTED_MAX, choose_batch_size, laplace_pairs, next_size,
-                                                     predicted_error, residual_sums, smallest_batch)
 from minibatch_mcmc.diagnostics.proxy_check import check_proxy
 from minibatch_mcmc.models import logistic_regression, make_logistic_data
 from minibatch_mcmc.warmup import auto_sample
+from minibatch_mcmc.warmup.batch_choice import (
+    MAX_GROWTH,
+    MOVES,
+    PREDICTED_MAX,
+    choose_batch_size,
+    laplace_pairs,
+    next_size,
+    predicted_error,
+    residual_sums,
+    smallest_batch,
+)
 
 N = 3000
 

@@ -6,18 +6,16 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 import pytest
-
 from helpers_glm import glm_data, glm_quadrature, poisson_data
 
+from minibatch_mcmc.acceptance.registry import TESTS, named_test
 from minibatch_mcmc.acceptance.smh import ScalableMH
 from minibatch_mcmc.control_variates import GLMProxy, taylor_proxy
 from minibatch_mcmc.diagnostics import check_moments
 from minibatch_mcmc.models import gaussian_mean, logistic_regression, poisson_regression
-from minibatch_mcmc.acceptance.registry import TESTS, named_test
-from minibatch_mcmc.warmup.exact_choice import estimator_for, needs_bounds
 from minibatch_mcmc.samplers.results import SUMMARY_KEYS
 from minibatch_mcmc.warmup import auto_sample
-
+from minibatch_mcmc.warmup.exact_choice import estimator_for, needs_bounds
 
 EXACT_TESTS = ("smh", "mhss", "tunamh")
 """The exact tests, which read per-datum bounds (written out here, not read from the registry under test)."""

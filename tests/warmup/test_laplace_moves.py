@@ -58,10 +58,10 @@ def test_every_kind_builds_and_declares_how_it_is_tuned():
     declare none, ``mixture`` tunes the random walk on some steps only, and ``warmup.PROPOSALS`` is the rows and ``auto``."""
     import math
 
-    from minibatch_mcmc.warmup.laplace_moves import GLOBAL, KINDS, TARGET_ACCEPT, proposal_for, tuned_steps
     from minibatch_mcmc.proposals.base import Proposal
-    from minibatch_mcmc.warmup.tuning import initial_scale
     from minibatch_mcmc.warmup import AUTO_CANDIDATES, PROPOSALS
+    from minibatch_mcmc.warmup.laplace_moves import GLOBAL, KINDS, TARGET_ACCEPT, proposal_for, tuned_steps
+    from minibatch_mcmc.warmup.tuning import initial_scale
 
     model, proxy, chol = _fit()
     for name, kind in KINDS.items():

@@ -10,8 +10,8 @@ import pytest
 
 from minibatch_mcmc.models import logistic_regression
 from minibatch_mcmc.optim.mode import ModeResult
-from minibatch_mcmc.warmup.no_mode import NoModeError, check_mode, flat_names
 from minibatch_mcmc.warmup import warmup
+from minibatch_mcmc.warmup.no_mode import NoModeError, check_mode, flat_names
 
 
 def separable(n=1000, seed=0):

@@ -9,14 +9,13 @@ on the same log posterior written in NumPy, independently of the model's JAX cod
 
 import warnings
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 import scipy.optimize
-from scipy.special import expit, gammaln
-
-import jax
-import jax.numpy as jnp
 from jax.scipy.special import gammaln as jgammaln
+from scipy.special import expit, gammaln
 
 from minibatch_mcmc.data.arrays import as_data_source
 from minibatch_mcmc.models.base import Model

@@ -7,16 +7,14 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 import pytest
-
 from helpers_glm import glm_data, glm_quadrature
 
-from minibatch_mcmc.acceptance import MetropolisTest, mh_minibatch
+from minibatch_mcmc.acceptance import MetropolisTest, mh_minibatch, mh_minibatch_skew, no_test, scalable_mh
 from minibatch_mcmc.diagnostics import check_moments
 from minibatch_mcmc.models import logistic_regression
-from minibatch_mcmc.warmup.lean import NEWTON_DECREMENT
 from minibatch_mcmc.samplers import sample
-from minibatch_mcmc.acceptance import mh_minibatch_skew, no_test, scalable_mh
 from minibatch_mcmc.warmup import TARGET_ACCEPT, auto_sample, decision_rule, warmup
+from minibatch_mcmc.warmup.lean import NEWTON_DECREMENT
 
 EARLIER_DEFAULT = dict(proposal="langevin", test="mhminibatch")
 """``auto_sample``'s default before issue 21 (proxy-gradient MALA, tuned, with MHminibatch on 50 rows)."""

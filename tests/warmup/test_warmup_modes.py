@@ -2,6 +2,7 @@
 warns naming them, and starts chains in each with a proxy centred on it, so that R-hat flags what the sampler
 cannot weigh; within the modes the draws match the quadrature posterior."""
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -9,7 +10,6 @@ import pytest
 from minibatch_mcmc.diagnostics import check_moments
 from minibatch_mcmc.models.base import Model, gaussian_prior
 from minibatch_mcmc.warmup import auto_sample, dispersed_starts, warmup
-import jax
 
 
 def squared_mean(n=2000, shift=0.25, seed=0):

@@ -7,7 +7,15 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from minibatch_mcmc.acceptance.base import Statistics, TestOutcome, exact_delta, full_data_outcome, no_checks, no_rows_first, untempered
+from minibatch_mcmc.acceptance.base import (
+    Statistics,
+    TestOutcome,
+    exact_delta,
+    full_data_outcome,
+    no_checks,
+    no_rows_first,
+    untempered,
+)
 
 
 class MetropolisTest(NamedTuple):

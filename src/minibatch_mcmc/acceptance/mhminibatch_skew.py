@@ -31,7 +31,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from minibatch_mcmc.acceptance.base import Statistics, TestOutcome, check_batch_fits, population_fraction_left, untempered
+from minibatch_mcmc.acceptance.base import (
+    Statistics,
+    TestOutcome,
+    check_batch_fits,
+    population_fraction_left,
+    untempered,
+)
 from minibatch_mcmc.acceptance.correction import SkewCorrectionTable, check_sigma, load_skew_correction
 from minibatch_mcmc.acceptance.mhminibatch import first_chunk_indices, minibatch_outcome, read_estimate
 from minibatch_mcmc.acceptance.streaming import StreamingSums

@@ -35,9 +35,23 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from minibatch_mcmc.acceptance.base import Statistics, TestOutcome, data_free_delta, no_checks, no_rows_first, untempered
+from minibatch_mcmc.acceptance.base import (
+    Statistics,
+    TestOutcome,
+    data_free_delta,
+    no_checks,
+    no_rows_first,
+    untempered,
+)
 from minibatch_mcmc.acceptance.streaming import decision_dtype
-from minibatch_mcmc.acceptance.thinning import bound_outcome, bound_rate, loop_settings, poisson_count, require_bounds, thinned_pass
+from minibatch_mcmc.acceptance.thinning import (
+    bound_outcome,
+    bound_rate,
+    loop_settings,
+    poisson_count,
+    require_bounds,
+    thinned_pass,
+)
 from minibatch_mcmc.checks import check_positive, check_real
 
 

@@ -28,7 +28,15 @@ import jax
 import jax.numpy as jnp
 
 from minibatch_mcmc.acceptance.base import Statistics, TestOutcome, check_batch_fits, data_free_delta, untempered
-from minibatch_mcmc.acceptance.streaming import add_rows, decision_dtype, first_chunk, init_sums, mean_and_variance, order_and_uniform, read_terms
+from minibatch_mcmc.acceptance.streaming import (
+    add_rows,
+    decision_dtype,
+    first_chunk,
+    init_sums,
+    mean_and_variance,
+    order_and_uniform,
+    read_terms,
+)
 from minibatch_mcmc.checks import check_int
 
 

@@ -1,9 +1,9 @@
 """Estimators of the log-likelihood difference: the plain per-datum ratio and Taylor-proxy control variates."""
 
 from minibatch_mcmc.control_variates.base import Estimator, PlainDifference, Proxy, plain
+from minibatch_mcmc.control_variates.glm import GLMProxy, glm_proxy, logistic_proxy, model_glm_proxy
 from minibatch_mcmc.control_variates.glmm import GLMMProxy, glmm_proxy, proxy_for
 from minibatch_mcmc.control_variates.influence import Influence, influential_rows
-from minibatch_mcmc.control_variates.glm import GLMProxy, glm_proxy, logistic_proxy, model_glm_proxy
 from minibatch_mcmc.control_variates.proposals import proxy_gradient, proxy_langevin
 from minibatch_mcmc.control_variates.proxy_moves import proxy_hmc, proxy_independence, proxy_laplace
 from minibatch_mcmc.control_variates.stratified import StratifiedProxy, stratify

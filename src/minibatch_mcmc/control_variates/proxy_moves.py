@@ -23,8 +23,8 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 
 from minibatch_mcmc.checks import check_int, check_positive
-from minibatch_mcmc.control_variates.proposals import cholesky_factor, proxy_gradient
 from minibatch_mcmc.control_variates.base import Proxy
+from minibatch_mcmc.control_variates.proposals import cholesky_factor, proxy_gradient
 from minibatch_mcmc.proposals.base import Proposal
 from minibatch_mcmc.proposals.random_walk import independence_gaussian, independence_t
 

@@ -2,7 +2,7 @@
 
 from minibatch_mcmc.data.arrays import ArrayData, DataSource, as_data_source, slice_rows, take, validate_data
 from minibatch_mcmc.data.host import HostData, is_host_data
-from minibatch_mcmc.data.indexing import permuted_index, chunk_indices
+from minibatch_mcmc.data.indexing import chunk_indices, permuted_index
 from minibatch_mcmc.data.memmap import open_npy, open_npz
 from minibatch_mcmc.data.parquet import open_parquet
 from minibatch_mcmc.data.prefetch import prefetch

@@ -35,8 +35,17 @@ import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
 
-from minibatch_mcmc.acceptance.base import AcceptanceTest, Statistics, TestOutcome, exact_delta, full_data_outcome
-from minibatch_mcmc.acceptance.base import no_checks, no_rows_first, uniform_from_bits, untempered
+from minibatch_mcmc.acceptance.base import (
+    AcceptanceTest,
+    Statistics,
+    TestOutcome,
+    exact_delta,
+    full_data_outcome,
+    no_checks,
+    no_rows_first,
+    uniform_from_bits,
+    untempered,
+)
 from minibatch_mcmc.acceptance.correction import correction_from_uniforms
 from minibatch_mcmc.acceptance.exact import BarkerTest, MetropolisTest
 from minibatch_mcmc.acceptance.mhminibatch import MHMinibatch, random_inputs

@@ -47,7 +47,6 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-
 from jax.flatten_util import ravel_pytree
 
 from minibatch_mcmc.acceptance.base import AcceptanceTest

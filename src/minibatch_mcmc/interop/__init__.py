@@ -5,9 +5,16 @@ and our kernels as BlackJAX ``SamplingAlgorithm``s (``interop.blackjax``), both 
 Every peer library is an optional import: nothing here imports NumPyro or BlackJAX until it is used.
 """
 
-from minibatch_mcmc.interop.numpyro import NumPyroModel, constrained_result, from_numpyro, log_likelihood, subsampled_loo, to_inference_data
-
 import importlib
+
+from minibatch_mcmc.interop.numpyro import (
+    NumPyroModel,
+    constrained_result,
+    from_numpyro,
+    log_likelihood,
+    subsampled_loo,
+    to_inference_data,
+)
 
 ON_DEMAND = {"MinibatchMH": "minibatch_mcmc.interop.numpyro_kernel", "as_sampling_algorithm": "minibatch_mcmc.interop.blackjax"}
 """Names whose module imports its peer library, -> that module, imported on first use (PEP 562 ``__getattr__``)."""

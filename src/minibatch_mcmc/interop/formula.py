@@ -19,6 +19,7 @@ import numpy as np
 
 from minibatch_mcmc.models.glmm_design import GLMMDesign, GroupFactor, check_design
 from minibatch_mcmc.models.glmm_families import FAMILIES
+
 COUNT_FAMILIES = ("binomial", "poisson", "negative_binomial")
 TRIALS = re.compile(r"^\s*(?P<y>[A-Za-z_][\w.]*)\s*\|\s*trials\(\s*(?P<n>[A-Za-z_][\w.]*)\s*\)\s*$")
 """brms's binomial response ``y | trials(n)``."""

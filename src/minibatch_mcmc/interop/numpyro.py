@@ -36,8 +36,8 @@ from minibatch_mcmc.compiling import use_compilation_cache
 from minibatch_mcmc.interop.numpyro_sites import Layout, import_numpyro, read_layout, row_frame, warn_row_deterministic
 from minibatch_mcmc.interop.numpyro_start import start_and_checks
 from minibatch_mcmc.models.base import Model
-from minibatch_mcmc.samplers.phase_cost import PhaseClock, PhaseCost
 from minibatch_mcmc.samplers.loo import SubsampledLoo, loo_subsample
+from minibatch_mcmc.samplers.phase_cost import PhaseClock, PhaseCost
 from minibatch_mcmc.samplers.pointwise import log_likelihood_data
 from minibatch_mcmc.samplers.results import SampleResult
 

@@ -17,7 +17,13 @@ from minibatch_mcmc.models.glm import (
     student_t_regression,
 )
 from minibatch_mcmc.models.ica import amari_distance, ica, ica_log_lik, make_ica_data, orthonormality_error
-from minibatch_mcmc.models.l1_regression import L1DataSettings, L1RegressionSettings, exact_posterior_l1, l1_regression, make_l1_data
+from minibatch_mcmc.models.l1_regression import (
+    L1DataSettings,
+    L1RegressionSettings,
+    exact_posterior_l1,
+    l1_regression,
+    make_l1_data,
+)
 from minibatch_mcmc.models.logistic import logistic_log_lik, logistic_regression, make_logistic_data
 from minibatch_mcmc.models.mlp import bayesian_mlp, init_mlp, mlp_log_lik, predict_proba
 from minibatch_mcmc.models.tied_mixture import make_tied_mixture_data, nearest_mode, tied_mixture, tied_mixture_truth

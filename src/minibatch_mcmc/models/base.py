@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any, Callable, NamedTuple
 
 import jax
-from jax.flatten_util import ravel_pytree
 import jax.numpy as jnp
+from jax.flatten_util import ravel_pytree
 
 PyTree = Any
 

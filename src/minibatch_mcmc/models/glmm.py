@@ -39,8 +39,15 @@ from jax.scipy.stats import norm
 from minibatch_mcmc.checks import check_choice, check_positive
 from minibatch_mcmc.models.base import GLMMLayout, GLMMSpec, Model
 from minibatch_mcmc.models.glmm_design import GLMMDesign, check_design
-from minibatch_mcmc.models.glmm_families import CONTINUOUS, EXTRAS, check_family, constrain_extras, extras_log_prior, \
-    half_log_density, row_log_density
+from minibatch_mcmc.models.glmm_families import (
+    CONTINUOUS,
+    EXTRAS,
+    check_family,
+    constrain_extras,
+    extras_log_prior,
+    half_log_density,
+    row_log_density,
+)
 from minibatch_mcmc.models.shapes import Dims, shape_check
 
 PyTree = dict

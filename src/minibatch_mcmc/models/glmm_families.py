@@ -18,7 +18,8 @@ import math
 import jax
 import jax.numpy as jnp
 from jax.scipy.special import gammaln
-from jax.scipy.stats import cauchy, gamma, norm, t as student
+from jax.scipy.stats import cauchy, gamma, norm
+from jax.scipy.stats import t as student
 
 EXTRAS = {
     "bernoulli": (),

@@ -22,8 +22,8 @@ import numpy as np
 import optax
 from jax.flatten_util import ravel_pytree
 
-from minibatch_mcmc.control_variates.taylor import MAX_DENSE_DIM
 from minibatch_mcmc.checks import check_int, check_positive
+from minibatch_mcmc.control_variates.taylor import MAX_DENSE_DIM
 from minibatch_mcmc.data.arrays import as_data_source, take
 from minibatch_mcmc.data.indexing import chunk_indices
 from minibatch_mcmc.data.passes import DEFAULT_CHUNK, full_data_tree_sum

@@ -3,9 +3,9 @@
 from minibatch_mcmc.samplers import checkpoint, keys, sharding
 from minibatch_mcmc.samplers.cmint import CMINTSchedule, cmint_schedule, ensemble_predict_proba
 from minibatch_mcmc.samplers.driver import sample
-from minibatch_mcmc.samplers.mintee import Ladder, MINTEEConfig, MINTEEResult, MINTEEState, mintee, resolve_ladder
 from minibatch_mcmc.samplers.kernel import ChainState, Kernel, build_kernel
 from minibatch_mcmc.samplers.loo import SubsampledLoo, loo_subsample
+from minibatch_mcmc.samplers.mintee import Ladder, MINTEEConfig, MINTEEResult, MINTEEState, mintee, resolve_ladder
 from minibatch_mcmc.samplers.pointwise import log_likelihood_data
 from minibatch_mcmc.samplers.prefetch_plan import prefetch_plan
 from minibatch_mcmc.samplers.results import RECORD_FIELDS, SampleResult, summarize, to_inference_data

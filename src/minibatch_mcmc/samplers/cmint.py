@@ -25,8 +25,8 @@ from minibatch_mcmc.checks import check_int, check_positive, check_probability, 
 from minibatch_mcmc.data.arrays import DataSource, as_data_source
 from minibatch_mcmc.models.base import Model
 from minibatch_mcmc.proposals.langevin import tempered_langevin
-from minibatch_mcmc.samplers.keys import as_key
 from minibatch_mcmc.samplers.kernel import ChainState, build_kernel
+from minibatch_mcmc.samplers.keys import as_key
 
 PyTree = Any
 

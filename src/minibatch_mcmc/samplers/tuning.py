@@ -36,8 +36,8 @@ from jax.flatten_util import ravel_pytree
 
 from minibatch_mcmc.checks import check_int, check_positive, check_probability
 from minibatch_mcmc.data.arrays import DataSource, as_data_source
-from minibatch_mcmc.samplers.keys import as_key, split_step, step_keys
 from minibatch_mcmc.samplers.kernel import ChainState, Kernel
+from minibatch_mcmc.samplers.keys import as_key, split_step, step_keys
 from minibatch_mcmc.samplers.scaled_runner import ScaledRunner, scale_array
 
 PyTree = Any

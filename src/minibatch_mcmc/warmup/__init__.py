@@ -11,10 +11,22 @@ other; other modes, ``multistart.py``; the no-mode check, ``no_mode.py``), the e
 ``importlib.import_module("minibatch_mcmc.warmup.api")`` is the module that defines it (patch its names there).
 """
 
-from minibatch_mcmc.warmup.api import (AUTO_CANDIDATES, DEFAULT_PROPOSAL, DEFAULT_TEST, PROPOSALS, TARGET_ACCEPT, Warmup,
-                                       auto_sample, decision_rule, default_test, dispersed_starts, stored_warmup, warmup)
-from minibatch_mcmc.warmup.fit_cost import FitCost, fit_cost
+from minibatch_mcmc.warmup.api import (
+                                       AUTO_CANDIDATES,
+                                       DEFAULT_PROPOSAL,
+                                       DEFAULT_TEST,
+                                       PROPOSALS,
+                                       TARGET_ACCEPT,
+                                       Warmup,
+                                       auto_sample,
+                                       decision_rule,
+                                       default_test,
+                                       dispersed_starts,
+                                       stored_warmup,
+                                       warmup,
+)
 from minibatch_mcmc.warmup.context import WarmupContext, WarmupSettings
+from minibatch_mcmc.warmup.fit_cost import FitCost, fit_cost
 
 __all__ = [
     "AUTO_CANDIDATES",

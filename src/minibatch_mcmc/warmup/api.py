@@ -28,31 +28,44 @@ from minibatch_mcmc.checks import check_bool, check_choice, check_int, check_pos
 from minibatch_mcmc.compiling import RUN_WORK, compile_options, use_compilation_cache
 from minibatch_mcmc.control_variates import Proxy
 from minibatch_mcmc.control_variates.influence import Influence
-from minibatch_mcmc.warmup.laplace_moves import (DEFAULT_PROPOSAL, GLOBAL, KINDS, TARGET_ACCEPT, default_kind, proposal_for,
-                                                  tuned_steps)
 from minibatch_mcmc.control_variates.proposals import cholesky_factor
 from minibatch_mcmc.data.arrays import DataSource, as_data_source
 from minibatch_mcmc.data.host import host_read_errors
-from minibatch_mcmc.warmup.batch_choice import choose_batch_size
 from minibatch_mcmc.diagnostics.proxy_check import ProxyCheck, timed_check
 from minibatch_mcmc.models.base import Model
-from minibatch_mcmc.warmup.centre import find_centre
-from minibatch_mcmc.warmup.multistart import LocalMode
 from minibatch_mcmc.proposals.base import Proposal
-from minibatch_mcmc.samplers.checkpoint import SETTINGS_FILE, WARMUP_SETTINGS, data_fingerprint, fingerprint, run_directory
+from minibatch_mcmc.samplers.checkpoint import (
+    SETTINGS_FILE,
+    WARMUP_SETTINGS,
+    data_fingerprint,
+    fingerprint,
+    run_directory,
+)
 from minibatch_mcmc.samplers.diagnose import bad_rows_named
 from minibatch_mcmc.samplers.driver import sample
-from minibatch_mcmc.warmup.context import WarmupContext, WarmupSettings, merged_settings
-from minibatch_mcmc.warmup.efficiency import choose_by_efficiency
-from minibatch_mcmc.warmup.fit_cost import AFTER_WARMUP, fit_cost, sampling_cost, timed_setup
-from minibatch_mcmc.warmup.exact_choice import estimator_for, needs_bounds
 from minibatch_mcmc.samplers.groups import ChainGroup, sample_groups
 from minibatch_mcmc.samplers.keys import as_key
 from minibatch_mcmc.samplers.phase_cost import PhaseClock
 from minibatch_mcmc.samplers.results import SampleResult
 from minibatch_mcmc.samplers.scaled_runner import BoundRunner
 from minibatch_mcmc.samplers.tuning import untuned
+from minibatch_mcmc.warmup.batch_choice import choose_batch_size
+from minibatch_mcmc.warmup.centre import find_centre
 from minibatch_mcmc.warmup.codec import LIBRARY_TYPES
+from minibatch_mcmc.warmup.context import WarmupContext, WarmupSettings, merged_settings
+from minibatch_mcmc.warmup.efficiency import choose_by_efficiency
+from minibatch_mcmc.warmup.exact_choice import estimator_for, needs_bounds
+from minibatch_mcmc.warmup.fit_cost import AFTER_WARMUP, fit_cost, sampling_cost, timed_setup
+from minibatch_mcmc.warmup.laplace_moves import (
+    DEFAULT_PROPOSAL,
+    GLOBAL,
+    KINDS,
+    TARGET_ACCEPT,
+    default_kind,
+    proposal_for,
+    tuned_steps,
+)
+from minibatch_mcmc.warmup.multistart import LocalMode
 from minibatch_mcmc.warmup.saved import load_warmup, save_warmup
 from minibatch_mcmc.warmup.tuning import laplace_starts, mode_kernels, short_run_mean, timed_proxy, tune, tune_on_chains
 

@@ -22,12 +22,12 @@ from minibatch_mcmc.control_variates.proposals import cholesky_factor
 from minibatch_mcmc.data.arrays import DataSource, slice_rows
 from minibatch_mcmc.models.base import Model
 from minibatch_mcmc.models.contract import check_model
-from minibatch_mcmc.warmup.lean import lean_mode
 from minibatch_mcmc.optim.mode import find_mode, laplace_covariance
-from minibatch_mcmc.warmup.multistart import LocalMode, distance, find_modes, modes_from_ends, warn_several_modes
-from minibatch_mcmc.warmup.no_mode import check_mode
 from minibatch_mcmc.samplers.diagnose import bad_rows_named
 from minibatch_mcmc.samplers.phase_cost import PhaseClock, PhaseCost
+from minibatch_mcmc.warmup.lean import lean_mode
+from minibatch_mcmc.warmup.multistart import LocalMode, distance, find_modes, modes_from_ends, warn_several_modes
+from minibatch_mcmc.warmup.no_mode import check_mode
 
 PyTree = Any
 

@@ -18,7 +18,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from minibatch_mcmc.acceptance.austere import AustereMH
-from minibatch_mcmc.acceptance.austere_design import AustereDesign, DesignChoice, DesignTable, ErrorDesign, ErrorEstimate
+from minibatch_mcmc.acceptance.austere_design import (
+    AustereDesign,
+    DesignChoice,
+    DesignTable,
+    ErrorDesign,
+    ErrorEstimate,
+)
 from minibatch_mcmc.acceptance.base import ResidualBounds
 from minibatch_mcmc.acceptance.correction import CorrectionSampler, CorrectionTable, SkewCorrectionTable
 from minibatch_mcmc.acceptance.exact import BarkerTest, MetropolisTest
@@ -33,11 +39,11 @@ from minibatch_mcmc.acceptance.penalty import PenaltyTest
 from minibatch_mcmc.acceptance.smh import ScalableMH
 from minibatch_mcmc.control_variates.base import PlainDifference
 from minibatch_mcmc.control_variates.glm import GLMProxy
+from minibatch_mcmc.control_variates.glmm import GLMMProxy, PairBlock
 from minibatch_mcmc.control_variates.importance import ImportanceProxy
 from minibatch_mcmc.control_variates.influence import Influence
 from minibatch_mcmc.control_variates.stratified import StratifiedProxy
 from minibatch_mcmc.control_variates.taylor import TaylorProxy
-from minibatch_mcmc.control_variates.glmm import GLMMProxy, PairBlock
 from minibatch_mcmc.models.base import GLMMLayout, GLMSpec
 from minibatch_mcmc.samplers.phase_cost import PhaseCost
 

@@ -14,12 +14,11 @@ import numpy as np
 
 from minibatch_mcmc.acceptance.base import AcceptanceTest
 from minibatch_mcmc.acceptance.registry import contract
-from minibatch_mcmc.control_variates.base import Estimator
+from minibatch_mcmc.control_variates.base import Estimator, Proxy
 from minibatch_mcmc.control_variates.glm import model_glm_proxy
 from minibatch_mcmc.control_variates.importance import weighted_estimator
 from minibatch_mcmc.control_variates.influence import Influence
 from minibatch_mcmc.control_variates.stratified import stratify
-from minibatch_mcmc.control_variates.base import Proxy
 from minibatch_mcmc.data.arrays import DataSource
 from minibatch_mcmc.models.base import Model
 

@@ -16,9 +16,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from minibatch_mcmc.checks import check_choice
+from minibatch_mcmc.control_variates.base import Proxy
 from minibatch_mcmc.control_variates.proposals import proxy_langevin
 from minibatch_mcmc.control_variates.proxy_moves import proxy_hmc, proxy_independence
-from minibatch_mcmc.control_variates.base import Proxy
 from minibatch_mcmc.models.base import Model
 from minibatch_mcmc.proposals.base import Proposal
 from minibatch_mcmc.proposals.mixture import component_chooser, mixture

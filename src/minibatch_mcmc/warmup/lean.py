@@ -28,18 +28,34 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from minibatch_mcmc.control_variates.influence import (ProbeRound, add_deviations, kept_rows, probe_plan, probe_points, probe_residuals,
-                                                     probe_steps, rounding_floor, sorted_top, term_scale)
+from minibatch_mcmc.control_variates.influence import (
+    ProbeRound,
+    add_deviations,
+    kept_rows,
+    probe_plan,
+    probe_points,
+    probe_residuals,
+    probe_steps,
+    rounding_floor,
+    sorted_top,
+    term_scale,
+)
 from minibatch_mcmc.control_variates.taylor import TaylorProxy, proxy_from_sums
 from minibatch_mcmc.data.arrays import DataSource, slice_rows, take
 from minibatch_mcmc.data.passes import DEFAULT_CHUNK
 from minibatch_mcmc.models.base import Model
 from minibatch_mcmc.optim.mode import ModeResult, start_point
 from minibatch_mcmc.optim.trust_region import ROUNDING, decrement, gain, metric_length, next_radius, trust_step
-from minibatch_mcmc.warmup.multistart import SEPARATION, adam_ends
-from minibatch_mcmc.warmup.subsample_newton import MAX_ENSEMBLE_DIM, basin_filter, climb_all, rising_direction, surrogate_climb
-from minibatch_mcmc.warmup.no_mode import SHOWN, flat_names
 from minibatch_mcmc.samplers.diagnose import first_nonfinite
+from minibatch_mcmc.warmup.multistart import SEPARATION, adam_ends
+from minibatch_mcmc.warmup.no_mode import SHOWN, flat_names
+from minibatch_mcmc.warmup.subsample_newton import (
+    MAX_ENSEMBLE_DIM,
+    basin_filter,
+    climb_all,
+    rising_direction,
+    surrogate_climb,
+)
 
 PyTree = Any
 

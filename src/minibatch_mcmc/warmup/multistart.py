@@ -30,9 +30,17 @@ from jax.flatten_util import ravel_pytree
 from minibatch_mcmc.compiling import ONE_OFF_WORK, compile_options
 from minibatch_mcmc.data.arrays import DataSource, take
 from minibatch_mcmc.data.indexing import chunk_indices
-from minibatch_mcmc.models.base import Model
 from minibatch_mcmc.data.passes import DEFAULT_CHUNK
-from minibatch_mcmc.optim.mode import ModeResult, checked_pass, full_pass_fns, log_posterior_parts, newton_direction, newton_loop, polished
+from minibatch_mcmc.models.base import Model
+from minibatch_mcmc.optim.mode import (
+    ModeResult,
+    checked_pass,
+    full_pass_fns,
+    log_posterior_parts,
+    newton_direction,
+    newton_loop,
+    polished,
+)
 
 PyTree = Any
 

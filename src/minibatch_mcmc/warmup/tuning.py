@@ -20,8 +20,6 @@ from jax.flatten_util import ravel_pytree
 from minibatch_mcmc.compiling import ONE_OFF_WORK, RUN_WORK, compile_options
 from minibatch_mcmc.control_variates import Proxy, proxy_for
 from minibatch_mcmc.control_variates.proposals import cholesky_factor
-from minibatch_mcmc.warmup.context import WarmupContext
-from minibatch_mcmc.warmup.laplace_moves import proposal_for, proposal_kind
 from minibatch_mcmc.data.arrays import DataSource
 from minibatch_mcmc.models.base import Model
 from minibatch_mcmc.proposals.base import Proposal
@@ -30,6 +28,8 @@ from minibatch_mcmc.samplers.kernel import Kernel, build_kernel
 from minibatch_mcmc.samplers.phase_cost import PhaseCost
 from minibatch_mcmc.samplers.scaled_runner import BoundRunner, at_scale, make_scaled_runner
 from minibatch_mcmc.samplers.tuning import TuneResult, tune_chains, tune_scale
+from minibatch_mcmc.warmup.context import WarmupContext
+from minibatch_mcmc.warmup.laplace_moves import proposal_for, proposal_kind
 
 PyTree = Any
 

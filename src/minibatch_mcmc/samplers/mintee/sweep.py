@@ -15,7 +15,16 @@ import jax.numpy as jnp
 
 from minibatch_mcmc.samplers.mintee.config import Ladder
 from minibatch_mcmc.samplers.mintee.moves import batch_loglik, level_step, ring_insert
-from minibatch_mcmc.samplers.mintee.state import Buffers, Context, Level, MINTEEState, Rings, chain_of, put_chain, rings_of
+from minibatch_mcmc.samplers.mintee.state import (
+    Buffers,
+    Context,
+    Level,
+    MINTEEState,
+    Rings,
+    chain_of,
+    put_chain,
+    rings_of,
+)
 
 
 class Sweep(NamedTuple):
