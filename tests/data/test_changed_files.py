@@ -69,7 +69,10 @@ def test_file_changed_during_a_run_stops_it_naming_the_file_with_finished_blocks
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and not any(ckpt.glob("chunk-*.nc")):
             time.sleep(0.01)
-        np.save(tmp_path / "x.npy", x[:500])
+        # a new file put in place (the way a pipeline overwrites its output): truncating the memory-mapped file in
+        # place instead can kill the reading process with SIGBUS before any check sees it (docs/usage.md)
+        np.save(tmp_path / "x-new.npy", x[:500])
+        os.replace(tmp_path / "x-new.npy", tmp_path / "x.npy")
 
     writer = threading.Thread(target=rewrite_after_first_block)
     writer.start()
