@@ -235,7 +235,7 @@ def lean_mode(model: Model, source: DataSource, theta0: PyTree, *, key: jax.Arra
         far_out = pass_at(jnp.asarray(rising[1], flat0.dtype), None)[0]
         passes += 1
         noise = ROUNDING * float(np.finfo(np.float32).eps) * (abs(current.sums["value"]) + 1.0)
-        rising = rising[0] if far_out.finite and far_out.sums["value"] >= current.sums["value"] - noise else None
+        rising = rising[0] if far_out.finite and far_out.sums["value"] > current.sums["value"] + noise else None
     grad_norm = float(np.linalg.norm(current.grad))
     mode = ModeResult(theta_hat=unravel(flat), log_posterior=current.value, grad_norm=grad_norm, hessian=current.hessian,
                       data_used=ADAM_STEPS * b + sub_rows + passes * n, seconds=time.perf_counter() - start,

@@ -196,7 +196,7 @@ def surrogate_climb(fn: Callable, rows: PyTree, m: int, width: int, x0: np.ndarr
 def rising_direction(model: Model, unravel: Callable, climbed: SubClimb, flat: np.ndarray, hessian: np.ndarray,
                      dtype) -> tuple[np.ndarray, np.ndarray] | None:
     """The posterior's least-curved direction at ``flat``, signed so the log-likelihood rises along it, and the point
-    ``RISE_SDS[-1]`` Laplace s.d.s out along it, where the subsample log-likelihood keeps rising along it out to there (a
+    ``RISE_SDS[-1]`` Laplace s.d.s out along it, where the subsample log-likelihood keeps rising, beyond rounding, out to there (a
     likelihood with no maximum there: separable classes); else None. Probes on the subsample only (``len(RISE_SDS)``
     evaluations), which can miss rare rows that hold the direction: the caller confirms on the full data."""
     lam, vec = np.linalg.eigh(-0.5 * (hessian + hessian.T))
@@ -215,5 +215,6 @@ def rising_direction(model: Model, unravel: Callable, climbed: SubClimb, flat: n
         u = -u
     values = [here] + [lik(flat + t * sd * u) for t in RISE_SDS]
     noise = ROUNDING * float(np.finfo(np.float32).eps) * (abs(here) + 1.0)
-    rising = all(np.isfinite(values)) and all(b >= a - noise for a, b in zip(values, values[1:]))
+    climbs = values[-1] > values[0] + noise  # a flat likelihood (a parameter only the prior sees, e.g. a prior scale) is no separation
+    rising = all(np.isfinite(values)) and climbs and all(b >= a - noise for a, b in zip(values, values[1:]))
     return (u, flat + RISE_SDS[-1] * sd * u) if rising else None
