@@ -127,9 +127,9 @@ def device_peak() -> str:
 
 def run_ours(df: pd.DataFrame, args, centred: bool | None) -> dict:
     """``mm.glmm`` on the table: its named draws, each phase's seconds and passes, rows per test."""
-    extra = {k: v for k, v in (("test", args.test), ("proposal", args.proposal)) if v is not None}
+    extra = {k: v for k, v in (("test", args.test), ("proposal", args.proposal), ("centred", centred)) if v is not None}
     start = time.perf_counter()
-    res = mm.glmm(formula(args.slope), df, args.family, centred=centred, seed=1, num_samples=args.draws,
+    res = mm.glmm(formula(args.slope), df, args.family, seed=1, num_samples=args.draws,
                   num_chains=args.chains, offset="log_e" if args.family == "poisson" else None, progress=False, **extra)
     seconds = time.perf_counter() - start
     summary, rec = res.warmup.summary(), res.result.records
@@ -140,9 +140,14 @@ def run_ours(df: pd.DataFrame, args, centred: bool | None) -> dict:
             "warm-up": summary["total_seconds"], "sampling": phases["sampling"]["seconds"],
             "check": phases.get("check", {}).get("seconds", 0.0), "passes warm-up": summary["total_passes"],
             "passes sampling": phases["sampling"]["passes"], "rows per test": rows,
-            "acceptance": float(np.mean(rec["accepted"])), "centred": res.centred, "design": res.fitted.design,
+            "acceptance": float(np.mean(rec["accepted"])), "centred": first_factor(res.centred), "design": res.fitted.design,
             "of which": f"{summary['proposal']} ({summary['why']}), {type(res.warmup.test).__name__ if res.warmup.test is not None else 'all rows'}, "
-                        f"{'centred' if res.centred else 'non-centred'}"}
+                        f"{'centred' if first_factor(res.centred) else 'non-centred'}"}
+
+
+def first_factor(centred) -> bool:
+    """Whether ``mm.glmm`` sampled the (first) factor centred: its ``centred``, one flag or one per factor."""
+    return centred if isinstance(centred, bool) else bool(np.ravel(centred)[0])
 
 
 def named_draws(res) -> dict:
