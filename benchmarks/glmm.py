@@ -30,8 +30,8 @@ on a CPU):
 (at ``G = 10^5`` the draws of the group effects alone are ``chains x draws x G`` numbers: 250 draws keep them at 0.4 GB).
 Where the median group has fewer than 100 rows (``--sizes tail`` at ``N / G = 100``) ``mm.glmm`` routes to full-data
 NUTS (``warmup.full_data``: the row's "of which" says so, its "rows per test" are NUTS's rows per draw); at 100 rows or
-more the warm-up's Laplace covariance is still dense, so ``d > MAX_DENSE_DIM = 4096`` (``G >= 4096``) is expected to
-fail there until the block-sparse one exists (a failed method is a row, with its error).
+more the warm-up still refuses ``d > MAX_DENSE_DIM = 4096`` parameters (``warmup.centre``: a dense Hessian), so
+``G >= 4096`` fails there until a block-sparse one exists (a failed method is a row, with its error).
 """
 
 from __future__ import annotations
