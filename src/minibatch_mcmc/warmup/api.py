@@ -56,6 +56,7 @@ from minibatch_mcmc.warmup.context import WarmupContext, WarmupSettings, merged_
 from minibatch_mcmc.warmup.efficiency import choose_by_efficiency
 from minibatch_mcmc.warmup.exact_choice import estimator_for, needs_bounds
 from minibatch_mcmc.warmup.fit_cost import AFTER_WARMUP, fit_cost, sampling_cost, timed_setup
+from minibatch_mcmc.warmup.full_data import announce_route, full_data_nuts, small_groups
 from minibatch_mcmc.warmup.laplace_moves import (
     DEFAULT_PROPOSAL,
     GLOBAL,
@@ -328,6 +329,9 @@ def auto_sample(
 ) -> tuple[SampleResult, Warmup]:
     """Warm up (mode, Laplace, proxy, rows it cannot see, tuning), then sample ``num_chains`` chains with the frozen settings.
 
+    A GLMM whose median level has few rows (``warmup.full_data.small_groups``) is sampled by full-data NUTS instead when
+    neither ``test`` nor ``proposal`` is named (one warning says why; ``Warmup.kind`` is ``"full_data_nuts"``).
+
     Without ``checkpoint_dir``, ``devices`` or ``recentre``, a tuned scale is tuned on all the chains with the kernel
     sampling runs (one compilation for both), and sampling goes on from the tuned chains; else from dispersed Laplace
     draws. A short run on the CPU compiles its runner for speed of compilation (``compiling.RUN_WORK``; not with a
@@ -364,6 +368,9 @@ def auto_sample(
     use_compilation_cache()  # before anything compiles: a new process reads what an earlier one compiled
     check_int(check_draws, "check_draws", 0)
     k_warm, k_start, k_run = jax.random.split(as_key(key), 3)
+    reason = None if test is not None or proposal is not None or temperature != 1.0 else small_groups(model, data)
+    if reason is not None:  # a GLMM with small groups: full-data NUTS (warmup.full_data)
+        return routed_fit(model, data, theta0, reason, num_samples, num_chains, k_run, sample_kwargs)
     options = dict(test=test, proposal=proposal, order=order, temperature=temperature, recentre=recentre, num_starts=num_starts,
                    newton_steps=newton_steps, stratum=stratum)
     if all(sample_kwargs.get(k) is None for k in ("checkpoint_dir", "devices", "data_sharding")):
@@ -372,6 +379,16 @@ def auto_sample(
     with run_directory(directory, resume, (SETTINGS_FILE, WARMUP_SETTINGS)):  # refused at once, or locked for warm-up and sampling
         return _warm_and_sample(model, data, theta0, (k_warm, k_start, k_run), options, num_samples, num_chains, temperature,
                                 progress, check_draws, sample_kwargs)
+
+
+def routed_fit(model: Model, data: PyTree | DataSource, theta0: PyTree, reason: str, num_samples: int, num_chains: int,
+               key: jax.Array, sample_kwargs: dict) -> tuple[SampleResult, Warmup]:
+    """``auto_sample`` routed to full-data NUTS (``warmup.full_data``), said in one warning line: its run, and a ``Warmup``
+    whose ``cost`` holds NUTS's ``adaptation`` and ``sampling`` and whose ``kind`` is ``"full_data_nuts"``."""
+    announce_route(reason, sample_kwargs)
+    result, cost = full_data_nuts(model, data, theta0, num_samples=num_samples, num_chains=num_chains, key=key)
+    return result, Warmup(centre=theta0, covariance=np.empty((0, 0)), proxy=None, proposal=None, scale=math.nan, test=None,
+                          acceptance=float(np.mean(result.records["accepted"])), cost=cost, kind="full_data_nuts", why="rule: " + reason)
 
 
 def _warm_and_sample(model, data, theta0, keys, options, num_samples, num_chains, temperature, progress, check_draws, sample_kwargs):
