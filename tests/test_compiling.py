@@ -109,7 +109,7 @@ def test_tuned_runner_counts_tuning_and_sampling(fitted, monkeypatch):
     for steps in (longest, longest + 1, None):
         with pytest.raises(Built):
             ctx = WarmupContext(model, as_data_source(data), w.test, w.estimator, 1.0, "metropolis")
-            warmup_tuning.tune_on_chains(ctx, lambda s: w.proposal, starts, jax.random.key(0), 0.234, "random_walk", num_windows,
+            warmup_tuning.tune(ctx, lambda s: w.proposal, starts, jax.random.key(0), 0.234, "random_walk", num_windows,
                                          window_size, None, steps)
     with pytest.raises(Built):  # warmup hands its num_samples on
         warmup(model, data, jnp.zeros(D), key=0, proposal="random_walk", num_chains=CHAINS, num_samples=longest)

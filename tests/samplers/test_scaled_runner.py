@@ -15,7 +15,7 @@ from minibatch_mcmc.samplers.driver import sample
 from minibatch_mcmc.samplers.kernel import build_kernel
 from minibatch_mcmc.samplers.scaled_runner import at_scale, make_scaled_runner
 from minibatch_mcmc.warmup.context import WarmupContext
-from minibatch_mcmc.warmup.tuning import laplace_starts, tune_on_chains
+from minibatch_mcmc.warmup.tuning import laplace_starts, tune
 
 N, CHAINS, STEPS = 2_000, 3, 100
 
@@ -50,14 +50,14 @@ def test_runner_at_a_fixed_scale_draws_what_sample_draws(problem):
 
 
 def test_tuning_then_sampling_compile_the_block_function_once(problem):
-    """``tune_on_chains`` (5 windows of 25 steps over 3 chains, the scale changing every window) then ``sample`` on its
+    """``tune`` (5 windows of 25 steps over 3 chains, the scale changing every window) then ``sample`` on its
     runner at the tuned scale (2 blocks of 50 steps, from the tuned chains): the block function is traced, so compiled,
     once for all of it. Sampling goes on from the tuned chains' positions and runs the tuned kernel (its acceptance
     within 0.15 of the Barker target the scale was tuned to)."""
     x, factor, starts, _ = problem
     test, model = mh_minibatch(batch_size=50), models.gaussian_mean()
     ctx = WarmupContext(model, as_data_source(x), test, None, 1.0, "barker")
-    tuned, runner = tune_on_chains(ctx, lambda s: scaled_random_walk(factor, s), starts, jax.random.key(5), 0.159, "random_walk", 5, 25)
+    tuned, runner = tune(ctx, lambda s: scaled_random_walk(factor, s), starts, jax.random.key(5), 0.159, "random_walk", 5, 25)
     assert tuned.compilations == 1 and len(np.unique(tuned.acceptance)) > 1
     res = sample(model, x, tuned.position, proposal=scaled_random_walk(factor, tuned.scale), test=test, num_samples=STEPS,
                  num_chains=CHAINS, key=6, batched_init=True, block_size=50, progress=False, runner=runner)

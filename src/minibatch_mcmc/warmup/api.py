@@ -19,6 +19,7 @@ import math
 from typing import Any, Callable, NamedTuple
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from minibatch_mcmc.acceptance.base import AcceptanceTest
@@ -67,7 +68,7 @@ from minibatch_mcmc.warmup.laplace_moves import (
 )
 from minibatch_mcmc.warmup.multistart import LocalMode
 from minibatch_mcmc.warmup.saved import load_warmup, save_warmup
-from minibatch_mcmc.warmup.tuning import laplace_starts, mode_kernels, short_run_mean, timed_proxy, tune, tune_on_chains
+from minibatch_mcmc.warmup.tuning import laplace_starts, mode_kernels, short_run_mean, timed_proxy, tune
 
 PyTree = Any
 
@@ -173,7 +174,6 @@ def warmup(
     test: AcceptanceTest | str | None = None,
     proposal: str | None = None,
     temperature: float = 1.0,
-    lean: bool = True,
     progress: bool = False,
     num_chains: int | None = None,
     num_samples: int | None = None,
@@ -200,8 +200,6 @@ def warmup(
             ``laplace_moves.default_kind``, ``"mixture"`` where the warm-up put rows in an exact stratum or found
             several modes, else ``"proxy_hmc"``; ``Warmup.why`` says which.
         temperature: The likelihood's temperature ``K`` (each log-likelihood divided by it; 1: the posterior).
-        lean: The one-pass mode search (``warmup.lean``); False: the earlier phase-after-phase search
-            (``warmup.centre``), the only one ``adam_steps`` applies to.
         progress: Print a status line per phase with its cost.
         num_chains: With one mode and no ``recentre``, tune a tuned scale on that many chains from dispersed Laplace
             draws, on the compiled runner sampling then reuses (``Warmup.runner`` and ``Warmup.chains``). None: one
@@ -210,7 +208,7 @@ def warmup(
             (``compiling.RUN_WORK``).
         settings: The knobs as one ``WarmupSettings`` (its defaults if None).
         **knobs: Any field of ``WarmupSettings`` by name (``order``, ``target_accept``, ``num_windows``,
-            ``window_size``, ``recentre``, ``adam_steps``, ``newton_steps``, ``num_starts``, ``stratum``), replacing
+            ``window_size``, ``recentre``, ``newton_steps``, ``num_starts``, ``stratum``), replacing
             that field of ``settings``. ``recentre=True`` rebuilds the proxy at the mean of a short tuned run;
             ``num_starts`` minibatch-Adam searches look for other modes (a warning; ``auto_sample`` starts chains in
             each); ``stratum=True`` makes the rows the proxy cannot see (``influential_rows``) exact at every test.
@@ -235,8 +233,8 @@ def warmup(
     test = default_test(source.n) if test is None else named_test(test)
     rule = decision_rule(test)
     k_mode, k_tune, k_centre = jax.random.split(as_key(key), 3)
-    found = find_centre(model, source, theta0, as_key(key), k_mode, temperature=temperature, order=s.order, adam_steps=s.adam_steps,
-                        newton_steps=s.newton_steps, num_starts=s.num_starts, lean=lean, progress=progress,
+    found = find_centre(model, source, theta0, as_key(key), k_mode, temperature=temperature, order=s.order,
+                        newton_steps=s.newton_steps, num_starts=s.num_starts, progress=progress,
                         stratum=check_bool(s.stratum, "stratum") and not needs_bounds(test))  # exact tests need no stratum
     cov, proxy, modes, influence, cost, mode_theta = found.covariance, found.proxy, found.modes, found.influence, found.cost, found.theta_hat
     chol = cholesky_factor(cov, cov.shape[0])
@@ -255,17 +253,21 @@ def warmup(
         if kind in GLOBAL:  # nothing to tune: the Laplace fit sets the move
             tuned = untuned(mode_theta)
         else:
-            walk = proposal_for(tuned_kind, proxy, model, chol, temperature, rule)
+            reused = num_chains is not None and not s.recentre and len(modes) <= 1  # all chains, on the runner sampling reuses
+            if reused:
+                starts = laplace_starts(proxy.centre, cov, modes, num_chains, jax.random.fold_in(k_tune, 1))
+                move, counted = make, tuned_steps(kind)
+            else:  # one chain from the mode, the tuned move alone
+                starts = jax.tree_util.tree_map(lambda a: jnp.asarray(a)[None], mode_theta)
+                move, counted = proposal_for(tuned_kind, proxy, model, chol, temperature, rule), None
             with bad_rows_named(model, source, mode_theta):
-                if num_chains is not None and not s.recentre and len(modes) <= 1:  # all chains, on the runner sampling reuses
-                    starts = laplace_starts(proxy.centre, cov, modes, num_chains, jax.random.fold_in(k_tune, 1))
-                    tuned, runner = tune_on_chains(ctx, make, starts, k_tune, target, tuned_kind, s.num_windows, s.window_size,
-                                                   tuned_steps(kind), num_samples)
-                else:
-                    tuned = tune(ctx, walk, mode_theta, k_tune, target, tuned_kind, s.num_windows, s.window_size)
+                tuned, bound = tune(ctx, move, starts, k_tune, target, tuned_kind, s.num_windows, s.window_size, counted,
+                                    num_samples if reused else None)
+            runner = bound if reused else None
     cost["tuning"] = clock.cost(tuned.data_used)
     if s.recentre:
-        centre, cost["recentre_run"] = short_run_mean(ctx, make(tuned.scale), tuned.position, k_centre)
+        last = jax.tree_util.tree_map(lambda a: a[0], tuned.position)  # the one tuned chain's end
+        centre, cost["recentre_run"] = short_run_mean(ctx, make(tuned.scale), last, k_centre)
         proxy, cost["recentre"] = timed_proxy(model, source, centre, s.order)
         ctx = ctx._replace(estimator=estimator_for(test, model, source, proxy, chol, influence))
         make = proposal_for(kind, proxy, model, chol, temperature, rule)
