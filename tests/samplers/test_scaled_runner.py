@@ -11,7 +11,7 @@ from minibatch_mcmc import models
 from minibatch_mcmc.acceptance import BarkerTest, mh_minibatch
 from minibatch_mcmc.data.arrays import as_data_source
 from minibatch_mcmc.proposals.scaled import scaled_random_walk
-from minibatch_mcmc.samplers.driver import sample
+from minibatch_mcmc.samplers.driver import RunOptions, sample, sample_compiled
 from minibatch_mcmc.samplers.kernel import build_kernel
 from minibatch_mcmc.samplers.scaled_runner import at_scale, make_scaled_runner
 from minibatch_mcmc.warmup.context import WarmupContext
@@ -41,7 +41,8 @@ def test_runner_at_a_fixed_scale_draws_what_sample_draws(problem):
     kw = dict(test=test, num_samples=STEPS, num_chains=CHAINS, key=4, batched_init=True, block_size=STEPS, progress=False)
     plain = sample(model, x, starts, proposal=scaled_random_walk(factor, 0.9), **kw)
     runner = make_scaled_runner(lambda s: build_kernel(model, scaled_random_walk(factor, s), test, N), CHAINS, chunk=25)
-    shared = sample(model, x, starts, proposal=scaled_random_walk(factor, 0.9), runner=at_scale(runner, 0.9, starts), **kw)
+    shared = sample_compiled(model, x, starts, proposal=scaled_random_walk(factor, 0.9), runner=at_scale(runner, 0.9, starts),
+                             run=RunOptions(block_size=STEPS, progress=False), **{k: v for k, v in kw.items() if k not in RunOptions._fields})
     want = {"positions": np.asarray(plain.positions), **plain.records}
     got = {"positions": np.asarray(shared.positions), **shared.records}
     assert not mismatches(got, want, STEPS, N), mismatches(got, want, STEPS, N)

@@ -43,11 +43,12 @@ from minibatch_mcmc.samplers.checkpoint import (
     run_directory,
 )
 from minibatch_mcmc.samplers.diagnose import bad_rows_named
-from minibatch_mcmc.samplers.driver import sample
+from minibatch_mcmc.samplers.driver import sample_compiled
 from minibatch_mcmc.samplers.groups import ChainGroup, sample_groups
 from minibatch_mcmc.samplers.keys import as_key
 from minibatch_mcmc.samplers.phase_cost import PhaseClock
 from minibatch_mcmc.samplers.results import SampleResult
+from minibatch_mcmc.samplers.run_options import RunOptions, merged_run
 from minibatch_mcmc.samplers.scaled_runner import BoundRunner
 from minibatch_mcmc.samplers.tuning import untuned
 from minibatch_mcmc.warmup.batch_choice import choose_batch_size
@@ -123,7 +124,7 @@ class Warmup(NamedTuple):
     proxy_check: ProxyCheck | None = None
     """The Pareto-k check after sampling (set by ``auto_sample``)."""
     runner: BoundRunner | None = None
-    """With ``warmup(num_chains=C)``: the compiled block runner tuning ran on, at the tuned scale (``sample(runner=...)``)."""
+    """With ``warmup(num_chains=C)``: the compiled block runner tuning ran on, at the tuned scale (``samplers.driver.sample_compiled(runner=...)``, as ``auto_sample`` runs it)."""
     chains: PyTree = None
     """With ``warmup(num_chains=C)``: the tuned chains' final positions, batched: the warm start of sampling."""
 
@@ -326,7 +327,8 @@ def auto_sample(
     newton_steps: int = 10,
     stratum: bool = True,
     check_draws: int = 100,
-    **sample_kwargs: Any,
+    run: RunOptions | None = None,
+    **run_options: Any,
 ) -> tuple[SampleResult, Warmup]:
     """Warm up (mode, Laplace, proxy, rows it cannot see, tuning), then sample ``num_chains`` chains with the frozen settings.
 
@@ -354,9 +356,10 @@ def auto_sample(
         stratum: Make the rows the proxy cannot see exact at every test.
         check_draws: Draws on which the proxy is checked after sampling (Pareto-k, one streamed pass; a warning when it
             fails); 0 skips the check.
-        **sample_kwargs: Passed on to ``sample`` (``checkpoint_dir``, ``resume``, ``devices``, ``data_sharding``,
-            ``block_size``, ...). With ``checkpoint_dir`` the warm-up is saved there, and ``resume=True`` restores it
-            instead of redoing it.
+        run: How sampling runs, one ``RunOptions`` (``sample``'s; its ``progress`` replaced by ``progress``). With
+            ``checkpoint_dir`` the warm-up is saved there, and ``resume=True`` restores it instead of redoing it.
+        **run_options: Any other field of ``RunOptions`` by name (``checkpoint_dir``, ``resume``, ``devices``,
+            ``data_sharding``, ``block_size``), replacing that field of ``run``.
 
     Returns:
         ``(result, warm)``: the ``SampleResult`` (its ``wall_time`` is sampling alone) and the ``Warmup`` (its ``cost``
@@ -368,21 +371,21 @@ def auto_sample(
     k_warm, k_start, k_run = jax.random.split(as_key(key), 3)
     options = dict(test=test, proposal=proposal, order=order, temperature=temperature, recentre=recentre, num_starts=num_starts,
                    newton_steps=newton_steps, stratum=stratum)
-    if all(sample_kwargs.get(k) is None for k in ("checkpoint_dir", "devices", "data_sharding")):
+    run = merged_run(run, **run_options)._replace(progress=progress)
+    if all(x is None for x in (run.checkpoint_dir, run.devices, run.data_sharding)):
         options.update(num_chains=num_chains, num_samples=num_samples)  # tuning on the runner sampling reuses (not with recentre)
-    directory, resume = sample_kwargs.get("checkpoint_dir"), sample_kwargs.get("resume", False)
-    with run_directory(directory, resume, (SETTINGS_FILE, WARMUP_SETTINGS)):  # refused at once, or locked for warm-up and sampling
+    with run_directory(run.checkpoint_dir, run.resume, (SETTINGS_FILE, WARMUP_SETTINGS)):  # refused at once, or locked throughout
         return _warm_and_sample(model, data, theta0, (k_warm, k_start, k_run), options, num_samples, num_chains, temperature,
-                                progress, check_draws, sample_kwargs)
+                                check_draws, run)
 
 
-def _warm_and_sample(model, data, theta0, keys, options, num_samples, num_chains, temperature, progress, check_draws, sample_kwargs):
+def _warm_and_sample(model, data, theta0, keys, options, num_samples, num_chains, temperature, check_draws, run):
     """``auto_sample``'s warm-up (or its restoration) and sampling, in the checkpoint directory's lock if it has one."""
     k_warm, k_start, k_run = keys
-    w = stored_warmup(model, data, theta0, k_warm, options, sample_kwargs.get("checkpoint_dir"), sample_kwargs.get("resume", False),
-                      progress)
+    progress = run.progress
+    w = stored_warmup(model, data, theta0, k_warm, options, run.checkpoint_dir, run.resume, progress)
     with PhaseClock("sampling", 1) as clock:  # the starts, the run, its draws constrained: all of sample's seconds
-        result = _sample(model, data, w, k_start, k_run, num_samples, num_chains, temperature, progress, sample_kwargs)
+        result = _sample(model, data, w, k_start, k_run, num_samples, num_chains, temperature, run)
     sampled = sampling_cost(result)._replace(seconds=clock.seconds, compile_seconds=clock.compile_seconds)
     w = w._replace(cost={**w.cost, "sampling": sampled})
     if check_draws and not w.mode_kernels and not needs_bounds(w.test):  # an exact test's draws do not rest on the proxy
@@ -394,22 +397,22 @@ def _warm_and_sample(model, data, theta0, keys, options, num_samples, num_chains
     return result, w
 
 
-def _sample(model, data, w, k_start, k_run, num_samples, num_chains, temperature, progress, sample_kwargs) -> SampleResult:
+def _sample(model, data, w, k_start, k_run, num_samples, num_chains, temperature, run) -> SampleResult:
     """``auto_sample``'s sampling with the warm-up ``w``: from its tuned chains or dispersed Laplace draws, by mode groups if several."""
     starts = dispersed_starts(w, num_chains, k_start) if w.chains is None else w.chains
-    if sample_kwargs.get("checkpoint_dir") is None:  # a short run compiles fast; a checkpointed one keeps XLA's defaults
-        work = num_samples * num_chains * int(np.size(w.covariance, 0))
-        sample_kwargs.setdefault("compiler_options", compile_options(work, RUN_WORK))
+    options = None  # a short run compiles fast; a checkpointed one (which may be resumed longer) keeps XLA's defaults
+    if run.checkpoint_dir is None:
+        options = compile_options(num_samples * num_chains * int(np.size(w.covariance, 0)), RUN_WORK)
     if w.mode_kernels:  # chain c in mode c mod M, with that mode's proxy and proposal
         m = len(w.modes)
         kernels = [(w.estimator, w.proposal)] + list(w.mode_kernels)
         groups = [ChainGroup(tuple(range(k, num_chains, m)), kernels[k][1], kernels[k][0]) for k in range(min(m, num_chains))]
         return sample_groups(model, data, starts, groups, test=w.test, num_samples=num_samples, key=k_run, temperature=temperature,
-                             progress=progress, **sample_kwargs)
-    return sample(
+                             run=run, compiler_options=options)
+    return sample_compiled(
         model, data, starts, proposal=w.proposal, test=w.test, estimator=w.estimator, num_samples=num_samples,
-        num_chains=num_chains, key=k_run, temperature=temperature, batched_init=True, progress=progress, runner=w.runner,
-        **sample_kwargs,
+        num_chains=num_chains, key=k_run, temperature=temperature, batched_init=True, run=run, runner=w.runner,
+        compiler_options=options,
     )
 
 
