@@ -60,8 +60,8 @@ def test_tuning_then_sampling_compile_the_block_function_once(problem):
     ctx = WarmupContext(model, as_data_source(x), test, None, 1.0, "barker")
     tuned, runner = tune(ctx, lambda s: scaled_random_walk(factor, s), starts, jax.random.key(5), 0.159, "random_walk", 5, 25)
     assert tuned.compilations == 1 and len(np.unique(tuned.acceptance)) > 1
-    res = sample(model, x, tuned.position, proposal=scaled_random_walk(factor, tuned.scale), test=test, num_samples=STEPS,
-                 num_chains=CHAINS, key=6, batched_init=True, block_size=50, progress=False, runner=runner)
+    res = sample_compiled(model, x, tuned.position, proposal=scaled_random_walk(factor, tuned.scale), test=test, num_samples=STEPS,
+                          num_chains=CHAINS, key=6, batched_init=True, run=RunOptions(block_size=50, progress=False), runner=runner)
     assert runner.compilations() == 1
     assert abs(res.records["accepted"].mean() - 0.159) < 0.15
 
@@ -71,5 +71,5 @@ def test_runner_refuses_other_chains_or_devices(problem):
     test, model = mh_minibatch(batch_size=50), models.gaussian_mean()
     runner = at_scale(make_scaled_runner(lambda s: build_kernel(model, scaled_random_walk(factor, s), test, N), CHAINS), 1.0, starts)
     with pytest.raises(ValueError, match="runner runs 3 chains"):
-        sample(model, x, jnp.zeros(2), proposal=scaled_random_walk(factor, 1.0), test=test, num_samples=10, num_chains=2,
-               runner=runner, progress=False)
+        sample_compiled(model, x, jnp.zeros(2), proposal=scaled_random_walk(factor, 1.0), test=test, num_samples=10, num_chains=2,
+                        runner=runner, run=RunOptions(progress=False))

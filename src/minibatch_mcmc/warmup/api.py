@@ -124,7 +124,8 @@ class Warmup(NamedTuple):
     proxy_check: ProxyCheck | None = None
     """The Pareto-k check after sampling (set by ``auto_sample``)."""
     runner: BoundRunner | None = None
-    """With ``warmup(num_chains=C)``: the compiled block runner tuning ran on, at the tuned scale (``samplers.driver.sample_compiled(runner=...)``, as ``auto_sample`` runs it)."""
+    """With ``warmup(num_chains=C)``: the compiled block runner tuning ran on, at the tuned scale (``auto_sample`` samples on
+    it: ``samplers.driver.sample_compiled(runner=...)``)."""
     chains: PyTree = None
     """With ``warmup(num_chains=C)``: the tuned chains' final positions, batched: the warm start of sampling."""
 

@@ -2,8 +2,8 @@
 
 On the default path the chains start from over-dispersed Laplace draws, the runner is the sampling kernel's
 (``scaled_runner``, scale traced), and ``tune`` returns it bound at the tuned scale with the chains' final positions:
-``auto_sample``'s sampling (``samplers.driver.sample_compiled(..., runner=...)``) then compiles nothing, and the chains go on from where tuning left them (a warm start; the
-tuning draws are discarded, as NUTS discards its warm-up). Where sampling cannot reuse the runner (no chain count,
+``auto_sample``'s sampling (``samplers.driver.sample_compiled(..., runner=...)``) then compiles nothing, and the
+chains go on from where tuning left them (a warm start; the tuning draws are discarded, as NUTS discards its warm-up). Where sampling cannot reuse the runner (no chain count,
 ``recentre``, several modes), one chain from the mode tunes the move alone on a runner of its own. Each phase reads
 the model, data, test, estimator and temperature from one ``WarmupContext``.
 """
