@@ -6,9 +6,9 @@ Logistic regression (``make_logistic_data``, prior N(0, 10^2)), d = 10, at each 
 in a fresh process per setting, so that each pays its own compilations, as a user's first fit does:
 
 * ``before``: the warm-up as it was before issue 21's lean warm-up, from the source tree ``--before-src`` (e.g.
-  ``git archive fbe9fab src | tar -x -C /tmp/before``); without it, this tree's ``warmup(lean=False)`` (the old
-  phase-after-phase search, but with the single-compilation tuning);
-* ``after``: this tree's default (``lean=True``).
+  ``git archive fbe9fab src | tar -x -C /tmp/before``); without it, ``after`` alone (issue 30 removed the earlier
+  search from the tree);
+* ``after``: this tree's warm-up.
 
 Per phase: passes over N (rows read / N), rows, seconds and, for ``after``, the seconds JAX spent compiling
 (``samplers.phase_cost``; ``before`` gives the total compile seconds of its warm-up only); and the
@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import inspect
 import json
 import os
 import subprocess
@@ -55,15 +54,15 @@ def child(n: int, variant: str, samples: int, proposal: str) -> dict:
 
     def counted(*args, **kwargs):
         out = original(*args, **kwargs)
-        tunings.append(getattr(out, "compilations", None))
+        tuned = out[0] if isinstance(out, tuple) else out  # this tree's tune returns (result, runner)
+        tunings.append(getattr(tuned, "compilations", None))
         return out
 
     wm.tune = counted
     data, _ = make_logistic_data(jax.random.key(0), n, 10)
     load = os.getloadavg()[0]
-    options = {"lean": variant == "after"} if "lean" in inspect.signature(wm.warmup).parameters else {}
     c0, t0 = compile_s[0], time.perf_counter()
-    w = wm.warmup(logistic_regression(prior_scale=10.0), data, jnp.zeros(10), key=0, proposal=proposal, **options)
+    w = wm.warmup(logistic_regression(prior_scale=10.0), data, jnp.zeros(10), key=0, proposal=proposal)
     warm_s, warm_compile = time.perf_counter() - t0, compile_s[0] - c0
     res = wm.sample(logistic_regression(prior_scale=10.0), data, wm.dispersed_starts(w, 4, jax.random.key(1)), proposal=w.proposal,
                     test=w.test, estimator=w.estimator, num_samples=samples, num_chains=4, key=2, batched_init=True, progress=False)
@@ -97,7 +96,8 @@ def main() -> None:
     if args.child:
         print(json.dumps(child(int(args.child[0]), args.child[1], int(args.child[2]), args.child[3])))
         return
-    runs = [run_child(n, v, args.samples, p, args.before_src) for n in args.sizes for p in args.proposals for v in ("before", "after")]
+    variants = ("before", "after") if args.before_src else ("after",)
+    runs = [run_child(n, v, args.samples, p, args.before_src) for n in args.sizes for p in args.proposals for v in variants]
     rows, totals, values = [], [], {}
     for r in runs:
         for k, p in r["phases"].items():

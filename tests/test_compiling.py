@@ -13,7 +13,7 @@ from minibatch_mcmc import compiling
 from minibatch_mcmc.compiling import FAST_COMPILE, ONE_OFF_WORK, RUN_WORK, compile_options
 from minibatch_mcmc.data.arrays import as_data_source
 from minibatch_mcmc.models import logistic_regression, make_logistic_data
-from minibatch_mcmc.samplers import driver, sample
+from minibatch_mcmc.samplers import driver
 from minibatch_mcmc.samplers.scaled_runner import make_scaled_runner
 from minibatch_mcmc.warmup import auto_sample, warmup
 from minibatch_mcmc.warmup import tuning as warmup_tuning
@@ -55,8 +55,8 @@ def test_fast_compiled_runner_draws_the_same_chain(fitted, monkeypatch):
     built = []
     monkeypatch.setattr(driver, "make_scaled_runner", lambda *a, **k: built.append(k["compiler_options"]) or make_scaled_runner(*a, **k))
     starts = jax.tree_util.tree_map(lambda a: jnp.stack([a] * CHAINS), w.centre)
-    runs = [sample(model, data, starts, proposal=w.proposal, test=w.test, estimator=w.estimator, num_samples=STEPS,
-                   num_chains=CHAINS, key=3, progress=False, batched_init=True, compiler_options=options)
+    runs = [driver.sample_compiled(model, data, starts, proposal=w.proposal, test=w.test, estimator=w.estimator, num_samples=STEPS,
+                                   num_chains=CHAINS, key=3, run=driver.RunOptions(progress=False), batched_init=True, compiler_options=options)
             for options in (None, dict(FAST_COMPILE))]
     assert built == [None, FAST_COMPILE]  # the options reached the runner's jit
     assert 0.3 < np.mean(runs[0].records["accepted"]) < 1.0  # the chains move: equality is not vacuous
@@ -78,7 +78,7 @@ def test_auto_sample_compiles_short_runs_fast(fitted, monkeypatch, tmp_path):
         raise Sampled  # the compile level is all this test needs: no run
 
     monkeypatch.setattr(warmup_module, "stored_warmup", lambda *a, **k: asked.append(a[4]) or w)
-    monkeypatch.setattr(warmup_module, "sample", spy)
+    monkeypatch.setattr(warmup_module, "sample_compiled", spy)
     longest = RUN_WORK // (CHAINS * D)
     for num_samples, extra in ((longest, {}), (longest + 1, {}), (10, {"checkpoint_dir": tmp_path / "unused"})):
         with pytest.raises(Sampled):
@@ -109,7 +109,7 @@ def test_tuned_runner_counts_tuning_and_sampling(fitted, monkeypatch):
     for steps in (longest, longest + 1, None):
         with pytest.raises(Built):
             ctx = WarmupContext(model, as_data_source(data), w.test, w.estimator, 1.0, "metropolis")
-            warmup_tuning.tune_on_chains(ctx, lambda s: w.proposal, starts, jax.random.key(0), 0.234, "random_walk", num_windows,
+            warmup_tuning.tune(ctx, lambda s: w.proposal, starts, jax.random.key(0), 0.234, "random_walk", num_windows,
                                          window_size, None, steps)
     with pytest.raises(Built):  # warmup hands its num_samples on
         warmup(model, data, jnp.zeros(D), key=0, proposal="random_walk", num_chains=CHAINS, num_samples=longest)

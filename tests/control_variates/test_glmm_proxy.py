@@ -160,7 +160,7 @@ def test_warmup_builds_glmm_proxy():
     model, data = glmm_model(crossed("bernoulli", 400), "bernoulli", centred=False)
     source, key = as_data_source(data), jax.random.key(0)
     found = find_centre(model, source, jnp.zeros(dimension(model.glmm.layout), jnp.float32), key, key, temperature=1.0, order=2,
-                        adam_steps=50, newton_steps=20, num_starts=0, stratum=False)
+                        newton_steps=20, num_starts=0, stratum=False)
     assert type(found.proxy).__name__ == "GLMMProxy"
     assert found.cost["proxy"].data == 400
 

@@ -14,7 +14,8 @@ from minibatch_mcmc import models
 from minibatch_mcmc.acceptance import MetropolisTest, penalty_test, scalable_mh
 from minibatch_mcmc.compiling import FAST_COMPILE
 from minibatch_mcmc.proposals import random_walk
-from minibatch_mcmc.samplers import sample
+from minibatch_mcmc.samplers import RunOptions
+from minibatch_mcmc.samplers.driver import sample_compiled
 
 X = (np.random.default_rng(0).standard_normal((400, 2)) + 1.0).astype(np.float32)
 
@@ -23,8 +24,8 @@ def run(scale, **kw):
     """Three chains of the Gaussian mean model (posterior s.d. 0.05) with a random walk of s.d. ``scale``; the warnings."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        result = sample(models.gaussian_mean(), X, jnp.ones(2), proposal=random_walk(scale=scale), test=MetropolisTest(),
-                        num_samples=200, num_chains=3, key=1, progress=False, compiler_options=FAST_COMPILE, **kw)
+        result = sample_compiled(models.gaussian_mean(), X, jnp.ones(2), proposal=random_walk(scale=scale), test=MetropolisTest(),
+                                 num_samples=200, num_chains=3, key=1, run=RunOptions(progress=False), compiler_options=FAST_COMPILE, **kw)
     return result, [str(w.message) for w in caught]
 
 
@@ -94,8 +95,8 @@ def test_smh_mostly_on_the_full_data_test_warns():
     est = model_glm_proxy(model, data, jnp.zeros(2), order=2)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        result = sample(model, data, jnp.zeros(2), proposal=random_walk(scale=0.1), test=scalable_mh(max_expected=2.0), estimator=est,
-                        num_samples=120, num_chains=2, progress=False, compiler_options=FAST_COMPILE)
+        result = sample_compiled(model, data, jnp.zeros(2), proposal=random_walk(scale=0.1), test=scalable_mh(max_expected=2.0),
+                                 estimator=est, num_samples=120, num_chains=2, run=RunOptions(progress=False), compiler_options=FAST_COMPILE)
     share = float(result.records["fallback"].mean())
     said = [str(w.message) for w in caught if "fell back" in str(w.message)]
     assert share > 0.5 and len(said) == 1, (share, said)

@@ -11,11 +11,11 @@ from minibatch_mcmc import models
 from minibatch_mcmc.acceptance import BarkerTest, mh_minibatch
 from minibatch_mcmc.data.arrays import as_data_source
 from minibatch_mcmc.proposals.scaled import scaled_random_walk
-from minibatch_mcmc.samplers.driver import sample
+from minibatch_mcmc.samplers.driver import RunOptions, sample, sample_compiled
 from minibatch_mcmc.samplers.kernel import build_kernel
 from minibatch_mcmc.samplers.scaled_runner import at_scale, make_scaled_runner
 from minibatch_mcmc.warmup.context import WarmupContext
-from minibatch_mcmc.warmup.tuning import laplace_starts, tune_on_chains
+from minibatch_mcmc.warmup.tuning import laplace_starts, tune
 
 N, CHAINS, STEPS = 2_000, 3, 100
 
@@ -41,7 +41,8 @@ def test_runner_at_a_fixed_scale_draws_what_sample_draws(problem):
     kw = dict(test=test, num_samples=STEPS, num_chains=CHAINS, key=4, batched_init=True, block_size=STEPS, progress=False)
     plain = sample(model, x, starts, proposal=scaled_random_walk(factor, 0.9), **kw)
     runner = make_scaled_runner(lambda s: build_kernel(model, scaled_random_walk(factor, s), test, N), CHAINS, chunk=25)
-    shared = sample(model, x, starts, proposal=scaled_random_walk(factor, 0.9), runner=at_scale(runner, 0.9, starts), **kw)
+    shared = sample_compiled(model, x, starts, proposal=scaled_random_walk(factor, 0.9), runner=at_scale(runner, 0.9, starts),
+                             run=RunOptions(block_size=STEPS, progress=False), **{k: v for k, v in kw.items() if k not in RunOptions._fields})
     want = {"positions": np.asarray(plain.positions), **plain.records}
     got = {"positions": np.asarray(shared.positions), **shared.records}
     assert not mismatches(got, want, STEPS, N), mismatches(got, want, STEPS, N)
@@ -50,17 +51,17 @@ def test_runner_at_a_fixed_scale_draws_what_sample_draws(problem):
 
 
 def test_tuning_then_sampling_compile_the_block_function_once(problem):
-    """``tune_on_chains`` (5 windows of 25 steps over 3 chains, the scale changing every window) then ``sample`` on its
+    """``tune`` (5 windows of 25 steps over 3 chains, the scale changing every window) then ``sample`` on its
     runner at the tuned scale (2 blocks of 50 steps, from the tuned chains): the block function is traced, so compiled,
     once for all of it. Sampling goes on from the tuned chains' positions and runs the tuned kernel (its acceptance
     within 0.15 of the Barker target the scale was tuned to)."""
     x, factor, starts, _ = problem
     test, model = mh_minibatch(batch_size=50), models.gaussian_mean()
     ctx = WarmupContext(model, as_data_source(x), test, None, 1.0, "barker")
-    tuned, runner = tune_on_chains(ctx, lambda s: scaled_random_walk(factor, s), starts, jax.random.key(5), 0.159, "random_walk", 5, 25)
+    tuned, runner = tune(ctx, lambda s: scaled_random_walk(factor, s), starts, jax.random.key(5), 0.159, "random_walk", 5, 25)
     assert tuned.compilations == 1 and len(np.unique(tuned.acceptance)) > 1
-    res = sample(model, x, tuned.position, proposal=scaled_random_walk(factor, tuned.scale), test=test, num_samples=STEPS,
-                 num_chains=CHAINS, key=6, batched_init=True, block_size=50, progress=False, runner=runner)
+    res = sample_compiled(model, x, tuned.position, proposal=scaled_random_walk(factor, tuned.scale), test=test, num_samples=STEPS,
+                          num_chains=CHAINS, key=6, batched_init=True, run=RunOptions(block_size=50, progress=False), runner=runner)
     assert runner.compilations() == 1
     assert abs(res.records["accepted"].mean() - 0.159) < 0.15
 
@@ -70,5 +71,5 @@ def test_runner_refuses_other_chains_or_devices(problem):
     test, model = mh_minibatch(batch_size=50), models.gaussian_mean()
     runner = at_scale(make_scaled_runner(lambda s: build_kernel(model, scaled_random_walk(factor, s), test, N), CHAINS), 1.0, starts)
     with pytest.raises(ValueError, match="runner runs 3 chains"):
-        sample(model, x, jnp.zeros(2), proposal=scaled_random_walk(factor, 1.0), test=test, num_samples=10, num_chains=2,
-               runner=runner, progress=False)
+        sample_compiled(model, x, jnp.zeros(2), proposal=scaled_random_walk(factor, 1.0), test=test, num_samples=10, num_chains=2,
+                        runner=runner, run=RunOptions(progress=False))

@@ -2,22 +2,35 @@
 two-component mixture are both found from one start; a unimodal logistic posterior costs the Adam minibatches
 alone (no full-data polish, one mode)."""
 
+import time
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from jax.flatten_util import ravel_pytree
 from jax.scipy.special import logsumexp
 
 from minibatch_mcmc.data.arrays import as_data_source
 from minibatch_mcmc.models import logistic_regression
 from minibatch_mcmc.models.base import Model, gaussian_prior
 from minibatch_mcmc.optim.mode import find_mode, laplace_covariance
-from minibatch_mcmc.warmup.multistart import LocalMode, dispersed_points, find_modes
+from minibatch_mcmc.warmup.multistart import LocalMode, adam_ends, modes_from_ends
 
 
 def first_mode(model, data, theta0):
     m = find_mode(model, data, theta0, key=0)
     return LocalMode(m.theta_hat, m.log_posterior, laplace_covariance(m.hessian))
+
+
+def search(model, data, first, key, num_starts=8, steps=300, b=256):
+    """The warm-up's search: Adam from ``num_starts`` dispersed starts (``adam_ends``), then ``modes_from_ends``."""
+    source = as_data_source(data)
+    flat, unravel = ravel_pytree(first.theta)
+    found = adam_ends(model, source.arrays(), source.n, flat[None], unravel, key, 1.0, steps, min(b, source.n), 0.05,
+                      shared=True, dispersed=num_starts)
+    ends = found.ends[1:][found.ok[1:]]
+    return ends, modes_from_ends(model, source, first, ends, 1.0, 10, 0, time.perf_counter())
 
 
 def mixture_model():
@@ -33,23 +46,17 @@ def test_label_switched_mixture_modes_are_both_found():
     rng = np.random.default_rng(3)
     x = np.concatenate([rng.normal(-2, 1, 1000), rng.normal(2, 1, 1000)]).astype(np.float32)
     model = mixture_model()
-    found = find_modes(model, as_data_source(x), first_mode(model, x, jnp.asarray([-1.0, 1.0])), key=jax.random.key(0))
+    _, found = search(model, x, first_mode(model, x, jnp.asarray([-1.0, 1.0])), jax.random.key(0))
     pos = [np.asarray(m.theta) for m in found.modes]
     assert len(pos) == 2, pos
     np.testing.assert_allclose(pos[1], pos[0][::-1], atol=0.02)
     assert abs(found.modes[0].log_posterior - found.modes[1].log_posterior) < 0.05
 
 
-def test_unimodal_search_reads_only_the_adam_minibatches():
-    """A logistic posterior: one mode, and the search reads 8 x 300 x 256 rows (no full-data polish)."""
+def test_unimodal_search_reads_no_full_pass():
+    """A logistic posterior: eight finite Adam ends, one mode, and no full-data pass or polish after Adam."""
     rng = np.random.default_rng(0)
     data = {"x": np.column_stack([np.ones(3000), rng.standard_normal(3000)]).astype(np.float32), "y": rng.integers(0, 2, 3000).astype(np.int32)}
     model = logistic_regression(prior_scale=5.0)
-    found = find_modes(model, as_data_source(data), first_mode(model, data, jnp.zeros(2)), key=jax.random.key(2))
-    assert len(found.modes) == 1 and found.data_used == 8 * 300 * 256
-
-
-def test_dispersed_points_are_antithetic_and_reach_past_the_mode():
-    p = dispersed_points(jax.random.key(0), np.array([0.5, -3.0]), 8)
-    np.testing.assert_array_equal(p[:4], -p[4:])
-    assert np.all(np.abs(p) <= np.array([3.0, 8.0])) and np.abs(p[:, 1]).max() > 3.0
+    ends, found = search(model, data, first_mode(model, data, jnp.zeros(2)), jax.random.key(2))
+    assert len(ends) == 8 and len(found.modes) == 1 and found.data_used == 0

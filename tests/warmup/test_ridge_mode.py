@@ -72,7 +72,7 @@ def ridge_reference(data):
 
 def centre_of(model, data, start, newton_steps=10):
     return find_centre(model, as_data_source(data), start, jax.random.PRNGKey(0), jax.random.PRNGKey(1), temperature=1.0, order=2,
-                       adam_steps=0, newton_steps=newton_steps, num_starts=8, stratum=False)
+                       newton_steps=newton_steps, num_starts=8, stratum=False)
 
 
 @pytest.mark.slow

@@ -43,16 +43,6 @@ def test_warmup_finds_mode_and_reports_cost(glm):
     assert s["phases"]["influence"]["rows"] == 2048  # its first round rode on the proxy's pass: only the bulk rows were read
 
 
-@pytest.mark.slow
-def test_earlier_warmup_path_still_reaches_the_mode(glm):
-    """``lean=False`` (find_mode, find_modes, taylor_proxy, influential_rows one after the other) centres on the Newton
-    mode to 1e-3 s.d. and reports the same phases, the proxy and influence passes read separately."""
-    data, mean, var, mode = glm
-    w = warmup(logistic_regression(prior_scale=5.0), data, jnp.asarray([3.0, 3.0]), key=0, lean=False, num_windows=2, window_size=20)
-    assert np.max(np.abs(np.asarray(w.centre) - mode) / np.sqrt(var)) < 1e-3
-    assert set(w.cost) == {"mode", "proxy", "influence", "tuning", "batch", "setup"} and w.cost["influence"].data >= 5_000
-
-
 @pytest.fixture(scope="module")
 def default_run(glm):
     """``auto_sample`` with its defaults (proxy HMC, the penalty test on 50 rows) from (3, 3): 4 chains x 1500 draws."""

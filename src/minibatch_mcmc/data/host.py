@@ -10,8 +10,9 @@ requested rows. Under ``vmap`` over chains the callback receives the indices of 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
-from typing import Any, Iterator, NamedTuple, Protocol, Sequence
+from typing import Any, Callable, Iterator, NamedTuple, Protocol, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -226,3 +227,14 @@ jax.tree_util.register_pytree_node(HostData, lambda h: ((), h.reader), lambda re
 def is_host_data(tree: PyTree) -> bool:
     """Whether a data pytree is an out-of-core ``HostData`` node."""
     return isinstance(tree, HostData)
+
+
+def data_errors(fn: Callable) -> Callable:
+    """``fn(model, data, ...)`` with a data file changed under it reported as ``DataChangedError``, from every phase."""
+
+    @functools.wraps(fn)
+    def wrapped(model: Any, data: Any, *args: Any, **kwargs: Any) -> Any:
+        with host_read_errors(data):
+            return fn(model, data, *args, **kwargs)
+
+    return wrapped

@@ -9,10 +9,12 @@ from minibatch_mcmc.samplers.mintee import Ladder, MINTEEConfig, MINTEEResult, M
 from minibatch_mcmc.samplers.pointwise import log_likelihood_data
 from minibatch_mcmc.samplers.prefetch_plan import prefetch_plan
 from minibatch_mcmc.samplers.results import RECORD_FIELDS, SampleResult, summarize, to_inference_data
+from minibatch_mcmc.samplers.run_options import RunOptions
 from minibatch_mcmc.samplers.sharding import ChainLayout, chain_layout
 
 __all__ = [
     "sample",
+    "RunOptions",
     "ChainState",
     "Kernel",
     "build_kernel",

@@ -30,6 +30,7 @@ from minibatch_mcmc.samplers.keys import as_run_key
 from minibatch_mcmc.samplers.progress import SamplingBar
 from minibatch_mcmc.samplers.results import RECORD_FIELDS, SampleResult, constrain_draws
 from minibatch_mcmc.samplers.run_checks import warn_run
+from minibatch_mcmc.samplers.run_options import RunOptions, merged_run
 from minibatch_mcmc.samplers.scaled_runner import BoundRunner, make_scaled_runner
 from minibatch_mcmc.samplers.sharding import ChainLayout, chain_layout, place, place_data, shard_chains, to_host
 
@@ -303,14 +304,8 @@ def sample(
     num_chains: int = 1,
     temperature: float | Sequence[float] | np.ndarray = 1.0,
     batched_init: bool = False,
-    block_size: int = 250,
-    progress: bool = True,
-    devices: Sequence[jax.Device] | int | str | None = None,
-    data_sharding: Any = None,
-    checkpoint_dir: str | os.PathLike | None = None,
-    resume: bool = False,
-    runner: BoundRunner | None = None,
-    compiler_options: dict[str, Any] | None = None,
+    run: RunOptions | None = None,
+    **run_options: Any,
 ) -> SampleResult:
     """Draw ``num_samples`` MH steps per chain for ``num_chains`` vmapped chains.
 
@@ -333,23 +328,41 @@ def sample(
         num_chains: Chains, vmapped.
         temperature: A constant ``K`` (each log-likelihood divided by it), or one value per step (e.g. 100 then 1).
         batched_init: ``initial_position`` has a leading axis of ``num_chains``: one start per chain.
-        block_size: Steps per jitted block (the unit of progress, interruption and checkpoints).
-        progress: Show a progress bar, redrawn about every half second.
-        devices: A list of devices, a count, or ``"all"``: the chains are split over a 1-D device mesh
-            (``num_chains`` a multiple of the device count).
-        data_sharding: A sharding for the data; None: the data are replicated on every device.
-        checkpoint_dir: A directory where every finished block is written. It is checked writable and locked for the
-            run first: a second run started on it is refused before writing (``SECURITY.md``).
-        resume: Reload the finished blocks of ``checkpoint_dir`` and continue.
-        runner: An already compiled runner of this kernel (``scaled_runner.at_scale``, e.g. ``Warmup.runner``) to run
-            instead of compiling the kernel again; not with ``devices``.
-        compiler_options: XLA's options for the block runner, e.g. ``compiling.FAST_COMPILE`` for a short run on the
-            CPU (``auto_sample`` sets it by the run's length); the draws then differ from XLA's defaults' by rounding
-            (fused multiply-adds), so a resumed run must be given the same options.
+        run: How the chains run, one ``RunOptions`` (``block_size``, ``progress``, ``devices``, ``data_sharding``,
+            ``checkpoint_dir``, ``resume``; its defaults if None).
+        **run_options: Any field of ``RunOptions`` by name (e.g. ``progress=False``, ``checkpoint_dir=...``),
+            replacing that field of ``run``.
 
     Returns:
         The ``SampleResult``: draws with leading axes ``(chain, draw)``, the per-step records and the run's metadata.
     """
+    return sample_compiled(model, data, initial_position, proposal=proposal, test=test, num_samples=num_samples, estimator=estimator,
+                           key=key, num_chains=num_chains, temperature=temperature, batched_init=batched_init,
+                           run=merged_run(run, **run_options))
+
+
+def sample_compiled(
+    model: Model,
+    data: PyTree | DataSource,
+    initial_position: PyTree,
+    *,
+    proposal: Proposal,
+    test: AcceptanceTest,
+    num_samples: int,
+    estimator: Estimator | None = None,
+    key: jax.Array | int = 0,
+    num_chains: int = 1,
+    temperature: float | Sequence[float] | np.ndarray = 1.0,
+    batched_init: bool = False,
+    run: RunOptions = RunOptions(),
+    runner: BoundRunner | None = None,
+    compiler_options: dict[str, Any] | None = None,
+) -> SampleResult:
+    """``sample`` with what ``auto_sample`` decides about compilation (not public): an already compiled ``runner`` of this
+    kernel (``scaled_runner.at_scale``, ``Warmup.runner``; not with devices) run instead of compiling the kernel again,
+    or XLA's ``compiler_options`` for the block runner (``compiling.FAST_COMPILE`` for a short run on the CPU: the draws
+    then differ from XLA's defaults' by rounding, fused multiply-adds, so a resumed run must be given the same options)."""
+    block_size, progress, devices, data_sharding, checkpoint_dir, resume = run
     use_compilation_cache()  # before anything compiles: a new process reads what an earlier one compiled
     num_samples, num_chains, block_size = _check_args(
         num_samples, num_chains, block_size, resume, checkpoint_dir, devices, data_sharding
@@ -377,11 +390,11 @@ def sample(
         if layout is not None:
             finished, arrays, run_key = _place(finished, arrays, base_key, layout, data_sharding)
 
-        run = make_block_runner(kernel, num_chains, layout, compiler_options) if runner is None else runner.run_block
+        blocks = make_block_runner(kernel, num_chains, layout, compiler_options) if runner is None else runner.run_block
 
         def run_block(states: ChainState, steps: jax.Array, block_temps: jax.Array):
             with host_read_errors(arrays):  # a data file changed under the run: its own error, naming the file
-                return jax.block_until_ready(run(run_key, states, arrays, steps, block_temps))
+                return jax.block_until_ready(blocks(run_key, states, arrays, steps, block_temps))
 
         diagnose = functools.partial(nonfinite_error, model, proposal, source, base_key, num_chains)
         bar = SamplingBar(progress, num_samples, finished.done, test.name)

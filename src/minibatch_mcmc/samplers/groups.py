@@ -17,8 +17,9 @@ from minibatch_mcmc.acceptance.base import AcceptanceTest
 from minibatch_mcmc.control_variates.base import Estimator
 from minibatch_mcmc.models.base import Model
 from minibatch_mcmc.proposals.base import Proposal
-from minibatch_mcmc.samplers.driver import sample
+from minibatch_mcmc.samplers.driver import sample_compiled
 from minibatch_mcmc.samplers.results import SampleResult
+from minibatch_mcmc.samplers.run_options import RunOptions
 
 PyTree = Any
 
@@ -32,9 +33,10 @@ class ChainGroup(NamedTuple):
 
 
 def sample_groups(model: Model, data: PyTree, starts: PyTree, groups: Sequence[ChainGroup], *, test: AcceptanceTest,
-                  num_samples: int, key: jax.Array, **sample_kwargs: Any) -> SampleResult:
+                  num_samples: int, key: jax.Array, temperature: Any = 1.0, run: RunOptions = RunOptions(),
+                  compiler_options: dict[str, Any] | None = None) -> SampleResult:
     """``sample`` per group from its rows of the batched ``starts``; one ``SampleResult`` in the original chain order."""
-    ckpt, resume = sample_kwargs.pop("checkpoint_dir", None), sample_kwargs.pop("resume", False)
+    ckpt, resume = run.checkpoint_dir, run.resume
     order = [c for g in groups for c in g.chains]
     if sorted(order) != list(range(len(order))):
         raise ValueError(f"the groups' chains {order} must be 0..{len(order) - 1}, each once")
@@ -42,9 +44,10 @@ def sample_groups(model: Model, data: PyTree, starts: PyTree, groups: Sequence[C
     for k, g in enumerate(groups):
         idx, sub = np.asarray(g.chains), None if ckpt is None else Path(ckpt) / f"group-{k}"
         fresh = sub is not None and not sub.exists() and Path(ckpt).exists()  # a group the killed run had not reached
-        parts.append(sample(model, data, jax.tree_util.tree_map(lambda a: a[idx], starts), proposal=g.proposal, test=test,
-                            estimator=g.estimator, num_samples=num_samples, num_chains=len(idx), key=jax.random.fold_in(key, k),
-                            batched_init=True, checkpoint_dir=sub, resume=resume and not fresh, **sample_kwargs))
+        parts.append(sample_compiled(model, data, jax.tree_util.tree_map(lambda a: a[idx], starts), proposal=g.proposal, test=test,
+                                     estimator=g.estimator, num_samples=num_samples, num_chains=len(idx), key=jax.random.fold_in(key, k),
+                                     temperature=temperature, batched_init=True,
+                                     run=run._replace(checkpoint_dir=sub, resume=resume and not fresh), compiler_options=compiler_options))
     back = np.argsort(np.asarray(order))
 
     def join(*leaves: np.ndarray) -> np.ndarray:

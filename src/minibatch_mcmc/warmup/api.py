@@ -14,11 +14,11 @@ phase by phase: ``Warmup.summary()``) is reported apart from sampling's, as NumP
 
 from __future__ import annotations
 
-import functools
 import math
-from typing import Any, Callable, NamedTuple
+from typing import Any, NamedTuple
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from minibatch_mcmc.acceptance.base import AcceptanceTest
@@ -30,7 +30,7 @@ from minibatch_mcmc.control_variates import Proxy
 from minibatch_mcmc.control_variates.influence import Influence
 from minibatch_mcmc.control_variates.proposals import cholesky_factor
 from minibatch_mcmc.data.arrays import DataSource, as_data_source
-from minibatch_mcmc.data.host import host_read_errors
+from minibatch_mcmc.data.host import data_errors
 from minibatch_mcmc.diagnostics.proxy_check import ProxyCheck, timed_check
 from minibatch_mcmc.models.base import Model
 from minibatch_mcmc.proposals.base import Proposal
@@ -42,11 +42,12 @@ from minibatch_mcmc.samplers.checkpoint import (
     run_directory,
 )
 from minibatch_mcmc.samplers.diagnose import bad_rows_named
-from minibatch_mcmc.samplers.driver import sample
+from minibatch_mcmc.samplers.driver import sample_compiled
 from minibatch_mcmc.samplers.groups import ChainGroup, sample_groups
 from minibatch_mcmc.samplers.keys import as_key
 from minibatch_mcmc.samplers.phase_cost import PhaseClock
 from minibatch_mcmc.samplers.results import SampleResult
+from minibatch_mcmc.samplers.run_options import RunOptions, merged_run
 from minibatch_mcmc.samplers.scaled_runner import BoundRunner
 from minibatch_mcmc.samplers.tuning import untuned
 from minibatch_mcmc.warmup.batch_choice import choose_batch_size
@@ -68,7 +69,14 @@ from minibatch_mcmc.warmup.laplace_moves import (
 )
 from minibatch_mcmc.warmup.multistart import LocalMode
 from minibatch_mcmc.warmup.saved import load_warmup, save_warmup
-from minibatch_mcmc.warmup.tuning import laplace_starts, mode_kernels, short_run_mean, timed_proxy, tune, tune_on_chains
+from minibatch_mcmc.warmup.tuning import (
+    dispersed_starts,
+    laplace_starts,
+    mode_kernels,
+    short_run_mean,
+    timed_proxy,
+    tune,
+)
 
 PyTree = Any
 
@@ -123,7 +131,8 @@ class Warmup(NamedTuple):
     proxy_check: ProxyCheck | None = None
     """The Pareto-k check after sampling (set by ``auto_sample``)."""
     runner: BoundRunner | None = None
-    """With ``warmup(num_chains=C)``: the compiled block runner tuning ran on, at the tuned scale (``sample(runner=...)``)."""
+    """With ``warmup(num_chains=C)``: the compiled block runner tuning ran on, at the tuned scale (``auto_sample`` samples on
+    it: ``samplers.driver.sample_compiled(runner=...)``)."""
     chains: PyTree = None
     """With ``warmup(num_chains=C)``: the tuned chains' final positions, batched: the warm start of sampling."""
 
@@ -152,17 +161,6 @@ def decision_rule(test: AcceptanceTest) -> str:
     return "barker" if test.decision_rule == "barker" else "metropolis"
 
 
-def data_errors(fn: Callable) -> Callable:
-    """``fn(model, data, ...)`` with a data file changed under it reported as ``DataChangedError``, from every phase."""
-
-    @functools.wraps(fn)
-    def wrapped(model: Model, data: PyTree | DataSource, *args: Any, **kwargs: Any) -> Any:
-        with host_read_errors(data):
-            return fn(model, data, *args, **kwargs)
-
-    return wrapped
-
-
 @timed_setup
 @data_errors
 def warmup(
@@ -174,7 +172,6 @@ def warmup(
     test: AcceptanceTest | str | None = None,
     proposal: str | None = None,
     temperature: float = 1.0,
-    lean: bool = True,
     progress: bool = False,
     num_chains: int | None = None,
     num_samples: int | None = None,
@@ -201,8 +198,6 @@ def warmup(
             ``laplace_moves.default_kind``, ``"mixture"`` where the warm-up put rows in an exact stratum or found
             several modes, else ``"proxy_hmc"``; ``Warmup.why`` says which.
         temperature: The likelihood's temperature ``K`` (each log-likelihood divided by it; 1: the posterior).
-        lean: The one-pass mode search (``warmup.lean``); False: the earlier phase-after-phase search
-            (``warmup.centre``), the only one ``adam_steps`` applies to.
         progress: Print a status line per phase with its cost.
         num_chains: With one mode and no ``recentre``, tune a tuned scale on that many chains from dispersed Laplace
             draws, on the compiled runner sampling then reuses (``Warmup.runner`` and ``Warmup.chains``). None: one
@@ -211,7 +206,7 @@ def warmup(
             (``compiling.RUN_WORK``).
         settings: The knobs as one ``WarmupSettings`` (its defaults if None).
         **knobs: Any field of ``WarmupSettings`` by name (``order``, ``target_accept``, ``num_windows``,
-            ``window_size``, ``recentre``, ``adam_steps``, ``newton_steps``, ``num_starts``, ``stratum``), replacing
+            ``window_size``, ``recentre``, ``newton_steps``, ``num_starts``, ``stratum``), replacing
             that field of ``settings``. ``recentre=True`` rebuilds the proxy at the mean of a short tuned run;
             ``num_starts`` minibatch-Adam searches look for other modes (a warning; ``auto_sample`` starts chains in
             each); ``stratum=True`` makes the rows the proxy cannot see (``influential_rows``) exact at every test.
@@ -236,8 +231,8 @@ def warmup(
     test = default_test(source.n) if test is None else named_test(test)
     rule = decision_rule(test)
     k_mode, k_tune, k_centre = jax.random.split(as_key(key), 3)
-    found = find_centre(model, source, theta0, as_key(key), k_mode, temperature=temperature, order=s.order, adam_steps=s.adam_steps,
-                        newton_steps=s.newton_steps, num_starts=s.num_starts, lean=lean, progress=progress,
+    found = find_centre(model, source, theta0, as_key(key), k_mode, temperature=temperature, order=s.order,
+                        newton_steps=s.newton_steps, num_starts=s.num_starts, progress=progress,
                         stratum=check_bool(s.stratum, "stratum") and not needs_bounds(test))  # exact tests need no stratum
     cov, proxy, modes, influence, cost, mode_theta = found.covariance, found.proxy, found.modes, found.influence, found.cost, found.theta_hat
     chol = cholesky_factor(cov, cov.shape[0])
@@ -256,17 +251,21 @@ def warmup(
         if kind in GLOBAL:  # nothing to tune: the Laplace fit sets the move
             tuned = untuned(mode_theta)
         else:
-            walk = proposal_for(tuned_kind, proxy, model, chol, temperature, rule)
+            reused = num_chains is not None and not s.recentre and len(modes) <= 1  # all chains, on the runner sampling reuses
+            if reused:
+                starts = laplace_starts(proxy.centre, cov, modes, num_chains, jax.random.fold_in(k_tune, 1))
+                move, counted = make, tuned_steps(kind)
+            else:  # one chain from the mode, the tuned move alone
+                starts = jax.tree_util.tree_map(lambda a: jnp.asarray(a)[None], mode_theta)
+                move, counted = proposal_for(tuned_kind, proxy, model, chol, temperature, rule), None
             with bad_rows_named(model, source, mode_theta):
-                if num_chains is not None and not s.recentre and len(modes) <= 1:  # all chains, on the runner sampling reuses
-                    starts = laplace_starts(proxy.centre, cov, modes, num_chains, jax.random.fold_in(k_tune, 1))
-                    tuned, runner = tune_on_chains(ctx, make, starts, k_tune, target, tuned_kind, s.num_windows, s.window_size,
-                                                   tuned_steps(kind), num_samples)
-                else:
-                    tuned = tune(ctx, walk, mode_theta, k_tune, target, tuned_kind, s.num_windows, s.window_size)
+                tuned, bound = tune(ctx, move, starts, k_tune, target, tuned_kind, s.num_windows, s.window_size, counted,
+                                    num_samples if reused else None)
+            runner = bound if reused else None
     cost["tuning"] = clock.cost(tuned.data_used)
     if s.recentre:
-        centre, cost["recentre_run"] = short_run_mean(ctx, make(tuned.scale), tuned.position, k_centre)
+        last = jax.tree_util.tree_map(lambda a: a[0], tuned.position)  # the one tuned chain's end
+        centre, cost["recentre_run"] = short_run_mean(ctx, make(tuned.scale), last, k_centre)
         proxy, cost["recentre"] = timed_proxy(model, source, centre, s.order)
         ctx = ctx._replace(estimator=estimator_for(test, model, source, proxy, chol, influence))
         make = proposal_for(kind, proxy, model, chol, temperature, rule)
@@ -301,12 +300,6 @@ def default_test(n: int) -> AcceptanceTest:
     return named_test(DEFAULT_TEST) if n >= 50 else MetropolisTest()
 
 
-def dispersed_starts(w: Warmup, num_chains: int, key: jax.Array, spread: float = 1.5) -> PyTree:
-    """``num_chains`` starts from the Laplace approximation widened by ``spread`` (for R-hat), batched; with several modes,
-    chain ``c`` starts around mode ``c mod M`` (``warmup.tuning.laplace_starts``)."""
-    return laplace_starts(w.centre, w.covariance, w.modes, num_chains, key, spread)
-
-
 def auto_sample(
     model: Model,
     data: PyTree | DataSource,
@@ -325,7 +318,8 @@ def auto_sample(
     newton_steps: int = 10,
     stratum: bool = True,
     check_draws: int = 100,
-    **sample_kwargs: Any,
+    run: RunOptions | None = None,
+    **run_options: Any,
 ) -> tuple[SampleResult, Warmup]:
     """Warm up (mode, Laplace, proxy, rows it cannot see, tuning), then sample ``num_chains`` chains with the frozen settings.
 
@@ -356,9 +350,10 @@ def auto_sample(
         stratum: Make the rows the proxy cannot see exact at every test.
         check_draws: Draws on which the proxy is checked after sampling (Pareto-k, one streamed pass; a warning when it
             fails); 0 skips the check.
-        **sample_kwargs: Passed on to ``sample`` (``checkpoint_dir``, ``resume``, ``devices``, ``data_sharding``,
-            ``block_size``, ...). With ``checkpoint_dir`` the warm-up is saved there, and ``resume=True`` restores it
-            instead of redoing it.
+        run: How sampling runs, one ``RunOptions`` (``sample``'s; its ``progress`` replaced by ``progress``). With
+            ``checkpoint_dir`` the warm-up is saved there, and ``resume=True`` restores it instead of redoing it.
+        **run_options: Any other field of ``RunOptions`` by name (``checkpoint_dir``, ``resume``, ``devices``,
+            ``data_sharding``, ``block_size``), replacing that field of ``run``.
 
     Returns:
         ``(result, warm)``: the ``SampleResult`` (its ``wall_time`` is sampling alone) and the ``Warmup`` (its ``cost``
@@ -368,36 +363,36 @@ def auto_sample(
     use_compilation_cache()  # before anything compiles: a new process reads what an earlier one compiled
     check_int(check_draws, "check_draws", 0)
     k_warm, k_start, k_run = jax.random.split(as_key(key), 3)
-    reason = None if test is not None or proposal is not None or temperature != 1.0 else small_groups(model, data)
-    if reason is not None:  # a GLMM with small groups: full-data NUTS (warmup.full_data)
-        return routed_fit(model, data, theta0, reason, num_samples, num_chains, k_run, sample_kwargs)
     options = dict(test=test, proposal=proposal, order=order, temperature=temperature, recentre=recentre, num_starts=num_starts,
                    newton_steps=newton_steps, stratum=stratum)
-    if all(sample_kwargs.get(k) is None for k in ("checkpoint_dir", "devices", "data_sharding")):
+    run = merged_run(run, **run_options)._replace(progress=progress)
+    reason = None if test is not None or proposal is not None or temperature != 1.0 else small_groups(model, data)
+    if reason is not None:  # a GLMM with small groups: full-data NUTS (warmup.full_data)
+        return routed_fit(model, data, theta0, reason, num_samples, num_chains, k_run, run)
+    if all(x is None for x in (run.checkpoint_dir, run.devices, run.data_sharding)):
         options.update(num_chains=num_chains, num_samples=num_samples)  # tuning on the runner sampling reuses (not with recentre)
-    directory, resume = sample_kwargs.get("checkpoint_dir"), sample_kwargs.get("resume", False)
-    with run_directory(directory, resume, (SETTINGS_FILE, WARMUP_SETTINGS)):  # refused at once, or locked for warm-up and sampling
+    with run_directory(run.checkpoint_dir, run.resume, (SETTINGS_FILE, WARMUP_SETTINGS)):  # refused at once, or locked throughout
         return _warm_and_sample(model, data, theta0, (k_warm, k_start, k_run), options, num_samples, num_chains, temperature,
-                                progress, check_draws, sample_kwargs)
+                                check_draws, run)
 
 
 def routed_fit(model: Model, data: PyTree | DataSource, theta0: PyTree, reason: str, num_samples: int, num_chains: int,
-               key: jax.Array, sample_kwargs: dict) -> tuple[SampleResult, Warmup]:
+               key: jax.Array, run: RunOptions) -> tuple[SampleResult, Warmup]:
     """``auto_sample`` routed to full-data NUTS (``warmup.full_data``), said in one warning line: its run, and a ``Warmup``
     whose ``cost`` holds NUTS's ``adaptation`` and ``sampling`` and whose ``kind`` is ``"full_data_nuts"``."""
-    announce_route(reason, sample_kwargs)
+    announce_route(reason, {"checkpoint_dir": run.checkpoint_dir, "devices": run.devices, "data_sharding": run.data_sharding})
     result, cost = full_data_nuts(model, data, theta0, num_samples=num_samples, num_chains=num_chains, key=key)
     return result, Warmup(centre=theta0, covariance=np.empty((0, 0)), proxy=None, proposal=None, scale=math.nan, test=None,
                           acceptance=float(np.mean(result.records["accepted"])), cost=cost, kind="full_data_nuts", why="rule: " + reason)
 
 
-def _warm_and_sample(model, data, theta0, keys, options, num_samples, num_chains, temperature, progress, check_draws, sample_kwargs):
+def _warm_and_sample(model, data, theta0, keys, options, num_samples, num_chains, temperature, check_draws, run):
     """``auto_sample``'s warm-up (or its restoration) and sampling, in the checkpoint directory's lock if it has one."""
     k_warm, k_start, k_run = keys
-    w = stored_warmup(model, data, theta0, k_warm, options, sample_kwargs.get("checkpoint_dir"), sample_kwargs.get("resume", False),
-                      progress)
+    progress = run.progress
+    w = stored_warmup(model, data, theta0, k_warm, options, run.checkpoint_dir, run.resume, progress)
     with PhaseClock("sampling", 1) as clock:  # the starts, the run, its draws constrained: all of sample's seconds
-        result = _sample(model, data, w, k_start, k_run, num_samples, num_chains, temperature, progress, sample_kwargs)
+        result = _sample(model, data, w, k_start, k_run, num_samples, num_chains, temperature, run)
     sampled = sampling_cost(result)._replace(seconds=clock.seconds, compile_seconds=clock.compile_seconds)
     w = w._replace(cost={**w.cost, "sampling": sampled})
     if check_draws and not w.mode_kernels and not needs_bounds(w.test):  # an exact test's draws do not rest on the proxy
@@ -409,22 +404,22 @@ def _warm_and_sample(model, data, theta0, keys, options, num_samples, num_chains
     return result, w
 
 
-def _sample(model, data, w, k_start, k_run, num_samples, num_chains, temperature, progress, sample_kwargs) -> SampleResult:
+def _sample(model, data, w, k_start, k_run, num_samples, num_chains, temperature, run) -> SampleResult:
     """``auto_sample``'s sampling with the warm-up ``w``: from its tuned chains or dispersed Laplace draws, by mode groups if several."""
     starts = dispersed_starts(w, num_chains, k_start) if w.chains is None else w.chains
-    if sample_kwargs.get("checkpoint_dir") is None:  # a short run compiles fast; a checkpointed one keeps XLA's defaults
-        work = num_samples * num_chains * int(np.size(w.covariance, 0))
-        sample_kwargs.setdefault("compiler_options", compile_options(work, RUN_WORK))
+    options = None  # a short run compiles fast; a checkpointed one (which may be resumed longer) keeps XLA's defaults
+    if run.checkpoint_dir is None:
+        options = compile_options(num_samples * num_chains * int(np.size(w.covariance, 0)), RUN_WORK)
     if w.mode_kernels:  # chain c in mode c mod M, with that mode's proxy and proposal
         m = len(w.modes)
         kernels = [(w.estimator, w.proposal)] + list(w.mode_kernels)
         groups = [ChainGroup(tuple(range(k, num_chains, m)), kernels[k][1], kernels[k][0]) for k in range(min(m, num_chains))]
         return sample_groups(model, data, starts, groups, test=w.test, num_samples=num_samples, key=k_run, temperature=temperature,
-                             progress=progress, **sample_kwargs)
-    return sample(
+                             run=run, compiler_options=options)
+    return sample_compiled(
         model, data, starts, proposal=w.proposal, test=w.test, estimator=w.estimator, num_samples=num_samples,
-        num_chains=num_chains, key=k_run, temperature=temperature, batched_init=True, progress=progress, runner=w.runner,
-        **sample_kwargs,
+        num_chains=num_chains, key=k_run, temperature=temperature, batched_init=True, run=run, runner=w.runner,
+        compiler_options=options,
     )
 
 

@@ -28,8 +28,6 @@ class WarmupSettings(NamedTuple):
     """Tuning windows (shared out over the chains with ``num_chains``)."""
     window_size: int = 50
     """Steps per tuning window."""
-    adam_steps: int = 500
-    """Minibatch Adam steps of the phase-after-phase search (``lean=False``)."""
     newton_steps: int = 10
     """Most streamed full-data Newton steps."""
     num_starts: int = 8

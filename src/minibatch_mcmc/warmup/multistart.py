@@ -1,20 +1,18 @@
-"""Looking for other modes: minibatch Adam from dispersed starts, then full-data Newton only where it lands elsewhere.
+"""Looking for other modes: from the ends of minibatch Adam runs (``adam_ends``), full-data Newton only where one lands elsewhere.
 
-``find_modes`` runs ``num_starts`` Adam searches at once (``vmap``) from antithetic, over-dispersed points
-``c +- r u`` with ``u ~ U(-1, 1)^d`` and a per-coordinate half-width ``r = 2 + 2|c|`` around the origin ``c = 0``
-of the (unconstrained) parameter space, as Stan initialises in ``(-2, 2)``, widened to reach past the
-first mode; antithetic pairs put every coordinate's starts on both sides of the origin, where the mirror
+``adam_ends`` runs Adam searches at once (``vmap``); with ``dispersed=S`` it adds ``S`` antithetic, over-dispersed
+starts ``+- 2u`` with ``u ~ U(-1, 1)^d`` around the origin of the (unconstrained) parameter space, as Stan initialises
+in ``(-2, 2)``; antithetic pairs put every coordinate's starts on both sides of the origin, where the mirror
 modes of ``x ~ N(theta^2, 1)`` or a label-switched mixture lie. Each end point (the mean of its last quarter
 of iterates, so minibatch noise averages out) is compared with the known modes by the Mahalanobis distance
-under their Laplace precision; an end point more than ``SEPARATION`` Laplace s.d.s from every known mode gets
-one full-data pass (gradient and Hessian, one compiled function for all end points), and only if the Newton
-step from it also lands that far from every known mode is it polished by full-data Newton (``polish``, on the same compiled pass),
-which stops as soon as a step enters a known mode's basin.
+under their Laplace precision (``modes_from_ends``); an end point more than ``SEPARATION`` Laplace s.d.s from every
+known mode gets one full-data pass (gradient and Hessian, one compiled function for all end points), and only if the
+Newton step from it also lands that far from every known mode is it polished by full-data Newton (``polish``, on the
+same compiled pass), which stops as soon as a step enters a known mode's basin.
 A unimodal posterior thus costs the Adam minibatches and at most one pass per start.
 A polished point is a new mode if Newton converged to a strictly concave point ``SEPARATION`` s.d.s from
 every known mode, with a Laplace mass at least ``MIN_MASS`` of the heaviest.
 """
-
 from __future__ import annotations
 
 import time
@@ -79,13 +77,6 @@ class ModeSearch(NamedTuple):
     modes: tuple[LocalMode, ...]
     data_used: int
     seconds: float
-
-
-def dispersed_points(key: jax.Array, centre: np.ndarray, num_starts: int) -> np.ndarray:
-    """``num_starts`` antithetic points ``+- (2 + 2|centre|) u`` with ``u ~ U(-1, 1)^d`` (``num_starts`` even)."""
-    u = np.asarray(jax.random.uniform(key, (num_starts // 2, centre.size), minval=-1.0, maxval=1.0), np.float64)
-    half = (2.0 + 2.0 * np.abs(centre)) * u
-    return np.concatenate([half, -half])
 
 
 class AdamEnds(NamedTuple):
@@ -184,20 +175,6 @@ def as_local(mode: ModeResult) -> LocalMode | None:
     if lam[0] <= lam[-1] * neg.shape[0] * np.finfo(np.float64).eps:
         return None
     return LocalMode(mode.theta_hat, float(mode.log_posterior), np.linalg.inv(neg))
-
-
-def find_modes(model: Model, source: DataSource, first: LocalMode, *, key: jax.Array, temperature: float = 1.0,
-               num_starts: int = 8, steps: int = 300, batch_size: int = 256, learning_rate: float = 0.05,
-               newton_steps: int = 10) -> ModeSearch:
-    """The modes reached from ``num_starts`` dispersed starts besides ``first`` (heaviest Laplace mass first)."""
-    start = time.perf_counter()
-    flat0, unravel = ravel_pytree(first.theta)
-    k_starts, k_adam = jax.random.split(key)
-    b = min(batch_size, source.n)
-    points = dispersed_points(k_starts, np.asarray(flat0, np.float64), num_starts)
-    ends, ok = adam_ends(model, source.arrays(), source.n, jnp.asarray(points, flat0.dtype), unravel, k_adam, temperature, steps, b,
-                         learning_rate)[:2]
-    return modes_from_ends(model, source, first, ends[ok], temperature, newton_steps, num_starts * steps * b, start)
 
 
 def modes_from_ends(model: Model, source: DataSource, first: LocalMode, ends: np.ndarray, temperature: float,

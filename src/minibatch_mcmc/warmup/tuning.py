@@ -1,9 +1,10 @@
-"""The warm-up's tuning phase: one chain from the mode (``tune_scale``), or all of a run's chains on the runner sampling reuses.
+"""The warm-up's tuning phase: ``tune`` runs ``samplers.tuning.tune_chains`` on the compiled block runner of a kernel.
 
-``tune_on_chains`` starts the chains from over-dispersed Laplace draws, tunes the scale on the compiled block
-runner of the sampling kernel (``scaled_runner``, scale traced) and returns that runner bound at the tuned scale
-with the chains' final positions: ``sample(..., runner=...)`` then compiles nothing, and the chains go on from
-where tuning left them (a warm start; the tuning draws are discarded, as NUTS discards its warm-up). Each phase reads
+On the default path the chains start from over-dispersed Laplace draws, the runner is the sampling kernel's
+(``scaled_runner``, scale traced), and ``tune`` returns it bound at the tuned scale with the chains' final positions:
+``auto_sample``'s sampling (``samplers.driver.sample_compiled(..., runner=...)``) then compiles nothing, and the
+chains go on from where tuning left them (a warm start; the tuning draws are discarded, as NUTS discards its warm-up). Where sampling cannot reuse the runner (no chain count,
+``recentre``, several modes), one chain from the mode tunes the move alone on a runner of its own. Each phase reads
 the model, data, test, estimator and temperature from one ``WarmupContext``.
 """
 
@@ -24,17 +25,17 @@ from minibatch_mcmc.data.arrays import DataSource
 from minibatch_mcmc.models.base import Model
 from minibatch_mcmc.proposals.base import Proposal
 from minibatch_mcmc.samplers.driver import sample
-from minibatch_mcmc.samplers.kernel import Kernel, build_kernel
+from minibatch_mcmc.samplers.kernel import build_kernel
 from minibatch_mcmc.samplers.phase_cost import PhaseCost
 from minibatch_mcmc.samplers.scaled_runner import BoundRunner, at_scale, make_scaled_runner
-from minibatch_mcmc.samplers.tuning import TuneResult, tune_chains, tune_scale
+from minibatch_mcmc.samplers.tuning import TuneResult, tune_chains
 from minibatch_mcmc.warmup.context import WarmupContext
 from minibatch_mcmc.warmup.laplace_moves import proposal_for, proposal_kind
 
 PyTree = Any
 
 MIN_WINDOWS = 5
-"""Fewest windows of ``tune_on_chains``: two of dual averaging, three of Robbins-Monro."""
+"""Fewest windows of ``tune``: two of dual averaging, three of Robbins-Monro."""
 
 
 def initial_scale(kind: str, d: int) -> float:
@@ -61,22 +62,7 @@ def laplace_starts(centre: PyTree, covariance: np.ndarray, modes: tuple, num_cha
     return jax.jit(jax.vmap(unravel))(np.asarray(draws, flat.dtype))  # numpy: no eager conversion to compile
 
 
-def tune(ctx: WarmupContext, make: Callable[[Any], Proposal], start: PyTree, key: jax.Array, target: float, kind: str,
-         num_windows: int, window_size: int) -> TuneResult:
-    """``tune_scale`` with the kernel of the chosen proposal, the test and the estimator (``kind``: the tuned move)."""
-    n = ctx.source.n
-
-    def kernel_for_scale(scale: jax.Array) -> Kernel:
-        return build_kernel(ctx.model, make(scale), ctx.test, n, ctx.estimator)
-
-    d = int(ravel_pytree(start)[0].size)
-    return tune_scale(
-        kernel_for_scale, ctx.source, start, key=key, target_accept=target, num_windows=num_windows,
-        window_size=window_size, initial_scale=initial_scale(kind, d), temperature=ctx.temperature,
-    )
-
-
-def tune_on_chains(
+def tune(
     ctx: WarmupContext, make: Callable[[Any], Proposal], starts: PyTree, key: jax.Array, target: float, kind: str,
     num_windows: int, window_size: int, counted: Callable[[jax.Array], jax.Array] | None = None, sampling_steps: int | None = None,
 ) -> tuple[TuneResult, BoundRunner]:
@@ -84,7 +70,7 @@ def tune_on_chains(
     of ``window_size`` steps; the result and the runner at the tuned scale (``kind``: the tuned move, for the start).
 
     The ``num_windows`` windows of one chain's tuning are shared out over the chains (``MIN_WINDOWS`` at least), so
-    tuning reads about the rows it read on one chain; each window's rate pools ``chains x window_size`` steps.
+    tuning on several chains reads about the rows it reads on one; each window's rate pools ``chains x window_size`` steps.
     ``sampling_steps``: the steps per chain sampling will run on the runner, which with tuning's set its compile level
     (``compiling.RUN_WORK``); None (not known): XLA's defaults."""
     num_chains = int(np.shape(jax.tree_util.tree_leaves(starts)[0])[0])
@@ -125,3 +111,9 @@ def mode_kernels(ctx: WarmupContext, modes: tuple, order: int, kind: str, scale:
         chol = cholesky_factor(m.covariance, m.covariance.shape[0])
         kernels.append((proxy, proposal_for(kind, proxy, ctx.model, chol, ctx.temperature, ctx.rule)(scale)))
     return tuple(kernels), cost
+
+
+def dispersed_starts(w: Any, num_chains: int, key: jax.Array, spread: float = 1.5) -> PyTree:
+    """``num_chains`` starts from a ``Warmup``'s Laplace approximation widened by ``spread`` (for R-hat), batched; with
+    several modes, chain ``c`` starts around mode ``c mod M`` (``laplace_starts``)."""
+    return laplace_starts(w.centre, w.covariance, w.modes, num_chains, key, spread)
