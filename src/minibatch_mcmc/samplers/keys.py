@@ -60,3 +60,9 @@ def split_step(key: jax.Array) -> tuple[jax.Array, jax.Array]:
 def gradient_key(k_proposal: jax.Array) -> jax.Array:
     """The key of a gradient proposal's minibatch, folded out of the proposal key (which stays the noise key)."""
     return jax.random.fold_in(k_proposal, 1)
+
+
+def setup_keys(base_key: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """A run's key split into the key of its set-up draws (starts, MINTEE's first minibatches) and its steps' base key."""
+    k_setup, k_run = jax.random.split(base_key)
+    return k_setup, k_run
