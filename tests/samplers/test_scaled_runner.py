@@ -93,7 +93,7 @@ def test_carry_hook_folds_the_steps_the_block_runner_draws(problem):
     def add(carry, t, new_states, rec):
         return carry[0] + rec["accepted"].astype(jnp.int32), carry[1] + new_states.position
 
-    summed = make_hooked_runner(family, CHAINS, StepHook(add, keep_draws=False))
+    summed = make_hooked_runner(family, CHAINS, StepHook(add), keep_draws=False)
     zero = (jnp.zeros(CHAINS, jnp.int32), jnp.zeros_like(starts))
     _, no_pos, no_recs, (accepted, position_sum) = summed(key, states, x, steps, temps, scale_array(0.9, starts), zero)
     assert no_pos is None and no_recs is None

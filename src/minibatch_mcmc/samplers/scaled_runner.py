@@ -56,40 +56,45 @@ class StepHook(NamedTuple):
     """``update(carry, t, states, records) -> carry`` after step ``t``, from the new states and the step's records."""
     scale: Callable[[PyTree, jax.Array], jax.Array] | None = None
     """``scale(carry, scale) -> scale`` of the next step (per-step tuning); None: every step at the block's ``scale``."""
-    keep_draws: bool = True
-    """Whether the block returns every step's positions and records; False: only the states and the carry."""
 
 
-def scan_steps(step_all: Callable[[jax.Array, Any, PyTree, jax.Array], tuple[Any, dict]], base_key: jax.Array,
-               num_chains: int, states: Any, data: PyTree, steps: jax.Array, temps: jax.Array,
-               carry: PyTree = (), hook: StepHook | None = None) -> tuple[Any, PyTree, dict | None, PyTree]:
-    """The library's one sampling loop: ``step_all(keys, states, data, temp)`` at each of ``steps`` under ``lax.scan``.
+def step_draws(states: Any, rec: dict) -> tuple[PyTree, dict]:
+    """What a step of a block hands back by default: the chains' positions and the step's records."""
+    return states.position, rec
+
+
+StepFn = Callable[[jax.Array, jax.Array, Any, PyTree, jax.Array, PyTree], tuple[Any, dict]]
+"""``step_all(t, keys, states, data, temp, carry) -> (states, records)``: one step of all chains."""
+
+
+def scan_steps(step_all: StepFn, base_key: jax.Array, num_chains: int, states: Any, data: PyTree, steps: jax.Array,
+               temps: jax.Array, carry: PyTree = (), hook: StepHook | None = None,
+               emit: Callable[[Any, dict], PyTree] | None = step_draws) -> tuple[Any, PyTree, PyTree]:
+    """The library's one sampling loop: ``step_all`` at each of ``steps`` under ``lax.scan``.
 
     Step ``t`` gets ``keys.step_keys(base_key, t, num_chains)``, one key per chain; ``hook`` folds each step into
-    ``carry``. Returns the final states, the positions and records of every step (None without ``hook.keep_draws``)
-    and the carry. ``step_all`` returns the new states (with a ``position``) and a dict of records.
+    ``carry``. Returns the final states, ``emit(states, records)`` of every step stacked (None if ``emit`` is None)
+    and the carry.
     """
-    keep = hook is None or hook.keep_draws
 
     def one_step(c: tuple[Any, PyTree, PyTree], x: tuple[jax.Array, jax.Array]):
         states, data, extra = c
         t, temp = x
-        new_states, rec = step_all(step_keys(base_key, t, num_chains), states, data, temp, extra)
+        new_states, rec = step_all(t, step_keys(base_key, t, num_chains), states, data, temp, extra)
         if hook is not None:
             extra = hook.update(extra, t, new_states, rec)
-        return (new_states, data, extra), ((new_states.position, rec) if keep else None)
+        return (new_states, data, extra), (None if emit is None else emit(new_states, rec))
 
     (states, _, carry), out = jax.lax.scan(one_step, (states, data, carry), (steps, temps))
-    positions, recs = out if keep else (None, None)
-    return states, positions, recs, carry
+    return states, out, carry
 
 
 def kernel_steps(kernel_for_scale: Callable[[jax.Array], Kernel], scale: jax.Array, hook: StepHook | None,
-                 keep_on_chains: Callable[[PyTree], PyTree]) -> Callable[..., tuple[ChainState, dict]]:
-    """``step_all(keys, states, data, temp, carry)``: the kernel at ``scale`` (or the hook's) vmapped over the chains."""
+                 keep_on_chains: Callable[[PyTree], PyTree]) -> StepFn:
+    """``step_all`` of the kernel at ``scale`` (or the hook's) vmapped over the chains, with its ``RECORD_FIELDS``."""
     fixed = kernel_for_scale(scale) if hook is None or hook.scale is None else None
 
-    def step_all(keys, states, data, temp, carry):
+    def step_all(t, keys, states, data, temp, carry):
         kernel = fixed if fixed is not None else kernel_for_scale(hook.scale(carry, scale))
         new_states, outcome = jax.vmap(kernel.step, in_axes=(0, 0, None, None))(keep_on_chains(keys), states, data, temp)
         rec = {k: getattr(outcome, k) for k in RECORD_FIELDS}
@@ -121,21 +126,24 @@ def make_scaled_runner(
     def run_block(base_key, states, data, steps, temps, scale):
         traces[0] += 1  # once per trace, i.e. per compilation
         step_all = kernel_steps(kernel_for_scale, scale, None, keep_on_chains)
-        states, positions, recs, _ = scan_steps(step_all, base_key, num_chains, states, data, steps, temps)
+        states, (positions, recs), _ = scan_steps(step_all, base_key, num_chains, states, data, steps, temps)
         return states, positions, recs
 
     return ScaledRunner(kernel_for_scale, run_block, num_chains, chunk, lambda: traces[0])
 
 
 def make_hooked_runner(kernel_for_scale: Callable[[jax.Array], Kernel], num_chains: int, hook: StepHook,
-                       compiler_options: dict[str, Any] | None = None) -> Callable[..., tuple[ChainState, PyTree, dict | None, PyTree]]:
+                       keep_draws: bool = True, compiler_options: dict[str, Any] | None = None):
     """The block runner with ``hook`` carried through it, jitted: ``(base_key, states, data, steps, temps, scale, carry)
-    -> (states, positions, records, carry)`` (positions and records None unless ``hook.keep_draws``)."""
+    -> (states, positions, records, carry)`` (positions and records None unless ``keep_draws``)."""
 
     @partial(jax.jit, compiler_options=compiler_options)
     def run_block(base_key, states, data, steps, temps, scale, carry):
         step_all = kernel_steps(kernel_for_scale, scale, hook, lambda tree: tree)
-        return scan_steps(step_all, base_key, num_chains, states, data, steps, temps, carry, hook)
+        emit = step_draws if keep_draws else None
+        states, out, carry = scan_steps(step_all, base_key, num_chains, states, data, steps, temps, carry, hook, emit)
+        positions, recs = out if keep_draws else (None, None)
+        return states, positions, recs, carry
 
     return run_block
 
