@@ -55,7 +55,7 @@ class StepHook(NamedTuple):
     update: Callable[[PyTree, jax.Array, Any, dict], PyTree]
     """``update(carry, t, states, records) -> carry`` after step ``t``, from the new states and the step's records."""
     scale: Callable[[PyTree, jax.Array], jax.Array] | None = None
-    """``scale(carry, scale) -> scale`` of the next step (per-step tuning); None: every step at the block's ``scale``."""
+    """``scale(carry, scale) -> scale`` a step runs at, from the carry before it (per-step tuning); None: the block's."""
 
 
 def step_draws(states: Any, rec: dict) -> tuple[PyTree, dict]:
