@@ -20,11 +20,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from minibatch_mcmc.acceptance import MetropolisTest, mh_minibatch
-from minibatch_mcmc.acceptance.austere import austere_mh, austere_mh_adaptive, pilot_mu_std
+from minibatch_mcmc.acceptance.austere import austere_mh, austere_mh_adaptive
 from minibatch_mcmc.acceptance.austere_design import design_adaptive, design_conservative, design_table
 from minibatch_mcmc.models import logistic_regression
 from minibatch_mcmc.proposals import random_walk
 from minibatch_mcmc.samplers import sample
+from minibatch_mcmc.samplers.pilot import pilot_mu_std
 from reproductions.logistic_report import (
     PAPER_TABLE2,
     figure6_results,

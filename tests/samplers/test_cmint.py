@@ -145,3 +145,28 @@ def test_langevin_epochs_recover_exact_posterior(conjugate, test, temperature, g
     assert np.all(np.abs(chk.z_mean()) < 4), (chk.mean, chk.exact_mean, chk.se_mean)
     assert np.all(np.abs(chk.z_var()) < 4), (chk.var, chk.exact_var, chk.se_var)
     assert 0.3 < res.acceptance.mean() < 0.99
+
+
+def test_epochs_draw_what_sample_draws(conjugate):
+    """The epochs run on the block runner with ``sample``'s key schedule: two epochs of 15 MALA steps (Metropolis,
+    full-data gradient, step twice the posterior variance, from the posterior mean) end where ``sample`` with that proposal, one chain and the same key ends after 30
+    steps, with the same acceptance per epoch and the epoch's position sums equal to the sums of ``sample``'s draws
+    (float32 rounding of 15-term sums: 1e-5 relative). A private key schedule (the loop's own ``fold_in`` by epoch)
+    would flip decisions and fail; so would epoch 2 restarting at step 0."""
+    from minibatch_mcmc.proposals.langevin import tempered_langevin
+    from minibatch_mcmc.samplers.driver import sample
+
+    mean, var = exact_posterior(conjugate, 1.0, SETTINGS)
+    model, start, alpha = gaussian_mean(SETTINGS), jnp.asarray(mean, jnp.float32), 2 * float(var)
+    sums = []
+    res = run_langevin_epochs(model, conjugate, start, step_sizes=[alpha, alpha], batch_size=len(conjugate),
+                              test=MetropolisTest(), key=5, steps_per_epoch=15,
+                              callback=lambda e, st, stats: sums.append(np.asarray(stats.position_sum)))
+    ref = sample(model, conjugate, start, proposal=tempered_langevin(model.log_prior, alpha, len(conjugate)),
+                 test=MetropolisTest(), num_samples=30, key=5, block_size=30, progress=False)
+    accepted = ref.records["accepted"][0]
+    assert 5 < accepted.sum() < 25, accepted.sum()  # decisions that another key would change
+    np.testing.assert_array_equal(np.round(res.acceptance * 15), [accepted[:15].sum(), accepted[15:].sum()])
+    draws = np.asarray(ref.positions)[0]
+    np.testing.assert_allclose(np.asarray(res.final.position), draws[-1], rtol=1e-5)
+    np.testing.assert_allclose(sums, [draws[:15].sum(axis=0), draws[15:].sum(axis=0)], rtol=1e-5)

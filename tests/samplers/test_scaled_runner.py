@@ -73,3 +73,35 @@ def test_runner_refuses_other_chains_or_devices(problem):
     with pytest.raises(ValueError, match="runner runs 3 chains"):
         sample_compiled(model, x, jnp.zeros(2), proposal=scaled_random_walk(factor, 1.0), test=test, num_samples=10, num_chains=2,
                         runner=runner, run=RunOptions(progress=False))
+
+
+def test_carry_hook_folds_the_steps_the_block_runner_draws(problem):
+    """A ``StepHook`` carried through the scan (40 steps, 3 chains, Barker, Laplace random walk): summing each chain's
+    decisions and positions without keeping the draws gives the sums of the plain runner's draws (decisions exactly,
+    positions to float32 rounding of 40-term sums, 1e-4 relative); a hook that sets each step's scale from its carry
+    (0.9 carried, 0.3 passed) draws what the plain runner draws at 0.9. A hook whose carry were not updated, or whose
+    scale were ignored (0.3 instead of 0.9 flips decisions), would fail."""
+    from minibatch_mcmc.samplers.keys import as_key
+    from minibatch_mcmc.samplers.scaled_runner import StepHook, make_hooked_runner, scale_array
+
+    x, factor, starts, _ = problem
+    test, model = BarkerTest(), models.gaussian_mean()
+    family = lambda s: build_kernel(model, scaled_random_walk(factor, s), test, N)  # noqa: E731
+    states = jax.vmap(family(1.0).init)(starts)
+    key, steps, temps = as_key(4), np.arange(40, dtype=np.int32), np.ones(40, np.float32)
+    _, pos, recs = make_scaled_runner(family, CHAINS).run_block(key, states, x, steps, temps, scale_array(0.9, starts))
+
+    def add(carry, t, new_states, rec):
+        return carry[0] + rec["accepted"].astype(jnp.int32), carry[1] + new_states.position
+
+    summed = make_hooked_runner(family, CHAINS, StepHook(add), keep_draws=False)
+    zero = (jnp.zeros(CHAINS, jnp.int32), jnp.zeros_like(starts))
+    _, no_pos, no_recs, (accepted, position_sum) = summed(key, states, x, steps, temps, scale_array(0.9, starts), zero)
+    assert no_pos is None and no_recs is None
+    np.testing.assert_array_equal(accepted, np.sum(recs["accepted"], axis=0))
+    np.testing.assert_allclose(position_sum, np.sum(pos, axis=0), rtol=1e-4)
+    assert 0 < int(np.sum(accepted)) < 40 * CHAINS
+
+    scaled = make_hooked_runner(family, CHAINS, StepHook(lambda c, t, s, r: c, scale=lambda c, s: c))
+    _, pos_h, recs_h, _ = scaled(key, states, x, steps, temps, scale_array(0.3, starts), scale_array(0.9, starts))
+    assert not mismatches({"positions": np.asarray(pos_h), **recs_h}, {"positions": np.asarray(pos), **recs}, 40, N)

@@ -33,7 +33,6 @@ from typing import NamedTuple, Sequence
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from minibatch_mcmc.acceptance.austere_design import (  # the design lives there
     CHECK_STAGES,
@@ -279,7 +278,7 @@ def austere_mh_for_error(
         error: The worst-case error allowed per decision.
         budget: Instead of ``error``: the wrong decisions allowed in expectation over the run (with ``num_steps``).
         num_steps: The run's steps, with ``budget``.
-        pilot_mu_std: Values of ``|mu_std|`` met in a short exact run (``pilot_mu_std``) that the design is checked on.
+        pilot_mu_std: Values of ``|mu_std|`` met in a short exact run (``samplers.pilot.pilot_mu_std``) that the design is checked on.
         **design_options: Passed to :func:`design_for_error` (``batch_sizes``, ``epsilons``, ``n_paths``, ``seed``).
     """
     asked = per_decision_error(error, budget, num_steps)
@@ -294,34 +293,3 @@ def austere_mh_adaptive(design: AustereDesign) -> AustereMH:
         design: The ``AustereDesign`` whose grid of ``(m, epsilon)`` each step picks from.
     """
     return AustereMH(batch_size=int(design.base_chunk), epsilon=float(design.epsilon[0]), design=design, name="austere_mh_nc")
-
-
-def pilot_mu_std(model, data, proposal, position, key: jax.Array, steps: int = 50, temperature: float = 1.0) -> np.ndarray:
-    """``|mu_std|`` of ``steps`` random-walk proposals around ``position`` (full-data statistics, for the design).
-
-    Each proposal gets its own ``u``; the chain moves with the exact Metropolis decision, so the
-    values are those a short exact run would meet.
-    """
-    from minibatch_mcmc.data.arrays import as_data_source
-
-    src = as_data_source(data)
-    arrays, n = src.arrays(), src.n
-
-    @jax.jit
-    def one(k, theta):
-        k1, k2 = jax.random.split(k)
-        cand, log_q = proposal.sample(k1, theta)
-        psi = model.log_prior(cand) - model.log_prior(theta) + log_q
-        l = (model.log_lik(cand, arrays) - model.log_lik(theta, arrays)) / temperature
-        mu, sd = jnp.mean(l), jnp.std(l, ddof=1)
-        u = jax.random.uniform(k2, minval=1e-12)
-        mu0 = (jnp.log(u) - psi) / n
-        accept = mu > mu0
-        return jnp.abs(mu - mu0) * jnp.sqrt(jnp.float32(n)) / sd, jax.tree_util.tree_map(lambda a, b: jnp.where(accept, a, b), cand, theta)
-
-    out = []
-    theta = position
-    for k in jax.random.split(key, steps):
-        v, theta = one(k, theta)
-        out.append(float(v))
-    return np.asarray(out)

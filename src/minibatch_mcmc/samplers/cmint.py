@@ -6,13 +6,15 @@ factor in ``(0, 1)`` every ``r`` epochs; after the round a snapshot of the param
 ensemble and the step is multiplied by a factor ``> 1``; ``K`` rounds give ``K`` snapshots. The
 ensemble predicts with the average of the snapshots' predictive probabilities.
 
-The sampling loop here runs one jitted ``lax.scan`` per epoch with the step size as a traced
-argument, so a whole schedule compiles once. The Langevin drift targets the same tempered
+Each epoch runs on the library's one loop, the block runner (``scaled_runner.scan_steps``, ``sample``'s key
+schedule), with the step size as its traced scale and the epoch's sums carried in a ``StepHook``, so a whole
+schedule compiles once. The Langevin drift targets the same tempered
 posterior as the test (``T = n^(1 - lambda)`` for MINT), so proposal and test agree.
 """
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any, Callable, NamedTuple, Sequence
 
 import jax
@@ -27,6 +29,7 @@ from minibatch_mcmc.models.base import Model
 from minibatch_mcmc.proposals.langevin import tempered_langevin
 from minibatch_mcmc.samplers.kernel import ChainState, build_kernel
 from minibatch_mcmc.samplers.keys import as_key
+from minibatch_mcmc.samplers.scaled_runner import StepHook, make_hooked_runner
 
 PyTree = Any
 
@@ -129,38 +132,41 @@ class EpochRunner(NamedTuple):
     temperature_factor: float
 
 
+def epoch_sums(carry: tuple[jax.Array, PyTree, jax.Array], t: jax.Array, states: ChainState, rec: dict):
+    """The ``StepHook`` update of an epoch: decisions, positions and non-finite steps summed over its steps."""
+    acc, psum, bad = carry
+    return acc + rec["accepted"].astype(jnp.float32), jax.tree_util.tree_map(jnp.add, psum, states.position), bad | rec["nonfinite"]
+
+
 def make_epoch_runner(
     model: Model, test: AcceptanceTest, n_data: int, batch_size: int, steps_per_epoch: int, temperature_factor: float = 1.0
 ) -> EpochRunner:
     """A jitted ``run(key, epoch, state, data, step_size) -> (state, stats)`` doing ``steps_per_epoch`` steps.
 
     Each step is ``build_kernel``'s MH transition with a ``tempered_langevin`` proposal (gradient
-    minibatch ``batch_size``) and ``test``, keyed by ``fold_in(key, epoch)``; the epoch and the
-    step size are traced, so any schedule compiles once.
+    minibatch ``batch_size``) and ``test``, on the block runner (``scaled_runner.scan_steps``) as one chain:
+    step ``j`` of epoch ``e`` has ``sample``'s key of step ``e * steps_per_epoch + j``, the step size is the
+    runner's traced scale and the epoch's sums are its ``StepHook``, so any schedule compiles once.
     """
-    check_int(steps_per_epoch, "steps_per_epoch", 1)
+    spe = check_int(steps_per_epoch, "steps_per_epoch", 1)
     # the kernel already tempers the drift by the test's own factor (MINT's T): the proposal adds only the rest
     extra_factor = float(temperature_factor) / float(test.temperature_factor(n_data))
 
+    def kernel_for(step_size: jax.Array):
+        return build_kernel(model, tempered_langevin(model.log_prior, step_size, batch_size, extra_factor), test, n_data)
+
+    block = make_hooked_runner(kernel_for, 1, StepHook(epoch_sums), keep_draws=False)
+
     @jax.jit
     def run(key: jax.Array, epoch: jax.Array, state: ChainState, data: PyTree, step_size: jax.Array) -> tuple[ChainState, EpochStats]:
-        key = jax.random.fold_in(key, epoch)
-        proposal = tempered_langevin(model.log_prior, step_size, batch_size, extra_factor)
-        kernel = build_kernel(model, proposal, test, n_data)
-        one = jnp.ones((), jnp.float32)
+        states = jax.tree_util.tree_map(lambda a: jnp.asarray(a)[None], state)  # one chain
+        steps = epoch * spe + jnp.arange(spe, dtype=jnp.int32)
+        zero = (jnp.zeros(1, jnp.float32), jax.tree_util.tree_map(jnp.zeros_like, states.position), jnp.zeros(1, bool))
+        states, _, _, (acc, psum, bad) = block(key, states, data, steps, jnp.ones(spe, jnp.float32), step_size, zero)
+        first = partial(jax.tree_util.tree_map, lambda a: a[0])
+        return first(states), EpochStats(acc[0] / spe, first(psum), bad[0])
 
-        def body(carry, t):
-            st, acc, psum, bad = carry
-            st, out = kernel.step(jax.random.fold_in(key, t), st, data, one)
-            psum = jax.tree_util.tree_map(jnp.add, psum, st.position)
-            return (st, acc + out.accepted.astype(jnp.float32), psum, bad | out.nonfinite), None
-
-        zeros = jax.tree_util.tree_map(jnp.zeros_like, state.position)
-        init = (state, jnp.zeros((), jnp.float32), zeros, jnp.zeros((), bool))
-        (state, acc, psum, bad), _ = jax.lax.scan(body, init, jnp.arange(steps_per_epoch))
-        return state, EpochStats(acc / steps_per_epoch, psum, bad)
-
-    return EpochRunner(run, model, test, int(n_data), int(batch_size), int(steps_per_epoch), float(temperature_factor))
+    return EpochRunner(run, model, test, int(n_data), int(batch_size), spe, float(temperature_factor))
 
 
 class LangevinRun(NamedTuple):

@@ -5,8 +5,9 @@ num_chains)[c]`` from one base key, or ``split(fold_in(base_key[c], t), 1)[0]`` 
 (``as_run_key``), the schedule ``numpyro.infer.MCMC`` gives ``MinibatchMH``'s chains after it splits its key
 ``num_chains`` ways (one chain with one key: both read the same). The kernel splits that key
 into a proposal key and a test key, and a gradient proposal draws its minibatch from a key folded out
-of the proposal key. The driver, the non-finite replay and the prefetch plan all read the schedule
-from here, so they cannot drift apart.
+of the proposal key. The driver, the non-finite replay, the prefetch plan and the library's one loop
+(``scaled_runner.scan_steps``: sampling, tuning, the efficiency runs, CMINT, MINTEE, the AustereMH pilot) all read
+the schedule from here, so they cannot drift apart; a run's set-up draws come from ``setup_keys``.
 """
 
 from __future__ import annotations
@@ -60,3 +61,9 @@ def split_step(key: jax.Array) -> tuple[jax.Array, jax.Array]:
 def gradient_key(k_proposal: jax.Array) -> jax.Array:
     """The key of a gradient proposal's minibatch, folded out of the proposal key (which stays the noise key)."""
     return jax.random.fold_in(k_proposal, 1)
+
+
+def setup_keys(base_key: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """A run's key split into the key of its set-up draws (starts, MINTEE's first minibatches) and its steps' base key."""
+    k_setup, k_run = jax.random.split(base_key)
+    return k_setup, k_run

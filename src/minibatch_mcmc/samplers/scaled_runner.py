@@ -1,8 +1,11 @@
-"""One jitted block runner for a family of kernels ``scale -> Kernel``: the proposal scale is a traced argument.
+"""The library's one sampling loop (``scan_steps``) and the jitted block runner of a family ``scale -> Kernel``.
 
-Tuning (``tuning.tune_chains``) runs it window by window at a new scale each time, and ``driver.sample`` runs it at
-the tuned scale (``at_scale``), so the kernel compiles once for both. Steps run in chunks of ``chunk`` steps (the
-tuning window): a sampling block whose length is a multiple of it reuses the same compiled scan.
+``scan_steps`` runs any vmapped step under ``lax.scan`` with the keys of ``keys.step_keys`` and an optional
+``StepHook`` carried beside the chains (per-step tuning, epoch sums); ``driver.sample``, tuning, the warm-up's
+efficiency runs, CMINT's epochs and MINTEE's sweeps all run on it. Tuning (``tuning.tune_chains``) runs the block
+runner window by window at a new scale each time, and ``driver.sample`` runs it at the tuned scale (``at_scale``), so
+the kernel compiles once for both. Steps run in chunks of ``chunk`` steps (the tuning window): a sampling block whose
+length is a multiple of it reuses the same compiled scan.
 """
 
 from __future__ import annotations
@@ -46,6 +49,61 @@ class BoundRunner(NamedTuple):
     """The ``ScaledRunner``'s compilations so far (tuning's and sampling's together)."""
 
 
+class StepHook(NamedTuple):
+    """A small function carried through the block runner's scan beside the chains: per-step tuning or epoch sums."""
+
+    update: Callable[[PyTree, jax.Array, Any, dict], PyTree]
+    """``update(carry, t, states, records) -> carry`` after step ``t``, from the new states and the step's records."""
+    scale: Callable[[PyTree, jax.Array], jax.Array] | None = None
+    """``scale(carry, scale) -> scale`` a step runs at, from the carry before it (per-step tuning); None: the block's."""
+
+
+def step_draws(states: Any, rec: dict) -> tuple[PyTree, dict]:
+    """What a step of a block hands back by default: the chains' positions and the step's records."""
+    return states.position, rec
+
+
+StepFn = Callable[[jax.Array, jax.Array, Any, PyTree, jax.Array, PyTree], tuple[Any, dict]]
+"""``step_all(t, keys, states, data, temp, carry) -> (states, records)``: one step of all chains."""
+
+
+def scan_steps(step_all: StepFn, base_key: jax.Array, num_chains: int, states: Any, data: PyTree, steps: jax.Array,
+               temps: jax.Array, carry: PyTree = (), hook: StepHook | None = None,
+               emit: Callable[[Any, dict], PyTree] | None = step_draws) -> tuple[Any, PyTree, PyTree]:
+    """The library's one sampling loop: ``step_all`` at each of ``steps`` under ``lax.scan``.
+
+    Step ``t`` gets ``keys.step_keys(base_key, t, num_chains)``, one key per chain; ``hook`` folds each step into
+    ``carry``. Returns the final states, ``emit(states, records)`` of every step stacked (None if ``emit`` is None)
+    and the carry.
+    """
+
+    def one_step(c: tuple[Any, PyTree, PyTree], x: tuple[jax.Array, jax.Array]):
+        states, data, extra = c
+        t, temp = x
+        new_states, rec = step_all(t, step_keys(base_key, t, num_chains), states, data, temp, extra)
+        if hook is not None:
+            extra = hook.update(extra, t, new_states, rec)
+        return (new_states, data, extra), (None if emit is None else emit(new_states, rec))
+
+    (states, _, carry), out = jax.lax.scan(one_step, (states, data, carry), (steps, temps))
+    return states, out, carry
+
+
+def kernel_steps(kernel_for_scale: Callable[[jax.Array], Kernel], scale: jax.Array, hook: StepHook | None,
+                 keep_on_chains: Callable[[PyTree], PyTree]) -> StepFn:
+    """``step_all`` of the kernel at ``scale`` (or the hook's) vmapped over the chains, with its ``RECORD_FIELDS``."""
+    fixed = kernel_for_scale(scale) if hook is None or hook.scale is None else None
+
+    def step_all(t, keys, states, data, temp, carry):
+        kernel = fixed if fixed is not None else kernel_for_scale(hook.scale(carry, scale))
+        new_states, outcome = jax.vmap(kernel.step, in_axes=(0, 0, None, None))(keep_on_chains(keys), states, data, temp)
+        rec = {k: getattr(outcome, k) for k in RECORD_FIELDS}
+        rec["nonfinite"] = outcome.nonfinite
+        return keep_on_chains(new_states), rec
+
+    return step_all
+
+
 def make_scaled_runner(
     kernel_for_scale: Callable[[jax.Array], Kernel],
     num_chains: int,
@@ -67,22 +125,27 @@ def make_scaled_runner(
     @partial(jax.jit, compiler_options=compiler_options)
     def run_block(base_key, states, data, steps, temps, scale):
         traces[0] += 1  # once per trace, i.e. per compilation
-        kernel = kernel_for_scale(scale)
-
-        def one_step(carry: tuple[ChainState, PyTree], x: tuple[jax.Array, jax.Array]):
-            states, data = carry
-            t, temp = x
-            keys = keep_on_chains(step_keys(base_key, t, num_chains))
-            new_states, outcome = jax.vmap(kernel.step, in_axes=(0, 0, None, None))(keys, states, data, temp)
-            new_states = keep_on_chains(new_states)
-            rec = {k: getattr(outcome, k) for k in RECORD_FIELDS}
-            rec["nonfinite"] = outcome.nonfinite
-            return (new_states, data), (new_states.position, rec)
-
-        (states, _), (positions, recs) = jax.lax.scan(one_step, (states, data), (steps, temps))
+        step_all = kernel_steps(kernel_for_scale, scale, None, keep_on_chains)
+        states, (positions, recs), _ = scan_steps(step_all, base_key, num_chains, states, data, steps, temps)
         return states, positions, recs
 
     return ScaledRunner(kernel_for_scale, run_block, num_chains, chunk, lambda: traces[0])
+
+
+def make_hooked_runner(kernel_for_scale: Callable[[jax.Array], Kernel], num_chains: int, hook: StepHook,
+                       keep_draws: bool = True, compiler_options: dict[str, Any] | None = None):
+    """The block runner with ``hook`` carried through it, jitted: ``(base_key, states, data, steps, temps, scale, carry)
+    -> (states, positions, records, carry)`` (positions and records None unless ``keep_draws``)."""
+
+    @partial(jax.jit, compiler_options=compiler_options)
+    def run_block(base_key, states, data, steps, temps, scale, carry):
+        step_all = kernel_steps(kernel_for_scale, scale, hook, lambda tree: tree)
+        emit = step_draws if keep_draws else None
+        states, out, carry = scan_steps(step_all, base_key, num_chains, states, data, steps, temps, carry, hook, emit)
+        positions, recs = out if keep_draws else (None, None)
+        return states, positions, recs, carry
+
+    return run_block
 
 
 def scale_array(scale: Any, like: PyTree) -> jax.Array:

@@ -19,6 +19,8 @@ from jax.flatten_util import ravel_pytree
 
 from minibatch_mcmc.checks import check_int
 from minibatch_mcmc.samplers.kernel import Kernel, build_kernel
+from minibatch_mcmc.samplers.keys import as_run_key, setup_keys
+from minibatch_mcmc.samplers.scaled_runner import make_scaled_runner, scale_array
 from minibatch_mcmc.warmup.context import WarmupContext
 from minibatch_mcmc.warmup.laplace_moves import proposal_for
 
@@ -61,31 +63,28 @@ def lag1_ess_per_draw(draws: np.ndarray) -> float:
 def measure_efficiency(
     kernel: Kernel, data: PyTree, starts: PyTree, key: jax.Array, num_steps: int = 200, temperature: float = 1.0
 ) -> Efficiency:
-    """Run ``num_steps`` steps of ``kernel`` from the batched ``starts`` (one chain each) and measure its efficiency."""
+    """Run ``num_steps`` steps of ``kernel`` from the batched ``starts`` (one chain each) and measure its efficiency.
+
+    The run is the block runner's (``scaled_runner``): step ``t`` of chain ``c`` has the key ``sample`` gives it.
+    """
     num_steps = check_int(num_steps, "num_steps", 3)
     states = jax.jit(jax.vmap(kernel.init))(starts)
-    temp = jnp.asarray(temperature, ravel_pytree(jax.tree_util.tree_map(lambda a: a[0], starts))[0].dtype)
-
-    def run(states, key):
-        def body(st, k):
-            chains = jax.tree_util.tree_leaves(st.position)[0].shape[0]
-            st, out = jax.vmap(kernel.step, in_axes=(0, 0, None, None))(jax.random.split(k, chains), st, data, temp)
-            flat = jax.vmap(lambda p: ravel_pytree(p)[0])(st.position)
-            used = jnp.asarray(out.batch_size, jnp.int32) + jnp.asarray(out.hidden_data, jnp.int32)
-            return st, (flat, out.accepted, used)
-
-        return jax.lax.scan(body, states, jax.random.split(key, num_steps))[1]
-
-    compiled = jax.jit(run).lower(states, key).compile()
+    chains = jax.tree_util.tree_leaves(starts)[0].shape[0]
+    dtype = ravel_pytree(jax.tree_util.tree_map(lambda a: a[0], starts))[0].dtype
+    steps, temps = np.arange(num_steps, dtype=np.int32), np.full(num_steps, temperature, dtype)
+    runner = make_scaled_runner(lambda scale: kernel, chains, chunk=num_steps)
+    args = (as_run_key(key, chains), states, data, steps, temps, scale_array(1.0, starts))
+    compiled = runner.run_block.lower(*args).compile()
     t0 = time.perf_counter()
-    flat, accepted, used = jax.block_until_ready(compiled(states, key))
+    _, positions, recs = jax.block_until_ready(compiled(*args))
     seconds = time.perf_counter() - t0
-    draws = np.swapaxes(np.asarray(flat), 0, 1)
+    leaves = [np.asarray(a).reshape(num_steps, chains, -1) for a in jax.tree_util.tree_leaves(positions)]
+    used = np.asarray(recs["batch_size"], np.int64) + np.asarray(recs["hidden_data"], np.int64)
     return Efficiency(
-        ess_per_draw=lag1_ess_per_draw(draws),
+        ess_per_draw=lag1_ess_per_draw(np.swapaxes(np.concatenate(leaves, axis=-1), 0, 1)),
         seconds_per_draw=seconds / num_steps,
-        acceptance=float(np.mean(np.asarray(accepted))),
-        data_used=int(np.sum(np.asarray(used, np.int64))),
+        acceptance=float(np.mean(np.asarray(recs["accepted"]))),
+        data_used=int(np.sum(used)),
     )
 
 
@@ -95,7 +94,7 @@ def most_efficient(kernels: dict[str, Kernel], data: PyTree, centre: PyTree, cho
     ``N(centre, chol chol')``, with the data read and seconds spent measuring them all."""
     t0 = time.perf_counter()
     flat, unravel = ravel_pytree(centre)
-    k_start, k_run = jax.random.split(key)
+    k_start, k_run = setup_keys(key)
     z = np.asarray(jax.random.normal(k_start, (num_chains, flat.size)), np.float64)
     starts = jax.vmap(unravel)(jnp.asarray(np.asarray(flat, np.float64) + z @ np.asarray(chol).T, flat.dtype))
     found = {name: measure_efficiency(k, data, starts, k_run, temperature=temperature) for name, k in kernels.items()}

@@ -1,7 +1,8 @@
 """MINTEE (Li and Wong, Section 5.2 and Appendix D, Algorithm 2): the equi-energy sampler on a ladder of MINT chains.
 
-``mintee(...)`` runs ``sweep.py``'s jitted sweep in blocks of a ``lax.scan`` until chain 0 has its
-draws, and gathers them (as a ``SampleResult``) with every chain's per-sweep records.
+``mintee(...)`` runs ``sweep.py``'s sweep on the library's one loop (``scaled_runner.scan_steps``: sweep ``t`` of
+level ``j`` has the key ``sample`` gives step ``t`` of chain ``j``) in jitted blocks until chain 0 has its draws, and
+gathers them (as a ``SampleResult``) with every chain's per-sweep records.
 """
 
 from __future__ import annotations
@@ -17,11 +18,12 @@ from jax.flatten_util import ravel_pytree
 from minibatch_mcmc.checks import check_int
 from minibatch_mcmc.data.arrays import DataSource, as_data_source
 from minibatch_mcmc.models.base import Model
-from minibatch_mcmc.samplers.keys import as_key
+from minibatch_mcmc.samplers.keys import as_key, setup_keys
 from minibatch_mcmc.samplers.mintee.config import MOVE_EE, MINTEEConfig, resolve_ladder
 from minibatch_mcmc.samplers.mintee.state import Context, MINTEEResult, MINTEEState
 from minibatch_mcmc.samplers.mintee.sweep import make_sweep
 from minibatch_mcmc.samplers.results import SampleResult
+from minibatch_mcmc.samplers.scaled_runner import scan_steps
 
 PyTree = Any
 
@@ -67,20 +69,19 @@ def mintee(
     )
     init, sweep, starts = make_sweep(ctx, ladder, float(config.initial_step), int(config.stagger))
     base = as_key(key)
-    k_init, k_run = jax.random.split(base)
+    k_init, k_run = setup_keys(base)
     n_blocks = -(-total // block_size)
     length = -(-total // n_blocks)
 
+    def emit(st: MINTEEState, rec: dict) -> dict:
+        return {"records": rec, "lowest": st.position[0], **({"all": st.position} if keep_all_chains else {})}
+
     @jax.jit
     def run_block(state: MINTEEState, t0: jax.Array):
-        def body(st, t):
-            st, rec = sweep(st, jax.random.fold_in(k_run, t), t)
-            out = {"records": rec, "lowest": st.position[0]}
-            if keep_all_chains:
-                out["all"] = st.position
-            return st, out
-
-        return jax.lax.scan(body, state, t0 + jnp.arange(length, dtype=jnp.int32))
+        steps = t0 + jnp.arange(length, dtype=jnp.int32)
+        state, out, _ = scan_steps(lambda t, keys, st, data, temp, carry: sweep(st, keys, t), k_run, len(ladder.batch_sizes),
+                                   state, (), steps, jnp.zeros(length, jnp.float32), emit=emit)
+        return state, out
 
     t_compile = time.perf_counter()
     state = jax.jit(init)(k_init, flat0)

@@ -13,6 +13,7 @@ from typing import Callable, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from minibatch_mcmc.samplers.keys import split_step
 from minibatch_mcmc.samplers.mintee.config import Ladder
 from minibatch_mcmc.samplers.mintee.moves import batch_loglik, level_step, ring_insert
 from minibatch_mcmc.samplers.mintee.state import (
@@ -28,7 +29,8 @@ from minibatch_mcmc.samplers.mintee.state import (
 
 
 class Sweep(NamedTuple):
-    """``init(key, theta0) -> state`` and ``sweep(state, key, t) -> (state, records)``, and each chain's first sweep."""
+    """``init(key, theta0) -> state`` and ``sweep(state, keys, t) -> (state, records)`` (one key per chain: sweep ``t``'s
+    ``keys.step_keys``), and each chain's first sweep."""
 
     init: Callable[[jax.Array, jax.Array], MINTEEState]
     sweep: Callable[[MINTEEState, jax.Array, jax.Array], tuple[MINTEEState, dict]]
@@ -72,17 +74,22 @@ def padded_buffers(ladder: Ladder) -> Buffers:
     return Buffers(max(m_all), extra_max, False, max(m_all))
 
 
-def sweep_loop(ctx: Context, ladder: Ladder, starts: tuple[int, ...], state: MINTEEState, key: jax.Array, t: jax.Array):
+def move_and_ring_keys(keys: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Each chain's sweep key split (``keys.split_step``) into its move's key and its ring insertion's key."""
+    return jax.vmap(split_step)(keys)
+
+
+def sweep_loop(ctx: Context, ladder: Ladder, starts: tuple[int, ...], state: MINTEEState, keys: jax.Array, t: jax.Array):
     """One sweep, levels unrolled from the hottest chain down (Algorithm 2)."""
     k_chains = len(ladder.batch_sizes)
-    keys = jax.random.split(key, 2 * k_chains)
+    k_move, k_ring = move_and_ring_keys(keys)
     recs = [None] * k_chains
     for j in reversed(range(k_chains)):
         up = j + 1 < k_chains
         upper = rings_of(state, j + 1) if up else None
         lv, bufs = level_params(ladder, starts, j), level_buffers(ladder, ctx.n, j)
-        ch, recs[j], add = level_step(ctx, keys[2 * j], t, lv, chain_of(state, j), upper, bufs)
-        rings = ring_insert(ctx, keys[2 * j + 1], rings_of(state, j), ch, add) if j > 0 else None
+        ch, recs[j], add = level_step(ctx, k_move[j], t, lv, chain_of(state, j), upper, bufs)
+        rings = ring_insert(ctx, k_ring[j], rings_of(state, j), ch, add) if j > 0 else None
         state = put_chain(state, j, ch, rings)
     records = {f: jnp.stack([r[f] for r in recs]) for f in recs[0]}
     return state, records
@@ -100,16 +107,16 @@ def stacked_levels(ladder: Ladder, starts: tuple[int, ...]) -> Level:
     )
 
 
-def sweep_padded(ctx: Context, ladder: Ladder, starts: tuple[int, ...], state: MINTEEState, key: jax.Array, t: jax.Array):
+def sweep_padded(ctx: Context, ladder: Ladder, starts: tuple[int, ...], state: MINTEEState, keys: jax.Array, t: jax.Array):
     """One sweep, ``level_step`` vmapped over the chains with minibatches padded to ``max_k m_k``."""
     k_chains = len(ladder.batch_sizes)
-    keys = jax.random.split(key, 2 * k_chains).reshape(k_chains, 2)
+    k_move, k_ring = move_and_ring_keys(keys)
     shift = jnp.minimum(jnp.arange(k_chains) + 1, k_chains - 1)
     uppers = Rings(state.ring_position[shift], state.ring_energy[shift], state.ring_keys[shift], state.ring_count[shift])
     bufs = padded_buffers(ladder)
     step = jax.vmap(lambda k, lv, ch, up: level_step(ctx, k, t, lv, ch, up, bufs))
-    chs, records, add = step(keys[:, 0], stacked_levels(ladder, starts), chain_of(state, slice(None)), uppers)
-    rings = jax.vmap(lambda k, r, c, a: ring_insert(ctx, k, r, c, a))(keys[:, 1], rings_of(state, slice(None)), chs, add)
+    chs, records, add = step(k_move, stacked_levels(ladder, starts), chain_of(state, slice(None)), uppers)
+    rings = jax.vmap(lambda k, r, c, a: ring_insert(ctx, k, r, c, a))(k_ring, rings_of(state, slice(None)), chs, add)
     state = MINTEEState(chs.theta, chs.energy, chs.batch_keys, chs.log_step, chs.tries, chs.accepts, *rings)
     return state, records
 
@@ -144,6 +151,6 @@ def make_sweep(ctx: Context, ladder: Ladder, initial_step: float, stagger: int) 
     sweep = sweep_padded if ctx.padded else sweep_loop
     return Sweep(
         init=lambda key, theta0: init_state(ctx, ladder, initial_step, key, theta0),
-        sweep=lambda state, key, t: sweep(ctx, ladder, starts, state, key, t),
+        sweep=lambda state, keys, t: sweep(ctx, ladder, starts, state, keys, t),
         starts=starts,
     )
