@@ -87,23 +87,27 @@ def main(argv: list[str] | None = None) -> None:
         data, _ = make_logistic_data(jax.random.key(0), args.rows, 10)
         for k, v in data.items():
             np.save(Path(tmp) / f"{k}.npy", np.asarray(v))
-        base = None
+        base, centre = None, None
         for count in args.processes:
             outs = run(count, tmp, str(Path(tmp) / "out"))
             raw[str(count)] = outs
             first, second = (max(o[c]["seconds"] for o in outs) for c in (0, 1))
             base = second if base is None else base
             steady = outs[0][1]
+            here = np.asarray([o[1]["centre"] for o in outs])
+            centre = here[0] if centre is None else centre
+            off = float(np.abs(here - centre).max())
             phases = ", ".join(f"{k} {v:.2f}" for k, v in steady["phases"].items())
             rows.append([str(count), f"{first:.1f}", f"{second:.1f}", f"{base / second:.2f}", f"{steady['passes']:.1f}",
-                         str(steady["batch"]), phases])
+                         str(steady["batch"]), f"{off:.1e}", phases])
             values[f"warmup_processes.p{count}_s"] = f"{second:.1f}"
             print(rows[-1], flush=True)
     cores = os.cpu_count()
     tables = {"warmup_processes": table(
         ["processes", "first warm-up s (compiling)", "second warm-up s", "speed-up", "passes over N", "batch size",
+         "max |centre - first row's centre|",
          f"phases s (second call; {cores} cores: past {cores} processes they share them)"], rows)}
-    save(args.results, "warmup_processes", config=args, tables=tables, values=values, extra={"cores": cores, "runs": raw})
+    save(args.results, "warmup_processes", config=args, tables=tables, values=values, extra={"cores": cores, "workers": raw})
 
 
 if __name__ == "__main__":
