@@ -277,6 +277,8 @@ def fetch_rows(reader: PartitionReader, idx: np.ndarray) -> list[np.ndarray]:
     Every process must call it with the same ``idx`` (the same program with the same keys does): a small all-gather
     of ``request_digest`` checks that first, and a mismatch is an error in every process rather than a hang or rows
     of another request."""
+    if idx.size and (idx.min() < 0 or idx.max() >= reader.n):  # the same rows in every process: all raise here
+        raise IndexError(f"row index out of range [0, {reader.n}) in a read of {reader!r}")
     asked = allgather_host(request_digest(idx))
     if np.any(asked != asked[0]):
         p = reader.part
