@@ -2,7 +2,6 @@
 the full-data passes of a row-partitioned source (each process reading only its rows) against one process's."""
 
 import os
-import socket
 import subprocess
 import sys
 import textwrap
@@ -14,6 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from draws_tolerance import mismatches
+from processes import free_port, logistic_abs_sums, run_workers, sum_bound
 
 from minibatch_mcmc import mh_minibatch, random_walk, sample
 from minibatch_mcmc.control_variates.taylor import TaylorProxy, taylor_proxy
@@ -39,33 +39,9 @@ WORKER = textwrap.dedent(
 )
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _run_workers(script: str, count: int, args: list[str], timeout: float = 180) -> None:
-    """Start ``count`` CPU processes (one device each) running ``script PID COUNT PORT *args``; all must exit 0."""
-    port = _free_port()
-    flags = " ".join(f for f in os.environ.get("XLA_FLAGS", "").split() if "device_count" not in f)
-    env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=flags)
-    procs = [subprocess.Popen([sys.executable, "-c", script, str(i), str(count), str(port), *args], env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(count)]
-    errs = []
-    for p in procs:
-        try:
-            errs.append(p.communicate(timeout=timeout)[1])
-        finally:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-    assert all(p.returncode == 0 for p in procs), "\n".join(e[-1500:] for e in errs)
-
-
 @pytest.mark.slow  # two subprocesses importing JAX and compiling: ~35 s on a loaded machine
 def test_two_processes_draw_what_one_process_draws(tmp_path):
-    port = _free_port()
+    port = free_port()
     flags = " ".join(f for f in os.environ.get("XLA_FLAGS", "").split() if "device_count" not in f)  # one device a process
     env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=flags)
     procs = [
@@ -124,7 +100,6 @@ PASSES = textwrap.dedent(
 )
 
 CENTRE = np.array([0.3, -0.2, 0.1], np.float32)
-U32, U64 = 2.0**-24, 2.0**-53
 
 
 def _logistic_files(tmp_path, n: int) -> dict:
@@ -135,33 +110,9 @@ def _logistic_files(tmp_path, n: int) -> dict:
     return data
 
 
-def _abs_sums(data: dict) -> dict:
-    """Sums over rows of the magnitudes of each row's log-likelihood, gradient and Hessian at the centre, in float64
-    from their closed forms (``l = y z - log(1 + e^z)``, ``g = (y - s) x``, ``H = -s (1 - s) x x'``, ``z = x . c``)."""
-    x, y = np.asarray(data["x"], np.float64), np.asarray(data["y"], np.float64)
-    z = x @ CENTRE.astype(np.float64)
-    sig = 1 / (1 + np.exp(-z))
-    return {
-        "v": np.abs(y * z - np.logaddexp(0, z)).sum(),
-        "g": np.abs((y - sig)[:, None] * x).sum(axis=0),
-        "h": np.einsum("i,ij,ik->jk", sig * (1 - sig), np.abs(x), np.abs(x)),
-    }
-
-
-def _bound(s: np.ndarray, terms: int, count: int) -> np.ndarray:
-    """Largest difference two float32 summations of the same per-row terms may show.
-
-    Each result sums float32 terms whose magnitudes add to ``s``: a float32 sum of at most ``terms`` partial results
-    is within ``terms * u32 * s`` of the exact sum whatever the order (recursive summation bound, ``gamma_n``),
-    plus 16 ulps of each term for its own evaluation in a differently shaped program; the processes' partial results
-    are then combined (``count`` float64 additions, or float32 for a traced pass: covered by ``terms``) and the
-    proxy stores the float64 sum rounded to float32 (one more ulp of ``s``). Two results: twice that."""
-    return 2 * ((terms + 16 + 1) * U32 + count * U64) * s
-
-
 def _check_proxy(out: dict, single: TaylorProxy, s: dict, chunk: int, count: int) -> None:
-    np.testing.assert_array_less(np.abs(out["grad"] - np.asarray(single.grad_sum, np.float64)), _bound(s["g"], chunk, count))
-    np.testing.assert_array_less(np.abs(out["hess"] - np.asarray(single.hess_sum, np.float64)), _bound(s["h"], chunk, count))
+    np.testing.assert_array_less(np.abs(out["grad"] - np.asarray(single.grad_sum, np.float64)), sum_bound(s["g"], chunk, count))
+    np.testing.assert_array_less(np.abs(out["hess"] - np.asarray(single.hess_sum, np.float64)), sum_bound(s["h"], chunk, count))
 
 
 def test_two_processes_build_the_taylor_proxy_of_one(tmp_path):
@@ -172,13 +123,13 @@ def test_two_processes_build_the_taylor_proxy_of_one(tmp_path):
     misses by about half the sum; on a source without partition support the worker fails to import."""
     n, chunk = 4000, 500
     data = _logistic_files(tmp_path, n)
-    _run_workers(PASSES, 2, ["npy", f"{tmp_path},{chunk}", str(tmp_path / "out"), "0"], timeout=120)
+    run_workers(PASSES, 2, ["npy", f"{tmp_path},{chunk}", str(tmp_path / "out"), "0"], timeout=120)
     outs = [dict(np.load(f"{tmp_path / 'out'}-{i}.npz")) for i in range(2)]
     for k in outs[0]:
         np.testing.assert_array_equal(outs[0][k], outs[1][k])
     single = taylor_proxy(logistic_regression(), open_npy({"x": tmp_path / "x.npy", "y": tmp_path / "y.npy"}),
                           jnp.asarray(CENTRE), order=2, chunk=chunk)
-    _check_proxy(outs[0], single, _abs_sums(data), chunk, 2)
+    _check_proxy(outs[0], single, logistic_abs_sums(data, CENTRE), chunk, 2)
 
 
 @pytest.mark.slow  # four subprocesses importing JAX and compiling three passes: ~60 s on a loaded 2-core machine
@@ -195,7 +146,7 @@ def test_four_processes_pass_over_parquet_row_groups_as_one(tmp_path):
     for k in range(8):  # 8 files of 2 row groups each
         pq.write_table(table.slice(500 * k, 500), tmp_path / "t" / f"part-{k}.parquet", row_group_size=250)
     np.save(tmp_path / "t.top.npy", data["x"][:, 0].max())
-    _run_workers(PASSES, count, ["parquet", f"{tmp_path / 't'},{chunk}", str(tmp_path / "out"), "1"], timeout=300)
+    run_workers(PASSES, count, ["parquet", f"{tmp_path / 't'},{chunk}", str(tmp_path / "out"), "1"], timeout=300)
     outs = [dict(np.load(f"{tmp_path / 'out'}-{i}.npz")) for i in range(count)]
     for out in outs[1:]:
         for k in ("grad", "hess", "v", "g", "h", "lik", "flag", "max", "files_grad", "files_hess"):
@@ -203,7 +154,7 @@ def test_four_processes_pass_over_parquet_row_groups_as_one(tmp_path):
     assert [int(o["decoded"]) for o in outs] == [int(o["files_decoded"]) for o in outs] == [4] * count
     assert bool(outs[0]["flag"]) and float(outs[0]["max"]) == np.abs(data["x"][:, 0]).max()  # a max is exact
     model, c, whole = logistic_regression(), jnp.asarray(CENTRE), open_parquet(tmp_path / "t")
-    s, single = _abs_sums(data), taylor_proxy(model, whole, c, order=2, chunk=chunk)
+    s, single = logistic_abs_sums(data, CENTRE), taylor_proxy(model, whole, c, order=2, chunk=chunk)
     _check_proxy(outs[0], single, s, chunk, count)
     _check_proxy({"grad": outs[0]["files_grad"], "hess": outs[0]["files_hess"]}, single, s, chunk, count)
     from minibatch_mcmc.optim.mode import full_pass_fns
@@ -213,4 +164,4 @@ def test_four_processes_pass_over_parquet_row_groups_as_one(tmp_path):
     terms = chunk + n // chunk + count
     for got, want, mag in ((outs[0]["v"], v, s["v"]), (outs[0]["g"], g, s["g"]), (outs[0]["h"], h, s["h"]),
                            (outs[0]["lik"], lik, s["v"])):
-        np.testing.assert_array_less(np.abs(got - np.asarray(want, np.float64)), _bound(mag, terms, count))
+        np.testing.assert_array_less(np.abs(got - np.asarray(want, np.float64)), sum_bound(mag, terms, count))

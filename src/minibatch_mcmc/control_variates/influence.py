@@ -31,9 +31,9 @@ import numpy as np
 from minibatch_mcmc.checks import check_int, check_positive
 from minibatch_mcmc.compiling import FAST_COMPILE, ONE_OFF_WORK, compile_options
 from minibatch_mcmc.control_variates.base import Proxy
-from minibatch_mcmc.data.arrays import as_data_source, slice_rows, split_copies, take
+from minibatch_mcmc.data.arrays import as_data_source, split_copies, take
 from minibatch_mcmc.data.indexing import permuted_index
-from minibatch_mcmc.data.passes import DEFAULT_CHUNK
+from minibatch_mcmc.data.passes import DEFAULT_CHUNK, Chunk, host_reduce
 from minibatch_mcmc.models.base import Model
 
 PyTree = Any
@@ -171,20 +171,41 @@ def blind_errors(dev: np.ndarray, window: int, n_left: int) -> np.ndarray:
     return csum[stop] - csum[k] + missing * floor
 
 
+def padded_top(top: tuple[np.ndarray, np.ndarray], keep: int) -> tuple[np.ndarray, np.ndarray]:
+    """``sorted_top`` filled to exactly ``keep`` entries with deviation -1 at row -1 (no row): one shape in every
+    process, for the cross-process merge."""
+    dev, idx = sorted_top(top, keep)
+    pad = keep - dev.size
+    return np.concatenate([dev, -np.ones(pad)]), np.concatenate([idx, -np.ones(pad, np.int64)])
+
+
+def unpadded(top: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """``padded_top``'s entries that are rows (sorted down, as it keeps them)."""
+    real = top[1] >= 0
+    return top[0][real], top[1][real]
+
+
+def merge_tops(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray], keep: int) -> tuple[np.ndarray, np.ndarray]:
+    """The ``keep`` largest of two processes' ``padded_top`` results, padded."""
+    both = unpadded(a), unpadded(b)
+    return padded_top((np.concatenate([both[0][0], both[1][0]]), np.concatenate([both[0][1], both[1][1]])), keep)
+
+
 def largest_deviations(resid, bulk: np.ndarray, arrays: PyTree, n: int, keep: int, chunk: int,
                        temperature: float) -> tuple[np.ndarray, np.ndarray]:
-    """The ``keep`` largest deviations ``max_p |e_i(p) - bulk(p)| / K`` over one streamed pass, sorted down, with
-    their row indices. Every chunk has ``chunk`` rows (the last one overlaps its predecessor), so ``resid``
-    compiles once."""
-    top = (np.zeros(0), np.zeros(0, np.int64))
-    done = 0
-    while done < n:
-        start = min(done, n - chunk)
-        e, scale = resid(slice_rows(arrays, start, chunk))
-        top = add_deviations(top, np.asarray(e, np.float64)[:, done - start:], bulk, done, keep, temperature,
-                             rounding_floor(scale, temperature)[done - start:])
-        done = start + chunk
-    return sorted_top(top, keep)
+    """The ``keep`` largest deviations ``max_p |e_i(p) - bulk(p)| / K`` over one streamed pass (``host_reduce``: over
+    several processes, each one's largest merged by one all-gather), sorted down, with their row indices. Every
+    chunk has the same number of rows (the last one overlaps its predecessor), so ``resid`` compiles once."""
+
+    def fold(top: tuple[np.ndarray, np.ndarray], ch: Chunk) -> tuple[np.ndarray, np.ndarray]:
+        e, scale = resid(ch.rows)
+        new = ch.first - ch.start
+        return add_deviations(top, np.asarray(e, np.float64)[:, new:], bulk, ch.first, keep, temperature,
+                              rounding_floor(scale, temperature)[new:])
+
+    top = host_reduce(fold, (np.zeros(0), np.zeros(0, np.int64)), arrays, n, chunk,
+                      merge=lambda a, b: merge_tops(a, b, keep), final=lambda t: padded_top(t, keep))
+    return unpadded(top)
 
 
 def profile_scales(model: Model, proxy: Proxy, stratum: PyTree, steps: np.ndarray, temperature: float) -> np.ndarray:

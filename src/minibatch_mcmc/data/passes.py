@@ -11,14 +11,14 @@ combined across processes once per pass; any other data take the single-process 
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from minibatch_mcmc.data.arrays import gathers_rows, slice_rows
-from minibatch_mcmc.data.shards import Partition, combine_processes, local_rows, local_span, sum_processes
+from minibatch_mcmc.data.shards import Partition, combine_processes, local_rows, local_span, smallest_share
 
 PyTree = Any
 
@@ -110,24 +110,72 @@ def full_data_tree_sum(fn: Callable[[PyTree], PyTree], data: PyTree, n: int, chu
     return full_data_reduce(fn, lambda a, b: jax.tree_util.tree_map(jnp.add, a, b), zeros, data, n, chunk)
 
 
+class Chunk(NamedTuple):
+    """One chunk of a host-side pass: its rows, the global number of its first row, and the first row not already
+    covered by the chunk before (rows ``start <= r < first`` were, and weigh 0: see ``Chunk.fresh``)."""
+
+    rows: PyTree
+    start: int
+    first: int
+
+    def fresh(self, size: int) -> np.ndarray:
+        """Per row of the chunk (``size`` rows), whether it is new: ``start + j >= first``."""
+        return np.arange(self.start, self.start + size) >= self.first
+
+
+def host_add(a: PyTree, b: PyTree) -> PyTree:
+    """Leafwise numpy sum (float64 host sums stay float64)."""
+    return jax.tree_util.tree_map(np.add, a, b)
+
+
+def host_reduce(
+    fold: Callable[[PyTree, Chunk], PyTree],
+    initial: PyTree,
+    data: PyTree,
+    n: int,
+    chunk: int = DEFAULT_CHUNK,
+    *,
+    merge: Callable[[PyTree, PyTree], PyTree] = host_add,
+    final: Callable[[PyTree], PyTree] = lambda acc: acc,
+    same_size: bool = True,
+) -> PyTree:
+    """A pass over all ``n`` rows on the host: ``final(fold(... fold(initial, chunk_0) ..., chunk_last))`` over contiguous
+    chunks, and over a row-partitioned source (``data/shards.py``) each process's ``final`` result ``merge``d across
+    the processes in process order by one all-gather (``final`` gives a result of the same shapes in every process).
+
+    ``same_size``: every chunk has ``min(chunk, rows)`` rows, the last one ending at the last row and overlapping
+    its predecessor (``Chunk.first`` says where its new rows start), so a jitted chunk function compiles once (over
+    several processes the size is also capped by the smallest process's rows, so every process compiles the same one);
+    else the last chunk is shorter. One JAX process (or any other data): today's single pass, unchanged.
+    """
+    if chunk < 1:
+        raise ValueError(f"chunk={chunk!r} must be a positive number of rows")
+    rows = local_span(data, n)
+    lo, hi = (0, n) if rows is None else (rows.lo, rows.hi)
+    size = min(chunk, smallest_share(data, n))
+    acc, done = initial, lo
+    while done < hi:
+        start = min(done, hi - size) if same_size else done
+        acc = fold(acc, Chunk(slice_rows(data, start, size if same_size else min(size, hi - start)), start, done))
+        done = start + size if same_size else min(start + size, hi)
+    out = final(acc)
+    return out if rows is None else combine_processes(out, merge)
+
+
 def host_tree_sum(fn: Callable[[PyTree], PyTree], data: PyTree, n: int, chunk: int = DEFAULT_CHUNK) -> PyTree:
     """Leafwise float64 sum of ``fn(rows)`` over contiguous chunks, accumulated on the host.
 
     For one-off passes whose sums must be accurate beyond float32 (a control variate's gradient and
     Hessian sums): ``fn`` runs jitted on each chunk, the partial sums are added in numpy float64 (a
-    row-partitioned source: each process's, then the processes' totals in process order).
+    row-partitioned source: each process's, then the processes' totals in process order: ``host_reduce``).
     """
-    if chunk < 1:
-        raise ValueError(f"chunk={chunk!r} must be a positive number of rows")
     part = jax.jit(fn)
-    rows = local_span(data, n)
-    lo, hi = (0, n) if rows is None else (rows.lo, rows.hi)
-    total = None
-    for start in range(lo, hi, chunk):
-        size = min(chunk, hi - start)
-        piece = jax.tree_util.tree_map(lambda a: np.asarray(a, np.float64), jax.device_get(part(slice_rows(data, start, size))))
-        total = piece if total is None else jax.tree_util.tree_map(np.add, total, piece)
-    return total if rows is None else sum_processes(total)
+
+    def fold(total: PyTree, c: Chunk) -> PyTree:
+        piece = jax.tree_util.tree_map(lambda a: np.asarray(a, np.float64), jax.device_get(part(c.rows)))
+        return piece if total is None else host_add(total, piece)
+
+    return host_reduce(fold, None, data, n, chunk, same_size=False)
 
 
 def same_size_chunks(n: int, chunk: int = DEFAULT_CHUNK) -> list[tuple[int, int, np.ndarray]]:

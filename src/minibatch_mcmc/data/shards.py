@@ -4,8 +4,15 @@ With ``P = jax.process_count()`` processes, process ``p`` owns one contiguous ra
 of an out-of-core source: ``p * N // P`` to ``(p + 1) * N // P`` of a memory-mapped ``.npy``/``.npz``, whole
 row groups (across files) of a Parquet source, cut at the group starts nearest those rows. The partitioned
 source still reports the global ``N`` and global row numbers, but reads (and, at open, validates) only its
-own rows; a read of another process's row is an error naming both, never another row. For many Parquet
-files, ``open_parquet_files`` gives each process whole files and opens only their footers.
+own rows. For many Parquet files, ``open_parquet_files`` gives each process whole files and opens only their footers.
+
+Scattered rows (a minibatch, a subsample: ``take``) may belong to any process. Every process asks for the same rows at
+the same point of the same program (same keys), so a gather is one exchange (``fetch_rows``): each process reads the
+requested rows it owns, and one all-gather of those rows gives every process all of them, bit for bit what one
+process reading the whole table gets (first a check, by one small all-gather, that every process asked for the same
+rows: a read made out of step is an error in every process, never another row). Contiguous reads
+(``slice_rows``, the chunks of a pass) stay within the process's own rows: a read of another process's row there is
+an error naming both, so a pass not yet written per process fails rather than reading the whole table.
 
 The streamed passes of ``data/passes.py`` see a partitioned source through ``local_span``: each process
 reduces its own rows, then one all-gather per pass brings every process's partial result to every process,
@@ -18,6 +25,8 @@ raw bytes (``multihost_utils.process_allgather`` of ``uint8``), so float64 host 
 from __future__ import annotations
 
 import functools
+import hashlib
+import threading
 from typing import Any, Callable, NamedTuple
 
 import jax
@@ -53,16 +62,20 @@ def group_bounds(starts: np.ndarray, count: int) -> np.ndarray:
 
 
 class PartitionReader:
-    """The rows ``[lo, hi)`` of a host reader, addressed by their global numbers; other rows are refused."""
+    """The rows ``[lo, hi)`` of a host reader, addressed by their global numbers; other processes' rows come from them
+    (``gather``, through ``fetch_rows``), contiguous reads of them are refused."""
 
-    def __init__(self, inner: HostReader, part: Partition, n: int | None = None):
+    def __init__(self, inner: HostReader, part: Partition, bounds: np.ndarray, n: int | None = None):
         self.inner = inner
         self.part = part
+        self.bounds = np.asarray(bounds, np.int64)
+        """Every process's first row and the end: process ``p`` owns ``[bounds[p], bounds[p + 1])``."""
         self.shift = 0 if n is None else part.lo  # global row - shift = the inner reader's row (0: it numbers all N)
         self.n = int(inner.n) if n is None else int(n)
         self.specs = inner.specs
         self.treedef = inner.treedef
         self.validated = False
+        self.lock = threading.Lock()  # one exchange at a time: callbacks of one program may run on several threads
 
     def check(self, lo: int, hi: int) -> None:
         """Raise naming the row and its owner when ``[lo, hi)`` leaves this process's rows."""
@@ -71,16 +84,24 @@ class PartitionReader:
             row = lo if lo < p.lo else hi - 1
             raise ValueError(
                 f"row {row} of {self.inner!r} belongs to another process: process {p.index} of {p.count} reads only rows "
-                f"[{p.lo}, {p.hi}). A row-partitioned source serves the full-data passes (each process its own rows, one "
-                "cross-process reduction per pass); sampling and minibatches over all N rows still need the whole source "
-                "in every process: open it with open_npy/open_parquet for those"
+                f"[{p.lo}, {p.hi}). A contiguous read stays within its process's rows (a pass over N reduces each "
+                "process's rows, then combines them: data.passes, host_reduce); scattered rows (take) come from their "
+                f"owners only when all {p.count} processes run (jax.distributed.initialize), or open the whole source "
+                "with open_npy/open_parquet"
             )
 
+    def own(self, idx: np.ndarray) -> list[np.ndarray]:
+        """Rows ``idx`` (global numbers, all this process's own) from the inner reader."""
+        return self.inner.gather(idx - self.shift)
+
     def gather(self, idx: np.ndarray) -> list[np.ndarray]:
-        """Rows ``idx`` (global numbers, all this process's own)."""
+        """Rows ``idx`` (global numbers): this process's own read here, the others' fetched from them (``fetch_rows``)."""
+        if jax.process_count() == self.part.count > 1:
+            with self.lock:
+                return fetch_rows(self, np.asarray(idx, np.int64))
         if idx.size:
             self.check(int(idx.min()), int(idx.max()) + 1)
-        return self.inner.gather(idx - self.shift)
+        return self.own(idx)
 
     def read_range(self, start: int, stop: int) -> list[np.ndarray]:
         """Contiguous rows ``[start, stop)`` (this process's own; an empty range only checks the files)."""
@@ -126,7 +147,7 @@ def partition_rows(
     if np.any(np.diff(bounds) < 1):
         raise ValueError(f"{reader!r} has {unit}: too few to give each of the {count} processes at least one; {fix}")
     part = Partition(index, count, int(bounds[index]), int(bounds[index + 1]))
-    data = HostData(PartitionReader(reader, part))
+    data = HostData(PartitionReader(reader, part, bounds))
     data.validate(check_finite=check_finite, rows=(part.lo, part.hi))
     if check_finite and isinstance(reader, ParquetReader):
         reader.check_statistics()  # footer statistics only: no row is read
@@ -163,7 +184,8 @@ def open_parquet_files(path: Any, columns: Any = None, *, filesystem: Any = None
                           check_finite=False)
     sizes = allgather_host(np.asarray(source.n, np.int64))  # every process opens its files first: one collective
     lo = int(sizes[:index].sum())
-    data = HostData(PartitionReader(source.reader, Partition(index, count, lo, lo + source.n), n=int(sizes.sum())))
+    ends = np.concatenate([[0], np.cumsum(sizes)])
+    data = HostData(PartitionReader(source.reader, Partition(index, count, lo, lo + source.n), ends, n=int(sizes.sum())))
     data.validate(check_finite=check_finite, rows=(lo, lo + source.n))
     if check_finite:
         source.reader.check_statistics()
@@ -184,6 +206,14 @@ def local_rows(data: PyTree, n: int) -> tuple[int, int]:
     ``combine_processes``) its result once, where ``local_span(data, n)`` is not None."""
     part = local_span(data, n)
     return (0, n) if part is None else (part.lo, part.hi)
+
+
+def smallest_share(data: PyTree, n: int) -> int:
+    """The fewest rows any process reduces in a pass over ``n`` rows of ``data`` (``n`` itself in one process):
+    chunks of at most this many rows have one shape in every process (one compilation)."""
+    if local_span(data, n) is None:
+        return n
+    return int(np.diff(data.reader.bounds).min())
 
 
 def local_span(data: PyTree, n: int) -> Partition | None:
@@ -233,3 +263,43 @@ def combine_processes(tree: PyTree, combine: Callable[[PyTree, PyTree], PyTree])
 def sum_processes(tree: PyTree) -> PyTree:
     """Leafwise float64 sum, in process order, of every process's numpy ``tree`` (host float64 sums)."""
     return combine_processes(tree, lambda a, b: jax.tree_util.tree_map(np.add, a, b))
+
+
+def request_digest(idx: np.ndarray) -> np.ndarray:
+    """``(number of rows, 64-bit digest of the row numbers)``: what every process compares before an exchange."""
+    digest = np.frombuffer(hashlib.blake2b(np.ascontiguousarray(idx, np.int64).tobytes(), digest_size=8).digest(), np.int64)
+    return np.concatenate([np.asarray([idx.size], np.int64), digest])
+
+
+def fetch_rows(reader: PartitionReader, idx: np.ndarray) -> list[np.ndarray]:
+    """Rows ``idx`` of every column in every process: each reads the ones it owns, one all-gather brings all of them.
+
+    Every process must call it with the same ``idx`` (the same program with the same keys does): a small all-gather
+    of ``request_digest`` checks that first, and a mismatch is an error in every process rather than a hang or rows
+    of another request."""
+    if idx.size and (idx.min() < 0 or idx.max() >= reader.n):  # the same rows in every process: all raise here
+        raise IndexError(f"row index out of range [0, {reader.n}) in a read of {reader!r}")
+    asked = allgather_host(request_digest(idx))
+    if np.any(asked != asked[0]):
+        p = reader.part
+        raise RuntimeError(
+            f"process {p.index} of {p.count} asked for {idx.size} rows of {reader.inner!r} while the processes asked for "
+            f"(rows, digest) {asked.tolist()}: the processes' programs read rows out of step (different keys, data or "
+            "settings in different processes?)"
+        )
+    owner = np.searchsorted(reader.bounds, idx, side="right") - 1
+    mine = owner == reader.part.index
+    got = reader.own(idx[mine])
+    cols = []
+    for spec, block in zip(reader.specs, got):
+        col = np.zeros((idx.size,) + tuple(spec.row_shape), np.dtype(spec.dtype))  # the same layout in every process
+        col[mine] = np.asarray(block, col.dtype).reshape((-1,) + tuple(spec.row_shape))
+        cols.append(col)
+    raw = np.concatenate([c.reshape(-1).view(np.uint8) for c in cols]) if cols else np.zeros(0, np.uint8)
+    every = allgather_host(raw)  # (P, bytes): one exchange for all columns
+    out, offset, pick = [], 0, (owner, np.arange(idx.size))
+    for c in cols:
+        size = c.nbytes
+        out.append(every[:, offset:offset + size].copy().view(c.dtype).reshape((every.shape[0],) + c.shape)[pick])
+        offset += size
+    return out

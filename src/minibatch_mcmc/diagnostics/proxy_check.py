@@ -230,7 +230,11 @@ def check_chunks(n_pop: int, key: jax.Array) -> tuple[list[tuple[PyTree, np.ndar
 
 
 def read_chunk(population: PyTree, where: Any) -> PyTree:
-    """The rows of one ``check_chunks`` chunk: a contiguous ``(start, size)`` block, or gathered row indices."""
+    """The rows of one ``check_chunks`` chunk: a contiguous ``(start, size)`` block, or gathered row indices. Over several
+    processes (a row-partitioned source: ``data/shards.py``) a block is gathered too, so every process reads the same
+    rows from their owners: the check reads at most ``CHECK_ROWS`` rows whatever ``N``, so it needs no pass per process."""
+    if isinstance(where, tuple) and jax.process_count() > 1:
+        where = jnp.arange(where[0], where[0] + where[1], dtype=jnp.int32)
     return slice_rows(population, *where) if isinstance(where, tuple) else take(population, where)
 
 

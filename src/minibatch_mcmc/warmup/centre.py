@@ -11,13 +11,14 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
 
 from minibatch_mcmc.control_variates import MAX_DENSE_DIM, Proxy, proxy_for
 from minibatch_mcmc.control_variates.influence import Influence, influential_rows
 from minibatch_mcmc.control_variates.proposals import cholesky_factor
-from minibatch_mcmc.data.arrays import DataSource, slice_rows
+from minibatch_mcmc.data.arrays import DataSource, take
 from minibatch_mcmc.models.base import Model
 from minibatch_mcmc.models.contract import check_model
 from minibatch_mcmc.optim.mode import laplace_covariance
@@ -49,7 +50,8 @@ def find_centre(model: Model, source: DataSource, theta0: PyTree, key: jax.Array
             f"the warm-up needs the Hessian at the mode for the Laplace covariance; the model has more than "
             f"{MAX_DENSE_DIM} parameters for a dense Hessian: build the proxy with taylor_proxy(order=1) and tune by hand"
         )
-    check_model(model, theta0, slice_rows(source.arrays(), 0, min(2, source.n)))  # one clear line before any pass
+    first_rows = take(source.arrays(), jnp.arange(min(2, source.n)))  # the same rows in every process of a split source
+    check_model(model, theta0, first_rows)  # one clear line before any pass
     n, cost, probe = source.n, {}, None
     starts = num_starts + num_starts % 2
     with PhaseClock("mode", n, progress) as clock:

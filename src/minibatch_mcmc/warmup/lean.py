@@ -32,17 +32,19 @@ from minibatch_mcmc.control_variates.influence import (
     ProbeRound,
     add_deviations,
     kept_rows,
+    merge_tops,
+    padded_top,
     probe_plan,
     probe_points,
     probe_residuals,
     probe_steps,
     rounding_floor,
-    sorted_top,
     term_scale,
+    unpadded,
 )
 from minibatch_mcmc.control_variates.taylor import TaylorProxy, proxy_from_sums
-from minibatch_mcmc.data.arrays import DataSource, slice_rows, take
-from minibatch_mcmc.data.passes import DEFAULT_CHUNK
+from minibatch_mcmc.data.arrays import DataSource, take
+from minibatch_mcmc.data.passes import DEFAULT_CHUNK, Chunk, host_reduce
 from minibatch_mcmc.models.base import Model
 from minibatch_mcmc.optim.mode import ModeResult, start_point
 from minibatch_mcmc.optim.trust_region import ROUNDING, decrement, gain, metric_length, next_radius, trust_step
@@ -137,21 +139,32 @@ def chunk_pass(model: Model, unravel: Callable, order: int) -> Callable:
 def stream(part: Callable, arrays: PyTree, n: int, chunk: int, c: jax.Array, points: jax.Array, bulk: np.ndarray | None,
            keep: int, temperature: float) -> tuple[dict, tuple | None]:
     """Float64 sums over all rows (and the log prior's parts at ``c``, key ``"prior"``), and (with a ``bulk`` level) the largest
-    deviations of the rows' residuals."""
-    sums, top, done, prior = None, (np.zeros(0), np.zeros(0, np.int64)), 0, None
-    while done < n:
-        start = min(done, n - chunk)
-        weight = jnp.asarray(np.arange(start, start + chunk) >= done, jnp.float32)
-        piece, resid, prior = part(slice_rows(arrays, start, chunk), weight, c, points)
+    deviations of the rows' residuals: one ``host_reduce`` pass (over several processes, one all-gather of each one's
+    sums and largest deviations)."""
+
+    def fold(acc: tuple, ch: Chunk) -> tuple:
+        sums, top, _ = acc
+        size = jax.tree_util.tree_leaves(ch.rows)[0].shape[0]
+        piece, resid, prior = part(ch.rows, jnp.asarray(ch.fresh(size), jnp.float32), c, points)
         piece = {k: np.asarray(v, np.float64) for k, v in jax.device_get(piece).items()}
         sums = piece if sums is None else {k: sums[k] + piece[k] for k in sums}
         if bulk is not None:
             e, scale = resid
-            top = add_deviations(top, np.asarray(e, np.float64)[:, done - start:], bulk, done, keep, temperature,
-                                 rounding_floor(scale, temperature)[done - start:])
-        done = start + chunk
-    sums["prior"] = tuple(np.asarray(a, np.float64) for a in prior)
-    return sums, (sorted_top(top, keep) if bulk is not None else None)
+            new = ch.first - ch.start
+            top = add_deviations(top, np.asarray(e, np.float64)[:, new:], bulk, ch.first, keep, temperature,
+                                 rounding_floor(scale, temperature)[new:])
+        return sums, top, tuple(np.asarray(a, np.float64) for a in prior)
+
+    def final(acc: tuple) -> tuple:
+        return acc[0], padded_top(acc[1], keep), acc[2]
+
+    def merge(a: tuple, b: tuple) -> tuple:
+        return {k: a[0][k] + b[0][k] for k in a[0]}, merge_tops(a[1], b[1], keep), a[2]
+
+    empty = (np.zeros(0), np.zeros(0, np.int64))
+    sums, top, prior = host_reduce(fold, (None, empty, None), arrays, n, chunk, merge=merge, final=final)
+    sums["prior"] = prior
+    return sums, (unpadded(top) if bulk is not None else None)
 
 
 def adam_batch(n: int) -> int:
