@@ -32,7 +32,7 @@ def crossed(family: str, n: int, seed: int = 0) -> GLMMDesign:
 
 def float64_model(family: str, n: int, centred: bool, seed: int = 0):
     """The model, its data as float64 jax arrays, and a centre near the truth (float64); call inside ``enable_x64``."""
-    model, data = glmm_model(crossed(family, n, seed), family, centred=centred)
+    model, data = glmm_model(crossed(family, n, seed), family, centred=centred, sample_as_written=True)
     data = {k: jnp.asarray(v, jnp.float64 if v.dtype == np.float32 else v.dtype) for k, v in data.items()}
     centre = jnp.asarray(np.random.default_rng(seed + 1).normal(0.0, 0.3, dimension(model.glmm.layout)))
     return model, data, centre
@@ -119,7 +119,7 @@ def test_residual_estimator_unbiased(family):
 def test_out_of_core_chunks_same_sums():
     """Chunks of 7 rows (the last one short, pairs spread over chunks) give the same statistics as one chunk of all rows,
     to float32 rounding: a pass that dropped the last chunk or reduced the pair blocks per chunk only would differ."""
-    model, data, centre = glmm_model(crossed("poisson", 100), "poisson", centred=True) + (None,)
+    model, data, centre = glmm_model(crossed("poisson", 100), "poisson", centred=True, sample_as_written=True) + (None,)
     centre = jnp.full(dimension(model.glmm.layout), 0.1, jnp.float32)
     whole, parts = glmm_proxy(model, data, centre, chunk=100), glmm_proxy(model, data, centre, chunk=7)
     for name in ("gx", "hxx", "gz", "hzx", "hzz"):
@@ -141,7 +141,7 @@ def test_softplus_remainder_far_is_finite():
 def test_proxy_hmc_divergence_rejected():
     """A step size that makes the leapfrog blow up on the GLMM proxy posterior proposes the start with log q ratio -inf
     (rejected), never a non-finite position the test would stop on."""
-    model, data = glmm_model(crossed("bernoulli", 200), "bernoulli", centred=False)
+    model, data = glmm_model(crossed("bernoulli", 200), "bernoulli", centred=False, sample_as_written=True)
     centre = jnp.zeros(dimension(model.glmm.layout), jnp.float32)
     move = proxy_hmc(glmm_proxy(model, data, centre), model.log_prior, step_size=50.0, num_steps=3)
     theta, log_q = jax.jit(move.sample)(jax.random.key(0), centre + 0.1)
@@ -157,7 +157,7 @@ def test_warmup_builds_glmm_proxy():
     from minibatch_mcmc.data.arrays import as_data_source
     from minibatch_mcmc.warmup.centre import find_centre
 
-    model, data = glmm_model(crossed("bernoulli", 400), "bernoulli", centred=False)
+    model, data = glmm_model(crossed("bernoulli", 400), "bernoulli", centred=False, sample_as_written=True)
     source, key = as_data_source(data), jax.random.key(0)
     found = find_centre(model, source, jnp.zeros(dimension(model.glmm.layout), jnp.float32), key, key, temperature=1.0, order=2,
                         adam_steps=50, newton_steps=20, num_starts=0, stratum=False)
@@ -193,7 +193,7 @@ def test_auto_sample_matches_nuts(family, centred):
     import minibatch_mcmc as mm
     from minibatch_mcmc.models.glmm import initial_theta
 
-    model, data = glmm_model(nested_design(family, 6000, 7), family, centred=centred)
+    model, data = glmm_model(nested_design(family, 6000, 7), family, centred=centred, sample_as_written=True)
     jdata = {k: jnp.asarray(v) for k, v in data.items()}
     # newton_steps=50: the default 10 stop on the non-centred ridge with NoModeError (the mode search's part of issue 31)
     result, warm = mm.auto_sample(model, data, initial_theta(model), num_samples=4000, num_chains=4, key=3, progress=False,
@@ -226,7 +226,7 @@ def test_saved_warmup_codec_round_trip():
     proxy sum: a checkpointed auto_sample of a GLMM can resume (the codec refused a GLMMProxy before)."""
     from minibatch_mcmc.warmup.codec import LIBRARY_TYPES, decode, encode
 
-    model, data = glmm_model(crossed("bernoulli", 60), "bernoulli", centred=False)
+    model, data = glmm_model(crossed("bernoulli", 60), "bernoulli", centred=False, sample_as_written=True)
     centre = jnp.full(dimension(model.glmm.layout), 0.1, jnp.float32)
     proxy = glmm_proxy(model, data, centre)
     tree, arrays = encode(proxy, LIBRARY_TYPES)
