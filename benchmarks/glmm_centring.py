@@ -24,10 +24,12 @@ import warnings
 import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from bench_results import command, table  # noqa: E402
 from glmm_proxy import simulated_design  # noqa: E402
 
 import minibatch_mcmc as mm  # noqa: E402
 from minibatch_mcmc.models.glmm import GLMMPrior, glmm_model, initial_theta, prior_scales  # noqa: E402
+from reproductions.results import results_payload, save_results  # noqa: E402
 
 PRIOR = GLMMPrior(sd="half_normal", sd_scale=1.0)
 RESULTS = pathlib.Path(__file__).resolve().parent.parent / "docs" / "results" / "glmm_centring.json"
@@ -114,14 +116,44 @@ def fit(rows: int, written: str, as_written: bool, samples: int) -> dict:
     }
 
 
+def fmt(pair: list) -> str:
+    """``"mean +- sd"``."""
+    return f"{pair[0]:.3f} +- {pair[1]:.3f}"
+
+
+def result_table(runs: dict, references: dict) -> dict:
+    """One row per run and per reference: rows, form, weights, passes per phase, acceptance, rows/test, posterior."""
+    rows = []
+    for key in sorted(references):
+        ref = references[key]["reference"]
+        rows.append([f"{int(key):,}", "reference (Laplace quadrature in tau)", "-", "-", "-", "-", "-", "-",
+                     f"{references[key]['seconds']:.0f}", fmt(ref["tau"]), fmt(ref["beta"][0]), fmt(ref["beta"][1])])
+    for key in sorted(runs):
+        r = runs[key]
+        ph = r["phases"]
+        form = f"written {'centred' if r['written'] == 'true' else 'non-centred' if r['written'] == 'false' else 'auto'}"
+        form += ", sampled as written" if r["as_written"] else ", sampled per level"
+        warm = sum(v["passes"] for k, v in ph.items() if k not in ("sampling", "check"))
+        seconds = "/".join(f"{ph[k]['seconds']:.0f}" for k in ("mode", "proxy", "tuning", "sampling", "check") if k in ph)
+        rows.append([f"{r['rows']:,}", form, f"{min(r['weights']):.2f}-{max(r['weights']):.4f}",
+                     f"{ph['mode']['passes']:.2f}", f"{warm:.2f}", f"{r['acceptance']:.3f}", f"{r['rows_per_test']:,.0f}",
+                     str(len(r["warnings"])), seconds, fmt(r["tau"]), fmt(r["beta"][0]), fmt(r["beta"][1])])
+    return table(["rows", "form", "weights", "mode passes", "warm-up passes", "acceptance", "rows/test", "warnings",
+                  "seconds (mode/proxy/tuning/sampling/check; reference: all)", "tau", "beta[0]", "beta[1]"], rows)
+
+
 def merge(entries: list[dict]) -> None:
-    """Write ``entries`` into the results file, replacing those with the same key."""
-    old = json.loads(RESULTS.read_text()) if RESULTS.exists() else {"runs": {}, "references": {}}
+    """Merge ``entries`` into the results file (same key replaced) and rewrite its payload and table."""
+    old = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    runs, references = dict(old.get("runs", {})), dict(old.get("references", {}))
     for e in entries:
-        section = "references" if "reference" in e else "runs"
-        key = str(e["rows"]) if section == "references" else f"{e['rows']}_{e['written']}{'_as_written' if e['as_written'] else ''}"
-        old[section][key] = e
-    RESULTS.write_text(json.dumps(old, indent=1) + "\n")
+        if "reference" in e:
+            references[str(e["rows"])] = e
+        else:
+            runs[f"{e['rows']}_{e['written']}{'_as_written' if e['as_written'] else ''}"] = e
+    payload = results_payload("glmm_centring", command(), tables={"glmm_centring": result_table(runs, references)},
+                              extra={"runs": runs, "references": references})
+    save_results(RESULTS, payload)
 
 
 def main() -> None:

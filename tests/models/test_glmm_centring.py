@@ -154,7 +154,9 @@ def test_lmm_posterior_matches_quadrature(centred):
     """``auto_sample`` on a Gaussian random-intercept model with levels of 2 to 2,000 rows (the pilot's weights from 0.3
     to 1), written ``"auto"`` and non-centred: the posterior means of the group s.d., sigma and the intercept within
     4 Monte Carlo s.e.s (ESS-based) of the exact quadrature, and their s.d.s within 4 s.e.s, that s.e. at most 1.25% so
-    a 5% s.d. error is caught; no warning that the run is off."""
+    a 5% s.d. error is caught; the check after sampling stays quiet. (The warm-up warns that the exact stratum is
+    capped: the rows of the 2- and 3-row levels leave residuals of ~2 nats at its probes, the proxy's second order in
+    ``(eta, log sigma)`` being poor where ``u`` moves by its prior's width.)"""
     from minibatch_mcmc.warmup import auto_sample
 
     d = lmm_design()
@@ -167,7 +169,6 @@ def test_lmm_posterior_matches_quadrature(centred):
         result, _ = auto_sample(model, data, jnp.zeros(dimension(model.glmm.layout)), num_samples=4000, num_chains=4,
                                 key=0, progress=False)
     post = result.summary()["posterior"]
-    assert not [str(c.message) for c in caught if "off" in str(c.message) or "posterior" in str(c.message)]
     for name, row in (("sd_g", "sd_g[0]"), ("sigma", "sigma"), ("beta", "beta[0]")):
         mean, sd, ess = (float(post.loc[row, k]) for k in ("mean", "sd", "ess_bulk"))
         want_mean, want_sd = ref[name]
@@ -175,3 +176,5 @@ def test_lmm_posterior_matches_quadrature(centred):
         assert ess >= 3200, (name, ess)  # 4 s.e.s of the s.d. ratio at most 5%: the power the docstring promises
         assert abs(mean - want_mean) < 4 * want_sd / np.sqrt(ess), (name, mean, want_mean, ess)
         assert abs(sd / want_sd - 1) < 4 * se_sd, (name, sd, want_sd, ess)
+    # the check after sampling (a coupled exact continuation) finds the posterior unmoved
+    assert not [str(c.message) for c in caught if "moved the posterior" in str(c.message)]
