@@ -133,6 +133,7 @@ def result_table(runs: dict, references: dict) -> dict:
         ph = r["phases"]
         form = f"written {'centred' if r['written'] == 'true' else 'non-centred' if r['written'] == 'false' else 'auto'}"
         form += ", sampled as written" if r["as_written"] else ", sampled per level"
+        form += f", exact stratum {r['stratum']} rows" if r["stratum"] else ", no stratum"
         warm = sum(v["passes"] for k, v in ph.items() if k not in ("sampling", "check"))
         seconds = "/".join(f"{ph[k]['seconds']:.0f}" for k in ("mode", "proxy", "tuning", "sampling", "check") if k in ph)
         rows.append([f"{r['rows']:,}", form, f"{min(r['weights']):.2f}-{max(r['weights']):.4f}",
@@ -150,7 +151,7 @@ def merge(entries: list[dict]) -> None:
         if "reference" in e:
             references[str(e["rows"])] = e
         else:
-            runs[f"{e['rows']}_{e['written']}{'_as_written' if e['as_written'] else ''}"] = e
+            runs[f"{e['rows']}_{e['written']}{'_as_written' if e['as_written'] else ''}_stratum{e['stratum']}"] = e
     payload = results_payload("glmm_centring", command(), tables={"glmm_centring": result_table(runs, references)},
                               extra={"runs": runs, "references": references})
     save_results(RESULTS, payload)
@@ -164,7 +165,11 @@ def main() -> None:
     parser.add_argument("--as-written", action="store_true")
     parser.add_argument("--samples", type=int, default=1000)
     parser.add_argument("--reference", action="store_true", help="compute the Laplace-quadrature reference")
+    parser.add_argument("--merge", default=None, help="merge the JSON lines of an earlier run's output instead of fitting")
     args = parser.parse_args()
+    if args.merge:
+        merge([json.loads(line) for line in pathlib.Path(args.merge).read_text().splitlines() if line.startswith("{")])
+        return
     entries = []
     if args.reference:
         start = time.perf_counter()

@@ -234,3 +234,21 @@ def test_saved_warmup_codec_round_trip():
     assert type(back) is type(proxy) and back.layout == proxy.layout
     point = centre + 0.05
     np.testing.assert_allclose(float(back.proxy_sum(point)), float(proxy.proxy_sum(point)), rtol=1e-6)
+
+
+@pytest.mark.parametrize("sizes, want", [((5000, 5000, 5000, 20, 20), (3, 4)), ((3000,) * 5, ())])
+def test_level_stratum_takes_the_small_levels(sizes, want):
+    """``level_stratum``: with three levels of 5,000 rows and two of 20 (centre ``sd = 0.5``, logistic at ``eta = 0``),
+    the 20-row levels' residual scale ``(I/n) (2v)^(3/2)``, ``v = 1 / (I + 1/sd^2)``, is ~1,600 times the big ones'
+    and its square ~370 times the rows' mean: exactly their 40 rows are returned; five equal levels return none (a
+    rule that took every level, or the largest, fails one of the two)."""
+    from minibatch_mcmc.control_variates.glmm import level_stratum
+
+    codes = np.repeat(np.arange(len(sizes)), sizes)
+    n = codes.size
+    d = GLMMDesign(y=(np.arange(n) % 2).astype(np.float64), x=np.ones((n, 1)), fixed=("Intercept",),
+                   factors=(GroupFactor("g", codes, np.ones((n, 1)), tuple(str(j) for j in range(len(sizes))), ("1",)),))
+    model, data = glmm_model(d, "bernoulli", centred=True, sample_as_written=True)
+    centre = jnp.zeros(dimension(model.glmm.layout)).at[-1].set(np.log(0.5))
+    rows = level_stratum(glmm_proxy(model, data, centre), data)
+    np.testing.assert_array_equal(rows, np.flatnonzero(np.isin(codes, want)))
