@@ -137,9 +137,10 @@ def result_table(runs: dict, references: dict) -> dict:
         warm = sum(v["passes"] for k, v in ph.items() if k not in ("sampling", "check"))
         seconds = "/".join(f"{ph[k]['seconds']:.0f}" for k in ("mode", "proxy", "tuning", "sampling", "check") if k in ph)
         rows.append([f"{r['rows']:,}", form, f"{min(r['weights']):.2f}-{max(r['weights']):.4f}",
-                     f"{ph['mode']['passes']:.2f}", f"{warm:.2f}", f"{r['acceptance']:.3f}", f"{r['rows_per_test']:,.0f}",
+                     f"{ph['mode']['passes']:.2f}", f"{warm:.2f}", f"{r['acceptance']:.3f}",
+                     f"{r['rows_per_test']:,.0f}" + (f" + {r['stratum']:,}" if r["stratum"] else ""),
                      str(len(r["warnings"])), seconds, fmt(r["tau"]), fmt(r["beta"][0]), fmt(r["beta"][1])])
-    return table(["rows", "form", "weights", "mode passes", "warm-up passes", "acceptance", "rows/test", "warnings",
+    return table(["rows", "form", "weights", "mode passes", "warm-up passes", "acceptance", "rows/test (+ stratum)", "warnings",
                   "seconds (mode/proxy/tuning/sampling/check; reference: all)", "tau", "beta[0]", "beta[1]"], rows)
 
 

@@ -82,7 +82,8 @@ def test_prior_of_u_is_the_same_under_every_weight():
 
 
 def test_written_form_reported_and_kept_form_warned():
-    """Written non-centred: sampled in the pilot's weights (the same as ``"auto"``), ``constrain`` adds ``a_g = u / sd``;
+    """Written non-centred or centred: sampled in the pilot's weights (the same as ``"auto"``); written non-centred,
+    ``constrain`` adds ``a_g = u / sd``;
     kept as written (``sample_as_written``) on data-dominated levels: one warning naming the factor and its measured
     data/prior precision; ``"auto"`` warns nothing; a bad ``centred`` value is refused by name."""
     d = intercept_design()
@@ -90,7 +91,9 @@ def test_written_form_reported_and_kept_form_warned():
         warnings.simplefilter("error")
         auto, _ = glmm_model(d, "bernoulli")
         written, _ = glmm_model(d, "bernoulli", centred=False)
+        written_centred, _ = glmm_model(d, "bernoulli", centred=True)
     np.testing.assert_array_equal(np.asarray(written.glmm.layout.centring[0]), np.asarray(auto.glmm.layout.centring[0]))
+    np.testing.assert_array_equal(np.asarray(written_centred.glmm.layout.centring[0]), np.asarray(auto.glmm.layout.centring[0]))
     theta = jnp.full(dimension(auto.glmm.layout), 0.2, jnp.float32)
     out = written.constrain(theta)
     np.testing.assert_allclose(np.asarray(out["a_g"]), np.asarray(out["u_g"]) / np.asarray(out["sd_g"]), rtol=1e-6)
