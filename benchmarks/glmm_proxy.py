@@ -2,7 +2,7 @@
 shape: 16 groups of very unequal size down to ~30 rows, group s.d. 0.3, 7 fixed effects besides the intercept,
 non-centred), with the GLMM proxy in predictor space against the dense Taylor proxy in ``theta``.
 
-    PYTHONPATH=src python benchmarks/glmm_proxy.py --rows 50000 --proxy glmm [--centred] [--newton-steps 50]
+    PYTHONPATH=src python benchmarks/glmm_proxy.py --rows 50000 --proxy glmm [--centred auto|true|false] [--as-written] [--newton-steps 50]
 
 ``--proxy taylor`` drops the model's GLMM structure (``Model.glmm = None``) so the warm-up builds the dense proxy.
 Prints one JSON line: the warm-up's phases (rows, passes), the proposal, acceptance, rows per test, wall seconds,
@@ -54,12 +54,14 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rows", type=int, default=50_000)
     parser.add_argument("--proxy", choices=("glmm", "taylor"), default="glmm")
-    parser.add_argument("--centred", action="store_true")
+    parser.add_argument("--centred", choices=("auto", "true", "false"), default="false")
+    parser.add_argument("--as-written", action="store_true", help="sample as written (the pilot's weights otherwise)")
     parser.add_argument("--newton-steps", type=int, default=10)
     parser.add_argument("--samples", type=int, default=1000)
     args = parser.parse_args()
-    model, data = glmm_model(simulated_design(args.rows), "bernoulli", centred=args.centred,
-                             prior=GLMMPrior(sd="half_normal", sd_scale=1.0))
+    centred = {"auto": "auto", "true": True, "false": False}[args.centred]
+    model, data = glmm_model(simulated_design(args.rows), "bernoulli", centred=centred,
+                             prior=GLMMPrior(sd="half_normal", sd_scale=1.0), sample_as_written=args.as_written)
     theta0 = initial_theta(model)
     if args.proxy == "taylor":
         model = model._replace(glmm=None)
@@ -68,7 +70,7 @@ def main() -> None:
                                   newton_steps=args.newton_steps)
     post = result.summary()["posterior"]
     print(json.dumps({
-        "rows": args.rows, "proxy": type(warm.proxy).__name__, "centred": args.centred, "kind": warm.kind,
+        "rows": args.rows, "proxy": type(warm.proxy).__name__, "centred": args.centred, "as_written": args.as_written, "kind": warm.kind,
         "stratum": 0 if warm.influence is None else int(warm.influence.rows.size),
         "warmup": {k: [int(v.data), round(float(v.passes), 2)] for k, v in warm.cost.items()},
         "acceptance": float(np.mean(result.records["accepted"])),

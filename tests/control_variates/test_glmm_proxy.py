@@ -32,7 +32,7 @@ def crossed(family: str, n: int, seed: int = 0) -> GLMMDesign:
 
 def float64_model(family: str, n: int, centred: bool, seed: int = 0):
     """The model, its data as float64 jax arrays, and a centre near the truth (float64); call inside ``enable_x64``."""
-    model, data = glmm_model(crossed(family, n, seed), family, centred=centred)
+    model, data = glmm_model(crossed(family, n, seed), family, centred=centred, sample_as_written=True)
     data = {k: jnp.asarray(v, jnp.float64 if v.dtype == np.float32 else v.dtype) for k, v in data.items()}
     centre = jnp.asarray(np.random.default_rng(seed + 1).normal(0.0, 0.3, dimension(model.glmm.layout)))
     return model, data, centre
@@ -119,7 +119,7 @@ def test_residual_estimator_unbiased(family):
 def test_out_of_core_chunks_same_sums():
     """Chunks of 7 rows (the last one short, pairs spread over chunks) give the same statistics as one chunk of all rows,
     to float32 rounding: a pass that dropped the last chunk or reduced the pair blocks per chunk only would differ."""
-    model, data, centre = glmm_model(crossed("poisson", 100), "poisson", centred=True) + (None,)
+    model, data, centre = glmm_model(crossed("poisson", 100), "poisson", centred=True, sample_as_written=True) + (None,)
     centre = jnp.full(dimension(model.glmm.layout), 0.1, jnp.float32)
     whole, parts = glmm_proxy(model, data, centre, chunk=100), glmm_proxy(model, data, centre, chunk=7)
     for name in ("gx", "hxx", "gz", "hzx", "hzz"):
@@ -141,7 +141,7 @@ def test_softplus_remainder_far_is_finite():
 def test_proxy_hmc_divergence_rejected():
     """A step size that makes the leapfrog blow up on the GLMM proxy posterior proposes the start with log q ratio -inf
     (rejected), never a non-finite position the test would stop on."""
-    model, data = glmm_model(crossed("bernoulli", 200), "bernoulli", centred=False)
+    model, data = glmm_model(crossed("bernoulli", 200), "bernoulli", centred=False, sample_as_written=True)
     centre = jnp.zeros(dimension(model.glmm.layout), jnp.float32)
     move = proxy_hmc(glmm_proxy(model, data, centre), model.log_prior, step_size=50.0, num_steps=3)
     theta, log_q = jax.jit(move.sample)(jax.random.key(0), centre + 0.1)
@@ -157,7 +157,7 @@ def test_warmup_builds_glmm_proxy():
     from minibatch_mcmc.data.arrays import as_data_source
     from minibatch_mcmc.warmup.centre import find_centre
 
-    model, data = glmm_model(crossed("bernoulli", 400), "bernoulli", centred=False)
+    model, data = glmm_model(crossed("bernoulli", 400), "bernoulli", centred=False, sample_as_written=True)
     source, key = as_data_source(data), jax.random.key(0)
     found = find_centre(model, source, jnp.zeros(dimension(model.glmm.layout), jnp.float32), key, key, temperature=1.0, order=2,
                         newton_steps=20, num_starts=0, stratum=False)
@@ -193,7 +193,7 @@ def test_auto_sample_matches_nuts(family, centred):
     import minibatch_mcmc as mm
     from minibatch_mcmc.models.glmm import initial_theta
 
-    model, data = glmm_model(nested_design(family, 6000, 7), family, centred=centred)
+    model, data = glmm_model(nested_design(family, 6000, 7), family, centred=centred, sample_as_written=True)
     jdata = {k: jnp.asarray(v) for k, v in data.items()}
     # newton_steps=50: the default 10 stop on the non-centred ridge with NoModeError (the mode search's part of issue 31)
     result, warm = mm.auto_sample(model, data, initial_theta(model), num_samples=4000, num_chains=4, key=3, progress=False,
@@ -226,7 +226,7 @@ def test_saved_warmup_codec_round_trip():
     proxy sum: a checkpointed auto_sample of a GLMM can resume (the codec refused a GLMMProxy before)."""
     from minibatch_mcmc.warmup.codec import LIBRARY_TYPES, decode, encode
 
-    model, data = glmm_model(crossed("bernoulli", 60), "bernoulli", centred=False)
+    model, data = glmm_model(crossed("bernoulli", 60), "bernoulli", centred=False, sample_as_written=True)
     centre = jnp.full(dimension(model.glmm.layout), 0.1, jnp.float32)
     proxy = glmm_proxy(model, data, centre)
     tree, arrays = encode(proxy, LIBRARY_TYPES)
@@ -234,3 +234,21 @@ def test_saved_warmup_codec_round_trip():
     assert type(back) is type(proxy) and back.layout == proxy.layout
     point = centre + 0.05
     np.testing.assert_allclose(float(back.proxy_sum(point)), float(proxy.proxy_sum(point)), rtol=1e-6)
+
+
+@pytest.mark.parametrize("sizes, want", [((5000, 5000, 5000, 20, 20), (3, 4)), ((3000,) * 5, ())])
+def test_level_stratum_takes_the_small_levels(sizes, want):
+    """``level_stratum``: with three levels of 5,000 rows and two of 20 (centre ``sd = 0.5``, logistic at ``eta = 0``),
+    the 20-row levels' residual scale ``(I/n) (2v)^(3/2)``, ``v = 1 / (I + 1/sd^2)``, is ~1,600 times the big ones'
+    and its square ~370 times the rows' mean: exactly their 40 rows are returned; five equal levels return none (a
+    rule that took every level, or the largest, fails one of the two)."""
+    from minibatch_mcmc.control_variates.glmm import level_stratum
+
+    codes = np.repeat(np.arange(len(sizes)), sizes)
+    n = codes.size
+    d = GLMMDesign(y=(np.arange(n) % 2).astype(np.float64), x=np.ones((n, 1)), fixed=("Intercept",),
+                   factors=(GroupFactor("g", codes, np.ones((n, 1)), tuple(str(j) for j in range(len(sizes))), ("1",)),))
+    model, data = glmm_model(d, "bernoulli", centred=True, sample_as_written=True)
+    centre = jnp.zeros(dimension(model.glmm.layout)).at[-1].set(np.log(0.5))
+    rows = level_stratum(glmm_proxy(model, data, centre), data)
+    np.testing.assert_array_equal(rows, np.flatnonzero(np.isin(codes, want)))

@@ -1,5 +1,5 @@
 """``mm.glmm``'s result (``interop.glmm_fit``): named draws, ``predict`` against the linear predictor computed by hand from
-the draws, new levels, the centring rule, and (slow) a whole fit against full-data NumPyro NUTS.
+the draws, new levels, the centring default, and (slow) a whole fit against full-data NumPyro NUTS.
 
 Each test fails on the code before issue 31 (no ``interop.glmm_fit``). The fast ones take a ``GLMMResult`` built on
 random draws (no sampling): they would catch a draw of one level applied to another level's rows, a slope read off the
@@ -9,13 +9,15 @@ not scaled by their draw's s.d. or not shared by the rows of one level, and effe
 
 from __future__ import annotations
 
+import inspect
+
 import numpy as np
 import pandas as pd
 import pytest
 
 import minibatch_mcmc as mm
 from minibatch_mcmc.interop.formula import formula_design
-from minibatch_mcmc.interop.glmm_fit import GLMMResult, choose_centring, glmm
+from minibatch_mcmc.interop.glmm_fit import GLMMResult, glmm
 from minibatch_mcmc.samplers.results import RECORD_FIELDS, SampleResult
 
 CHAINS, DRAWS = 2, 50
@@ -121,12 +123,12 @@ def test_inference_data_names_every_effect():
     assert {"Intercept", "1|g[a]", "x1|h[3]", "sd(x1|h)"} <= set(rows)
 
 
-def test_centring_rule_and_entry_point():
-    """``centred=None``: centred only when every level has ``CENTRED_MIN_ROWS`` rows; ``mm.glmm`` is the function."""
+def test_centring_default_and_entry_point():
+    """``mm.glmm`` is the function and chooses the parameterisation per level by default (``centred="auto"``: the
+    pilot of ``models.glmm_centring``, tested in tests/models/test_glmm_centring.py), sampling as written only on request."""
     assert mm.glmm is glmm
-    big = formula_design("y ~ x1 + (1 | g)", table(n=600)).design  # 200 rows per level
-    small = formula_design("y ~ x1 + (1 | g) + (1 | h)", table(n=600).assign(h=np.arange(600) % 100)).design  # 6 rows
-    assert choose_centring(big) and not choose_centring(small)
+    params = inspect.signature(glmm).parameters
+    assert params["centred"].default == "auto" and params["sample_as_written"].default is False
 
 
 def simulated_rows(n: int = 4000, seed: int = 5) -> pd.DataFrame:

@@ -52,7 +52,7 @@ def test_log_lik_matches_scipy(family, centred):
     far more."""
     with jax.enable_x64(True):
         d = design(family)
-        model, data = glmm_model(d, family, centred=centred)
+        model, data = glmm_model(d, family, centred=centred, sample_as_written=True)
         theta = jnp.asarray(np.random.default_rng(1).normal(0.0, 0.5, dimension(model.glmm.layout)))
         values = {k: np.asarray(v, np.float64) for k, v in model.constrain(theta).items()}
         arr = {k: np.asarray(v, np.float64) for k, v in data.items()}  # the float32 columns the model reads
@@ -72,7 +72,7 @@ def test_log_prior_matches_scipy(centred):
     with jax.enable_x64(True):
         d = design("student_t")
         prior = GLMMPrior(sd="half_normal", sd_scale=1.5)
-        model, _ = glmm_model(d, "student_t", centred=centred, prior=prior)
+        model, _ = glmm_model(d, "student_t", centred=centred, prior=prior, sample_as_written=True)
         theta = jnp.asarray(np.random.default_rng(2).normal(0.0, 0.5, dimension(model.glmm.layout)))
         v = {k: np.asarray(val, np.float64) for k, val in model.constrain(theta).items()}
         y = d.y
@@ -95,8 +95,8 @@ def test_layout_and_constrain():
     """The flat parameter has ``p + sum (G k + k) + e`` entries, ``constrain`` names beta, sd_<f>, u_<f> (levels x columns)
     and the family's extras, and a centred and a non-centred model with the same ``u`` give the same likelihood."""
     d = design("gaussian")
-    centred, data = glmm_model(d, "gaussian", centred=True)
-    plain, _ = glmm_model(d, "gaussian", centred=False)
+    centred, data = glmm_model(d, "gaussian", centred=True, sample_as_written=True)
+    plain, _ = glmm_model(d, "gaussian", centred=False, sample_as_written=True)
     assert dimension(centred.glmm.layout) == 2 + (5 + 1) + (6 + 2) + 1 == initial_theta(centred).shape[0]
     out = centred.constrain(initial_theta(centred) + 0.3)
     assert {k: np.shape(v) for k, v in out.items()} == {"beta": (2,), "sd_g": (1,), "u_g": (5, 1), "sd_h": (2,), "u_h": (3, 2),

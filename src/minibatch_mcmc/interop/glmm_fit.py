@@ -18,14 +18,9 @@ import numpy as np
 from minibatch_mcmc.checks import check_choice
 from minibatch_mcmc.interop.formula import FormulaDesign, formula_design, new_rows
 from minibatch_mcmc.models.glmm import GLMMPrior, glmm_model, initial_theta
-from minibatch_mcmc.models.glmm_design import GLMMDesign
 from minibatch_mcmc.samplers.results import SampleResult, as_float64
 from minibatch_mcmc.warmup import Warmup, auto_sample
 
-CENTRED_MIN_ROWS = 100
-"""``centred=None`` samples the group effects centred when every level of every factor has at least this many rows
-(there the data pin each effect and the centred posterior is the better conditioned), else non-centred (a level with
-few rows puts its effect and the s.d. in a funnel, which non-centring removes)."""
 KINDS = ("mean", "linear")
 NEW_LEVELS = ("zero", "sample")
 INVERSE_LINK = {
@@ -37,13 +32,6 @@ INVERSE_LINK = {
     "student_t": lambda eta: eta,
 }
 """Each family's mean of the response given ``eta`` (the binomial's: the probability of one trial's success)."""
-
-
-def choose_centring(design: GLMMDesign) -> bool:
-    """``centred=None``'s choice: centred when every level of every factor has ``CENTRED_MIN_ROWS`` rows or more."""
-    if not design.factors:
-        return True
-    return all(np.bincount(f.codes, minlength=len(f.levels)).min() >= CENTRED_MIN_ROWS for f in design.factors)
 
 
 def term_variable(term: str, factor: str) -> str:
@@ -100,8 +88,10 @@ class GLMMResult(NamedTuple):
     result: SampleResult
     """The run (``positions``: the model's ``beta``, ``sd_<factor>``, ``u_<factor>``, family extras)."""
     warmup: Warmup
-    centred: bool
-    """Whether the group effects were sampled centred (``choose_centring``'s rule for ``centred=None``)."""
+    centred: bool | str
+    """How the group effects were written: ``"auto"``, True (centred) or False (non-centred)."""
+    centring: tuple = ()
+    """Per factor, the ``(G_f, k_f)`` weights the sampler worked in (``models.glmm_centring``: 1 centred, 0 non-centred)."""
 
     @property
     def family(self) -> str:
@@ -150,17 +140,20 @@ class GLMMResult(NamedTuple):
         return eta if kind == "linear" else INVERSE_LINK[self.family](eta)
 
 
-def glmm(formula: str, data, family: str = "bernoulli", *, centred: bool | None = None, seed: int = 0,
+def glmm(formula: str, data, family: str = "bernoulli", *, centred: bool | str = "auto", seed: int = 0,
          num_samples: int = 1000, num_chains: int = 4, offset: Any = None, trials: Any = None,
          prior: GLMMPrior = GLMMPrior(), extra_namespace: dict | None = None, progress: bool = True,
-         **sample_kwargs: Any) -> GLMMResult:
+         sample_as_written: bool = False, **sample_kwargs: Any) -> GLMMResult:
     """Fit the GLMM ``formula`` (lme4/brms syntax, ``interop.formula``) to ``data`` with ``auto_sample``.
 
     Args:
         formula: the model, e.g. ``"y ~ x1 + (1 | g) + (x1 | h)"`` (``(1 | g:h)`` for observed pairs).
         data: a pandas DataFrame, a dict of arrays or a Parquet file or directory (only the formula's columns are read).
         family: one of ``models.glmm_families.FAMILIES``.
-        centred: centred group effects (True), non-centred (False), or ``choose_centring``'s rule (None).
+        centred: ``"auto"`` (each level's effects centred where its data pin them, non-centred where the prior does,
+            partially between: ``models.glmm_centring``), or how the model is written, True (centred) or False
+            (non-centred): sampled in the auto weights all the same unless ``sample_as_written=True``; the reported
+            ``1|g``, ``sd(1|g)`` are the same quantities whatever the sampler works in.
         seed: keys the warm-up and the chains.
         num_samples: draws per chain.
         num_chains: chains.
@@ -169,14 +162,16 @@ def glmm(formula: str, data, family: str = "bernoulli", *, centred: bool | None 
         prior: the priors of the fixed effects, the group s.d.s and the family's extras.
         extra_namespace: names the formula may call besides formulae's own (e.g. user functions).
         progress: print the warm-up's and sampling's progress lines.
+        sample_as_written: sample all effects centred (``centred=True``) or non-centred (False), warned where the
+            pilot measures that form poor.
         **sample_kwargs: further keywords for ``auto_sample``.
 
     Returns:
         A ``GLMMResult``: named effects (``to_inference_data``, ``summary``) and ``predict`` for new rows.
     """
     fitted = formula_design(formula, data, family, offset=offset, trials=trials, extra_namespace=extra_namespace)
-    centred = choose_centring(fitted.design) if centred is None else bool(centred)
-    model, model_data = glmm_model(fitted.design, fitted.family, centred=centred, prior=prior)
+    model, model_data = glmm_model(fitted.design, fitted.family, centred=centred, prior=prior,
+                                   sample_as_written=sample_as_written)
     result, warm = auto_sample(model, model_data, initial_theta(model), num_samples=num_samples, num_chains=num_chains,
                                key=seed, progress=progress, **sample_kwargs)
-    return GLMMResult(fitted, result, warm, centred)
+    return GLMMResult(fitted, result, warm, centred, model.glmm.layout.centring)

@@ -44,6 +44,9 @@ class GLMMLayout(NamedTuple):
     """True: the group effects ``u_f`` are parameters; False: ``a_f`` with ``u_f = sd_f * a_f``."""
     offset: bool = False
     """The data carry ``"offset"``, added to every ``eta_i``."""
+    centring: tuple = ()
+    """Per factor, ``(G_f, k_f)`` weights in ``[0, 1]``: each effect sampled as ``e`` with ``u = sd^(1 - w) e``,
+    ``e ~ N(0, sd^(2 w))`` (1 centred, 0 non-centred; ``models.glmm_centring``); empty: every weight 1 if ``centred``, else 0."""
 
 
 class GLMMSpec(NamedTuple):

@@ -11,9 +11,15 @@ Data (``glmm_model``'s second value, numpy arrays with ``N`` rows): ``"x"`` (N, 
 The flat parameter ``theta`` (length ``d = p + sum_f (G_f k_f + k_f) + e``), in this order:
 
 1. ``beta`` (p,): the fixed effects;
-2. for each factor ``f``: its effects, ``G_f * k_f`` entries read as a ``(G_f, k_f)`` array row by row: ``u_f`` itself
-   (``centred=True``) or standardised ``a_f`` with ``u_f = sd_f * a_f`` (``centred=False``, the default of most
-   hand-written hierarchical models; it keeps a group with few rows out of the funnel);
+2. for each factor ``f``: its effects, ``G_f * k_f`` entries read as a ``(G_f, k_f)`` array row by row, each ``e`` with
+   ``u = sd^(1 - w) e`` and prior ``e ~ N(0, sd^(2 w))`` for its weight ``w`` (``GLMMLayout.centring``): ``u`` itself
+   where ``w = 1`` (centred), the standardised ``a = u / sd`` where ``w = 0`` (non-centred, which keeps a group with few
+   rows out of the funnel), partially centred between. ``centred="auto"`` (the default) takes each level's weight from
+   a pilot fit (``models.glmm_centring``: near 1 where the data pin the effect, near 0 where the prior does);
+   ``centred=True``/``False`` say how the model is written (``False`` adds the standardised ``"a_<name>"`` to what
+   ``constrain`` reports) and are sampled in the pilot's weights too, unless ``sample_as_written=True`` (then all 1
+   or all 0, with a warning naming the levels where the pilot measured that form poor). The posterior of
+   ``(beta, u, sd)`` is the same under every choice of weights;
 3. for each factor ``f``: ``log sd_f`` (k_f,): the effects' standard deviations. ``Sigma_u`` is diagonal: the
    ``k_f`` effects of a level are independent a priori (correlated random slopes, an LKJ prior, are left for later);
 4. the family's ``phi`` (e,) on its unconstrained scale (``log sigma``; ``log sigma, log(nu - 1)``; ``log alpha``).
@@ -29,6 +35,7 @@ extras as ``glmm_families`` says (``sigma``'s scale ``sd_scale * s_y``). ``Model
 
 from __future__ import annotations
 
+import warnings
 from typing import NamedTuple
 
 import jax
@@ -38,6 +45,7 @@ from jax.scipy.stats import norm
 
 from minibatch_mcmc.checks import check_choice, check_positive
 from minibatch_mcmc.models.base import GLMMLayout, GLMMSpec, Model
+from minibatch_mcmc.models.glmm_centring import Centring, centring_weights, fixed_centring, written_mismatch
 from minibatch_mcmc.models.glmm_design import GLMMDesign, check_design
 from minibatch_mcmc.models.glmm_families import (
     CONTINUOUS,
@@ -97,10 +105,18 @@ def prior_scales(design: GLMMDesign, family: str, prior: GLMMPrior) -> Scales:
     return Scales(loc, scale, prior.sd_scale * s_y, prior.sd_scale * s_y)
 
 
+def effect_weights(layout: GLMMLayout) -> tuple:
+    """Per factor the ``(G_f, k_f)`` centring weights (``GLMMLayout.centring``; all 1 or all 0 when it is empty)."""
+    if layout.centring:
+        return tuple(np.asarray(w, np.float64) for w in layout.centring)
+    return tuple(np.full((g, k), 1.0 if layout.centred else 0.0) for g, k in zip(layout.levels, layout.columns))
+
+
 def split_theta(layout: GLMMLayout, theta: jax.Array) -> tuple[jax.Array, tuple[jax.Array, ...], jax.Array]:
-    """``(beta, (u_f on the eta scale, ...), phi)`` from the flat parameter (traceable)."""
+    """``(beta, (u_f on the eta scale, ...), phi)`` from the flat parameter (traceable): ``u = sd^(1 - w) e``."""
     blocks = effect_blocks(layout, theta)
-    us = blocks[1] if layout.centred else tuple(a * jnp.exp(s)[None, :] for a, s in zip(blocks[1], blocks[2]))
+    us = tuple(e * jnp.exp((1.0 - jnp.asarray(w, theta.dtype)) * s[None, :])
+               for e, s, w in zip(blocks[1], blocks[2], effect_weights(layout)))
     return blocks[0], us, blocks[3]
 
 
@@ -141,9 +157,9 @@ def glmm_log_prior(layout: GLMMLayout, scales: Scales, prior: GLMMPrior):
     def log_prior(theta: jax.Array) -> jax.Array:
         beta, effects, log_sds, phi = effect_blocks(layout, theta)
         total = jnp.sum(norm.logpdf(beta, beta_loc.astype(theta.dtype), beta_scale.astype(theta.dtype)))
-        for e, s in zip(effects, log_sds):
-            # centred: u ~ N(0, sd^2); non-centred: a ~ N(0, 1)
-            total = total + jnp.sum(norm.logpdf(e, 0.0, jnp.exp(s)[None, :] if layout.centred else 1.0))
+        for e, s, w in zip(effects, log_sds, effect_weights(layout)):
+            # e ~ N(0, sd^(2w)): centred (w = 1) u ~ N(0, sd^2); non-centred (w = 0) a ~ N(0, 1)
+            total = total + jnp.sum(norm.logpdf(e, 0.0, jnp.exp(jnp.asarray(w, theta.dtype) * s[None, :])))
             total = total + jnp.sum(half_log_density(prior.sd, jnp.exp(s), scales.sd_scale) + s)
         return total + extras_log_prior(layout.family, phi, scales.sigma_scale)
 
@@ -178,18 +194,41 @@ def check_response(family: str, y: np.ndarray, trials: np.ndarray | None) -> Non
         raise ValueError("family='binomial': every y must be at most its row's trials")
 
 
-def glmm_model(design: GLMMDesign, family: str = "bernoulli", *, centred: bool = False,
-               prior: GLMMPrior = GLMMPrior()) -> tuple[Model, dict]:
-    """The GLMM of ``design`` with ``family`` (module docstring: data keys, parameter layout, priors) and its data."""
+def sampled_centring(design: GLMMDesign, family: str, centred: bool | str, sample_as_written: bool, scales: Scales
+                     ) -> tuple[np.ndarray, ...]:
+    """The weights the sampler works in (module docstring), warning where ``sample_as_written`` keeps a form measured poor."""
+    if centred not in (True, False, "auto"):
+        raise ValueError(f"centred={centred!r}: use True (centred), False (non-centred) or 'auto' (chosen per level)")
+    if len(design.y) == 0:
+        return fixed_centring(design, centred is not False)
+    pilot: Centring = centring_weights(design, family, scales.beta_loc, scales.beta_scale)
+    if not sample_as_written or centred == "auto":
+        return pilot.weights
+    why = written_mismatch(pilot, bool(centred), tuple(f.name for f in design.factors))
+    if why is not None:
+        warnings.warn(f"glmm_model: {why}; centred='auto' or sample_as_written=False samples each level in the "
+                      "parameterisation its data call for (the same posterior)", UserWarning, stacklevel=3)
+    return fixed_centring(design, bool(centred))
+
+
+def glmm_model(design: GLMMDesign, family: str = "bernoulli", *, centred: bool | str = "auto",
+               prior: GLMMPrior = GLMMPrior(), sample_as_written: bool = False) -> tuple[Model, dict]:
+    """The GLMM of ``design`` with ``family`` (module docstring: data keys, parameter layout, priors) and its data.
+
+    ``centred``: ``"auto"``, or how the model is written (True centred, False non-centred); the sampler works in the
+    pilot's per-level weights unless ``sample_as_written`` (module docstring, ``models.glmm_centring``)."""
     check_design(design)
     check_family(family)
     check_choice(prior.sd, "prior.sd", ("half_student_t", "half_normal"))
     for name in ("fixed_scale", "intercept_scale", "sd_scale"):
         check_positive(getattr(prior, name), f"prior.{name}")
     check_response(family, design.y, design.trials)
+    scales = prior_scales(design, family, prior)
+    weights = sampled_centring(design, family, centred, bool(sample_as_written), scales)
     layout = GLMMLayout(family=family, fixed=int(np.shape(design.x)[1]), names=tuple(f.name for f in design.factors),
                         levels=tuple(len(f.levels) for f in design.factors), columns=tuple(len(f.terms) for f in design.factors),
-                        extras=EXTRAS[family], centred=bool(centred), offset=design.offset is not None)
+                        extras=EXTRAS[family], centred=centred is not False, offset=design.offset is not None,
+                        centring=tuple(np.asarray(w, np.float32) for w in weights))
     data = glmm_data(design, family)
 
     def split(theta: jax.Array) -> tuple[jax.Array, tuple[jax.Array, ...], jax.Array]:
@@ -208,13 +247,15 @@ def glmm_model(design: GLMMDesign, family: str = "bernoulli", *, centred: bool =
         out = {"beta": beta}
         for name, u, s in zip(layout.names, us, log_sds):
             out[f"sd_{name}"], out[f"u_{name}"] = jnp.exp(s), u
+            if not layout.centred:  # written non-centred: its standardised effects too
+                out[f"a_{name}"] = u * jnp.exp(-s)[None, :]
         return {**out, **constrain_extras(family, phi)}
 
     spec = {"x": Dims("b", layout.fixed), "y": Dims("b")}
     for f, k in enumerate(layout.columns):
         spec[f"g_{f}"], spec[f"z_{f}"] = Dims("b"), Dims("b", k)
     spec.update({key: Dims("b") for key in ("offset", "trials") if key in data})
-    model = Model(log_prior=glmm_log_prior(layout, prior_scales(design, family, prior), prior), log_lik=log_lik,
+    model = Model(log_prior=glmm_log_prior(layout, scales, prior), log_lik=log_lik,
                   name=f"glmm_{family}", check_shapes=shape_check(f"glmm_{family}", Dims(dimension(layout)), spec),
                   constrain=constrain, glmm=GLMMSpec(layout, split, density))
     return model, data

@@ -3,7 +3,8 @@ see, each phase's cost measured (``samplers.phase_cost``).
 
 ``warmup.lean.lean_mode`` finds the mode (one vmapped minibatch Adam for the start and the multi-start points, Newton
 passes whose last one is also the proxy pass and the first influence round). A GLMM (``Model.glmm``) at order 2 gets
-the proxy in predictor space (``control_variates.glmm``) from a pass of its own after the mode's.
+the proxy in predictor space (``control_variates.glmm``) from a pass of its own after the mode's, and the rows of its
+levels whose effects move far at posterior scale join the exact stratum (``control_variates.glmm.level_stratum``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 
 from minibatch_mcmc.control_variates import MAX_DENSE_DIM, Proxy, proxy_for
+from minibatch_mcmc.control_variates.glmm import GLMMProxy, level_stratum
 from minibatch_mcmc.control_variates.influence import Influence, influential_rows
 from minibatch_mcmc.control_variates.proposals import cholesky_factor
 from minibatch_mcmc.data.arrays import DataSource, take
@@ -40,6 +42,16 @@ class Centre(NamedTuple):
     modes: tuple
     influence: Influence | None
     cost: dict
+
+
+def with_rows(influence: Influence, rows: np.ndarray) -> Influence:
+    """``influence`` with ``rows`` added to its stratum (deviation 0 for the rows it did not find itself)."""
+    if rows.size == 0:
+        return influence
+    merged = np.union1d(influence.rows, rows).astype(np.int32)
+    deviation = np.zeros(merged.size, np.asarray(influence.deviation).dtype if influence.deviation.size else np.float64)
+    deviation[np.searchsorted(merged, influence.rows)] = influence.deviation
+    return influence._replace(rows=merged, deviation=deviation)
 
 
 def find_centre(model: Model, source: DataSource, theta0: PyTree, key: jax.Array, k_mode: jax.Array, *, temperature: float, order: int,
@@ -82,4 +94,6 @@ def find_centre(model: Model, source: DataSource, theta0: PyTree, key: jax.Array
             influence = influential_rows(model, source, proxy, cholesky_factor(cov, cov.shape[0]), key=jax.random.fold_in(key, 20),
                                          temperature=temperature, first=probe)
         cost["influence"] = clock.cost(influence.data_used)
+        if isinstance(proxy, GLMMProxy):  # the rows of levels whose effects move far at posterior scale, exact
+            influence = with_rows(influence, level_stratum(proxy, source))
     return Centre(mode.theta_hat, cov, proxy, modes, influence, cost)
