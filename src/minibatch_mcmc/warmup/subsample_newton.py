@@ -19,6 +19,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from minibatch_mcmc.compiling import ONE_OFF_WORK
+from minibatch_mcmc.control_variates.influence import sampled_rows
 from minibatch_mcmc.data.arrays import take
 from minibatch_mcmc.models.base import Model
 from minibatch_mcmc.optim.mode import log_posterior_parts
@@ -74,6 +76,16 @@ def subsample_rows(n: int) -> int:
     return int(min(n, max(MIN_SUB, int(SUB_SHARE * n))))
 
 
+def subsample_index(key: jax.Array, n: int, m: int) -> np.ndarray:
+    """``m`` distinct rows of ``n``, sorted: up to ``ONE_OFF_WORK`` rows ``jax.random.choice`` without replacement, past it the
+    keyed bijection of ``influence.sampled_rows``, in memory ``O(m)`` (``choice`` permutes all ``N``: at 10^7 rows 19 CPU s)."""
+    if m >= n:
+        return np.arange(n)
+    if n > ONE_OFF_WORK:
+        return sampled_rows(key, n, m)
+    return np.sort(np.asarray(jax.random.choice(key, n, (m,), replace=False)))
+
+
 def evaluator(model: Model, unravel: Callable, temperature: float, scale: float) -> Callable:
     """Jitted ``(points (S, d), rows) -> (values, gradients, Hessians)`` of ``log p0 + scale * sum log p(rows) / temperature``."""
     log_prior, log_lik_sum = log_posterior_parts(model, unravel, temperature)
@@ -103,7 +115,7 @@ def climb_all(model: Model, arrays: PyTree, n: int, starts: np.ndarray, unravel:
               dtype) -> SubClimb:
     """Trust-region Newton from every start on one subsample of ``subsample_rows(N)`` rows, all starts per evaluation."""
     m = subsample_rows(n)
-    idx = np.sort(np.asarray(jax.random.choice(key, n, (m,), replace=False))) if m < n else np.arange(n)
+    idx = subsample_index(key, n, m)
     rows = take(arrays, jnp.asarray(idx, jnp.int32))
     fn = evaluator(model, unravel, temperature, n / m)
     points = np.asarray(starts, np.float64).copy()
