@@ -243,7 +243,7 @@ def results(records: list[dict], hmcecs: list[dict]) -> tuple[dict, dict]:
     tabs = {"tall": table(["phase"] + [f"{label(r)} ({r['fit']['file_gib']:.2f} GiB)" for r in records], rows)}
     values = {}
     for r, d in zip(records, der):
-        key = f"tall.{r['n']:.0e}.{r['format']}"
+        key = f"tall.{short(r['n'])}.{r['format']}"
         values.update({f"{key}.fit_s": f"{r['fit']['fit_s']:.0f}", f"{key}.target_s": f"{d['target_s']:.0f}",
                        f"{key}.over_target": f"{d['over_target']:.2f}", f"{key}.peak_mib": f"{r['fit']['ru_maxrss_mib']:.0f}",
                        f"{key}.pass_s": f"{r['floor']['pass_s']:.1f}", f"{key}.passes": f"{r['fit']['passes']:.2f}",
@@ -256,11 +256,16 @@ def results(records: list[dict], hmcecs: list[dict]) -> tuple[dict, dict]:
         hrows.append([f"{h['n']:,}", f"{h['chains']} x ({h['warmup']} + {h['draws']}), {h['subsample']} rows a step",
                       f"{h['load_s']:.1f} + {h['svi_s']:.1f} + {h['mcmc_s']:.1f} = {h['total_s']:.1f}", f"{h['ess']:.0f}",
                       f"{rate:.2f}", f"{ratio:.1f}x", f"{h['ru_maxrss_mib']:.0f} MiB"])
-        values[f"tall.{h['n']:.0e}.hmcecs_ratio"] = f"{ratio:.1f}"
+        values.update({f"tall.{short(h['n'])}.hmcecs_ratio": f"{ratio:.1f}", f"tall.{short(h['n'])}.hmcecs_ess_per_s": f"{rate:.2f}"})
     if hrows:
         tabs["tall_hmcecs"] = table(["N", "HMCECS: chains x (warm-up + draws)", "seconds: load + SVI MAP + MCMC", "min bulk ESS",
                                      "ESS/s", "ours (.npy) / HMCECS", "peak RSS"], hrows)
     return tabs, values
+
+
+def short(n: int) -> str:
+    """``10000000`` as ``1e7`` (a key of the docs' values)."""
+    return f"{n:.0e}".replace("e+0", "e").replace("e+", "e")
 
 
 def merge(old: list[dict], new: list[dict], key) -> list[dict]:
