@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 LOCK := constraints.txt
 LATEST := .venv-latest
 
-.PHONY: demo lint test test-slow test-latest test-portability lock docs install clean bench bench-peers data
+.PHONY: demo lint test test-slow test-latest test-portability lock docs install clean bench bench-peers data tall-data tall-data-clean
 
 $(STAMP): pyproject.toml $(LOCK)
 	$(PYTHON) -m venv $(VENV)
@@ -86,3 +86,17 @@ data: $(STAMP)
 		else echo "not root and sudo not found: run 'apt-get install -y dataset-fashion-mnist' as root"; exit 1; fi; \
 	else echo "apt-get not found: put MNIST-format IDX files in a folder and use reproductions.mnist.load_mnist_dir"; fi
 	$(BIN)/pip install --quiet -e ".[data]"
+
+# The tall data sets of benchmarks/tall.py (not committed; /data/ is git-ignored): N rows x 10 float32 columns of a
+# logistic regression as .npy files and as Parquet shards under $(TALL_DIR)/N/{npy,parquet}, written chunk by chunk
+# (about 100 MB of memory whatever N). N=1e8 takes about 8.8 GB of disk (4.4 GB each); `make tall-data-clean N=1e8`.
+N ?= 1e7
+TALL_DIR ?= data/tall
+TALL_ROWS = $(shell $(PYTHON) -c "print(int(float('$(N)')))")
+
+tall-data: $(STAMP)
+	$(BIN)/python -m minibatch_mcmc.data.generate --rows $(TALL_ROWS) --dim 10 --format npy --out $(TALL_DIR)/$(TALL_ROWS)/npy
+	$(BIN)/python -m minibatch_mcmc.data.generate --rows $(TALL_ROWS) --dim 10 --format parquet --out $(TALL_DIR)/$(TALL_ROWS)/parquet
+
+tall-data-clean:
+	rm -rf $(TALL_DIR)/$(TALL_ROWS)
