@@ -10,9 +10,10 @@ from jax.scipy.special import logsumexp
 
 from minibatch_mcmc.data.arrays import as_data_source
 from minibatch_mcmc.models import logistic_regression
+from minibatch_mcmc.models.logistic import make_logistic_data
 from minibatch_mcmc.models.base import Model, gaussian_prior
 from minibatch_mcmc.optim.mode import find_mode, laplace_covariance
-from minibatch_mcmc.warmup.multistart import LocalMode, dispersed_points, find_modes
+from minibatch_mcmc.warmup.multistart import LocalMode, dispersed_points, find_modes, modes_from_ends
 
 
 def first_mode(model, data, theta0):
@@ -53,3 +54,31 @@ def test_dispersed_points_are_antithetic_and_reach_past_the_mode():
     p = dispersed_points(jax.random.key(0), np.array([0.5, -3.0]), 8)
     np.testing.assert_array_equal(p[:4], -p[4:])
     assert np.all(np.abs(p) <= np.array([3.0, 8.0])) and np.abs(p[:, 1]).max() > 3.0
+
+
+def test_far_adam_ends_of_a_unimodal_posterior_cost_a_few_passes_not_one_each():
+    """Issue 31: above ``MAX_ENSEMBLE_DIM`` parameters Adam's ends reach ``modes_from_ends`` unfiltered, tens of Laplace
+    s.d.s from the mode (minibatch noise); each then cost a Hessian pass and a Newton polish (35 passes over N for 8 ends
+    on a 305-parameter GLMM). Here 8 ends ~19 s.d.s from a 40-parameter logistic mode: one mode, at most 3 passes over N
+    (the issue's warm-up budget) whatever the number of ends; the original code read at least one pass per end."""
+    data, _ = make_logistic_data(jax.random.key(4), 4000, 40)
+    model = logistic_regression(prior_scale=5.0)
+    first = first_mode(model, data, jnp.zeros(40))
+    chol = np.linalg.cholesky(first.covariance)
+    z = np.random.default_rng(1).standard_normal((8, 40))
+    ends = np.asarray(first.theta, np.float64) + 3.0 * z @ chol.T
+    found = modes_from_ends(model, as_data_source(data), first, ends, 1.0, 10, 0, 0.0)
+    assert len(found.modes) == 1
+    assert found.data_used <= 3 * 4000, found.data_used / 4000
+
+
+def test_an_end_at_another_mode_is_still_followed():
+    """The chord steps towards the first mode do not swallow an end sitting at the mixture's label-switched mode."""
+    rng = np.random.default_rng(3)
+    x = np.concatenate([rng.normal(-2, 1, 1000), rng.normal(2, 1, 1000)]).astype(np.float32)
+    model = mixture_model()
+    first = first_mode(model, x, jnp.asarray([-1.0, 1.0]))
+    other = np.asarray(first.theta, np.float64)[::-1] + 0.05
+    found = modes_from_ends(model, as_data_source(x), first, other[None], 1.0, 10, 0, 0.0)
+    assert len(found.modes) == 2
+    np.testing.assert_allclose(np.asarray(found.modes[1].theta), np.asarray(first.theta)[::-1], atol=0.02)
