@@ -14,6 +14,7 @@ from jax.scipy.special import logsumexp
 from minibatch_mcmc.data.arrays import as_data_source
 from minibatch_mcmc.models import logistic_regression
 from minibatch_mcmc.models.base import Model, gaussian_prior
+from minibatch_mcmc.models.logistic import make_logistic_data
 from minibatch_mcmc.optim.mode import find_mode, laplace_covariance
 from minibatch_mcmc.warmup.multistart import LocalMode, adam_ends, modes_from_ends
 
@@ -60,3 +61,32 @@ def test_unimodal_search_reads_no_full_pass():
     model = logistic_regression(prior_scale=5.0)
     ends, found = search(model, data, first_mode(model, data, jnp.zeros(2)), jax.random.key(2))
     assert len(ends) == 8 and len(found.modes) == 1 and found.data_used == 0
+
+
+
+def test_far_adam_ends_of_a_unimodal_posterior_cost_a_few_passes_not_one_each():
+    """Issue 31: above ``MAX_ENSEMBLE_DIM`` parameters Adam's ends reach ``modes_from_ends`` unfiltered, tens of Laplace
+    s.d.s from the mode (minibatch noise); each then cost a Hessian pass and a Newton polish (35 passes over N for 8 ends
+    on a 305-parameter GLMM). Here 8 ends ~19 s.d.s from a 40-parameter logistic mode: one mode, at most 3 passes over N
+    (the issue's warm-up budget) whatever the number of ends; the original code read at least one pass per end."""
+    data, _ = make_logistic_data(jax.random.key(4), 4000, 40)
+    model = logistic_regression(prior_scale=5.0)
+    first = first_mode(model, data, jnp.zeros(40))
+    chol = np.linalg.cholesky(first.covariance)
+    z = np.random.default_rng(1).standard_normal((8, 40))
+    ends = np.asarray(first.theta, np.float64) + 3.0 * z @ chol.T
+    found = modes_from_ends(model, as_data_source(data), first, ends, 1.0, 10, 0, 0.0)
+    assert len(found.modes) == 1
+    assert found.data_used <= 3 * 4000, found.data_used / 4000
+
+
+def test_an_end_at_another_mode_is_still_followed():
+    """The chord steps towards the first mode do not swallow an end sitting at the mixture's label-switched mode."""
+    rng = np.random.default_rng(3)
+    x = np.concatenate([rng.normal(-2, 1, 1000), rng.normal(2, 1, 1000)]).astype(np.float32)
+    model = mixture_model()
+    first = first_mode(model, x, jnp.asarray([-1.0, 1.0]))
+    other = np.asarray(first.theta, np.float64)[::-1] + 0.05
+    found = modes_from_ends(model, as_data_source(x), first, other[None], 1.0, 10, 0, 0.0)
+    assert len(found.modes) == 2
+    np.testing.assert_allclose(np.asarray(found.modes[1].theta), np.asarray(first.theta)[::-1], atol=0.02)

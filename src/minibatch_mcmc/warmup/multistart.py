@@ -28,7 +28,7 @@ from jax.flatten_util import ravel_pytree
 from minibatch_mcmc.compiling import ONE_OFF_WORK, compile_options
 from minibatch_mcmc.data.arrays import DataSource, take
 from minibatch_mcmc.data.indexing import chunk_indices
-from minibatch_mcmc.data.passes import DEFAULT_CHUNK
+from minibatch_mcmc.data.passes import DEFAULT_CHUNK, full_data_tree_sum
 from minibatch_mcmc.models.base import Model
 from minibatch_mcmc.optim.mode import (
     ModeResult,
@@ -53,6 +53,9 @@ TAIL = 0.25
 
 POLISH_TOL = 1e-6
 """Newton's convergence tolerance when polishing a new mode, relative to ``1 + N`` (``find_mode``'s default ``tol``)."""
+
+CHORD_PASSES = 3
+"""Full-data gradient passes (all ends at once) of the chord steps that bring Adam's ends into the first mode's basin."""
 
 MIN_MASS = 1e-3
 """Smallest Laplace mass, relative to the heaviest mode, of a mode that is reported."""
@@ -185,6 +188,10 @@ def modes_from_ends(model: Model, source: DataSource, first: LocalMode, ends: np
     start stopped from ``first``, the minibatch error every end carries)."""
     flat0, unravel = ravel_pytree(first.theta)
     modes = [first]
+    ends, read = chord_filter(model, source, first, np.asarray([e for e in ends if is_new(e, modes, slack)]), temperature)
+    used += read
+    if ends.shape[0] == 0:
+        return ModeSearch((first,), used, time.perf_counter() - start)
     value_fn, derivatives = full_pass_fns(model, unravel, temperature, source.n, DEFAULT_CHUNK, with_hessian=True)  # one compilation
     for end in ends:
         if not is_new(end, modes, slack):
@@ -206,6 +213,37 @@ def modes_from_ends(model: Model, source: DataSource, first: LocalMode, ends: np
     kept = [m for m in modes if m is first or m.log_mass - heaviest >= np.log(MIN_MASS)]
     kept = [first] + sorted((m for m in kept if m is not first), key=lambda m: -m.log_mass)
     return ModeSearch(tuple(kept), used, time.perf_counter() - start)
+
+
+def chord_filter(model: Model, source: DataSource, first: LocalMode, ends: np.ndarray, temperature: float) -> tuple[np.ndarray, int]:
+    """The ``ends`` (flat, float64) that ``CHORD_PASSES`` chord steps ``x + Sigma g(x)`` (``Sigma`` the first mode's Laplace
+    covariance, ``g`` the full-data gradient, every end on one pass) leave outside its basin, and the rows read.
+
+    A chord step lands on the mode of a Gaussian posterior from anywhere, so on a unimodal posterior Adam's ends (in high
+    dimension tens of s.d.s from the mode: minibatch noise) join the first mode's basin after a gradient pass or two,
+    not a Hessian pass and a Newton polish each; an end at another mode has ``g ~ 0`` there and stays outside."""
+    if ends.shape[0] == 0:
+        return ends, 0
+    flat0, unravel = ravel_pytree(first.theta)
+    log_prior, log_lik_sum = log_posterior_parts(model, unravel, temperature)
+    n, arrays = source.n, source.arrays()
+
+    @jax.jit
+    def gradients(points: jax.Array) -> jax.Array:
+        lik = full_data_tree_sum(lambda rows: jax.vmap(jax.grad(lambda x: log_lik_sum(x, rows)))(points), arrays, n, DEFAULT_CHUNK)
+        return lik + jax.vmap(jax.grad(log_prior))(points)
+
+    cov, read, points, left = np.asarray(first.covariance, np.float64), 0, ends, np.arange(ends.shape[0])
+    for _ in range(CHORD_PASSES):
+        grads = np.asarray(gradients(jnp.asarray(points, flat0.dtype)), np.float64)
+        read += n
+        finite = np.all(np.isfinite(grads), axis=1)  # a non-finite end goes on, as it was, to modes_from_ends' checks
+        points = np.where(finite[:, None], points + grads @ cov.T, points)
+        outside = np.asarray([not ok or is_new(p, [first]) for p, ok in zip(points, finite)], bool)
+        points, left = points[outside], left[outside]
+        if left.size == 0 or not np.all(finite[outside]):
+            break
+    return ends[left], read
 
 
 def describe(modes: tuple[LocalMode, ...]) -> str:
