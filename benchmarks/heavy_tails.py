@@ -21,6 +21,9 @@ Methods, each timed from the data to the draws (warm-up, the weights pass, batch
   ``batch_choice`` for it;
 - ``importance``: the same proxy with rows drawn by their probe weights (``control_variates.importance``: the warm-up's
   own where its rule chose them, else built here, the pass timed), the penalty test sized for it;
+- ``unsized``: as ``uniform`` at the test's own 50 rows, not sized (what the sizing's prediction is calibrated against:
+  the ``predicted acceptance error`` column at the ``m`` used, against the check's ``decisions differed``, the fraction of
+  its coupled steps at which the run's and the exact test's decisions differed, and against the draws' agreement);
 - ``smh``: ``warmup(test="smh")``: the GLM proxy's per-row bounds and Scalable MH (exact);
 - the reference (``--reference nuts``): NumPyro NUTS on the full data (tree depth at most 6), ``--nuts-warmup`` +
   ``--nuts-draws`` per chain, 4 chains vectorised (its time too); or (``--reference mh``, for N where NUTS takes too
@@ -62,7 +65,7 @@ from minibatch_mcmc.warmup.batch_choice import choose_batch_size
 
 COLUMNS = ["case", "N", "method", "warm-up passes", "m", "rows/test", "acceptance", "seconds", "min ESS", "ESS/s",
            "max |mean err|/sd", "max |sd ratio - 1|", "max z", "s.d. ratio s.e.", "check warned", "check's max s.d. error",
-           "check s", "weights"]
+           "check s", "predicted acceptance error", "decisions differed", "weights"]
 GROUPS, PRIOR = 16, 5.0
 
 
@@ -204,16 +207,18 @@ def min_ess(draws: np.ndarray) -> float:
     return float(np.min(az.ess(az.convert_to_dataset(draws)).to_array().values))
 
 
-def run_method(model, data, w, estimator, key, draws, sized_seconds) -> dict:
-    """Size the penalty test's minibatch for ``estimator``, sample 4 chains from Laplace starts, and time it all."""
+def run_method(model, data, w, estimator, key, draws, sized_seconds, size: bool = True) -> dict:
+    """Size the penalty test's minibatch for ``estimator`` (``size``; else the test's own 50 rows, the prediction there
+    recorded), sample 4 chains from Laplace starts, and time it all."""
     t = time.perf_counter()
     chol = np.linalg.cholesky(w.covariance)
-    test = w.test
+    test, predicted = w.test, float("nan")
     if hasattr(test, "batch_size"):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             choice = choose_batch_size(model, as_source(data), estimator, w.centre, chol, 50, jax.random.key(key))
-        test = test._replace(batch_size=choice.batch_size)
+        test = test._replace(batch_size=choice.batch_size if size else 50)
+        predicted = choice.predicted_error if size else choice.initial_error
     starts = jnp.asarray(np.asarray(w.centre) + (chol @ np.random.default_rng(key).standard_normal((chol.shape[0], 4))).T,
                          jnp.float32)
     res = sample(model, data, starts, proposal=w.proposal, test=test, estimator=estimator, num_samples=draws, num_chains=4,
@@ -229,7 +234,7 @@ def run_method(model, data, w, estimator, key, draws, sized_seconds) -> dict:
         check = (check, [str(c.message) for c in caught if "moved the posterior" in str(c.message)])
     return {"draws": np.asarray(res.positions, np.float64), "m": getattr(test, "batch_size", 0),
             "rows": float(rec["batch_size"].mean() + rec["hidden_data"].mean()), "acc": float(rec["accepted"].mean()),
-            "seconds": seconds, "check": check}
+            "seconds": seconds, "check": check, "predicted": predicted}
 
 
 def as_source(data):
@@ -258,7 +263,7 @@ def method_estimator(method: str, model: Model, data: dict, w) -> tuple:
 def reference_row(name: str, n: int, label: str, ref: np.ndarray, seconds: float) -> list:
     """The reference's row."""
     ess = min_ess(ref)
-    return [name, n, label, "", "", str(n), "", f"{seconds:.1f}", f"{ess:.0f}", f"{ess / seconds:.2f}", "0", "0", "", "", "", "", "", ""]
+    return [name, n, label, "", "", str(n), "", f"{seconds:.1f}", f"{ess:.0f}", f"{ess / seconds:.2f}", "0", "0"] + [""] * 8
 
 
 def main() -> None:
@@ -289,7 +294,7 @@ def main() -> None:
             w = warmup(model, data, jnp.asarray(theta0, jnp.float32), key=0, test="smh" if method == "smh" else None)
             passes = warmup_passes(w)
             est, note = method_estimator(method, model, data, w)
-            out = run_method(model, data, w, est, 1, args.draws, time.perf_counter() - t)
+            out = run_method(model, data, w, est, 1, args.draws, time.perf_counter() - t, size=method != "unsized")
             if ref is None:  # the exact Metropolis reference, with the first method's warm-up
                 ref, ref_seconds = mh_reference(model, data, w, args.ref_draws)
                 rows.append(reference_row(name, args.n, f"exact MH ({args.ref_draws} x 4)", ref, ref_seconds))
@@ -301,7 +306,8 @@ def main() -> None:
                          f"{out['seconds']:.1f}", f"{ess:.0f}", f"{ess / out['seconds']:.2f}", f"{mean_err:.3f}", f"{sd_err:.3f}",
                          f"{z:.1f}", f"{100 * sd_se:.1f}%", "n/a" if check is None else ("yes" if said else "no"),
                          "" if check is None else f"{100 * np.max(np.abs(check.sd_error)):.1f}%",
-                         "" if check is None else f"{check.seconds:.1f}", note])
+                         "" if check is None else f"{check.seconds:.1f}", f"{out['predicted']:.3g}",
+                         "" if check is None else f"{100 * check.disagreement:.2f}%", note])
             values[f"{name}_{method}_ess_per_s"] = ess / out["seconds"]
             print(" | ".join(map(str, rows[-1])), *said, flush=True)
             save(args.results, args.name, config=args, tables={args.name: table(COLUMNS, rows)}, values=values)
