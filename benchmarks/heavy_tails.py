@@ -308,7 +308,8 @@ def main() -> None:
                          "" if check is None else f"{100 * np.max(np.abs(check.sd_error)):.1f}%",
                          "" if check is None else f"{check.seconds:.1f}", f"{out['predicted']:.3g}",
                          "" if check is None else f"{100 * check.disagreement:.2f}%", note])
-            values[f"{name}_{method}_ess_per_s"] = ess / out["seconds"]
+            prefix = "" if args.name == "heavy_tails" else f"{args.name}."  # keys unique over the results files
+            values[f"{prefix}{name}_{method}_ess_per_s"] = ess / out["seconds"]
             print(" | ".join(map(str, rows[-1])), *said, flush=True)
             save(args.results, args.name, config=args, tables={args.name: table(COLUMNS, rows)}, values=values)
 
