@@ -10,6 +10,14 @@ Carlo error (ArviZ ESS). Also: whether the new check warned, and the per-step ac
 check (``ProxyCheck.acceptance_error``, which warned above 0.02) and its seconds.
 
     PYTHONPATH=src .venv/bin/python benchmarks/posterior_check.py --results docs/results/posterior_check.json
+
+``--cost``: the check's seconds on one fit (the Student-t regression at ``--n`` rows), side by side in one process, each
+way run ``--repeats`` times alternately: stepping both chains anew (``coupled_run``: the run's kernel compiled again, as
+before) and reading the run's own draws and keys (``exact_continuation``: only the exact kernel). Run it with
+``MINIBATCH_MCMC_COMPILATION_CACHE=off`` so that every compilation is paid (as a new fit pays it).
+
+    MINIBATCH_MCMC_COMPILATION_CACHE=off PYTHONPATH=src .venv/bin/python benchmarks/posterior_check.py --cost \
+        --results docs/results/posterior_check_cost.json
 """
 
 from __future__ import annotations
@@ -20,6 +28,7 @@ import time
 import warnings
 from pathlib import Path
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 from bench_results import add_results_option, save, table
@@ -30,6 +39,7 @@ from minibatch_mcmc.diagnostics.posterior_error import check_posterior
 from minibatch_mcmc.models import exact_posterior, gaussian_mean
 from minibatch_mcmc.proposals import random_walk
 from minibatch_mcmc.samplers.driver import sample
+from minibatch_mcmc.samplers.keys import as_key
 from minibatch_mcmc.warmup import auto_sample
 
 TESTS = Path(__file__).resolve().parents[1] / "tests"
@@ -99,11 +109,45 @@ def wrong_case() -> tuple[list, list, dict]:
     return rows, case, values
 
 
+COST = ["way", "repeat", "check s", "sampling s", "starts x steps", "largest |mean error| (s.d.)", "its s.e.",
+        "largest |s.d. error|", "its s.e.", "warned"]
+
+
+def cost_case(args) -> int:
+    """The check's seconds, stepping both chains vs reading the run's, on one ``auto_sample`` fit of the Student-t regression."""
+    model, data = student_t_model(), student_t_data(args.n)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res, w = auto_sample(model, data, jnp.array([0.0, 0.0, 0.0, 0.0, 1.0]), num_samples=1000, num_chains=4, progress=False, key=0,
+                             check_draws=0)
+    run_key = jax.random.split(as_key(0), 3)[2]  # auto_sample's sampling key (its third split of ``key``)
+    rows, values = [], {"sampling_seconds": w.cost["sampling"].seconds}
+    for r in range(args.repeats):
+        for way, run in (("both chains stepped (before)", {}), ("the run's draws and keys (after)", {"run_key": run_key, "records": res.records})):
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                out = check_posterior(model, data, w.proposal, w.test, w.estimator, res.kernel_positions, starts=100, key=1,
+                                      centre=w.proxy.centre, **run)
+            said = [c for c in caught if "moved the posterior" in str(c.message)]
+            i, j = int(np.argmax(np.abs(out.mean_bias))), int(np.argmax(np.abs(out.sd_error)))
+            rows.append([way, r, f"{out.seconds:.1f}", f"{w.cost['sampling'].seconds:.1f}", f"{out.starts} x {out.steps}",
+                         f"{abs(out.mean_bias[i]):.3f}", f"{out.mean_se[i]:.3f}", f"{100 * abs(out.sd_error[j]):.1f}%",
+                         f"{100 * out.sd_se[j]:.1f}%", "yes" if said else "no"])
+            values[f"{'after' if run else 'before'}_seconds_{r}"] = out.seconds
+            print(rows[-1], flush=True)
+    save(args.results, "posterior_check_cost", config=args, values=values, tables={"posterior_check_cost": table(COST, rows)})
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--n", type=int, default=100_000)
+    p.add_argument("--cost", action="store_true", help="the check's seconds before/after on one fit (module docstring)")
+    p.add_argument("--repeats", type=int, default=2)
     add_results_option(p)
     args = p.parse_args(argv)
+    if args.cost:
+        return cost_case(args)
     per_param, per_case, values = [], [], {}
 
     def add(out):

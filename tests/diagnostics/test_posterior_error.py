@@ -19,10 +19,11 @@ from helpers_posterior import linear_data, linear_model, linear_posterior, stude
 
 from minibatch_mcmc.acceptance import mh_minibatch, naive_minibatch, penalty_test
 from minibatch_mcmc.acceptance.exact import MetropolisTest
-from minibatch_mcmc.diagnostics.posterior_error import check_posterior, coupled_accept
+from minibatch_mcmc.diagnostics.posterior_error import check_posterior, coupled_accept, exact_continuation, start_steps
 from minibatch_mcmc.models import exact_posterior, gaussian_mean
 from minibatch_mcmc.proposals import random_walk
 from minibatch_mcmc.samplers.driver import sample
+from minibatch_mcmc.samplers.keys import as_run_key
 from minibatch_mcmc.warmup import auto_sample
 
 
@@ -73,15 +74,35 @@ def _gaussian_run(test, estimator=None, n=2_000, seed=0):
     return model, x, prop, res, mean, np.full(2, np.sqrt(var))
 
 
-def test_warns_on_a_wrong_run_and_estimates_its_error():
+@pytest.mark.parametrize("own", [False, True])
+def test_warns_on_a_wrong_run_and_estimates_its_error(own):
     """A run made wrong on purpose: the naive plug-in test on 20 of 2,000 rows, no proxy (its chain is far too wide).
-    The check warns naming both coordinates' s.d., and its estimates agree with the closed form's errors."""
+    The check warns naming both coordinates' s.d., and its estimates agree with the closed form's errors: with both
+    chains stepped anew, and with the run's own draws and keys as its side (``own``, what ``auto_sample`` does)."""
     model, x, prop, res, mean, sd = _gaussian_run(naive_minibatch(20))
+    run = {"run_key": 0, "records": res.records} if own else {}
     with pytest.warns(UserWarning, match=r"theta\[0\]: .*s\.d\. off by -\d+%.*theta\[1\]") as caught:
-        out = check_posterior(model, x, prop, naive_minibatch(20), None, res.kernel_positions, key=1)
+        out = check_posterior(model, x, prop, naive_minibatch(20), None, res.kernel_positions, key=1, **run)
     assert "a larger minibatch (naive_minibatch" in str(caught[0].message)
     ok, table = _agrees(out, np.asarray(res.kernel_positions), mean, sd)
     assert not out.ok and np.all(out.sd_flagged) and ok, table
+
+
+def test_exact_twin_retraces_the_run_on_its_keys():
+    """Run with the exact Metropolis test, the exact twin started at a draw and stepped on the keys the run drew next
+    (``exact_continuation``) retraces the run's next ``T`` draws, to float32 rounding, at every start: a key taken one
+    step off, from another chain, or split another way would leave the run's path at the first proposal (a random walk
+    at 1.5 posterior s.d.s), and with it the coupling the check's power rests on."""
+    model, x, prop, res, _, _ = _gaussian_run(MetropolisTest())
+    draws = np.asarray(res.kernel_positions, np.float64)
+    chain, step = start_steps(4, draws.shape[1], 64, 8)
+    assert set(chain) == {0, 1, 2, 3} and step.min() >= draws.shape[1] // 2 and step.max() + 8 < draws.shape[1]
+    path, accepted = exact_continuation(model, x, prop, MetropolisTest(), None, x.shape[0], jnp.asarray(draws[chain, step], jnp.float32),
+                                        chain, step, as_run_key(0, 4), 4, 8, 1.0, lambda v: v)
+    ahead = step[:, None] + np.arange(1, 9)
+    np.testing.assert_allclose(np.asarray(path), draws[chain[:, None], ahead], rtol=1e-5, atol=1e-5)
+    assert np.array_equal(np.asarray(accepted), np.asarray(res.records["accepted"])[chain[:, None], ahead])
+    assert 0.2 < np.mean(np.asarray(accepted)) < 0.9  # the path moves: retracing it is not retracing a standing chain
 
 
 def test_quiet_on_an_exact_run():

@@ -17,6 +17,12 @@ the spread of the differences over the starts / ``sqrt(K)``. The coupling keeps 
 coincide until a step whose decisions differ, and proxy HMC's nearly independent moves bring them together again.
 Where the exact chain mixes slower than the run, ``1 - rho^T`` is too large and the estimate errs towards 0.
 
+Given the run's key and records (``run_key``, ``records``: what ``auto_sample`` passes), the run's side is the run itself:
+a start is the draw at step ``j`` of chain ``c``, the run's ``X_T`` its draw at ``j + T``, and the exact chain steps
+on the keys the run used at steps ``j + 1 .. j + T`` (``keys.step_keys``). Only the exact kernel is compiled and
+stepped (``exact_continuation``); without them both chains are (``coupled_run``: the run's kernel compiled a second
+time, about as long as sampling's own compilation).
+
 Rule: a mean is flagged when ``|error| - Z_SE * s.e. > MEAN_TOLERANCE`` posterior s.d., an s.d. when its relative error
 ``|ratio - 1| - Z_SE * s.e. > SD_TOLERANCE``. Cost: ``K * T`` full-data evaluations (each step one pass over ``N``
 for all ``K`` exact chains, vmapped), plus the run's minibatch rows; past ``MAX_EVALUATIONS`` the starts are cut
@@ -61,7 +67,7 @@ from minibatch_mcmc.data.host import is_host_data
 from minibatch_mcmc.models.base import Model
 from minibatch_mcmc.proposals.base import Proposal
 from minibatch_mcmc.samplers.kernel import build_kernel
-from minibatch_mcmc.samplers.keys import as_key
+from minibatch_mcmc.samplers.keys import as_key, as_run_key, step_keys
 
 PyTree = Any
 
@@ -74,10 +80,12 @@ Z_SE = 2.0
 of false alarms per quantity whose true error is exactly at the tolerance, fewer below it)."""
 STARTS = 128
 """``K``: thinned draws the continuation starts from."""
-STEPS = 8
+STEPS = 16
 """``T``: coupled steps from each start. The run's lag-1 autocorrelation (proxy HMC: about 0.07) is divided out, but an
 exact chain can mix slower than the run where the run is wrong (five Cauchy rows missed: at N = 10^5 the s.d. error
-0.24 was estimated 0.15 +- 0.04 after 4 steps, 0.18 +- 0.06 after 10), so a few more steps than the run needs."""
+0.24 was estimated 0.15 +- 0.04 after 4 steps, 0.18 +- 0.06 after 10; at N = 20,000, true error +22.5%, on one run's
+draws and keys: +11.3% +- 5.1% after 8 steps (not flagged), +10.2% +- 4.9% after 12, +24.0% +- 7.3% after 16), so more
+steps than the run needs. The steps cost exact passes only (the run's side is read from its draws), not compilation."""
 RHO_MAX = 0.9
 """Largest lag-1 autocorrelation divided out: slower chains get ``1 - 0.9^T`` (the check then says it is too short)."""
 MAX_EVALUATIONS = 1 << 28
@@ -219,17 +227,64 @@ def lag1(x: np.ndarray) -> np.ndarray:
     return np.clip(num / den, 0.0, RHO_MAX)
 
 
+def exact_kernel_for(model: Model, proposal: Proposal, test: AcceptanceTest, estimator: Estimator | None, n: int, centre: PyTree):
+    """The exact twin of the run's kernel: the same proposal, the exact decision on the run's test's random numbers (with
+    ``centre``, the proxy's, on the estimator's terms with rounding zeroed; else every row's plain ratio)."""
+    if centre is None or estimator is None:
+        return build_kernel(model, proposal, CoupledExact(test), n)
+    flat, unravel_c = ravel_pytree(centre)
+    return build_kernel(model, proposal, CoupledExact(test, model, flat, unravel_c), n, estimator)
+
+
+def start_steps(chains: int, samples: int, count: int, steps: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(chain, step)`` of ``count`` starts evenly spaced over the second half of every chain, each ``steps`` before its end."""
+    first, last = samples // 2, samples - 1 - steps
+    if last < first:
+        raise ValueError(f"the check continues {steps} steps from draws in the second half; {samples} draws per chain are too few")
+    grid = last - first + 1
+    pick = np.unique(np.linspace(0, chains * grid - 1, min(count, chains * grid)).round().astype(int))
+    return pick // grid, first + pick % grid
+
+
+def exact_continuation(model: Model, data: PyTree, proposal: Proposal, test: AcceptanceTest, estimator: Estimator | None, n: int,
+                       starts: jax.Array, chain: np.ndarray, step: np.ndarray, run_key: jax.Array, num_chains: int, steps: int,
+                       temperature: float, unravel, centre: PyTree = None) -> tuple:
+    """The exact chains from ``starts`` (the run's draws at ``step`` of ``chain``) on the keys the run drew at steps
+    ``step + 1 .. step + steps``: each step's flattened positions ``(K, T, d)`` and decisions ``(K, T)``."""
+    kernel = exact_kernel_for(model, proposal, test, estimator, n, centre)
+    temp = jnp.asarray(temperature, jnp.float32)
+
+    def one(start: jax.Array, c: jax.Array, j: jax.Array, base: jax.Array):
+        def move(state, t):
+            state, outcome = kernel.step(step_keys(base, j + t, num_chains)[c], state, data, temp)
+            return state, (ravel_pytree(state.position)[0], outcome.accepted)
+
+        return jax.lax.scan(move, kernel.init(unravel(start)), jnp.arange(1, steps + 1, dtype=jnp.int32))[1]
+
+    work = float(starts.shape[0]) * steps * n * starts.shape[1]
+    run = jax.jit(jax.vmap(one, in_axes=(0, 0, 0, None)), compiler_options=compile_options(work, CONTINUATION_WORK))
+    return run(starts, jnp.asarray(chain, jnp.int32), jnp.asarray(step, jnp.int32), run_key)
+
+
+def from_the_run(draws: np.ndarray, records: dict, chain: np.ndarray, step: np.ndarray, exact: np.ndarray, accepted: np.ndarray):
+    """The run's ``X_T`` (its draws ``T`` steps on), per step whether the chains coincided (to float32 rounding: the
+    programs differ) and decided differently, and the run's rows over those steps."""
+    steps = exact.shape[1]
+    ahead = step[:, None] + np.arange(1, steps + 1)
+    before = np.concatenate([draws[chain, step][:, None], exact[:, :-1]], axis=1)
+    same = np.all(np.isclose(draws[chain[:, None], ahead - 1], before, rtol=1e-5, atol=1e-6), axis=-1)
+    split = same & (np.asarray(records["accepted"])[chain[:, None], ahead] != accepted)
+    rows = np.asarray(records["batch_size"])[chain[:, None], ahead] + np.asarray(records["hidden_data"])[chain[:, None], ahead]
+    return draws[chain, step + steps], split, int(np.sum(rows))
+
+
 def coupled_run(model: Model, data: PyTree, proposal: Proposal, test: AcceptanceTest, estimator: Estimator | None,
                 n: int, starts: jax.Array, key: jax.Array, steps: int, temperature: float, unravel, centre: PyTree = None) -> tuple:
     """``steps`` coupled steps from each start: the run's kernel and the exact one on the same keys (with ``centre``, the
     proxy's, on the estimator's terms with rounding zeroed; else every row's plain ratio). Returns the final flattened
     positions (run, exact), per step whether the chains coincided and decided differently, and the run's rows."""
     run_kernel = build_kernel(model, proposal, test, n, estimator)
-    if centre is None or estimator is None:
-        exact_kernel = build_kernel(model, proposal, CoupledExact(test), n)
-    else:
-        flat, unravel_c = ravel_pytree(centre)
-        exact_kernel = build_kernel(model, proposal, CoupledExact(test, model, flat, unravel_c), n, estimator)
+    exact_kernel = exact_kernel_for(model, proposal, test, estimator, n, centre)
     temp = jnp.asarray(temperature, jnp.float32)
 
     def one(k: jax.Array, start: jax.Array):
@@ -268,12 +323,14 @@ def estimate(run: np.ndarray, exact: np.ndarray, centre: np.ndarray, sd: np.ndar
 def check_posterior(model: Model, data: Any, proposal: Proposal, test: AcceptanceTest, estimator: Estimator | None,
                     positions: PyTree, *, starts: int = STARTS, steps: int = STEPS, temperature: float = 1.0,
                     key: jax.Array | int = 0, warn: bool = True, stratum: bool | None = None,
-                    centre: PyTree = None) -> PosteriorError | None:
+                    centre: PyTree = None, run_key: jax.Array | int | None = None, records: dict | None = None) -> PosteriorError | None:
     """The coupled exact continuation (module docstring) from ``starts`` thinned ``positions`` (leading axes: chains,
     samples) with the run's ``proposal``, ``test`` and ``estimator``; warns naming the parameters whose mean or s.d. is
     likely off, and what to do (``stratum``: whether the run had the exact stratum on; None: not offered). ``centre``: the
-    proxy's centre, whose rows' float32 resolution the exact decision uses (None: every row's plain ratio). None where
-    it cannot run: an out-of-core source (the exact chains need the rows in memory), or a test that tempers by itself."""
+    proxy's centre, whose rows' float32 resolution the exact decision uses (None: every row's plain ratio). With the
+    run's ``run_key`` (``sample``'s ``key``) and ``records``, the run's own draws are its side of the coupling (``key``
+    unused); else both chains are stepped from ``key``. None where it cannot run: an out-of-core source (the exact chains
+    need the rows in memory), or a test that tempers by itself."""
     starts, steps = check_int(starts, "starts", 2), check_int(steps, "steps", 1)
     source = as_data_source(data)
     if is_host_data(source.arrays()) or float(test.temperature_factor(source.n)) != 1.0:
@@ -285,11 +342,20 @@ def check_posterior(model: Model, data: Any, proposal: Proposal, test: Acceptanc
     late = draws[:, draws.shape[1] // 2:]
     run_mean, sd = late.reshape(-1, late.shape[2]).mean(0), late.reshape(-1, late.shape[2]).std(0)
     sd = np.maximum(sd, np.finfo(np.float32).tiny)
-    x0 = thinned_starts(positions, starts)
     first = jax.tree_util.tree_map(lambda a: jnp.asarray(np.asarray(a)[0, 0]), positions)
-    _, unravel = ravel_pytree(first)
-    run, exact, split, rows = coupled_run(model, source.arrays(), proposal, test, estimator, n,
-                                          jnp.asarray(x0, ravel_pytree(first)[0].dtype), as_key(key), steps, temperature, unravel, centre)
+    flat0, unravel = ravel_pytree(first)
+    if run_key is None or records is None:
+        x0 = thinned_starts(positions, starts)
+        run, exact, split, rows = coupled_run(model, source.arrays(), proposal, test, estimator, n, jnp.asarray(x0, flat0.dtype),
+                                              as_key(key), steps, temperature, unravel, centre)
+    else:
+        chain, step = start_steps(draws.shape[0], draws.shape[1], starts, steps)
+        x0 = draws[chain, step]
+        path, accepted = exact_continuation(model, source.arrays(), proposal, test, estimator, n, jnp.asarray(x0, flat0.dtype), chain,
+                                            step, as_run_key(run_key, draws.shape[0]), draws.shape[0], steps, temperature, unravel, centre)
+        path = np.asarray(path, np.float64)
+        run, split, rows = from_the_run(draws, records, chain, step, path, np.asarray(accepted))
+        exact = path[:, -1]
     run, exact = np.asarray(run, np.float64), np.asarray(exact, np.float64)
     rho = lag1(late)
     mean_bias, mean_se, sd_error, sd_se = estimate(run, exact, run_mean, sd, rho, steps)

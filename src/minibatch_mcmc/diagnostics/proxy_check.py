@@ -338,9 +338,11 @@ def timed_check(model: Model, data: Any, estimator: Estimator, centre: PyTree, p
     """``check_proxy`` with its cost (the ``check`` phase: rows read, seconds), and with ``progress`` a status line when it
     starts and its cost when it ends. Given the run's ``proposal`` and ``test``, the per-step figures are information and
     the coupled exact continuation (``posterior_error.check_posterior``, from ``num_draws`` starts) is the check that
-    warns, where it can run."""
+    warns, where it can run; with the run's ``run_key`` (``sample``'s key) and ``records`` it reads the run's own
+    trajectory instead of stepping the run's kernel again."""
     n = as_data_source(data).n
     coupled = proposal is not None and test is not None
+    run_key = options.pop("run_key", None)
     with PhaseClock("check", n, progress, stage="after sampling") as clock:
         out = check_proxy(model, data, estimator, centre, positions, **{**options, "warn": options.get("warn", True) and not coupled})
         post = None
@@ -348,7 +350,7 @@ def timed_check(model: Model, data: Any, estimator: Estimator, centre: PyTree, p
             post = check_posterior(model, data, proposal, test, estimator, positions, starts=options.get("num_draws", 100),
                                    temperature=options.get("temperature", 1.0),
                                    key=jax.random.fold_in(as_key(options.get("key", 0)), 1), warn=options.get("warn", True),
-                                   stratum=options.get("stratum"), centre=centre)
+                                   stratum=options.get("stratum"), centre=centre, run_key=run_key, records=options.get("records"))
             if post is None and options.get("warn", True):  # it cannot run here: the per-step figures warn as before
                 warn_check(out)
         out = out._replace(posterior=post, seconds=out.seconds + (0.0 if post is None else post.seconds))

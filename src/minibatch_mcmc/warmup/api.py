@@ -399,7 +399,7 @@ def _warm_and_sample(model, data, theta0, keys, options, num_samples, num_chains
         checked, cost = timed_check(model, data, w.estimator, w.proxy.centre, result.kernel_positions, num_draws=check_draws,
                                     temperature=temperature, records=result.records, rule=decision_rule(w.test), progress=progress,
                                     key=jax.random.fold_in(k_run, 29), stratum=bool(options["stratum"]), proposal=w.proposal,
-                                    test=w.test)
+                                    test=w.test, run_key=k_run)
         w = w._replace(proxy_check=checked, cost={**w.cost, "check": cost})
     return result, w
 
