@@ -8,6 +8,8 @@ function of the flat unconstrained parameter ``theta``:
   ``"probit"`` if ``Phi^-1(p)`` is; ``Poisson(rate)`` -> ``"poisson"`` with ``eta = log rate``;
   ``Normal(loc, scale)`` -> ``"gaussian"`` and ``StudentT(df, loc, scale)`` -> ``"student_t"`` with ``eta = loc``
   and ``scale`` (and ``df``) the same for every row and every ``theta`` (a sampled ``sigma`` has no bounds here).
+  The probit's log-likelihood is then computed with ``log_ndtr``: NumPyro's, through ``probs`` in float32, saturates
+  near -15.9 beyond ``|eta| > 5.5``; the recognised model is the probit likelihood itself there.
 
 How, numerically rather than by reading the source: ``X = d eta / d theta`` at ``theta = 0`` and ``o = eta(0)``, row
 by row in one streamed pass (``jax.jacfwd`` of the model rerun on a chunk of rows); the affine identity
@@ -16,11 +18,13 @@ several), and the converted log-likelihood is checked against NumPyro's own on t
 stays as ``from_numpyro`` makes it otherwise. A non-zero ``o`` is a Poisson offset (``GLMSpec(offset=True)``), or
 for the location families a shift of ``y``; a Bernoulli model with an offset is not recognised.
 
-The recognised model samples the same posterior on the flat ``theta`` (``ravel_pytree`` of the latent sites) with
-data ``{"x": X, "y": y}`` (and ``"offset"``); ``Model.constrain`` still reports the named constrained sites.
-A latent site in a plate other than the data plate read row by row (``u[g]``, a mixed model) that is not recognised
-as a GLM (e.g. non-centred, ``mu + tau * a[g]``: bilinear) gets a message naming ``mm.glmm``, the route to the GLMM
-machinery.
+The recognised model samples the same posterior on the flat ``theta`` (``ravel_pytree`` of the latent sites; its
+``log_lik`` takes the dict too) with data ``{"x": X, "y": y}`` (and ``"offset"``) in place of the model's arguments
+(``X`` is a new array of ``N d`` floats); ``Model.constrain`` still reports the named constrained sites.
+A model with a latent site in a plate other than the data plate (group effects ``u[g]``, a mixed model) is not made a
+GLM, even where centred effects make ``eta`` linear: its design would be dense in the ``G`` levels and its Laplace
+whitening poor where groups have few rows (a funnel). A warning names the sites and the route to the GLMM machinery,
+``mm.glmm`` with a formula (or ``models.glmm.glmm_model``).
 """
 
 from __future__ import annotations
@@ -134,15 +138,13 @@ def group_sites(trace: dict, layout: Layout) -> dict[str, tuple[str, int]]:
     return out
 
 
-def glmm_message(groups: dict, why: str) -> str:
-    """What a user with a mixed model (``u[g]``) that is not recognised as a GLM should declare."""
+def glmm_message(groups: dict) -> str:
+    """What a user with a mixed model (``u[g]``) should declare to reach the GLMM machinery."""
     listing = ", ".join(f"{s!r} (plate {p!r}, {g} levels)" for s, (p, g) in sorted(groups.items()))
-    return (f"from_numpyro: the latent sites {listing} are group effects read row by row (a mixed model) but the model is "
-            f"not a GLM in its parameters ({why}): it is sampled as a general model (dense Taylor proxy, penalty test). "
-            "For the GLMM machinery (a proxy in predictor space, O(G) memory, the exact tests' bounds) fit it with "
-            "mm.glmm('y ~ x1 + ... + (1 | g)', data=df, family=...) (or models.glmm.glmm_model), or write the effects "
-            "centred (u = numpyro.sample('u', Normal(0, tau)) in the group plate, eta = x @ beta + u[g]) so that eta is "
-            "linear in the parameters")
+    return (f"from_numpyro: the latent sites {listing} are group effects (a mixed model): from_numpyro samples it as a "
+            "general model (a dense Taylor proxy in all the parameters, the penalty test). If its likelihood is a GLMM, "
+            "y ~ family(x . beta + z . u[g]), fit it with mm.glmm('y ~ x1 + ... + (1 | g)', data=df, family=...) (or "
+            "models.glmm.glmm_model): a proxy in predictor space with O(G) memory, and the exact tests' bounds")
 
 
 def design_pass(eta_of: Callable, data: dict, n: int, d: int, key: jax.Array) -> tuple[np.ndarray, np.ndarray, float]:
@@ -253,15 +255,19 @@ def as_glm(converted: Any, trace_at: Callable, trace: dict) -> Any:
     """``converted`` on a flat ``theta`` with data ``{"x", "y"}`` and ``Model.glm`` set where the model is recognised as a
     GLM (``interop.numpyro_glm``: a line says so), else as it is (a warning naming ``mm.glmm`` for an unrecognised ``u[g]``)."""
     layout = converted.layout
-    site = layout.observed[0]
-    form, why = recognise_glm(lambda params, rows: trace_at(params, rows)[site], converted.site_log_lik, converted.data,
-                              converted.init, layout, trace)
-    groups = group_sites(trace, layout)
+    site, groups = layout.observed[0], group_sites(trace, layout)
+    if groups:  # a mixed model: the GLMM machinery's, not a dense GLM's
+        warnings.warn(glmm_message(groups), stacklevel=4)
+        return converted
+    form, _ = recognise_glm(lambda params, rows: trace_at(params, rows)[site], converted.site_log_lik, converted.data,
+                            converted.init, layout, trace)
     if form is None:
-        if groups:
-            warnings.warn(glmm_message(groups, why), stacklevel=4)
         return converted
     print(form.line, flush=True)
-    return converted._replace(model=converted.model._replace(log_lik=form.log_lik, glm=form.spec), data=form.data,
-                              init=ravel_pytree(converted.init)[0], site_log_lik=lambda theta, batch: {site: form.log_lik(theta, batch)},
+
+    def log_lik(theta: Any, batch: dict) -> jax.Array:
+        return form.log_lik(ravel_pytree(theta)[0] if isinstance(theta, dict) else theta, batch)
+
+    return converted._replace(model=converted.model._replace(log_lik=log_lik, glm=form.spec), data=form.data,
+                              init=ravel_pytree(converted.init)[0], site_log_lik=lambda theta, batch: {site: log_lik(theta, batch)},
                               layout=layout._replace(data_names=tuple(form.data)))
