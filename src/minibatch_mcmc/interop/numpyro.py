@@ -14,7 +14,9 @@
   deterministic sites outside the data plates, so ``sample``'s result reports those (``result.unconstrained``
   keeps the kernel's draws); ``postprocess`` does the same for draws with any leading axes;
 - the data plate: the plate around the observations whose size is the data arguments' number of rows, wherever
-  it sits among nested plates; pandas ``DataFrame``/``Series`` arguments are converted to arrays.
+  it sits among nested plates; pandas ``DataFrame``/``Series`` arguments are converted to arrays;
+- a GLM, where the model is one (``interop.numpyro_glm``): then a flat ``theta``, data ``{"x", "y"}`` and ``Model.glm``,
+  so the warm-up's exact test applies; a line says so.
 
 NumPyro is an optional extra, imported only when one of these functions is called.
 """
@@ -54,9 +56,10 @@ class NumPyroModel(NamedTuple):
     model: Model
     """``log_prior`` (unconstrained, Jacobian included) and per-datum ``log_lik``; ``theta`` a dict or flat vector."""
     data: dict
-    """``{argument name: array with leading axis N}``: pass as ``data`` to ``sample``."""
-    init: dict
-    """Unconstrained start ``{latent site: array}`` (NumPyro's ``init_to_median`` on the full data)."""
+    """``{argument name: array with leading axis N}``: pass as ``data`` to ``sample``; for a recognised GLM
+    (``interop.numpyro_glm``) ``{"x", "y"}`` and a Poisson ``"offset"``."""
+    init: dict | jax.Array
+    """Unconstrained start ``{latent site: array}`` (NumPyro's ``init_to_median`` on the full data); flat for a GLM."""
     postprocess: Callable[[PyTree], dict]
     """Unconstrained draws (dict or flat, any leading axes) to ``{latent site: constrained array}``."""
     site_log_lik: Callable[[PyTree, PyTree], dict]
