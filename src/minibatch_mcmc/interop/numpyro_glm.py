@@ -246,7 +246,7 @@ def try_family(family, natural, site, site_at, site_log_lik, unravel, data, rows
         if not np.allclose(ours, theirs, rtol=RTOL, atol=RTOL * (1.0 + np.abs(theirs).max())):
             return None, f"the {family} log-likelihood through eta does not match the observed site {site!r}'s"
     spec = GLMSpec(family, precision=fixed.get("scale", 1.0) ** -2 if fixed else 1.0, offset=offset and family == "poisson",
-                   nu=fixed.get("df", 1.0))
+                   nu=fixed.get("df", 1.0), exact_default=True)
     extra = ", ".join([f"{k} = {v:.4g}" for k, v in fixed.items()] + (["offset"] if offset else []))
     line = (f"from_numpyro: recognised a {family} GLM (site {site!r}, eta linear in the {d} unconstrained parameters"
             f"{', ' + extra if extra else ''}): the exact tests' per-datum bounds apply")

@@ -193,7 +193,7 @@ def warmup(
         key: A seed or a PRNG key.
         test: An acceptance test, or a name of ``acceptance.registry.TESTS`` (that test at its default settings; an
             exact one, ``"smh"``, ``"mhss"``, ``"tunamh"``, with the GLM proxy's per-datum bounds). None:
-            ``default_test(N, model)``: for a GLM (``model.glm``) Scalable MH where its bounds predict at most the penalty
+            ``default_test(N, model)``: for a GLM that asks for it (``model.glm.exact_default``) Scalable MH where its bounds predict at most the penalty
             test's rows per step (``exact_choice.exact_or_penalty``), else the penalty test on 50 rows (more at small ``N`` with a global move: the ``batch``
             phase), or below ``N = 50`` the exact Metropolis test.
         proposal: A name of ``PROPOSALS`` (the rows of ``laplace_moves.KINDS``, and ``"auto"``: the best of
@@ -300,7 +300,7 @@ def warmup(
 
 
 def default_test(n: int, model: Model | None = None) -> AcceptanceTest:
-    """The ``DEFAULT_TEST`` (the penalty test on 50 rows), for a GLM (``model.glm``) the exact ``exact_choice.EXACT_DEFAULT``
+    """The ``DEFAULT_TEST`` (the penalty test on 50 rows), for a GLM with ``model.glm.exact_default`` the exact ``exact_choice.EXACT_DEFAULT``
     (the warm-up keeps it where its bounds predict no more rows), or for ``N < 50`` (a minibatch would be all the data) the
     exact Metropolis test."""
     exact = None if model is None else default_exact(model)

@@ -6,7 +6,8 @@ help (``control_variates.importance.weighted_estimator``: the held-out variance 
 estimate noisy enough to matter). Elsewhere no weights are computed (no pass, the same draws as before). Which one:
 the estimator's ``name`` (``...+importance``) and its measured ``variance_ratio``, in ``Warmup.estimator``.
 
-The default test of a GLM (``Model.glm`` set, e.g. a NumPyro model ``from_numpyro`` recognised as one) is the exact
+The default test of a GLM that asks for it (``GLMSpec.exact_default``: a NumPyro model ``from_numpyro`` recognised as one;
+the library's hand-written GLMs keep the penalty test unless they set it) is the exact
 ``EXACT_DEFAULT`` where it is at least as fast: ``exact_rows`` predicts the rows it reads per step from the bounds alone
 (their total over pairs of Laplace draws, the moves of the default proxy HMC; no data read), and the warm-up keeps the
 exact test where that is at most the penalty test's minibatch (``benchmarks/numpyro_glm.py`` measures both).
@@ -55,8 +56,8 @@ PAIRS = 256
 
 
 def default_exact(model: Model) -> AcceptanceTest | None:
-    """``EXACT_DEFAULT`` for a model that declares a GLM family (``Model.glm``), else None."""
-    return named_test(EXACT_DEFAULT) if model.glm is not None else None
+    """``EXACT_DEFAULT`` for a GLM that asks for it (``Model.glm.exact_default``: a recognised NumPyro GLM), else None."""
+    return named_test(EXACT_DEFAULT) if model.glm is not None and model.glm.exact_default else None
 
 
 def exact_rows(estimator: Estimator, chol: np.ndarray, key: jax.Array, pairs: int = PAIRS) -> float:
