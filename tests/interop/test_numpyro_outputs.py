@@ -174,8 +174,8 @@ def test_pandas_arguments_are_converted():
         with numpyro.plate("data", features.shape[0]):
             numpyro.sample("y", dist.Normal(features @ w, 1.0), obs=y)
 
-    conv = from_numpyro(regression, frame[["a", "b"]], frame["y"])
-    np.testing.assert_allclose(conv.data["features"], frame[["a", "b"]].to_numpy(), rtol=1e-6)
+    conv = from_numpyro(regression, frame[["a", "b"]], frame["y"])  # a Gaussian GLM: its design is the features
+    np.testing.assert_allclose(conv.data["x"], frame[["a", "b"]].to_numpy(), rtol=1e-6)
     w = jnp.asarray([0.5, -1.0])
     expected = stats.norm.logpdf(frame["y"], frame[["a", "b"]].to_numpy() @ np.array([0.5, -1.0]), 1.0)
     np.testing.assert_allclose(conv.model.log_lik({"w": w}, conv.data), expected, rtol=1e-5)

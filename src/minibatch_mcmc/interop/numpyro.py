@@ -14,7 +14,9 @@
   deterministic sites outside the data plates, so ``sample``'s result reports those (``result.unconstrained``
   keeps the kernel's draws); ``postprocess`` does the same for draws with any leading axes;
 - the data plate: the plate around the observations whose size is the data arguments' number of rows, wherever
-  it sits among nested plates; pandas ``DataFrame``/``Series`` arguments are converted to arrays.
+  it sits among nested plates; pandas ``DataFrame``/``Series`` arguments are converted to arrays;
+- a GLM, where the model is one (``interop.numpyro_glm``): then a flat ``theta``, data ``{"x", "y"}`` and ``Model.glm``,
+  so the warm-up's exact test applies; a line says so.
 
 NumPyro is an optional extra, imported only when one of these functions is called.
 """
@@ -33,6 +35,7 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 
 from minibatch_mcmc.compiling import use_compilation_cache
+from minibatch_mcmc.interop.numpyro_glm import as_glm
 from minibatch_mcmc.interop.numpyro_sites import Layout, import_numpyro, read_layout, row_frame, warn_row_deterministic
 from minibatch_mcmc.interop.numpyro_start import start_and_checks
 from minibatch_mcmc.models.base import Model
@@ -53,9 +56,10 @@ class NumPyroModel(NamedTuple):
     model: Model
     """``log_prior`` (unconstrained, Jacobian included) and per-datum ``log_lik``; ``theta`` a dict or flat vector."""
     data: dict
-    """``{argument name: array with leading axis N}``: pass as ``data`` to ``sample``."""
-    init: dict
-    """Unconstrained start ``{latent site: array}`` (NumPyro's ``init_to_median`` on the full data)."""
+    """``{argument name: array with leading axis N}``: pass as ``data`` to ``sample``; for a recognised GLM
+    (``interop.numpyro_glm``) ``{"x", "y"}`` and a Poisson ``"offset"``."""
+    init: dict | jax.Array
+    """Unconstrained start ``{latent site: array}`` (NumPyro's ``init_to_median`` on the full data); flat for a GLM."""
     postprocess: Callable[[PyTree], dict]
     """Unconstrained draws (dict or flat, any leading axes) to ``{latent site: constrained array}``."""
     site_log_lik: Callable[[PyTree, PyTree], dict]
@@ -124,21 +128,30 @@ def as_dict(theta: PyTree, unravel: Callable) -> dict:
     return theta if isinstance(theta, dict) else unravel(theta)
 
 
-def build_likelihood(numpyro, model_for: Callable, layout: Layout, unravel: Callable):
-    """``site_log_lik(theta, batch)``: each observed site's per-row log-likelihood at unconstrained ``theta``."""
+def build_trace(numpyro, model_for: Callable, unravel: Callable) -> Callable[[PyTree, dict], dict]:
+    """``trace_at(theta, batch)``: the model's trace on ``batch`` at unconstrained ``theta`` (latent sites constrained)."""
     biject_to = numpyro.distributions.transforms.biject_to
 
-    def site_log_lik(theta: PyTree, batch: dict) -> dict:
+    def trace_at(theta: PyTree, batch: dict) -> dict:
         params = as_dict(theta, unravel)
-        b = batch_size(batch)
 
         def constrain(site):
             if site["type"] == "sample" and site["name"] in params:
                 return biject_to(site["fn"].support)(params[site["name"]])
             return None
 
-        model = numpyro.handlers.substitute(model_for(batch), substitute_fn=constrain)
-        trace = numpyro.handlers.trace(model).get_trace()
+        return numpyro.handlers.trace(numpyro.handlers.substitute(model_for(batch), substitute_fn=constrain)).get_trace()
+
+    return trace_at
+
+
+def build_likelihood(numpyro, model_for: Callable, layout: Layout, unravel: Callable):
+    """``site_log_lik(theta, batch)``: each observed site's per-row log-likelihood at unconstrained ``theta``."""
+    trace_at = build_trace(numpyro, model_for, unravel)
+
+    def site_log_lik(theta: PyTree, batch: dict) -> dict:
+        b = batch_size(batch)
+        trace = trace_at(theta, batch)
         out = {}
         for name in layout.observed:
             site = trace[name]
@@ -292,12 +305,12 @@ def from_numpyro(model_fn: Callable, *args: Any, **kwargs: Any) -> NumPyroModel:
     use_compilation_cache()  # before anything compiles: a new process reads what an earlier one compiled
     with PhaseClock("convert", 1) as clock:
         converted = convert(model_fn, args, kwargs)
-    n = converted.layout.n
-    return converted._replace(cost=PhaseCost(n, clock.seconds, 1.0, clock.compile_seconds))
+    n, passes = converted.layout.n, 1 if converted.model.glm is None else 2  # a recognised GLM: its design pass too
+    return converted._replace(cost=PhaseCost(n * passes, clock.seconds, float(passes), clock.compile_seconds))
 
 
-def convert(model_fn: Callable, args: tuple, kwargs: dict) -> NumPyroModel:
-    """``from_numpyro``'s conversion, untimed."""
+def convert(model_fn: Callable, args: tuple, kwargs: dict, recognise: bool = True) -> NumPyroModel:
+    """``from_numpyro``'s conversion, untimed (``recognise=False``: no GLM recognition, the conversion as before it)."""
     numpyro = import_numpyro()
     args, kwargs = jax.tree_util.tree_map(as_arrays, (args, kwargs))
     signature = inspect.signature(model_fn)
@@ -333,14 +346,9 @@ def convert(model_fn: Callable, args: tuple, kwargs: dict) -> NumPyroModel:
     layout = layout._replace(deterministic=steady_deterministic(start.deterministic, layout))
     constrain = build_constrain(numpyro, prior_model, layout.latent + layout.deterministic, unravel)
     name = f"numpyro:{getattr(model_fn, '__name__', type(model_fn).__name__)}"
-    return NumPyroModel(
-        model=Model(log_prior, log_lik, name, constrain=constrain),
-        data=data,
-        init=init,
-        postprocess=build_postprocess(constrain, init),
-        site_log_lik=site_log_lik,
-        layout=layout,
-    )
+    converted = NumPyroModel(Model(log_prior, log_lik, name, constrain=constrain), data, init, build_postprocess(constrain, init),
+                             site_log_lik, layout)
+    return as_glm(converted, build_trace(numpyro, model_for, unravel), trace) if recognise else converted
 
 
 def constrained_result(result: SampleResult, converted: NumPyroModel) -> SampleResult:

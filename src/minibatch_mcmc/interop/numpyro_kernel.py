@@ -33,6 +33,7 @@ from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
+from jax.flatten_util import ravel_pytree
 from numpyro.infer.mcmc import MCMCKernel
 from numpyro.util import is_prng_key
 
@@ -176,7 +177,10 @@ class MinibatchMH(MCMCKernel):
         return jax.vmap(one)(rng_key, init_params) if batched else one(rng_key, init_params)
 
     def start(self, rng_key: jax.Array, position: PyTree, num_warmup: int = 0) -> MinibatchMHState:
-        """A chain's state at ``position``, ``num_warmup`` of ``MCMC``'s warm-up calls to pass through."""
+        """A chain's state at ``position``, ``num_warmup`` of ``MCMC``'s warm-up calls to pass through (a dict by site
+        flattened for a recognised GLM, whose parameter is flat)."""
+        if isinstance(position, dict) and not isinstance(self.converted.init, dict):
+            position = ravel_pytree(position)[0]
         chain = self._kernel.init(position)
         zero = jnp.zeros((), jnp.int32)
         return MinibatchMHState(chain.position, chain, rng_key, zero, jnp.zeros((), bool), zero, zero,

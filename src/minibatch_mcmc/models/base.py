@@ -23,6 +23,9 @@ class GLMSpec(NamedTuple):
     """The linear predictor adds the data's ``"offset"`` column (a Poisson log-exposure)."""
     nu: float = 1.0
     """The Student-t family's degrees of freedom (fixed; its ``precision`` is ``1 / sigma^2``); unused by the others."""
+    exact_default: bool = False
+    """The warm-up's default test is the exact one where its bounds predict at most the penalty test's rows
+    (``warmup.exact_choice``); set by ``from_numpyro`` for a model it recognised as a GLM."""
 
 
 class GLMMLayout(NamedTuple):

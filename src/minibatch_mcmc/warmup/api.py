@@ -55,7 +55,7 @@ from minibatch_mcmc.warmup.centre import find_centre
 from minibatch_mcmc.warmup.codec import LIBRARY_TYPES
 from minibatch_mcmc.warmup.context import WarmupContext, WarmupSettings, merged_settings
 from minibatch_mcmc.warmup.efficiency import choose_by_efficiency
-from minibatch_mcmc.warmup.exact_choice import estimator_for, needs_bounds
+from minibatch_mcmc.warmup.exact_choice import default_exact, estimator_for, exact_or_penalty, needs_bounds
 from minibatch_mcmc.warmup.fit_cost import AFTER_WARMUP, fit_cost, sampling_cost, timed_setup
 from minibatch_mcmc.warmup.full_data import announce_route, full_data_nuts, small_groups
 from minibatch_mcmc.warmup.laplace_moves import (
@@ -191,7 +191,8 @@ def warmup(
         key: A seed or a PRNG key.
         test: An acceptance test, or a name of ``acceptance.registry.TESTS`` (that test at its default settings; an
             exact one, ``"smh"``, ``"mhss"``, ``"tunamh"``, with the GLM proxy's per-datum bounds). None:
-            ``default_test(N)``, the penalty test on 50 rows (more at small ``N`` with a global move: the ``batch``
+            ``default_test(N, model)``: for a GLM that asks for it (``model.glm.exact_default``) Scalable MH where its bounds predict at most the penalty
+            test's rows per step (``exact_choice.exact_or_penalty``), else the penalty test on 50 rows (more at small ``N`` with a global move: the ``batch``
             phase), or below ``N = 50`` the exact Metropolis test.
         proposal: A name of ``PROPOSALS`` (the rows of ``laplace_moves.KINDS``, and ``"auto"``: the best of
             ``AUTO_CANDIDATES`` by measured effective draws per second, its cost the ``choose`` phase). None: the rule
@@ -228,7 +229,7 @@ def warmup(
         raise ValueError(f"target_accept={s.target_accept!r} has no effect with proposal={kind!r}, which is not tuned: leave it None, "
                          f"or name a tuned proposal ({', '.join(repr(k) for k in KINDS if k not in GLOBAL)})")
     source, sized = as_data_source(data), test is None  # the default test's minibatch is sized for a global move (below)
-    test = default_test(source.n) if test is None else named_test(test)
+    test = default_test(source.n, model) if test is None else named_test(test)
     rule = decision_rule(test)
     k_mode, k_tune, k_centre = jax.random.split(as_key(key), 3)
     found = find_centre(model, source, theta0, as_key(key), k_mode, temperature=temperature, order=s.order,
@@ -237,6 +238,9 @@ def warmup(
     cov, proxy, modes, influence, cost, mode_theta = found.covariance, found.proxy, found.modes, found.influence, found.cost, found.theta_hat
     chol = cholesky_factor(cov, cov.shape[0])
     ctx = WarmupContext(model, source, test, estimator_for(test, model, source, proxy, chol, influence), temperature, rule)
+    if sized and needs_bounds(test):  # a GLM's exact default, kept where it reads at most the penalty test's rows
+        ctx = exact_or_penalty(ctx, proxy, chol, influence, default_test(source.n), jax.random.fold_in(k_tune, 3), progress)
+        test, rule = ctx.test, ctx.rule
     kind, why = (kind, "named") if kind is not None else default_kind(0 if influence is None else influence.rows.size, len(modes))
     if kind == "auto":
         with PhaseClock("choose", source.n, progress) as clock:
@@ -295,9 +299,12 @@ def warmup(
     )
 
 
-def default_test(n: int) -> AcceptanceTest:
-    """The ``DEFAULT_TEST`` (the penalty test on 50 rows), or for ``N < 50`` (a minibatch would be all the data) the exact Metropolis test."""
-    return named_test(DEFAULT_TEST) if n >= 50 else MetropolisTest()
+def default_test(n: int, model: Model | None = None) -> AcceptanceTest:
+    """The ``DEFAULT_TEST`` (the penalty test on 50 rows), for a GLM with ``model.glm.exact_default`` the exact ``exact_choice.EXACT_DEFAULT``
+    (the warm-up keeps it where its bounds predict no more rows), or for ``N < 50`` (a minibatch would be all the data) the
+    exact Metropolis test."""
+    exact = None if model is None else default_exact(model)
+    return MetropolisTest() if n < 50 else named_test(DEFAULT_TEST) if exact is None else exact
 
 
 def auto_sample(
