@@ -10,7 +10,7 @@ test built by hand (``scalable_mh(chunk_size=16)``) declares the same; a type wi
 
 from __future__ import annotations
 
-from typing import Callable, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 from minibatch_mcmc.acceptance.austere import AustereMH, austere_mh
 from minibatch_mcmc.acceptance.base import AcceptanceTest
@@ -104,3 +104,8 @@ def contract(test: AcceptanceTest) -> Contract:
     """What ``test`` declares it needs: the contract of its type's row (nothing, ``Contract()``, for a type with none)."""
     rows = [t.contract for t in TESTS.values() if type(test) is t.kind]
     return rows[0] if rows else Contract()
+
+
+def decision_rule(test: Any) -> str:
+    """The warm-up's rule for targets and moves: ``"barker"`` for a test that declares Barker's rule, else ``"metropolis"``."""
+    return "barker" if test.decision_rule == "barker" else "metropolis"

@@ -23,7 +23,7 @@ import numpy as np
 
 from minibatch_mcmc.acceptance.base import AcceptanceTest
 from minibatch_mcmc.acceptance.exact import MetropolisTest
-from minibatch_mcmc.acceptance.registry import contract, named_test
+from minibatch_mcmc.acceptance.registry import contract, decision_rule, named_test
 from minibatch_mcmc.checks import check_bool, check_choice, check_int, check_positive
 from minibatch_mcmc.compiling import RUN_WORK, compile_options, use_compilation_cache
 from minibatch_mcmc.control_variates import Proxy
@@ -154,11 +154,6 @@ class Warmup(NamedTuple):
         total_passes = float(sum(c.passes for k, c in self.cost.items() if k not in AFTER_WARMUP))
         return {"phases": phases, "total_passes": total_passes, "total_rows": self.total_data, "total_seconds": self.total_seconds,
                 "fit_seconds": fit_cost(warm=self).seconds, "proposal": self.kind, "why": self.why}
-
-
-def decision_rule(test: AcceptanceTest) -> str:
-    """The warm-up's rule for targets and moves: ``"barker"`` for a test that declares Barker's rule, else ``"metropolis"``."""
-    return "barker" if test.decision_rule == "barker" else "metropolis"
 
 
 @timed_setup
