@@ -333,8 +333,9 @@ import numpyro.distributions as dist
 
 def regression(X, y):
     w = numpyro.sample("w", dist.Normal(0.0, 1.0).expand([X.shape[1]]).to_event(1))
+    sigma = numpyro.sample("sigma", dist.HalfNormal(1.0))  # a sampled scale: not a recognised GLM, so X and y stay as named
     with numpyro.plate("data", X.shape[0]):
-        numpyro.sample("y", dist.Normal(X @ w, 1.0), obs=y)
+        numpyro.sample("y", dist.Normal(X @ w, sigma), obs=y)
 '''
 
 
