@@ -382,7 +382,7 @@ def routed_fit(model: Model, data: PyTree | DataSource, theta0: PyTree, reason: 
                key: jax.Array, run: RunOptions) -> tuple[SampleResult, Warmup]:
     """``auto_sample`` routed to full-data NUTS (``warmup.full_data``), said in one warning line: its run, and a ``Warmup``
     whose ``cost`` holds NUTS's ``adaptation`` and ``sampling`` and whose ``kind`` is ``"full_data_nuts"``."""
-    announce_route(reason, {"checkpoint_dir": run.checkpoint_dir, "devices": run.devices, "data_sharding": run.data_sharding})
+    announce_route(reason, run)
     result, cost = full_data_nuts(model, data, theta0, num_samples=num_samples, num_chains=num_chains, key=key)
     return result, Warmup(centre=theta0, covariance=np.empty((0, 0)), proxy=None, proposal=None, scale=math.nan, test=None,
                           acceptance=float(np.mean(result.records["accepted"])), cost=cost, kind="full_data_nuts", why="rule: " + reason)

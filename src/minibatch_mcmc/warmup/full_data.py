@@ -27,6 +27,7 @@ from minibatch_mcmc.data.arrays import as_data_source
 from minibatch_mcmc.models.base import Model
 from minibatch_mcmc.samplers.phase_cost import PhaseCost
 from minibatch_mcmc.samplers.results import RECORD_FIELDS, SampleResult, constrain_draws
+from minibatch_mcmc.samplers.run_options import RunOptions
 
 PyTree = Any
 
@@ -51,9 +52,9 @@ def small_groups(model: Model, data: Any) -> str | None:
     return None
 
 
-def announce_route(reason: str, sample_kwargs: dict) -> None:
-    """The one warning line of a routed fit; a ValueError naming the ``sample`` options full-data NUTS does not take."""
-    given = sorted(k for k, v in sample_kwargs.items() if v is not None and k != "compiler_options")
+def announce_route(reason: str, run: RunOptions) -> None:
+    """The one warning line of a routed fit; a ValueError naming the run options full-data NUTS does not take."""
+    given = [k for k in ("checkpoint_dir", "data_sharding", "devices") if run._asdict()[k] is not None]
     if given:
         raise ValueError(f"auto_sample routes this GLMM to full-data NUTS ({reason}), which takes none of {given}")
     warnings.warn(f"auto_sample: full-data NUTS, not the minibatch sampler: {reason}", UserWarning, stacklevel=4)
