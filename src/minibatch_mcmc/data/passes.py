@@ -11,7 +11,7 @@ combined across processes once per pass; any other data take the single-process 
 
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable, Iterator, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -128,6 +128,18 @@ def host_add(a: PyTree, b: PyTree) -> PyTree:
     return jax.tree_util.tree_map(np.add, a, b)
 
 
+def chunk_plan(lo: int, hi: int, size: int, same_size: bool = True) -> Iterator[tuple[int, int, int]]:
+    """``(start, length, first)`` per chunk covering rows ``lo <= r < hi``, ``first`` the chunk's first row not covered
+    before. ``same_size``: every chunk ``size`` rows, the last ending at ``hi`` and overlapping its predecessor; else
+    the last one shorter."""
+    done = lo
+    while done < hi:
+        start = min(done, hi - size) if same_size else done
+        length = size if same_size else min(size, hi - start)
+        yield start, length, done
+        done = start + length
+
+
 def host_reduce(
     fold: Callable[[PyTree, Chunk], PyTree],
     initial: PyTree,
@@ -153,11 +165,9 @@ def host_reduce(
     rows = local_span(data, n)
     lo, hi = (0, n) if rows is None else (rows.lo, rows.hi)
     size = min(chunk, smallest_share(data, n))
-    acc, done = initial, lo
-    while done < hi:
-        start = min(done, hi - size) if same_size else done
-        acc = fold(acc, Chunk(slice_rows(data, start, size if same_size else min(size, hi - start)), start, done))
-        done = start + size if same_size else min(start + size, hi)
+    acc = initial
+    for start, length, first in chunk_plan(lo, hi, size, same_size):
+        acc = fold(acc, Chunk(slice_rows(data, start, length), start, first))
     out = final(acc)
     return out if rows is None else combine_processes(out, merge)
 
@@ -183,9 +193,4 @@ def same_size_chunks(n: int, chunk: int = DEFAULT_CHUNK) -> list[tuple[int, int,
     the last chunk ends at row ``n`` and overlaps the one before, ``keep`` masks out its rows already covered."""
     if chunk < 1:
         raise ValueError(f"chunk={chunk!r} must be a positive number of rows")
-    size = min(chunk, n)
-    out = []
-    for start in range(0, n, max(size, 1)):  # no chunk for no rows
-        first = min(start, n - size)
-        out.append((first, size, np.arange(first, first + size) >= start))
-    return out
+    return [(start, length, np.arange(start, start + length) >= first) for start, length, first in chunk_plan(0, n, min(chunk, n))]
