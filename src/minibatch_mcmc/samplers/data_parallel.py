@@ -1,0 +1,205 @@
+"""Data-parallel sampling: the rows split over devices (one per ``jax.distributed`` process, or a host's devices), each
+step's minibatch stratified over them, one ``psum`` per step.
+
+Shard ``s`` (a device of a 1-D mesh named ``"data"``) holds only its rows: a process's own rows of a row-partitioned
+source (``data.shards.open_npy_rows``, ``open_parquet_rows``, ``open_parquet_files``), split evenly over its devices;
+or, in one process, an even share of in-memory rows. At every step all chains propose from the step's key, the same on
+every shard; each shard draws its ``m_s`` rows (``strata.allocate``: ``m_s`` proportional to ``N_s``) with its own key
+(the test key folded with the shard's number), reduces the estimator's terms on them to ``strata.StratumSums``, and one
+``psum`` of those four numbers per chain gives every shard the stratified estimate of the sum over all ``N`` rows, its
+estimated variance and Satterthwaite's degrees of freedom. The decision is the penalty test's (``acceptance.penalty``):
+Metropolis on ``Delta* - u_B(s2)`` with ``u_B`` at those degrees of freedom, and a uniform from the shared key, so every
+shard takes the same decision. The estimator's data-free part (a proxy's ``known_sum``) is already a full-data sum.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, NamedTuple, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from minibatch_mcmc.acceptance.base import TestOutcome, uniform_from_bits
+from minibatch_mcmc.acceptance.penalty import penalty
+from minibatch_mcmc.control_variates.base import Estimator
+from minibatch_mcmc.data.arrays import take
+from minibatch_mcmc.data.host import is_host_data
+from minibatch_mcmc.data.shards import even_bounds, partition_of
+from minibatch_mcmc.models.base import Model
+from minibatch_mcmc.proposals.base import Proposal
+from minibatch_mcmc.samplers.kernel import ChainState, Kernel
+from minibatch_mcmc.samplers.keys import split_step
+from minibatch_mcmc.samplers.results import RECORD_FIELDS
+from minibatch_mcmc.samplers.scaled_runner import scan_steps
+from minibatch_mcmc.samplers.strata import allocate, combine, stack, stratum_sums, unstack
+
+PyTree = Any
+AXIS = "data"
+"""The mesh axis the rows are split over."""
+
+
+class Shard(NamedTuple):
+    """What one device holds: its rows (padded to the longest shard's), how many are real, and how many it draws."""
+
+    rows: PyTree
+    size: jax.Array
+    draws: jax.Array
+
+
+class ShardLayout(NamedTuple):
+    """The rows over the mesh: every shard's size and draws (the same numbers in every process) and the global arrays."""
+
+    mesh: Mesh
+    sizes: np.ndarray
+    draws: np.ndarray
+    rows: PyTree
+    """Global arrays ``(S * R, ...)`` sharded over ``AXIS``: shard ``s``'s rows, then copies of its last row."""
+    meta: jax.Array
+    """Global ``(S, 2)`` int32 sharded over ``AXIS``: each shard's ``(size, draws)``."""
+
+    @property
+    def n_data(self) -> int:
+        """``N``, all shards' rows."""
+        return int(self.sizes.sum())
+
+
+def mesh_devices(devices: Sequence[jax.Device] | None) -> list[jax.Device]:
+    """The data axis's devices, process by process (all devices of all processes if None)."""
+    devices = list(jax.devices() if devices is None else devices)
+    return sorted(devices, key=lambda d: (d.process_index, d.id))
+
+
+def process_rows(data: PyTree) -> tuple[PyTree, np.ndarray]:
+    """This process's rows (numpy) and every process's row boundaries: a row-partitioned source's own rows, or (one
+    process) all rows of in-memory arrays or a whole out-of-core source."""
+    part = partition_of(data)
+    if part is not None:
+        reader = data.reader
+        rows = jax.tree_util.tree_unflatten(reader.treedef, reader.read_range(part.lo, part.hi))
+        return rows, np.asarray(reader.bounds, np.int64)
+    if jax.process_count() > 1:
+        raise ValueError(
+            f"data-parallel sampling over {jax.process_count()} processes reads each process's own rows: open the data "
+            "with data.shards.open_npy_rows, open_parquet_rows or open_parquet_files in every process"
+        )
+    if is_host_data(data):
+        data = jax.tree_util.tree_unflatten(data.reader.treedef, data.reader.read_range(0, data.n))
+    rows = jax.tree_util.tree_map(np.asarray, data)
+    n = int(jax.tree_util.tree_leaves(rows)[0].shape[0])
+    return rows, np.asarray([0, n], np.int64)
+
+
+def shard_bounds(process_bounds: np.ndarray, devices: list[jax.Device]) -> np.ndarray:
+    """Global row boundaries of the shards: each process's rows split evenly over its devices (in mesh order)."""
+    per = {}
+    for d in devices:
+        per[d.process_index] = per.get(d.process_index, 0) + 1
+    if sorted(per) != list(range(len(process_bounds) - 1)):
+        raise ValueError(f"the devices {devices} must include devices of every one of the {len(process_bounds) - 1} "
+                         "processes that hold rows")
+    cuts = [process_bounds[p] + even_bounds(int(process_bounds[p + 1] - process_bounds[p]), per[p])[:-1] for p in sorted(per)]
+    return np.concatenate(cuts + [process_bounds[-1:]]).astype(np.int64)
+
+
+def layout_shards(data: PyTree, batch_size: int, devices: Sequence[jax.Device] | None = None) -> ShardLayout:
+    """Place this process's rows on its devices of a 1-D ``AXIS`` mesh and allocate the minibatch over the shards."""
+    devices = mesh_devices(devices)
+    rows, pbounds = process_rows(data)
+    bounds = shard_bounds(pbounds, devices)
+    sizes = np.diff(bounds)
+    if np.any(sizes < 1):
+        raise ValueError(f"{int(bounds[-1])} rows over {len(devices)} devices leave a device no row: use fewer devices")
+    draws = allocate(sizes, batch_size)
+    mesh = Mesh(np.asarray(devices, dtype=object), (AXIS,))
+    width = int(sizes.max())
+    me = jax.process_index()
+    lo = int(pbounds[me]) if len(pbounds) > 2 else 0
+    local = [(s, d) for s, d in enumerate(devices) if d.process_index == me]
+
+    def global_leaf(leaf: np.ndarray) -> jax.Array:
+        pieces = []
+        for s, d in local:
+            block = leaf[bounds[s] - lo: bounds[s + 1] - lo]
+            pad = np.repeat(block[-1:], width - block.shape[0], axis=0)
+            pieces.append(jax.device_put(np.concatenate([block, pad]), d))
+        return jax.make_array_from_single_device_arrays((len(devices) * width,) + leaf.shape[1:],
+                                                        NamedSharding(mesh, P(AXIS)), pieces)
+
+    meta = np.stack([sizes, draws], axis=1).astype(np.int32)
+    return ShardLayout(
+        mesh=mesh, sizes=sizes, draws=draws, rows=jax.tree_util.tree_map(global_leaf, rows),
+        meta=jax.make_array_from_single_device_arrays(meta.shape, NamedSharding(mesh, P(AXIS)),
+                                                      [jax.device_put(meta[s:s + 1], d) for s, d in local]),
+    )
+
+
+def check_parts(proposal: Proposal, estimator: Estimator, n_data: int) -> None:
+    """Refuse what the data-parallel kernel cannot run: a gradient proposal, an estimator drawing from other rows."""
+    if proposal.gradient_batch_size is not None:
+        raise ValueError(f"proposal {proposal.name!r} reads a gradient minibatch (gradient_batch_size="
+                         f"{proposal.gradient_batch_size}); data-parallel sampling takes a gradient-free proposal "
+                         "(random_walk, an independence or proxy move)")
+    if estimator.population_size(n_data) != n_data:
+        raise ValueError(f"estimator {estimator.name!r} draws its minibatch from {estimator.population_size(n_data)} rows, "
+                         f"not the N={n_data} rows: data-parallel sampling takes plain() or a proxy without a stratum "
+                         "or importance weights (taylor_proxy, glm_proxy)")
+
+
+def data_parallel_kernel(model: Model, proposal: Proposal, estimator: Estimator, most_draws: int) -> Kernel:
+    """The MH step of one chain on one shard (inside ``shard_map`` over ``AXIS``): ``step(key, state, shard, K)``."""
+
+    def init(position: PyTree) -> ChainState:
+        return ChainState(position=position, log_prior=jnp.asarray(model.log_prior(position)))
+
+    def step(key: jax.Array, state: ChainState, shard: Shard, temperature: jax.Array) -> tuple[ChainState, TestOutcome]:
+        k_prop, k_test = split_step(key)
+        candidate, log_q_ratio = proposal.sample(k_prop, state.position)
+        lp_new = model.log_prior(candidate)
+        psi = jnp.where(lp_new > -jnp.inf, lp_new - state.log_prior + log_q_ratio, -jnp.inf)
+        k_rows = jax.random.fold_in(k_test, jax.lax.axis_index(AXIS))  # this shard's draws
+        idx = jax.random.randint(k_rows, (most_draws,), 0, shard.size)
+        valid = jnp.arange(most_draws) < shard.draws
+        dtype = jnp.result_type(psi, jnp.float32)
+        terms = estimator.log_ratio(model, state.position, candidate)(take(shard.rows, idx)).astype(dtype)
+        summed = unstack(jax.lax.psum(stack(stratum_sums(terms, valid, shard.size, shard.draws)), AXIS))
+        total, variance, dof = combine(summed)
+        delta = psi + (total + estimator.known_sum(state.position, candidate)) / temperature
+        s2 = variance / (temperature * temperature)
+        u = uniform_from_bits(jax.random.bits(k_test, (), jnp.uint32), dtype)
+        bad = summed.bad > 0
+        accepted = (jnp.log(u) < delta - penalty(s2, dof + 1.0)) & ~bad
+        zero = jnp.zeros((), dtype)
+        outcome = TestOutcome(accepted=accepted, batch_size=jax.lax.psum(shard.draws, AXIS), s2=s2, epsilon=zero,
+                              delta_star=delta, nonfinite=bad, residual_sd=zero)
+        new = jax.tree_util.tree_map(lambda a, b: jnp.where(accepted, a, b), ChainState(candidate, lp_new), state)
+        return new, outcome
+
+    return Kernel(init=init, step=step)
+
+
+def make_block_runner(kernel: Kernel, mesh: Mesh, num_chains: int,
+                      compiler_options: dict | None = None) -> Callable[..., tuple[ChainState, PyTree]]:
+    """``run(base_key, states, rows, meta, steps, temps)``: the chains' steps on ``scan_steps``, jitted over the mesh
+    (with ``compiler_options``: ``compiling.compile_options``'s level for the run's work)."""
+
+    def step_all(t, keys, states, shard, temp, carry):
+        new, outcome = jax.vmap(kernel.step, in_axes=(0, 0, None, None))(keys, states, shard, temp)
+        rec = {k: jnp.broadcast_to(getattr(outcome, k), outcome.accepted.shape) for k in RECORD_FIELDS}
+        rec["nonfinite"] = outcome.nonfinite
+        return new, rec
+
+    def block(base_key, states, rows, meta, steps, temps):
+        shard = Shard(rows, meta[0, 0], meta[0, 1])
+        states, out, _ = scan_steps(step_all, base_key, num_chains, states, shard, steps, temps)
+        return states, out
+
+    mapped = jax.shard_map(block, mesh=mesh, in_specs=(P(), P(), P(AXIS), P(AXIS), P(), P()), out_specs=P())
+    return jax.jit(mapped, compiler_options=compiler_options)
+
+
+def local_copy(tree: PyTree) -> PyTree:
+    """A replicated global result as numpy (this process's copy)."""
+    return jax.tree_util.tree_map(lambda a: np.asarray(a.addressable_data(0)), tree)
