@@ -45,6 +45,7 @@ ENTRY_POINTS = {
     "warmup": "minibatch_mcmc.warmup",
     "fit_cost": "minibatch_mcmc.warmup",
     "sample": "minibatch_mcmc.samplers.driver",
+    "sample_data_parallel": "minibatch_mcmc.samplers.data_parallel_run",
     "RunOptions": "minibatch_mcmc.samplers.run_options",
     "build_kernel": "minibatch_mcmc.samplers.kernel",
     "SampleResult": "minibatch_mcmc.samplers.results",

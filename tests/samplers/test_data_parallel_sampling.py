@@ -11,7 +11,6 @@ import sys
 import textwrap
 from pathlib import Path
 
-import jax.numpy as jnp
 import numpy as np
 import pytest
 from draws_tolerance import mismatches
@@ -52,21 +51,11 @@ RUN = textwrap.dedent(
 
 def proposal_for(opts: dict, mean: np.ndarray, sd: np.ndarray):
     """The run's proposal: a random walk of ``opts["scale"]`` s.d.s, or an independence move from ``N(mean, (1.2 sd)^2)``."""
-    import jax
-
-    from minibatch_mcmc import random_walk
-    from minibatch_mcmc.proposals.base import Proposal
+    from minibatch_mcmc import independence_gaussian, random_walk
 
     if opts["proposal"] == "rw":
         return random_walk(scale=float(opts["scale"] * sd[0]))
-    mu, s = jnp.asarray(mean, jnp.float32), jnp.asarray(1.2 * sd, jnp.float32)
-
-    def sample(key, theta):
-        new = mu + s * jax.random.normal(key, mu.shape)
-        log_q = lambda x: -0.5 * jnp.sum(((x - mu) / s) ** 2)  # noqa: E731
-        return new, log_q(theta) - log_q(new)
-
-    return Proposal(sample=sample, symmetric=False, name="independence", gradient_batch_size=None)
+    return independence_gaussian(np.asarray(mean, np.float32), scale=np.asarray(1.2 * sd, np.float32))
 
 
 def write_problem(tmp_path: Path) -> tuple[np.ndarray, np.ndarray]:
@@ -112,10 +101,10 @@ def test_two_processes_decide_as_one_process_over_two_devices(tmp_path):
     """Two processes, each holding half the rows, against one process splitting them over two simulated devices: the
     same shards, keys and estimator, so the same accept decisions at every step of every chain and the same positions
     to float32 rounding (``mismatches``); every process returns the same draws; 200 rows a step (100 a shard) in the
-    records. Would catch a shard drawing with another key or the other shard's share, a ``psum`` missing (a shard
-    deciding on half the sum accepts differently within a few steps), processes that disagree. Then the draws (4 chains
-    x 300 steps, random walk) against the exact posterior: means within 5 Monte Carlo s.e., which a run deciding on one
-    shard's rows scaled by 2 would miss by far (its target is that half's posterior, 0.7 s.d.s away here)."""
+    records. Would catch a shard drawing with another key or the other shard's share, and processes that disagree (a
+    ``psum`` left out is refused earlier, by ``shard_map``'s check that the chains' carry stays replicated: tried).
+    Then the draws (4 chains x 250 kept steps, random walk) against the exact posterior: means and variances within 5
+    Monte Carlo s.e.s."""
     mean, var = write_problem(tmp_path)
     ref = start_single(tmp_path, 2, SMOKE, "single")
     got = run_processes(tmp_path, 2, SMOKE)[0]
@@ -126,6 +115,7 @@ def test_two_processes_decide_as_one_process_over_two_devices(tmp_path):
     assert 0.2 < got["accepted"].mean() < 0.9
     chk = check_moments(got["pos"][:, 50:], mean, var)
     assert np.all(np.abs(chk.z_mean()) < 5), (chk.mean, chk.exact_mean, chk.se_mean)
+    assert np.all(np.abs(chk.z_var()) < 5), (chk.var, chk.exact_var, chk.se_var)
 
 
 POSTERIOR = {"proposal": "independence", "m": 400, "steps": 700, "chains": 64, "K": K, "key": 11, "block": 350}
@@ -154,3 +144,64 @@ def test_processes_sample_the_exact_posterior(tmp_path, count):
     assert np.all(np.abs(chk.z_mean()) < 4), (chk.mean, chk.exact_mean, chk.se_mean)
     assert np.all(np.abs(chk.z_var()) < 4), (chk.var, chk.exact_var, chk.se_var)
     assert np.all(got["m"] == 400) and float(np.median(got["s2"])) < 2.0
+
+
+RESUME = textwrap.dedent(
+    """
+    import json, os, sys
+    pid, count, port, path, out = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], *sys.argv[4:6]
+    import jax
+    jax.distributed.initialize(coordinator_address=f"127.0.0.1:{port}", num_processes=count, process_id=pid)
+    import numpy as np
+    from jax.experimental import multihost_utils
+    from minibatch_mcmc import random_walk
+    from minibatch_mcmc.data.shards import open_npy_rows
+    from minibatch_mcmc.models import gaussian_mean
+    from minibatch_mcmc.samplers.data_parallel_run import sample_data_parallel
+    data = open_npy_rows(path + "/x.npy")
+    def run(**kw):
+        return sample_data_parallel(gaussian_mean(), data, np.asarray([1.0, -0.5], np.float32), proposal=random_walk(0.1),
+                                    batch_size=100, num_samples=60, num_chains=3, temperature=40.0, key=5, block_size=20,
+                                    **kw)
+    whole = run()
+    ck = path + "/ck"
+    run(checkpoint_dir=ck)
+    if pid == 0:  # a crash after the first block: the manifest lists it alone, the later files are gone
+        m = json.load(open(ck + "/manifest.json"))
+        for lo, hi in m["blocks"][1:]:
+            os.remove(f"{ck}/block-{lo:08d}-{hi:08d}.npz")
+        m["blocks"] = m["blocks"][:1]
+        json.dump(m, open(ck + "/manifest.json", "w"))
+        first = os.stat(f"{ck}/block-00000000-00000020.npz").st_mtime_ns
+    multihost_utils.sync_global_devices("truncated")
+    again = run(checkpoint_dir=ck, resume=True)
+    kept = pid != 0 or os.stat(f"{ck}/block-00000000-00000020.npz").st_mtime_ns == first
+    blocks = json.load(open(ck + "/manifest.json"))["blocks"]
+    try:
+        run(checkpoint_dir=ck)
+        refused = ""
+    except ValueError as e:
+        refused = str(e)
+    np.savez(f"{out}-{pid}.npz", whole=whole.positions, again=again.positions, wacc=whole.records["accepted"],
+             aacc=again.records["accepted"], kept=kept, blocks=np.asarray(blocks), refused=refused)
+    """
+)
+
+
+@pytest.mark.slow  # two subprocesses, four runs: ~1-2 minutes on the loaded two-core machine
+def test_two_processes_resume_from_process_zeros_checkpoint(tmp_path):
+    """Two processes sample 60 steps in blocks of 20 with a checkpoint directory (process 0 writes it); the directory is
+    cut back to its first block (a crash after it), and a resumed run in both processes reads that block and draws the
+    other two: positions and decisions equal an uninterrupted run's bit for bit (one program, the same keys), the first
+    block's file is not rewritten, the manifest lists the three blocks again, and a new run into the same directory
+    without ``resume`` is refused naming ``resume=True``. Would catch a resume that restarts the keys at step 0 (the
+    draws differ), that ignores the saved states, or processes that read different blocks (they would disagree)."""
+    write_problem(tmp_path)
+    run_workers(RESUME, 2, [str(tmp_path), str(tmp_path / "res")], timeout=600)
+    got = [dict(np.load(f"{tmp_path / 'res'}-{i}.npz")) for i in range(2)]
+    for g in got:
+        np.testing.assert_array_equal(g["again"], g["whole"])
+        np.testing.assert_array_equal(g["aacc"], g["wacc"])
+        assert bool(g["kept"]) and g["blocks"].tolist() == [[0, 20], [20, 40], [40, 60]]
+        assert "pass resume=True" in str(g["refused"])
+    np.testing.assert_array_equal(got[0]["again"], got[1]["again"])

@@ -25,18 +25,25 @@ def shards(offset: float) -> list[np.ndarray]:
     return [offset + rng.normal(s, 1.0 + s, n) for s, n in enumerate(SIZES)]
 
 
-def enumerate_draws(terms: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
-    """Every shard's every ordered draw (indices) and the float32 ``StratumSums`` of each, summed over the shards per
-    combination: arrays ``(combinations,)`` of the estimate and the variance estimate, and the draws per shard."""
-    per = []
-    for t, n, m in zip(terms, SIZES, DRAWS):
+def enumerate_draws(terms: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Every shard's every ordered draw and the float32 ``StratumSums`` of each (one compiled function: draws padded to
+    the widest shard's and masked), summed over the shards per combination: the estimate and the variance estimate."""
+    width = max(DRAWS)
+    vals, valid, sizes, counts, owner = [], [], [], [], []
+    for s, (t, n, m) in enumerate(zip(terms, SIZES, DRAWS)):
         idx = np.asarray(list(itertools.product(range(n), repeat=m)))  # (n^m, m)
-        vals = jnp.asarray(t[idx], jnp.float32)
-        f = jax.vmap(lambda v, n=n, m=m: stack(stratum_sums(v, jnp.ones(m, bool), jnp.asarray(n), jnp.asarray(m))))
-        per.append((idx, np.asarray(f(vals), np.float64)))
-    grids = np.meshgrid(*[np.arange(len(i)) for i, _ in per], indexing="ij")
-    summed = sum(s[g.reshape(-1)] for (_, s), g in zip(per, grids))
-    return summed[:, 0], summed[:, 1], [i for i, _ in per]
+        vals.append(np.pad(t[idx], ((0, 0), (0, width - m))))
+        valid.append(np.arange(width)[None, :].repeat(len(idx), 0) < m)
+        sizes += [n] * len(idx)
+        counts += [m] * len(idx)
+        owner += [s] * len(idx)
+    f = jax.jit(jax.vmap(lambda v, ok, n, m: stack(stratum_sums(v, ok, n, m))))
+    out = np.asarray(f(jnp.asarray(np.concatenate(vals), jnp.float32), jnp.asarray(np.concatenate(valid)),
+                       jnp.asarray(sizes), jnp.asarray(counts)), np.float64)
+    per = [out[np.asarray(owner) == s] for s in range(len(SIZES))]
+    grids = np.meshgrid(*[np.arange(len(p)) for p in per], indexing="ij")
+    summed = sum(p[g.reshape(-1)] for p, g in zip(per, grids))
+    return summed[:, 0], summed[:, 1]
 
 
 @pytest.mark.parametrize("offset", [0.0, 1e4])
@@ -47,7 +54,7 @@ def test_estimator_unbiased_with_the_derived_variance(offset):
     ``E V`` off by a factor 2/3 to 1/2 here), a missing ``N_s^2``, and (offset 1e4) a variance computed from raw
     float32 powers, which cancels to noise; tolerances are float32 rounding of terms of size ``|offset| + 10``."""
     terms = shards(offset)
-    est, var_hat, _ = enumerate_draws(terms)
+    est, var_hat = enumerate_draws(terms)
     r = [np.asarray(t, np.float32).astype(np.float64) for t in terms]  # the values the estimator sees
     exact_sum = sum(t.sum() for t in r)
     exact_var = sum(n * n * t.var() / m for t, n, m in zip(r, SIZES, DRAWS))
@@ -103,3 +110,22 @@ def test_allocate():
     assert got.sum() == 100 and got.tolist() == [33, 33, 34]
     with pytest.raises(ValueError, match="batch_size=5 is below 2 rows for each of the 3 shards"):
         allocate(np.array([10, 10, 10]), 5)
+
+
+def test_sample_data_parallel_refuses_what_it_cannot_run():
+    """One clear error each, before anything compiles: a gradient proposal (its minibatch would be read outside the
+    stratified draws), an estimator drawing from other rows than the ``N`` (an exact stratum), a minibatch below 2 rows
+    a shard."""
+    from minibatch_mcmc import langevin, random_walk, sample_data_parallel, stratify, taylor_proxy
+    from minibatch_mcmc.models import gaussian_mean
+
+    x = np.random.default_rng(0).normal(size=(40, 2)).astype(np.float32)
+    model, start = gaussian_mean(), np.zeros(2, np.float32)
+    run = dict(batch_size=10, num_samples=2)
+    with pytest.raises(ValueError, match="gradient-free proposal"):
+        sample_data_parallel(model, x, start, proposal=langevin(step_size=0.1, batch_size=10), **run)
+    proxy = stratify(model, x, taylor_proxy(model, x, jnp.zeros(2)), np.asarray([0, 1]))
+    with pytest.raises(ValueError, match="draws its minibatch from 38 rows, not the N=40 rows"):
+        sample_data_parallel(model, x, start, proposal=random_walk(0.1), estimator=proxy, **run)
+    with pytest.raises(ValueError, match="batch_size=1"):
+        sample_data_parallel(model, x, start, proposal=random_walk(0.1), batch_size=1, num_samples=2)

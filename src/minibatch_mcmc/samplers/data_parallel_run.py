@@ -4,8 +4,9 @@ process 0 and read by every process on resume.
 A checkpoint directory holds ``manifest.json`` (the run's settings: chains, steps, minibatch, temperature, the shards'
 sizes and draws, the key's data, the blocks written so far) and one ``block-START-END.npz`` per finished block (its
 positions and records and the chains' states after it). Only process 0 writes; every process reads the directory on
-resume, so it must be one directory every process sees (a shared file system). The manifest is rewritten after each
-block's file, so a block missing from it (a crash between the two) is written again.
+resume, so it must be one directory every process sees (a shared file system); all processes wait for each block's
+file before going on. The manifest is rewritten after each block's file, so a block missing from it (a crash between
+the two) is written again.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any, Sequence
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.experimental import multihost_utils
 
 from minibatch_mcmc.checks import check_int, check_positive
 from minibatch_mcmc.compiling import RUN_WORK, compile_options, use_compilation_cache
@@ -177,6 +179,8 @@ def sample_data_parallel(
         check_finite(out[1], start)
         if directory is not None:
             write_block(directory, start, end, states, out, settings)
+            if jax.process_count() > 1:  # the block is on disk before any process goes on (or returns)
+                multihost_utils.sync_global_devices(f"data-parallel block {start}")
         pieces.append(out)
         start = end
     return assemble(pieces, layout.n_data, temperature, num_samples, time.perf_counter() - t0)
