@@ -132,10 +132,11 @@ def test_processes_sample_the_exact_posterior(tmp_path, count):
     """``count`` processes, each holding ``N / count`` rows, 400 rows a step stratified over them, an independence
     proposal from the posterior widened 1.2x, 64 chains x 600 kept steps: means and variances of both coordinates
     against the exact tempered posterior within 4 Monte Carlo s.e.s, with ESS at least ``MEAN_POWER_ESS``, so a 5%
-    s.d. error in a mean (or in an s.d.) would fail with probability at least 0.95. Would catch a biased estimator
-    (a shard weighted by ``N / m`` with unequal shards: 4 processes over 4000 rows split evenly, but the test of a
-    wrong weight shows in ``test_strata``), a penalty at the wrong variance (``s2`` not divided by ``K^2``: the chains
-    barely move, ESS fails), and decisions taken on part of the data."""
+    s.d. error in a mean (or in an s.d.) would fail with probability at least 0.95, and the records show 400 rows a
+    step with a median ``s2`` below 2. Would catch an estimator off by a shard's factor ``N_s`` (the decisions then
+    follow the prior and the proposal: variances 1.44 times the exact ones), an ``s2`` left on the scale of the sum
+    rather than of ``Delta`` (a penalty ``K^2`` times too large: nearly nothing accepted, ESS fails), and any error of
+    the estimator or the penalty that moves a mean or an s.d. by 5%."""
     mean, var = write_problem(tmp_path)
     got = run_processes(tmp_path, count, POSTERIOR)[0]
     draws = got["pos"][:, BURN:]

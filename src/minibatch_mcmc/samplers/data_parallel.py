@@ -76,6 +76,9 @@ def process_rows(data: PyTree) -> tuple[PyTree, np.ndarray]:
     """This process's rows (numpy) and every process's row boundaries: a row-partitioned source's own rows, or (one
     process) all rows of in-memory arrays or a whole out-of-core source."""
     part = partition_of(data)
+    if part is not None and part.count != jax.process_count():
+        raise ValueError(f"the rows were split over {part.count} processes but JAX runs {jax.process_count()}: call "
+                         "jax.distributed.initialize(...) in every process before opening them")
     if part is not None:
         reader = data.reader
         rows = jax.tree_util.tree_unflatten(reader.treedef, reader.read_range(part.lo, part.hi))

@@ -25,6 +25,7 @@ from jax.experimental import multihost_utils
 from minibatch_mcmc.checks import check_int, check_positive
 from minibatch_mcmc.compiling import RUN_WORK, compile_options, use_compilation_cache
 from minibatch_mcmc.control_variates.base import Estimator, plain
+from minibatch_mcmc.data.host import is_host_data
 from minibatch_mcmc.models.base import Model
 from minibatch_mcmc.proposals.base import Proposal
 from minibatch_mcmc.samplers.data_parallel import (
@@ -36,7 +37,7 @@ from minibatch_mcmc.samplers.data_parallel import (
 )
 from minibatch_mcmc.samplers.kernel import ChainState
 from minibatch_mcmc.samplers.keys import as_key
-from minibatch_mcmc.samplers.results import RECORD_FIELDS, SampleResult
+from minibatch_mcmc.samplers.results import RECORD_FIELDS, SampleResult, constrain_draws
 from minibatch_mcmc.samplers.safe_files import write_bytes
 
 PyTree = Any
@@ -142,7 +143,8 @@ def sample_data_parallel(
         resume: Continue the run saved in ``checkpoint_dir`` (the same settings), drawing what an uninterrupted run draws.
 
     Returns:
-        A ``SampleResult`` whose records fill ``accepted``, ``batch_size``, ``s2`` and ``delta_star``.
+        A ``SampleResult`` whose records fill ``accepted``, ``batch_size``, ``s2`` and ``delta_star`` (positions through
+        ``Model.constrain`` where the model has one, as ``sample``'s).
     """
     use_compilation_cache()  # before anything compiles: a new process reads what an earlier one compiled
     estimator = plain() if estimator is None else estimator
@@ -150,8 +152,9 @@ def sample_data_parallel(
     num_chains = check_int(num_chains, "num_chains", 1)
     block = num_samples if block_size is None else min(check_int(block_size, "block_size", 1), num_samples)
     temperature = check_positive(float(temperature), "temperature")
+    n_data = int(data.n) if is_host_data(data) else int(jax.tree_util.tree_leaves(data)[0].shape[0])
+    check_parts(proposal, estimator, n_data)  # before any row is read
     layout = layout_shards(data, check_int(batch_size, "batch_size", 2), devices)
-    check_parts(proposal, estimator, layout.n_data)
     kernel = data_parallel_kernel(model, proposal, estimator, int(layout.draws.max()))
     dims = sum(int(np.size(a)) for a in jax.tree_util.tree_leaves(initial_position))
     run = make_block_runner(kernel, layout.mesh, num_chains, compile_options(num_chains * block * dims, RUN_WORK))
@@ -183,7 +186,10 @@ def sample_data_parallel(
                 multihost_utils.sync_global_devices(f"data-parallel block {start}")
         pieces.append(out)
         start = end
-    return assemble(pieces, layout.n_data, temperature, num_samples, time.perf_counter() - t0)
+    result = assemble(pieces, layout.n_data, temperature, num_samples, time.perf_counter() - t0)
+    if model.constrain is None:
+        return result
+    return result._replace(positions=constrain_draws(model.constrain, result.positions), unconstrained=result.positions)
 
 
 def check_finite(records: dict, start: int) -> None:
