@@ -206,3 +206,38 @@ def test_two_processes_resume_from_process_zeros_checkpoint(tmp_path):
         assert bool(g["kept"]) and g["blocks"].tolist() == [[0, 20], [20, 40], [40, 60]]
         assert "pass resume=True" in str(g["refused"])
     np.testing.assert_array_equal(got[0]["again"], got[1]["again"])
+
+
+GROUPS = textwrap.dedent(
+    """
+    import os, sys
+    os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=4"
+    import jax
+    import numpy as np
+    from minibatch_mcmc import random_walk, sample_data_parallel
+    from minibatch_mcmc.models import gaussian_mean
+    x = np.load(sys.argv[1] + "/x.npy")
+    kw = dict(proposal=random_walk(0.12), batch_size=200, num_samples=100, num_chains=4, temperature=40.0, key=3,
+              block_size=50)
+    a = sample_data_parallel(gaussian_mean(), x, np.asarray([1.0, -0.5], np.float32), chain_groups=2, **kw)
+    b = sample_data_parallel(gaussian_mean(), x, np.asarray([1.0, -0.5], np.float32), devices=jax.devices()[:2], **kw)
+    np.savez(sys.argv[1] + "/groups.npz", a=a.positions, b=b.positions, aa=a.records["accepted"], ba=b.records["accepted"])
+    """
+)
+
+
+@pytest.mark.slow  # a subprocess with four simulated devices compiling two runs: ~1 minute on the loaded machine
+def test_chains_split_over_device_groups_draw_the_same(tmp_path):
+    """A ``chains`` x ``data`` mesh: 4 chains over 2 chain groups x 2 shards (4 simulated devices, each shard's rows on
+    both of its devices) draw what the 4 chains draw on 2 devices with one group: the same decisions, positions to
+    float32 rounding. Would catch a chain group reusing the first group's keys (its chains then repeat the first
+    group's draws) or a group reading another group's states."""
+    write_problem(tmp_path)
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    proc = subprocess.run([sys.executable, "-c", GROUPS, str(tmp_path)], env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    got = dict(np.load(tmp_path / "groups.npz"))
+    np.testing.assert_array_equal(got["aa"], got["ba"])
+    assert not (bad := mismatches({"pos": got["a"]}, {"pos": got["b"]}, 100, 200)), bad
+    assert not np.array_equal(got["a"][:2], got["a"][2:])  # the two groups' chains differ

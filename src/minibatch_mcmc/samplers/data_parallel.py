@@ -39,6 +39,8 @@ from minibatch_mcmc.samplers.strata import allocate, combine, stack, stratum_sum
 PyTree = Any
 AXIS = "data"
 """The mesh axis the rows are split over."""
+CHAINS = "chains"
+"""The mesh axis the chains are split over (size ``chain_groups``; 1 by default)."""
 
 
 class Shard(NamedTuple):
@@ -95,32 +97,51 @@ def process_rows(data: PyTree) -> tuple[PyTree, np.ndarray]:
     return rows, np.asarray([0, n], np.int64)
 
 
-def shard_bounds(process_bounds: np.ndarray, devices: list[jax.Device]) -> np.ndarray:
-    """Global row boundaries of the shards: each process's rows split evenly over its devices (in mesh order)."""
-    per = {}
+def device_grid(devices: list[jax.Device], groups: int) -> np.ndarray:
+    """Devices as a ``(groups, shards)`` grid: each process's devices (in order) cut into shards of ``groups`` devices,
+    one per chain group, so a shard's devices all belong to the process that holds its rows."""
+    per: dict[int, list[jax.Device]] = {}
     for d in devices:
+        per.setdefault(d.process_index, []).append(d)
+    uneven = {p: len(ds) for p, ds in per.items() if len(ds) % groups}
+    if uneven:
+        raise ValueError(f"chain_groups={groups} must divide every process's number of devices; got {uneven} "
+                         "(process: devices)")
+    cols = [ds[k:k + groups] for p in sorted(per) for ds in [per[p]] for k in range(0, len(ds), groups)]
+    grid = np.empty((groups, len(cols)), dtype=object)
+    for s, col in enumerate(cols):
+        grid[:, s] = col
+    return grid
+
+
+def shard_bounds(process_bounds: np.ndarray, grid: np.ndarray) -> np.ndarray:
+    """Global row boundaries of the shards (the grid's columns): each process's rows split evenly over its shards."""
+    per: dict[int, int] = {}
+    for d in grid[0]:
         per[d.process_index] = per.get(d.process_index, 0) + 1
     if sorted(per) != list(range(len(process_bounds) - 1)):
-        raise ValueError(f"the devices {devices} must include devices of every one of the {len(process_bounds) - 1} "
-                         "processes that hold rows")
+        raise ValueError(f"the devices {list(grid.ravel())} must include devices of every one of the "
+                         f"{len(process_bounds) - 1} processes that hold rows")
     cuts = [process_bounds[p] + even_bounds(int(process_bounds[p + 1] - process_bounds[p]), per[p])[:-1] for p in sorted(per)]
     return np.concatenate(cuts + [process_bounds[-1:]]).astype(np.int64)
 
 
-def layout_shards(data: PyTree, batch_size: int, devices: Sequence[jax.Device] | None = None) -> ShardLayout:
-    """Place this process's rows on its devices of a 1-D ``AXIS`` mesh and allocate the minibatch over the shards."""
-    devices = mesh_devices(devices)
+def layout_shards(data: PyTree, batch_size: int, devices: Sequence[jax.Device] | None = None,
+                  chain_groups: int = 1) -> ShardLayout:
+    """Place this process's rows on its devices of a ``(CHAINS, AXIS)`` mesh (a shard's rows on each of its
+    ``chain_groups`` devices) and allocate the minibatch over the shards."""
+    grid = device_grid(mesh_devices(devices), chain_groups)
     rows, pbounds = process_rows(data)
-    bounds = shard_bounds(pbounds, devices)
+    bounds = shard_bounds(pbounds, grid)
     sizes = np.diff(bounds)
     if np.any(sizes < 1):
-        raise ValueError(f"{int(bounds[-1])} rows over {len(devices)} devices leave a device no row: use fewer devices")
+        raise ValueError(f"{int(bounds[-1])} rows over {grid.shape[1]} shards leave a shard no row: use fewer devices")
     draws = allocate(sizes, batch_size)
-    mesh = Mesh(np.asarray(devices, dtype=object), (AXIS,))
+    mesh = Mesh(grid, (CHAINS, AXIS))
     width = int(sizes.max())
     me = jax.process_index()
     lo = int(pbounds[me]) if len(pbounds) > 2 else 0
-    local = [(s, d) for s, d in enumerate(devices) if d.process_index == me]
+    local = [(s, d) for (_, s), d in np.ndenumerate(grid) if d.process_index == me]
 
     def global_leaf(leaf: np.ndarray) -> jax.Array:
         pieces = []
@@ -128,7 +149,7 @@ def layout_shards(data: PyTree, batch_size: int, devices: Sequence[jax.Device] |
             block = leaf[bounds[s] - lo: bounds[s + 1] - lo]
             pad = np.repeat(block[-1:], width - block.shape[0], axis=0)
             pieces.append(jax.device_put(np.concatenate([block, pad]), d))
-        return jax.make_array_from_single_device_arrays((len(devices) * width,) + leaf.shape[1:],
+        return jax.make_array_from_single_device_arrays((grid.shape[1] * width,) + leaf.shape[1:],
                                                         NamedSharding(mesh, P(AXIS)), pieces)
 
     meta = np.stack([sizes, draws], axis=1).astype(np.int32)
@@ -185,11 +206,14 @@ def data_parallel_kernel(model: Model, proposal: Proposal, estimator: Estimator,
 
 def make_block_runner(kernel: Kernel, mesh: Mesh, num_chains: int,
                       compiler_options: dict | None = None) -> Callable[..., tuple[ChainState, PyTree]]:
-    """``run(base_key, states, rows, meta, steps, temps)``: the chains' steps on ``scan_steps``, jitted over the mesh
-    (with ``compiler_options``: ``compiling.compile_options``'s level for the run's work)."""
+    """``run(base_key, states, rows, meta, steps, temps)``: the chains' steps on ``scan_steps``, jitted over the mesh,
+    the chains split over ``CHAINS`` (each group's chains get their own keys of ``step_keys``' one per chain) and the
+    rows over ``AXIS`` (with ``compiler_options``: ``compiling.compile_options``'s level for the run's work)."""
+    per_group = num_chains // mesh.shape[CHAINS]
 
     def step_all(t, keys, states, shard, temp, carry):
-        new, outcome = jax.vmap(kernel.step, in_axes=(0, 0, None, None))(keys, states, shard, temp)
+        mine = jax.lax.dynamic_slice_in_dim(keys, jax.lax.axis_index(CHAINS) * per_group, per_group)
+        new, outcome = jax.vmap(kernel.step, in_axes=(0, 0, None, None))(mine, states, shard, temp)
         rec = {k: jnp.broadcast_to(getattr(outcome, k), outcome.accepted.shape) for k in RECORD_FIELDS}
         rec["nonfinite"] = outcome.nonfinite
         return new, rec
@@ -199,10 +223,25 @@ def make_block_runner(kernel: Kernel, mesh: Mesh, num_chains: int,
         states, out, _ = scan_steps(step_all, base_key, num_chains, states, shard, steps, temps)
         return states, out
 
-    mapped = jax.shard_map(block, mesh=mesh, in_specs=(P(), P(), P(AXIS), P(AXIS), P(), P()), out_specs=P())
+    mapped = jax.shard_map(block, mesh=mesh, in_specs=(P(), P(CHAINS), P(AXIS), P(AXIS), P(), P()),
+                           out_specs=(P(CHAINS), P(None, CHAINS)))
     return jax.jit(mapped, compiler_options=compiler_options)
 
 
+def place_states(states: ChainState, mesh: Mesh) -> ChainState:
+    """The chains' states (numpy, all chains, the same in every process) as global arrays split over ``CHAINS``."""
+    sharding = NamedSharding(mesh, P(CHAINS))
+    return jax.tree_util.tree_map(
+        lambda a: jax.make_array_from_callback(np.shape(a), sharding, lambda idx, a=np.asarray(a): a[idx]), states)
+
+
 def local_copy(tree: PyTree) -> PyTree:
-    """A replicated global result as numpy (this process's copy)."""
-    return jax.tree_util.tree_map(lambda a: np.asarray(a.addressable_data(0)), tree)
+    """A global result as numpy, assembled from this process's shards (every process holds every chain group)."""
+
+    def gather(a: jax.Array) -> np.ndarray:
+        out = np.empty(a.shape, a.dtype)
+        for piece in a.addressable_shards:
+            out[piece.index] = np.asarray(piece.data)
+        return out
+
+    return jax.tree_util.tree_map(gather, tree)

@@ -34,6 +34,7 @@ from minibatch_mcmc.samplers.data_parallel import (
     layout_shards,
     local_copy,
     make_block_runner,
+    place_states,
 )
 from minibatch_mcmc.samplers.kernel import ChainState
 from minibatch_mcmc.samplers.keys import as_key
@@ -97,7 +98,7 @@ def read_block(directory: Path, start: int, end: int, like: tuple[ChainState, Py
     treedef = jax.tree_util.tree_structure(pos_like)
     positions = jax.tree_util.tree_unflatten(treedef, [got[f"pos{i}"] for i in range(treedef.num_leaves)])
     sdef = jax.tree_util.tree_structure(states_like)
-    states = jax.tree_util.tree_unflatten(sdef, [jnp.asarray(got[f"state{i}"]) for i in range(sdef.num_leaves)])
+    states = jax.tree_util.tree_unflatten(sdef, [got[f"state{i}"] for i in range(sdef.num_leaves)])
     records = {k[4:]: v for k, v in got.items() if k.startswith("rec_")}
     return states, (positions, records)
 
@@ -115,6 +116,7 @@ def sample_data_parallel(
     num_chains: int = 1,
     temperature: float = 1.0,
     devices: Sequence[jax.Device] | None = None,
+    chain_groups: int = 1,
     block_size: int | None = None,
     checkpoint_dir: str | Path | None = None,
     resume: bool = False,
@@ -137,7 +139,10 @@ def sample_data_parallel(
         key: The run's key (the same in every process).
         num_chains: Chains, vmapped on every device.
         temperature: ``K``: the log-likelihood is divided by it.
-        devices: The devices of the data axis (all devices of all processes if None).
+        devices: The devices of the mesh (all devices of all processes if None).
+        chain_groups: The chains split over this many groups of devices (the ``chains`` axis of a ``chains`` x
+            ``data`` mesh; it must divide ``num_chains`` and every process's number of devices), each group with every
+            shard's rows; the draws do not depend on it.
         block_size: Steps per compiled block (and per checkpoint); all steps if None.
         checkpoint_dir: A directory every process sees: process 0 writes each block there.
         resume: Continue the run saved in ``checkpoint_dir`` (the same settings), drawing what an uninterrupted run draws.
@@ -154,13 +159,16 @@ def sample_data_parallel(
     temperature = check_positive(float(temperature), "temperature")
     n_data = int(data.n) if is_host_data(data) else int(jax.tree_util.tree_leaves(data)[0].shape[0])
     check_parts(proposal, estimator, n_data)  # before any row is read
-    layout = layout_shards(data, check_int(batch_size, "batch_size", 2), devices)
+    groups = check_int(chain_groups, "chain_groups", 1)
+    if num_chains % groups:
+        raise ValueError(f"num_chains={num_chains} must be a multiple of chain_groups={groups}")
+    layout = layout_shards(data, check_int(batch_size, "batch_size", 2), devices, groups)
     kernel = data_parallel_kernel(model, proposal, estimator, int(layout.draws.max()))
     dims = sum(int(np.size(a)) for a in jax.tree_util.tree_leaves(initial_position))
     run = make_block_runner(kernel, layout.mesh, num_chains, compile_options(num_chains * block * dims, RUN_WORK))
     base = as_key(key)
-    states = jax.vmap(kernel.init)(jax.tree_util.tree_map(lambda a: jnp.broadcast_to(a, (num_chains,) + jnp.shape(a)),
-                                                          initial_position))
+    states = local_copy(jax.vmap(kernel.init)(jax.tree_util.tree_map(
+        lambda a: jnp.broadcast_to(a, (num_chains,) + jnp.shape(a)), initial_position)))
     directory = None if checkpoint_dir is None else Path(checkpoint_dir)
     settings = run_manifest(num_chains, num_samples, block, int(batch_size), temperature, base, layout.sizes, layout.draws)
     done = []
@@ -174,14 +182,15 @@ def sample_data_parallel(
         settings["blocks"].append([lo, hi])
         pieces.append(out)
         start = hi
+    states = place_states(states, layout.mesh)
     while start < num_samples:
         end = min(start + block, num_samples)
         steps = jnp.arange(start, end, dtype=jnp.int32)
         states, out = run(base, states, layout.rows, layout.meta, steps, jnp.full((end - start,), temperature, jnp.float32))
-        states, out = local_copy(states), local_copy(out)
+        out = local_copy(out)
         check_finite(out[1], start)
         if directory is not None:
-            write_block(directory, start, end, states, out, settings)
+            write_block(directory, start, end, local_copy(states), out, settings)
             if jax.process_count() > 1:  # the block is on disk before any process goes on (or returns)
                 multihost_utils.sync_global_devices(f"data-parallel block {start}")
         pieces.append(out)
