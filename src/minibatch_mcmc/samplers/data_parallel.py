@@ -1,15 +1,17 @@
 """Data-parallel sampling: the rows split over devices (one per ``jax.distributed`` process, or a host's devices), each
 step's minibatch stratified over them, one ``psum`` per step.
 
-Shard ``s`` (a device of a 1-D mesh named ``"data"``) holds only its rows: a process's own rows of a row-partitioned
-source (``data.shards.open_npy_rows``, ``open_parquet_rows``, ``open_parquet_files``), split evenly over its devices;
-or, in one process, an even share of in-memory rows. At every step all chains propose from the step's key, the same on
-every shard; each shard draws its ``m_s`` rows (``strata.allocate``: ``m_s`` proportional to ``N_s``) with its own key
-(the test key folded with the shard's number), reduces the estimator's terms on them to ``strata.StratumSums``, and one
-``psum`` of those four numbers per chain gives every shard the stratified estimate of the sum over all ``N`` rows, its
-estimated variance and Satterthwaite's degrees of freedom. The decision is the penalty test's (``acceptance.penalty``):
-Metropolis on ``Delta* - u_B(s2)`` with ``u_B`` at those degrees of freedom, and a uniform from the shared key, so every
-shard takes the same decision. The estimator's data-free part (a proxy's ``known_sum``) is already a full-data sum.
+The devices form a ``chains`` x ``data`` mesh. Shard ``s`` (a column: one device per chain group) holds only its rows:
+a process's own rows of a row-partitioned source (``data.shards.open_npy_rows``, ``open_parquet_rows``,
+``open_parquet_files``), split evenly over its shards; or, in one process, an even share of in-memory rows. At every
+step each chain proposes from its step key, the same on every shard; each shard draws its ``m_s`` rows
+(``strata.allocate``: ``m_s`` proportional to ``N_s``) with its own key (the test key folded with the shard's number),
+reduces the estimator's terms on them to ``strata.StratumSums``, and one ``psum`` over ``data`` of those four numbers
+per chain gives every shard the stratified estimate of the sum over all ``N`` rows, its estimated variance and
+Satterthwaite's degrees of freedom. The decision is the penalty test's (``acceptance.penalty``): Metropolis on
+``Delta* - u_B(s2)`` with ``u_B`` at those degrees of freedom, and a uniform from the chain's key, so every shard takes
+the same decision. The estimator's data-free part (a proxy's ``known_sum``) is already a full-data sum. The chains are
+split over ``chains`` (each group its slice of ``keys.step_keys``' one key per chain), so the draws do not depend on it.
 """
 
 from __future__ import annotations
