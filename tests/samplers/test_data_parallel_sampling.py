@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from draws_tolerance import mismatches
-from processes import run_workers
+from processes import free_port, run_workers
 
 from minibatch_mcmc.diagnostics import check_moments
 from minibatch_mcmc.models import exact_posterior
@@ -241,3 +241,44 @@ def test_chains_split_over_device_groups_draw_the_same(tmp_path):
     np.testing.assert_array_equal(got["aa"], got["ba"])
     assert not (bad := mismatches({"pos": got["a"]}, {"pos": got["b"]}, 100, 200)), bad
     assert not np.array_equal(got["a"][:2], got["a"][2:])  # the two groups' chains differ
+
+
+GROUPS_PROCESSES = textwrap.dedent(
+    """
+    import os, sys
+    os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
+    pid, count, port, path = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
+    import jax
+    jax.distributed.initialize(coordinator_address=f"127.0.0.1:{port}", num_processes=count, process_id=pid)
+    import numpy as np
+    from minibatch_mcmc import random_walk, sample_data_parallel
+    from minibatch_mcmc.data.shards import open_npy_rows
+    from minibatch_mcmc.models import gaussian_mean
+    data = open_npy_rows(path + "/x.npy")
+    kw = dict(proposal=random_walk(0.12), batch_size=200, num_samples=60, num_chains=4, temperature=40.0, key=3,
+              block_size=30)
+    a = sample_data_parallel(gaussian_mean(), data, np.asarray([1.0, -0.5], np.float32), chain_groups=2, **kw)
+    firsts = [d for d in jax.devices() if d.id == min(e.id for e in jax.devices() if e.process_index == d.process_index)]
+    b = sample_data_parallel(gaussian_mean(), data, np.asarray([1.0, -0.5], np.float32), devices=firsts, **kw)
+    np.savez(f"{path}/gp-{pid}.npz", a=a.positions, b=b.positions, aa=a.records["accepted"], ba=b.records["accepted"])
+    """
+)
+
+
+@pytest.mark.slow  # two subprocesses with two simulated devices each: ~2 minutes on the loaded machine
+def test_chain_groups_over_two_processes_draw_the_same(tmp_path):
+    """Two processes with two devices each, each process holding half the rows: 4 chains over 2 chain groups (a process's
+    rows on both its devices) draw what one group on one device a process draws, in both processes. Would catch a
+    process returning only its addressable chains, or a chain group placed on another process's rows."""
+    write_problem(tmp_path)
+    port = str(free_port())
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    procs = [subprocess.Popen([sys.executable, "-c", GROUPS_PROCESSES, str(i), "2", port, str(tmp_path)], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(2)]
+    errs = [p.communicate(timeout=600)[1] for p in procs]
+    assert all(p.returncode == 0 for p in procs), "\n".join(e[-2000:] for e in errs)
+    got = [dict(np.load(tmp_path / f"gp-{i}.npz")) for i in range(2)]
+    for g in got:
+        np.testing.assert_array_equal(g["aa"], g["ba"])
+        assert not (bad := mismatches({"pos": g["a"]}, {"pos": g["b"]}, 60, 200)), bad
+    np.testing.assert_array_equal(got[0]["a"], got[1]["a"])
