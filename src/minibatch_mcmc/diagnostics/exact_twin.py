@@ -9,8 +9,9 @@ the run's kernel proposing (``build_kernel`` with ``ProposeOnly``: the proposal,
 variate's known sum, nothing read per row; fast compilation), one streamed pass over the rows for all ``K`` starts at
 once (the starts vmapped inside each chunk, so each step reads the data once: ``T`` reads of ``N`` per check, ``K T N``
 row evaluations), and the decision. Compiled apart, the small functions skip LLVM's optimisation and the pass's per-row
-body is compiled once (equal chunks, the last one overlapping and masked), where one fused program compiled the
-proposal at full optimisation and the row body three times (the first row's shift, the loop, the remainder chunk).
+body is compiled once (equal chunks, the last one overlapping and masked; ``PASS_ELEMENTS``), where one fused program
+compiled the proposal at full optimisation and the row body three times (the first row's shift, the loop, the
+remainder chunk).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from minibatch_mcmc.compiling import compile_options
 from minibatch_mcmc.control_variates.base import Estimator, plain
 from minibatch_mcmc.control_variates.influence import without_rounding
 from minibatch_mcmc.data.arrays import slice_rows, take
+from minibatch_mcmc.data.passes import DEFAULT_CHUNK
 from minibatch_mcmc.models.base import Model
 from minibatch_mcmc.proposals.base import Proposal
 from minibatch_mcmc.samplers.kernel import build_kernel, gradient_data_used
@@ -54,8 +56,12 @@ Measured on the loaded 2-core machine, one fused program: the linear model on Ca
 T = 8: ``3e8``) compiled in 24 s and ran in 22 s, fast 9 s and 87 s; the Student-t regression (d = 5, N = 20,000:
 ``1e8``) 27 s and 0.5 s, fast 17 s and 3 s. The proposing and deciding functions compile fast below it too, with the
 rows a gradient proposal reads counted in."""
-PASS_CHUNK = 16384
-"""Rows per chunk of the twin's pass (all ``K`` starts evaluated on a chunk before the next is read)."""
+PASS_ELEMENTS = 1 << 17
+"""On the CPU, row evaluations per chunk of the twin's pass (``K`` starts x the chunk's rows; all starts are evaluated on a
+chunk before the next is read), so a chunk's intermediates stay in cache. Measured on the loaded 2-core machine, the
+Student-t regression's pass (d = 5): at N = 10^5 and K = 100, 2.0 s at 16,384 rows a chunk, 1.0 s at 4,096, 0.8 s at
+1,024; at N = 10^6 and K = 32, 4.9 s at 16,384 rows, 2.4 s at 4,096. Elsewhere (not measured) a chunk is
+``data.passes.DEFAULT_CHUNK`` rows, as before."""
 
 COUPLED = (PenaltyTest, MHMinibatch, NaiveMinibatch)
 """Tests whose random numbers ``coupled_accept`` reuses; any other test's exact twin draws its own (weaker coupling)."""
@@ -102,7 +108,7 @@ class ProposeOnly(NamedTuple):
         return full_data_outcome(jnp.ones((), bool), free, jnp.zeros((), bool), 0)
 
 
-def residual_pass(model: Model, estimator: Estimator, n_pop: int, centre: PyTree, chunk: int = PASS_CHUNK):
+def residual_pass(model: Model, estimator: Estimator, n_pop: int, centre: PyTree, chunk: int):
     """``(population, currents, candidates) -> (Lambda, bad)``, each ``(K,)``: ``sum_i`` of the estimator's per-row terms
     for every start's pair, in one streamed pass of equal chunks (the last overlapping, its repeated rows masked), and
     whether a term was not finite. With ``centre`` each term within its row's float32 resolution counts as 0
@@ -176,7 +182,8 @@ def exact_continuation(model: Model, data: PyTree, proposal: Proposal, test: Any
 
     propose = jax.jit(propose, compiler_options=small)
     decide = jax.jit(decide, compiler_options=compile_options(float(k) * d, CONTINUATION_WORK))
-    pass_ = residual_pass(model, exact, n_pop, centre)
+    chunk = max(64, PASS_ELEMENTS // k) if jax.default_backend() == "cpu" else DEFAULT_CHUNK
+    pass_ = residual_pass(model, exact, n_pop, centre, chunk)
     sums = jax.jit(lambda rows, currents, candidates: pass_(exact.population(rows), currents, candidates),
                    compiler_options=compile_options(float(k) * steps * n * d, CONTINUATION_WORK))
     states = jax.jit(jax.vmap(lambda x: kernel.init(unravel(x))), compiler_options=small)(starts)
