@@ -11,19 +11,24 @@ check (``ProxyCheck.acceptance_error``, which warned above 0.02) and its seconds
 
     PYTHONPATH=src .venv/bin/python benchmarks/posterior_check.py --results docs/results/posterior_check.json
 
-``--cost``: the check's seconds on one fit (the Student-t regression at ``--n`` rows), side by side in one process, each
-way run ``--repeats`` times alternately: stepping both chains anew (``coupled_run``: the run's kernel compiled again, as
-before) and reading the run's own draws and keys (``exact_continuation``: only the exact kernel). Run it with
-``MINIBATCH_MCMC_COMPILATION_CACHE=off`` so that every compilation is paid (as a new fit pays it).
+``--cost``: the check's seconds, compile seconds and row evaluations (in passes over ``N``) on one fit of the Student-t
+regression at each ``--n``, side by side in one process, each way run ``--repeats`` times alternately: the code of
+``--baseline`` (a commit; its ``posterior_error.py`` loaded from git) both ways it had (stepping both chains anew with
+``coupled_run``, the standalone check's way, and the run's draws and keys with ``exact_continuation``, auto_sample's),
+and the one path now (``exact_twin``). Run it with ``MINIBATCH_MCMC_COMPILATION_CACHE=off`` so that every compilation
+is paid (as a new fit pays it).
 
     MINIBATCH_MCMC_COMPILATION_CACHE=off PYTHONPATH=src .venv/bin/python benchmarks/posterior_check.py --cost \
-        --results docs/results/posterior_check_cost.json
+        --n 100000 1000000 --results docs/results/posterior_check_cost.json
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
+import subprocess
 import sys
+import tempfile
 import time
 import warnings
 from pathlib import Path
@@ -40,6 +45,7 @@ from minibatch_mcmc.models import exact_posterior, gaussian_mean
 from minibatch_mcmc.proposals import random_walk
 from minibatch_mcmc.samplers.driver import sample
 from minibatch_mcmc.samplers.keys import as_key
+from minibatch_mcmc.samplers.phase_cost import COMPILE_SECONDS
 from minibatch_mcmc.warmup import auto_sample
 
 TESTS = Path(__file__).resolve().parents[1] / "tests"
@@ -102,52 +108,78 @@ def wrong_case() -> tuple[list, list, dict]:
     seconds = time.perf_counter() - t0
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        out = check_posterior(model, x, prop, test, None, res.kernel_positions, key=1)
+        out = check_posterior(model, x, prop, test, None, res.kernel_positions, run_key=0, records=res.records)
     rows, values = rows_for("naive_wrong", out, np.asarray(res.kernel_positions), mean, np.full(2, np.sqrt(var)))
     case = ["naive_wrong", "2,000", "yes" if caught else "no", "n/a", "n/a", f"{out.seconds:.1f}", f"{out.starts} x {out.steps}",
             f"{100 * out.disagreement:.1f}%", f"{seconds:.1f}"]
     return rows, case, values
 
 
-COST = ["way", "repeat", "check s", "sampling s", "starts x steps", "largest |mean error| (s.d.)", "its s.e.",
-        "largest |s.d. error|", "its s.e.", "warned"]
+COST = ["N", "way", "repeat", "check s", "compiling s", "passes over N", "starts x steps", "sampling s",
+        "largest |mean error| (s.d.)", "its s.e.", "largest |s.d. error|", "its s.e.", "warned"]
+WAYS = (("before: both chains stepped (coupled_run)", "before", False), ("before: the run's draws and keys", "before", True),
+        ("after: one path (exact_twin)", "after", True))
+
+
+def baseline(rev: str):
+    """``posterior_error`` as it was at commit ``rev`` (loaded from git into a module of its own)."""
+    root = Path(__file__).resolve().parents[1]
+    text = subprocess.run(["git", "show", f"{rev}:src/minibatch_mcmc/diagnostics/posterior_error.py"], cwd=root, check=True,
+                          capture_output=True, text=True).stdout
+    path = Path(tempfile.mkdtemp()) / "posterior_error_before.py"
+    path.write_text(text)
+    spec = importlib.util.spec_from_file_location("posterior_error_before", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def cost_case(args) -> int:
-    """The check's seconds, stepping both chains vs reading the run's, on one ``auto_sample`` fit of the Student-t regression."""
-    model, data = student_t_model(), student_t_data(args.n)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        res, w = auto_sample(model, data, jnp.array([0.0, 0.0, 0.0, 0.0, 1.0]), num_samples=1000, num_chains=4, progress=False, key=0,
-                             check_draws=0)
-    run_key = jax.random.split(as_key(0), 3)[2]  # auto_sample's sampling key (its third split of ``key``)
-    rows, values = [], {"sampling_seconds": w.cost["sampling"].seconds}
-    for r in range(args.repeats):
-        for way, run in (("both chains stepped (before)", {}), ("the run's draws and keys (after)", {"run_key": run_key, "records": res.records})):
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always")
-                out = check_posterior(model, data, w.proposal, w.test, w.estimator, res.kernel_positions, starts=100, key=1,
-                                      centre=w.proxy.centre, **run)
-            said = [c for c in caught if "moved the posterior" in str(c.message)]
-            i, j = int(np.argmax(np.abs(out.mean_bias))), int(np.argmax(np.abs(out.sd_error)))
-            rows.append([way, r, f"{out.seconds:.1f}", f"{w.cost['sampling'].seconds:.1f}", f"{out.starts} x {out.steps}",
-                         f"{abs(out.mean_bias[i]):.3f}", f"{out.mean_se[i]:.3f}", f"{100 * abs(out.sd_error[j]):.1f}%",
-                         f"{100 * out.sd_se[j]:.1f}%", "yes" if said else "no"])
-            values[f"{'after' if run else 'before'}_seconds_{r}"] = out.seconds
-            print(rows[-1], flush=True)
+    """The check's seconds, compile seconds and passes over ``N`` each way, on one ``auto_sample`` fit per ``--n``."""
+    before = baseline(args.baseline)
+    rows, values = [], {}
+    for n in args.n:
+        model, data = student_t_model(), student_t_data(n)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            res, w = auto_sample(model, data, jnp.array([0.0, 0.0, 0.0, 0.0, 1.0]), num_samples=1000, num_chains=4, progress=False,
+                                 key=0, check_draws=0)
+        run_key = jax.random.split(as_key(0), 3)[2]  # auto_sample's sampling key (its third split of ``key``)
+        sampled = w.cost["sampling"]
+        for r in range(args.repeats):
+            for way, code, own in WAYS:
+                check = before.check_posterior if code == "before" else check_posterior
+                run = {"run_key": run_key, "records": res.records} if own else {"key": 1}
+                c0 = COMPILE_SECONDS[0]
+                with warnings.catch_warnings(record=True) as caught:
+                    warnings.simplefilter("always")
+                    out = check(model, data, w.proposal, w.test, w.estimator, res.kernel_positions, starts=100, centre=w.proxy.centre,
+                                **run)
+                compiling = COMPILE_SECONDS[0] - c0
+                said = [c for c in caught if "moved the posterior" in str(c.message)]
+                i, j = int(np.argmax(np.abs(out.mean_bias))), int(np.argmax(np.abs(out.sd_error)))
+                rows.append([f"{n:,}", way, r, f"{out.seconds:.1f}", f"{compiling:.1f}", f"{out.data_used / n:.0f}",
+                             f"{out.starts} x {out.steps}", f"{sampled.seconds:.1f}", f"{abs(out.mean_bias[i]):.3f}",
+                             f"{out.mean_se[i]:.3f}", f"{100 * abs(out.sd_error[j]):.1f}%", f"{100 * out.sd_se[j]:.1f}%",
+                             "yes" if said else "no"])
+                key = f"posterior_check_cost.{n}.{code}{'_own' if own and code == 'before' else ''}.{r}"
+                values.update({f"{key}.seconds": f"{out.seconds:.1f}", f"{key}.compile_seconds": f"{compiling:.1f}"})
+                print(rows[-1], flush=True)
     save(args.results, "posterior_check_cost", config=args, values=values, tables={"posterior_check_cost": table(COST, rows)})
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--n", type=int, default=100_000)
+    p.add_argument("--n", type=int, nargs="+", default=[100_000], help="rows (several with --cost)")
     p.add_argument("--cost", action="store_true", help="the check's seconds before/after on one fit (module docstring)")
-    p.add_argument("--repeats", type=int, default=2)
+    p.add_argument("--repeats", type=int, default=1)
+    p.add_argument("--baseline", default="4532f73", help="with --cost: the commit whose check is 'before'")
     add_results_option(p)
     args = p.parse_args(argv)
     if args.cost:
         return cost_case(args)
+    args.n = args.n[0]
     per_param, per_case, values = [], [], {}
 
     def add(out):

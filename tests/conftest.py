@@ -70,7 +70,6 @@ SLOW_CASES = (
     "tests/acceptance/test_mhminibatch.py::test_enforcing_the_clt_bound_grows_the_batch",  # 8.04s
     "tests/warmup/test_warmup_modes.py::test_mirror_modes_warn_and_chains_start_in_both",  # 8.03s
     "tests/warmup/test_warmup_faults.py::test_file_truncated_during_warmup_is_data_changed_error[tuning]",  # 8.01s
-    "tests/diagnostics/test_posterior_error.py::test_warns_on_a_wrong_run_and_estimates_its_error[False]",  # 7.99s
     "tests/samplers/test_summary_records.py::test_summary_shows_only_the_records_the_test_fills[penalty-shown0]",  # 7.89s
     "tests/interop/test_numpyro_kernel.py::test_the_warmup_tunes_for_num_warmup_steps_and_says_what_it_chose",  # 7.88s
     "tests/acceptance/test_mhss.py::test_float32_cancellation_at_large_n_scale",  # 7.77s

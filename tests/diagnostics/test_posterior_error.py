@@ -19,7 +19,8 @@ from helpers_posterior import linear_data, linear_model, linear_posterior, stude
 
 from minibatch_mcmc.acceptance import mh_minibatch, naive_minibatch, penalty_test
 from minibatch_mcmc.acceptance.exact import MetropolisTest
-from minibatch_mcmc.diagnostics.posterior_error import check_posterior, coupled_accept, exact_continuation, start_steps
+from minibatch_mcmc.diagnostics.exact_twin import coupled_accept, exact_continuation, start_steps
+from minibatch_mcmc.diagnostics.posterior_error import check_posterior
 from minibatch_mcmc.models import exact_posterior, gaussian_mean
 from minibatch_mcmc.proposals import random_walk
 from minibatch_mcmc.samplers.driver import sample
@@ -74,15 +75,13 @@ def _gaussian_run(test, estimator=None, n=2_000, seed=0):
     return model, x, prop, res, mean, np.full(2, np.sqrt(var))
 
 
-@pytest.mark.parametrize("own", [False, True])
-def test_warns_on_a_wrong_run_and_estimates_its_error(own):
+def test_warns_on_a_wrong_run_and_estimates_its_error():
     """A run made wrong on purpose: the naive plug-in test on 20 of 2,000 rows, no proxy (its chain is far too wide).
-    The check warns naming both coordinates' s.d., and its estimates agree with the closed form's errors: with both
-    chains stepped anew, and with the run's own draws and keys as its side (``own``, what ``auto_sample`` does)."""
+    The check, on the run's own draws and keys (what ``auto_sample`` does, and the only way now), warns naming both
+    coordinates' s.d., and its estimates agree with the closed form's errors."""
     model, x, prop, res, mean, sd = _gaussian_run(naive_minibatch(20))
-    run = {"run_key": 0, "records": res.records} if own else {}
     with pytest.warns(UserWarning, match=r"theta\[0\]: .*s\.d\. off by -\d+%.*theta\[1\]") as caught:
-        out = check_posterior(model, x, prop, naive_minibatch(20), None, res.kernel_positions, key=1, **run)
+        out = check_posterior(model, x, prop, naive_minibatch(20), None, res.kernel_positions, run_key=0, records=res.records)
     assert "a larger minibatch (naive_minibatch" in str(caught[0].message)
     ok, table = _agrees(out, np.asarray(res.kernel_positions), mean, sd)
     assert not out.ok and np.all(out.sd_flagged) and ok, table
@@ -105,15 +104,17 @@ def test_exact_twin_retraces_the_run_on_its_keys():
     assert 0.2 < np.mean(np.asarray(accepted)) < 0.9  # the path moves: retracing it is not retracing a standing chain
 
 
-def test_quiet_on_an_exact_run():
-    """The same model sampled with the exact Metropolis test: no warning, every estimate within 3 s.e. of 0."""
-    model, x, prop, res, mean, sd = _gaussian_run(MetropolisTest())
+def test_an_exact_run_is_skipped_with_its_reason():
+    """The same model sampled with the exact Metropolis test has no minibatch error: the check reads no row, steps no
+    chain, says why and stays quiet (before, it ran 128 x 16 full-data steps to estimate errors of 0). Without the run's
+    key and records it is one clear error (there is no second way that steps the run's kernel again)."""
+    model, x, prop, res, _, _ = _gaussian_run(MetropolisTest())
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        out = check_posterior(model, x, prop, MetropolisTest(), None, res.kernel_positions, key=1)
-    assert out.ok and out.disagreement == 0.0, out
-    ok, table = _agrees(out, np.asarray(res.kernel_positions), mean, sd)
-    assert ok, table
+        out = check_posterior(model, x, prop, MetropolisTest(), None, res.kernel_positions, run_key=0, records=res.records)
+    assert out.ok and out.starts == 0 and out.data_used == 0 and "metropolis" in out.skipped and "no minibatch error" in out.skipped
+    with pytest.raises(ValueError, match="run_key= .* records="):
+        check_posterior(model, x, prop, MetropolisTest(), None, res.kernel_positions, run_key=None, records=None)
 
 
 def _auto(model, data, theta0, **kw):

@@ -1,0 +1,209 @@
+"""The exact twin of a finished run, stepped from its draws on the keys the run drew (``posterior_error``'s continuation).
+
+A start is the run's draw at step ``j`` of chain ``c``; the twin steps ``T`` times on the keys the run used at steps
+``j + 1 .. j + T`` (``keys.step_keys``), with the run's own proposal and the exact full-data decision on the run's test's
+random numbers (``coupled_accept``). So it coincides with the run until their decisions first differ.
+
+Each step is three compiled functions called from the host, each compiled once for all ``K`` starts and all ``T`` steps:
+the run's kernel proposing (``build_kernel`` with ``ProposeOnly``: the proposal, prior, proposal ratio and the control
+variate's known sum, nothing read per row; fast compilation), one streamed pass over the rows for all ``K`` starts at
+once (the starts vmapped inside each chunk, so each step reads the data once: ``T`` reads of ``N`` per check, ``K T N``
+row evaluations), and the decision. Compiled apart, the small functions skip LLVM's optimisation and the pass's per-row
+body is compiled once (equal chunks, the last one overlapping and masked; ``PASS_ELEMENTS``), where one fused program
+compiled the proposal at full optimisation and the row body three times (the first row's shift, the loop, the
+remainder chunk).
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.flatten_util import ravel_pytree
+
+from minibatch_mcmc.acceptance.base import (
+    Statistics,
+    TestOutcome,
+    data_free_delta,
+    full_data_outcome,
+    no_checks,
+    no_rows_first,
+    uniform_from_bits,
+    untempered,
+)
+from minibatch_mcmc.acceptance.correction import correction_from_uniforms
+from minibatch_mcmc.acceptance.mhminibatch import MHMinibatch, random_inputs
+from minibatch_mcmc.acceptance.naive import NaiveMinibatch
+from minibatch_mcmc.acceptance.penalty import PenaltyTest
+from minibatch_mcmc.acceptance.streaming import order_and_uniform
+from minibatch_mcmc.compiling import compile_options
+from minibatch_mcmc.control_variates.base import Estimator, plain
+from minibatch_mcmc.control_variates.influence import without_rounding
+from minibatch_mcmc.data.arrays import slice_rows, take
+from minibatch_mcmc.data.passes import DEFAULT_CHUNK
+from minibatch_mcmc.models.base import Model
+from minibatch_mcmc.proposals.base import Proposal
+from minibatch_mcmc.samplers.kernel import build_kernel, gradient_data_used
+from minibatch_mcmc.samplers.keys import split_step, step_keys
+
+PyTree = Any
+
+CONTINUATION_WORK = 5e7
+"""Largest ``K T N d`` (the check's row evaluations x d) whose full-data pass compiles fast (``compiling.FAST_COMPILE``).
+Measured on the loaded 2-core machine, one fused program: the linear model on Cauchy noise (d = 3, N = 10^5, K = 128,
+T = 8: ``3e8``) compiled in 24 s and ran in 22 s, fast 9 s and 87 s; the Student-t regression (d = 5, N = 20,000:
+``1e8``) 27 s and 0.5 s, fast 17 s and 3 s. The proposing and deciding functions compile fast below it too, with the
+rows a gradient proposal reads counted in."""
+PASS_ELEMENTS = 1 << 17
+"""On the CPU, row evaluations per chunk of the twin's pass (``K`` starts x the chunk's rows; all starts are evaluated on a
+chunk before the next is read), so a chunk's intermediates stay in cache. Measured on the loaded 2-core machine, the
+Student-t regression's pass (d = 5): at N = 10^5 and K = 100, 2.0 s at 16,384 rows a chunk, 1.0 s at 4,096, 0.8 s at
+1,024; at N = 10^6 and K = 32, 4.9 s at 16,384 rows, 2.4 s at 4,096. Elsewhere (not measured) a chunk is
+``data.passes.DEFAULT_CHUNK`` rows, as before."""
+
+COUPLED = (PenaltyTest, MHMinibatch, NaiveMinibatch)
+"""Tests whose random numbers ``coupled_accept`` reuses; any other test's exact twin draws its own (weaker coupling)."""
+
+
+def coupled_accept(test: Any, key: jax.Array, delta: jax.Array) -> jax.Array:
+    """The exact decision at ``delta`` from the uniforms ``test`` draws from ``key``: ``log u < Delta`` on the penalty
+    test's (or the naive test's) ``u``; for MHminibatch ``Delta + N(0, sigma^2) + X_corr > 0`` on its normal and
+    correction uniforms (Barker's rule, up to the correction table's CDF error)."""
+    if isinstance(test, NaiveMinibatch):
+        return jnp.log(order_and_uniform(key, delta.dtype)[1]) < delta
+    u = uniform_from_bits(random_inputs(key)[1], delta.dtype)
+    if isinstance(test, PenaltyTest):
+        return jnp.log(u[0]) < delta
+    x_n = jnp.sqrt(2.0) * jax.scipy.special.erfinv(2.0 * u[0] - 1.0) * test.sigma
+    return delta + x_n + correction_from_uniforms(u[1], u[2], test.correction).astype(delta.dtype) > 0
+
+
+def exact_accept(test: Any, key: jax.Array, delta: jax.Array) -> jax.Array:
+    """``coupled_accept`` for the tests it knows; for any other, the full-data test of its rule on its own draws from
+    ``key`` (``BarkerTest``'s logistic for Barker's rule, else ``MetropolisTest``'s uniform, as they draw them)."""
+    if isinstance(test, COUPLED):
+        return coupled_accept(test, key, delta)
+    if test.decision_rule == "barker":
+        return delta + jax.random.logistic(key, (), delta.dtype) > 0
+    return jnp.log(jax.random.uniform(key, (), delta.dtype, minval=jnp.finfo(delta.dtype).tiny)) < delta
+
+
+class ProposeOnly(NamedTuple):
+    """A test that accepts every candidate and hands back the data-free part of ``Delta`` (``psi``, plus the control
+    variate's known sum with ``known``) as ``delta_star``: the run's kernel with it proposes and reads no row."""
+
+    known: bool = True
+    name: str = "propose_only"
+    decision_rule = "metropolis"
+    validate = staticmethod(no_checks)
+    temperature_factor = staticmethod(untempered)
+    first_rows = staticmethod(no_rows_first)
+
+    def decide(self, key: jax.Array, stats: Statistics) -> TestOutcome:
+        """Accept, with ``delta_star`` the data-free part of ``Delta``."""
+        del key
+        free = data_free_delta(stats) if self.known else stats.psi
+        return full_data_outcome(jnp.ones((), bool), free, jnp.zeros((), bool), 0)
+
+
+def residual_pass(model: Model, estimator: Estimator, n_pop: int, centre: PyTree, chunk: int):
+    """``(population, currents, candidates) -> (Lambda, bad)``, each ``(K,)``: ``sum_i`` of the estimator's per-row terms
+    for every start's pair, in one streamed pass of equal chunks (the last overlapping, its repeated rows masked), and
+    whether a term was not finite. With ``centre`` each term within its row's float32 resolution counts as 0
+    (``influence.without_rounding``); without, the plain ratios are summed relative to the first row's (``exact_delta``'s
+    shift: a common offset of ``N`` terms does not accumulate rounding)."""
+    size = max(1, min(chunk, n_pop))
+    count = -(-n_pop // size)
+    flat_c, unravel_c = ravel_pytree(centre) if centre is not None else (None, None)
+
+    def terms(current: PyTree, candidate: PyTree, rows: PyTree) -> jax.Array:
+        r = estimator.log_ratio(model, current, candidate)(rows)
+        return r if centre is None else without_rounding(r, model, flat_c, unravel_c, rows)
+
+    def run(population: PyTree, currents: PyTree, candidates: PyTree) -> tuple[jax.Array, jax.Array]:
+        many = jax.vmap(terms, in_axes=(0, 0, None))
+        k = jax.tree_util.tree_leaves(currents)[0].shape[0]
+        r0 = jnp.zeros((k,), jnp.float32)
+        if centre is None:
+            r0 = many(currents, candidates, take(population, jnp.zeros((1,), jnp.int32)))[:, 0]
+            r0 = jnp.where(jnp.isfinite(r0), r0, 0.0)
+
+        def body(i: jax.Array, acc: tuple[jax.Array, jax.Array]) -> tuple[jax.Array, jax.Array]:
+            start = jnp.minimum(i * size, n_pop - size)
+            v = many(currents, candidates, slice_rows(population, start, size)) - r0[:, None]
+            v = jnp.where(start + jnp.arange(size) >= i * size, v, 0.0)
+            return acc[0] + jnp.sum(v, axis=1), acc[1] | jnp.any(~jnp.isfinite(v), axis=1)
+
+        lam, bad = jax.lax.fori_loop(0, count, body, (jnp.zeros((k,), jnp.float32), jnp.zeros((k,), bool)))
+        lam = lam + jnp.asarray(n_pop, jnp.float32) * r0
+        return lam, bad | ~jnp.isfinite(lam)
+
+    return run
+
+
+def start_steps(chains: int, samples: int, count: int, steps: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(chain, step)`` of ``count`` starts evenly spaced over the second half of every chain, each ``steps`` before its end."""
+    first, last = samples // 2, samples - 1 - steps
+    if last < first:
+        raise ValueError(f"the check continues {steps} steps from draws in the second half; {samples} draws per chain are too few")
+    grid = last - first + 1
+    pick = np.unique(np.linspace(0, chains * grid - 1, min(count, chains * grid)).round().astype(int))
+    return pick // grid, first + pick % grid
+
+
+def exact_continuation(model: Model, data: PyTree, proposal: Proposal, test: Any, estimator: Estimator | None, n: int,
+                       starts: jax.Array, chain: np.ndarray, step: np.ndarray, run_key: jax.Array, num_chains: int, steps: int,
+                       temperature: float, unravel, centre: PyTree = None) -> tuple:
+    """The exact chains from ``starts`` (the run's draws at ``step`` of ``chain``) on the keys the run drew at steps
+    ``step + 1 .. step + steps``: each step's flattened positions ``(K, T, d)`` and decisions ``(K, T)`` (module docstring)."""
+    run_estimator = plain() if estimator is None else estimator
+    exact = run_estimator if centre is not None else plain()
+    kernel = build_kernel(model, proposal, ProposeOnly(known=centre is not None), n, run_estimator)
+    k, d = starts.shape
+    temp = jnp.asarray(temperature, jnp.float32)
+    n_pop = exact.population_size(n)
+    small = compile_options(float(k) * steps * d * max(1, gradient_data_used(proposal, n)), CONTINUATION_WORK)
+
+    def propose(t: jax.Array, states, cs: jax.Array, js: jax.Array, base: jax.Array, rows: PyTree):
+        def one(state, c, j):
+            key = step_keys(base, j + t, num_chains)[c]
+            moved, outcome = kernel.step(key, state, rows, temp)
+            return moved, outcome.delta_star, split_step(key)[1]
+
+        return jax.vmap(one)(states, cs, js)
+
+    def decide(states, moved, free: jax.Array, k_test: jax.Array, lam: jax.Array, bad: jax.Array):
+        accepted = jax.vmap(lambda key, delta: exact_accept(test, key, delta))(k_test, lam / temp + free) & ~bad
+        states = jax.tree_util.tree_map(lambda new, old: jnp.where(accepted.reshape((-1,) + (1,) * (new.ndim - 1)), new, old),
+                                        moved, states)
+        return states, jax.vmap(lambda p: ravel_pytree(p)[0])(states.position), accepted
+
+    propose = jax.jit(propose, compiler_options=small)
+    decide = jax.jit(decide, compiler_options=compile_options(float(k) * d, CONTINUATION_WORK))
+    chunk = max(64, PASS_ELEMENTS // k) if jax.default_backend() == "cpu" else DEFAULT_CHUNK
+    pass_ = residual_pass(model, exact, n_pop, centre, chunk)
+    sums = jax.jit(lambda rows, currents, candidates: pass_(exact.population(rows), currents, candidates),
+                   compiler_options=compile_options(float(k) * steps * n * d, CONTINUATION_WORK))
+    states = jax.jit(jax.vmap(lambda x: kernel.init(unravel(x))), compiler_options=small)(starts)
+    cs, js = jnp.asarray(chain, jnp.int32), jnp.asarray(step, jnp.int32)
+    path, accepted = [], []
+    for t in range(1, steps + 1):
+        moved, free, k_test = propose(jnp.int32(t), states, cs, js, run_key, data)
+        states, flat, acc = decide(states, moved, free, k_test, *sums(data, states.position, moved.position))
+        path.append(flat)
+        accepted.append(acc)
+    return jnp.stack(path, axis=1), jnp.stack(accepted, axis=1)
+
+
+def from_the_run(draws: np.ndarray, records: dict, chain: np.ndarray, step: np.ndarray, exact: np.ndarray, accepted: np.ndarray):
+    """The run's ``X_T`` (its draws ``T`` steps on), per step whether the chains coincided (to float32 rounding: the
+    programs differ) and decided differently, and the run's rows over those steps."""
+    steps = exact.shape[1]
+    ahead = step[:, None] + np.arange(1, steps + 1)
+    before = np.concatenate([draws[chain, step][:, None], exact[:, :-1]], axis=1)
+    same = np.all(np.isclose(draws[chain[:, None], ahead - 1], before, rtol=1e-5, atol=1e-6), axis=-1)
+    split = same & (np.asarray(records["accepted"])[chain[:, None], ahead] != accepted)
+    rows = np.asarray(records["batch_size"])[chain[:, None], ahead] + np.asarray(records["hidden_data"])[chain[:, None], ahead]
+    return draws[chain, step + steps], split, int(np.sum(rows))
