@@ -19,9 +19,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from minibatch_mcmc.compiling import ONE_OFF_WORK
 from minibatch_mcmc.control_variates.influence import sampled_rows
 from minibatch_mcmc.data.arrays import take
+from minibatch_mcmc.data.indexing import KEYED_ROWS
 from minibatch_mcmc.models.base import Model
 from minibatch_mcmc.optim.mode import log_posterior_parts
 from minibatch_mcmc.optim.trust_region import ROUNDING, decrement, finite, gain, metric_length, next_radius, trust_step
@@ -80,11 +80,11 @@ def subsample_rows(n: int) -> int:
 
 
 def subsample_index(key: jax.Array, n: int, m: int) -> np.ndarray:
-    """``m`` distinct rows of ``n``, sorted: up to ``ONE_OFF_WORK`` rows ``jax.random.choice`` without replacement, past it the
+    """``m`` distinct rows of ``n``, sorted: below ``KEYED_ROWS`` rows ``jax.random.choice`` without replacement, from it on the
     keyed bijection of ``influence.sampled_rows``, in memory ``O(m)`` (``choice`` permutes all ``N``: at 10^7 rows 19 CPU s)."""
     if m >= n:
         return np.arange(n)
-    if n > ONE_OFF_WORK:
+    if n >= KEYED_ROWS:
         return sampled_rows(key, n, m)
     return np.sort(np.asarray(jax.random.choice(key, n, (m,), replace=False)))
 
