@@ -165,9 +165,19 @@ class MemmapReader:
         self.validated = False
 
     def gather(self, idx: np.ndarray) -> list[np.ndarray]:
-        """Rows ``idx`` of every column (page faults on the mapping do the I/O)."""
+        """Rows ``idx`` of every column: each distinct row read once, in file order (page faults on the mapping do the I/O).
+
+        Chains or starts vmapped over one shared minibatch hand every copy of it to one callback (9 copies in the
+        warm-up's Adam search: 17 of its 21 CPU s at 10^7 rows), and rows in file order fault about 4x less CPU time."""
         if idx.size and (idx.min() < 0 or idx.max() >= self.n):
             raise IndexError(f"row index out of range [0, {self.n})")
+        rows, back = np.unique(idx, return_inverse=True)
+        if rows.size == idx.size and np.array_equal(rows, idx):
+            return self.gather_sorted(idx)
+        return [c[back.reshape(-1)] for c in self.gather_sorted(rows)]
+
+    def gather_sorted(self, idx: np.ndarray) -> list[np.ndarray]:
+        """Rows ``idx`` of every column, in the order given."""
         check_unchanged(self.stamps, self.where)
         out = [np.empty((idx.size,) + a.shape[1:], a.dtype) for a in self.columns]
         piece = min(PIECE_ROWS, self.check_rows)
