@@ -142,7 +142,8 @@ def _file_resident() -> int | None:
 class MemmapReader:
     """Row reads from memory-mapped arrays sharing a leading axis ``N``."""
 
-    def __init__(self, tree: Any, where: str, resident_bytes: int = 256 << 20):
+    def __init__(self, tree: Any, where: str, resident_bytes: int = 256 << 20, watch_files: bool = True):
+        """``watch_files=False``: no check of the files' stamps before a read (files this process writes, ``data.spill``)."""
         leaves_with_path, self.treedef = jax.tree_util.tree_flatten_with_path(tree)
         self.columns = [leaf for _, leaf in leaves_with_path]
         self.specs = tuple(
@@ -156,7 +157,7 @@ class MemmapReader:
         self.n = int(sizes[0][1]) if sizes else 0
         check_specs(self.specs, self.n, where)
         files = dict.fromkeys(a.filename for a in self.columns if isinstance(a, np.memmap) and a.filename)
-        self.stamps = tuple(file_stamp(f) for f in files)
+        self.stamps = tuple(file_stamp(f) for f in files) if watch_files else ()
         self.resident_bytes = int(resident_bytes)
         self._touched = 0
         self._base = _file_resident()
