@@ -32,6 +32,11 @@ SUB_SHARE = 1 / 32
 """Rows of the subsample as a share of ``N`` (at least ``MIN_SUB``)."""
 MIN_SUB = 1024
 """Fewest rows of the subsample."""
+MAX_SUB = 1 << 20
+"""Most rows of the subsample (from ``N = 2^25`` on): the subsample is held in memory through the whole search (its rows,
+their device copy, the evaluator's blocks: at ``N / 32`` rows of 10^8 the climb's peak memory was 334 MiB above that at
+10^7, the one part of the fit's memory that grew with ``N``). Its mode is then about ``sqrt(d N / MAX_SUB)`` s.d.s from
+the full mode rather than ``sqrt(32 d)``; the full passes' surrogate climb starts from the full data's quadratic there."""
 EVAL_ROWS = 1 << 16
 """Subsample rows differentiated at once past which the evaluator sums blocks of them (its memory, about points x d x rows
 floats, then does not grow with N: 1.4 GB at 10^8 rows before)."""
@@ -75,8 +80,8 @@ class SubClimb(NamedTuple):
 
 
 def subsample_rows(n: int) -> int:
-    """Rows of the subsample: ``SUB_SHARE * N``, at least ``MIN_SUB``, at most ``N``."""
-    return int(min(n, max(MIN_SUB, int(SUB_SHARE * n))))
+    """Rows of the subsample: ``SUB_SHARE * N``, at least ``MIN_SUB``, at most ``MAX_SUB`` and ``N``."""
+    return int(min(n, MAX_SUB, max(MIN_SUB, int(SUB_SHARE * n))))
 
 
 def subsample_index(key: jax.Array, n: int, m: int) -> np.ndarray:
