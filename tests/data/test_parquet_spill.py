@@ -41,7 +41,7 @@ def test_random_minibatches_decode_no_row_group_twice(table, tmp_path):
     folder = src.reader.spill_folder
     assert folder in str(caught[0].message) and os.path.dirname(folder) == str(tmp_path)
     npy = open_npy({"x": table / "x.npy", "y": table / "y.npy"}).reader
-    assert src.reader.decoded_groups == N // GROUP
+    assert src.reader.decoded_groups == N // GROUP and src.reader.cached_bytes == 0  # no in-memory copy besides the spill
     rng = np.random.default_rng(3)
     for _ in range(30):
         idx = rng.integers(0, N, 1000)

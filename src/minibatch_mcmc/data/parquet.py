@@ -219,13 +219,18 @@ class ParquetReader:
         size = sum(c.nbytes for c in cols)
         with self._lock:
             self.decoded_groups += 1
-            if k not in self._cache:
+            if spill is None and k not in self._cache:  # a spilled group is read from the spill: no second copy in memory
                 self._cache[k] = cols
                 self._cached += size
             while self._cached > self.cache_bytes and len(self._cache) > 1:
                 _, old = self._cache.popitem(last=False)
                 self._cached -= sum(c.nbytes for c in old)
         return cols
+
+    @property
+    def cached_bytes(self) -> int:
+        """Bytes of decoded row groups held in memory (the LRU cache)."""
+        return self._cached
 
     @property
     def spill_folder(self) -> str | None:
