@@ -32,7 +32,7 @@ from minibatch_mcmc.checks import check_int, check_positive
 from minibatch_mcmc.compiling import FAST_COMPILE, ONE_OFF_WORK, compile_options
 from minibatch_mcmc.control_variates.base import Proxy
 from minibatch_mcmc.data.arrays import as_data_source, split_copies, take
-from minibatch_mcmc.data.indexing import permuted_index
+from minibatch_mcmc.data.indexing import KEYED_ROWS, permuted_index
 from minibatch_mcmc.data.passes import DEFAULT_CHUNK, Chunk, host_reduce
 from minibatch_mcmc.models.base import Model
 
@@ -301,11 +301,11 @@ def influential_rows(
 
 def probe_plan(factor: np.ndarray, key: jax.Array | None, n: int, chunk: int) -> tuple[np.ndarray, np.ndarray]:
     """The probe steps ``L u`` and the sorted indices of the ``min(chunk, n)`` rows drawn for the bulk level: up to
-    ``ONE_OFF_WORK`` rows the head of a permutation of all ``N`` (``jax.random.choice`` without replacement, bit for bit),
-    past it the head of the keyed bijection minibatches use (``sampled_rows``), whose memory does not grow with ``N``
+    ``KEYED_ROWS`` rows (exclusive) the head of a permutation of all ``N`` (``jax.random.choice`` without replacement, bit for bit),
+    from it on the head of the keyed bijection minibatches use (``sampled_rows``), whose memory does not grow with ``N``
     (the permutation of 5e7 rows took the process's peak resident memory from 0.4 to 3.0 GB)."""
     key = jax.random.key(0) if key is None else key
-    if n > ONE_OFF_WORK:
+    if n >= KEYED_ROWS:
         return probe_steps(factor, key), sampled_rows(key, n, min(chunk, n))
     order = np.asarray(permuted_rows(key, n))
     return probe_steps(factor, key), np.sort(order[: min(chunk, n)])

@@ -142,7 +142,8 @@ def _file_resident() -> int | None:
 class MemmapReader:
     """Row reads from memory-mapped arrays sharing a leading axis ``N``."""
 
-    def __init__(self, tree: Any, where: str, resident_bytes: int = 256 << 20):
+    def __init__(self, tree: Any, where: str, resident_bytes: int = 256 << 20, watch_files: bool = True):
+        """``watch_files=False``: no check of the files' stamps before a read (files this process writes, ``data.spill``)."""
         leaves_with_path, self.treedef = jax.tree_util.tree_flatten_with_path(tree)
         self.columns = [leaf for _, leaf in leaves_with_path]
         self.specs = tuple(
@@ -156,7 +157,7 @@ class MemmapReader:
         self.n = int(sizes[0][1]) if sizes else 0
         check_specs(self.specs, self.n, where)
         files = dict.fromkeys(a.filename for a in self.columns if isinstance(a, np.memmap) and a.filename)
-        self.stamps = tuple(file_stamp(f) for f in files)
+        self.stamps = tuple(file_stamp(f) for f in files) if watch_files else ()
         self.resident_bytes = int(resident_bytes)
         self._touched = 0
         self._base = _file_resident()
@@ -165,9 +166,19 @@ class MemmapReader:
         self.validated = False
 
     def gather(self, idx: np.ndarray) -> list[np.ndarray]:
-        """Rows ``idx`` of every column (page faults on the mapping do the I/O)."""
+        """Rows ``idx`` of every column: each distinct row read once, in file order (page faults on the mapping do the I/O).
+
+        Chains or starts vmapped over one shared minibatch hand every copy of it to one callback (9 copies in the
+        warm-up's Adam search: 17 of its 21 CPU s at 10^7 rows), and rows in file order fault about 4x less CPU time."""
         if idx.size and (idx.min() < 0 or idx.max() >= self.n):
             raise IndexError(f"row index out of range [0, {self.n})")
+        rows, back = np.unique(idx, return_inverse=True)
+        if rows.size == idx.size and np.array_equal(rows, idx):
+            return self.gather_sorted(idx)
+        return [c[back.reshape(-1)] for c in self.gather_sorted(rows)]
+
+    def gather_sorted(self, idx: np.ndarray) -> list[np.ndarray]:
+        """Rows ``idx`` of every column, in the order given."""
         check_unchanged(self.stamps, self.where)
         out = [np.empty((idx.size,) + a.shape[1:], a.dtype) for a in self.columns]
         piece = min(PIECE_ROWS, self.check_rows)

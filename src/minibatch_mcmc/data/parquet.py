@@ -3,7 +3,9 @@
 Row counts come from the Parquet footers, so opening a source reads no data. A global row index is
 mapped to its row group by ``searchsorted`` over the row-group start offsets of all shards; a
 gather decodes the row groups its rows fall in (only the requested columns) and keeps the most
-recently used ones in a cache bounded in bytes. Scalar numeric columns give ``(N,)`` leaves and
+recently used ones in a cache bounded in bytes. Where the decoded table is larger than that cache, a random minibatch
+would decode nearly every row group at every step; each row group is then written, the first time it is decoded, to a
+spill file on local disk (``data/spill.py``; ``spill_dir``), from which its rows are read by a memory map. Scalar numeric columns give ``(N,)`` leaves and
 list / fixed-size-list columns of numbers give ``(N, d)`` leaves.
 
 Nothing is read silently wrong: at open, row groups whose min/max statistics are non-finite or absurd
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import os
 import threading
+import warnings
 from collections import OrderedDict
 from typing import Any, Sequence
 
@@ -26,6 +29,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from minibatch_mcmc.data.host import HostData, LeafSpec, check_specs, check_unchanged, file_stamp
+from minibatch_mcmc.data.spill import Spill, row_bytes, spill_room
 
 ABSURD = 1e30
 """Largest magnitude believed of a float column's statistics; larger is taken as a corrupt file."""
@@ -123,6 +127,7 @@ class ParquetReader:
         columns: Sequence[str] | None = None,
         filesystem: Any | None = None,
         cache_bytes: int = 256 << 20,
+        spill_dir: str | os.PathLike | None | bool = None,
     ):
         paths = [os.fspath(path)] if isinstance(path, (str, os.PathLike)) else [os.fspath(p) for p in path]
         if not paths:
@@ -180,6 +185,9 @@ class ParquetReader:
         self._io_lock = threading.Lock()
         self.validated = False
         self.decoded_groups = 0
+        self._spill_dir = spill_dir
+        self._spill: Spill | None = None
+        self._spill_checked = False
 
     def _first_list_length(self, column: str) -> int:
         """Length of the first list in a variable-length list column (checked on every decode)."""
@@ -205,16 +213,55 @@ class ParquetReader:
         ]
         for c, col in zip(self.names, cols):
             self._check_decoded(k, c, col)
+        spill = self._spill_store()
+        if spill is not None:
+            spill.write(k, int(self._starts[k]), cols)
         size = sum(c.nbytes for c in cols)
         with self._lock:
             self.decoded_groups += 1
-            if k not in self._cache:
+            if spill is None and k not in self._cache:  # a spilled group is read from the spill: no second copy in memory
                 self._cache[k] = cols
                 self._cached += size
             while self._cached > self.cache_bytes and len(self._cache) > 1:
                 _, old = self._cache.popitem(last=False)
                 self._cached -= sum(c.nbytes for c in old)
         return cols
+
+    @property
+    def cached_bytes(self) -> int:
+        """Bytes of decoded row groups held in memory (the LRU cache)."""
+        return self._cached
+
+    @property
+    def spill_folder(self) -> str | None:
+        """The directory holding the decoded row groups (None: no spill)."""
+        return None if self._spill is None else self._spill.dir
+
+    def _spill_store(self) -> Spill | None:
+        """The spill (made on first need): only where the decoded table exceeds ``cache_bytes`` and ``spill_dir`` is not
+        False; a file system without room for it gets a warning and no spill."""
+        with self._lock:
+            if self._spill_checked:
+                return self._spill
+            self._spill_checked = True
+            need = self.n * row_bytes([self.specs[self._slot[i]] for i in range(len(self.names))])
+            if self._spill_dir is False or need <= self.cache_bytes:
+                return None
+            folder, room = spill_room(None if self._spill_dir in (None, True) else self._spill_dir, need)
+            mib = f"{need / 2**20:,.0f} MiB"
+            if not room:
+                warnings.warn(f"{self.where}: its {self.n:,} rows decode to {mib}, more than cache_bytes={self.cache_bytes:,}, "
+                              f"and {folder} has not that much disk free (plus 1 GiB) to keep the decoded row groups: every random "
+                              "minibatch will decode nearly every row group (slow). Give open_parquet a spill_dir with room, or "
+                              "convert the table to .npy and use open_npy", stacklevel=2)
+                return None
+            specs = [self.specs[self._slot[i]] for i in range(len(self.names))]
+            self._spill = Spill(specs, self.n, len(self._groups), folder, self.where)
+            warnings.warn(f"{self.where}: its {self.n:,} rows decode to {mib}, more than cache_bytes={self.cache_bytes:,}, so "
+                          "random minibatches would decode nearly every row group at every step; each row group is decoded once "
+                          f"and kept in {self._spill.dir} (up to {mib} of disk, removed with the source), its rows then read "
+                          "from there. spill_dir= chooses the folder, spill_dir=False decodes on every read", stacklevel=2)
+            return self._spill
 
     def _group_name(self, k: int) -> str:
         """Row group ``k`` by file, its index in the file and its global rows."""
@@ -251,14 +298,22 @@ class ParquetReader:
         group = np.searchsorted(self._starts, idx, side="right") - 1
         out = [np.empty((idx.size,) + self.specs[j].row_shape, self.specs[j].dtype) for j in range(len(self.names))]
         order = np.argsort(group, kind="stable")
+        spilled = []
         for sel in np.split(order, np.flatnonzero(np.diff(group[order])) + 1):
             if not sel.size:
                 continue
             k = int(group[sel[0]])
+            if self._spill is not None and self._spill.done[k] and k not in self._cache:
+                spilled.append(sel)  # read from the spill's map below, with the other spilled groups' rows
+                continue
             cols = self._decode(k)
             local = idx[sel] - self._starts[k]
             for i, col in enumerate(cols):
                 out[self._slot[i]][sel] = col[local]
+        if spilled:
+            sel = np.concatenate(spilled)
+            for i, col in enumerate(self._spill.gather(idx[sel])):
+                out[self._slot[i]][sel] = col
         return out
 
     def read_range(self, start: int, stop: int) -> list[np.ndarray]:
@@ -280,13 +335,17 @@ def open_parquet(
     filesystem: Any | None = None,
     cache_bytes: int = 256 << 20,
     check_finite: bool = True,
+    spill_dir: str | os.PathLike | None | bool = None,
 ) -> HostData:
     """Open a Parquet file, a directory of shards or a list of files (any fsspec URL) as a dict of columns.
 
     ``check_finite=False`` skips the streaming NaN/inf/null scan and the check of the float columns'
     statistics (the per-step non-finite check and the check of decoded values against the statistics remain).
+    Where the decoded table exceeds ``cache_bytes``, each row group is decoded once and kept on local disk in a
+    temporary directory under ``spill_dir`` (default: the system's temporary directory; ``False``: no spill, every
+    random minibatch decodes the row groups it touches), with a warning naming the directory and the disk it takes.
     """
-    reader = ParquetReader(path, columns, filesystem, cache_bytes)
+    reader = ParquetReader(path, columns, filesystem, cache_bytes, spill_dir)
     data = HostData(reader)
     data.validate(check_finite=check_finite)
     if check_finite:

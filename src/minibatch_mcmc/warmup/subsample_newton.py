@@ -19,9 +19,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from minibatch_mcmc.compiling import ONE_OFF_WORK
 from minibatch_mcmc.control_variates.influence import sampled_rows
 from minibatch_mcmc.data.arrays import take
+from minibatch_mcmc.data.indexing import KEYED_ROWS
 from minibatch_mcmc.models.base import Model
 from minibatch_mcmc.optim.mode import log_posterior_parts
 from minibatch_mcmc.optim.trust_region import ROUNDING, decrement, finite, gain, metric_length, next_radius, trust_step
@@ -32,6 +32,11 @@ SUB_SHARE = 1 / 32
 """Rows of the subsample as a share of ``N`` (at least ``MIN_SUB``)."""
 MIN_SUB = 1024
 """Fewest rows of the subsample."""
+MAX_SUB = 1 << 20
+"""Most rows of the subsample (from ``N = 2^25`` on): the subsample is held in memory through the whole search (its rows,
+their device copy, the evaluator's blocks: at ``N / 32`` rows of 10^8 the climb's peak memory was 334 MiB above that at
+10^7, the one part of the fit's memory that grew with ``N``). Its mode is then about ``sqrt(d N / MAX_SUB)`` s.d.s from
+the full mode rather than ``sqrt(32 d)``; the full passes' surrogate climb starts from the full data's quadratic there."""
 EVAL_ROWS = 1 << 16
 """Subsample rows differentiated at once past which the evaluator sums blocks of them (its memory, about points x d x rows
 floats, then does not grow with N: 1.4 GB at 10^8 rows before)."""
@@ -75,16 +80,16 @@ class SubClimb(NamedTuple):
 
 
 def subsample_rows(n: int) -> int:
-    """Rows of the subsample: ``SUB_SHARE * N``, at least ``MIN_SUB``, at most ``N``."""
-    return int(min(n, max(MIN_SUB, int(SUB_SHARE * n))))
+    """Rows of the subsample: ``SUB_SHARE * N``, at least ``MIN_SUB``, at most ``MAX_SUB`` and ``N``."""
+    return int(min(n, MAX_SUB, max(MIN_SUB, int(SUB_SHARE * n))))
 
 
 def subsample_index(key: jax.Array, n: int, m: int) -> np.ndarray:
-    """``m`` distinct rows of ``n``, sorted: up to ``ONE_OFF_WORK`` rows ``jax.random.choice`` without replacement, past it the
+    """``m`` distinct rows of ``n``, sorted: below ``KEYED_ROWS`` rows ``jax.random.choice`` without replacement, from it on the
     keyed bijection of ``influence.sampled_rows``, in memory ``O(m)`` (``choice`` permutes all ``N``: at 10^7 rows 19 CPU s)."""
     if m >= n:
         return np.arange(n)
-    if n > ONE_OFF_WORK:
+    if n >= KEYED_ROWS:
         return sampled_rows(key, n, m)
     return np.sort(np.asarray(jax.random.choice(key, n, (m,), replace=False)))
 
