@@ -25,6 +25,11 @@ demo: $(STAMP)
 # --dist loadfile: each test file runs whole in one worker, so its module-scoped fixtures (fitted warm-ups) are built
 # once, not once per worker; the workers share one compilation cache (tests/conftest.py). Together they took
 # tests/warmup from 130.6 to 103.8 CPU seconds (xdist's default --dist load, no cache: 130.6; cache: 118.0).
+# Since those times (issue 30, 2026-11-27): a cheaper quadrature in tests/control_variates/helpers_glm.py, one compiled
+# program per setting in tests/acceptance/helpers_ratio.py and one covered case in SLOW_CASES took the fast cases of
+# test_sampling_t1, test_warmup, test_mhsublhd and test_mhminibatch from 198.5 to 152.5 CPU seconds (user+sys, one
+# file per process, old and new run side by side on the shared 2-core box at load 9-30): the suite's whole time was
+# not measured again.
 TEST_JOBS ?= 2
 
 test: lint

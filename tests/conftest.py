@@ -73,10 +73,15 @@ SLOW_CASES = (
     "tests/samplers/test_summary_records.py::test_summary_shows_only_the_records_the_test_fills[penalty-shown0]",  # 7.89s
     "tests/interop/test_numpyro_kernel.py::test_the_warmup_tunes_for_num_warmup_steps_and_says_what_it_chose",  # 7.88s
     "tests/acceptance/test_mhss.py::test_float32_cancellation_at_large_n_scale",  # 7.77s
+    # below 7.5 s, but its behaviour is checked by faster cases left in the fast set (issue 30, 2026-11-27):
+    # the order-2 Taylor proxy on the same conjugate posterior by [austere], and MHminibatch with an order-2 proxy at
+    # K = 1 by test_glm_posterior_with_proxy_langevin[mhminibatch] (9.3 CPU s; the file's fast cases 61 -> 42 CPU s
+    # with helpers_glm's cheaper quadrature, -> ~33 with this)
+    "tests/control_variates/test_sampling_t1.py::test_conjugate_posterior_at_temperature_one[mhminibatch-order2]",
 )
 """Cases moved to ``make test-slow`` for ``make test``'s time budget: every case whose call took 7.5 s or more in a
 full fast run on the 2-core machine (``pytest -m "not slow" -n 2 --dist loadfile --durations=60``, 2026-11-27, 972 s
-in all). They keep their power and run with ``-m slow``; the list is matched as a node-id prefix (a parametrised
+in all), and shorter ones whose behaviour a faster fast case checks (named in their comment). They keep their power and run with ``-m slow``; the list is matched as a node-id prefix (a parametrised
 id with spaces is cut at the first space). A case of a file written since belongs on its own ``@pytest.mark.slow``."""
 
 

@@ -5,6 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from minibatch_mcmc.acceptance.base import Statistics
+from minibatch_mcmc.compiling import use_compilation_cache
 
 
 def population(n: int, delta: float, sd_lambda: float, seed: int, skew: bool = False) -> tuple[np.ndarray, float]:
@@ -21,21 +22,25 @@ def population(n: int, delta: float, sd_lambda: float, seed: int, skew: bool = F
 
 
 def acceptance_draws(test, r: np.ndarray, psi: float, draws: int, seed: int, temperature: float = 1.0):
-    """``draws`` independent decisions of ``test`` on the population ``r``: (accepted, batch_size)."""
-    data = jnp.asarray(r)
+    """``draws`` independent decisions of ``test`` on the population ``r``: (accepted, batch_size, delta_star).
+
+    The population, ``psi`` and the temperature are arguments of the compiled program, not constants in it, so the
+    cases of a test (one ``test`` setting, one ``n`` and ``draws``) compile one program: the persistent compilation
+    cache (tests/conftest.py) reads it back for the next case instead of compiling it again."""
+    use_compilation_cache()
     n = r.shape[0]
 
     @jax.jit
-    def run(keys):
+    def run(keys, data, psi, temperature):
         def one(k):
-            stats = Statistics(log_ratio=lambda b: b, data=data, n_data=n, psi=jnp.float32(psi), temperature=jnp.float32(temperature))
+            stats = Statistics(log_ratio=lambda b: b, data=data, n_data=n, psi=psi, temperature=temperature)
             out = test.decide(k, stats)
             return out.accepted, out.batch_size, out.delta_star
 
         return jax.vmap(one)(keys)
 
     keys = jax.random.split(jax.random.key(seed), draws)
-    acc, bs, ds = run(keys)
+    acc, bs, ds = run(keys, jnp.asarray(r), jnp.float32(psi), jnp.float32(temperature))
     return np.asarray(acc), np.asarray(bs), np.asarray(ds)
 
 
