@@ -51,7 +51,6 @@ from bench_results import add_results_option, save, table
 
 import minibatch_mcmc as mm
 from minibatch_mcmc.interop.formula import formula_design
-from minibatch_mcmc.interop.glmm_fit import choose_centring
 from minibatch_mcmc.models.glmm import GLMMPrior, prior_scales
 
 COLUMNS = ["N", "G", "rows/group (median)", "method", "seconds", "convert", "warm-up", "sampling", "check",
@@ -265,7 +264,7 @@ def configuration(n: int, groups: int, args, rows: list, values: dict) -> None:
                     design = found["ours"]["design"] if "ours" in found else formula_design(
                         formula(args.slope), df, args.family, offset="log_e" if args.family == "poisson" else None).design
                     chosen = found["ours"]["centred"] if "ours" in found else centred
-                    found[method] = run_nuts(design, args, choose_centring(design) if chosen is None else bool(chosen))
+                    found[method] = run_nuts(design, args, True if chosen is None else bool(chosen))
             except Exception as err:  # noqa: BLE001 (a failed method is a row)
                 rows.append(head + [method, "failed"] + [""] * (len(COLUMNS) - 6) + [f"{type(err).__name__}: {err}"[:160]])
                 print(" | ".join(rows[-1]), flush=True)
