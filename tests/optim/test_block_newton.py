@@ -22,7 +22,7 @@ from minibatch_mcmc.optim.block_newton import (
     solve,
 )
 from minibatch_mcmc.data.arrays import as_data_source
-from minibatch_mcmc.optim.mode import laplace_covariance
+from minibatch_mcmc.optim.mode import POLISH_DECREMENT, laplace_covariance
 
 
 def design(family: str, levels: int, rows: int, slope: bool, seed: int = 0, sd: float = 0.6) -> GLMMDesign:
@@ -58,12 +58,13 @@ def dense_of(index: ArrowIndex, blocks: ArrowBlocks) -> np.ndarray:
     return a
 
 
-@pytest.mark.parametrize("family,centred", [pytest.param("poisson", False, marks=pytest.mark.slow), ("bernoulli", "auto")])
+@pytest.mark.slow
+@pytest.mark.parametrize("family,centred", [("poisson", False), ("bernoulli", "auto")])
 def test_blocks_mode_and_covariance_match_dense(family, centred):
     """G = 50 levels with a random intercept and slope (d = 106), float64: the arrow blocks equal the dense Hessian at a
     random point to 1e-9 relative and every entry outside the arrow is 0 there (a tangent that mixed two levels, or a
     block read transposed, would be off by O(1)); the block Newton mode is where the dense gradient vanishes (its dense
-    Newton step below 1e-6 Laplace s.d.s) and its Laplace covariance (``L L'``, ``marginal_variances``) equals the inverse
+    Newton step below the stopping rule's POLISH_DECREMENT = 1e-3 Laplace s.d.s) and its Laplace covariance (``L L'``, ``marginal_variances``) equals the inverse
     of the dense negative Hessian there to 1e-8 relative (a wrong Schur complement or a missing ``M_g`` term would
     change the covariance of every level by the global part, ~1e-2 of it)."""
     with jax.enable_x64(True):
@@ -82,7 +83,7 @@ def test_blocks_mode_and_covariance_match_dense(family, centred):
         rows = {k: jnp.asarray(v) for k, v in data.items()}
         g = np.asarray(jax.grad(lambda t: model.log_prior(t) + jnp.sum(model.log_lik(t, rows)))(jnp.asarray(found.theta_hat)))
         step = cov @ g
-        assert np.max(np.abs(step) / np.sqrt(np.diag(cov))) < 1e-4
+        assert np.max(np.abs(step) / np.sqrt(np.diag(cov))) < POLISH_DECREMENT
         np.testing.assert_allclose(np.abs(found.gradient), np.abs(g), atol=1e-8 * (1 + np.max(np.abs(g))) + 1e-6)
         ell = apply_factor(found.factor, np.eye(d))  # row i is L e_i, so ell' ell... : L = ell.T
         np.testing.assert_allclose(ell.T @ ell, cov, rtol=1e-8, atol=1e-10 * np.max(np.abs(cov)))

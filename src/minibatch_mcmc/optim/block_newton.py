@@ -270,7 +270,7 @@ def block_mode(model: Model, data: Any, theta0: Any, *, temperature: float = 1.0
             trial = (np.asarray(flat, np.float64) + scaled).astype(flat.dtype)
             new, passes = value_of(jnp.asarray(trial), source), passes + 1
             predicted = grad @ scaled - 0.5 * quad(sub, used, scaled)
-            if np.isfinite(new) and new >= value - 1e-12 * abs(value):
+            if np.isfinite(new) and new >= value - 10.0 * float(jnp.finfo(flat.dtype).eps) * abs(value):  # the passes' rounding
                 if new - value >= 0.75 * predicted and radius <= dec:
                     radius *= 2.0
                 break
