@@ -69,7 +69,7 @@ def one(n: int, groups: int, centred: str, rows: list, values: dict, name: str, 
                                      sample_as_written=centred != "auto")
             design_s = time.perf_counter() - start
             d = int(initial_theta(model).size)
-            found = block_mode(model, data, initial_theta(model))
+            found = block_mode(model, data, initial_theta(model), max_steps=args.max_steps)
             start = time.perf_counter()
             var = marginal_variances(found.factor)
             laplace_s = time.perf_counter() - start
@@ -99,6 +99,7 @@ def main() -> None:
     ap.add_argument("--groups", type=int, nargs="+", default=[10_000])
     ap.add_argument("--centred", nargs="+", default=["auto", "non-centred"], choices=("auto", "centred", "non-centred"))
     ap.add_argument("--name", default="glmm_big")
+    ap.add_argument("--max-steps", type=int, default=50, help="Newton steps at most (0: one derivative pass, for memory)")
     ap.add_argument("--sample", type=int, default=0, help="draws per chain of arrow proxy HMC after the fit (0: none)")
     ap.add_argument("--chains", type=int, default=4)
     ap.add_argument("--step-size", type=float, default=0.5, help="leapfrog step in whitened units")

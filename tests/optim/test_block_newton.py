@@ -8,6 +8,7 @@ import pytest
 import scipy.sparse as sp
 from scipy.sparse.linalg import splu
 
+from minibatch_mcmc.data.arrays import as_data_source
 from minibatch_mcmc.models.glmm import dimension, glmm_model, initial_theta
 from minibatch_mcmc.models.glmm_design import GLMMDesign, GroupFactor
 from minibatch_mcmc.optim.block_newton import (
@@ -21,7 +22,6 @@ from minibatch_mcmc.optim.block_newton import (
     marginal_variances,
     solve,
 )
-from minibatch_mcmc.data.arrays import as_data_source
 from minibatch_mcmc.optim.mode import POLISH_DECREMENT, laplace_covariance
 
 
@@ -142,8 +142,6 @@ def test_gaussian_conditional_posterior_at_d_over_4096():
         assert found.converged
         theta = found.theta_hat
         sd, sigma = float(np.exp(theta[2 + levels])), float(np.exp(theta[3 + levels]))
-        scales = model.glmm.layout  # the prior's beta scales are read back from the prior's Hessian below
-        del scales
         x = np.asarray(data["x"], np.float64)
         # the fixed effects' prior precision, from the model's own log prior (its only term in beta is the normal prior)
         hp = np.asarray(jax.hessian(model.log_prior)(jnp.asarray(theta)))
@@ -168,6 +166,7 @@ def test_gaussian_conditional_posterior_at_d_over_4096():
         assert np.max(np.abs(draws.mean(axis=0)) / np.sqrt(diag / 4000)) < 5.5
 
 
+@pytest.mark.slow
 def test_arrow_mass_maps_match_the_factor():
     """``control_variates.arrow_hmc``'s jax maps at G = 50 (k = 2, float64): ``L z`` equals ``optim.block_newton``'s
     numpy ``apply_factor`` to 1e-12 and ``L' y`` is its transpose (``<L z, y> = <z, L' y>``); a transposed level block
@@ -187,3 +186,13 @@ def test_arrow_mass_maps_match_the_factor():
         lz = np.asarray(lower_apply(mass, jnp.asarray(z)))
         np.testing.assert_allclose(lz, apply_factor(factor, z[None])[0], rtol=1e-12, atol=1e-12 * np.max(np.abs(lz)))
         np.testing.assert_allclose(lz @ y, z @ np.asarray(lower_transpose_apply(mass, jnp.asarray(y))), rtol=1e-10)
+
+
+def test_warmup_refusal_names_the_arrow_route():
+    """Above ``MAX_DENSE_DIM`` parameters the warm-up still refuses a dense Hessian, and for a one-factor GLMM its error
+    names ``block_newton`` and ``arrow_hmc`` (the message before this change named only a first-order proxy)."""
+    from minibatch_mcmc.warmup import warmup
+
+    model, data = glmm_model(design("poisson", 4200, 8400, False), "poisson", centred=True, sample_as_written=True)
+    with pytest.raises(ValueError, match="optim.block_newton.block_mode .*control_variates.arrow_hmc"):
+        warmup(model, data, initial_theta(model), proposal="proxy_hmc", key=0)
