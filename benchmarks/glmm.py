@@ -31,7 +31,8 @@ on a CPU):
 Where the median group has fewer than 100 rows (``--sizes tail`` at ``N / G = 100``) ``mm.glmm`` routes to full-data
 NUTS (``warmup.full_data``: the row's "of which" says so, its "rows per test" are NUTS's rows per draw); at 100 rows or
 more the warm-up still refuses ``d > MAX_DENSE_DIM = 4096`` parameters (``warmup.centre``: a dense Hessian), so
-``G >= 4096`` fails there until a block-sparse one exists (a failed method is a row, with its error).
+``G >= 4096`` fails there (a failed method is a row, with its error; its message names the arrow-Hessian route,
+``optim.block_newton``, which ``benchmarks/glmm_big.py`` measures).
 """
 
 from __future__ import annotations
