@@ -31,7 +31,8 @@ on a CPU):
 Where the median group has fewer than 100 rows (``--sizes tail`` at ``N / G = 100``) ``mm.glmm`` routes to full-data
 NUTS (``warmup.full_data``: the row's "of which" says so, its "rows per test" are NUTS's rows per draw); at 100 rows or
 more the warm-up still refuses ``d > MAX_DENSE_DIM = 4096`` parameters (``warmup.centre``: a dense Hessian), so
-``G >= 4096`` fails there until a block-sparse one exists (a failed method is a row, with its error).
+``G >= 4096`` fails there (a failed method is a row, with its error; its message names the arrow-Hessian route,
+``optim.block_newton``, which ``benchmarks/glmm_big.py`` measures).
 """
 
 from __future__ import annotations
@@ -51,7 +52,6 @@ from bench_results import add_results_option, save, table
 
 import minibatch_mcmc as mm
 from minibatch_mcmc.interop.formula import formula_design
-from minibatch_mcmc.interop.glmm_fit import choose_centring
 from minibatch_mcmc.models.glmm import GLMMPrior, prior_scales
 
 COLUMNS = ["N", "G", "rows/group (median)", "method", "seconds", "convert", "warm-up", "sampling", "check",
@@ -265,7 +265,7 @@ def configuration(n: int, groups: int, args, rows: list, values: dict) -> None:
                     design = found["ours"]["design"] if "ours" in found else formula_design(
                         formula(args.slope), df, args.family, offset="log_e" if args.family == "poisson" else None).design
                     chosen = found["ours"]["centred"] if "ours" in found else centred
-                    found[method] = run_nuts(design, args, choose_centring(design) if chosen is None else bool(chosen))
+                    found[method] = run_nuts(design, args, True if chosen is None else bool(chosen))
             except Exception as err:  # noqa: BLE001 (a failed method is a row)
                 rows.append(head + [method, "failed"] + [""] * (len(COLUMNS) - 6) + [f"{type(err).__name__}: {err}"[:160]])
                 print(" | ".join(rows[-1]), flush=True)

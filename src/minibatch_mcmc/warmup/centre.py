@@ -61,6 +61,9 @@ def find_centre(model: Model, source: DataSource, theta0: PyTree, key: jax.Array
         raise ValueError(
             f"the warm-up needs the Hessian at the mode for the Laplace covariance; the model has more than "
             f"{MAX_DENSE_DIM} parameters for a dense Hessian: build the proxy with taylor_proxy(order=1) and tune by hand"
+            + ("; for this GLMM with one grouping factor, optim.block_newton.block_mode finds the mode and an arrow-shaped "
+               "Laplace fit without a dense Hessian, and control_variates.arrow_hmc runs proxy HMC with it as the mass"
+               if model.glmm is not None and len(model.glmm.layout.levels) == 1 else "")
         )
     first_rows = take(source.arrays(), jnp.arange(min(2, source.n)))  # the same rows in every process of a split source
     check_model(model, theta0, first_rows)  # one clear line before any pass
