@@ -30,19 +30,16 @@ import numpy as np
 
 from minibatch_mcmc.control_variates.influence import (
     ProbeRound,
-    add_deviations,
     kept_rows,
-    merge_tops,
-    padded_top,
     probe_plan,
     probe_points,
     probe_residuals,
     probe_steps,
     rounding_floor,
     term_scale,
-    unpadded,
 )
 from minibatch_mcmc.control_variates.taylor import TaylorProxy, proxy_from_sums
+from minibatch_mcmc.control_variates.top_deviations import add_deviations, merge_tops, padded_top, unpadded
 from minibatch_mcmc.data.arrays import DataSource, take
 from minibatch_mcmc.data.passes import DEFAULT_CHUNK, Chunk, host_reduce
 from minibatch_mcmc.models.base import Model
