@@ -16,7 +16,7 @@ from minibatch_mcmc.control_variates import taylor_proxy
 from minibatch_mcmc.control_variates.influence import influential_rows
 from minibatch_mcmc.data.generate import logistic_chunks
 from minibatch_mcmc.data.host import HostData, LeafSpec
-from minibatch_mcmc.diagnostics import check_pass, proxy_check
+from minibatch_mcmc.diagnostics import proxy_check
 from minibatch_mcmc.diagnostics.proxy_check import ProxyCheck, check_proxy, warn_check
 from minibatch_mcmc.models import logistic_regression
 
@@ -73,12 +73,12 @@ def test_check_reads_the_same_rows_at_twice_the_size():
         model = logistic_regression()
         proxy = taylor_proxy(model, tree, jnp.asarray(mode, jnp.float32))
         with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(check_pass, "CHECK_ROWS", 4096)
+            patch.setattr(proxy_check, "CHECK_ROWS", 4096, raising=False)
             reader.rows = 0
             out = check_proxy(model, HostData(reader), proxy, proxy.centre, laplace_draws(mode, np.linalg.inv(-h), 10, 0),
                               num_draws=10, warn=False)
         read[n] = (reader.rows, out)
-    assert read[12_288][0] == read[24_576][0] <= 4096 + check_pass.CHECK_CHUNK, read
+    assert read[12_288][0] == read[24_576][0] <= 4096 + proxy_check.CHECK_CHUNK, read
     assert all(out.rows_read == 4096 and out.data_used == 10 * 4096 for _, out in read.values()), read
 
 
@@ -90,12 +90,12 @@ def test_sampled_log_ratios_within_their_stated_error():
     model, k = logistic_regression(), 0.1
     proxy = taylor_proxy(model, tree, jnp.asarray(mode, jnp.float32))
     draws = laplace_draws(mode, 9 * k * np.linalg.inv(-h), 100, 1)
-    full = check_pass.streamed_sums(model, proxy, proxy.centre, tree, 20_000, *proxy_check.thinned_moves(draws, 100))
+    full = proxy_check.streamed_sums(model, proxy, proxy.centre, tree, 20_000, *proxy_check.thinned_moves(draws, 100))
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(check_pass, "CHECK_ROWS", 4096)
-        part = check_pass.streamed_sums(model, proxy, proxy.centre, tree, 20_000, *proxy_check.thinned_moves(draws, 100),
+        patch.setattr(proxy_check, "CHECK_ROWS", 4096)
+        part = proxy_check.streamed_sums(model, proxy, proxy.centre, tree, 20_000, *proxy_check.thinned_moves(draws, 100),
                                          jax.random.key(3))
-    sd = check_pass.sample_sd(part[0], 20_000, part[2])
+    sd = proxy_check.sample_sd(part[0], 20_000, part[2])
     assert part[2] == 4096 and full[2] == 20_000 and np.all(sd > 0)
     z = (part[0][:, 0] - full[0][:, 0]) / sd
     assert np.sqrt(np.mean(z * z)) < 4, z
