@@ -11,7 +11,8 @@ import jax.numpy as jnp
 
 from minibatch_mcmc.models.l1_regression import L1DataSettings, L1RegressionSettings, l1_regression, make_l1_data
 from reproductions.results import table
-from reproductions.sgld_l1 import SGLDL1Config, markdown, method_tests
+from reproductions.sgld_l1 import SGLDL1Config, method_tests
+from reproductions.sgld_l1_report import markdown
 from reproductions.timed import wall_clock
 
 PROBE_PAIRS = ((0.0005, 0.002), (0.005, 0.008), (0.01, 0.012), (0.02, 0.023), (0.015, 0.02))

@@ -122,7 +122,7 @@ def test_every_registered_experiment_has_main_and_help(capsys):
 
 def test_sample_tests_build_every_named_test():
     from minibatch_mcmc.acceptance.registry import TESTS
-    from minibatch_mcmc.cli import sample_test
+    from minibatch_mcmc.cli_inputs import sample_test
 
     for name, row in TESTS.items():
         assert type(sample_test(name, 50, 1.0)) is row.kind
@@ -151,7 +151,8 @@ def test_sample_model_takes_the_warmups_default_test_unless_one_is_named(capsys,
     """``sample --model`` passes no test (``auto_sample``'s default for its N, the penalty test) unless ``--test``,
     ``--batch-size`` or ``--sigma`` is given (``--batch-size`` alone: the default test with that m); the mixture keeps
     MHminibatch; ``--proposal`` without ``--model`` is refused."""
-    from minibatch_mcmc.cli import build_parser, model_test
+    from minibatch_mcmc.cli import build_parser
+    from minibatch_mcmc.cli_inputs import model_test
     from minibatch_mcmc.warmup import DEFAULT_TEST
 
     parse = lambda *a: build_parser().parse_args(["sample", "--model", "m:f", "--data", "x.npy", *a])  # noqa: E731
@@ -287,7 +288,7 @@ def test_data_for_a_model_is_opened_out_of_core(tmp_path, capsys):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from minibatch_mcmc.cli import load_data, user_model
+    from minibatch_mcmc.cli_inputs import load_data, user_model
     from minibatch_mcmc.data.host import HostData
 
     rows = np.arange(20, dtype=np.float32).reshape(10, 2)

@@ -12,12 +12,12 @@ from helpers_glm import glm_data, glm_quadrature
 
 from minibatch_mcmc.control_variates import taylor_proxy
 from minibatch_mcmc.control_variates.influence import (
-    blind_errors,
     influential_rows,
     permutation_fast,
     permutation_optimised,
     permuted_rows,
 )
+from minibatch_mcmc.control_variates.top_deviations import blind_errors
 from minibatch_mcmc.models import logistic_regression
 
 

@@ -26,7 +26,8 @@ from minibatch_mcmc.control_variates.influence import kept_rows, probe_points
 from minibatch_mcmc.control_variates.taylor import taylor_proxy
 from minibatch_mcmc.data import open_npy, open_parquet
 from minibatch_mcmc.models import logistic_regression, make_logistic_data
-from minibatch_mcmc.warmup.lean import NEWTON_DECREMENT, chunk_pass, stream
+from minibatch_mcmc.warmup.lean import NEWTON_DECREMENT
+from minibatch_mcmc.warmup.lean_pass import chunk_pass, stream
 
 WARM = textwrap.dedent(
     """
@@ -59,7 +60,7 @@ STEPS = 0.05 * np.eye(3)
 
 
 def lean_pass(data) -> dict:
-    """The lean warm-up's pass (``lean.stream``) at ``CENTRE`` with probes ``STEPS``, bulk level 0: its sums and largest
+    """The lean warm-up's pass (``lean_pass.stream``) at ``CENTRE`` with probes ``STEPS``, bulk level 0: its sums and largest
     deviations."""
     model, c, n = logistic_regression(), jnp.asarray(CENTRE), data.n
     pts = probe_points(c, STEPS)
@@ -116,7 +117,7 @@ def _compare_warmup(got: dict, whole, data: dict, count: int) -> None:
 def test_two_processes_pass_and_gather_as_one(tmp_path):
     """Smoke test of the warm-up's reads over two processes, each reading half of a 4000-row ``.npy`` pair: scattered
     rows (a minibatch: both halves, one row twice) come back bit for bit from their owners, and the lean pass at a
-    fixed point (``lean.stream``: each half reduced, combined once) gives one process's sums within the float32 bound
+    fixed point (``lean_pass.stream``: each half reduced, combined once) gives one process's sums within the float32 bound
     ``sum_bound`` and the same 20 largest influence deviations. A process summing only its half misses the sums by
     about half; a merge keeping one process's deviations loses the other half's rows; a read of another process's
     row without the exchange fails the worker (the original code: "belongs to another process")."""

@@ -14,13 +14,11 @@ import numpy as np
 
 from minibatch_mcmc.acceptance.base import AcceptanceTest
 from minibatch_mcmc.acceptance.registry import contract
-from minibatch_mcmc.checks import check_bool, check_int
 from minibatch_mcmc.compiling import use_compilation_cache
 from minibatch_mcmc.control_variates.base import Estimator
-from minibatch_mcmc.data.arrays import DataSource, RowsExcept, as_data_source, is_host_data, take
+from minibatch_mcmc.data.arrays import DataSource, as_data_source, is_host_data
 from minibatch_mcmc.data.host import DataChangedError, host_read_errors
 from minibatch_mcmc.models.base import Model
-from minibatch_mcmc.models.contract import impure_message, same_values
 from minibatch_mcmc.proposals.base import Proposal
 from minibatch_mcmc.samplers import buffers, checkpoint
 from minibatch_mcmc.samplers.buffers import DrawBuffers
@@ -31,6 +29,7 @@ from minibatch_mcmc.samplers.progress import SamplingBar
 from minibatch_mcmc.samplers.results import RECORD_FIELDS, SampleResult, constrain_draws
 from minibatch_mcmc.samplers.run_checks import warn_run
 from minibatch_mcmc.samplers.run_options import RunOptions, merged_run
+from minibatch_mcmc.samplers.run_start import check_args, check_initial, initial_positions, temperature_schedule
 from minibatch_mcmc.samplers.scaled_runner import BoundRunner, make_scaled_runner
 from minibatch_mcmc.samplers.sharding import ChainLayout, chain_layout, place, place_data, shard_chains, to_host
 
@@ -46,71 +45,6 @@ class Finished(NamedTuple):
     done: int
     wall_time: float
     """Seconds the finished blocks took (in an earlier, checkpointed run too)."""
-
-
-def _temperature_schedule(temperature: float | Sequence[float] | np.ndarray, num_samples: int) -> np.ndarray:
-    """A per-step temperature array from a constant or a schedule of length ``num_samples``."""
-    t = np.asarray(temperature, dtype=np.float64)
-    if t.ndim == 0:
-        t = np.full(num_samples, float(t))
-    if t.shape != (num_samples,):
-        raise ValueError(f"temperature schedule has shape {t.shape}; expected a scalar or shape ({num_samples},)")
-    if not np.all(np.isfinite(t)) or np.any(t <= 0):
-        raise ValueError(f"temperature must be positive and finite; got values in [{t.min()}, {t.max()}]")
-    return t
-
-
-def _check_initial(model: Model, data: PyTree, n: int, positions: PyTree, num_chains: int) -> None:
-    """Fail early, with the chain and datum, if the start has a zero prior or a non-finite log-likelihood."""
-    m = min(n, 4096)
-    in_memory = not (is_host_data(data) or isinstance(data, RowsExcept))  # sliced inside the check: no compiled gather
-    probe = take(data, jnp.arange(m)) if model.check_shapes is not None or not in_memory else None
-    if model.check_shapes is not None:  # the model's own shape check, once, on chain 0's start
-        try:
-            model.check_shapes(jax.tree_util.tree_map(lambda a: a[0], positions), probe)
-        except ValueError as err:
-            raise ValueError(f"{err} (data: {checkpoint.describe_data(data)})") from None
-    traced = []
-
-    def densities(position: PyTree, rows: PyTree) -> tuple[jax.Array, jax.Array, jax.Array]:
-        rows = jax.tree_util.tree_map(lambda a: a[:m], rows) if probe is None else rows
-        prior = model.log_prior(position)
-        traced.append(True)  # the errors below are the likelihood's
-        return prior, model.log_lik(position, rows), model.log_lik(position, rows)  # traced twice: np.random differs
-
-    try:  # prior and likelihood in one compiled function: op by op, a NumPyro model took seconds
-        rows = data if probe is None else probe
-        lp, ll, again = (np.asarray(a) for a in jax.jit(jax.vmap(densities, in_axes=(0, None)))(positions, rows))
-    except (KeyError, TypeError, ValueError) as err:
-        if not traced:  # the prior's own error
-            raise
-        raise _likelihood_error(err, data, take(data, jnp.arange(m)) if probe is None else probe, positions) from None
-    if lp.shape != (num_chains,):
-        raise ValueError(f"model.log_prior must return a scalar; got shape {lp.shape[1:]}")
-    for c in range(num_chains):
-        if not np.isfinite(lp[c]):
-            raise ValueError(f"initial position of chain {c} has log prior {lp[c]}; start inside the prior's support")
-    if ll.shape != (num_chains, m):
-        raise ValueError(
-            f"model.log_lik must return one value per datum, shape (b,); got {ll.shape[1:]} for a batch of {m}"
-        )
-    bad = np.argwhere(~np.isfinite(ll))
-    if bad.size:
-        c, i = bad[0]
-        raise ValueError(f"log-likelihood of datum {i} is {ll[c, i]} at the initial position of chain {c}")
-    if not same_values(ll, again):
-        raise ValueError(impure_message(model.name, "log_lik", ll, again))
-
-
-def _likelihood_error(err: Exception, data: PyTree, probe: PyTree, positions: PyTree) -> ValueError:
-    """The error for ``model.log_lik`` failing at the start: the data column it missed, or the shapes it got."""
-    if isinstance(err, KeyError):
-        keys = sorted(probe) if isinstance(probe, dict) else type(probe).__name__
-        return ValueError(f"model.log_lik reads data column {err} but the data ({checkpoint.describe_data(data)}) have columns {keys}")
-    shapes = jax.tree_util.tree_map(lambda a: tuple(np.shape(a)), probe)
-    pshapes = jax.tree_util.tree_map(lambda a: tuple(np.shape(a)[1:]), positions)
-    return ValueError(f"model.log_lik failed on a batch with data shapes {shapes} and a position with shapes {pshapes}; "
-                      f"check that the data and the parameter match the model: {err}")
 
 
 def make_block_runner(kernel: Kernel, num_chains: int, layout: ChainLayout | None = None,
@@ -148,37 +82,6 @@ def _restore(chunks: list[checkpoint.Chunk], states: ChainState, temps: np.ndarr
     for c in chunks:
         draws = buffers.store(draws, num_samples, c.start, c.positions, {k: c.records[k] for k in RECORD_FIELDS})
     return Finished(restored, draws, done, sum(c.wall_time for c in chunks))
-
-
-def _check_args(num_samples, num_chains, block_size, resume, checkpoint_dir, devices, data_sharding) -> tuple[int, int, int]:
-    """``num_samples``, ``num_chains`` and ``block_size`` as ints, after checking them and the run options."""
-    num_samples = check_int(num_samples, "num_samples", 1)
-    num_chains = check_int(num_chains, "num_chains", 1)
-    block_size = check_int(block_size, "block_size", 1)
-    if check_bool(resume, "resume") and checkpoint_dir is None:
-        raise ValueError("resume=True needs checkpoint_dir (the directory the interrupted run wrote to)")
-    if data_sharding is not None and devices is None:
-        raise ValueError("data_sharding needs devices (the mesh the chains run on)")
-    return num_samples, num_chains, block_size
-
-
-def _initial_positions(initial_position: PyTree, num_chains: int, batched_init: bool) -> PyTree:
-    """One finite floating-point start per chain: ``initial_position`` broadcast, or as given with ``batched_init``."""
-    if batched_init:
-        positions = jax.tree_util.tree_map(jnp.asarray, initial_position)
-        lead = {np.shape(x)[0] if np.ndim(x) else None for x in jax.tree_util.tree_leaves(positions)}
-        if lead != {num_chains}:
-            raise ValueError(f"batched_init=True needs a leading axis of num_chains={num_chains} on every leaf; got {lead}")
-    else:
-        positions = jax.tree_util.tree_map(
-            lambda x: jnp.broadcast_to(jnp.asarray(x), (num_chains,) + np.shape(x)), initial_position
-        )
-    for leaf in jax.tree_util.tree_leaves(positions):
-        if not jnp.issubdtype(leaf.dtype, jnp.floating):
-            raise ValueError(f"initial position must be floating point; got dtype {leaf.dtype}")
-        if not np.all(np.isfinite(np.asarray(leaf))):  # on the host: no compiled check per leaf shape
-            raise ValueError("initial position contains NaN or inf")
-    return positions
 
 
 def _restore_or_start(
@@ -364,17 +267,17 @@ def sample_compiled(
     then differ from XLA's defaults' by rounding, fused multiply-adds, so a resumed run must be given the same options)."""
     block_size, progress, devices, data_sharding, checkpoint_dir, resume = run
     use_compilation_cache()  # before anything compiles: a new process reads what an earlier one compiled
-    num_samples, num_chains, block_size = _check_args(
+    num_samples, num_chains, block_size = check_args(
         num_samples, num_chains, block_size, resume, checkpoint_dir, devices, data_sharding
     )
     with checkpoint.run_directory(checkpoint_dir, resume):  # refused at once if in use, not writable or not resumable
         layout = None if devices is None else chain_layout(devices, num_chains)
         source = as_data_source(data)
         arrays = source.arrays()
-        temps = _temperature_schedule(temperature, num_samples)
+        temps = temperature_schedule(temperature, num_samples)
         base_key = as_run_key(key, num_chains)
-        positions = _initial_positions(initial_position, num_chains, batched_init)
-        _check_initial(model, arrays, source.n, positions, num_chains)
+        positions = initial_positions(initial_position, num_chains, batched_init)
+        check_initial(model, arrays, source.n, positions, num_chains)
 
         if runner is not None and (devices is not None or runner.num_chains != num_chains):
             raise ValueError(f"runner runs {runner.num_chains} chains on the default device; got num_chains={num_chains}, devices={devices!r}")
