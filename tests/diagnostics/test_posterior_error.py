@@ -20,7 +20,7 @@ from helpers_posterior import linear_data, linear_model, linear_posterior, stude
 from minibatch_mcmc.acceptance import mh_minibatch, naive_minibatch, penalty_test
 from minibatch_mcmc.acceptance.exact import MetropolisTest
 from minibatch_mcmc.diagnostics.exact_twin import coupled_accept, exact_continuation, start_steps
-from minibatch_mcmc.diagnostics.posterior_error import check_posterior
+from minibatch_mcmc.diagnostics.posterior_error import check_posterior, too_few_draws
 from minibatch_mcmc.models import exact_posterior, gaussian_mean
 from minibatch_mcmc.proposals import random_walk
 from minibatch_mcmc.samplers.driver import sample
@@ -115,6 +115,23 @@ def test_an_exact_run_is_skipped_with_its_reason():
     assert out.ok and out.starts == 0 and out.data_used == 0 and "metropolis" in out.skipped and "no minibatch error" in out.skipped
     with pytest.raises(ValueError, match="run_key= .* records="):
         check_posterior(model, x, prop, MetropolisTest(), None, res.kernel_positions, run_key=None, records=None)
+
+
+@pytest.mark.parametrize("samples", [20, 33, 34, 35, 100])
+def test_a_run_too_short_for_the_continuations_is_skipped_not_refused(samples):
+    """A short run (20 draws, 16 steps) used to end the whole fit in a ValueError from the check; now the check is
+    skipped with the reason exactly when no start in the second half leaves ``steps`` draws after it, the rule
+    ``start_steps`` itself enforces (checked against it at 33/34/35 draws, where it flips for 16 steps)."""
+    def start_steps_refuses(n: int) -> bool:
+        try:
+            start_steps(2, n, 5, 16)
+        except ValueError:
+            return True
+        return False
+
+    why = too_few_draws(samples, 16)
+    assert bool(why) == start_steps_refuses(samples)
+    assert not why or (f"{samples} draws" in why and "at least 34" in why)
 
 
 def _auto(model, data, theta0, **kw):

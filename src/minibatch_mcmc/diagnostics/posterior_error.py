@@ -187,6 +187,14 @@ def nothing_to_check(test: AcceptanceTest, records: dict) -> str:
     return ""
 
 
+def too_few_draws(samples: int, steps: int) -> str:
+    """Why a run of ``samples`` draws per chain is too short for ``steps``-step continuations from its second half, or empty."""
+    if samples - 1 - steps >= samples // 2:
+        return ""
+    return (f"the run has {samples} draws per chain and the check continues {steps} steps from draws in their second half: "
+            f"it needs at least {2 * steps + 2}; draw more to have the posterior checked")
+
+
 def check_posterior(model: Model, data: Any, proposal: Proposal, test: AcceptanceTest, estimator: Estimator | None,
                     positions: PyTree, *, run_key: jax.Array | int, records: dict, starts: int = STARTS, steps: int = STEPS,
                     temperature: float = 1.0, warn: bool = True, stratum: bool | None = None,
@@ -209,7 +217,7 @@ def check_posterior(model: Model, data: Any, proposal: Proposal, test: Acceptanc
     t0, c0 = time.perf_counter(), COMPILE_SECONDS[0]
     n = source.n
     names = parameter_names(positions)
-    why = nothing_to_check(test, records)
+    why = nothing_to_check(test, records) or too_few_draws(int(jax.tree_util.tree_leaves(positions)[0].shape[1]), steps)
     if why:
         zero = np.zeros(len(names))
         return PosteriorError(names, zero, zero, zero, zero, 0, 0, zero, 0.0, 0, time.perf_counter() - t0, n, 0.0, why)
