@@ -83,28 +83,27 @@ def test_a_population_within_the_minibatch_is_left_alone(moves):
 @pytest.mark.slow
 def test_readme_logistic_at_its_small_size_passes_the_check():
     """The README's logistic regression (d = 10) at its test size, N = 20,000, 4 chains x 400 draws: ``auto_sample`` at its
-    defaults sizes the penalty test's minibatch above 50 and its check passes, while the same run with m = 50 fixed has
-    a per-step acceptance-error figure above 0.02 (before the warm-up sized m, the README's own example warned on it;
-    since issue 32 it is information beside the posterior check's estimate). ~40 s."""
+    defaults sizes the penalty test's minibatch (a ``batch`` phase), every step reads that many rows, and the check after
+    sampling measures the per-step error the sizing predicted to be under ``PREDICTED_MAX``: its coupled decisions
+    differ at under 0.02 of the steps (1.06% at key 1, with m = 50: before issue 32's calibration the sizing read the
+    check's bound and asked for more rows). ~40 s."""
     data, _ = make_logistic_data(jax.random.key(0), 20_000, 10)
     model = logistic_regression(prior_scale=10.0)
     res, w = auto_sample(model, data, jnp.zeros(10), num_samples=400, num_chains=4, key=1, progress=False)
-    assert w.test.batch_size > 50 and "batch" in w.cost and w.proxy_check.ok, w.proxy_check
+    assert "batch" in w.cost and w.proxy_check.ok, w.proxy_check
     assert np.all(np.asarray(res.records["batch_size"]) == w.test.batch_size)
-    with warnings.catch_warnings():  # issue 32: the per-step figure is information; only a moved posterior warns
-        warnings.simplefilter("ignore")
-        _, fixed = auto_sample(model, data, jnp.zeros(10), num_samples=400, num_chains=4, key=1, progress=False,
-                               test=penalty_test(batch_size=50))
-    assert fixed.test.batch_size == 50 and not fixed.proxy_check.normal_ok and fixed.proxy_check.posterior is not None
+    assert w.proxy_check.posterior is not None and w.proxy_check.posterior.disagreement < 0.02, w.proxy_check.posterior
 
 
 @pytest.mark.slow
 def test_weighted_residuals_need_fewer_rows():
-    """Five Cauchy rows among 5,000 (``helpers_cauchy``): the uniform minibatch's predicted bound stays above
-    ``PREDICTED_MAX`` up to the cap (warning with the estimate's skewness and kurtosis and naming the exact tests), while
-    rows drawn by their probe weights (``control_variates.importance``) get under it with at most a fifth of the rows,
-    their per-row excess kurtosis (``g2 = m`` times the estimate's) a tenth of the uniform one's or less: the sizing reads
-    the weighted residuals, not the uniform ones."""
+    """Five Cauchy rows among 5,000 (``helpers_cauchy``): the uniform minibatch's predicted per-step error stays above
+    ``PREDICTED_MAX`` up to the cap (warning with the estimate's skewness and kurtosis and naming the exact tests; 0.098 at
+    1,000 rows, growing to 1,400), while rows drawn by their probe weights (``control_variates.importance``) get under it
+    below the cap (791 rows), their error at 50 rows under 0.6 of the uniform one's (0.052 and 0.097) and their per-row
+    excess kurtosis (``g2 = m`` times the estimate's) a tenth of the uniform one's or less: the sizing reads the weighted
+    residuals, not the uniform ones. (Under the earlier bound the weighted rows needed at most a fifth of the cap; the
+    per-step disagreement the sizing now predicts falls with the estimate's s.d. itself, not only its shape.)"""
     import sys
 
     sys.path.insert(0, str(__import__("pathlib").Path(__file__).parents[1] / "control_variates"))
@@ -123,5 +122,6 @@ def test_weighted_residuals_need_fewer_rows():
         uniform = choose_batch_size(model, source, proxy, proxy.centre, factor, 50, jax.random.key(2))
     chosen = choose_batch_size(model, source, weighted, proxy.centre, factor, 50, jax.random.key(2))
     assert uniform.batch_size == MAX_GROWTH * 50 and uniform.predicted_error > PREDICTED_MAX
-    assert chosen.batch_size <= 0.2 * uniform.batch_size and chosen.predicted_error <= PREDICTED_MAX
+    assert chosen.batch_size < uniform.batch_size and chosen.predicted_error <= PREDICTED_MAX
+    assert chosen.initial_error < 0.6 * uniform.initial_error
     assert chosen.excess_kurtosis * chosen.batch_size < 0.1 * uniform.excess_kurtosis * uniform.batch_size

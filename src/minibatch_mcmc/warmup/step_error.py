@@ -25,7 +25,7 @@ import numpy as np
 
 DRAWS = 32
 """Random orders of the sampled rows (minibatches) simulated per move."""
-MAX_CHUNKS = 8
+MAX_CHUNKS = 32
 """Chunks of ``m`` rows simulated per minibatch at most (its growth while too noisy); one still too noisy there counts as
 decided on them."""
 
