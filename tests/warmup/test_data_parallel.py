@@ -65,7 +65,7 @@ def lean_pass(data) -> dict:
     model, c, n = logistic_regression(), jnp.asarray(CENTRE), data.n
     pts = probe_points(c, STEPS)
     sums, top = stream(chunk_pass(model, lambda x: x, 2), data.arrays(), n, min(16384, n), c, pts,
-                       np.zeros((pts.shape[0], 1)), kept_rows(n), 1.0)
+                       np.zeros((pts.shape[0], 1)), kept_rows(n), 1.0, jnp.stack([c, c]))
     return {"v": sums["value"], "g": sums["grad"], "h": sums["hess"], "top_dev": top[0], "top_idx": top[1]}
 
 

@@ -271,7 +271,7 @@ def warmup(
     if sized and kind in GLOBAL and contract(test).sized_batch:
         with PhaseClock("batch", source.n, progress) as clock:
             choice = choose_batch_size(model, source, ctx.estimator, proxy.centre, chol, test.batch_size,
-                                       jax.random.fold_in(k_tune, 2), temperature=temperature, rule=rule)
+                                       jax.random.fold_in(k_tune, 2), temperature=temperature, sigma_max=test.sigma_max)
         ctx, cost["batch"] = ctx._replace(test=test._replace(batch_size=choice.batch_size)), clock.cost(choice.data_used)
     kernels, cost["proxy"] = mode_kernels(ctx, modes[1:], s.order, kind, float(tuned.scale), cost["proxy"])
     return Warmup(

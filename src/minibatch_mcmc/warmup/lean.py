@@ -47,6 +47,7 @@ from minibatch_mcmc.warmup.multistart import SEPARATION, adam_ends
 from minibatch_mcmc.warmup.no_mode import SHOWN, flat_names
 from minibatch_mcmc.warmup.subsample_newton import (
     MAX_ENSEMBLE_DIM,
+    RISE_SDS,
     basin_filter,
     climb_all,
     rising_direction,
@@ -65,6 +66,10 @@ BULK_ROWS = 2048
 """Adam steps from every start."""
 SURROGATE_STEPS = 8
 """Iterations of the climb on the control-variate surrogate between two full-data passes (each reads the subsample)."""
+FAR_MATCH = 0.25
+"""How near (relative to its distance from the centre) a far point read by the last pass must lie to the confirmation's
+far point to stand for it: the same verdict, the log-likelihood higher or not some 48-80 s.d.s out along about the same
+direction (a Newton step that moved a rare coefficient changes its curvature, and so its s.d., by 10-20%)."""
 NEWTON_DECREMENT = 0.2
 """Newton decrement (Laplace s.d.s to the mode) below which the Newton passes stop: the proxy's centre is that close
 (the chain's tails, 3 s.d. out, then reach 3.2 s.d. from it: residuals up to 1.2x those of a centre at the mode)."""
@@ -118,16 +123,21 @@ def lean_mode(model: Model, source: DataSource, theta0: PyTree, *, key: jax.Arra
     bulk_rows = take(arrays, jnp.asarray(np.resize(bulk_idx, chunk), jnp.int32))  # tiled to a chunk: the pass's one compilation
     bulk_weight = np.ones(chunk, np.float32)
 
-    def pass_at(flat: jax.Array, factor: np.ndarray | None) -> tuple[PassOut, np.ndarray | None]:
-        """One streamed pass at ``flat`` (with the influence probes when a Laplace factor is given)."""
+    def pass_at(flat: jax.Array, factor: np.ndarray | None, hessian: np.ndarray | None = None) -> tuple[PassOut, np.ndarray | None]:
+        """One streamed pass at ``flat`` (with the influence probes when a Laplace factor is given, and the log-likelihood
+        at the far points along the least-curved direction of a previous pass's ``hessian``)."""
         steps = probe_steps(factor, probe_key) if factor is not None else np.zeros_like(steps_dirs)
         pts = probe_points(flat, steps)
+        far = far_points(np.asarray(flat, np.float64), hessian)
+        far_arg = jnp.asarray(np.zeros((2, d)) + np.asarray(flat) if far is None else far, flat.dtype)
         bulk = None
         if factor is not None:
-            bulk = np.median(np.asarray(part(bulk_rows, bulk_weight, flat, pts)[1][0], np.float64), axis=1, keepdims=True)
-        sums, top = stream(part, arrays, n, chunk, flat, pts, bulk, keep, temperature)
+            bulk = np.median(np.asarray(part(bulk_rows, bulk_weight, flat, pts, far_arg)[1][0], np.float64), axis=1, keepdims=True)
+        sums, top = stream(part, arrays, n, chunk, flat, pts, bulk, keep, temperature, far_arg)
         p0, g0, h0 = sums.pop("prior")
-        out = PassOut(float(p0) + sums["value"] / temperature, g0 + sums["grad"] / temperature, h0 + sums["hess"] / temperature, sums, top)
+        far_sums = sums.pop("far")
+        out = PassOut(float(p0) + sums["value"] / temperature, g0 + sums["grad"] / temperature, h0 + sums["hess"] / temperature, sums, top,
+                      far=None if far is None else (far, far_sums))
         return out, steps
 
     small = d <= MAX_ENSEMBLE_DIM  # else plain trust-region passes from Adam's end (a d x d eigendecomposition per iteration)
@@ -159,7 +169,7 @@ def lean_mode(model: Model, source: DataSource, theta0: PyTree, *, key: jax.Arra
             trial, predicted = x + plain.step, plain.predicted
         length = metric_length(trial - x, current.hessian)
         t_last = time.perf_counter()
-        out, used = pass_at(jnp.asarray(trial, flat0.dtype), laplace_factor(current.hessian))
+        out, used = pass_at(jnp.asarray(trial, flat0.dtype), laplace_factor(current.hessian), current.hessian)
         passes, trials = passes + 1, trials + 1
         ok, ratio = gain(current.value, out.value if out.finite else np.nan, predicted)
         radius = next_radius(radius, ratio, min(length, radius))
@@ -170,11 +180,14 @@ def lean_mode(model: Model, source: DataSource, theta0: PyTree, *, key: jax.Arra
     flat, steps = jnp.asarray(x, flat0.dtype), current.steps
     last_seconds = time.perf_counter() - t_last
     rising = rising_direction(model, unravel, climbed, x, current.hessian, flat0.dtype) if small and near(current, threshold) else None
-    if rising is not None:  # confirmed by one full pass at the far point (a rare category's rows may be missing from the subsample)
-        far_out = pass_at(jnp.asarray(rising[1], flat0.dtype), None)[0]
-        passes += 1
+    if rising is not None:  # confirmed on the full data at the far point (a rare category's rows may be missing from the subsample)
+        far_value = read_far(current, rising[1])  # read by the last pass where its direction was the same
+        if far_value is None:
+            far_out = pass_at(jnp.asarray(rising[1], flat0.dtype), None)[0]
+            passes += 1
+            far_value = far_out.sums["value"] if far_out.finite else np.nan
         noise = ROUNDING * float(np.finfo(np.float32).eps) * (abs(current.sums["value"]) + 1.0)
-        rising = rising[0] if far_out.finite and far_out.sums["value"] > current.sums["value"] + noise else None
+        rising = rising[0] if np.isfinite(far_value) and far_value > current.sums["value"] + noise else None
     grad_norm = float(np.linalg.norm(current.grad))
     mode = ModeResult(theta_hat=unravel(flat), log_posterior=current.value, grad_norm=grad_norm, hessian=current.hessian,
                       data_used=ADAM_STEPS * b + sub_rows + passes * n, seconds=time.perf_counter() - start,
@@ -183,6 +196,32 @@ def lean_mode(model: Model, source: DataSource, theta0: PyTree, *, key: jax.Arra
     probe = None if current.top is None else ProbeRound(steps, current.top[0], current.top[1], int(bulk_idx.size))
     return LeanMode(mode, proxy, others, climbed.points[0] if far else ends[0], probe, ADAM_STEPS * b, passes, last_seconds, sub_rows,
                     small, rising)
+
+
+def far_points(flat: np.ndarray, hessian: np.ndarray | None) -> np.ndarray | None:
+    """``flat +- RISE_SDS[-1] sd u``, ``u`` the least-curved direction of ``-hessian`` and ``sd`` its s.d. (None: no
+    Hessian, or not negative definite)."""
+    if hessian is None:
+        return None
+    lam, vec = np.linalg.eigh(-0.5 * (hessian + hessian.T))
+    if not lam[0] > 0:
+        return None
+    step = RISE_SDS[-1] * vec[:, 0] / np.sqrt(lam[0])
+    return np.stack([flat + step, flat - step])
+
+
+def read_far(current: PassOut, point: np.ndarray) -> float | None:
+    """The full-data log-likelihood sum at ``point`` (``rising_direction``'s far point) where the pass that made
+    ``current`` read it: one of its far points within ``FAR_MATCH`` of ``point``'s distance from the pass's centre; else
+    None."""
+    if current.far is None:
+        return None
+    points, sums = current.far
+    centre = 0.5 * (points[0] + points[1])
+    gaps = np.linalg.norm(points - point[None], axis=1)
+    k = int(np.argmin(gaps))
+    ok = gaps[k] <= FAR_MATCH * np.linalg.norm(point - centre) and np.isfinite(sums[k])
+    return float(sums[k]) if ok else None
 
 
 def laplace_factor(hessian: np.ndarray) -> np.ndarray | None:

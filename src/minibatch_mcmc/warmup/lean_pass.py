@@ -30,6 +30,10 @@ class PassOut(NamedTuple):
     top: tuple[np.ndarray, np.ndarray] | None
     steps: np.ndarray | None = None
     """The influence probes' steps the pass used (None: none)."""
+    far: tuple[np.ndarray, np.ndarray] | None = None
+    """The points ``RISE_SDS[-1]`` Laplace s.d.s out both ways along the previous pass's least-curved direction and the
+    full-data log-likelihood sums there (read in the same pass): ``rising_direction``'s confirmation, without a pass of its
+    own where the final direction is the same (None: no previous Hessian)."""
 
     @property
     def finite(self) -> bool:
@@ -38,18 +42,18 @@ class PassOut(NamedTuple):
 
 
 def chunk_pass(model: Model, unravel: Callable, order: int) -> Callable:
-    """Jitted ``(rows, weight, c, points) -> (sums of l_i, its gradient and Hessian at c, residuals at points, the log
-    prior with its gradient and Hessian at c)``: the prior, read from one chunk per pass, costs no compilation of its own."""
+    """Jitted ``(rows, weight, c, points, far) -> (sums of l_i, its gradient and Hessian at c and its values at the two
+    ``far`` points, residuals at points, the log prior with its gradient and Hessian at c)``: the prior, read from one chunk per pass, costs no compilation of its own."""
 
     def log_prior(x: jax.Array) -> jax.Array:
         return jnp.asarray(model.log_prior(unravel(x)), x.dtype)
 
-    def part(rows: PyTree, weight: jax.Array, c: jax.Array, points: jax.Array):
+    def part(rows: PyTree, weight: jax.Array, c: jax.Array, points: jax.Array, far: jax.Array):
         def chunk_sum(x: jax.Array) -> jax.Array:
             return jnp.sum(weight * model.log_lik(unravel(x), rows))
 
         value, grad = jax.value_and_grad(chunk_sum)(c)
-        sums = {"value": value, "grad": grad, "hess": jax.hessian(chunk_sum)(c)}
+        sums = {"value": value, "grad": grad, "hess": jax.hessian(chunk_sum)(c), "far": jax.vmap(chunk_sum)(far)}
         proxy = TaylorProxy(unravel(c), order, grad, None, 0)  # only the centre and order are used
         prior = (log_prior(c), jax.grad(log_prior)(c), jax.hessian(log_prior)(c))
         return sums, (probe_residuals(model, proxy, points, rows), term_scale(model, c, unravel, rows)), prior
@@ -58,7 +62,7 @@ def chunk_pass(model: Model, unravel: Callable, order: int) -> Callable:
 
 
 def stream(part: Callable, arrays: PyTree, n: int, chunk: int, c: jax.Array, points: jax.Array, bulk: np.ndarray | None,
-           keep: int, temperature: float) -> tuple[dict, tuple | None]:
+           keep: int, temperature: float, far: jax.Array) -> tuple[dict, tuple | None]:
     """Float64 sums over all rows (and the log prior's parts at ``c``, key ``"prior"``), and (with a ``bulk`` level) the largest
     deviations of the rows' residuals: one ``host_reduce`` pass (over several processes, one all-gather of each one's
     sums and largest deviations)."""
@@ -66,7 +70,7 @@ def stream(part: Callable, arrays: PyTree, n: int, chunk: int, c: jax.Array, poi
     def fold(acc: tuple, ch: Chunk) -> tuple:
         sums, top, _ = acc
         size = jax.tree_util.tree_leaves(ch.rows)[0].shape[0]
-        piece, resid, prior = part(ch.rows, jnp.asarray(ch.fresh(size), jnp.float32), c, points)
+        piece, resid, prior = part(ch.rows, jnp.asarray(ch.fresh(size), jnp.float32), c, points, far)
         piece = {k: np.asarray(v, np.float64) for k, v in jax.device_get(piece).items()}
         sums = piece if sums is None else {k: sums[k] + piece[k] for k in sums}
         if bulk is not None:
