@@ -4,14 +4,11 @@ per-step error is under ``PREDICTED_MAX`` (the prediction itself against an inde
 
 from __future__ import annotations
 
-import warnings
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from minibatch_mcmc.acceptance import penalty_test
 from minibatch_mcmc.control_variates import taylor_proxy
 from minibatch_mcmc.data.arrays import as_data_source
 from minibatch_mcmc.models import logistic_regression, make_logistic_data
@@ -22,7 +19,6 @@ from minibatch_mcmc.warmup.batch_choice import (
     PREDICTED_MAX,
     choose_batch_size,
     laplace_pairs,
-    next_size,
     residual_matrix,
     size_grid,
     smallest_batch,
