@@ -44,6 +44,7 @@ def child(n: int, variant: str, samples: int, proposal: str) -> dict:
 
     wm = importlib.import_module("minibatch_mcmc.warmup.api")  # the module defining the warm-up (mm.warmup is the function)
     from minibatch_mcmc.models import logistic_regression, make_logistic_data
+    from minibatch_mcmc.samplers.driver import sample
 
     compile_s = [0.0]
     events = ("/jax/core/compile/jaxpr_trace_duration", "/jax/core/compile/jaxpr_to_mlir_module_duration",
@@ -64,8 +65,8 @@ def child(n: int, variant: str, samples: int, proposal: str) -> dict:
     c0, t0 = compile_s[0], time.perf_counter()
     w = wm.warmup(logistic_regression(prior_scale=10.0), data, jnp.zeros(10), key=0, proposal=proposal)
     warm_s, warm_compile = time.perf_counter() - t0, compile_s[0] - c0
-    res = wm.sample(logistic_regression(prior_scale=10.0), data, wm.dispersed_starts(w, 4, jax.random.key(1)), proposal=w.proposal,
-                    test=w.test, estimator=w.estimator, num_samples=samples, num_chains=4, key=2, batched_init=True, progress=False)
+    res = sample(logistic_regression(prior_scale=10.0), data, wm.dispersed_starts(w, 4, jax.random.key(1)), proposal=w.proposal,
+                 test=w.test, estimator=w.estimator, num_samples=samples, num_chains=4, key=2, batched_init=True, progress=False)
     phases = {k: {"passes": c.data / n, "rows": int(c.data), "seconds": float(c.seconds),
                   "compile_seconds": float(getattr(c, "compile_seconds", float("nan")))} for k, c in w.cost.items()}
     return {"n": n, "variant": variant, "proposal": proposal, "phases": phases, "warmup_seconds": warm_s, "warmup_compile_seconds": warm_compile,

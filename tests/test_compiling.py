@@ -19,7 +19,7 @@ from minibatch_mcmc.warmup import auto_sample, warmup
 from minibatch_mcmc.warmup import tuning as warmup_tuning
 from minibatch_mcmc.warmup.context import WarmupContext
 
-warmup_module = importlib.import_module("minibatch_mcmc.warmup.api")  # the module defining the warm-up (mm.warmup is the function)
+auto_module = importlib.import_module("minibatch_mcmc.warmup.auto")  # the module defining auto_sample (patch the names it looks up there)
 
 N, D, CHAINS, STEPS = 2000, 3, 4, 200
 
@@ -77,8 +77,8 @@ def test_auto_sample_compiles_short_runs_fast(fitted, monkeypatch, tmp_path):
         seen.append(kwargs.get("compiler_options"))
         raise Sampled  # the compile level is all this test needs: no run
 
-    monkeypatch.setattr(warmup_module, "stored_warmup", lambda *a, **k: asked.append(a[4]) or w)
-    monkeypatch.setattr(warmup_module, "sample_compiled", spy)
+    monkeypatch.setattr(auto_module, "stored_warmup", lambda *a, **k: asked.append(a[4]) or w)
+    monkeypatch.setattr(auto_module, "sample_compiled", spy)
     longest = RUN_WORK // (CHAINS * D)
     for num_samples, extra in ((longest, {}), (longest + 1, {}), (10, {"checkpoint_dir": tmp_path / "unused"})):
         with pytest.raises(Sampled):

@@ -117,7 +117,7 @@ def test_a_second_run_on_a_directory_in_use_is_refused_before_writing(tmp_path, 
 def test_an_unwritable_directory_is_refused_before_anything_runs(tmp_path, monkeypatch):
     """Before: a checkpoint directory that could not be written failed only when the first file was written (after the
     whole warm-up in auto_sample). Now it is refused at once, naming the directory."""
-    warmup_module = importlib.import_module("minibatch_mcmc.warmup.api")  # the module defining the warm-up (mm.warmup is the function)
+    warmup_module = importlib.import_module("minibatch_mcmc.warmup.auto")  # the module defining auto_sample (the names it looks up are patched there)
     from minibatch_mcmc.models import gaussian_mean
 
     def no_warmup(*args, **kwargs):
@@ -166,25 +166,25 @@ def test_a_run_killed_in_its_warmup_resumes_with_the_saved_warmup(tmp_path, monk
     """Before: a run killed after its warm-up was saved but before its first chunk could not be resumed ('holds no run')
     and a new run threw the saved warm-up away. Now the resume restores it (the warm-up is not run again) and draws what
     an uninterrupted run draws; a run killed before the warm-up was saved resumes by doing it."""
-    warmup_module = importlib.import_module("minibatch_mcmc.warmup.api")  # the module defining the warm-up (mm.warmup is the function)
+    warmup_module = importlib.import_module("minibatch_mcmc.warmup.auto")  # the module defining auto_sample (the names it looks up are patched there)
     from minibatch_mcmc.models import gaussian_mean
 
     x = (np.random.default_rng(3).standard_normal((2000, 2)) + 1.0).astype(np.float32)
     kw = dict(num_chains=2, key=4, progress=False, block_size=50, num_starts=0, num_samples=100)
     whole, _ = warmup_module.auto_sample(gaussian_mean(), x, jnp.zeros(2), checkpoint_dir=tmp_path / "a", **kw)
-    real_sample, real_warmup, warmups = warmup_module.sample, warmup_module.warmup, []
+    real_sample, real_warmup, warmups = warmup_module.sample_compiled, warmup_module.warmup, []
 
     def killed(*args, **kwargs):
         raise RuntimeError("killed before sampling began")  # as SIGKILL would, after the warm-up was saved
 
     monkeypatch.setattr(warmup_module, "warmup", lambda *a, **k: warmups.append(1) or real_warmup(*a, **k))
-    monkeypatch.setattr(warmup_module, "sample", killed)
+    monkeypatch.setattr(warmup_module, "sample_compiled", killed)
     with pytest.raises(RuntimeError, match="killed"):
         warmup_module.auto_sample(gaussian_mean(), x, jnp.zeros(2), checkpoint_dir=tmp_path / "b", **kw)
     assert not (tmp_path / "b" / checkpoint.SETTINGS_FILE).exists() and len(warmups) == 1
     with pytest.raises(ValueError, match="already holds a run .*warmup.json.* pass resume=True"):  # refused before a second warm-up
         warmup_module.auto_sample(gaussian_mean(), x, jnp.zeros(2), checkpoint_dir=tmp_path / "b", **kw)
-    monkeypatch.setattr(warmup_module, "sample", real_sample)
+    monkeypatch.setattr(warmup_module, "sample_compiled", real_sample)
     resumed, _ = warmup_module.auto_sample(gaussian_mean(), x, jnp.zeros(2), checkpoint_dir=tmp_path / "b", resume=True, **kw)
     assert len(warmups) == 1  # restored, not redone
     np.testing.assert_array_equal(np.asarray(resumed.positions), np.asarray(whole.positions))
@@ -201,7 +201,7 @@ def test_a_multimode_warmup_is_saved_and_its_groups_resume(tmp_path, monkeypatch
     pickled, so a resume redid it, and a run killed before its chain groups' directories existed could not be resumed.
     Now the model is saved as a reference the resuming call supplies, the warm-up is restored, and the draws equal an
     uninterrupted run's."""
-    warmup_module = importlib.import_module("minibatch_mcmc.warmup.api")  # the module defining the warm-up (mm.warmup is the function)
+    warmup_module = importlib.import_module("minibatch_mcmc.warmup.auto")  # the module defining auto_sample (the names it looks up are patched there)
 
     data = make_mixture_data(jax.random.key(4), 2000)
     kw = dict(num_samples=40, num_chains=2, key=1, progress=False, block_size=20, num_starts=8)

@@ -50,7 +50,7 @@ def test_rule_names_the_factor_and_its_median_rows():
 def test_auto_sample_routes_small_groups_unless_a_proposal_is_named(monkeypatch):
     """``auto_sample`` hands a small-group GLMM to full-data NUTS with one warning naming the rule, before any warm-up;
     with a proposal named, or groups of many rows, it takes the minibatch path (both stubbed: no compilation)."""
-    from minibatch_mcmc.warmup import api
+    from minibatch_mcmc.warmup import auto as api
 
     def stub(name):
         def fail(*args, **kwargs):
@@ -108,7 +108,7 @@ def test_routed_glmm_agrees_with_hand_written_nuts():
     df = pd.DataFrame({"y": d.y, "x1": d.x[:, 1], "g": np.asarray(d.factors[0].levels)[d.factors[0].codes]})
     with pytest.warns(UserWarning, match="full-data NUTS"):
         res = mm.glmm("y ~ x1 + (1 | g)", df, "bernoulli", seed=1, num_samples=5000, progress=False)
-    assert res.warmup.kind == "full_data_nuts" and not res.centred
+    assert res.warmup.kind == "full_data_nuts" and res.centred == "auto"  # the default: each level in its own centring weight
     ours = res.to_inference_data().posterior
     ref = hand_written_nuts(d, 5000, seed=2)
     pairs = {"Intercept": ref["Intercept"], "x1": ref["x1"], "sd(1|g)": ref["sd"]}

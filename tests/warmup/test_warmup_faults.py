@@ -14,6 +14,7 @@ from minibatch_mcmc.data.host import DataChangedError
 from minibatch_mcmc.warmup import DEFAULT_PROPOSAL, auto_sample, warmup
 
 warmup_module = importlib.import_module("minibatch_mcmc.warmup.api")  # the module defining the warm-up (mm.warmup is the function)
+auto_module = importlib.import_module("minibatch_mcmc.warmup.auto")  # the module defining auto_sample
 
 SMALL = dict(num_windows=2, window_size=20, num_starts=0)
 
@@ -77,7 +78,7 @@ def test_auto_sample_resume_restores_the_warmup(tmp_path, monkeypatch):
     def no_warmup(*args, **kwargs):
         raise AssertionError("the warm-up was redone")
 
-    monkeypatch.setattr(warmup_module, "warmup", no_warmup)
+    monkeypatch.setattr(auto_module, "warmup", no_warmup)
     resumed, w = auto_sample(models.gaussian_mean(), x, jnp.zeros(2), num_samples=100, checkpoint_dir=tmp_path / "b", resume=True, **kw)
     np.testing.assert_array_equal(np.asarray(resumed.positions), np.asarray(whole.positions))
     assert w.cost["mode"].data > 0 and (w.kind, w.why) == ("proxy_hmc", "rule: no exact stratum, one mode")  # kept with the warm-up
