@@ -52,7 +52,7 @@ from bench_results import add_results_option, save, table
 
 import minibatch_mcmc as mm
 from minibatch_mcmc.interop.formula import formula_design
-from minibatch_mcmc.models.glmm import GLMMPrior, prior_scales
+from minibatch_mcmc.models.glmm import GLMMPrior, glmm_model, prior_scales
 
 COLUMNS = ["N", "G", "rows/group (median)", "method", "seconds", "convert", "warm-up", "sampling", "check",
            "passes warm-up", "passes sampling", "rows per test", "acceptance", "min ESS", "max R-hat", "ESS/s", "x NUTS",
@@ -144,14 +144,14 @@ def run_ours(df: pd.DataFrame, args, centred: bool | None) -> dict:
             "warm-up": summary["total_seconds"], "sampling": phases["sampling"]["seconds"],
             "check": phases.get("check", {}).get("seconds", 0.0), "passes warm-up": summary["total_passes"],
             "passes sampling": phases["sampling"]["passes"], "rows per test": rows,
-            "acceptance": float(np.mean(rec["accepted"])), "centred": first_factor(res.centred), "design": res.fitted.design,
+            "acceptance": float(np.mean(rec["accepted"])), "centred": mostly_centred(res.centring), "design": res.fitted.design,
             "of which": f"{summary['proposal']} ({summary['why']}), {type(res.warmup.test).__name__ if res.warmup.test is not None else 'all rows'}, "
-                        f"{'centred' if first_factor(res.centred) else 'non-centred'}"}
+                        f"{'centred' if mostly_centred(res.centring) else 'non-centred'} (mean weight {float(np.mean(res.centring[0])):.2f})"}
 
 
-def first_factor(centred) -> bool:
-    """Whether ``mm.glmm`` sampled the (first) factor centred: its ``centred``, one flag or one per factor."""
-    return centred if isinstance(centred, bool) else bool(np.ravel(centred)[0])
+def mostly_centred(centring) -> bool:
+    """Whether ``mm.glmm`` sampled the (first) factor mostly centred: its per-level weights (1 centred, 0 not) average over 1/2."""
+    return bool(np.mean(centring[0]) > 0.5)
 
 
 def named_draws(res) -> dict:
@@ -265,7 +265,8 @@ def configuration(n: int, groups: int, args, rows: list, values: dict) -> None:
                     design = found["ours"]["design"] if "ours" in found else formula_design(
                         formula(args.slope), df, args.family, offset="log_e" if args.family == "poisson" else None).design
                     chosen = found["ours"]["centred"] if "ours" in found else centred
-                    found[method] = run_nuts(design, args, True if chosen is None else bool(chosen))
+                    found[method] = run_nuts(design, args, mostly_centred(glmm_model(design, args.family)[0].glmm.layout.centring)
+                                             if chosen is None else bool(chosen))
             except Exception as err:  # noqa: BLE001 (a failed method is a row)
                 rows.append(head + [method, "failed"] + [""] * (len(COLUMNS) - 6) + [f"{type(err).__name__}: {err}"[:160]])
                 print(" | ".join(rows[-1]), flush=True)

@@ -46,7 +46,7 @@ def test_centred_equals_dense_taylor(family):
     pair block, a missing factor 2 on the ``z x'`` block or a wrong ``phi`` cross term would be off by O(1))."""
     with jax.enable_x64(True):
         model, data, centre = float64_model(family, 300, centred=True)
-        proxy = glmm_proxy(model, data, centre)
+        proxy = glmm_proxy(model, data, centre, cubic_info=None)  # second order only: the per-level cubic, below
 
         def total(t):
             return jnp.sum(model.log_lik(t, data))
@@ -96,15 +96,55 @@ def test_non_centred_ridge_is_exact():
         assert abs(dense) > 0.1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family", ["bernoulli", "poisson", "student_t"])
-def test_residual_estimator_unbiased(family):
+def test_level_cubic_is_the_third_order_term(family):
+    """Every level given the cubic (``cubic_info=0``), centred: moving one factor's effects by ``ds`` and ``beta`` by
+    ``da``, the proxy's sum beyond its quadratic is ``D3(ds, ds, ds) / 6 + D3(ds, ds, da) / 2``, ``D3`` the full-data
+    log-likelihood's third directional derivative from nested jax.jvp (float64), to 1e-8 relative; a cubic sum missing its
+    ``z x`` part, off by the factor 3 of ``s^2 a``, or on another factor's levels would be off by O(1) of it."""
+    with jax.enable_x64(True):
+        model, data, centre = float64_model(family, 300, centred=True)
+        proxy = glmm_proxy(model, data, centre, cubic_info=0.0)
+        square = glmm_proxy(model, data, centre, cubic_info=None)
+
+        def total(t):
+            return jnp.sum(model.log_lik(t, data))
+
+        def d3(u, v, w):
+            def d1(t):
+                return jax.jvp(total, (t,), (u,))[1]
+
+            def d2(t):
+                return jax.jvp(d1, (t,), (v,))[1]
+
+            return float(jax.jvp(d2, (centre,), (w,))[1])
+
+        layout = model.glmm.layout
+        rng = np.random.default_rng(7)
+        for f in range(len(layout.levels)):
+            at = layout.fixed + sum(g * k for g, k in zip(layout.levels[:f], layout.columns[:f]))
+            ds = np.zeros(centre.shape)
+            ds[at:at + layout.levels[f] * layout.columns[f]] = rng.normal(0.0, 0.6, layout.levels[f] * layout.columns[f])
+            da = np.zeros(centre.shape)
+            da[:layout.fixed] = rng.normal(0.0, 0.1, layout.fixed)
+            ds, da = jnp.asarray(ds), jnp.asarray(da)
+            want = d3(ds, ds, ds) / 6.0 + d3(ds, ds, da) / 2.0
+            got = float(proxy.proxy_sum(centre + ds + da) - square.proxy_sum(centre + ds + da))
+            assert abs(got - want) <= 1e-8 * (1.0 + abs(want)), (f, got, want)
+            assert abs(want) > 1e-4  # the cubic is far above the tolerance at these moves
+
+
+@pytest.mark.parametrize("cubic_info", [None, pytest.param(0.0, marks=pytest.mark.slow)])
+@pytest.mark.parametrize("family", ["bernoulli", "poisson", "student_t"])
+def test_residual_estimator_unbiased(family, cubic_info):
     """``N / b`` times the residual sum over a minibatch plus the known sum, averaged over EVERY minibatch of ``b = 3`` of
     ``N = 12`` rows (220 subsets, exact enumeration), equals the exact full-data difference to 1e-9 (float64), far from
     the centre: a residual missing its remainder's sign, a known sum on the wrong pair of points, or residuals not the
     exact per-row difference would leave an O(0.1) bias."""
     with jax.enable_x64(True):
         model, data, centre = float64_model(family, 12, centred=False, seed=3)
-        proxy = glmm_proxy(model, data, centre)
+        proxy = glmm_proxy(model, data, centre, cubic_info=cubic_info)  # 0: every level with the per-level cubic
         rng = np.random.default_rng(4)
         current = centre + jnp.asarray(rng.normal(0.0, 0.3, centre.shape))
         candidate = centre + jnp.asarray(rng.normal(0.0, 0.3, centre.shape))

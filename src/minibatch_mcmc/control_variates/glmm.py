@@ -18,6 +18,14 @@ model: a move of ``(sd_f, a_f)`` that keeps ``u_f = sd_f a_f`` (and ``beta``) le
 ``q_i``, unchanged, as it leaves the likelihood. Against ``theta`` a centred model's ``eta`` is linear, and the
 proxy equals the dense Taylor proxy term by term.
 
+Per level with enough data (``CUBIC_INFO``) each row's quadratic also gets the two leading cubic terms in the level's
+effect move ``s_i = z_fi . du_f[g_f(i)]``: ``t_i (s_i^3 / 6 + s_i^2 a_i / 2)`` with ``t_i`` the third ``eta``
+derivative at the centre and ``a_i = x_i . dbeta`` (per-level sums ``tzzz``, ``tzzx``: memory ``O(G k^2 (k + p))``). A
+level's effect moves by about ``1 / sqrt(I_g)`` at posterior scale (``I_g`` the level's information), far more than
+``x . dbeta``, so the cubic remainder of a second-order proxy, ``t s^3 / 6``, puts ``~ G^3 / N`` into the minibatch
+estimate's variance at fixed ``N``: the minibatch the test needs grew with ``G``. With the cubic in the known sum the
+terms left are of order ``s a^2`` and ``s^4`` (variance ``~ G^4 / N^2``).
+
 The test's per-row residual is ``R_i(theta') - R_i(theta)`` with ``R_i = l_i - q_i`` the remainder, computed from
 ``(delta_i, dphi)``: for the families without ``phi`` (bernoulli, binomial, poisson) through
 ``glm_families.remainder_fn``, without subtracting nearly equal numbers; for the others as
@@ -36,7 +44,7 @@ from jax.flatten_util import ravel_pytree
 
 from minibatch_mcmc.control_variates.base import minibatch_rows, plain, uses_all_rows
 from minibatch_mcmc.control_variates.glm_families import remainder_fn
-from minibatch_mcmc.control_variates.glmm_sums import row_coefficients, streamed_sums
+from minibatch_mcmc.control_variates.glmm_sums import eta_third, row_coefficients, streamed_sums
 from minibatch_mcmc.control_variates.taylor import TaylorProxy, taylor_proxy
 from minibatch_mcmc.data.arrays import as_data_source
 from minibatch_mcmc.data.passes import DEFAULT_CHUNK
@@ -47,6 +55,11 @@ from minibatch_mcmc.models.glmm_families import row_log_density
 PyTree = Any
 Deltas = tuple[jax.Array, tuple[jax.Array, ...], jax.Array]
 """``v = (dbeta (p,), (du_f (G_f, k_f), ...), dphi (e,))``."""
+CUBIC_INFO = 10.0
+"""Fewest units of data information (``-sum h z^2`` over a level's rows, each column) for a level's effects to get the
+per-level cubic (module docstring): the cubic's ratio to the quadratic at ``k`` posterior s.d.s is at most
+``k / (3 sqrt(I))`` where ``|t| <= -h`` (logistic, Poisson), 1/3 at 3 s.d.s here: its spurious maximum lies past
+6 s.d.s, beyond where proxy HMC goes from the Laplace fit (and a move there is only a rejected proposal)."""
 GLM_REMAINDER = {"bernoulli": "logistic", "binomial": "logistic", "poisson": "poisson"}
 """The families whose remainder ``glm_families`` computes from ``delta`` (the binomial's times its trials)."""
 
@@ -89,6 +102,12 @@ class GLMMProxy(NamedTuple):
     """Rows read to build the proxy (each once)."""
     order: int = 2
     name: str = "glmm"
+    tzzz: tuple = ()
+    """Per factor ``(G_f, k_f, k_f, k_f)``: ``sum t z z z`` per level (0 where the level has no cubic; empty: no cubic)."""
+    tzzx: tuple = ()
+    """Per factor ``(G_f, k_f, k_f, p)``: ``sum t z z x`` per level."""
+    cubic: tuple = ()
+    """Per factor ``(G_f,)``: 1 where the level's rows carry the cubic terms, else 0."""
 
     def flat_centre(self) -> tuple[jax.Array, Callable[[jax.Array], PyTree]]:
         """The centre as a flat vector and the function back to a parameter (the identity: GLMM parameters are flat)."""
@@ -121,17 +140,38 @@ class GLMMProxy(NamedTuple):
             total = total + jnp.einsum("pk,pkj,pj->", wu[f][pair.rows], pair.hzz, vu[f2][pair.cols])
         return total
 
+    def cubic_sum(self, v: Deltas) -> jax.Array:
+        """``sum_i t_i (s_i^3 / 6 + s_i^2 a_i / 2)`` over the rows of the levels with the cubic (module docstring)."""
+        db, dus, _ = v
+        total = jnp.zeros((), db.dtype)
+        for du, t3, t2x in zip(dus, self.tzzz, self.tzzx):
+            total = total + jnp.einsum("gabc,ga,gb,gc->", t3, du, du, du) / 6.0
+            total = total + jnp.einsum("gabp,ga,gb,p->", t2x, du, du, db) / 2.0
+        return total
+
     def proxy_sum(self, theta: PyTree) -> jax.Array:
-        """``sum_i (q_i(theta) - l_i(c)) = L(v) + B(v, v) / 2``: the data-free approximation of the log-likelihood sum."""
+        """``sum_i (q_i(theta) - l_i(c)) = L(v) + B(v, v) / 2`` (+ the per-level cubic): the data-free approximation of the
+        log-likelihood sum."""
         v = self.deltas(theta)
-        return self.linear(v) + 0.5 * self.bilinear(v, v)
+        return self.linear(v) + 0.5 * self.bilinear(v, v) + self.cubic_sum(v)
 
     def known_sum(self, current: PyTree, candidate: PyTree) -> jax.Array:
-        """``sum_i q_i(theta') - q_i(theta) = L(v' - v) + B(v' - v, v' + v) / 2``."""
+        """``sum_i q_i(theta') - q_i(theta) = L(v' - v) + B(v' - v, v' + v) / 2`` (+ the cubic's difference)."""
         v0, v1 = self.deltas(current), self.deltas(candidate)
         diff = jax.tree_util.tree_map(jnp.subtract, v1, v0)
         total = jax.tree_util.tree_map(jnp.add, v1, v0)
-        return self.linear(diff) + 0.5 * self.bilinear(diff, total)
+        return self.linear(diff) + 0.5 * self.bilinear(diff, total) + self.cubic_sum(v1) - self.cubic_sum(v0)
+
+    def row_cubic(self, v: Deltas, rows: PyTree, third: jax.Array) -> jax.Array:
+        """Each row's cubic term ``t_i (s_i^3 / 6 + s_i^2 a_i / 2)`` (0 for a level without it)."""
+        db, dus, _ = v
+        a = rows["x"].astype(db.dtype) @ db
+        out = jnp.zeros_like(a)
+        for f, mask in enumerate(self.cubic):
+            codes = rows[f"g_{f}"]
+            s = jnp.sum(rows[f"z_{f}"].astype(db.dtype) * dus[f][codes], axis=-1)
+            out = out + mask.astype(db.dtype)[codes] * s * s * (s / 6.0 + a / 2.0)
+        return third * out
 
     def row_delta(self, v: Deltas, rows: PyTree) -> jax.Array:
         """``delta_i(v) = x_i . dbeta + sum_f z_fi . du_f[g_f(i)]`` (no offset: a difference)."""
@@ -144,23 +184,30 @@ class GLMMProxy(NamedTuple):
         beta_c, us_c, phi_c = split_theta(self.layout, self.centre.astype(dtype))
         eta_c = linear_predictor(self.layout, beta_c, us_c, rows)
         family = self.layout.family
+
+        def density(eta: jax.Array, phi: jax.Array, batch: PyTree) -> jax.Array:
+            return row_log_density(family, eta, phi, batch)
+
+        third = eta_third(density, eta_c, phi_c, rows) if self.cubic else None
+
+        def cubic(v: Deltas) -> jax.Array | float:
+            return self.row_cubic(v, rows, third) if self.cubic else 0.0
+
         out = []
         if family in GLM_REMAINDER:
             rem = remainder_fn(GLM_REMAINDER[family])
             scale = rows["trials"].astype(dtype) if family == "binomial" else 1.0
             for theta in thetas:
-                out.append(scale * rem(eta_c, self.row_delta(self.deltas(theta), rows), rows["y"], 2))
+                v = self.deltas(theta)
+                out.append(scale * rem(eta_c, self.row_delta(v, rows), rows["y"], 2) - cubic(v))
             return out
-
-        def density(eta: jax.Array, phi: jax.Array, batch: PyTree) -> jax.Array:
-            return row_log_density(family, eta, phi, batch)
 
         value, grad, hess = row_coefficients(density, eta_c, phi_c, rows)
         for theta in thetas:
             v = self.deltas(theta)
             step = jnp.concatenate([self.row_delta(v, rows)[:, None], jnp.broadcast_to(v[2], (eta_c.shape[0], v[2].shape[0]))], axis=1)
             quad = jnp.sum(grad * step, axis=1) + 0.5 * jnp.einsum("bi,bij,bj->b", step, hess, step)
-            out.append(density(eta_c + step[:, 0], phi_c + v[2], rows) - value - quad)
+            out.append(density(eta_c + step[:, 0], phi_c + v[2], rows) - value - quad - cubic(v))
         return out
 
     def remainder(self, model: Model, theta: PyTree, rows: PyTree) -> jax.Array:
@@ -204,7 +251,8 @@ class GLMMProxy(NamedTuple):
         return estimate
 
 
-def glmm_proxy(model: Model, data: Any, centre: PyTree, chunk: int = DEFAULT_CHUNK) -> GLMMProxy:
+def glmm_proxy(model: Model, data: Any, centre: PyTree, chunk: int = DEFAULT_CHUNK, cubic_info: float | None = CUBIC_INFO
+               ) -> GLMMProxy:
     """The GLMM proxy of ``model`` (``model.glmm`` set) around ``centre``, from one streamed pass (sums in float64).
 
     Args:
@@ -212,6 +260,8 @@ def glmm_proxy(model: Model, data: Any, centre: PyTree, chunk: int = DEFAULT_CHU
         data: its data (arrays or any source ``data.arrays.as_data_source`` reads, out of core too).
         centre: the expansion point, usually the mode.
         chunk: rows per read of the pass.
+        cubic_info: the levels with at least this much information per effect get the per-level cubic (module
+            docstring, ``CUBIC_INFO``); None: a purely second-order proxy.
     """
     if model.glmm is None:
         raise ValueError(f"glmm_proxy needs a GLMM (models.glmm.glmm_model); model {model.name!r} has no glmm structure")
@@ -234,7 +284,19 @@ def glmm_proxy(model: Model, data: Any, centre: PyTree, chunk: int = DEFAULT_CHU
                      mx=cast(sums["mx"]), gphi=cast(sums["gphi"]), kphi=cast(0.5 * (sums["kphi"] + sums["kphi"].T)),
                      gz=tuple(cast(sums[f"gz_{f}"]) for f in factors), hzx=tuple(cast(sums[f"hzx_{f}"]) for f in factors),
                      hzz=tuple(cast(sums[f"hzz_{f}"]) for f in factors), mz=tuple(cast(sums[f"mz_{f}"]) for f in factors),
-                     pairs=pairs, setup_data=source.n)
+                     pairs=pairs, setup_data=source.n, **cubic_terms(sums, len(layout.levels), cubic_info, cast))
+
+
+def cubic_terms(sums: dict, factors: int, cubic_info: float | None, cast: Callable) -> dict:
+    """``GLMMProxy``'s ``tzzz``, ``tzzx`` and ``cubic``: the levels whose every effect has ``cubic_info`` units of
+    information keep their cubic sums, the others 0 (no cubic at all for ``cubic_info=None``)."""
+    if cubic_info is None:
+        return {}
+    masks = [np.all(-np.diagonal(sums[f"hzz_{f}"], axis1=1, axis2=2) >= cubic_info, axis=1).astype(np.float64)
+             for f in range(factors)]
+    return {"tzzz": tuple(cast(sums[f"tzzz_{f}"] * m[:, None, None, None]) for f, m in enumerate(masks)),
+            "tzzx": tuple(cast(sums[f"tzzx_{f}"] * m[:, None, None, None]) for f, m in enumerate(masks)),
+            "cubic": tuple(cast(m) for m in masks)}
 
 
 def proxy_for(model: Model, data: Any, centre: PyTree, order: int = 2) -> GLMMProxy | TaylorProxy:

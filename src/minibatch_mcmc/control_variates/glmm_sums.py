@@ -4,7 +4,8 @@ into the proxy's sufficient statistics (``control_variates.glmm``).
 Per row, with ``f_i(eta, phi)`` the family's log-density of ``y_i``: ``a_i = df/deta``, ``b_i = df/dphi`` (e,),
 ``h_i = d2f/deta2``, ``m_i = d2f/deta dphi`` (e,), ``K_i = d2f/dphi2`` (e, e), all at ``(eta_i(c), phi(c))``. Sums:
 global ``gx = sum a x``, ``hxx = sum h x x'``, ``mx = sum x m'``, ``gphi = sum b``, ``kphi = sum K``; per factor and
-level (segment sums by the level code) ``gz = sum a z``, ``hzx = sum h z x'``, ``hzz = sum h z z'``, ``mz = sum z m'``;
+level (segment sums by the level code) ``gz = sum a z``, ``hzx = sum h z x'``, ``hzz = sum h z z'``, ``mz = sum z m'``,
+and with ``t_i = d3f/deta3`` the per-level cubic's ``tzzz = sum t z z z`` and ``tzzx = sum t z z x``;
 per pair of factors and observed pair of levels ``sum h z_f z_f'^T``. Device arrays stay O(G k (p + k + e)); the pair
 sums are reduced on the host to the pairs that occur (at most ``min(N, G_f G_f')``).
 """
@@ -46,6 +47,22 @@ def row_coefficients(density: Callable, eta: jax.Array, phi: jax.Array, rows: Py
     return value, grad, hess
 
 
+def eta_third(density: Callable, eta: jax.Array, phi: jax.Array, rows: PyTree) -> jax.Array:
+    """``t_i = d3 f_i / d eta_i^3`` at ``(eta_i, phi)`` for each row (three tangents of ones in ``eta``: rows are independent)."""
+    ones = jnp.ones_like(eta)
+
+    def f(et: jax.Array) -> jax.Array:
+        return density(et, phi, rows)
+
+    def d1(et: jax.Array) -> jax.Array:
+        return jax.jvp(f, (et,), (ones,))[1]
+
+    def d2(et: jax.Array) -> jax.Array:
+        return jax.jvp(d1, (et,), (ones,))[1]
+
+    return jax.jvp(d2, (eta,), (ones,))[1]
+
+
 def segment(values: jax.Array, codes: jax.Array, levels: int) -> jax.Array:
     """Sum of ``values`` (rows first) over the rows of each level."""
     return jax.ops.segment_sum(values, codes, num_segments=levels)
@@ -58,6 +75,7 @@ def chunk_sums(layout: GLMMLayout, density: Callable, beta: jax.Array, us: tuple
         eta = linear_predictor(layout, beta, us, rows)
         value, grad, hess = row_coefficients(density, eta, phi, rows)
         a, h, m = grad[:, 0], hess[:, 0, 0], hess[:, 0, 1:]
+        t = eta_third(density, eta, phi, rows)
         x = rows["x"].astype(eta.dtype)
         out = {"value": jnp.sum(value), "gx": x.T @ a, "hxx": x.T @ (h[:, None] * x), "mx": x.T @ m,
                "gphi": jnp.sum(grad[:, 1:], axis=0), "kphi": jnp.sum(hess[:, 1:, 1:], axis=0)}
@@ -68,6 +86,9 @@ def chunk_sums(layout: GLMMLayout, density: Callable, beta: jax.Array, us: tuple
             out[f"hzx_{f}"] = segment((h[:, None] * z)[:, :, None] * x[:, None, :], codes, g)
             out[f"hzz_{f}"] = segment((h[:, None] * z)[:, :, None] * z[:, None, :], codes, g)
             out[f"mz_{f}"] = segment(z[:, :, None] * m[:, None, :], codes, g)
+            tzz = (t[:, None] * z)[:, :, None] * z[:, None, :]
+            out[f"tzzz_{f}"] = segment(tzz[:, :, :, None] * z[:, None, None, :], codes, g)
+            out[f"tzzx_{f}"] = segment(tzz[:, :, :, None] * x[:, None, None, :], codes, g)
         for f, f2 in itertools.combinations(range(len(zs)), 2):
             out[f"pair_{f}_{f2}"] = (h[:, None] * zs[f])[:, :, None] * zs[f2][:, None, :]
         return out
