@@ -100,7 +100,7 @@ def test_non_centred_ridge_is_exact():
 @pytest.mark.parametrize("family", ["bernoulli", "poisson", "student_t"])
 def test_level_cubic_is_the_third_order_term(family):
     """Every level given the cubic (``cubic_info=0``), centred: moving one factor's effects by ``ds`` and ``beta`` by
-    ``da``, the proxy's sum beyond its quadratic is ``D3(ds, ds, ds) / 6 + D3(ds, ds, da) / 2``, ``D3`` the full-data
+    ``da``, the known sum from the centre beyond the quadratic's is ``D3(ds, ds, ds) / 6 + D3(ds, ds, da) / 2``, ``D3`` the full-data
     log-likelihood's third directional derivative from nested jax.jvp (float64), to 1e-8 relative; a cubic sum missing its
     ``z x`` part, off by the factor 3 of ``s^2 a``, or on another factor's levels would be off by O(1) of it."""
     with jax.enable_x64(True):
@@ -130,7 +130,7 @@ def test_level_cubic_is_the_third_order_term(family):
             da[:layout.fixed] = rng.normal(0.0, 0.1, layout.fixed)
             ds, da = jnp.asarray(ds), jnp.asarray(da)
             want = d3(ds, ds, ds) / 6.0 + d3(ds, ds, da) / 2.0
-            got = float(proxy.proxy_sum(centre + ds + da) - square.proxy_sum(centre + ds + da))
+            got = float(proxy.known_sum(centre, centre + ds + da) - square.known_sum(centre, centre + ds + da))
             assert abs(got - want) <= 1e-8 * (1.0 + abs(want)), (f, got, want)
             assert abs(want) > 1e-4  # the cubic is far above the tolerance at these moves
 
