@@ -35,9 +35,11 @@ TEST_JOBS ?= 2
 test: lint
 	$(BIN)/python -m pytest -q -m "not slow" -n $(TEST_JOBS) --dist loadfile
 
-# The linter (ruff, configured in pyproject.toml's [tool.ruff]); `make test` runs it first.
+# The linter and the formatter's check (ruff, configured in pyproject.toml's [tool.ruff]); `make test` runs them first
+# (`ruff format src tests benchmarks reproductions` formats the tree).
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks reproductions
+	$(BIN)/ruff format --check src tests benchmarks reproductions
 
 # The fast suite against the newest releases of every dependency (not in CI): an upstream change is seen here first.
 test-latest:

@@ -89,8 +89,18 @@ def run_setting(model, x, test, starts, scale, steps, burn, seed) -> dict:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", AccuracyWarning)
         began = time.perf_counter()
-        res = sample(model, x, jnp.asarray(starts, jnp.float32), proposal=random_walk(scale=scale), test=test,
-                     num_samples=burn + steps, num_chains=len(starts), batched_init=True, key=seed, progress=False)
+        res = sample(
+            model,
+            x,
+            jnp.asarray(starts, jnp.float32),
+            proposal=random_walk(scale=scale),
+            test=test,
+            num_samples=burn + steps,
+            num_chains=len(starts),
+            batched_init=True,
+            key=seed,
+            progress=False,
+        )
         seconds = time.perf_counter() - began
     draws = np.asarray(res.positions, np.float64)[:, burn:]
     summ = res.summary(posterior=False)
@@ -123,18 +133,59 @@ def settings(n_big: int, n_small: int, quick: bool) -> list[tuple]:
 
     rows = [
         ("austere_bias", "exact Metropolis", n_big, MetropolisTest, "0", 2.4),
-        ("austere_bias", "AustereMH m=100, eps=0.005 (N/m=1000; the issue's)", n_big, lambda: austere_mh(100, 0.005), austere(100, 0.005), 2.4),
-        ("austere_bias", "AustereMH m=1000, eps=0.005 (N/m=100)", n_big, lambda: austere_mh(1000, 0.005), austere(1000, 0.005), 2.4),
-        ("austere_bias", "AustereMH m=100, eps=1e-4 (N/m=1000)", n_big, lambda: austere_mh(100, 1e-4), austere(100, 1e-4), 2.4),
-        ("austere_bias", f"austere_mh_for_error(error=0.01): m={d.batch_size}, eps={d.epsilon:g}", n_big, lambda: design,
-         f"{d.worst_error:.3f}", 2.4),
+        (
+            "austere_bias",
+            "AustereMH m=100, eps=0.005 (N/m=1000; the issue's)",
+            n_big,
+            lambda: austere_mh(100, 0.005),
+            austere(100, 0.005),
+            2.4,
+        ),
+        (
+            "austere_bias",
+            "AustereMH m=1000, eps=0.005 (N/m=100)",
+            n_big,
+            lambda: austere_mh(1000, 0.005),
+            austere(1000, 0.005),
+            2.4,
+        ),
+        (
+            "austere_bias",
+            "AustereMH m=100, eps=1e-4 (N/m=1000)",
+            n_big,
+            lambda: austere_mh(100, 1e-4),
+            austere(100, 1e-4),
+            2.4,
+        ),
+        (
+            "austere_bias",
+            f"austere_mh_for_error(error=0.01): m={d.batch_size}, eps={d.epsilon:g}",
+            n_big,
+            lambda: design,
+            f"{d.worst_error:.3f}",
+            2.4,
+        ),
         ("delta_bias", "exact Metropolis", n_small, MetropolisTest, "0", 2.4),
         ("delta_bias", "MHSubLhd m=50, delta=0.01 (bound)", n_small, lambda: mh_sublhd(delta=0.01), "<= 0.01", 2.4),
         ("delta_bias", "MHSubLhd m=50, delta=0.2 (bound)", n_small, lambda: mh_sublhd(delta=0.2), "<= 0.2", 2.4),
         ("delta_bias", "exact Metropolis (scale 0.5)", n_small, MetropolisTest, "0", 0.5),
         ("delta_bias", "MHminibatch m=50, delta=None (scale 0.5)", n_small, lambda: mh_minibatch(50), "-", 0.5),
-        ("delta_bias", "MHminibatch m=50, delta=0.05 (scale 0.5)", n_small, lambda: mh_minibatch(50, delta=0.05), "CLT <= 0.05", 0.5),
-        ("delta_bias", "MHminibatch m=50, delta=0.01 (scale 0.5)", n_small, lambda: mh_minibatch(50, delta=0.01), "CLT <= 0.01", 0.5),
+        (
+            "delta_bias",
+            "MHminibatch m=50, delta=0.05 (scale 0.5)",
+            n_small,
+            lambda: mh_minibatch(50, delta=0.05),
+            "CLT <= 0.05",
+            0.5,
+        ),
+        (
+            "delta_bias",
+            "MHminibatch m=50, delta=0.01 (scale 0.5)",
+            n_small,
+            lambda: mh_minibatch(50, delta=0.01),
+            "CLT <= 0.01",
+            0.5,
+        ),
     ]
     return rows[:2] if quick else rows
 
@@ -167,21 +218,46 @@ def main(argv: list[str] | None = None) -> int:
         out = run_setting(model, x, factory(), starts, mult * sd, steps, args.burn, seed=100 + i)
         ratio, se = sd_ratio(out, sd)
         z = (ratio - 1.0) / se
-        row = [label, f"{n:,}", err, f"{out['data_per_test']:,.0f}", f"{out['acceptance']:.2f}", f"{ratio:.3f}", f"{se:.3f}",
-               f"{z:+.1f}", "yes" if out["warned"] else "no"]
+        row = [
+            label,
+            f"{n:,}",
+            err,
+            f"{out['data_per_test']:,.0f}",
+            f"{out['acceptance']:.2f}",
+            f"{ratio:.3f}",
+            f"{se:.3f}",
+            f"{z:+.1f}",
+            "yes" if out["warned"] else "no",
+        ]
         tables[table].append(row)
         print(" | ".join(row), f"({out['seconds']:.0f} s)", flush=True)
-    columns = ["setting", "N", "worst-case error per decision", "data per test", "acceptance", "s.d. / exact s.d.", "s.e.", "z",
-               "warns"]
+    columns = [
+        "setting",
+        "N",
+        "worst-case error per decision",
+        "data per test",
+        "acceptance",
+        "s.d. / exact s.d.",
+        "s.e.",
+        "z",
+        "warns",
+    ]
     for n, (_, _, sd, _) in exact.items():
         values[f"austere_bias_exact_sd_{n}"] = f"{sd:.3e}"
     if args.quick:
         return 0
     result = {
-        "command": "nice -n 10 .venv/bin/python benchmarks/austere_bias.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "command": "nice -n 10 .venv/bin/python benchmarks/austere_bias.py "
+        + " ".join(argv if argv is not None else sys.argv[1:]),
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {jax.devices()[0].platform}",
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "settings": {"chains": args.chains, "steps": args.steps, "steps_small": args.steps_small, "burn": args.burn, "proposal": "random walk, s.d. = multiple x exact s.d."},
+        "settings": {
+            "chains": args.chains,
+            "steps": args.steps,
+            "steps_small": args.steps_small,
+            "burn": args.burn,
+            "proposal": "random walk, s.d. = multiple x exact s.d.",
+        },
         "tables": {name: {"columns": columns, "rows": rows} for name, rows in tables.items()},
         "values": values,
     }

@@ -23,8 +23,12 @@ __all__ = ["add_results_option", "command", "save", "table"]
 
 def add_results_option(parser: argparse.ArgumentParser) -> None:
     """Add ``--results FILE`` (default: write no results file)."""
-    parser.add_argument("--results", default=None, metavar="FILE",
-                        help="write the tables and figures to this JSON results file (e.g. docs/results/NAME.json)")
+    parser.add_argument(
+        "--results",
+        default=None,
+        metavar="FILE",
+        help="write the tables and figures to this JSON results file (e.g. docs/results/NAME.json)",
+    )
 
 
 def command(argv: list[str] | None = None) -> str:
@@ -32,8 +36,16 @@ def command(argv: list[str] | None = None) -> str:
     return shlex.join(["python", *(sys.argv if argv is None else argv)])
 
 
-def save(path: str | Path | None, name: str, *, config: Any, tables: Mapping[str, dict], values: Mapping[str, Any],
-         extra: Mapping[str, Any] | None = None, argv: list[str] | None = None) -> Path | None:
+def save(
+    path: str | Path | None,
+    name: str,
+    *,
+    config: Any,
+    tables: Mapping[str, dict],
+    values: Mapping[str, Any],
+    extra: Mapping[str, Any] | None = None,
+    argv: list[str] | None = None,
+) -> Path | None:
     """Write the results payload of benchmark ``name`` to ``path`` and return it (nothing when ``path`` is empty)."""
     if not path:
         return None

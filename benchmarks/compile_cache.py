@@ -30,10 +30,32 @@ from pathlib import Path
 
 PROCESS_START = time.perf_counter()
 HERE = Path(__file__).resolve().parent
-COLUMNS = ["N", "cache", "fit s", "x cold", "process s", "CPU s", "CPU x cold", "conversion", "warm-up", "sampling", "check", "rest", "programs",
-           "distinct", "cache hits", "trace s", "lower s", "compile s", "phases"]
-EVENTS = {"/jax/core/compile/jaxpr_trace_duration": "trace", "/jax/core/compile/jaxpr_to_mlir_module_duration": "lower",
-          "/jax/core/compile/backend_compile_duration": "compile"}
+COLUMNS = [
+    "N",
+    "cache",
+    "fit s",
+    "x cold",
+    "process s",
+    "CPU s",
+    "CPU x cold",
+    "conversion",
+    "warm-up",
+    "sampling",
+    "check",
+    "rest",
+    "programs",
+    "distinct",
+    "cache hits",
+    "trace s",
+    "lower s",
+    "compile s",
+    "phases",
+]
+EVENTS = {
+    "/jax/core/compile/jaxpr_trace_duration": "trace",
+    "/jax/core/compile/jaxpr_to_mlir_module_duration": "lower",
+    "/jax/core/compile/backend_compile_duration": "compile",
+}
 
 
 def child(n: int, draws: int, chains: int) -> dict:
@@ -68,31 +90,65 @@ def child(n: int, draws: int, chains: int) -> dict:
     warm = sum(v for k, v in phases.items() if k not in ("sampling", "check"))
     usage = resource.getrusage(resource.RUSAGE_SELF)
     cpu = usage.ru_utime + usage.ru_stime - before.ru_utime - before.ru_stime
-    return {"fit": end - start, "process": end - PROCESS_START, "cpu": cpu, "process_cpu": usage.ru_utime + usage.ru_stime,
-            "conversion": converted - start, "warmup": warm, "sampling": phases.get("sampling", res.wall_time),
-            "check": phases.get("check", 0.0), "rest": end - converted - sum(phases.values()),
-            "phases": {k: round(c.seconds, 2) for k, c in w.cost.items()}, "programs": sum(programs.values()),
-            "distinct": len(programs), "by_name": dict(programs.most_common()), "cache_hits": hits["cache_hits"],
-            "cache_misses": hits["cache_misses"], **{k: seconds[k] for k in ("trace", "lower", "compile")},
-            "cache_dir": jax.config.jax_compilation_cache_dir}
+    return {
+        "fit": end - start,
+        "process": end - PROCESS_START,
+        "cpu": cpu,
+        "process_cpu": usage.ru_utime + usage.ru_stime,
+        "conversion": converted - start,
+        "warmup": warm,
+        "sampling": phases.get("sampling", res.wall_time),
+        "check": phases.get("check", 0.0),
+        "rest": end - converted - sum(phases.values()),
+        "phases": {k: round(c.seconds, 2) for k, c in w.cost.items()},
+        "programs": sum(programs.values()),
+        "distinct": len(programs),
+        "by_name": dict(programs.most_common()),
+        "cache_hits": hits["cache_hits"],
+        "cache_misses": hits["cache_misses"],
+        **{k: seconds[k] for k in ("trace", "lower", "compile")},
+        "cache_dir": jax.config.jax_compilation_cache_dir,
+    }
 
 
 def run_child(n: int, draws: int, chains: int, cache: str) -> dict:
     """``child`` in a fresh Python process with the cache setting ``cache`` (a directory, or ``off``)."""
     env = {**os.environ, "MINIBATCH_MCMC_COMPILATION_CACHE": cache}
     env.pop("JAX_COMPILATION_CACHE_DIR", None)
-    out = subprocess.run([sys.executable, __file__, "--child", str(n), "--draws", str(draws), "--chains", str(chains)],
-                         env=env, capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, __file__, "--child", str(n), "--draws", str(draws), "--chains", str(chains)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def row(n: int, label: str, r: dict, cold: dict) -> list[str]:
     """One table row (``cold``: the cold fit of the same N)."""
     phases = ", ".join(f"{k} {v:.1f}" for k, v in r["phases"].items())
-    return [f"{n:.0e}", label, f"{r['fit']:.1f}", f"{r['fit'] / cold['fit']:.2f}", f"{r['process']:.1f}", f"{r['cpu']:.1f}",
-            f"{r['cpu'] / cold['cpu']:.2f}",
-            f"{r['conversion']:.1f}", f"{r['warmup']:.1f}", f"{r['sampling']:.1f}", f"{r['check']:.1f}", f"{r['rest']:.1f}", str(r["programs"]), str(r["distinct"]),
-            str(r["cache_hits"]), f"{r['trace']:.1f}", f"{r['lower']:.1f}", f"{r['compile']:.1f}", phases]
+    return [
+        f"{n:.0e}",
+        label,
+        f"{r['fit']:.1f}",
+        f"{r['fit'] / cold['fit']:.2f}",
+        f"{r['process']:.1f}",
+        f"{r['cpu']:.1f}",
+        f"{r['cpu'] / cold['cpu']:.2f}",
+        f"{r['conversion']:.1f}",
+        f"{r['warmup']:.1f}",
+        f"{r['sampling']:.1f}",
+        f"{r['check']:.1f}",
+        f"{r['rest']:.1f}",
+        str(r["programs"]),
+        str(r["distinct"]),
+        str(r["cache_hits"]),
+        f"{r['trace']:.1f}",
+        f"{r['lower']:.1f}",
+        f"{r['compile']:.1f}",
+        phases,
+    ]
 
 
 def main() -> None:
@@ -135,8 +191,14 @@ def main() -> None:
             values[f"{args.name}.{n}.programs"] = str(cold["programs"])
             values[f"{args.name}.{n}.distinct"] = str(cold["distinct"])
     print(f"load average at end {os.getloadavg()}")
-    save(args.results, args.name, config=args, tables={args.name: table(COLUMNS, rows)}, values=values,
-         extra={"fits": runs, "load_average_end": os.getloadavg()})
+    save(
+        args.results,
+        args.name,
+        config=args,
+        tables={args.name: table(COLUMNS, rows)},
+        values=values,
+        extra={"fits": runs, "load_average_end": os.getloadavg()},
+    )
 
 
 if __name__ == "__main__":

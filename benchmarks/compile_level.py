@@ -47,8 +47,17 @@ from minibatch_mcmc.samplers.scaled_runner import make_scaled_runner
 from minibatch_mcmc.warmup import lean, warmup
 from minibatch_mcmc.warmup.multistart import adam_ends
 
-COLUMNS = ["model", "d", "chains", "compile default s", "compile fast s", "us/chain-step default", "us/chain-step fast",
-           "break-even chain-steps", "break-even x d"]
+COLUMNS = [
+    "model",
+    "d",
+    "chains",
+    "compile default s",
+    "compile fast s",
+    "us/chain-step default",
+    "us/chain-step fast",
+    "break-even chain-steps",
+    "break-even x d",
+]
 SEARCH_COLUMNS = ["model", "d", "N", "b", "work", "default s", "fast s", "fast / default"]
 FIT_COLUMNS = ["model", "N", "seconds default", "seconds fast", "fast / default"]
 FIT = """import sys, time
@@ -83,7 +92,14 @@ def timings(model, data, w, n: int, chains: int, steps: int, repeats: int) -> di
     kernel = build_kernel(model, w.proposal, w.test, n, w.estimator)
     starts = jax.tree_util.tree_map(lambda a: jnp.stack([a] * chains), w.centre)
     states = jax.jit(jax.vmap(kernel.init))(starts)
-    args = (jax.random.key(1), states, data, np.arange(steps, dtype=np.int32), np.ones(steps, np.float32), jnp.float32(1.0))
+    args = (
+        jax.random.key(1),
+        states,
+        data,
+        np.arange(steps, dtype=np.int32),
+        np.ones(steps, np.float32),
+        jnp.float32(1.0),
+    )
     settings = {"default": None, "fast": FAST_COMPILE}
     comp, run = {k: [] for k in settings}, {k: [] for k in settings}
     for _ in range(repeats):
@@ -106,11 +122,25 @@ def search_seconds(model, data, start, n: int, repeats: int) -> tuple[int, dict[
     real, seconds = jax.jit, {"default": [], "fast": []}
     for _ in range(repeats):
         for k, options in (("default", None), ("fast", FAST_COMPILE)):
-            jax.jit = lambda f, options=options, **kw: real(f, **{**kw, "compiler_options": options})  # this call's setting
+            jax.jit = lambda f, options=options, **kw: real(
+                f, **{**kw, "compiler_options": options}
+            )  # this call's setting
             try:
                 t0 = time.perf_counter()
-                adam_ends(model, arrays, n, np.asarray(flat)[None], unravel, jax.random.key(0), 1.0, lean.ADAM_STEPS, b, 0.05,
-                          shared=True, dispersed=8)
+                adam_ends(
+                    model,
+                    arrays,
+                    n,
+                    np.asarray(flat)[None],
+                    unravel,
+                    jax.random.key(0),
+                    1.0,
+                    lean.ADAM_STEPS,
+                    b,
+                    0.05,
+                    shared=True,
+                    dispersed=8,
+                )
                 seconds[k].append(time.perf_counter() - t0)
             finally:
                 jax.jit = real
@@ -120,7 +150,9 @@ def search_seconds(model, data, start, n: int, repeats: int) -> tuple[int, dict[
 def fit_seconds(name: str, n: int, setting: str) -> float:
     """Seconds of a first fit (conversion and ``auto_sample``) in a fresh process."""
     code = FIT.format(here=os.path.dirname(os.path.abspath(__file__)))
-    out = subprocess.run([sys.executable, "-c", code, name, setting, str(n)], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code, name, setting, str(n)], capture_output=True, text=True, check=True
+    )
     return float(out.stdout.strip().splitlines()[-1])
 
 
@@ -130,12 +162,22 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=100_000)
     ap.add_argument("--steps", type=int, default=500)
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--configs", nargs="+", default=["robust:7", "logistic:10", "logistic:100", "logistic:300"],
-                    help="model:d pairs (robust is d = 7)")
+    ap.add_argument(
+        "--configs",
+        nargs="+",
+        default=["robust:7", "logistic:10", "logistic:100", "logistic:300"],
+        help="model:d pairs (robust is d = 7)",
+    )
     ap.add_argument("--chains", type=int, nargs="+", default=[4, 64])
-    ap.add_argument("--search", nargs="+", default=["robust:7:100000", "logistic:10:1000000", "logistic:100:100000",
-                    "logistic:100:1000000"], help="model:d:N of the search part")
-    ap.add_argument("--fits", nargs="+", default=["robust", "poisson", "logistic"], help="first_fit.py models of the first-fit part")
+    ap.add_argument(
+        "--search",
+        nargs="+",
+        default=["robust:7:100000", "logistic:10:1000000", "logistic:100:100000", "logistic:100:1000000"],
+        help="model:d:N of the search part",
+    )
+    ap.add_argument(
+        "--fits", nargs="+", default=["robust", "poisson", "logistic"], help="first_fit.py models of the first-fit part"
+    )
     ap.add_argument("--fit-n", type=int, default=100_000)
     ap.add_argument("--fit-repeats", type=int, default=3)
     add_results_option(ap)
@@ -151,8 +193,19 @@ def main() -> None:
             (c0, r0), (c1, r1) = t["default"], t["fast"]
             even = (c0 - c1) / (r1 - r0) if r1 > r0 else float("inf")
             work.append(even * d)
-            rows.append([name, str(d), str(chains), f"{c0:.2f}", f"{c1:.2f}", f"{1e6 * r0:.1f}", f"{1e6 * r1:.1f}",
-                         f"{even:.0f}", f"{even * d:.3g}"])
+            rows.append(
+                [
+                    name,
+                    str(d),
+                    str(chains),
+                    f"{c0:.2f}",
+                    f"{c1:.2f}",
+                    f"{1e6 * r0:.1f}",
+                    f"{1e6 * r1:.1f}",
+                    f"{even:.0f}",
+                    f"{even * d:.3g}",
+                ]
+            )
             print(" | ".join(rows[-1]), flush=True)
             values[f"compile_level.{name}{d}.c{chains}.saved_s"] = f"{c0 - c1:.2f}"
             values[f"compile_level.{name}{d}.c{chains}.break_even"] = f"{even:.0f}"
@@ -164,8 +217,18 @@ def main() -> None:
         name, d, n = config.split(":")[0], int(config.split(":")[1]), int(config.split(":")[2])
         model, data, w = setup(name, d, n)
         b, sec = search_seconds(model, data, w.centre, n, args.repeats)
-        search_rows.append([name, str(d), f"{n:.0e}", str(b), f"{9 * lean.ADAM_STEPS * b * d:.3g}", f"{sec['default']:.2f}",
-                            f"{sec['fast']:.2f}", f"{sec['fast'] / sec['default']:.2f}"])
+        search_rows.append(
+            [
+                name,
+                str(d),
+                f"{n:.0e}",
+                str(b),
+                f"{9 * lean.ADAM_STEPS * b * d:.3g}",
+                f"{sec['default']:.2f}",
+                f"{sec['fast']:.2f}",
+                f"{sec['fast'] / sec['default']:.2f}",
+            ]
+        )
         print(" | ".join(search_rows[-1]), flush=True)
     values["compile_level.one_off_work"] = f"{ONE_OFF_WORK:.3g}"
     fit_rows = []
@@ -179,9 +242,18 @@ def main() -> None:
         values[f"compile_level.fit.{name}.ratio"] = f"{on / off:.2f}"
         print(" | ".join(fit_rows[-1]), flush=True)
     print(f"load average at end {os.getloadavg()}")
-    save(args.results, "compile_level", config=args, tables={"compile_level": table(COLUMNS, rows),
-         "compile_level_search": table(SEARCH_COLUMNS, search_rows), "compile_level_fit": table(FIT_COLUMNS, fit_rows)},
-         values=values, extra={"machine": machine})
+    save(
+        args.results,
+        "compile_level",
+        config=args,
+        tables={
+            "compile_level": table(COLUMNS, rows),
+            "compile_level_search": table(SEARCH_COLUMNS, search_rows),
+            "compile_level_fit": table(FIT_COLUMNS, fit_rows),
+        },
+        values=values,
+        extra={"machine": machine},
+    )
 
 
 if __name__ == "__main__":

@@ -20,7 +20,12 @@ from scipy import special, stats
 
 from minibatch_mcmc.acceptance.correction import shipped_tables
 
-PAPER_TABLE3 = {0.8: "6.7e-6 (lambda = 0.1)", 1.0: "8.9e-4 (lambda = 10, used)", 0.9: "1.0e-4 (lambda = 1)", 1.1: "4.3e-3 (lambda = 100)"}
+PAPER_TABLE3 = {
+    0.8: "6.7e-6 (lambda = 0.1)",
+    1.0: "8.9e-4 (lambda = 10, used)",
+    0.9: "1.0e-4 (lambda = 1)",
+    1.1: "4.3e-3 (lambda = 100)",
+}
 """Seita et al. Table 3: the best ridge least-squares error per sigma (the paper's own figures)."""
 GRID = np.arange(-40.0, 40.0 + 1e-9, 0.005)
 """Where the CDF error is evaluated."""
@@ -44,10 +49,17 @@ def measure() -> list[list[str]]:
         p = np.asarray(t.probs, np.float64)
         s = np.asarray(t.support, np.float64)
         var = float(p @ s**2 - (p @ s) ** 2)
-        rows.append([
-            f"{t.sigma:g}", f"{sup_cdf_error(t.sigma, s, p):.1e}", f"{t.max_cdf_error:.1e}", str(int(np.count_nonzero(p > 0))),
-            f"{var:.4f}", f"{np.pi**2 / 3 - t.sigma**2:.4f}", PAPER_TABLE3.get(round(t.sigma, 6), "-"),
-        ])
+        rows.append(
+            [
+                f"{t.sigma:g}",
+                f"{sup_cdf_error(t.sigma, s, p):.1e}",
+                f"{t.max_cdf_error:.1e}",
+                str(int(np.count_nonzero(p > 0))),
+                f"{var:.4f}",
+                f"{np.pi**2 / 3 - t.sigma**2:.4f}",
+                PAPER_TABLE3.get(round(t.sigma, 6), "-"),
+            ]
+        )
     return rows
 
 
@@ -56,15 +68,29 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_results_option(ap)
     args = ap.parse_args()
-    columns = ["sigma", "sup CDF error (measured)", "stored in the table", "atoms with mass", "Var(C_sigma)", "pi^2/3 - sigma^2", "paper, Table 3"]
+    columns = [
+        "sigma",
+        "sup CDF error (measured)",
+        "stored in the table",
+        "atoms with mass",
+        "Var(C_sigma)",
+        "pi^2/3 - sigma^2",
+        "paper, Table 3",
+    ]
     rows = measure()
     print(" | ".join(columns))
     for r in rows:
         print(" | ".join(r))
     by_sigma = {r[0]: r[1] for r in rows}
     save(
-        args.results, "correction_tables", config=args, tables={"correction_tables": table(columns, rows)},
-        values={"correction.error_sigma_1": by_sigma.get("1", "-"), "correction.error_sigma_1.2": by_sigma.get("1.2", "-")},
+        args.results,
+        "correction_tables",
+        config=args,
+        tables={"correction_tables": table(columns, rows)},
+        values={
+            "correction.error_sigma_1": by_sigma.get("1", "-"),
+            "correction.error_sigma_1.2": by_sigma.get("1.2", "-"),
+        },
     )
     return 0
 

@@ -42,15 +42,33 @@ from minibatch_mcmc.warmup import auto_sample
 from minibatch_mcmc.warmup.batch_choice import choose_batch_size
 
 D = 10
-COLUMNS = ["N", "minibatch", "m", "rows/test", "tests grown", "estimate s.d. p99", "predicted bound", "check bound",
-           "check passed", "Wasserstein bound", "measured error", "acceptance", "ESS/draw", "warm-up s", "batch phase s", "sampling s"]
+COLUMNS = [
+    "N",
+    "minibatch",
+    "m",
+    "rows/test",
+    "tests grown",
+    "estimate s.d. p99",
+    "predicted bound",
+    "check bound",
+    "check passed",
+    "Wasserstein bound",
+    "measured error",
+    "acceptance",
+    "ESS/draw",
+    "warm-up s",
+    "batch phase s",
+    "sampling s",
+]
 
 
 def min_ess_per_draw(draws: np.ndarray) -> float:
     """Minimum ArviZ bulk ESS per draw over the coordinates of ``draws`` (chain, draw, d)."""
     import arviz as az
 
-    return min(float(az.ess(draws[..., j], method="bulk")) for j in range(draws.shape[-1])) / (draws.shape[0] * draws.shape[1])
+    return min(float(az.ess(draws[..., j], method="bulk")) for j in range(draws.shape[-1])) / (
+        draws.shape[0] * draws.shape[1]
+    )
 
 
 OFFSETS = (-1.0, -0.3, -0.1, -0.03, 0.0, 0.03, 0.1)
@@ -65,11 +83,15 @@ def wasserstein_bound(d: np.ndarray, m: int) -> float:
     sd, c = n * d.std() / np.sqrt(m), (d - d.mean()) / d.std()
     g1, g2 = np.mean(c**3) / np.sqrt(m), (np.mean(c**4) - 3.0) / m
     phi = np.exp(-0.5 * z * z) / np.sqrt(2 * np.pi)
-    term = phi * (g1 / 6 * eval_hermitenorm(2, z) + g2 / 24 * eval_hermitenorm(3, z) + g1 * g1 / 72 * eval_hermitenorm(5, z))
+    term = phi * (
+        g1 / 6 * eval_hermitenorm(2, z) + g2 / 24 * eval_hermitenorm(3, z) + g1 * g1 / 72 * eval_hermitenorm(5, z)
+    )
     return float(sd * trapezoid(np.abs(term), z) + sd**4 * abs(g2) / 8.0)
 
 
-def measured_error(model, data, w, m: int, seed: int, moves: int = 16, draws: int = 200_000) -> tuple[float, float, float]:
+def measured_error(
+    model, data, w, m: int, seed: int, moves: int = 16, draws: int = 200_000
+) -> tuple[float, float, float]:
     """The acceptance-probability error itself, not its bound: at ``moves`` Laplace-drawn move pairs, the penalty test's
     mean acceptance on ``draws`` simulated ``m``-row minibatches of the move's exact residuals (with replacement) against
     the same rule on a normal mean with a scaled chi-square variance of the same s.d. (where it is exact to 6e-5), the
@@ -96,7 +118,10 @@ def measured_error(model, data, w, m: int, seed: int, moves: int = 16, draws: in
         normal, s2n = d.sum() + sd * rng.standard_normal(draws), sd * sd * rng.chisquare(m - 1, draws) / (m - 1)
         diffs = []
         for c in OFFSETS:
-            a, b = np.minimum(1.0, np.exp(c + actual - d.sum() - u(s2))), np.minimum(1.0, np.exp(c + normal - d.sum() - u(s2n)))
+            a, b = (
+                np.minimum(1.0, np.exp(c + actual - d.sum() - u(s2))),
+                np.minimum(1.0, np.exp(c + normal - d.sum() - u(s2n))),
+            )
             diffs.append((abs(a.mean() - b.mean()), np.sqrt((a.var() + b.var()) / draws)))
         k = int(np.argmax([x[0] for x in diffs]))
         worst.append(diffs[k][0])
@@ -111,28 +136,59 @@ def run(n: int, data, sized: bool, args) -> tuple[list, dict]:
     t0 = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        res, w = auto_sample(model, data, jnp.zeros(D), num_samples=args.samples, num_chains=4, key=args.seed, progress=False,
-                             **options)
+        res, w = auto_sample(
+            model, data, jnp.zeros(D), num_samples=args.samples, num_chains=4, key=args.seed, progress=False, **options
+        )
     total = time.perf_counter() - t0
     c, rec = w.proxy_check, res.records
     m = int(w.test.batch_size)
-    pred = choose_batch_size(model, as_data_source(data), w.estimator, w.proxy.centre, cholesky_factor(w.covariance, D), m,
-                             jax.random.key(args.seed + 7)).initial_error
+    pred = choose_batch_size(
+        model,
+        as_data_source(data),
+        w.estimator,
+        w.proxy.centre,
+        cholesky_factor(w.covariance, D),
+        m,
+        jax.random.key(args.seed + 7),
+    ).initial_error
     rows = float(np.mean(np.asarray(rec["batch_size"]) + np.asarray(rec["hidden_data"])))
     grown = float(np.mean(np.asarray(rec["batch_size"]) > m))
     sd99 = float(np.sqrt(np.quantile(np.asarray(rec["s2"], np.float64), 0.99)))
-    ess = min_ess_per_draw(np.asarray(res.kernel_positions)[:, args.samples // 10:])
+    ess = min_ess_per_draw(np.asarray(res.kernel_positions)[:, args.samples // 10 :])
     err, err_se, w1 = measured_error(model, data, w, m, args.seed)
     batch_s = w.cost["batch"].seconds if "batch" in w.cost else 0.0
     name = "sized (default)" if sized else "fixed 50"
-    cells = [f"{n:,}", name, str(m), f"{rows:.1f}", f"{grown:.1%}", f"{sd99:.2g}", f"{pred:.3g}", f"{c.acceptance_error:.3g}", "yes" if c.ok else "no",
-             f"{w1:.2g}", f"{err:.2g} +- {err_se:.1g}",
-             f"{float(np.mean(rec['accepted'])):.3f}", f"{ess:.2f}", f"{w.total_seconds:.1f}", f"{batch_s:.2f}", f"{res.wall_time:.1f}"]
+    cells = [
+        f"{n:,}",
+        name,
+        str(m),
+        f"{rows:.1f}",
+        f"{grown:.1%}",
+        f"{sd99:.2g}",
+        f"{pred:.3g}",
+        f"{c.acceptance_error:.3g}",
+        "yes" if c.ok else "no",
+        f"{w1:.2g}",
+        f"{err:.2g} +- {err_se:.1g}",
+        f"{float(np.mean(rec['accepted'])):.3f}",
+        f"{ess:.2f}",
+        f"{w.total_seconds:.1f}",
+        f"{batch_s:.2f}",
+        f"{res.wall_time:.1f}",
+    ]
     print(cells, f"(all {total:.0f} s)", flush=True)
     key = f"default_batch.{n}.{'sized' if sized else 'fixed'}"
-    return cells, {f"{key}.m": str(m), f"{key}.rows": f"{rows:.1f}", f"{key}.bound": f"{c.acceptance_error:.3g}",
-                   f"{key}.sd99": f"{sd99:.2g}", f"{key}.grown": f"{grown:.1%}", f"{key}.measured": f"{err:.2g}", f"{key}.wasserstein": f"{w1:.2g}",
-                   f"{key}.predicted": f"{pred:.3g}", f"{key}.ok": "passes" if c.ok else "warns"}
+    return cells, {
+        f"{key}.m": str(m),
+        f"{key}.rows": f"{rows:.1f}",
+        f"{key}.bound": f"{c.acceptance_error:.3g}",
+        f"{key}.sd99": f"{sd99:.2g}",
+        f"{key}.grown": f"{grown:.1%}",
+        f"{key}.measured": f"{err:.2g}",
+        f"{key}.wasserstein": f"{w1:.2g}",
+        f"{key}.predicted": f"{pred:.3g}",
+        f"{key}.ok": "passes" if c.ok else "warns",
+    }
 
 
 MODEL_COLUMNS = ["N", "model", "m", "predicted bound at 50", "predicted bound at m", "batch phase s", "warm-up s"]
@@ -154,13 +210,38 @@ def first_fit_rows(args) -> tuple[list, dict]:
                 w = warmup(conv.model, conv.data, conv.init, key=jax.random.split(jax.random.key(args.seed), 3)[0])
             d = int(np.asarray(w.covariance).shape[0])
             factor = cholesky_factor(w.covariance, d)
-            at50 = choose_batch_size(conv.model, as_data_source(conv.data), w.estimator, w.proxy.centre, factor, 50,
-                                     jax.random.key(args.seed + 7))
+            at50 = choose_batch_size(
+                conv.model,
+                as_data_source(conv.data),
+                w.estimator,
+                w.proxy.centre,
+                factor,
+                50,
+                jax.random.key(args.seed + 7),
+            )
             m = int(w.test.batch_size)
-            at_m = at50 if m == 50 else choose_batch_size(conv.model, as_data_source(conv.data), w.estimator, w.proxy.centre,
-                                                           factor, m, jax.random.key(args.seed + 7))
-            cells = [f"{n:,}", name, str(m), f"{at50.initial_error:.3g}", f"{at_m.initial_error:.3g}",
-                     f"{w.cost['batch'].seconds:.2f}", f"{w.total_seconds:.1f}"]
+            at_m = (
+                at50
+                if m == 50
+                else choose_batch_size(
+                    conv.model,
+                    as_data_source(conv.data),
+                    w.estimator,
+                    w.proxy.centre,
+                    factor,
+                    m,
+                    jax.random.key(args.seed + 7),
+                )
+            )
+            cells = [
+                f"{n:,}",
+                name,
+                str(m),
+                f"{at50.initial_error:.3g}",
+                f"{at_m.initial_error:.3g}",
+                f"{w.cost['batch'].seconds:.2f}",
+                f"{w.total_seconds:.1f}",
+            ]
             print(cells, flush=True)
             rows.append(cells)
             values[f"default_batch_models.{n}.{name}.m"] = str(m)
@@ -177,8 +258,14 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.first_fit:
         rows, values = first_fit_rows(args)
-        save(args.results, "default_batch_models", config=args, values=values,
-             tables={"default_batch_models": table(MODEL_COLUMNS, rows)}, argv=argv)
+        save(
+            args.results,
+            "default_batch_models",
+            config=args,
+            values=values,
+            tables={"default_batch_models": table(MODEL_COLUMNS, rows)},
+            argv=argv,
+        )
         return 0
     rows, values = [], {}
     for n in args.sizes:
@@ -187,7 +274,14 @@ def main(argv: list[str] | None = None) -> int:
             cells, v = run(n, data, sized, args)
             rows.append(cells)
             values.update(v)
-    save(args.results, "default_batch", config=args, values=values, tables={"default_batch": table(COLUMNS, rows)}, argv=argv)
+    save(
+        args.results,
+        "default_batch",
+        config=args,
+        values=values,
+        tables={"default_batch": table(COLUMNS, rows)},
+        argv=argv,
+    )
     return 0
 
 

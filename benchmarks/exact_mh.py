@@ -63,8 +63,22 @@ PRIOR_SCALE = 10.0
 KAPPA = 1.5
 PYMHSS_MEMORY = 2e9
 """Bytes above which PyMHSS MH-SS-2 is not run (its set-up stores an (N, d, d) float64 array)."""
-COLUMNS = ["family", "N", "d", "method", "points/step", "accept", "ESS/1000 steps", "ESS/s", "ESS/s incl. warm-up",
-           "data/ESS", "mean err (sd)", "sd err", "warm-up s", "steps"]
+COLUMNS = [
+    "family",
+    "N",
+    "d",
+    "method",
+    "points/step",
+    "accept",
+    "ESS/1000 steps",
+    "ESS/s",
+    "ESS/s incl. warm-up",
+    "data/ESS",
+    "mean err (sd)",
+    "sd err",
+    "warm-up s",
+    "steps",
+]
 
 
 def model_of(family: str):
@@ -91,8 +105,9 @@ def reference(family, data, mode, cov, draws, seed):
         base = lik(mode32, rows)
         return jax.lax.map(lambda t: jnp.sum(lik(t, rows) - base), thetas)
 
-    loglik = np.concatenate([np.asarray(sums(jnp.asarray(th[s:s + 250], jnp.float32), data), np.float64)
-                             for s in range(0, draws, 250)])
+    loglik = np.concatenate(
+        [np.asarray(sums(jnp.asarray(th[s : s + 250], jnp.float32), data), np.float64) for s in range(0, draws, 250)]
+    )
     lw = loglik - 0.5 * np.sum(th * th, 1) / PRIOR_SCALE**2 + 0.5 * np.sum(z * z, 1)
     w = np.exp(lw - lw.max())
     w /= w.sum()
@@ -106,9 +121,21 @@ def figures(name, draws, seconds, warm_s, points, accept, ref, extra=""):
     steps = len(draws)
     mean_err = float(np.max(np.abs(draws.mean(0) - ref[0]) / ref[1]))
     sd_err = float(np.max(np.abs(draws.std(0) / ref[1] - 1.0)))
-    return dict(method=name, points=points, accept=accept, ess_per_1000=1000 * ess / steps, ess_s=ess / seconds,
-                ess_s_warm=ess / (seconds + warm_s), data_per_ess=points * steps / ess, mean_err=mean_err, sd_err=sd_err,
-                warm_s=warm_s, steps=steps, seconds=seconds, extra=extra)
+    return dict(
+        method=name,
+        points=points,
+        accept=accept,
+        ess_per_1000=1000 * ess / steps,
+        ess_s=ess / seconds,
+        ess_s_warm=ess / (seconds + warm_s),
+        data_per_ess=points * steps / ess,
+        mean_err=mean_err,
+        sd_err=sd_err,
+        warm_s=warm_s,
+        steps=steps,
+        seconds=seconds,
+        extra=extra,
+    )
 
 
 def run_kernel(name, kernel, start, data, args, key, warm_s, ref, block_steps=None):
@@ -140,8 +167,16 @@ def run_pymhss(alg, order, data, mode, cov, args, ref, warm_s, seed):
     steps = max(1000, int(args.time_cap / (pilot["cpu_time"] / 500)))
     out = alg.MH_SS(y, x, cov, mode, 0, steps, "logistic", "vectorised", taylor_order=order, kappa=KAPPA)
     points = float(np.mean(out["BoverN"]) * len(y))
-    return figures(f"PyMHSS MH-SS-{order}", out["parameters"], out["cpu_time"], warm_s + setup, points,
-                   out["acc_rate"], ref, extra=f"setup {setup:.1f} s")
+    return figures(
+        f"PyMHSS MH-SS-{order}",
+        out["parameters"],
+        out["cpu_time"],
+        warm_s + setup,
+        points,
+        out["acc_rate"],
+        ref,
+        extra=f"setup {setup:.1f} s",
+    )
 
 
 def chains_speed(kernel, start, data, chains, steps, key):
@@ -174,47 +209,107 @@ def one_setting(family, n, d, args, alg, key, chains):
     chol = np.linalg.cholesky(cov)
     t0 = time.perf_counter()
     ref = reference(family, data, mode, cov, args.ref_draws, seed=n + d)
-    print(f"{family} N={n} d={d}: SMH warm-up {warm_smh:.1f} s; reference (IS, Kish ESS {ref[2]:.0f}) "
-          f"{time.perf_counter() - t0:.1f} s", flush=True)
+    print(
+        f"{family} N={n} d={d}: SMH warm-up {warm_smh:.1f} s; reference (IS, Kish ESS {ref[2]:.0f}) "
+        f"{time.perf_counter() - t0:.1f} s",
+        flush=True,
+    )
     start = np.asarray(mode + chol @ np.random.default_rng(n).standard_normal(d), np.float32)
     rows = []
     smh = w.test
-    rows.append(run_kernel("SMH-2 indep.", build_kernel(model, w.proposal, smh, n, w.estimator), start, data, args,
-                           jax.random.fold_in(key, 1), warm_smh, ref))
+    rows.append(
+        run_kernel(
+            "SMH-2 indep.",
+            build_kernel(model, w.proposal, smh, n, w.estimator),
+            start,
+            data,
+            args,
+            jax.random.fold_in(key, 1),
+            warm_smh,
+            ref,
+        )
+    )
     walk = scaled_random_walk(jnp.asarray(chol, jnp.float32), KAPPA / math.sqrt(d))
-    rows.append(run_kernel("SMH-2 RW", build_kernel(model, walk, smh, n, w.estimator), start, data, args,
-                           jax.random.fold_in(key, 2), warm_smh, ref))
+    rows.append(
+        run_kernel(
+            "SMH-2 RW",
+            build_kernel(model, walk, smh, n, w.estimator),
+            start,
+            data,
+            args,
+            jax.random.fold_in(key, 2),
+            warm_smh,
+            ref,
+        )
+    )
     t0 = time.perf_counter()
     est1 = model_glm_proxy(model, data, w.centre, order=1, whiten=chol)
     warm1 = warm_smh + time.perf_counter() - t0
-    rows.append(run_kernel("SMH-1 RW", build_kernel(model, walk, smh, n, est1), start, data, args,
-                           jax.random.fold_in(key, 3), warm1, ref))
+    rows.append(
+        run_kernel(
+            "SMH-1 RW",
+            build_kernel(model, walk, smh, n, est1),
+            start,
+            data,
+            args,
+            jax.random.fold_in(key, 3),
+            warm1,
+            ref,
+        )
+    )
     t0 = time.perf_counter()
     wa = warmup(model, data, zeros, key=2, num_starts=0, test="mhminibatch", proposal="langevin")
     warm_auto = time.perf_counter() - t0
-    rows.append(run_kernel("MHminibatch (auto)", build_kernel(model, wa.proposal, wa.test, n, wa.estimator), start, data,
-                           args, jax.random.fold_in(key, 4), warm_auto, ref))
-    rows.append(run_kernel("full-data MH", build_kernel(model, w.proposal, MetropolisTest(), n), start, data, args,
-                           jax.random.fold_in(key, 5), warm_smh, ref, block_steps=max(10, min(args.block, 5 * 10**6 // n))))
+    rows.append(
+        run_kernel(
+            "MHminibatch (auto)",
+            build_kernel(model, wa.proposal, wa.test, n, wa.estimator),
+            start,
+            data,
+            args,
+            jax.random.fold_in(key, 4),
+            warm_auto,
+            ref,
+        )
+    )
+    rows.append(
+        run_kernel(
+            "full-data MH",
+            build_kernel(model, w.proposal, MetropolisTest(), n),
+            start,
+            data,
+            args,
+            jax.random.fold_in(key, 5),
+            warm_smh,
+            ref,
+            block_steps=max(10, min(args.block, 5 * 10**6 // n)),
+        )
+    )
     for order in (1, 2):
         if alg is None:
             print(f"  PyMHSS MH-SS-{order}: skipped ({args.pymhss_reason})")
         elif family != "logistic":
             print(f"  PyMHSS MH-SS-{order}: skipped (its Poisson model has the softplus link, not the log link)")
         elif order == 2 and n * d * d * 8 > PYMHSS_MEMORY:
-            print(f"  PyMHSS MH-SS-2: skipped (its set-up keeps every row's d x d Hessian: {n * d * d * 8 / 1e9:.1f} GB)")
+            print(
+                f"  PyMHSS MH-SS-2: skipped (its set-up keeps every row's d x d Hessian: {n * d * d * 8 / 1e9:.1f} GB)"
+            )
         else:
             rows.append(run_pymhss(alg, order, data, mode, cov, args, ref, w.cost["mode"].seconds, seed=order))
     for r in rows:
         r.update(family=family, n=n, d=d, ref_ess=ref[2])
-        print(f"  {r['method']:20s} points/step {r['points']:10.3g}  accept {r['accept']:.2f}  ESS/1000 {r['ess_per_1000']:6.1f}"
-              f"  ESS/s {r['ess_s']:9.1f}  incl. warm-up {r['ess_s_warm']:8.1f}  data/ESS {r['data_per_ess']:10.3g}"
-              f"  mean err {r['mean_err']:.3f}  sd err {r['sd_err']:.3f}  {r['extra']}", flush=True)
+        print(
+            f"  {r['method']:20s} points/step {r['points']:10.3g}  accept {r['accept']:.2f}  ESS/1000 {r['ess_per_1000']:6.1f}"
+            f"  ESS/s {r['ess_s']:9.1f}  incl. warm-up {r['ess_s_warm']:8.1f}  data/ESS {r['data_per_ess']:10.3g}"
+            f"  mean err {r['mean_err']:.3f}  sd err {r['sd_err']:.3f}  {r['extra']}",
+            flush=True,
+        )
     speed = None
     if chains:
         one = chains_speed(build_kernel(model, w.proposal, smh, n, w.estimator), start, data, 1, args.chain_steps, key)
-        many = chains_speed(build_kernel(model, w.proposal, smh, n, w.estimator), start, data, args.chains,
-                            args.chain_steps, key)
+        many = chains_speed(
+            build_kernel(model, w.proposal, smh, n, w.estimator), start, data, args.chains, args.chain_steps, key
+        )
         speed = dict(family=family, n=n, d=d, one=one, many=many, chains=args.chains)
         print(f"  chain-steps/s: 1 chain {one:.0f}, {args.chains} chains {many:.0f} ({many / one:.1f}x)", flush=True)
     return rows, speed
@@ -226,14 +321,34 @@ def fmt(v, digits=3):
 
 def table_row(r: dict) -> list[str]:
     """One method's row of the ``exact_mh`` table."""
-    return [r["family"], f"{r['n']:,}", str(r["d"]), r["method"], fmt(r["points"]), f"{r['accept']:.2f}",
-            f"{r['ess_per_1000']:.0f}", fmt(r["ess_s"]), fmt(r["ess_s_warm"]), fmt(r["data_per_ess"]),
-            f"{r['mean_err']:.3f}", f"{r['sd_err']:.3f}", f"{r['warm_s']:.1f}", str(r["steps"])]
+    return [
+        r["family"],
+        f"{r['n']:,}",
+        str(r["d"]),
+        r["method"],
+        fmt(r["points"]),
+        f"{r['accept']:.2f}",
+        f"{r['ess_per_1000']:.0f}",
+        fmt(r["ess_s"]),
+        fmt(r["ess_s_warm"]),
+        fmt(r["data_per_ess"]),
+        f"{r['mean_err']:.3f}",
+        f"{r['sd_err']:.3f}",
+        f"{r['warm_s']:.1f}",
+        str(r["steps"]),
+    ]
 
 
 def speed_row(s: dict) -> list[str]:
     """One setting's row of the ``exact_mh_chains`` table."""
-    return [s["family"], f"{s['n']:,}", str(s["d"]), f"{s['one']:.0f}", f"{s['many']:.0f}", f"{s['many'] / s['one']:.1f}"]
+    return [
+        s["family"],
+        f"{s['n']:,}",
+        str(s["d"]),
+        f"{s['one']:.0f}",
+        f"{s['many']:.0f}",
+        f"{s['many'] / s['one']:.1f}",
+    ]
 
 
 def results_values(rows: list[dict], speeds: list[dict], load: float, name: str = "exact_mh") -> dict[str, str]:
@@ -263,7 +378,9 @@ def main(argv=None):
     p.add_argument("--time-cap", type=float, default=10.0)
     p.add_argument("--block", type=int, default=500)
     p.add_argument("--ref-draws", type=int, default=2000)
-    p.add_argument("--chains", type=int, default=64, help="chains of the vmap speed comparison, first setting only (0: skip)")
+    p.add_argument(
+        "--chains", type=int, default=64, help="chains of the vmap speed comparison, first setting only (0: skip)"
+    )
     p.add_argument("--chain-steps", type=int, default=500)
     p.add_argument("--pymhss", default=None, metavar="DIR", help="directory holding the PyMHSS package")
     p.add_argument("--name", default="exact_mh", help="name of the tables and prefix of the values in the results file")
@@ -291,10 +408,18 @@ def main(argv=None):
     values = results_values(rows, speeds, load, args.name)
     tables = {args.name: table(COLUMNS, [table_row(r) for r in rows])}
     if speeds:
-        tables[f"{args.name}_chains"] = table(["family", "N", "d", "1 chain (chain-steps/s)", f"{args.chains} chains", "ratio"],
-                                              [speed_row(s) for s in speeds])
-    save(args.results, "exact_mh", config=args, values=values, tables=tables,
-         extra={"rows": rows, "speeds": speeds, "load_at_start": load})
+        tables[f"{args.name}_chains"] = table(
+            ["family", "N", "d", "1 chain (chain-steps/s)", f"{args.chains} chains", "ratio"],
+            [speed_row(s) for s in speeds],
+        )
+    save(
+        args.results,
+        "exact_mh",
+        config=args,
+        values=values,
+        tables=tables,
+        extra={"rows": rows, "speeds": speeds, "load_at_start": load},
+    )
 
 
 if __name__ == "__main__":

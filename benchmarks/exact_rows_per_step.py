@@ -29,8 +29,18 @@ from minibatch_mcmc.proposals.scaled import scaled_random_walk
 from minibatch_mcmc.samplers import sample
 
 D, PRIOR = 10, 5.0
-COLUMNS = ["N", "test", "order", "proposal", "acceptance", "rows/step", "Poisson mean", "fallback steps",
-           "bound exceeded", "s/1000 draws"]
+COLUMNS = [
+    "N",
+    "test",
+    "order",
+    "proposal",
+    "acceptance",
+    "rows/step",
+    "Poisson mean",
+    "fallback steps",
+    "bound exceeded",
+    "s/1000 draws",
+]
 
 
 def laplace(data: dict) -> tuple[np.ndarray, np.ndarray]:
@@ -57,25 +67,52 @@ def main() -> None:
         mode, cov = laplace(data)
         chol = np.linalg.cholesky(cov)
         starts = jnp.asarray(mode + (chol @ np.random.default_rng(0).standard_normal((D, 4))).T, jnp.float32)
-        proposals = {"random walk": scaled_random_walk(jnp.asarray(chol, jnp.float32), 2.38 / np.sqrt(D)),
-                     "independence": independence_gaussian(mode, cov=cov)}
+        proposals = {
+            "random walk": scaled_random_walk(jnp.asarray(chol, jnp.float32), 2.38 / np.sqrt(D)),
+            "independence": independence_gaussian(mode, cov=cov),
+        }
         for order in (1, 2):
             est = logistic_proxy(data, mode.astype(np.float32), order=order, whiten=chol)
             for test in (scalable_mh(), mhss(), tunamh()):
                 for pname, proposal in proposals.items():
                     t = time.perf_counter()
-                    res = sample(model, data, starts, proposal=proposal, test=test, estimator=est, num_samples=args.draws,
-                                 num_chains=4, key=1, batched_init=True, progress=False)
+                    res = sample(
+                        model,
+                        data,
+                        starts,
+                        proposal=proposal,
+                        test=test,
+                        estimator=est,
+                        num_samples=args.draws,
+                        num_chains=4,
+                        key=1,
+                        batched_init=True,
+                        progress=False,
+                    )
                     secs = (time.perf_counter() - t) / args.draws * 1000
                     rec = {k: np.asarray(v) for k, v in res.records.items()}
-                    row = [n, test.name, order, pname, f"{rec['accepted'].mean():.3f}", f"{rec['batch_size'].mean():.3f}",
-                           f"{rec['expected_batch_size'].mean():.3f}", int(rec["fallback"].sum()),
-                           int(rec["bound_exceeded"].sum()), f"{secs:.2f}"]
+                    row = [
+                        n,
+                        test.name,
+                        order,
+                        pname,
+                        f"{rec['accepted'].mean():.3f}",
+                        f"{rec['batch_size'].mean():.3f}",
+                        f"{rec['expected_batch_size'].mean():.3f}",
+                        int(rec["fallback"].sum()),
+                        int(rec["bound_exceeded"].sum()),
+                        f"{secs:.2f}",
+                    ]
                     print(" | ".join(str(c) for c in row), flush=True)
                     rows.append(row)
                     values[f"rows_{test.name}{order}_{pname.replace(' ', '_')}_{n}"] = float(rec["batch_size"].mean())
-    save(args.results, "exact_rows_per_step", config=args, tables={"exact_rows_per_step": table(COLUMNS, rows)},
-         values=values)
+    save(
+        args.results,
+        "exact_rows_per_step",
+        config=args,
+        tables={"exact_rows_per_step": table(COLUMNS, rows)},
+        values=values,
+    )
 
 
 if __name__ == "__main__":

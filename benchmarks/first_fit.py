@@ -54,8 +54,20 @@ from minibatch_mcmc.acceptance.registry import TESTS
 from minibatch_mcmc.interop import from_numpyro
 from minibatch_mcmc.warmup import DEFAULT_TEST, auto_sample
 
-COLUMNS = ["N", "model", "method", "seconds", "min ESS", "ESS/s", "x NUTS", "min ESS sq", "x NUTS sq", "max |mean err|/sd",
-           "max |sd ratio - 1|", "of which"]
+COLUMNS = [
+    "N",
+    "model",
+    "method",
+    "seconds",
+    "min ESS",
+    "ESS/s",
+    "x NUTS",
+    "min ESS sq",
+    "x NUTS sq",
+    "max |mean err|/sd",
+    "max |sd ratio - 1|",
+    "of which",
+]
 
 
 def robust(x, y, sub=None):
@@ -159,13 +171,24 @@ def errors(draws: dict[str, np.ndarray], reference: dict[str, np.ndarray]) -> tu
     return float(mean_err), float(sd_err)
 
 
-def run_auto(model, args, draws: int, chains: int, proposal: str | None = None, test: str | None = None) -> tuple[dict, float, str]:
+def run_auto(
+    model, args, draws: int, chains: int, proposal: str | None = None, test: str | None = None
+) -> tuple[dict, float, str]:
     """``from_numpyro`` + ``auto_sample`` (its proxy check after sampling included): constrained draws by site, all the
     seconds, and where they went."""
     start = time.perf_counter()
     conv = from_numpyro(model, *args)
-    res, w = auto_sample(conv.model, conv.data, conv.init, num_samples=draws, num_chains=chains, key=1, progress=False,
-                         proposal=proposal, test=test)
+    res, w = auto_sample(
+        conv.model,
+        conv.data,
+        conv.init,
+        num_samples=draws,
+        num_chains=chains,
+        key=1,
+        progress=False,
+        proposal=proposal,
+        test=test,
+    )
     seconds = time.perf_counter() - start
     phases = ", ".join(f"{k} {c.seconds:.1f}" for k, c in w.cost.items())
     split = f"{w.kind} ({w.why}); warm-up {w.total_seconds:.1f} s ({phases}), sampling {res.wall_time:.1f} s"
@@ -175,7 +198,14 @@ def run_auto(model, args, draws: int, chains: int, proposal: str | None = None, 
 def run_nuts(model, args, chains: int, warm: int, draws: int) -> tuple[dict, float]:
     """NumPyro NUTS on all rows, chains vectorized."""
     start = time.perf_counter()
-    mcmc = MCMC(NUTS(model), num_warmup=warm, num_samples=draws, num_chains=chains, chain_method="vectorized", progress_bar=False)
+    mcmc = MCMC(
+        NUTS(model),
+        num_warmup=warm,
+        num_samples=draws,
+        num_chains=chains,
+        chain_method="vectorized",
+        progress_bar=False,
+    )
     mcmc.run(jax.random.PRNGKey(2), *args)
     samples = {k: np.asarray(v) for k, v in mcmc.get_samples(group_by_chain=True).items()}
     return samples, time.perf_counter() - start, ""
@@ -190,7 +220,9 @@ def run_hmcecs(model, args, chains: int, warm: int, draws: int, sub: int) -> tup
     map_seconds = time.perf_counter() - start
     ref = guide.median(fit.params)
     kernel = HMCECS(NUTS(model), num_blocks=100, proxy=HMCECS.taylor_proxy(ref))
-    mcmc = MCMC(kernel, num_warmup=warm, num_samples=draws, num_chains=chains, chain_method="sequential", progress_bar=False)
+    mcmc = MCMC(
+        kernel, num_warmup=warm, num_samples=draws, num_chains=chains, chain_method="sequential", progress_bar=False
+    )
     mcmc.run(jax.random.PRNGKey(4), *args, sub=sub)
     samples = {k: np.asarray(v) for k, v in mcmc.get_samples(group_by_chain=True).items()}
     return samples, time.perf_counter() - start, f"SVI MAP {map_seconds:.1f} s"
@@ -201,16 +233,27 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, nargs="+", default=[100_000, 1_000_000])
     ap.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
-    ap.add_argument("--methods", nargs="+", default=["auto_sample", "NUTS", "HMCECS"], choices=["auto_sample", "NUTS", "HMCECS"])
+    ap.add_argument(
+        "--methods", nargs="+", default=["auto_sample", "NUTS", "HMCECS"], choices=["auto_sample", "NUTS", "HMCECS"]
+    )
     ap.add_argument("--chains", type=int, default=4)
     ap.add_argument("--draws", type=int, default=2000, help="auto_sample's draws per chain")
     ap.add_argument("--nuts-warmup", type=int, default=500)
     ap.add_argument("--nuts-draws", type=int, default=1000)
     ap.add_argument("--subsample", type=int, default=1000, help="HMCECS's (and its SVI MAP's) rows per step")
-    ap.add_argument("--proposals", nargs="+", default=[None], help="auto_sample's proposal(s) (default: auto_sample's rule, "
-                    "proxy_hmc or mixture); with several, one row each, named auto_sample[proposal]")
-    ap.add_argument("--test", default=None, choices=list(TESTS), help="auto_sample's acceptance test by name (default: "
-                    "auto_sample's own, " + DEFAULT_TEST + ")")
+    ap.add_argument(
+        "--proposals",
+        nargs="+",
+        default=[None],
+        help="auto_sample's proposal(s) (default: auto_sample's rule, "
+        "proxy_hmc or mixture); with several, one row each, named auto_sample[proposal]",
+    )
+    ap.add_argument(
+        "--test",
+        default=None,
+        choices=list(TESTS),
+        help="auto_sample's acceptance test by name (default: auto_sample's own, " + DEFAULT_TEST + ")",
+    )
     ap.add_argument("--name", default="first_fit", help="results table name (a second run's file needs its own)")
     add_results_option(ap)
     args = ap.parse_args()
@@ -223,8 +266,12 @@ def main() -> None:
         for name in args.models:
             model, data = MODELS[name], make_data(name, n)
             found = {}
-            runs = {"NUTS": lambda: run_nuts(model, data, args.chains, args.nuts_warmup, args.nuts_draws),
-                    "HMCECS": lambda: run_hmcecs(model, data, args.chains, args.nuts_warmup, args.nuts_draws, args.subsample)}
+            runs = {
+                "NUTS": lambda: run_nuts(model, data, args.chains, args.nuts_warmup, args.nuts_draws),
+                "HMCECS": lambda: run_hmcecs(
+                    model, data, args.chains, args.nuts_warmup, args.nuts_draws, args.subsample
+                ),
+            }
             if "auto_sample" in args.methods:
                 for p in args.proposals:
                     label = "auto_sample" if len(args.proposals) == 1 else f"auto_sample[{p}]"
@@ -236,7 +283,22 @@ def main() -> None:
                         found[method] = runs[method]()
                         print(f"  ({name}, N={n}: {method} took {found[method][1]:.1f} s)", flush=True)
                     except Exception as err:  # a failed method is a row of the table, not the end of the run
-                        rows.append([f"{n:.0e}", name, method, "failed", "", "", "", "", "", f"{type(err).__name__}: {err}"[:120], "", ""])
+                        rows.append(
+                            [
+                                f"{n:.0e}",
+                                name,
+                                method,
+                                "failed",
+                                "",
+                                "",
+                                "",
+                                "",
+                                "",
+                                f"{type(err).__name__}: {err}"[:120],
+                                "",
+                                "",
+                            ]
+                        )
                         print(" ".join(rows[-1]), flush=True)
             if not found:
                 continue
@@ -252,8 +314,22 @@ def main() -> None:
                 rate_sq[method] = ess_sq / seconds
                 ratio_sq = rate_sq[method] / rate_sq["NUTS"] if "NUTS" in rate_sq else float("nan")
                 mean_err, sd_err = errors(draws, ref) if ref is not None else (float("nan"), float("nan"))
-                rows.append([f"{n:.0e}", name, method, f"{seconds:.1f}", f"{ess:.0f}", f"{rate[method]:.1f}", f"{ratio:.2f}",
-                             f"{ess_sq:.0f}", f"{ratio_sq:.2f}", f"{mean_err:.3f}", f"{sd_err:.3f}", split])
+                rows.append(
+                    [
+                        f"{n:.0e}",
+                        name,
+                        method,
+                        f"{seconds:.1f}",
+                        f"{ess:.0f}",
+                        f"{rate[method]:.1f}",
+                        f"{ratio:.2f}",
+                        f"{ess_sq:.0f}",
+                        f"{ratio_sq:.2f}",
+                        f"{mean_err:.3f}",
+                        f"{sd_err:.3f}",
+                        split,
+                    ]
+                )
                 print(" ".join(c.rjust(w) for c, w in zip(rows[-1], widths)), flush=True)
                 key = f"{args.name}.{n}.{name}.{method}"
                 values[f"{key}.ess_per_s"] = f"{rate[method]:.1f}"
@@ -264,11 +340,23 @@ def main() -> None:
                         label = f"{args.name}.{n}.{name}.{auto.replace('auto_sample', 'auto')}"
                         values[f"{label}_over_{other}"] = f"{rate[auto] / rate[other]:.2f}"
                         values[f"{label}_sq_over_{other}"] = f"{rate_sq[auto] / rate_sq[other]:.2f}"
-            save(args.results, args.name, config=args, tables={args.name: table(COLUMNS, rows)}, values=values,
-                 extra={"machine": machine, "complete": False})  # each finished model kept if a later one is cut off
+            save(
+                args.results,
+                args.name,
+                config=args,
+                tables={args.name: table(COLUMNS, rows)},
+                values=values,
+                extra={"machine": machine, "complete": False},
+            )  # each finished model kept if a later one is cut off
     print(f"load average at end {os.getloadavg()}")
-    save(args.results, args.name, config=args, tables={args.name: table(COLUMNS, rows)}, values=values,
-         extra={"machine": machine, "complete": True})
+    save(
+        args.results,
+        args.name,
+        config=args,
+        tables={args.name: table(COLUMNS, rows)},
+        values=values,
+        extra={"machine": machine, "complete": True},
+    )
 
 
 if __name__ == "__main__":

@@ -54,9 +54,31 @@ import minibatch_mcmc as mm
 from minibatch_mcmc.interop.formula import formula_design
 from minibatch_mcmc.models.glmm import GLMMPrior, glmm_model, prior_scales
 
-COLUMNS = ["N", "G", "rows/group (median)", "method", "seconds", "convert", "warm-up", "sampling", "check",
-           "passes warm-up", "passes sampling", "rows per test", "acceptance", "min ESS", "max R-hat", "ESS/s", "x NUTS",
-           "max |mean err|/sd", "max |sd ratio - 1|", "max z mean", "max z sd", "peak RSS GB", "of which"]
+COLUMNS = [
+    "N",
+    "G",
+    "rows/group (median)",
+    "method",
+    "seconds",
+    "convert",
+    "warm-up",
+    "sampling",
+    "check",
+    "passes warm-up",
+    "passes sampling",
+    "rows per test",
+    "acceptance",
+    "min ESS",
+    "max R-hat",
+    "ESS/s",
+    "x NUTS",
+    "max |mean err|/sd",
+    "max |sd ratio - 1|",
+    "max z mean",
+    "max z sd",
+    "peak RSS GB",
+    "of which",
+]
 METHODS = ("ours", "NUTS")
 GROUP_SD, SLOPE_SD = 0.5, 0.3
 
@@ -133,20 +155,38 @@ def run_ours(df: pd.DataFrame, args, centred: bool | None) -> dict:
     """``mm.glmm`` on the table: its named draws, each phase's seconds and passes, rows per test."""
     extra = {k: v for k, v in (("test", args.test), ("proposal", args.proposal), ("centred", centred)) if v is not None}
     start = time.perf_counter()
-    res = mm.glmm(formula(args.slope), df, args.family, seed=1, num_samples=args.draws,
-                  num_chains=args.chains, offset="log_e" if args.family == "poisson" else None, progress=False, **extra)
+    res = mm.glmm(
+        formula(args.slope),
+        df,
+        args.family,
+        seed=1,
+        num_samples=args.draws,
+        num_chains=args.chains,
+        offset="log_e" if args.family == "poisson" else None,
+        progress=False,
+        **extra,
+    )
     seconds = time.perf_counter() - start
     summary, rec = res.warmup.summary(), res.result.records
     phases = summary["phases"]
     rows = float(np.mean(rec["batch_size"]) + np.mean(rec["hidden_data"]))
     after = sum(phases.get(k, {}).get("seconds", 0.0) for k in ("sampling", "check"))
-    return {"draws": lambda: named_draws(res), "seconds": seconds, "convert": seconds - summary["total_seconds"] - after,
-            "warm-up": summary["total_seconds"], "sampling": phases["sampling"]["seconds"],
-            "check": phases.get("check", {}).get("seconds", 0.0), "passes warm-up": summary["total_passes"],
-            "passes sampling": phases["sampling"]["passes"], "rows per test": rows,
-            "acceptance": float(np.mean(rec["accepted"])), "centred": mostly_centred(res.centring), "design": res.fitted.design,
-            "of which": f"{summary['proposal']} ({summary['why']}), {type(res.warmup.test).__name__ if res.warmup.test is not None else 'all rows'}, "
-                        f"{'centred' if mostly_centred(res.centring) else 'non-centred'} (mean weight {float(np.mean(res.centring[0])):.2f})"}
+    return {
+        "draws": lambda: named_draws(res),
+        "seconds": seconds,
+        "convert": seconds - summary["total_seconds"] - after,
+        "warm-up": summary["total_seconds"],
+        "sampling": phases["sampling"]["seconds"],
+        "check": phases.get("check", {}).get("seconds", 0.0),
+        "passes warm-up": summary["total_passes"],
+        "passes sampling": phases["sampling"]["passes"],
+        "rows per test": rows,
+        "acceptance": float(np.mean(rec["accepted"])),
+        "centred": mostly_centred(res.centring),
+        "design": res.fitted.design,
+        "of which": f"{summary['proposal']} ({summary['why']}), {type(res.warmup.test).__name__ if res.warmup.test is not None else 'all rows'}, "
+        f"{'centred' if mostly_centred(res.centring) else 'non-centred'} (mean weight {float(np.mean(res.centring[0])):.2f})",
+    }
 
 
 def mostly_centred(centring) -> bool:
@@ -174,9 +214,15 @@ def nuts_model(design, family: str, centred: bool):
     levels, k = len(f.levels), len(f.terms)
 
     def model():
-        beta = numpyro.sample("beta", dist.Normal(jnp.asarray(scales.beta_loc, jnp.float32),
-                                                  jnp.asarray(scales.beta_scale, jnp.float32)).to_event(1))
-        sd = numpyro.sample("sd", dist.FoldedDistribution(dist.StudentT(3.0, 0.0, scales.sd_scale)).expand([k]).to_event(1))
+        beta = numpyro.sample(
+            "beta",
+            dist.Normal(
+                jnp.asarray(scales.beta_loc, jnp.float32), jnp.asarray(scales.beta_scale, jnp.float32)
+            ).to_event(1),
+        )
+        sd = numpyro.sample(
+            "sd", dist.FoldedDistribution(dist.StudentT(3.0, 0.0, scales.sd_scale)).expand([k]).to_event(1)
+        )
         if centred:
             u = numpyro.sample("u", dist.Normal(0.0, sd).expand([levels, k]).to_event(2))
         else:
@@ -197,8 +243,14 @@ def run_nuts(design, args, centred: bool) -> dict:
     from numpyro.infer import MCMC, NUTS
 
     start = time.perf_counter()
-    mcmc = MCMC(NUTS(nuts_model(design, args.family, centred)), num_warmup=args.nuts_warmup, num_samples=args.nuts_draws,
-                num_chains=args.chains, chain_method="vectorized", progress_bar=False)
+    mcmc = MCMC(
+        NUTS(nuts_model(design, args.family, centred)),
+        num_warmup=args.nuts_warmup,
+        num_samples=args.nuts_draws,
+        num_chains=args.chains,
+        chain_method="vectorized",
+        progress_bar=False,
+    )
     mcmc.run(jax.random.PRNGKey(2), extra_fields=("num_steps",))
     s = {k: np.asarray(v) for k, v in mcmc.get_samples(group_by_chain=True).items()}
     seconds = time.perf_counter() - start
@@ -209,9 +261,15 @@ def run_nuts(design, args, centred: bool) -> dict:
         draws[f"{term}|{f.name}"] = s["u_eta"][..., j]
         draws[f"sd({term}|{f.name})"] = s["sd"][..., j]
     n_draws = args.chains * (args.nuts_warmup + args.nuts_draws)
-    return {"draws": lambda: draws, "seconds": seconds, "sampling": seconds, "passes sampling": float("nan"),
-            "rows per test": float("nan"), "of which": f"{steps:.1f} gradient passes per draw (sampling); "
-            f"{'centred' if centred else 'non-centred'}; {n_draws} draws in all, warm-up included"}
+    return {
+        "draws": lambda: draws,
+        "seconds": seconds,
+        "sampling": seconds,
+        "passes sampling": float("nan"),
+        "rows per test": float("nan"),
+        "of which": f"{steps:.1f} gradient passes per draw (sampling); "
+        f"{'centred' if centred else 'non-centred'}; {n_draws} draws in all, warm-up included",
+    }
 
 
 def effect_stats(draws: dict, chunk: int = 2000) -> dict:
@@ -223,7 +281,7 @@ def effect_stats(draws: dict, chunk: int = 2000) -> dict:
         a = np.asarray(a, np.float64).reshape(a.shape[:2] + (-1,))
         ess, rhat = [], []
         for lo in range(0, a.shape[-1], chunk):
-            part = {"v": a[..., lo:lo + chunk]}
+            part = {"v": a[..., lo : lo + chunk]}
             ess.append(np.asarray(az.ess(part, method="bulk")["v"]).ravel())
             rhat.append(np.asarray(az.rhat(part)["v"]).ravel())
         out[name] = (np.concatenate(ess), np.concatenate(rhat), a.mean(axis=(0, 1)), a.std(axis=(0, 1)))
@@ -237,10 +295,23 @@ def agreement(stats: dict, ref: dict) -> tuple[float, float, float, float]:
     ``sqrt(2 ln K)`` (3.5 for 200 effects, 4.3 for 10^4)."""
     mean_err = max(float(np.max(np.abs(stats[k][2] - ref[k][2]) / ref[k][3])) for k in ref)
     sd_err = max(float(np.max(np.abs(stats[k][3] / ref[k][3] - 1.0))) for k in ref)
-    z_mean = max(float(np.max(np.abs(stats[k][2] - ref[k][2]) / np.sqrt(stats[k][3] ** 2 / stats[k][0] + ref[k][3] ** 2 / ref[k][0])))
-                 for k in ref)
-    z_sd = max(float(np.max(np.abs(stats[k][3] - ref[k][3]) / np.sqrt(stats[k][3] ** 2 / (2 * stats[k][0]) + ref[k][3] ** 2 / (2 * ref[k][0]))))
-               for k in ref)
+    z_mean = max(
+        float(
+            np.max(
+                np.abs(stats[k][2] - ref[k][2]) / np.sqrt(stats[k][3] ** 2 / stats[k][0] + ref[k][3] ** 2 / ref[k][0])
+            )
+        )
+        for k in ref
+    )
+    z_sd = max(
+        float(
+            np.max(
+                np.abs(stats[k][3] - ref[k][3])
+                / np.sqrt(stats[k][3] ** 2 / (2 * stats[k][0]) + ref[k][3] ** 2 / (2 * ref[k][0]))
+            )
+        )
+        for k in ref
+    )
     return mean_err, sd_err, z_mean, z_sd
 
 
@@ -262,13 +333,25 @@ def configuration(n: int, groups: int, args, rows: list, values: dict) -> None:
                 if method == "ours":
                     found[method] = run_ours(df, args, centred)
                 else:
-                    design = found["ours"]["design"] if "ours" in found else formula_design(
-                        formula(args.slope), df, args.family, offset="log_e" if args.family == "poisson" else None).design
+                    design = (
+                        found["ours"]["design"]
+                        if "ours" in found
+                        else formula_design(
+                            formula(args.slope), df, args.family, offset="log_e" if args.family == "poisson" else None
+                        ).design
+                    )
                     chosen = found["ours"]["centred"] if "ours" in found else centred
-                    found[method] = run_nuts(design, args, mostly_centred(glmm_model(design, args.family)[0].glmm.layout.centring)
-                                             if chosen is None else bool(chosen))
+                    found[method] = run_nuts(
+                        design,
+                        args,
+                        mostly_centred(glmm_model(design, args.family)[0].glmm.layout.centring)
+                        if chosen is None
+                        else bool(chosen),
+                    )
             except Exception as err:  # noqa: BLE001 (a failed method is a row)
-                rows.append(head + [method, "failed"] + [""] * (len(COLUMNS) - 6) + [f"{type(err).__name__}: {err}"[:160]])
+                rows.append(
+                    head + [method, "failed"] + [""] * (len(COLUMNS) - 6) + [f"{type(err).__name__}: {err}"[:160]]
+                )
                 print(" | ".join(rows[-1]), flush=True)
                 continue
         found[method]["peak"] = mem.peak
@@ -282,11 +365,27 @@ def configuration(n: int, groups: int, args, rows: list, values: dict) -> None:
         rhat = max(float(s[1].max()) for s in stats[m].values())
         mean_err, sd_err, z_mean, z_sd = agreement(stats[m], ref) if ref is not None else (float("nan"),) * 4
         ratio = rate[m] / rate["NUTS"] if "NUTS" in rate else float("nan")
-        rows.append(head + [m, cell(r["seconds"], ".1f")] + [cell(r.get(k), ".1f") for k in ("convert", "warm-up", "sampling", "check")]
-                    + [cell(r.get("passes warm-up"), ".2f"), cell(r.get("passes sampling"), ".1f"), cell(r.get("rows per test"), ".0f"),
-                       cell(r.get("acceptance"), ".2f"), f"{ess:.0f}", f"{rhat:.3f}", f"{rate[m]:.2f}", cell(ratio, ".2f"),
-                       cell(mean_err, ".3f"), cell(sd_err, ".3f"), cell(z_mean, ".1f"), cell(z_sd, ".1f"), f"{r['peak']:.2f}",
-                       r["of which"]])
+        rows.append(
+            head
+            + [m, cell(r["seconds"], ".1f")]
+            + [cell(r.get(k), ".1f") for k in ("convert", "warm-up", "sampling", "check")]
+            + [
+                cell(r.get("passes warm-up"), ".2f"),
+                cell(r.get("passes sampling"), ".1f"),
+                cell(r.get("rows per test"), ".0f"),
+                cell(r.get("acceptance"), ".2f"),
+                f"{ess:.0f}",
+                f"{rhat:.3f}",
+                f"{rate[m]:.2f}",
+                cell(ratio, ".2f"),
+                cell(mean_err, ".3f"),
+                cell(sd_err, ".3f"),
+                cell(z_mean, ".1f"),
+                cell(z_sd, ".1f"),
+                f"{r['peak']:.2f}",
+                r["of which"],
+            ]
+        )
         print(" | ".join(rows[-1]), flush=True)
         values[f"{args.name}.{n}.{groups}.{m}.ess_per_s"] = f"{rate[m]:.2f}"
         if m != "NUTS" and "NUTS" in rate:
@@ -302,8 +401,12 @@ def main() -> None:
     ap.add_argument("--family", default="bernoulli", choices=("bernoulli", "poisson"))
     ap.add_argument("--sizes", default="equal", choices=("equal", "tail"), help="group sizes (module docstring)")
     ap.add_argument("--slope", action="store_true", help="a random slope on x1 besides the intercept: (x1 | g)")
-    ap.add_argument("--centred", default="auto", choices=("auto", "centred", "non-centred"),
-                    help="ours' parameterisation (auto: mm.glmm's rule); NUTS takes the same")
+    ap.add_argument(
+        "--centred",
+        default="auto",
+        choices=("auto", "centred", "non-centred"),
+        help="ours' parameterisation (auto: mm.glmm's rule); NUTS takes the same",
+    )
     ap.add_argument("--test", default=None, help="ours' acceptance test by name (default: mm.glmm's)")
     ap.add_argument("--proposal", default=None, help="ours' proposal by name (default: mm.glmm's)")
     ap.add_argument("--chains", type=int, default=4)
@@ -313,17 +416,31 @@ def main() -> None:
     ap.add_argument("--name", default="glmm", help="results table name (a second results file needs its own)")
     add_results_option(ap)
     args = ap.parse_args()
-    machine = (f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, {jax.devices()[0].device_kind}, "
-               f"jax {jax.__version__}, load average at start {os.getloadavg()[0]:.1f}")
+    machine = (
+        f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, {jax.devices()[0].device_kind}, "
+        f"jax {jax.__version__}, load average at start {os.getloadavg()[0]:.1f}"
+    )
     print(f"machine: {machine}", flush=True)
     rows, values = [], {}
     for n in args.n:
         for groups in args.groups:
             configuration(n, groups, args, rows, values)
-            save(args.results, args.name, config=args, tables={args.name: table(COLUMNS, rows)}, values=values,
-                 extra={"machine": machine, "complete": False})
-    save(args.results, args.name, config=args, tables={args.name: table(COLUMNS, rows)}, values=values,
-         extra={"machine": machine, "complete": True, "load average at end": os.getloadavg()[0]})
+            save(
+                args.results,
+                args.name,
+                config=args,
+                tables={args.name: table(COLUMNS, rows)},
+                values=values,
+                extra={"machine": machine, "complete": False},
+            )
+    save(
+        args.results,
+        args.name,
+        config=args,
+        tables={args.name: table(COLUMNS, rows)},
+        values=values,
+        extra={"machine": machine, "complete": True, "load average at end": os.getloadavg()[0]},
+    )
 
 
 if __name__ == "__main__":

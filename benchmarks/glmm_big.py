@@ -32,9 +32,30 @@ from minibatch_mcmc.interop.formula import formula_design
 from minibatch_mcmc.models.glmm import glmm_model, initial_theta
 from minibatch_mcmc.optim.block_newton import block_mode, marginal_variances
 
-COLUMNS = ["N", "G", "rows/group (median)", "largest group", "d", "parameterisation", "design s", "mode s",
-           "Newton steps", "passes", "converged", "decrement", "Laplace s", "sd(1|g) at mode", "proxy s", "sampling s",
-           "acceptance", "rows per test", "min ESS", "ESS/s (all time)", "peak RSS GB", "note"]
+COLUMNS = [
+    "N",
+    "G",
+    "rows/group (median)",
+    "largest group",
+    "d",
+    "parameterisation",
+    "design s",
+    "mode s",
+    "Newton steps",
+    "passes",
+    "converged",
+    "decrement",
+    "Laplace s",
+    "sd(1|g) at mode",
+    "proxy s",
+    "sampling s",
+    "acceptance",
+    "rows per test",
+    "min ESS",
+    "ESS/s (all time)",
+    "peak RSS GB",
+    "note",
+]
 
 
 def run_sampler(model, data, found, args) -> tuple:
@@ -47,13 +68,29 @@ def run_sampler(model, data, found, args) -> tuple:
     proxy_s = time.perf_counter() - start
     proposal = arrow_hmc(proxy, model.log_prior, args.step_size, arrow_mass(found.factor), num_steps=args.leapfrog)
     start = time.perf_counter()
-    res = mm.sample(model, data, found.theta_hat, proposal=proposal, test=mm.penalty_test(args.batch), estimator=proxy,
-                    num_samples=args.sample, num_chains=args.chains, key=3, progress=False)
+    res = mm.sample(
+        model,
+        data,
+        found.theta_hat,
+        proposal=proposal,
+        test=mm.penalty_test(args.batch),
+        estimator=proxy,
+        num_samples=args.sample,
+        num_chains=args.chains,
+        key=3,
+        progress=False,
+    )
     sampling_s = time.perf_counter() - start
     draws = np.asarray(res.unconstrained, np.float64)
     ess = float(np.min(np.asarray(az.ess({"t": draws}, method="bulk")["t"])))
     rec = res.records
-    return proxy_s, sampling_s, float(np.mean(rec["accepted"])), float(np.mean(rec["batch_size"]) + np.mean(rec["hidden_data"])), ess
+    return (
+        proxy_s,
+        sampling_s,
+        float(np.mean(rec["accepted"])),
+        float(np.mean(rec["batch_size"]) + np.mean(rec["hidden_data"])),
+        ess,
+    )
 
 
 def one(n: int, groups: int, centred: str, rows: list, values: dict, name: str, args) -> None:
@@ -65,8 +102,12 @@ def one(n: int, groups: int, centred: str, rows: list, values: dict, name: str, 
     with PeakRSS() as mem:
         try:
             start = time.perf_counter()
-            model, data = glmm_model(formula_design(formula(False), df, "bernoulli").design, "bernoulli", centred=flag,
-                                     sample_as_written=centred != "auto")
+            model, data = glmm_model(
+                formula_design(formula(False), df, "bernoulli").design,
+                "bernoulli",
+                centred=flag,
+                sample_as_written=centred != "auto",
+            )
             design_s = time.perf_counter() - start
             d = int(initial_theta(model).size)
             found = block_mode(model, data, initial_theta(model), max_steps=args.max_steps)
@@ -75,18 +116,49 @@ def one(n: int, groups: int, centred: str, rows: list, values: dict, name: str, 
             laplace_s = time.perf_counter() - start
             sampled = run_sampler(model, data, found, args) if args.sample else None
         except Exception as err:  # noqa: BLE001 (a failed fit is a row)
-            rows.append(head + ["", centred] + [""] * (len(COLUMNS) - 8) + [f"{mem.peak:.2f}", f"{type(err).__name__}: {err}"[:200]])
+            rows.append(
+                head
+                + ["", centred]
+                + [""] * (len(COLUMNS) - 8)
+                + [f"{mem.peak:.2f}", f"{type(err).__name__}: {err}"[:200]]
+            )
             print(" | ".join(rows[-1]), flush=True)
             return
     sd = float(np.exp(found.theta_hat[3 + groups]))
-    rows.append(head + [str(d), centred, f"{design_s:.1f}", f"{found.seconds:.1f}", str(found.steps), str(found.passes),
-                        str(found.converged), f"{found.decrement:.2g}", f"{laplace_s:.2f}",
-                        f"{sd:.3f} +- {np.sqrt(var[3 + groups]) * sd:.3f} (true {GROUP_SD})"]
-                + (["-"] * 6 if sampled is None else
-                   [f"{sampled[0]:.1f}", f"{sampled[1]:.1f}", f"{sampled[2]:.2f}", f"{sampled[3]:.0f}", f"{sampled[4]:.0f}",
-                    f"{sampled[4] / (design_s + found.seconds + sampled[0] + sampled[1]):.3f}"])
-                + [f"{mem.peak:.2f}", "" if sampled is None else f"arrow proxy HMC, step {args.step_size}, {args.leapfrog} leapfrog steps, "
-                   f"penalty test batch {args.batch}, {args.chains} chains x {args.sample} draws"])
+    rows.append(
+        head
+        + [
+            str(d),
+            centred,
+            f"{design_s:.1f}",
+            f"{found.seconds:.1f}",
+            str(found.steps),
+            str(found.passes),
+            str(found.converged),
+            f"{found.decrement:.2g}",
+            f"{laplace_s:.2f}",
+            f"{sd:.3f} +- {np.sqrt(var[3 + groups]) * sd:.3f} (true {GROUP_SD})",
+        ]
+        + (
+            ["-"] * 6
+            if sampled is None
+            else [
+                f"{sampled[0]:.1f}",
+                f"{sampled[1]:.1f}",
+                f"{sampled[2]:.2f}",
+                f"{sampled[3]:.0f}",
+                f"{sampled[4]:.0f}",
+                f"{sampled[4] / (design_s + found.seconds + sampled[0] + sampled[1]):.3f}",
+            ]
+        )
+        + [
+            f"{mem.peak:.2f}",
+            ""
+            if sampled is None
+            else f"arrow proxy HMC, step {args.step_size}, {args.leapfrog} leapfrog steps, "
+            f"penalty test batch {args.batch}, {args.chains} chains x {args.sample} draws",
+        ]
+    )
     print(" | ".join(rows[-1]), flush=True)
     values[f"{name}.{n}.{groups}.{centred}.mode_seconds"] = f"{found.seconds:.1f}"
     values[f"{name}.{n}.{groups}.{centred}.peak_gb"] = f"{mem.peak:.2f}"
@@ -99,7 +171,9 @@ def main() -> None:
     ap.add_argument("--groups", type=int, nargs="+", default=[10_000])
     ap.add_argument("--centred", nargs="+", default=["auto", "non-centred"], choices=("auto", "centred", "non-centred"))
     ap.add_argument("--name", default="glmm_big")
-    ap.add_argument("--max-steps", type=int, default=50, help="Newton steps at most (0: one derivative pass, for memory)")
+    ap.add_argument(
+        "--max-steps", type=int, default=50, help="Newton steps at most (0: one derivative pass, for memory)"
+    )
     ap.add_argument("--sample", type=int, default=0, help="draws per chain of arrow proxy HMC after the fit (0: none)")
     ap.add_argument("--chains", type=int, default=4)
     ap.add_argument("--step-size", type=float, default=0.5, help="leapfrog step in whitened units")
@@ -107,17 +181,31 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=500, help="the penalty test's first minibatch")
     add_results_option(ap)
     args = ap.parse_args()
-    machine = (f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, {jax.devices()[0].device_kind}, "
-               f"jax {jax.__version__}, load average at start {os.getloadavg()[0]:.1f}")
+    machine = (
+        f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, {jax.devices()[0].device_kind}, "
+        f"jax {jax.__version__}, load average at start {os.getloadavg()[0]:.1f}"
+    )
     print(f"machine: {machine}", flush=True)
     rows, values = [], {}
     for n, groups in zip(args.n, args.groups):
         for centred in args.centred:
             one(n, groups, centred, rows, values, args.name, args)
-            save(args.results, args.name, config=args, tables={args.name: table(COLUMNS, rows)}, values=values,
-                 extra={"machine": machine, "complete": False})
-    save(args.results, args.name, config=args, tables={args.name: table(COLUMNS, rows)}, values=values,
-         extra={"machine": machine, "complete": True, "load average at end": os.getloadavg()[0]})
+            save(
+                args.results,
+                args.name,
+                config=args,
+                tables={args.name: table(COLUMNS, rows)},
+                values=values,
+                extra={"machine": machine, "complete": False},
+            )
+    save(
+        args.results,
+        args.name,
+        config=args,
+        tables={args.name: table(COLUMNS, rows)},
+        values=values,
+        extra={"machine": machine, "complete": True, "load average at end": os.getloadavg()[0]},
+    )
 
 
 if __name__ == "__main__":

@@ -37,8 +37,16 @@ EFFECTS = 3
 """Fixed effects reported: the intercept and the first two slopes."""
 
 
-def conditional_mode(x: np.ndarray, codes: np.ndarray, y: np.ndarray, groups: int, loc: np.ndarray, scale: np.ndarray,
-                     tau: float, start: np.ndarray) -> tuple[np.ndarray, float, np.ndarray]:
+def conditional_mode(
+    x: np.ndarray,
+    codes: np.ndarray,
+    y: np.ndarray,
+    groups: int,
+    loc: np.ndarray,
+    scale: np.ndarray,
+    tau: float,
+    start: np.ndarray,
+) -> tuple[np.ndarray, float, np.ndarray]:
     """``(mode of (beta, u), log joint there, inverse of minus the Hessian)`` at fixed ``tau`` (Newton, float64)."""
     p = x.shape[1]
     theta = start.copy()
@@ -58,8 +66,9 @@ def conditional_mode(x: np.ndarray, codes: np.ndarray, y: np.ndarray, groups: in
         if np.max(np.abs(step)) < 1e-10:
             break
     eta = x @ theta[:p] + theta[p:][codes]
-    log_joint = (np.sum(y * eta - np.logaddexp(0.0, eta)) - 0.5 * np.sum(prec * (theta - centre) ** 2)
-                 - groups * np.log(tau))
+    log_joint = (
+        np.sum(y * eta - np.logaddexp(0.0, eta)) - 0.5 * np.sum(prec * (theta - centre) ** 2) - groups * np.log(tau)
+    )
     return theta, log_joint, np.linalg.inv(neg_h)
 
 
@@ -83,9 +92,12 @@ def laplace_quadrature(design, grid: np.ndarray) -> dict:
     beta_mean = weight @ means
     beta_sd = np.sqrt(weight @ (variances + means**2) - beta_mean**2)
     tau_mean = float(weight @ grid)
-    return {"tau": [tau_mean, float(np.sqrt(weight @ grid**2 - tau_mean**2))],
-            "beta": [[float(m), float(s)] for m, s in zip(beta_mean, beta_sd)],
-            "grid": [float(grid[0]), float(grid[-1]), len(grid)], "edge_mass": float(weight[0] + weight[-1])}
+    return {
+        "tau": [tau_mean, float(np.sqrt(weight @ grid**2 - tau_mean**2))],
+        "beta": [[float(m), float(s)] for m, s in zip(beta_mean, beta_sd)],
+        "grid": [float(grid[0]), float(grid[-1]), len(grid)],
+        "edge_mass": float(weight[0] + weight[-1]),
+    }
 
 
 def fit(rows: int, written: str, as_written: bool, samples: int) -> dict:
@@ -97,21 +109,38 @@ def fit(rows: int, written: str, as_written: bool, samples: int) -> dict:
         start = time.perf_counter()
         model, data = glmm_model(design, "bernoulli", centred=centred, prior=PRIOR, sample_as_written=as_written)
         pilot = time.perf_counter() - start
-        result, warm = mm.auto_sample(model, data, initial_theta(model), num_samples=samples, num_chains=4, key=0,
-                                      progress=False)
+        result, warm = mm.auto_sample(
+            model, data, initial_theta(model), num_samples=samples, num_chains=4, key=0, progress=False
+        )
         post = result.summary()["posterior"]
     weights = np.asarray(model.glmm.layout.centring[0]).ravel()
     return {
-        "rows": rows, "written": written, "as_written": as_written, "weights": [round(float(w), 3) for w in weights],
+        "rows": rows,
+        "written": written,
+        "as_written": as_written,
+        "weights": [round(float(w), 3) for w in weights],
         "pilot_seconds": round(pilot, 2),
-        "phases": {k: {"rows": int(v.data), "passes": round(float(v.passes), 3), "seconds": round(float(v.seconds), 1)}
-                   for k, v in warm.cost.items()},
-        "kind": warm.kind, "stratum": 0 if warm.influence is None else int(warm.influence.rows.size),
+        "phases": {
+            k: {"rows": int(v.data), "passes": round(float(v.passes), 3), "seconds": round(float(v.seconds), 1)}
+            for k, v in warm.cost.items()
+        },
+        "kind": warm.kind,
+        "stratum": 0 if warm.influence is None else int(warm.influence.rows.size),
         "acceptance": float(np.mean(result.records["accepted"])),
         "rows_per_test": float(np.mean(result.records["batch_size"]) + np.mean(result.records["hidden_data"])),
-        "tau": [float(post.loc["sd_g[0]", "mean"]), float(post.loc["sd_g[0]", "sd"]), float(post.loc["sd_g[0]", "ess_bulk"])],
-        "beta": [[float(post.loc[f"beta[{j}]", "mean"]), float(post.loc[f"beta[{j}]", "sd"]),
-                  float(post.loc[f"beta[{j}]", "ess_bulk"])] for j in range(EFFECTS)],
+        "tau": [
+            float(post.loc["sd_g[0]", "mean"]),
+            float(post.loc["sd_g[0]", "sd"]),
+            float(post.loc["sd_g[0]", "ess_bulk"]),
+        ],
+        "beta": [
+            [
+                float(post.loc[f"beta[{j}]", "mean"]),
+                float(post.loc[f"beta[{j}]", "sd"]),
+                float(post.loc[f"beta[{j}]", "ess_bulk"]),
+            ]
+            for j in range(EFFECTS)
+        ],
         "warnings": [str(w.message)[:300] for w in caught],
     }
 
@@ -126,22 +155,67 @@ def result_table(runs: dict, references: dict) -> dict:
     rows = []
     for key in sorted(references):
         ref = references[key]["reference"]
-        rows.append([f"{int(key):,}", "reference (Laplace quadrature in tau)", "-", "-", "-", "-", "-", "-",
-                     f"{references[key]['seconds']:.0f}", fmt(ref["tau"]), fmt(ref["beta"][0]), fmt(ref["beta"][1])])
+        rows.append(
+            [
+                f"{int(key):,}",
+                "reference (Laplace quadrature in tau)",
+                "-",
+                "-",
+                "-",
+                "-",
+                "-",
+                "-",
+                f"{references[key]['seconds']:.0f}",
+                fmt(ref["tau"]),
+                fmt(ref["beta"][0]),
+                fmt(ref["beta"][1]),
+            ]
+        )
     for key in sorted(runs):
         r = runs[key]
         ph = r["phases"]
-        form = f"written {'centred' if r['written'] == 'true' else 'non-centred' if r['written'] == 'false' else 'auto'}"
+        form = (
+            f"written {'centred' if r['written'] == 'true' else 'non-centred' if r['written'] == 'false' else 'auto'}"
+        )
         form += ", sampled as written" if r["as_written"] else ", sampled per level"
         form += f", exact stratum {r['stratum']} rows" if r["stratum"] else ", no stratum"
         warm = sum(v["passes"] for k, v in ph.items() if k not in ("sampling", "check"))
-        seconds = "/".join(f"{ph[k]['seconds']:.0f}" for k in ("mode", "proxy", "tuning", "sampling", "check") if k in ph)
-        rows.append([f"{r['rows']:,}", form, f"{min(r['weights']):.2f}-{max(r['weights']):.4f}",
-                     f"{ph['mode']['passes']:.2f}", f"{warm:.2f}", f"{r['acceptance']:.3f}",
-                     f"{r['rows_per_test']:,.0f}" + (f" + {r['stratum']:,}" if r["stratum"] else ""),
-                     str(len(r["warnings"])), seconds, fmt(r["tau"]), fmt(r["beta"][0]), fmt(r["beta"][1])])
-    return table(["rows", "form", "weights", "mode passes", "warm-up passes", "acceptance", "rows/test (+ stratum)", "warnings",
-                  "seconds (mode/proxy/tuning/sampling/check; reference: all)", "tau", "beta[0]", "beta[1]"], rows)
+        seconds = "/".join(
+            f"{ph[k]['seconds']:.0f}" for k in ("mode", "proxy", "tuning", "sampling", "check") if k in ph
+        )
+        rows.append(
+            [
+                f"{r['rows']:,}",
+                form,
+                f"{min(r['weights']):.2f}-{max(r['weights']):.4f}",
+                f"{ph['mode']['passes']:.2f}",
+                f"{warm:.2f}",
+                f"{r['acceptance']:.3f}",
+                f"{r['rows_per_test']:,.0f}" + (f" + {r['stratum']:,}" if r["stratum"] else ""),
+                str(len(r["warnings"])),
+                seconds,
+                fmt(r["tau"]),
+                fmt(r["beta"][0]),
+                fmt(r["beta"][1]),
+            ]
+        )
+    return table(
+        [
+            "rows",
+            "form",
+            "weights",
+            "mode passes",
+            "warm-up passes",
+            "acceptance",
+            "rows/test (+ stratum)",
+            "warnings",
+            "seconds (mode/proxy/tuning/sampling/check; reference: all)",
+            "tau",
+            "beta[0]",
+            "beta[1]",
+        ],
+        rows,
+    )
 
 
 def merge(entries: list[dict]) -> None:
@@ -153,8 +227,12 @@ def merge(entries: list[dict]) -> None:
             references[str(e["rows"])] = e
         else:
             runs[f"{e['rows']}_{e['written']}{'_as_written' if e['as_written'] else ''}_stratum{e['stratum']}"] = e
-    payload = results_payload("glmm_centring", command(), tables={"glmm_centring": result_table(runs, references)},
-                              extra={"runs": runs, "references": references})
+    payload = results_payload(
+        "glmm_centring",
+        command(),
+        tables={"glmm_centring": result_table(runs, references)},
+        extra={"runs": runs, "references": references},
+    )
     save_results(RESULTS, payload)
 
 
@@ -166,7 +244,9 @@ def main() -> None:
     parser.add_argument("--as-written", action="store_true")
     parser.add_argument("--samples", type=int, default=1000)
     parser.add_argument("--reference", action="store_true", help="compute the Laplace-quadrature reference")
-    parser.add_argument("--merge", default=None, help="merge the JSON lines of an earlier run's output instead of fitting")
+    parser.add_argument(
+        "--merge", default=None, help="merge the JSON lines of an earlier run's output instead of fitting"
+    )
     args = parser.parse_args()
     if args.merge:
         merge([json.loads(line) for line in pathlib.Path(args.merge).read_text().splitlines() if line.startswith("{")])

@@ -60,25 +60,46 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=1000)
     args = parser.parse_args()
     centred = {"auto": "auto", "true": True, "false": False}[args.centred]
-    model, data = glmm_model(simulated_design(args.rows), "bernoulli", centred=centred,
-                             prior=GLMMPrior(sd="half_normal", sd_scale=1.0), sample_as_written=args.as_written)
+    model, data = glmm_model(
+        simulated_design(args.rows),
+        "bernoulli",
+        centred=centred,
+        prior=GLMMPrior(sd="half_normal", sd_scale=1.0),
+        sample_as_written=args.as_written,
+    )
     theta0 = initial_theta(model)
     if args.proxy == "taylor":
         model = model._replace(glmm=None)
     start = time.perf_counter()
-    result, warm = mm.auto_sample(model, data, theta0, num_samples=args.samples, num_chains=4, key=0, progress=False,
-                                  newton_steps=args.newton_steps)
+    result, warm = mm.auto_sample(
+        model,
+        data,
+        theta0,
+        num_samples=args.samples,
+        num_chains=4,
+        key=0,
+        progress=False,
+        newton_steps=args.newton_steps,
+    )
     post = result.summary()["posterior"]
-    print(json.dumps({
-        "rows": args.rows, "proxy": type(warm.proxy).__name__, "centred": args.centred, "as_written": args.as_written, "kind": warm.kind,
-        "stratum": 0 if warm.influence is None else int(warm.influence.rows.size),
-        "warmup": {k: [int(v.data), round(float(v.passes), 2)] for k, v in warm.cost.items()},
-        "acceptance": float(np.mean(result.records["accepted"])),
-        "rows_per_test": float(np.mean(result.records["batch_size"]) + np.mean(result.records["hidden_data"])),
-        "seconds": round(time.perf_counter() - start, 1),
-        "beta0": [float(post.loc["beta[0]", "mean"]), float(post.loc["beta[0]", "sd"])],
-        "sd_g": [float(post.loc["sd_g[0]", "mean"]), float(post.loc["sd_g[0]", "sd"])],
-    }))
+    print(
+        json.dumps(
+            {
+                "rows": args.rows,
+                "proxy": type(warm.proxy).__name__,
+                "centred": args.centred,
+                "as_written": args.as_written,
+                "kind": warm.kind,
+                "stratum": 0 if warm.influence is None else int(warm.influence.rows.size),
+                "warmup": {k: [int(v.data), round(float(v.passes), 2)] for k, v in warm.cost.items()},
+                "acceptance": float(np.mean(result.records["accepted"])),
+                "rows_per_test": float(np.mean(result.records["batch_size"]) + np.mean(result.records["hidden_data"])),
+                "seconds": round(time.perf_counter() - start, 1),
+                "beta0": [float(post.loc["beta[0]", "mean"]), float(post.loc["beta[0]", "sd"])],
+                "sd_g": [float(post.loc["sd_g[0]", "mean"]), float(post.loc["sd_g[0]", "sd"])],
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -59,17 +59,28 @@ def main() -> None:
     ap.add_argument("--num-samples", type=int, default=3000)
     ap.add_argument("--reference-samples", type=int, default=3000)
     ap.add_argument("--max-error", type=float, default=9e-4)
-    ap.add_argument("--out", default="runs/gmm-data-per-test", help="folder of results.json (default runs/gmm-data-per-test)")
-    ap.add_argument("--results", default=None, metavar="FILE", help="also write the results file to FILE (docs/results/gmm_data_per_test.json)")
+    ap.add_argument(
+        "--out", default="runs/gmm-data-per-test", help="folder of results.json (default runs/gmm-data-per-test)"
+    )
+    ap.add_argument(
+        "--results",
+        default=None,
+        metavar="FILE",
+        help="also write the results file to FILE (docs/results/gmm_data_per_test.json)",
+    )
     args = ap.parse_args()
 
     cfg = GMMConfig(num_samples=args.num_samples)
     data = make_data(cfg)
     grid = exact_grid(cfg, np.asarray(data))
     big_sigma = largest_sigma_with_error(args.max_error)
-    print(f"machine: {platform.processor() or platform.machine()}, {jax.device_count()} x {jax.devices()[0].device_kind}, jax {jax.__version__}")
-    print(f"N={cfg.n_data:,}  K={cfg.temperature:g}  m={cfg.batch_size}  random-walk s.d. {cfg.proposal_sd}  "
-          f"{cfg.num_samples} samples x {args.trials} trials")
+    print(
+        f"machine: {platform.processor() or platform.machine()}, {jax.device_count()} x {jax.devices()[0].device_kind}, jax {jax.__version__}"
+    )
+    print(
+        f"N={cfg.n_data:,}  K={cfg.temperature:g}  m={cfg.batch_size}  random-walk s.d. {cfg.proposal_sd}  "
+        f"{cfg.num_samples} samples x {args.trials} trials"
+    )
     rows = []
     literal = cfg._replace(proposal_sd=float(np.sqrt(cfg.proposal_sd)))
     for label, sigma, c in ((None, 1.0, cfg), (None, big_sigma, cfg), ("cov 0.15 I (s.d. 0.387)", 1.0, literal)):
@@ -79,53 +90,71 @@ def main() -> None:
         bs = res.records["batch_size"].astype(float)
         per_trial = bs.mean(axis=1)
         q = [sample_quality(np.asarray(res.positions)[c], grid) for c in range(args.trials)]
-        rows.append({
-            "method": f"MHminibatch sigma={sigma:g}" + (f", {label}" if label else ""),
-            "corr_err": correction_error(sigma),
-            "mean_bs": per_trial.mean(),
-            "sd_bs": per_trial.std(ddof=1) if args.trials > 1 else 0.0,
-            "accept": res.records["accepted"].mean(),
-            "eq40": np.mean([x["poisson_loglik_eq40"] for x in q]),
-            "eq40_sd": np.std([x["poisson_loglik_eq40"] for x in q], ddof=1) if args.trials > 1 else 0.0,
-            "chi2": np.mean([x["chi_squared"] for x in q]),
-            "chi2_sd": np.std([x["chi_squared"] for x in q], ddof=1) if args.trials > 1 else 0.0,
-            "dof": q[0]["chi_squared_dof"],
-            "wall": wall,
-        })
+        rows.append(
+            {
+                "method": f"MHminibatch sigma={sigma:g}" + (f", {label}" if label else ""),
+                "corr_err": correction_error(sigma),
+                "mean_bs": per_trial.mean(),
+                "sd_bs": per_trial.std(ddof=1) if args.trials > 1 else 0.0,
+                "accept": res.records["accepted"].mean(),
+                "eq40": np.mean([x["poisson_loglik_eq40"] for x in q]),
+                "eq40_sd": np.std([x["poisson_loglik_eq40"] for x in q], ddof=1) if args.trials > 1 else 0.0,
+                "chi2": np.mean([x["chi_squared"] for x in q]),
+                "chi2_sd": np.std([x["chi_squared"] for x in q], ddof=1) if args.trials > 1 else 0.0,
+                "dof": q[0]["chi_squared_dof"],
+                "wall": wall,
+            }
+        )
     ref_cfg = cfg._replace(num_samples=args.reference_samples)
     t0 = time.perf_counter()
     res = run(ref_cfg, data, BarkerTest(), min(args.trials, 2), seed=2)
     wall = time.perf_counter() - t0
     q = [sample_quality(np.asarray(res.positions)[c], grid) for c in range(res.num_chains)]
-    rows.append({
-        "method": "full-data Barker",
-        "corr_err": 0.0,
-        "mean_bs": float(cfg.n_data),
-        "sd_bs": 0.0,
-        "accept": res.records["accepted"].mean(),
-        "eq40": np.mean([x["poisson_loglik_eq40"] for x in q]),
-        "eq40_sd": np.std([x["poisson_loglik_eq40"] for x in q], ddof=1) if len(q) > 1 else 0.0,
-        "chi2": np.mean([x["chi_squared"] for x in q]),
-        "chi2_sd": np.std([x["chi_squared"] for x in q], ddof=1) if len(q) > 1 else 0.0,
-        "dof": q[0]["chi_squared_dof"],
-        "wall": wall,
-    })
+    rows.append(
+        {
+            "method": "full-data Barker",
+            "corr_err": 0.0,
+            "mean_bs": float(cfg.n_data),
+            "sd_bs": 0.0,
+            "accept": res.records["accepted"].mean(),
+            "eq40": np.mean([x["poisson_loglik_eq40"] for x in q]),
+            "eq40_sd": np.std([x["poisson_loglik_eq40"] for x in q], ddof=1) if len(q) > 1 else 0.0,
+            "chi2": np.mean([x["chi_squared"] for x in q]),
+            "chi2_sd": np.std([x["chi_squared"] for x in q], ddof=1) if len(q) > 1 else 0.0,
+            "dof": q[0]["chi_squared_dof"],
+            "wall": wall,
+        }
+    )
     print()
-    print(f"{'method':<44} {'corr. err':>9} {'mean batch +- sd':>20} {'accept':>7} {'Eq.40 loglik':>18} {'chi2 (dof)':>22} {'wall s':>7}")
+    print(
+        f"{'method':<44} {'corr. err':>9} {'mean batch +- sd':>20} {'accept':>7} {'Eq.40 loglik':>18} {'chi2 (dof)':>22} {'wall s':>7}"
+    )
     for r in rows:
-        print(f"{r['method']:<44} {r['corr_err']:>9.1e} {r['mean_bs']:>11.1f} +- {r['sd_bs']:<6.1f} {r['accept']:>7.3f} "
-              f"{r['eq40']:>9.1f} +- {r['eq40_sd']:<6.1f} {r['chi2']:>9.1f} +- {r['chi2_sd']:<6.1f}({r['dof']}) {r['wall']:>7.1f}")
+        print(
+            f"{r['method']:<44} {r['corr_err']:>9.1e} {r['mean_bs']:>11.1f} +- {r['sd_bs']:<6.1f} {r['accept']:>7.3f} "
+            f"{r['eq40']:>9.1f} +- {r['eq40_sd']:<6.1f} {r['chi2']:>9.1f} +- {r['chi2_sd']:<6.1f}({r['dof']}) {r['wall']:>7.1f}"
+        )
     print(f"{'paper MHminibatch (Table 1)':<44} {'8.9e-04':>9} {PAPER_MEAN:>11.1f} +- {PAPER_SD:<6.1f}")
     print()
     print(f"ratio mean batch, sigma=1 / paper:            {rows[0]['mean_bs'] / PAPER_MEAN:.3f}")
     print(f"ratio mean batch, sigma={big_sigma:g} / sigma=1:       {rows[1]['mean_bs'] / rows[0]['mean_bs']:.3f}")
     print(f"ratio data per test, full data / MHminibatch sigma=1: {cfg.n_data / rows[0]['mean_bs']:.0f}")
-    print(f"ratio mean batch, literal covariance reading / s.d. reading (sigma=1): {rows[2]['mean_bs'] / rows[0]['mean_bs']:.2f}")
+    print(
+        f"ratio mean batch, literal covariance reading / s.d. reading (sigma=1): {rows[2]['mean_bs'] / rows[0]['mean_bs']:.2f}"
+    )
     print("(chi2 and Eq. 40 of the literal-covariance row use the same grid; its chain explores the same posterior)")
     tables, values = results_tables(rows, big_sigma)
-    config = cfg._asdict() | {"trials": args.trials, "reference_samples": args.reference_samples, "reference_chains": min(args.trials, 2),
-                              "max_error": args.max_error, "seed_minibatch": 1, "seed_reference": 2}
-    payload = results_payload("gmm_data_per_test", " ".join(["python", *sys.argv]), config=config, tables=tables, values=values)
+    config = cfg._asdict() | {
+        "trials": args.trials,
+        "reference_samples": args.reference_samples,
+        "reference_chains": min(args.trials, 2),
+        "max_error": args.max_error,
+        "seed_minibatch": 1,
+        "seed_reference": 2,
+    }
+    payload = results_payload(
+        "gmm_data_per_test", " ".join(["python", *sys.argv]), config=config, tables=tables, values=values
+    )
     for path in write_results(args.out, payload, copy_to=args.results):
         print(f"wrote {path}")
 
@@ -133,12 +162,27 @@ def main() -> None:
 def results_tables(rows: list[dict], big_sigma: float) -> tuple[dict, dict]:
     """The benchmark's table (with the paper's row) and the figures the docs' prose quotes, as strings."""
     body = [
-        [r["method"], f"{r['corr_err']:.1e}", f"{r['mean_bs']:.1f} +- {r['sd_bs']:.1f}", f"{r['accept']:.3f}",
-         f"{r['eq40']:.1f} +- {r['eq40_sd']:.1f}", f"{r['chi2']:.1f} +- {r['chi2_sd']:.1f} ({r['dof']})", f"{r['wall']:.1f}"]
+        [
+            r["method"],
+            f"{r['corr_err']:.1e}",
+            f"{r['mean_bs']:.1f} +- {r['sd_bs']:.1f}",
+            f"{r['accept']:.3f}",
+            f"{r['eq40']:.1f} +- {r['eq40_sd']:.1f}",
+            f"{r['chi2']:.1f} +- {r['chi2_sd']:.1f} ({r['dof']})",
+            f"{r['wall']:.1f}",
+        ]
         for r in rows
     ]
     body.append(["paper MHminibatch (Table 1)", "8.9e-04", f"{PAPER_MEAN:.1f} +- {PAPER_SD:.1f}", "", "", "", ""])
-    columns = ["method", "corr. err", "mean batch +- s.d.", "acceptance", "Eq. 40 loglik", "chi-squared (dof)", "wall s"]
+    columns = [
+        "method",
+        "corr. err",
+        "mean batch +- s.d.",
+        "acceptance",
+        "Eq. 40 loglik",
+        "chi-squared (dof)",
+        "wall s",
+    ]
     mb, big, literal, ref = rows
     values = {
         "gmm_data_per_test.big_sigma": f"{big_sigma:g}",

@@ -40,7 +40,16 @@ COLUMNS = ["chains", "steps", "compile s", "best s", "chain-steps/s", "us/step",
 def result_row(chains: int, steps: int, compile_s: float, best: float, batch: float, accept: float) -> list[str]:
     """One formatted row of the table (``us/step`` is one scan step of all chains together)."""
     rate = chains * steps / best
-    return [str(chains), str(steps), f"{compile_s:.2f}", f"{best:.3f}", f"{rate:,.0f}", f"{1e6 * best / steps:,.1f}", f"{batch:.1f}", f"{accept:.3f}"]
+    return [
+        str(chains),
+        str(steps),
+        f"{compile_s:.2f}",
+        f"{best:.3f}",
+        f"{rate:,.0f}",
+        f"{1e6 * best / steps:,.1f}",
+        f"{batch:.1f}",
+        f"{accept:.3f}",
+    ]
 
 
 def results_values(name: str, rows: list[list[str]]) -> dict[str, str]:
@@ -97,11 +106,20 @@ def main() -> None:
     """Run the benchmark and print the table."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--chains", type=int, nargs="+", default=[1, 1024, 65536])
-    ap.add_argument("--n", type=int, default=20_000, help="number of data rows N (with K=100 and s.d. 0.002 the minibatch seldom grows)")
+    ap.add_argument(
+        "--n",
+        type=int,
+        default=20_000,
+        help="number of data rows N (with K=100 and s.d. 0.002 the minibatch seldom grows)",
+    )
     ap.add_argument("--m", type=int, default=100, help="initial minibatch size m")
     ap.add_argument("--steps", type=int, default=1000, help="scan length for one chain (fewer for many chains)")
-    ap.add_argument("--min-chain-steps", type=int, default=2_000_000,
-                    help="with many chains, steps = max(--min-steps, min(--steps, this / chains))")
+    ap.add_argument(
+        "--min-chain-steps",
+        type=int,
+        default=2_000_000,
+        help="with many chains, steps = max(--min-steps, min(--steps, this / chains))",
+    )
     ap.add_argument("--min-steps", type=int, default=10)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--scale", type=float, default=0.002, help="random-walk s.d. per coordinate")
@@ -123,7 +141,9 @@ def main() -> None:
         f"machine: {platform.processor() or platform.machine()}, {jax.device_count()} x {dev.platform}:{dev.device_kind}, "
         f"jax {jax.__version__}, matmul precision {jax.config.jax_default_matmul_precision or 'default'}"
     )
-    print(f"MHminibatch, logistic regression d={D}, N={args.n:,}, m={args.m}, random walk s.d. {args.scale}, K={args.temperature:g}")
+    print(
+        f"MHminibatch, logistic regression d={D}, N={args.n:,}, m={args.m}, random walk s.d. {args.scale}, K={args.temperature:g}"
+    )
     widths = [7, 6, 10, 9, 14, 12, 11, 7]
     print(" ".join(c.rjust(w) for c, w in zip(COLUMNS, widths)))
     rows = []
@@ -133,8 +153,14 @@ def main() -> None:
         print(" ".join(c.rjust(w) for c, w in zip(rows[-1], widths)), flush=True)
     if args.results:
         name = Path(args.results).stem.replace("-", "_")
-        save(args.results, name, config=args, tables={name: table(COLUMNS, rows)}, values=results_values(name, rows),
-             extra={"device": f"{jax.device_count()} x {dev.platform}:{dev.device_kind}"})
+        save(
+            args.results,
+            name,
+            config=args,
+            tables={name: table(COLUMNS, rows)},
+            values=results_values(name, rows),
+            extra={"device": f"{jax.device_count()} x {dev.platform}:{dev.device_kind}"},
+        )
 
 
 if __name__ == "__main__":

@@ -63,9 +63,28 @@ from minibatch_mcmc.samplers import sample
 from minibatch_mcmc.warmup import warmup
 from minibatch_mcmc.warmup.batch_choice import choose_batch_size
 
-COLUMNS = ["case", "N", "method", "warm-up passes", "m", "rows/test", "acceptance", "seconds", "min ESS", "ESS/s",
-           "max |mean err|/sd", "max |sd ratio - 1|", "max z", "s.d. ratio s.e.", "check warned", "check's max s.d. error",
-           "check s", "predicted acceptance error", "decisions differed", "weights"]
+COLUMNS = [
+    "case",
+    "N",
+    "method",
+    "warm-up passes",
+    "m",
+    "rows/test",
+    "acceptance",
+    "seconds",
+    "min ESS",
+    "ESS/s",
+    "max |mean err|/sd",
+    "max |sd ratio - 1|",
+    "max z",
+    "s.d. ratio s.e.",
+    "check warned",
+    "check's max s.d. error",
+    "check s",
+    "predicted acceptance error",
+    "decisions differed",
+    "weights",
+]
 GROUPS, PRIOR = 16, 5.0
 
 
@@ -74,7 +93,11 @@ def robust_case(n: int, rng: np.random.Generator) -> tuple[Model, dict, np.ndarr
     x = np.column_stack([np.ones(n), rng.standard_normal((n, 3))])
     noise = np.where(rng.random(n) < 0.07, rng.exponential(5.0, n), rng.lognormal(0.0, 0.5, n) - 1.0)
     y = x @ np.array([1.0, 0.5, -0.3, 0.2]) + noise
-    return student_t_regression(nu=2.0, sigma=1.0, prior_scale=10.0), {"x": x.astype(np.float32), "y": y.astype(np.float32)}, np.zeros(4)
+    return (
+        student_t_regression(nu=2.0, sigma=1.0, prior_scale=10.0),
+        {"x": x.astype(np.float32), "y": y.astype(np.float32)},
+        np.zeros(4),
+    )
 
 
 def robust_nu_model() -> Model:
@@ -87,8 +110,13 @@ def robust_nu_model() -> Model:
     def log_lik(theta, batch):
         beta, ls, nu = theta[:4], theta[4], jnp.exp(theta[5])
         z = (batch["y"] - batch["x"] @ beta) * jnp.exp(-ls)
-        return (gammaln(0.5 * (nu + 1.0)) - gammaln(0.5 * nu) - 0.5 * jnp.log(nu * jnp.pi) - ls
-                - 0.5 * (nu + 1.0) * jnp.log1p(z * z / nu))
+        return (
+            gammaln(0.5 * (nu + 1.0))
+            - gammaln(0.5 * nu)
+            - 0.5 * jnp.log(nu * jnp.pi)
+            - ls
+            - 0.5 * (nu + 1.0) * jnp.log1p(z * z / nu)
+        )
 
     return Model(log_prior, log_lik, "robust_t_nu_sigma")
 
@@ -97,7 +125,9 @@ def robust_nu_case(n: int, rng: np.random.Generator) -> tuple[Model, dict, np.nd
     """Student-t regression, ``nu`` and ``sigma`` estimated, on a lognormal-exponential response with 1% far rows."""
     x = np.column_stack([np.ones(n), rng.standard_normal((n, 3))])
     kind = rng.choice(3, size=n, p=[0.70, 0.29, 0.01])
-    e = np.where(kind == 0, rng.lognormal(0.0, 0.5, n), np.where(kind == 1, rng.exponential(2.0, n), rng.lognormal(3.0, 0.5, n)))
+    e = np.where(
+        kind == 0, rng.lognormal(0.0, 0.5, n), np.where(kind == 1, rng.exponential(2.0, n), rng.lognormal(3.0, 0.5, n))
+    )
     y = x @ np.array([1.0, 0.5, -0.3, 0.2]) + e
     return robust_nu_model(), {"x": x.astype(np.float32), "y": y.astype(np.float32)}, np.array([0.0, 0, 0, 0, 0, 1.0])
 
@@ -133,9 +163,14 @@ def group_sizes(n: int, smallest: int = 30) -> np.ndarray:
 
 def groups_prior(theta: jax.Array) -> jax.Array:
     """``mu ~ N(0, 2^2)``, ``log tau ~ N(0, 1)``, ``a_g ~ N(mu, tau)`` (centred), ``beta ~ N(0, 5^2)``."""
-    mu, log_tau, a, beta = theta[0], theta[1], theta[2:2 + GROUPS], theta[2 + GROUPS:]
-    return (-0.5 * (mu / 2.0) ** 2 - 0.5 * log_tau**2 - GROUPS * log_tau - 0.5 * jnp.sum((a - mu) ** 2) * jnp.exp(-2 * log_tau)
-            - 0.5 * jnp.sum(beta**2) / PRIOR**2)
+    mu, log_tau, a, beta = theta[0], theta[1], theta[2 : 2 + GROUPS], theta[2 + GROUPS :]
+    return (
+        -0.5 * (mu / 2.0) ** 2
+        - 0.5 * log_tau**2
+        - GROUPS * log_tau
+        - 0.5 * jnp.sum((a - mu) ** 2) * jnp.exp(-2 * log_tau)
+        - 0.5 * jnp.sum(beta**2) / PRIOR**2
+    )
 
 
 def groups_case(n: int, rng: np.random.Generator) -> tuple[Model, dict, np.ndarray]:
@@ -153,7 +188,13 @@ def groups_case(n: int, rng: np.random.Generator) -> tuple[Model, dict, np.ndarr
     return model, {"x": x.astype(np.float32), "y": y.astype(np.int32)}, theta0
 
 
-CASES = {"robust": robust_case, "robust_nu": robust_nu_case, "poisson": poisson_case, "rare": rare_case, "groups": groups_case}
+CASES = {
+    "robust": robust_case,
+    "robust_nu": robust_nu_case,
+    "poisson": poisson_case,
+    "rare": rare_case,
+    "groups": groups_case,
+}
 
 
 def nuts_reference(model: Model, data: dict, theta0: np.ndarray, warm: int, draws: int) -> tuple[np.ndarray, float]:
@@ -166,8 +207,14 @@ def nuts_reference(model: Model, data: dict, theta0: np.ndarray, warm: int, draw
         return -(model.log_prior(theta) + jnp.sum(model.log_lik(theta, jdata)))
 
     t = time.perf_counter()
-    mcmc = MCMC(NUTS(potential_fn=potential, max_tree_depth=6), num_warmup=warm, num_samples=draws, num_chains=4, chain_method="vectorized",
-                progress_bar=False)
+    mcmc = MCMC(
+        NUTS(potential_fn=potential, max_tree_depth=6),
+        num_warmup=warm,
+        num_samples=draws,
+        num_chains=4,
+        chain_method="vectorized",
+        progress_bar=False,
+    )
     starts = jnp.asarray(theta0 + 0.01 * np.random.default_rng(1).standard_normal((4, theta0.size)), jnp.float32)
     mcmc.run(jax.random.key(2), init_params=starts)
     return np.asarray(mcmc.get_samples(group_by_chain=True), np.float64), time.perf_counter() - t
@@ -178,10 +225,22 @@ def mh_reference(model: Model, data: dict, w, draws: int) -> tuple[np.ndarray, f
     dropped) and seconds (the warm-up's not counted: it is the methods')."""
     t = time.perf_counter()
     chol = np.linalg.cholesky(w.covariance)
-    starts = jnp.asarray(np.asarray(w.centre) + (chol @ np.random.default_rng(7).standard_normal((chol.shape[0], 4))).T, jnp.float32)
-    res = sample(model, data, starts, proposal=w.proposal, test=MetropolisTest(), num_samples=draws, num_chains=4, key=7,
-                 batched_init=True, progress=False)
-    return np.asarray(res.positions, np.float64)[:, draws // 10:], time.perf_counter() - t
+    starts = jnp.asarray(
+        np.asarray(w.centre) + (chol @ np.random.default_rng(7).standard_normal((chol.shape[0], 4))).T, jnp.float32
+    )
+    res = sample(
+        model,
+        data,
+        starts,
+        proposal=w.proposal,
+        test=MetropolisTest(),
+        num_samples=draws,
+        num_chains=4,
+        key=7,
+        batched_init=True,
+        progress=False,
+    )
+    return np.asarray(res.positions, np.float64)[:, draws // 10 :], time.perf_counter() - t
 
 
 def agreement(draws: np.ndarray, ref: np.ndarray) -> tuple[float, float, float, float]:
@@ -194,7 +253,12 @@ def agreement(draws: np.ndarray, ref: np.ndarray) -> tuple[float, float, float, 
     dm_se = np.sqrt(1 / ess + 1 / ress)
     kurt = lambda f: np.mean(((f - f.mean(0)) / f.std(0)) ** 4, axis=0)  # noqa: E731
     ds_se = np.sqrt((kurt(flat) - 1) / (4 * ess) + (kurt(rflat) - 1) / (4 * ress))
-    return float(np.max(dm)), float(np.max(ds)), float(max(np.max(dm / dm_se), np.max(ds / ds_se))), float(np.max(ds_se))
+    return (
+        float(np.max(dm)),
+        float(np.max(ds)),
+        float(max(np.max(dm / dm_se), np.max(ds / ds_se))),
+        float(np.max(ds_se)),
+    )
 
 
 def per_parameter_ess(draws: np.ndarray) -> np.ndarray:
@@ -219,22 +283,53 @@ def run_method(model, data, w, estimator, key, draws, sized_seconds, size: bool 
             choice = choose_batch_size(model, as_source(data), estimator, w.centre, chol, 50, jax.random.key(key))
         test = test._replace(batch_size=choice.batch_size if size else 50)
         predicted = choice.predicted_error if size else choice.initial_error
-    starts = jnp.asarray(np.asarray(w.centre) + (chol @ np.random.default_rng(key).standard_normal((chol.shape[0], 4))).T,
-                         jnp.float32)
-    res = sample(model, data, starts, proposal=w.proposal, test=test, estimator=estimator, num_samples=draws, num_chains=4,
-                 key=key, batched_init=True, progress=False)
+    starts = jnp.asarray(
+        np.asarray(w.centre) + (chol @ np.random.default_rng(key).standard_normal((chol.shape[0], 4))).T, jnp.float32
+    )
+    res = sample(
+        model,
+        data,
+        starts,
+        proposal=w.proposal,
+        test=test,
+        estimator=estimator,
+        num_samples=draws,
+        num_chains=4,
+        key=key,
+        batched_init=True,
+        progress=False,
+    )
     rec = {k: np.asarray(v) for k, v in res.records.items()}
     seconds = time.perf_counter() - t + sized_seconds
     check = None
-    if hasattr(test, "batch_size"):  # the check after sampling, on the run's own draws and keys (an exact test needs none)
+    if hasattr(
+        test, "batch_size"
+    ):  # the check after sampling, on the run's own draws and keys (an exact test needs none)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            check = check_posterior(model, data, w.proposal, test, estimator, res.kernel_positions, starts=100, run_key=key,
-                                    records=res.records, centre=w.proxy.centre, stratum=True)
+            check = check_posterior(
+                model,
+                data,
+                w.proposal,
+                test,
+                estimator,
+                res.kernel_positions,
+                starts=100,
+                run_key=key,
+                records=res.records,
+                centre=w.proxy.centre,
+                stratum=True,
+            )
         check = (check, [str(c.message) for c in caught if "moved the posterior" in str(c.message)])
-    return {"draws": np.asarray(res.positions, np.float64), "m": getattr(test, "batch_size", 0),
-            "rows": float(rec["batch_size"].mean() + rec["hidden_data"].mean()), "acc": float(rec["accepted"].mean()),
-            "seconds": seconds, "check": check, "predicted": predicted}
+    return {
+        "draws": np.asarray(res.positions, np.float64),
+        "m": getattr(test, "batch_size", 0),
+        "rows": float(rec["batch_size"].mean() + rec["hidden_data"].mean()),
+        "acc": float(rec["accepted"].mean()),
+        "seconds": seconds,
+        "check": check,
+        "predicted": predicted,
+    }
 
 
 def as_source(data):
@@ -256,14 +351,18 @@ def method_estimator(method: str, model: Model, data: dict, w) -> tuple:
         return w.estimator, f"warm-up's: variance ratio {w.estimator.variance_ratio:.3g}"
     if method == "importance":
         found = probe_weights(model, base, data, w.centre, np.linalg.cholesky(w.covariance), jax.random.key(3))
-        return importance_sample(base, data, found.weights, variance_ratio=found.variance_ratio), f"variance ratio {found.variance_ratio:.3g}"
+        return importance_sample(
+            base, data, found.weights, variance_ratio=found.variance_ratio
+        ), f"variance ratio {found.variance_ratio:.3g}"
     return base, "equal"
 
 
 def reference_row(name: str, n: int, label: str, ref: np.ndarray, seconds: float) -> list:
     """The reference's row."""
     ess = min_ess(ref)
-    return [name, n, label, "", "", str(n), "", f"{seconds:.1f}", f"{ess:.0f}", f"{ess / seconds:.2f}", "0", "0"] + [""] * 8
+    return [name, n, label, "", "", str(n), "", f"{seconds:.1f}", f"{ess:.0f}", f"{ess / seconds:.2f}", "0", "0"] + [
+        ""
+    ] * 8
 
 
 def main() -> None:
@@ -302,12 +401,30 @@ def main() -> None:
             ess = min_ess(out["draws"])
             mean_err, sd_err, z, sd_se = agreement(out["draws"], ref)
             check, said = out["check"] or (None, [])
-            rows.append([name, args.n, method, f"{passes:.2f}", str(out["m"]), f"{out['rows']:.1f}", f"{out['acc']:.3f}",
-                         f"{out['seconds']:.1f}", f"{ess:.0f}", f"{ess / out['seconds']:.2f}", f"{mean_err:.3f}", f"{sd_err:.3f}",
-                         f"{z:.1f}", f"{100 * sd_se:.1f}%", "n/a" if check is None else ("yes" if said else "no"),
-                         "" if check is None else f"{100 * np.max(np.abs(check.sd_error)):.1f}%",
-                         "" if check is None else f"{check.seconds:.1f}", f"{out['predicted']:.3g}",
-                         "" if check is None else f"{100 * check.disagreement:.2f}%", note])
+            rows.append(
+                [
+                    name,
+                    args.n,
+                    method,
+                    f"{passes:.2f}",
+                    str(out["m"]),
+                    f"{out['rows']:.1f}",
+                    f"{out['acc']:.3f}",
+                    f"{out['seconds']:.1f}",
+                    f"{ess:.0f}",
+                    f"{ess / out['seconds']:.2f}",
+                    f"{mean_err:.3f}",
+                    f"{sd_err:.3f}",
+                    f"{z:.1f}",
+                    f"{100 * sd_se:.1f}%",
+                    "n/a" if check is None else ("yes" if said else "no"),
+                    "" if check is None else f"{100 * np.max(np.abs(check.sd_error)):.1f}%",
+                    "" if check is None else f"{check.seconds:.1f}",
+                    f"{out['predicted']:.3g}",
+                    "" if check is None else f"{100 * check.disagreement:.2f}%",
+                    note,
+                ]
+            )
             prefix = "" if args.name == "heavy_tails" else f"{args.name}."  # keys unique over the results files
             values[f"{prefix}{name}_{method}_ess_per_s"] = ess / out["seconds"]
             print(" | ".join(map(str, rows[-1])), *said, flush=True)

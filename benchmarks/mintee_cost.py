@@ -42,7 +42,9 @@ def main() -> None:
     ap.add_argument("--samples", type=int, default=500)
     ap.add_argument("--burn-in", type=int, default=100)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--results", default=None, metavar="FILE", help="write the results file (e.g. docs/results/mintee_cost.json)")
+    ap.add_argument(
+        "--results", default=None, metavar="FILE", help="write the results file (e.g. docs/results/mintee_cost.json)"
+    )
     a = ap.parse_args()
 
     model = tied_mixture(a.components)
@@ -51,8 +53,15 @@ def main() -> None:
     h0 = full_data_energy(model, data, jnp.asarray(truth))
     top = int(a.n / a.gamma ** (a.chains - 1))  # m_{K-1} gamma^(K-1) ~ n, the paper's assumption
     base = MINTEEConfig(
-        num_chains=a.chains, smallest_batch=top, gamma=a.gamma, alpha=0.995, lowest_full_data=False, h0=h0,
-        initial_step=0.02, burn_in=a.burn_in, ring_capacity=256,
+        num_chains=a.chains,
+        smallest_batch=top,
+        gamma=a.gamma,
+        alpha=0.995,
+        lowest_full_data=False,
+        h0=h0,
+        initial_step=0.02,
+        burn_in=a.burn_in,
+        ring_capacity=256,
     )
     stagger = a.burn_in + a.samples
     variants = [
@@ -80,7 +89,9 @@ def main() -> None:
     for name, sched, r in rows:
         d, s = r.data_per_lowest_sample(), r.seconds_per_lowest_sample()
         d0, s0 = ref[sched].data_per_lowest_sample(), ref[sched].seconds_per_lowest_sample()
-        cells.append([name, sched, f"{d:,.0f}", f"{d / d0:.3f}", f"{s * 1e3:.2f} ms", f"{s / s0:.3f}", f"{r.compile_time:.1f}"])
+        cells.append(
+            [name, sched, f"{d:,.0f}", f"{d / d0:.3f}", f"{s * 1e3:.2f} ms", f"{s / s0:.3f}", f"{r.compile_time:.1f}"]
+        )
         ratios[(name, sched)] = (d / d0, s / s0)
     print("| " + " | ".join(cols) + " |\n|" + "---|" * len(cols))
     for row in cells:
@@ -96,8 +107,13 @@ def main() -> None:
             f"{stem}.padded_over_loop": f"{ratios[('MINTEE, padded layout', 'together')][1] / ratios[('MINTEE', 'together')][1]:.1f}",
             f"{stem}.batches": ", ".join(str(b) for b in rows[1][2].ladder.batch_sizes),
         }
-        payload = results_payload("mintee_cost", " ".join(["python", *sys.argv]), config=vars(a),
-                                  tables={f"{stem}_table": table(cols, cells)}, values=values)
+        payload = results_payload(
+            "mintee_cost",
+            " ".join(["python", *sys.argv]),
+            config=vars(a),
+            tables={f"{stem}_table": table(cols, cells)},
+            values=values,
+        )
         print(f"wrote {save_results(a.results, payload)}")
 
 

@@ -25,8 +25,19 @@ import time
 import numpy as np
 from bench_results import add_results_option, save, table
 
-COLUMNS = ["model", "conversion", "test", "rows/step", "acceptance", "min ESS", "fit s", "ESS/s",
-           "s.d. error a (%)", "s.d. error b (%)", "MC s.e. (%)"]
+COLUMNS = [
+    "model",
+    "conversion",
+    "test",
+    "rows/step",
+    "acceptance",
+    "min ESS",
+    "fit s",
+    "ESS/s",
+    "s.d. error a (%)",
+    "s.d. error b (%)",
+    "MC s.e. (%)",
+]
 PRIOR = 5.0
 TRUTH = {"poisson": (0.3, 0.4), "logistic": (-0.5, 0.8)}
 
@@ -101,16 +112,24 @@ def one(family: str, conversion: str, n: int, draws: int) -> dict:
     data = simulate(family, n)
     args = (data["z"], data["expo"], data["y"]) if family == "poisson" else (data["z"], data["y"])
     start = time.perf_counter()
-    conv = (from_numpyro(numpyro_model(family), *args) if conversion == "after"
-            else convert(numpyro_model(family), args, {}, recognise=False))
+    conv = (
+        from_numpyro(numpyro_model(family), *args)
+        if conversion == "after"
+        else convert(numpyro_model(family), args, {}, recognise=False)
+    )
     res, warm = auto_sample(conv.model, conv.data, conv.init, num_samples=draws, num_chains=4, key=0, progress=False)
     seconds = time.perf_counter() - start
     post = {k: np.asarray(res.positions[k]) for k in ("a", "b")}
     ess = {k: float(az.ess(post[k])) for k in post}
     sd = np.array([post[k].std() for k in ("a", "b")])
-    return {"test": warm.test.name, "rows": float(np.mean(res.records["batch_size"])),
-            "acceptance": float(np.mean(res.records["accepted"])), "ess": min(ess.values()), "seconds": seconds,
-            "sd": sd.tolist()}
+    return {
+        "test": warm.test.name,
+        "rows": float(np.mean(res.records["batch_size"])),
+        "acceptance": float(np.mean(res.records["accepted"])),
+        "ess": min(ess.values()),
+        "seconds": seconds,
+        "sd": sd.tolist(),
+    }
 
 
 def main() -> None:
@@ -127,12 +146,35 @@ def main() -> None:
     for family in ("poisson", "logistic"):
         ref = quadrature_sd(family, simulate(family, args.n))
         for conversion in ("before", "after"):
-            cmd = [sys.executable, __file__, "--one", family, conversion, "--n", str(args.n), "--draws", str(args.draws)]
-            out = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1])
+            cmd = [
+                sys.executable,
+                __file__,
+                "--one",
+                family,
+                conversion,
+                "--n",
+                str(args.n),
+                "--draws",
+                str(args.draws),
+            ]
+            out = json.loads(
+                subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1]
+            )
             err = 100 * (np.asarray(out["sd"]) / ref - 1)
             se = 100 / np.sqrt(2 * out["ess"])  # s.e. of a s.d. ratio from ESS draws
-            row = [family, conversion, out["test"], f"{out['rows']:.3g}", f"{out['acceptance']:.3f}", f"{out['ess']:.0f}",
-                   f"{out['seconds']:.1f}", f"{out['ess'] / out['seconds']:.1f}", f"{err[0]:+.2f}", f"{err[1]:+.2f}", f"{se:.2f}"]
+            row = [
+                family,
+                conversion,
+                out["test"],
+                f"{out['rows']:.3g}",
+                f"{out['acceptance']:.3f}",
+                f"{out['ess']:.0f}",
+                f"{out['seconds']:.1f}",
+                f"{out['ess'] / out['seconds']:.1f}",
+                f"{err[0]:+.2f}",
+                f"{err[1]:+.2f}",
+                f"{se:.2f}",
+            ]
             print(" | ".join(row), flush=True)
             rows.append(row)
             values[f"numpyro_glm_{family}_{conversion}_ess_per_s"] = round(out["ess"] / out["seconds"], 1)

@@ -134,13 +134,16 @@ def part1(args, chains: int, steps: int) -> tuple[dict, dict]:
             bsize[name] = float(mean_b)
     for name in bases:
         sources[name].reader.close()
-    print(f"\nN={n} rows x d={D} float32, MHminibatch m={m} sigma=0.5, K=N/100, {chains} chain(s), {steps} steps, best of {args.repeats}")
+    print(
+        f"\nN={n} rows x d={D} float32, MHminibatch m={m} sigma=0.5, K=N/100, {chains} chain(s), {steps} steps, best of {args.repeats}"
+    )
     best = {name: min(t) for name, t in times.items()}
     return part1_results(n, chains, steps, best, bsize, hits)
 
 
-def part1_results(n: int, chains: int, steps: int, best: dict[str, float], batch: dict[str, float],
-                  hits: dict[str, tuple[int, int]]) -> tuple[dict, dict]:
+def part1_results(
+    n: int, chains: int, steps: int, best: dict[str, float], batch: dict[str, float], hits: dict[str, tuple[int, int]]
+) -> tuple[dict, dict]:
     """Table ``out_of_core_chains{chains}`` (steps/s, time over in-memory, mean batch, prefetch hits) and the values."""
     base = best["in-memory"]
     label = f"source (N = {n:,}, {chains} chain{'s' if chains > 1 else ''}, {steps} steps)"
@@ -151,8 +154,13 @@ def part1_results(n: int, chains: int, steps: int, best: dict[str, float], batch
     tab = table([label, "steps/s", "time vs in-memory", "mean batch", "prefetch hits"], rows)
     print_table(tab)
     print("all sources gave identical draws")
-    slug = {"in-memory": "memory", "memmap (.npy)": "memmap", "memmap + prefetch": "memmap_prefetch",
-            "Parquet (16k-row groups, all cached)": "parquet", "Parquet + prefetch": "parquet_prefetch"}
+    slug = {
+        "in-memory": "memory",
+        "memmap (.npy)": "memmap",
+        "memmap + prefetch": "memmap_prefetch",
+        "Parquet (16k-row groups, all cached)": "parquet",
+        "Parquet + prefetch": "parquet_prefetch",
+    }
     values = {}
     for name, t in best.items():
         key = f"out_of_core.c{chains}.{slug.get(name, name)}"
@@ -161,7 +169,9 @@ def part1_results(n: int, chains: int, steps: int, best: dict[str, float], batch
         if name in hits:
             values[f"{key}_hits"] = f"{hits[name][0]}/{hits[name][1]}"
     if "Parquet + prefetch" in best:
-        values[f"out_of_core.c{chains}.parquet_prefetch_gain"] = f"{best['Parquet (16k-row groups, all cached)'] / best['Parquet + prefetch']:.1f}"
+        values[f"out_of_core.c{chains}.parquet_prefetch_gain"] = (
+            f"{best['Parquet (16k-row groups, all cached)'] / best['Parquet + prefetch']:.1f}"
+        )
     return {f"out_of_core_chains{chains}": tab}, values
 
 
@@ -196,31 +206,69 @@ def big_child(path: Path, steps: int, m: int, chains: int) -> None:
     st = chain_settings(src.n, theta)
     t0 = time.perf_counter()
     res = sample(
-        logistic_regression(1.0), src, st["start"], proposal=random_walk(st["scale"]), test=mh_minibatch(m, sigma=0.5),
-        num_samples=steps, num_chains=chains, key=0, progress=False, block_size=max(1, steps // 4),
+        logistic_regression(1.0),
+        src,
+        st["start"],
+        proposal=random_walk(st["scale"]),
+        test=mh_minibatch(m, sigma=0.5),
+        num_samples=steps,
+        num_chains=chains,
+        key=0,
+        progress=False,
+        block_size=max(1, steps // 4),
         temperature=st["temperature"],
     )
     t_run = time.perf_counter() - t0
     status = proc_status()
-    print(json.dumps({
-        "status_mb": status,
-        "n": src.n, "open_and_scan_s": t_open, "sample_s": t_run, "steps": steps,
-        "mean_batch": float(res.records["batch_size"].mean()), "accept": float(res.records["accepted"].mean()),
-        "peak_after_scan_mb": hwm_open, "peak_mb": status.get("VmHWM", math.nan),
-        "ru_maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-        "file_gb": sum(os.path.getsize(path / f) for f in ("x.npy", "y.npy")) / 2**30,
-    }))
+    print(
+        json.dumps(
+            {
+                "status_mb": status,
+                "n": src.n,
+                "open_and_scan_s": t_open,
+                "sample_s": t_run,
+                "steps": steps,
+                "mean_batch": float(res.records["batch_size"].mean()),
+                "accept": float(res.records["accepted"].mean()),
+                "peak_after_scan_mb": hwm_open,
+                "peak_mb": status.get("VmHWM", math.nan),
+                "ru_maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                "file_gb": sum(os.path.getsize(path / f) for f in ("x.npy", "y.npy")) / 2**30,
+            }
+        )
+    )
 
 
 def child_run(path: Path, args) -> dict:
     """Part 2 on the file under ``path`` in a fresh process: timings, mean batch and peak memory."""
-    cmd = [sys.executable, __file__, "--big-child", str(path), "--big-steps", str(args.big_steps), "--batch", str(args.batch)]
+    cmd = [
+        sys.executable,
+        __file__,
+        "--big-child",
+        str(path),
+        "--big-steps",
+        str(args.big_steps),
+        "--batch",
+        str(args.batch),
+    ]
     return json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1])
 
 
 def generate(path: Path, rows: int) -> dict:
     """Write a ``rows`` x 10 ``.npy`` data set under ``path`` in a child process: seconds and the child's peak memory."""
-    cmd = [sys.executable, "-c", GENERATE_CHILD, "--rows", str(rows), "--dim", str(D), "--format", "npy", "--out", str(path)]
+    cmd = [
+        sys.executable,
+        "-c",
+        GENERATE_CHILD,
+        "--rows",
+        str(rows),
+        "--dim",
+        str(D),
+        "--format",
+        "npy",
+        "--out",
+        str(path),
+    ]
     t0 = time.perf_counter()
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1]
     return {"seconds": time.perf_counter() - t0, "peak_mb": float(out)}
@@ -237,8 +285,10 @@ def proc_status() -> dict[str, float]:
     return out
 
 
-GENERATE_CHILD = ("import sys; from minibatch_mcmc.data.generate import main; main(sys.argv[1:]); "
-                  "print([int(l.split()[1]) / 1024 for l in open('/proc/self/status') if l.startswith('VmHWM')][0])")
+GENERATE_CHILD = (
+    "import sys; from minibatch_mcmc.data.generate import main; main(sys.argv[1:]); "
+    "print([int(l.split()[1]) / 1024 for l in open('/proc/self/status') if l.startswith('VmHWM')][0])"
+)
 """Child process that writes the data set and prints its own peak memory."""
 
 
@@ -265,17 +315,40 @@ def part2_results(r: dict, gen: dict | None, base: dict | None, baseline_rows: i
     """The big-file table (generation, open + scan, ``sample()``, peak memory, baseline) and its prose values."""
     rows = []
     if gen:
-        rows.append([f"generate (chunks of 2^20 rows, child process; generator peak resident memory {gen['peak_mb']:.0f} MiB)", f"{gen['seconds']:.0f} s"])
-    rows.append(["`open_npy` incl. streaming NaN/inf scan of all rows (pread, 2^18-row blocks)", f"{r['open_and_scan_s']:.1f} s"])
-    rows.append([f"`sample()`: {r['steps']} MHminibatch steps, compile included (mean batch {r['mean_batch']:.1f}, accept {r['accept']:.2f})",
-                 f"{r['sample_s']:.0f} s"])
+        rows.append(
+            [
+                f"generate (chunks of 2^20 rows, child process; generator peak resident memory {gen['peak_mb']:.0f} MiB)",
+                f"{gen['seconds']:.0f} s",
+            ]
+        )
+    rows.append(
+        [
+            "`open_npy` incl. streaming NaN/inf scan of all rows (pread, 2^18-row blocks)",
+            f"{r['open_and_scan_s']:.1f} s",
+        ]
+    )
+    rows.append(
+        [
+            f"`sample()`: {r['steps']} MHminibatch steps, compile included (mean batch {r['mean_batch']:.1f}, accept {r['accept']:.2f})",
+            f"{r['sample_s']:.0f} s",
+        ]
+    )
     rows.append(["**peak resident memory of the process (`VmHWM`)**", f"**{r['peak_mb']:.0f} MiB**"])
     s = r.get("status_mb") or {}
     if s:
-        rows.append(["at the end: anonymous / file-backed resident memory", f"{s.get('RssAnon', 0):.0f} / {s.get('RssFile', 0):.0f} MiB"])
-    values = {"out_of_core.big_rows": f"{r['n']:,}", "out_of_core.big_gib": f"{r['file_gb']:.2f}",
-              "out_of_core.big_peak_mib": f"{r['peak_mb']:.0f}", "out_of_core.big_open_s": f"{r['open_and_scan_s']:.1f}",
-              "out_of_core.big_sample_s": f"{r['sample_s']:.0f}"}
+        rows.append(
+            [
+                "at the end: anonymous / file-backed resident memory",
+                f"{s.get('RssAnon', 0):.0f} / {s.get('RssFile', 0):.0f} MiB",
+            ]
+        )
+    values = {
+        "out_of_core.big_rows": f"{r['n']:,}",
+        "out_of_core.big_gib": f"{r['file_gb']:.2f}",
+        "out_of_core.big_peak_mib": f"{r['peak_mb']:.0f}",
+        "out_of_core.big_open_s": f"{r['open_and_scan_s']:.1f}",
+        "out_of_core.big_sample_s": f"{r['sample_s']:.0f}",
+    }
     if gen:
         values["out_of_core.big_generate_s"] = f"{gen['seconds']:.0f}"
     if base:
@@ -291,15 +364,21 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--rows", type=int, default=2_000_000)
     p.add_argument("--chains", type=int, nargs="+", default=[1], help="part 1 chain counts (one table each)")
-    p.add_argument("--steps", type=int, nargs="+", default=[400], help="part 1 steps, one per chain count (or one for all)")
+    p.add_argument(
+        "--steps", type=int, nargs="+", default=[400], help="part 1 steps, one per chain count (or one for all)"
+    )
     p.add_argument("--batch", type=int, default=100)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--depth", type=int, default=8, help="prefetch depth (steps read ahead)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--workdir", default="/tmp/minibatch-mcmc-ooc")
     p.add_argument("--big", default=None, help="directory with x.npy/y.npy/theta.npy of a large data set")
-    p.add_argument("--generate-big", type=int, default=None, metavar="ROWS", help="write a ROWS-row data set to --big first")
-    p.add_argument("--baseline-rows", type=int, default=None, help="also run part 2 on a file of this many rows (baseline memory)")
+    p.add_argument(
+        "--generate-big", type=int, default=None, metavar="ROWS", help="write a ROWS-row data set to --big first"
+    )
+    p.add_argument(
+        "--baseline-rows", type=int, default=None, help="also run part 2 on a file of this many rows (baseline memory)"
+    )
     p.add_argument("--delete-big", action="store_true", help="delete the data set written by --generate-big afterwards")
     p.add_argument("--big-steps", type=int, default=1000)
     p.add_argument("--big-child", default=None, help=argparse.SUPPRESS)
@@ -313,7 +392,9 @@ def main() -> None:
         raise ValueError(f"--steps {args.steps}: give one value, or one per --chains {args.chains}")
     if (args.generate_big or args.baseline_rows) and not args.big:
         raise ValueError("--generate-big and --baseline-rows need --big DIR (where to write the data set)")
-    print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs ({cpu_model()}), jax {jax.__version__} on {jax.default_backend()}")
+    print(
+        f"machine: {platform.machine()}, {os.cpu_count()} CPUs ({cpu_model()}), jax {jax.__version__} on {jax.default_backend()}"
+    )
     tables, values = {}, {}
     if not args.skip_part1:
         for chains, steps in zip(args.chains, args.steps * len(args.chains) if len(args.steps) == 1 else args.steps):

@@ -101,16 +101,37 @@ def cv_kernel_block(kernel, steps: int):
 def run_cv(kind: str, data, n, ref, start, args, key) -> RunTrace:
     """``warmup(proposal=kind)`` from theta = 0 (timed, data counted), then its frozen kernel from ``start``."""
     model = logistic_regression(PRIOR_SCALE)
-    w = warmup(model, data, jnp.zeros(len(start), jnp.float32), key=jax.random.fold_in(key, 1),
-               test=mh_minibatch(batch_size=args.cv_m), proposal=kind)
+    w = warmup(
+        model,
+        data,
+        jnp.zeros(len(start), jnp.float32),
+        key=jax.random.fold_in(key, 1),
+        test=mh_minibatch(batch_size=args.cv_m),
+        proposal=kind,
+    )
     kernel = build_kernel(model, w.proposal, w.test, n, estimator=w.proxy)
     block = cv_kernel_block(kernel, args.cv_block)
-    draws, ends, sizes, compile_s, st = timed_blocks(block, kernel.init(jnp.asarray(start, jnp.float32)), key, data, args.time_cap)
-    sgd = step_over_sgd(block, kernel.init(jnp.asarray(start, jnp.float32)), data, n, args.cv_m, args.cv_block, args.sgd_repeats)
+    draws, ends, sizes, compile_s, st = timed_blocks(
+        block, kernel.init(jnp.asarray(start, jnp.float32)), key, data, args.time_cap
+    )
+    sgd = step_over_sgd(
+        block, kernel.init(jnp.asarray(start, jnp.float32)), data, n, args.cv_m, args.cv_block, args.sgd_repeats
+    )
     phases = ", ".join(f"{p} {c.seconds:.1f} s/{c.data / n:.2g} N" for p, c in w.cost.items())
     extra = f"m={args.cv_m}, scale {w.scale:.3g}, warm-up acceptance {w.acceptance:.2f}; warm-up {phases}"
-    return RunTrace(draws, ends, sizes, compile_s, w.total_seconds, float(st[:, 0].mean()), extra,
-                    data_per_step=float(st[:, 1].mean()), warmup_data=float(w.total_data), step_s=float(ends[-1]) / len(draws), sgd=sgd)
+    return RunTrace(
+        draws,
+        ends,
+        sizes,
+        compile_s,
+        w.total_seconds,
+        float(st[:, 0].mean()),
+        extra,
+        data_per_step=float(st[:, 1].mean()),
+        warmup_data=float(w.total_data),
+        step_s=float(ends[-1]) / len(draws),
+        sgd=sgd,
+    )
 
 
 def run_cv_rw(data, n, ref, start, scale, args, key) -> RunTrace:
@@ -131,16 +152,37 @@ def run_exact(test: str, data, n, ref, start, args, key) -> RunTrace:
     with bounds whitened by the Laplace Cholesky factor, the proxy posterior's Laplace approximation as an independence
     proposal; timed), then its frozen kernel from ``start``; rows per step = the points the test evaluated."""
     model = logistic_regression(PRIOR_SCALE)
-    w = warmup(model, data, jnp.zeros(len(start), jnp.float32), key=jax.random.fold_in(key, 1), test=test,
-               proposal="independence", order=2)
+    w = warmup(
+        model,
+        data,
+        jnp.zeros(len(start), jnp.float32),
+        key=jax.random.fold_in(key, 1),
+        test=test,
+        proposal="independence",
+        order=2,
+    )
     kernel = build_kernel(model, w.proposal, w.test, n, estimator=w.estimator)
     block = cv_kernel_block(kernel, args.cv_block)
-    draws, ends, sizes, compile_s, st = timed_blocks(block, kernel.init(jnp.asarray(start, jnp.float32)), key, data, args.time_cap)
+    draws, ends, sizes, compile_s, st = timed_blocks(
+        block, kernel.init(jnp.asarray(start, jnp.float32)), key, data, args.time_cap
+    )
     phases = ", ".join(f"{p} {c.seconds:.1f} s/{c.data / n:.2g} N" for p, c in w.cost.items())
-    extra = (f"{w.test.name}, order 2, independence proposal; mean rows/step {st[:, 1].mean():.3g} (max {st[:, 1].max():.0f}); "
-             f"warm-up {phases}")
-    return RunTrace(draws, ends, sizes, compile_s, w.total_seconds, float(st[:, 0].mean()), extra,
-                    data_per_step=float(st[:, 1].mean()), warmup_data=float(w.total_data), step_s=float(ends[-1]) / len(draws))
+    extra = (
+        f"{w.test.name}, order 2, independence proposal; mean rows/step {st[:, 1].mean():.3g} (max {st[:, 1].max():.0f}); "
+        f"warm-up {phases}"
+    )
+    return RunTrace(
+        draws,
+        ends,
+        sizes,
+        compile_s,
+        w.total_seconds,
+        float(st[:, 0].mean()),
+        extra,
+        data_per_step=float(st[:, 1].mean()),
+        warmup_data=float(w.total_data),
+        step_s=float(ends[-1]) / len(draws),
+    )
 
 
 def run_smh2(data, n, ref, start, scale, args, key) -> RunTrace:
@@ -178,8 +220,11 @@ def run_nuts(data, n, ref, start, scale, args, key) -> RunTrace | Skipped:
     t_grad = gradient_seconds(logdensity_of, data, start)
     bound = args.nuts_warmup * t_grad  # every warm-up step takes at least one full-data gradient
     if bound > args.warmup_cap:
-        return Skipped(f"warm-up not run: {args.nuts_warmup} steps x >= 1 full-data gradient ({t_grad:.3f} s) "
-                       f">= {bound:.0f} s > warm-up cap {args.warmup_cap:.0f} s", bound)
+        return Skipped(
+            f"warm-up not run: {args.nuts_warmup} steps x >= 1 full-data gradient ({t_grad:.3f} s) "
+            f">= {bound:.0f} s > warm-up cap {args.warmup_cap:.0f} s",
+            bound,
+        )
     k_warm = jax.random.fold_in(key, 1)
     t0 = time.perf_counter()
     adapt = blackjax.window_adaptation(blackjax.nuts, logdensity_of(data))
@@ -201,8 +246,18 @@ def run_nuts(data, n, ref, start, scale, args, key) -> RunTrace | Skipped:
     draws, ends, sizes, compile_s, st = timed_blocks(block, state, key, data, args.time_cap)
     leap = float(st[:, 1].mean())
     extra = f"{args.nuts_warmup} warm-up steps, step {float(params['step_size']):.3g}, {leap:.1f} leapfrogs/draw, gradient {t_grad:.3f} s"
-    return RunTrace(draws, ends, sizes, compile_s, warmup_s, float(st[:, 0].mean()), extra,
-                    data_per_step=leap * n, warmup_data=math.nan, step_s=float(ends[-1]) / len(draws))
+    return RunTrace(
+        draws,
+        ends,
+        sizes,
+        compile_s,
+        warmup_s,
+        float(st[:, 0].mean()),
+        extra,
+        data_per_step=leap * n,
+        warmup_data=math.nan,
+        step_s=float(ends[-1]) / len(draws),
+    )
 
 
 # ---------------------------------------------------------------- the SGD-step yardstick
@@ -245,5 +300,11 @@ def step_over_sgd(kernel_block: Callable, state, data, n: int, m: int, steps: in
         jax.block_until_ready(kernel_block(state, k, data))
         t_mh.append(time.perf_counter() - t0)
     t_sgd, t_mh = np.array(t_sgd), np.array(t_mh)
-    return {"sgd_us": 1e6 * float(t_sgd.min()) / steps, "step_us": 1e6 * float(t_mh.min()) / steps,
-            "ratio_of_best": float(t_mh.min() / t_sgd.min()), "median_ratio": float(np.median(t_mh / t_sgd)), "m": m, "steps": steps}
+    return {
+        "sgd_us": 1e6 * float(t_sgd.min()) / steps,
+        "step_us": 1e6 * float(t_mh.min()) / steps,
+        "ratio_of_best": float(t_mh.min() / t_sgd.min()),
+        "median_ratio": float(np.median(t_mh / t_sgd)),
+        "m": m,
+        "steps": steps,
+    }

@@ -178,7 +178,9 @@ def nuts_reference(data: dict, map_: np.ndarray, key: jax.Array, warmup: int, sa
 
 def run_mhminibatch(data, n, ref: Reference, start, scale, args, key) -> RunTrace:
     """MHminibatch with a diagonal random walk at temperature 1."""
-    kernel = build_kernel(logistic_regression(PRIOR_SCALE), random_walk(scale=scale), mh_minibatch(args.m, sigma=1.0), n)
+    kernel = build_kernel(
+        logistic_regression(PRIOR_SCALE), random_walk(scale=scale), mh_minibatch(args.m, sigma=1.0), n
+    )
     steps = max(args.min_block_steps, int(args.block_work // n))
     temp = jnp.float32(1.0)
 
@@ -190,9 +192,20 @@ def run_mhminibatch(data, n, ref: Reference, start, scale, args, key) -> RunTrac
 
         return jax.lax.scan(body, state, jax.random.split(k, steps))
 
-    draws, ends, sizes, compile_s, st = timed_blocks(block, kernel.init(jnp.asarray(start, jnp.float32)), key, data, args.time_cap)
-    return RunTrace(draws, ends, sizes, compile_s, 0.0, float(st[:, 0].mean()), f"mean batch {st[:, 1].mean():,.0f} ({st[:, 1].mean() / n:.2f} N), m={args.m}",
-                    data_per_step=float(st[:, 1].mean()), step_s=float(ends[-1]) / len(draws))
+    draws, ends, sizes, compile_s, st = timed_blocks(
+        block, kernel.init(jnp.asarray(start, jnp.float32)), key, data, args.time_cap
+    )
+    return RunTrace(
+        draws,
+        ends,
+        sizes,
+        compile_s,
+        0.0,
+        float(st[:, 0].mean()),
+        f"mean batch {st[:, 1].mean():,.0f} ({st[:, 1].mean() / n:.2f} N), m={args.m}",
+        data_per_step=float(st[:, 1].mean()),
+        step_s=float(ends[-1]) / len(draws),
+    )
 
 
 def run_rwmh(data, n, ref: Reference, start, scale, args, key) -> RunTrace:
@@ -219,8 +232,17 @@ def run_rwmh(data, n, ref: Reference, start, scale, args, key) -> RunTrace:
 
     init = algorithm(data).init(jnp.asarray(start, jnp.float32))
     draws, ends, sizes, compile_s, acc = timed_blocks(block, init, key, data, args.time_cap)
-    return RunTrace(draws, ends, sizes, compile_s, 0.0, float(acc.mean()), "full data every step; proposal s.d. from the reference (oracle, no warm-up)",
-                    data_per_step=float(n), step_s=float(ends[-1]) / len(draws))
+    return RunTrace(
+        draws,
+        ends,
+        sizes,
+        compile_s,
+        0.0,
+        float(acc.mean()),
+        "full data every step; proposal s.d. from the reference (oracle, no warm-up)",
+        data_per_step=float(n),
+        step_s=float(ends[-1]) / len(draws),
+    )
 
 
 def run_hmcecs(data, n, ref: Reference, start, scale, args, key) -> RunTrace:
@@ -246,17 +268,31 @@ def run_hmcecs(data, n, ref: Reference, start, scale, args, key) -> RunTrace:
 
         def body(st, _):
             st = sampler.sample(st, (data["x"], data["y"]), {})
-            return st, (st.z["theta"], jnp.stack([st.hmc_state.accept_prob, st.hmc_state.num_steps.astype(jnp.float32)]))
+            return st, (
+                st.z["theta"],
+                jnp.stack([st.hmc_state.accept_prob, st.hmc_state.num_steps.astype(jnp.float32)]),
+            )
 
         return jax.lax.scan(body, state, None, length=args.ecs_block)
 
     draws, ends, sizes, compile_s, st = timed_blocks(block, mcmc.post_warmup_state, key, data, args.time_cap)
     step = float(mcmc.post_warmup_state.hmc_state.adapt_state.step_size)
     leap = float(st[:, 1].mean())
-    extra = (f"subsample {sub}, {args.num_blocks} blocks, step {step:.3g}, {leap:.1f} leapfrogs/draw; warm-up = Newton MAP "
-             f"{ref.map_s:.1f} s + MCMC.warmup ({args.ecs_warmup} iterations, proxy setup and compile included) {warmup_s:.1f} s")
-    return RunTrace(draws, ends, sizes, compile_s, ref.map_s + warmup_s, float(st[:, 0].mean()), extra,
-                    data_per_step=leap * sub, step_s=float(ends[-1]) / len(draws))
+    extra = (
+        f"subsample {sub}, {args.num_blocks} blocks, step {step:.3g}, {leap:.1f} leapfrogs/draw; warm-up = Newton MAP "
+        f"{ref.map_s:.1f} s + MCMC.warmup ({args.ecs_warmup} iterations, proxy setup and compile included) {warmup_s:.1f} s"
+    )
+    return RunTrace(
+        draws,
+        ends,
+        sizes,
+        compile_s,
+        ref.map_s + warmup_s,
+        float(st[:, 0].mean()),
+        extra,
+        data_per_step=leap * sub,
+        step_s=float(ends[-1]) / len(draws),
+    )
 
 
 # ---------------------------------------------------------------- error metrics
@@ -310,8 +346,14 @@ def build_reference(data, n, args, key) -> Reference:
     mean, sd = ref.mean(0), ref.std(0, ddof=1)
     ess = min_ess(ref)
     ess_sq = min_ess(((ref - mean) / sd) ** 2)
-    check = {"mean_diff": float(np.max(np.abs(map_ - mean) / sd)), "sd_diff": float(np.max(np.abs(lap_sd / sd - 1))),
-             "mc_mean": 2.5 / math.sqrt(ess), "mc_sd": 2.5 / math.sqrt(2 * ess_sq), "ess": ess, "ess_sq": ess_sq}
+    check = {
+        "mean_diff": float(np.max(np.abs(map_ - mean) / sd)),
+        "sd_diff": float(np.max(np.abs(lap_sd / sd - 1))),
+        "mc_mean": 2.5 / math.sqrt(ess),
+        "mc_sd": 2.5 / math.sqrt(2 * ess_sq),
+        "ess": ess,
+        "ess_sq": ess_sq,
+    }
     print(
         f"  NUTS reference: {args.ref_samples} draws, min ESS {ess:.0f} (of squared deviations {ess_sq:.0f}), {time.perf_counter() - t0:.1f} s; "
         f"Laplace vs NUTS: max |mean diff|/sd {check['mean_diff']:.3f}, max |sd ratio - 1| {check['sd_diff']:.3f} "
@@ -321,9 +363,14 @@ def build_reference(data, n, args, key) -> Reference:
 
 
 METHODS = {
-    "MHminibatch+CV MALA": run_cv_mala, "MHminibatch+CV RW": run_cv_rw, "NumPyro HMCECS": run_hmcecs,
-    "BlackJAX NUTS": run_nuts, "BlackJAX RWMH": run_rwmh, "MHminibatch": run_mhminibatch,
-    "SMH-2 indep.": run_smh2, "MH-SS-2 indep.": run_mhss2,
+    "MHminibatch+CV MALA": run_cv_mala,
+    "MHminibatch+CV RW": run_cv_rw,
+    "NumPyro HMCECS": run_hmcecs,
+    "BlackJAX NUTS": run_nuts,
+    "BlackJAX RWMH": run_rwmh,
+    "MHminibatch": run_mhminibatch,
+    "SMH-2 indep.": run_smh2,
+    "MH-SS-2 indep.": run_mhss2,
 }
 DEFAULT_METHODS = [m for m in METHODS if m != "MHminibatch"]
 
@@ -332,13 +379,18 @@ def bench_size(n: int, args) -> tuple[list[dict], dict]:
     """Reference and every method in ``--methods`` at one data size: the figures of each row and the reference's."""
     key = jax.random.key(args.seed)
     k_data, k_ref, k_start, k_run = jax.random.split(key, 4)
-    print(f"\nN = {n:,}, d = {D}, prior N(0, 1), threshold {args.threshold}, sampling cap {args.time_cap:.0f} s per method", flush=True)
+    print(
+        f"\nN = {n:,}, d = {D}, prior N(0, 1), threshold {args.threshold}, sampling cap {args.time_cap:.0f} s per method",
+        flush=True,
+    )
     t0 = time.perf_counter()
     data, _ = make_logistic_data(k_data, n, D)
     jax.block_until_ready(data)
     print(f"  data: {time.perf_counter() - t0:.1f} s", flush=True)
     ref = build_reference(data, n, args, k_ref)
-    start = np.asarray(jax.random.multivariate_normal(k_start, jnp.asarray(ref.map), jnp.asarray(ref.laplace_cov)), np.float64)
+    start = np.asarray(
+        jax.random.multivariate_normal(k_start, jnp.asarray(ref.map), jnp.asarray(ref.laplace_cov)), np.float64
+    )
     scale = 2.38 / math.sqrt(D) * ref.sd
     rows = []
     for i, (name, fn) in enumerate(METHODS.items()):
@@ -355,19 +407,40 @@ def bench_size(n: int, args) -> tuple[list[dict], dict]:
             rows.append(skipped_figures(name, n, tr.reason, tr.warmup_s_lower_bound))
             continue
         e_mean, e_sd = running_errors(tr.draws, tr.block_sizes, ref)
-        row = row_figures(name, n, tr, min_ess(tr.draws), time_to_stay_below(e_mean, tr.block_end, args.threshold),
-                          time_to_stay_below(e_sd, tr.block_end, args.threshold), e_mean[-1], e_sd[-1])
+        row = row_figures(
+            name,
+            n,
+            tr,
+            min_ess(tr.draws),
+            time_to_stay_below(e_mean, tr.block_end, args.threshold),
+            time_to_stay_below(e_sd, tr.block_end, args.threshold),
+            e_mean[-1],
+            e_sd[-1],
+        )
         rows.append(row)
-        sgd = f"; step {row['step_us']:.0f} us vs SGD step {row['sgd_step_us']:.0f} us (m={row['sgd_m']})" if tr.sgd else ""
-        print(f"  {name}: {len(tr.draws):,} draws in {row['sampling_s']:.1f} s (compile {tr.compile_s:.1f} s), "
-              f"end errors mean {row['end_err_mean']:.3f} sd {row['end_err_sd']:.3f}, {tr.extra}{sgd}", flush=True)
+        sgd = (
+            f"; step {row['step_us']:.0f} us vs SGD step {row['sgd_step_us']:.0f} us (m={row['sgd_m']})"
+            if tr.sgd
+            else ""
+        )
+        print(
+            f"  {name}: {len(tr.draws):,} draws in {row['sampling_s']:.1f} s (compile {tr.compile_s:.1f} s), "
+            f"end errors mean {row['end_err_mean']:.3f} sd {row['end_err_sd']:.3f}, {tr.extra}{sgd}",
+            flush=True,
+        )
     print()
     print_table(COLUMNS, [table_row(r) for r in rows])
     ratios = ratio_rows(rows)
     if ratios:
         print("  ESS/s ratios over NumPyro HMCECS (> 1: ours faster):")
         print_table(RATIO_COLUMNS, ratios)
-    summary = {"name": ref.name, "map_s": ref.map_s, "median_sd": float(np.median(ref.sd)), "start": start.tolist(), "check": ref.check}
+    summary = {
+        "name": ref.name,
+        "map_s": ref.map_s,
+        "median_sd": float(np.median(ref.sd)),
+        "start": start.tolist(),
+        "check": ref.check,
+    }
     return rows, summary
 
 
@@ -377,7 +450,9 @@ def main() -> None:
     ap.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000, 10_000_000])
     ap.add_argument("--quick", action="store_true", help="N = 20,000, 20 s per method, short reference")
     ap.add_argument("--time-cap", type=float, default=60.0, help="sampling seconds per method and size")
-    ap.add_argument("--warmup-cap", type=float, default=300.0, help="NUTS is not run when its warm-up needs more than this")
+    ap.add_argument(
+        "--warmup-cap", type=float, default=300.0, help="NUTS is not run when its warm-up needs more than this"
+    )
     ap.add_argument("--threshold", type=float, default=0.1, help="error level for t(mean) and t(sd)")
     ap.add_argument("--m", type=int, default=1000, help="plain MHminibatch initial minibatch size (and growth step)")
     ap.add_argument("--cv-m", type=int, default=50, help="MHminibatch+CV minibatch size (and the SGD yardstick's)")
@@ -388,14 +463,22 @@ def main() -> None:
     ap.add_argument("--ecs-warmup", type=int, default=300, help="HMCECS warm-up (adaptation) iterations")
     ap.add_argument("--ecs-block", type=int, default=25, help="HMCECS draws per timed block")
     ap.add_argument("--nuts-warmup", type=int, default=500, help="BlackJAX window_adaptation steps")
-    ap.add_argument("--block-work", type=float, default=2e7, help="random-walk steps per block = this / N (NUTS: / 10 N)")
+    ap.add_argument(
+        "--block-work", type=float, default=2e7, help="random-walk steps per block = this / N (NUTS: / 10 N)"
+    )
     ap.add_argument("--min-block-steps", type=int, default=10, help="at least this many full-data steps per block")
     ap.add_argument("--nuts-max", type=int, default=20_000, help="largest N with a full-data NumPyro NUTS reference")
     ap.add_argument("--ref-warmup", type=int, default=500)
     ap.add_argument("--ref-samples", type=int, default=3000)
     ap.add_argument("--methods", nargs="+", default=DEFAULT_METHODS, choices=list(METHODS))
-    ap.add_argument("--out", default=None, help="JSON results file (default docs/results/peers_t1.json, none with --quick or --results; '': none)")
-    ap.add_argument("--append", action="store_true", help="keep the rows of other sizes already in --out (a later run adds sizes)")
+    ap.add_argument(
+        "--out",
+        default=None,
+        help="JSON results file (default docs/results/peers_t1.json, none with --quick or --results; '': none)",
+    )
+    ap.add_argument(
+        "--append", action="store_true", help="keep the rows of other sizes already in --out (a later run adds sizes)"
+    )
     ap.add_argument("--seed", type=int, default=0)
     add_results_option(ap)
     args = ap.parse_args()
@@ -406,15 +489,29 @@ def main() -> None:
     for name in ("time_cap", "warmup_cap", "threshold", "block_work"):
         if not getattr(args, name) > 0:
             raise ValueError(f"--{name.replace('_', '-')}={getattr(args, name)} must be positive")
-    for name in ("min_block_steps", "m", "cv_m", "cv_block", "sgd_repeats", "subsample", "num_blocks", "ecs_warmup", "ecs_block",
-                 "nuts_warmup", "ref_warmup", "ref_samples"):
+    for name in (
+        "min_block_steps",
+        "m",
+        "cv_m",
+        "cv_block",
+        "sgd_repeats",
+        "subsample",
+        "num_blocks",
+        "ecs_warmup",
+        "ecs_block",
+        "nuts_warmup",
+        "ref_warmup",
+        "ref_samples",
+    ):
         if getattr(args, name) < 1:
             raise ValueError(f"--{name.replace('_', '-')}={getattr(args, name)} must be a positive integer")
     if any(n < max(args.m, args.cv_m, 2 * D) for n in args.sizes):
         raise ValueError(f"--sizes {args.sizes}: every N must be at least max(m={args.m}, cv-m={args.cv_m}, {2 * D})")
     env = environment()
-    print(f"machine: {env['machine']}, versions {env['versions']}, float32; load average at start "
-          f"{', '.join(f'{v:.1f}' for v in env['load_average_start'])}")
+    print(
+        f"machine: {env['machine']}, versions {env['versions']}, float32; load average at start "
+        f"{', '.join(f'{v:.1f}' for v in env['load_average_start'])}"
+    )
     rows, refs = [], {}
     if args.append and args.out:
         env, rows, refs = previous_results(args.out, env, args.sizes)
@@ -425,7 +522,9 @@ def main() -> None:
             write_results(args.out, env, args, rows, refs)
         if args.results:
             tabs, values = prefixed_results(Path(args.results).stem.replace("-", "_"), rows, refs)
-            save(args.results, "peers", config=args, tables=tabs, values=values, extra={"references": refs, "rows": rows})
+            save(
+                args.results, "peers", config=args, tables=tabs, values=values, extra={"references": refs, "rows": rows}
+            )
     if len(args.sizes) > 1:
         print("\nall sizes:")
         print_table(COLUMNS, [table_row(r) for r in rows])

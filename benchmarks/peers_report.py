@@ -22,8 +22,19 @@ BASELINE = "NumPyro HMCECS"
 OURS = ("MHminibatch+CV MALA", "MHminibatch+CV RW")
 EXACT = ("SMH-2 indep.", "MH-SS-2 indep.")
 COLUMNS = [
-    "N", "method", "warm-up s", "warm-up data (x N)", "draws/s", "accept", "min ESS", "ESS/s", "ESS/s incl. warm-up",
-    "t(mean) s", "t(sd) s", "data/step (% of N)", "step / SGD step (best, median)",
+    "N",
+    "method",
+    "warm-up s",
+    "warm-up data (x N)",
+    "draws/s",
+    "accept",
+    "min ESS",
+    "ESS/s",
+    "ESS/s incl. warm-up",
+    "t(mean) s",
+    "t(sd) s",
+    "data/step (% of N)",
+    "step / SGD step (best, median)",
 ]
 RATIO_COLUMNS = ["N", "ratio", "ESS/s", "ESS/s incl. warm-up"]
 
@@ -39,14 +50,31 @@ def row_figures(name: str, n: int, tr, ess: float, t_mean: float, t_sd: float, e
     wall = tr.warmup_s + total
     sgd = tr.sgd or {}
     return {
-        "method": name, "n": n, "draws": int(len(tr.draws)), "sampling_s": total, "draws_per_s": len(tr.draws) / total,
-        "accept": tr.accept, "compile_s": tr.compile_s, "warmup_s": tr.warmup_s,
-        "warmup_data_over_n": finite_or_none(tr.warmup_data / n), "min_ess": ess, "ess_per_s": ess / total,
-        "ess_per_s_with_warmup": ess / wall, "t_mean_s": finite_or_none(t_mean), "t_sd_s": finite_or_none(t_sd),
-        "end_err_mean": float(e_mean), "end_err_sd": float(e_sd), "data_per_step_over_n": finite_or_none(tr.data_per_step / n),
+        "method": name,
+        "n": n,
+        "draws": int(len(tr.draws)),
+        "sampling_s": total,
+        "draws_per_s": len(tr.draws) / total,
+        "accept": tr.accept,
+        "compile_s": tr.compile_s,
+        "warmup_s": tr.warmup_s,
+        "warmup_data_over_n": finite_or_none(tr.warmup_data / n),
+        "min_ess": ess,
+        "ess_per_s": ess / total,
+        "ess_per_s_with_warmup": ess / wall,
+        "t_mean_s": finite_or_none(t_mean),
+        "t_sd_s": finite_or_none(t_sd),
+        "end_err_mean": float(e_mean),
+        "end_err_sd": float(e_sd),
+        "data_per_step_over_n": finite_or_none(tr.data_per_step / n),
         "data_per_step": finite_or_none(tr.data_per_step),
-        "step_us": finite_or_none(1e6 * tr.step_s), "sgd_step_us": sgd.get("sgd_us"), "step_over_sgd_best": sgd.get("ratio_of_best"),
-        "step_over_sgd_median": sgd.get("median_ratio"), "sgd_m": sgd.get("m"), "details": tr.extra, "skipped": None,
+        "step_us": finite_or_none(1e6 * tr.step_s),
+        "sgd_step_us": sgd.get("sgd_us"),
+        "step_over_sgd_best": sgd.get("ratio_of_best"),
+        "step_over_sgd_median": sgd.get("median_ratio"),
+        "sgd_m": sgd.get("m"),
+        "details": tr.extra,
+        "skipped": None,
     }
 
 
@@ -69,9 +97,18 @@ def table_row(r: dict) -> list[str]:
         return [n, r["method"], warm] + ["-"] * (len(COLUMNS) - 3)
     t = lambda v: fmt(v, ".1f", none=f"> {math.floor(r['sampling_s']):.0f}")  # noqa: E731 -- not reached within the run
     return [
-        n, r["method"], fmt(r["warmup_s"], ".1f"), fmt(r["warmup_data_over_n"], ".2f"), fmt(r["draws_per_s"], ",.0f"),
-        fmt(r["accept"], ".2f"), fmt(r["min_ess"], ",.0f"), fmt(r["ess_per_s"], ".2f"), fmt(r["ess_per_s_with_warmup"], ".2f"),
-        t(r["t_mean_s"]), t(r["t_sd_s"]), fmt(None if r["data_per_step_over_n"] is None else 100 * r["data_per_step_over_n"], ".3g"),
+        n,
+        r["method"],
+        fmt(r["warmup_s"], ".1f"),
+        fmt(r["warmup_data_over_n"], ".2f"),
+        fmt(r["draws_per_s"], ",.0f"),
+        fmt(r["accept"], ".2f"),
+        fmt(r["min_ess"], ",.0f"),
+        fmt(r["ess_per_s"], ".2f"),
+        fmt(r["ess_per_s_with_warmup"], ".2f"),
+        t(r["t_mean_s"]),
+        t(r["t_sd_s"]),
+        fmt(None if r["data_per_step_over_n"] is None else 100 * r["data_per_step_over_n"], ".3g"),
         "-" if r["step_over_sgd_best"] is None else f"{r['step_over_sgd_best']:.2f}, {r['step_over_sgd_median']:.2f}",
     ]
 
@@ -86,8 +123,14 @@ def ratio_rows(rows: list[dict]) -> list[list[str]]:
             ours = by.get((n, name))
             if ours is None or ours.get("skipped") or base is None or base.get("skipped"):
                 continue
-            out.append([f"{n:.0e}".replace("e+0", "e"), f"{name} / HMCECS",
-                        f"{ours['ess_per_s'] / base['ess_per_s']:.2f}", f"{ours['ess_per_s_with_warmup'] / base['ess_per_s_with_warmup']:.2f}"])
+            out.append(
+                [
+                    f"{n:.0e}".replace("e+0", "e"),
+                    f"{name} / HMCECS",
+                    f"{ours['ess_per_s'] / base['ess_per_s']:.2f}",
+                    f"{ours['ess_per_s_with_warmup'] / base['ess_per_s_with_warmup']:.2f}",
+                ]
+            )
     return out
 
 
@@ -112,7 +155,8 @@ def environment() -> dict:
     dev = jax.devices()[0]
     return {
         "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, {jax.device_count()} x {dev.platform}:{dev.device_kind}",
-        "command": " ".join([Path(sys.executable).name, *sys.argv]), "versions": versions,
+        "command": " ".join([Path(sys.executable).name, *sys.argv]),
+        "versions": versions,
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "load_average_start": list(os.getloadavg()),
     }
@@ -123,7 +167,16 @@ def previous_results(path: str, env: dict, sizes: list[int]) -> tuple[dict, list
     if not Path(path).exists():
         return {**env, "runs": [env]}, [], {}
     old = json.loads(Path(path).read_text())
-    runs = old.get("runs", [{k: old[k] for k in ("machine", "command", "versions", "date", "load_average_start", "load_average_end") if k in old}])
+    runs = old.get(
+        "runs",
+        [
+            {
+                k: old[k]
+                for k in ("machine", "command", "versions", "date", "load_average_start", "load_average_end")
+                if k in old
+            }
+        ],
+    )
     rows = [r for r in old["rows"] if r["n"] not in sizes]
     refs = {k: v for k, v in old["references"].items() if int(k) not in sizes}
     return {**env, "runs": runs + [env]}, rows, refs
@@ -134,17 +187,32 @@ def tables(rows: list[dict]) -> dict:
     return {
         "peers_t1": {"columns": COLUMNS, "rows": [table_row(r) for r in rows]},
         "peers_t1_ratios": {"columns": RATIO_COLUMNS, "rows": ratio_rows(rows)},
-        "peers_t1_notes": {"columns": ["N", "method", "details"],
-                           "rows": [[f"{r['n']:,}", r["method"], (f"skipped: {r['skipped']}" if r.get("skipped") else r["details"])] for r in rows]},
+        "peers_t1_notes": {
+            "columns": ["N", "method", "details"],
+            "rows": [
+                [f"{r['n']:,}", r["method"], (f"skipped: {r['skipped']}" if r.get("skipped") else r["details"])]
+                for r in rows
+            ],
+        },
     }
 
 
 RUN_COLUMNS = ["N", "method", "draws", "compile s", "end err mean", "end err sd", "details"]
 PAIR_COLUMNS = ["N", "ratio", "draws/s", "ESS/s", "ESS/s incl. warm-up"]
-REF_COLUMNS = ["N", "reference", "max abs mean diff / sd", "its MC error", "max abs sd ratio - 1", "its MC error", "reference min ESS"]
+REF_COLUMNS = [
+    "N",
+    "reference",
+    "max abs mean diff / sd",
+    "its MC error",
+    "max abs sd ratio - 1",
+    "its MC error",
+    "reference min ESS",
+]
 
 
-def pair_ratio_rows(rows: list[dict], ours=("MHminibatch", *OURS, *EXACT), bases=("BlackJAX RWMH", BASELINE)) -> list[list[str]]:
+def pair_ratio_rows(
+    rows: list[dict], ours=("MHminibatch", *OURS, *EXACT), bases=("BlackJAX RWMH", BASELINE)
+) -> list[list[str]]:
     """Draws/s and ESS/s (sampling only, warm-up included) of each of ``ours`` over each of ``bases``, and of each exact
     test over each MHminibatch+CV method, per N."""
     by = {(r["n"], r["method"]): r for r in rows if not r.get("skipped")}
@@ -166,8 +234,17 @@ def reference_rows(references: dict) -> list[list[str]]:
     for n, ref in sorted(references.items(), key=lambda kv: int(kv[0])):
         c = ref.get("check")
         if c:
-            out.append([f"{int(n):.0e}".replace("e+0", "e"), ref["name"], f"{c['mean_diff']:.3f}", f"{c['mc_mean']:.3f}",
-                        f"{c['sd_diff']:.3f}", f"{c['mc_sd']:.3f}", f"{c['ess']:,.0f}"])
+            out.append(
+                [
+                    f"{int(n):.0e}".replace("e+0", "e"),
+                    ref["name"],
+                    f"{c['mean_diff']:.3f}",
+                    f"{c['mc_mean']:.3f}",
+                    f"{c['sd_diff']:.3f}",
+                    f"{c['mc_sd']:.3f}",
+                    f"{c['ess']:,.0f}",
+                ]
+            )
     return out
 
 
@@ -180,10 +257,23 @@ def prefixed_results(prefix: str, rows: list[dict], references: dict) -> tuple[d
     """Tables ``PREFIX``, ``PREFIX_runs``, ``PREFIX_ratios``, ``PREFIX_reference`` and the prose values ``PREFIX.*``."""
     tabs = {
         prefix: {"columns": COLUMNS, "rows": [table_row(r) for r in rows]},
-        f"{prefix}_runs": {"columns": RUN_COLUMNS, "rows": [
-            [f"{r['n']:.0e}".replace("e+0", "e"), r["method"], f"{r['draws']:,}", f"{r['compile_s']:.1f}", f"{r['end_err_mean']:.3f}",
-             f"{r['end_err_sd']:.3f}", r["details"]] if not r.get("skipped") else
-            [f"{r['n']:.0e}".replace("e+0", "e"), r["method"], "-", "-", "-", "-", f"skipped: {r['skipped']}"] for r in rows]},
+        f"{prefix}_runs": {
+            "columns": RUN_COLUMNS,
+            "rows": [
+                [
+                    f"{r['n']:.0e}".replace("e+0", "e"),
+                    r["method"],
+                    f"{r['draws']:,}",
+                    f"{r['compile_s']:.1f}",
+                    f"{r['end_err_mean']:.3f}",
+                    f"{r['end_err_sd']:.3f}",
+                    r["details"],
+                ]
+                if not r.get("skipped")
+                else [f"{r['n']:.0e}".replace("e+0", "e"), r["method"], "-", "-", "-", "-", f"skipped: {r['skipped']}"]
+                for r in rows
+            ],
+        },
         f"{prefix}_ratios": {"columns": PAIR_COLUMNS, "rows": pair_ratio_rows(rows)},
     }
     refs = reference_rows(references)
@@ -205,9 +295,12 @@ def prefixed_results(prefix: str, rows: list[dict], references: dict) -> tuple[d
 def write_results(path: str, env: dict, args, rows: list[dict], references: dict) -> None:
     """Write every figure and the rendered tables to ``path`` (JSON)."""
     out = {
-        **env, "load_average_end": list(os.getloadavg()),
+        **env,
+        "load_average_end": list(os.getloadavg()),
         "settings": {k: v for k, v in vars(args).items() if k not in ("out",)},
-        "references": references, "rows": rows, "tables": tables(rows),
+        "references": references,
+        "rows": rows,
+        "tables": tables(rows),
     }
     if "runs" in out:
         out["runs"][-1] = {**out["runs"][-1], "load_average_end": out["load_average_end"]}

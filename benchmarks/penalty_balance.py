@@ -51,8 +51,15 @@ def series_rows(sigmas: list[float]) -> list[list[str]]:
     for s in sigmas:
         v = s * s * stats.chi2.ppf(q, M - 1) / (M - 1)
         grid = np.linspace(-3.0, 3.0, 13)
-        rows.append([f"{s:g}", f"{balance_error(s, code_penalty(v, M), grid):.1e}", f"{balance_error(s, v / 2, grid):.1e}",
-                     f"{acceptance(0.0, s, code_penalty(v, M)).mean():.3f}", f"{2 * stats.norm.cdf(-s / 2):.3f}"])
+        rows.append(
+            [
+                f"{s:g}",
+                f"{balance_error(s, code_penalty(v, M), grid):.1e}",
+                f"{balance_error(s, v / 2, grid):.1e}",
+                f"{acceptance(0.0, s, code_penalty(v, M)).mean():.3f}",
+                f"{2 * stats.norm.cdf(-s / 2):.3f}",
+            ]
+        )
     return rows
 
 
@@ -67,13 +74,21 @@ def stopping_rows(sigmas: list[float], reps: int, seed: int) -> list[list[str]]:
         done = ss / (b - 1) / b < 1.0
         while not done.all():
             idx = ~done
-            ss[idx] += var_row * rng.chisquare(M, int(idx.sum()))  # within-chunk squares plus the between-chunk contrast
+            ss[idx] += var_row * rng.chisquare(
+                M, int(idx.sum())
+            )  # within-chunk squares plus the between-chunk contrast
             b[idx] += M
             done = ss / (b - 1) / b < 1.0
         v, s = ss / (b - 1) / b, np.sqrt(var_row / b)
         u = code_penalty(v, b)
-        rows.append([f"{s50:g}", f"{b.mean():.0f}", f"{balance_error(s, u, np.linspace(-2.0, 2.0, 9)):.1e}",
-                     f"{acceptance(0.0, s, u).mean():.3f}"])
+        rows.append(
+            [
+                f"{s50:g}",
+                f"{b.mean():.0f}",
+                f"{balance_error(s, u, np.linspace(-2.0, 2.0, 9)):.1e}",
+                f"{acceptance(0.0, s, u).mean():.3f}",
+            ]
+        )
     return rows
 
 
@@ -84,17 +99,30 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     add_results_option(ap)
     args = ap.parse_args()
-    series = table(["s", "series: max log-ratio error", "v/2 only", "a(0)", "2 Phi(-s/2)"], series_rows([0.5, 1.0, 1.5, 2.0]))
-    stopping = table(["s.d. at 50 rows", "mean rows", "max log-ratio error", "a(0)"],
-                     stopping_rows([0.3, 0.7, 0.9, 1.0, 1.1, 1.3, 2.0, 4.0], args.reps, args.seed))
+    series = table(
+        ["s", "series: max log-ratio error", "v/2 only", "a(0)", "2 Phi(-s/2)"], series_rows([0.5, 1.0, 1.5, 2.0])
+    )
+    stopping = table(
+        ["s.d. at 50 rows", "mean rows", "max log-ratio error", "a(0)"],
+        stopping_rows([0.3, 0.7, 0.9, 1.0, 1.1, 1.3, 2.0, 4.0], args.reps, args.seed),
+    )
     for name, t in (("penalty_series", series), ("penalty_stopping", stopping)):
         print(name)
         print("  ".join(t["columns"]))
         for r in t["rows"]:
             print("  ".join(r))
-    values = {"penalty_series_error_1": series["rows"][1][1], "penalty_halfv_error_1": series["rows"][1][2],
-              "penalty_stopping_worst": max(stopping["rows"], key=lambda r: float(r[2]))[2]}
-    save(args.results, "penalty_balance", config=args, tables={"penalty_series": series, "penalty_stopping": stopping}, values=values)
+    values = {
+        "penalty_series_error_1": series["rows"][1][1],
+        "penalty_halfv_error_1": series["rows"][1][2],
+        "penalty_stopping_worst": max(stopping["rows"], key=lambda r: float(r[2]))[2],
+    }
+    save(
+        args.results,
+        "penalty_balance",
+        config=args,
+        tables={"penalty_series": series, "penalty_stopping": stopping},
+        values=values,
+    )
 
 
 if __name__ == "__main__":

@@ -58,10 +58,12 @@ def svg(grid: Grid) -> str:
     group = bar * len(grid.columns) + gap
     height = top + group * len(grid.rows) + 40 + 18 * len(grid.columns)
     x = lambda v: left + width * (math.log10(v) - lo) / (hi - lo)  # noqa: E731
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{left + width + 40}" height="{height}" '
-           f'font-family="sans-serif" font-size="12">',
-           '<text x="10" y="18" font-size="13">Effective draws per second, auto_sample over NUTS (log scale; right of '
-           'the dashed line: faster)</text>']
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{left + width + 40}" height="{height}" '
+        f'font-family="sans-serif" font-size="12">',
+        '<text x="10" y="18" font-size="13">Effective draws per second, auto_sample over NUTS (log scale; right of '
+        "the dashed line: faster)</text>",
+    ]
     axis_y = top + group * len(grid.rows)
     for k in range(lo, hi + 1):
         xk = x(10.0**k)
@@ -77,7 +79,9 @@ def svg(grid: Grid) -> str:
             end = x(float(v))
             out.append(f'<rect x="{left}" y="{y}" width="{end - left:.1f}" height="{bar - 2}" fill="{COLOURS[j]}"/>')
             out.append(f'<text x="{end + 4:.1f}" y="{y + bar - 3}" font-size="10">{v}</text>')
-    out.append(f'<line x1="{x(1.0):.1f}" y1="{top - 6}" x2="{x(1.0):.1f}" y2="{axis_y}" stroke="black" stroke-dasharray="4 3"/>')
+    out.append(
+        f'<line x1="{x(1.0):.1f}" y1="{top - 6}" x2="{x(1.0):.1f}" y2="{axis_y}" stroke="black" stroke-dasharray="4 3"/>'
+    )
     for j, column in enumerate(grid.columns):
         y = axis_y + 32 + 18 * j
         out.append(f'<rect x="{left}" y="{y}" width="12" height="12" fill="{COLOURS[j]}"/>')

@@ -54,10 +54,26 @@ from helpers_cauchy import cauchy_rows_data, cauchy_rows_model, posterior_a  # n
 from helpers_posterior import linear_data, linear_model, linear_posterior, student_t_data, student_t_model  # noqa: E402
 from test_posterior_error import _run_error  # noqa: E402
 
-PER_PARAMETER = ["case", "parameter", "estimated mean error (s.d.)", "true mean error (s.d.)", "estimated s.d. error",
-                 "true s.d. error", "flagged"]
-PER_CASE = ["case", "N", "new check warned", "earlier per-step acceptance error", "earlier check would warn",
-            "continuation s", "starts x steps", "decisions differed", "sampling s"]
+PER_PARAMETER = [
+    "case",
+    "parameter",
+    "estimated mean error (s.d.)",
+    "true mean error (s.d.)",
+    "estimated s.d. error",
+    "true s.d. error",
+    "flagged",
+]
+PER_CASE = [
+    "case",
+    "N",
+    "new check warned",
+    "earlier per-step acceptance error",
+    "earlier check would warn",
+    "continuation s",
+    "starts x steps",
+    "decisions differed",
+    "sampling s",
+]
 
 
 def pm(x: float, se: float, pct: bool = False) -> str:
@@ -71,8 +87,17 @@ def rows_for(name: str, out, draws: np.ndarray, mean: np.ndarray, sd: np.ndarray
     rows, values = [], {}
     for i, p in enumerate(out.names):
         flagged = " and ".join(w for w, f in (("mean", out.mean_flagged[i]), ("s.d.", out.sd_flagged[i])) if f) or "no"
-        rows.append([name, p, pm(out.mean_bias[i], out.mean_se[i]), pm(tm[i], tm_se[i]), pm(out.sd_error[i], out.sd_se[i], True),
-                     pm(ts[i], ts_se[i], True), flagged])
+        rows.append(
+            [
+                name,
+                p,
+                pm(out.mean_bias[i], out.mean_se[i]),
+                pm(tm[i], tm_se[i]),
+                pm(out.sd_error[i], out.sd_se[i], True),
+                pm(ts[i], ts_se[i], True),
+                flagged,
+            ]
+        )
         values[f"posterior_check.{name}.{p}.sd_error"] = f"{100 * out.sd_error[i]:+.1f}%"
         values[f"posterior_check.{name}.{p}.true_sd_error"] = f"{100 * ts[i]:+.1f}%"
     return rows, values
@@ -88,8 +113,17 @@ def auto_case(name: str, model, data, theta0, truth, n: int, **kw):
     mean, sd = truth(w._replace(chains=np.asarray(res.kernel_positions)[:, -1]))
     draws = np.asarray(res.kernel_positions)
     rows, values = rows_for(name, post, draws, mean, sd)
-    case = [name, f"{n:,}", "yes" if said else "no", f"{c.acceptance_error:.3g}", "yes" if not (c.normal_ok and c.pareto_ok) else "no",
-            f"{post.seconds:.1f}", f"{post.starts} x {post.steps}", f"{100 * post.disagreement:.1f}%", f"{w.cost['sampling'].seconds:.1f}"]
+    case = [
+        name,
+        f"{n:,}",
+        "yes" if said else "no",
+        f"{c.acceptance_error:.3g}",
+        "yes" if not (c.normal_ok and c.pareto_ok) else "no",
+        f"{post.seconds:.1f}",
+        f"{post.starts} x {post.steps}",
+        f"{100 * post.disagreement:.1f}%",
+        f"{w.cost['sampling'].seconds:.1f}",
+    ]
     values[f"posterior_check.{name}.seconds"] = f"{post.seconds:.1f}"
     print(case, *rows, said, sep="\n", flush=True)
     return rows, case, values
@@ -104,28 +138,69 @@ def wrong_case() -> tuple[list, list, dict]:
     prop = random_walk(scale=1.5 * float(np.sqrt(var)))
     starts = jnp.asarray(mean + np.sqrt(var) * rng.standard_normal((4, 2)), jnp.float32)
     t0 = time.perf_counter()
-    res = sample(model, x, starts, proposal=prop, test=test, num_samples=2000, num_chains=4, key=0, batched_init=True, progress=False)
+    res = sample(
+        model,
+        x,
+        starts,
+        proposal=prop,
+        test=test,
+        num_samples=2000,
+        num_chains=4,
+        key=0,
+        batched_init=True,
+        progress=False,
+    )
     seconds = time.perf_counter() - t0
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         out = check_posterior(model, x, prop, test, None, res.kernel_positions, run_key=0, records=res.records)
     rows, values = rows_for("naive_wrong", out, np.asarray(res.kernel_positions), mean, np.full(2, np.sqrt(var)))
-    case = ["naive_wrong", "2,000", "yes" if caught else "no", "n/a", "n/a", f"{out.seconds:.1f}", f"{out.starts} x {out.steps}",
-            f"{100 * out.disagreement:.1f}%", f"{seconds:.1f}"]
+    case = [
+        "naive_wrong",
+        "2,000",
+        "yes" if caught else "no",
+        "n/a",
+        "n/a",
+        f"{out.seconds:.1f}",
+        f"{out.starts} x {out.steps}",
+        f"{100 * out.disagreement:.1f}%",
+        f"{seconds:.1f}",
+    ]
     return rows, case, values
 
 
-COST = ["N", "way", "repeat", "check s", "compiling s", "passes over N", "starts x steps", "sampling s",
-        "largest |mean error| (s.d.)", "its s.e.", "largest |s.d. error|", "its s.e.", "warned"]
-WAYS = (("before: both chains stepped (coupled_run)", "before", False), ("before: the run's draws and keys", "before", True),
-        ("after: one path (exact_twin)", "after", True))
+COST = [
+    "N",
+    "way",
+    "repeat",
+    "check s",
+    "compiling s",
+    "passes over N",
+    "starts x steps",
+    "sampling s",
+    "largest |mean error| (s.d.)",
+    "its s.e.",
+    "largest |s.d. error|",
+    "its s.e.",
+    "warned",
+]
+WAYS = (
+    ("before: both chains stepped (coupled_run)", "before", False),
+    ("before: the run's draws and keys", "before", True),
+    ("after: one path (exact_twin)", "after", True),
+)
 
 
 def baseline(rev: str):
     """``posterior_error`` as it was at commit ``rev`` (loaded from git into a module of its own)."""
     root = Path(__file__).resolve().parents[1]
-    text = subprocess.run(["git", "show", f"{rev}:src/minibatch_mcmc/diagnostics/posterior_error.py"], cwd=root, check=True,
-                          capture_output=True, text=True).stdout
+    text = subprocess.run(
+        ["git", "show", f"{rev}:src/minibatch_mcmc/diagnostics/posterior_error.py"],
+        cwd=root,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
     path = Path(tempfile.mkdtemp()) / "posterior_error_before.py"
     path.write_text(text)
     spec = importlib.util.spec_from_file_location("posterior_error_before", path)
@@ -142,8 +217,16 @@ def cost_case(args) -> int:
         model, data = student_t_model(), student_t_data(n)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            res, w = auto_sample(model, data, jnp.array([0.0, 0.0, 0.0, 0.0, 1.0]), num_samples=1000, num_chains=4, progress=False,
-                                 key=0, check_draws=0)
+            res, w = auto_sample(
+                model,
+                data,
+                jnp.array([0.0, 0.0, 0.0, 0.0, 1.0]),
+                num_samples=1000,
+                num_chains=4,
+                progress=False,
+                key=0,
+                check_draws=0,
+            )
         run_key = jax.random.split(as_key(0), 3)[2]  # auto_sample's sampling key (its third split of ``key``)
         sampled = w.cost["sampling"]
         for r in range(args.repeats):
@@ -153,19 +236,47 @@ def cost_case(args) -> int:
                 c0 = COMPILE_SECONDS[0]
                 with warnings.catch_warnings(record=True) as caught:
                     warnings.simplefilter("always")
-                    out = check(model, data, w.proposal, w.test, w.estimator, res.kernel_positions, starts=100, centre=w.proxy.centre,
-                                **run)
+                    out = check(
+                        model,
+                        data,
+                        w.proposal,
+                        w.test,
+                        w.estimator,
+                        res.kernel_positions,
+                        starts=100,
+                        centre=w.proxy.centre,
+                        **run,
+                    )
                 compiling = COMPILE_SECONDS[0] - c0
                 said = [c for c in caught if "moved the posterior" in str(c.message)]
                 i, j = int(np.argmax(np.abs(out.mean_bias))), int(np.argmax(np.abs(out.sd_error)))
-                rows.append([f"{n:,}", way, r, f"{out.seconds:.1f}", f"{compiling:.1f}", f"{out.data_used / n:.0f}",
-                             f"{out.starts} x {out.steps}", f"{sampled.seconds:.1f}", f"{abs(out.mean_bias[i]):.3f}",
-                             f"{out.mean_se[i]:.3f}", f"{100 * abs(out.sd_error[j]):.1f}%", f"{100 * out.sd_se[j]:.1f}%",
-                             "yes" if said else "no"])
+                rows.append(
+                    [
+                        f"{n:,}",
+                        way,
+                        r,
+                        f"{out.seconds:.1f}",
+                        f"{compiling:.1f}",
+                        f"{out.data_used / n:.0f}",
+                        f"{out.starts} x {out.steps}",
+                        f"{sampled.seconds:.1f}",
+                        f"{abs(out.mean_bias[i]):.3f}",
+                        f"{out.mean_se[i]:.3f}",
+                        f"{100 * abs(out.sd_error[j]):.1f}%",
+                        f"{100 * out.sd_se[j]:.1f}%",
+                        "yes" if said else "no",
+                    ]
+                )
                 key = f"posterior_check_cost.{n}.{code}{'_own' if own and code == 'before' else ''}.{r}"
                 values.update({f"{key}.seconds": f"{out.seconds:.1f}", f"{key}.compile_seconds": f"{compiling:.1f}"})
                 print(rows[-1], flush=True)
-    save(args.results, "posterior_check_cost", config=args, values=values, tables={"posterior_check_cost": table(COST, rows)})
+    save(
+        args.results,
+        "posterior_check_cost",
+        config=args,
+        values=values,
+        tables={"posterior_check_cost": table(COST, rows)},
+    )
     return 0
 
 
@@ -198,16 +309,34 @@ def main(argv: list[str] | None = None) -> int:
     st_model, st = student_t_model(), student_t_data(args.n)
 
     def exact_truth(w):
-        ex = sample(st_model, st, w.chains, proposal=w.proposal, test=MetropolisTest(), num_samples=3000, num_chains=4, key=5,
-                    batched_init=True, progress=False)
+        ex = sample(
+            st_model,
+            st,
+            w.chains,
+            proposal=w.proposal,
+            test=MetropolisTest(),
+            num_samples=3000,
+            num_chains=4,
+            key=5,
+            batched_init=True,
+            progress=False,
+        )
         flat = np.asarray(ex.kernel_positions)[:, 300:].reshape(-1, 5)
         return flat.mean(0), flat.std(0)
 
     add(auto_case("student_t_skewed", st_model, st, jnp.array([0.0, 0.0, 0.0, 0.0, 1.0]), exact_truth, args.n))
     add(wrong_case())
-    save(args.results, "posterior_check", config=args, values=values,
-         tables={"posterior_check_errors": table(PER_PARAMETER, per_param), "posterior_check_cases": table(PER_CASE, per_case)},
-         argv=argv)
+    save(
+        args.results,
+        "posterior_check",
+        config=args,
+        values=values,
+        tables={
+            "posterior_check_errors": table(PER_PARAMETER, per_param),
+            "posterior_check_cases": table(PER_CASE, per_case),
+        },
+        argv=argv,
+    )
     return 0
 
 

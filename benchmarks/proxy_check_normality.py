@@ -29,24 +29,57 @@ from minibatch_mcmc.warmup import auto_sample
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "control_variates"))
 from helpers_cauchy import cauchy_rows_data, cauchy_rows_model, posterior_a  # noqa: E402
 
-COLUMNS = ["run", "sd of theta[0]", "k-hat", "acceptance error", "threshold", "Edgeworth error", "skewness",
-           "excess kurtosis", "exact / recorded residual s.d.", "check passed", "check s"]
+COLUMNS = [
+    "run",
+    "sd of theta[0]",
+    "k-hat",
+    "acceptance error",
+    "threshold",
+    "Edgeworth error",
+    "skewness",
+    "excess kurtosis",
+    "exact / recorded residual s.d.",
+    "check passed",
+    "check s",
+]
 
 
 def row(name: str, model, data, theta0, stratum: bool, args) -> tuple[list, dict]:
     """One ``auto_sample`` run and what its check measured."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        res, w = auto_sample(model, data, theta0, num_samples=args.samples, num_chains=4, key=args.seed,
-                             test=mh_minibatch(batch_size=50), proposal="langevin", progress=False, stratum=stratum)
+        res, w = auto_sample(
+            model,
+            data,
+            theta0,
+            num_samples=args.samples,
+            num_chains=4,
+            key=args.seed,
+            test=mh_minibatch(batch_size=50),
+            proposal="langevin",
+            progress=False,
+            stratum=stratum,
+        )
     c = w.proxy_check
-    sd = float(np.asarray(res.positions)[:, args.samples // 10:, 0].std())
-    cells = [name, f"{sd:.3f}", f"{c.k_hat:.2f}", f"{c.acceptance_error:.2g}", f"{c.acceptance_error_max:g}",
-             f"{c.edgeworth_error:.2g}", f"{c.skewness:.2g}", f"{c.excess_kurtosis:.3g}", f"{c.sd_ratio:.3g}",
-             "yes" if c.ok else "no", f"{c.seconds:.1f}"]
+    sd = float(np.asarray(res.positions)[:, args.samples // 10 :, 0].std())
+    cells = [
+        name,
+        f"{sd:.3f}",
+        f"{c.k_hat:.2f}",
+        f"{c.acceptance_error:.2g}",
+        f"{c.acceptance_error_max:g}",
+        f"{c.edgeworth_error:.2g}",
+        f"{c.skewness:.2g}",
+        f"{c.excess_kurtosis:.3g}",
+        f"{c.sd_ratio:.3g}",
+        "yes" if c.ok else "no",
+        f"{c.seconds:.1f}",
+    ]
     print(cells, flush=True)
-    return cells, {f"proxy_check_normality.{name}.acceptance_error": f"{c.acceptance_error:.2g}",
-                   f"proxy_check_normality.{name}.ok": "passed" if c.ok else "failed"}
+    return cells, {
+        f"proxy_check_normality.{name}.acceptance_error": f"{c.acceptance_error:.2g}",
+        f"proxy_check_normality.{name}.ok": "passed" if c.ok else "failed",
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -66,8 +99,14 @@ def main(argv: list[str] | None = None) -> int:
     cells, v = row("logistic", logistic_regression(prior_scale=10.0), logistic, jnp.zeros(10), True, args)
     rows.append(cells)
     values.update(v)
-    save(args.results, "proxy_check_normality", config=args, values=values,
-         tables={"proxy_check_normality": table(COLUMNS, rows)}, argv=argv)
+    save(
+        args.results,
+        "proxy_check_normality",
+        config=args,
+        values=values,
+        tables={"proxy_check_normality": table(COLUMNS, rows)},
+        argv=argv,
+    )
     return 0
 
 

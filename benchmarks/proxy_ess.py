@@ -29,9 +29,21 @@ from minibatch_mcmc.warmup import auto_sample
 
 D = 10
 KINDS = ["langevin", "random_walk", "independence", "independence_t", "proxy_hmc", "mixture"]
-TESTS = {"mhminibatch": lambda: mh_minibatch(batch_size=50), "penalty": lambda: penalty_test(batch_size=50),
-         "austere": lambda: austere_mh(batch_size=50, epsilon=0.01)}
-COLUMNS = ["test", "proposal", "acceptance", "data/test", "ESS/draw theta", "ESS/draw theta^2", "sampling s/1000", "warm-up s"]
+TESTS = {
+    "mhminibatch": lambda: mh_minibatch(batch_size=50),
+    "penalty": lambda: penalty_test(batch_size=50),
+    "austere": lambda: austere_mh(batch_size=50, epsilon=0.01),
+}
+COLUMNS = [
+    "test",
+    "proposal",
+    "acceptance",
+    "data/test",
+    "ESS/draw theta",
+    "ESS/draw theta^2",
+    "sampling s/1000",
+    "warm-up s",
+]
 
 
 def min_ess_per_draw(draws: np.ndarray) -> tuple[float, float]:
@@ -59,8 +71,12 @@ def main() -> None:
     args = ap.parse_args()
     model = logistic_regression(prior_scale=10.0)
     data, _ = make_logistic_data(jax.random.key(0), args.n, D)
-    print(f"machine: {platform.processor() or platform.machine()}, {jax.device_count()} x {jax.devices()[0].device_kind}, jax {jax.__version__}")
-    print(f"logistic regression d={D}, N={args.n:,}, K=1, {args.chains} chains x {args.draws} draws (burn-in {args.burn})")
+    print(
+        f"machine: {platform.processor() or platform.machine()}, {jax.device_count()} x {jax.devices()[0].device_kind}, jax {jax.__version__}"
+    )
+    print(
+        f"logistic regression d={D}, N={args.n:,}, K=1, {args.chains} chains x {args.draws} draws (burn-in {args.burn})"
+    )
     widths = [12, 15, 11, 10, 15, 17, 16, 10]
     print(" ".join(c.rjust(w) for c, w in zip(COLUMNS, widths)))
     rows, values = [], {}
@@ -68,12 +84,31 @@ def main() -> None:
         for kind in args.proposals:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                res, w = auto_sample(model, data, jnp.zeros(D), num_samples=args.draws, num_chains=args.chains, key=1,
-                                     test=TESTS[test_name](), proposal=kind, progress=False)
+                res, w = auto_sample(
+                    model,
+                    data,
+                    jnp.zeros(D),
+                    num_samples=args.draws,
+                    num_chains=args.chains,
+                    key=1,
+                    test=TESTS[test_name](),
+                    proposal=kind,
+                    progress=False,
+                )
             s = res.summary()
-            e1, e2 = min_ess_per_draw(np.asarray(res.positions, np.float64)[:, args.burn:])
-            rows.append([test_name, kind, f"{s['acceptance_rate']:.3f}", f"{s['data_per_test']:.1f}", f"{e1:.3f}", f"{e2:.3f}",
-                         f"{1000 * res.wall_time / args.draws:.2f}", f"{w.total_seconds:.1f}"])
+            e1, e2 = min_ess_per_draw(np.asarray(res.positions, np.float64)[:, args.burn :])
+            rows.append(
+                [
+                    test_name,
+                    kind,
+                    f"{s['acceptance_rate']:.3f}",
+                    f"{s['data_per_test']:.1f}",
+                    f"{e1:.3f}",
+                    f"{e2:.3f}",
+                    f"{1000 * res.wall_time / args.draws:.2f}",
+                    f"{w.total_seconds:.1f}",
+                ]
+            )
             values[f"proxy_ess.{test_name}.{kind}"] = f"{e1:.2f}"
             values[f"proxy_ess_sq.{test_name}.{kind}"] = f"{e2:.2f}"
             print(" ".join(c.rjust(w) for c, w in zip(rows[-1], widths)), flush=True)

@@ -38,8 +38,17 @@ from minibatch_mcmc.samplers import build_kernel
 
 D, M, PRIOR = 10, 50, 10.0
 HMC_STEPS, HMC_EPS, T_DF = 4, 0.75 * math.pi / 4, 5.0
-COLUMNS = ["proposal", "chains", "steps", "bare us/step", "library us/step", "bare mean batch", "library mean batch",
-           "ratio of best", "median ratio"]
+COLUMNS = [
+    "proposal",
+    "chains",
+    "steps",
+    "bare us/step",
+    "library us/step",
+    "bare mean batch",
+    "library mean batch",
+    "ratio of best",
+    "median ratio",
+]
 
 
 def setup(n: int):
@@ -111,8 +120,13 @@ def bare_step(kind, data, n, proxy, cov, log_prior):
         pick = jax.random.uniform(kc) < 0.8
         return jnp.where(pick, a[0], b[0]), jnp.where(pick, a[1], b[1])
 
-    propose = {"random_walk": walk, "independence": lambda k, t: indep(k, t, None),
-               "independence_t": lambda k, t: indep(k, t, T_DF), "proxy_hmc": hmc, "mixture": mixed}[kind]
+    propose = {
+        "random_walk": walk,
+        "independence": lambda k, t: indep(k, t, None),
+        "independence_t": lambda k, t: indep(k, t, T_DF),
+        "proxy_hmc": hmc,
+        "mixture": mixed,
+    }[kind]
 
     def residuals(th, new, chunk, ki):
         idx, valid = chunk_indices(ki, chunk, M, n)
@@ -142,7 +156,9 @@ def bare_step(kind, data, n, proxy, cov, log_prior):
             r = jnp.where(valid, r - shift, 0.0)
             return count + jnp.sum(valid.astype(jnp.int32)), total + jnp.sum(r), squares + jnp.sum(r * r)
 
-        count, total, squares = jax.lax.while_loop(more, read, (jnp.int32(M), jnp.sum(r0 - shift), jnp.sum((r0 - shift) ** 2)))
+        count, total, squares = jax.lax.while_loop(
+            more, read, (jnp.int32(M), jnp.sum(r0 - shift), jnp.sum((r0 - shift) ** 2))
+        )
         u, v = new - th, new + th - 2 * c
         known = g_sum @ u + 0.5 * u @ (h_sum @ v)
         psi = -0.5 * prec * (new @ new - th @ th) + lq
@@ -189,12 +205,16 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=2000)
     ap.add_argument("--repeats", type=int, default=11)
     ap.add_argument("--chains", type=int, nargs="+", default=[1, 64])
-    ap.add_argument("--proposals", nargs="+", default=["random_walk", "independence", "independence_t", "proxy_hmc", "mixture"])
+    ap.add_argument(
+        "--proposals", nargs="+", default=["random_walk", "independence", "independence_t", "proxy_hmc", "mixture"]
+    )
     add_results_option(ap)
     args = ap.parse_args()
     model, data, proxy, cov = setup(args.n)
     props = library_proposals(model, proxy, cov)
-    print(f"machine: {platform.processor() or platform.machine()}, {jax.device_count()} x {jax.devices()[0].device_kind}, jax {jax.__version__}")
+    print(
+        f"machine: {platform.processor() or platform.machine()}, {jax.device_count()} x {jax.devices()[0].device_kind}, jax {jax.__version__}"
+    )
     print(f"logistic regression d={D}, N={args.n:,}, m={M}, MHminibatch, second-order proxy at the mode, K=1")
     widths = [15, 7, 6, 13, 16, 16, 19, 14, 13]
     print(" ".join(c.rjust(w) for c, w in zip(COLUMNS, widths)))
@@ -212,8 +232,19 @@ def main() -> None:
             bare_bs = bare(thetas, jax.random.key(1))[1]
             best_b, best_l = 1e6 * float(np.min(t_bare)) / steps, 1e6 * float(np.min(t_lib)) / steps
             med = float(np.median(t_lib / t_bare))
-            rows.append([kind, str(chains), str(steps), f"{best_b:.1f}", f"{best_l:.1f}", f"{float(bare_bs):.1f}", f"{float(mean_bs):.1f}",
-                         f"{best_l / best_b:.2f}", f"{med:.2f}"])
+            rows.append(
+                [
+                    kind,
+                    str(chains),
+                    str(steps),
+                    f"{best_b:.1f}",
+                    f"{best_l:.1f}",
+                    f"{float(bare_bs):.1f}",
+                    f"{float(mean_bs):.1f}",
+                    f"{best_l / best_b:.2f}",
+                    f"{med:.2f}",
+                ]
+            )
             values[f"proxy_step_cost.median_ratio.{kind}.{chains}"] = f"{med:.2f}"
             print(" ".join(c.rjust(w) for c, w in zip(rows[-1], widths)), flush=True)
     save(args.results, "proxy_step_cost", config=args, tables={"proxy_step_cost": table(COLUMNS, rows)}, values=values)

@@ -30,34 +30,38 @@ BLOCK = re.compile(r"(<!-- choices:(?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /ch
 
 WHEN = {
     "penalty": "The default: a Metropolis-type test on a minibatch (grown while too noisy) less a penalty for its "
-               "noise; acceptance tends to 1 with a good proposal. Approximate (it takes the minibatch mean as normal).",
+    "noise; acceptance tends to 1 with a good proposal. Approximate (it takes the minibatch mean as normal).",
     "mhminibatch": "Seita et al.'s Barker-type test with its correction variable, the minibatch grown while too noisy: "
-                   "the papers' reproductions. Approximate.",
+    "the papers' reproductions. Approximate.",
     "smh": "Exact minibatch MH for a GLM (logistic, probit, Poisson, Gaussian): the posterior exactly, a Poisson "
-           "number of rows per step from the GLM proxy's bounds.",
+    "number of rows per step from the GLM proxy's bounds.",
     "mhss": "Exact, as `smh`, by Prado, Nemeth and Sherlock's MH-SS (first or second order, as the proxy).",
     "tunamh": "Exact, as `mhss`, by TunaMH: its `chi > 0` trades extra rows per step for acceptance.",
     "austere": "AustereMH: a sequential t-test, minibatches grown until confident. Approximate, error per decision "
-               "set by its threshold.",
+    "set by its threshold.",
     "mhsublhd": "MHSubLhd: confidence intervals from a bound on the terms' range (a full pass unless the model "
-                "gives one). Approximate.",
+    "gives one). Approximate.",
     "naive": "The plug-in estimate from a fixed minibatch in a Metropolis test: biased, for comparison only.",
     "barker": "Exact Barker test on all N rows: the reference MHminibatch approximates.",
     "metropolis": "Exact Metropolis-Hastings on all N rows: the reference, and the warm-up's choice below 50 rows.",
     "proxy_hmc": "The default: leapfrog on the data-free proxy posterior, nothing to tune; best when the posterior "
-                 "is near its Laplace fit.",
+    "is near its Laplace fit.",
     "mixture": "Proxy HMC, now and then a tuned random walk: for a posterior the proxy fits poorly, or chains "
-               "started far from the mode.",
+    "started far from the mode.",
     "langevin": "Proxy-gradient MALA with a tuned step: moves locally where the proxy is a poor global fit.",
     "random_walk": "Random walk shaped by the Laplace covariance, tuned: the safest local move, the slowest.",
     "independence": "Independent draws from the proxy posterior's Laplace fit (Gaussian): near-Gaussian posteriors.",
     "independence_t": "As `independence` with t tails: posteriors whose tails may be heavier than Gaussian.",
     "auto": "Measures those on short runs and keeps the most effective draws per second (its cost is the "
-            "`choose` phase).",
+    "`choose` phase).",
 }
 """Advice per registry name: what the registries cannot say (when to pick it). Optional: a row without advice shows the
 first line of its factory's docstring."""
-RULES = {"metropolis": "Metropolis (tends to 1)", "barker": "Barker (at most 1/2)", "factorised": "factorised Metropolis"}
+RULES = {
+    "metropolis": "Metropolis (tends to 1)",
+    "barker": "Barker (at most 1/2)",
+    "factorised": "factorised Metropolis",
+}
 """How each ``decision_rule`` accepts, for the table."""
 
 
@@ -73,9 +77,15 @@ def factory_name(row) -> str:
     name = getattr(row.build, "__name__", "")
     if name in mm.ACCEPTANCE_TESTS:
         return name
-    found = [n for n in mm.ACCEPTANCE_TESTS if inspect.signature(getattr(mm, n)).return_annotation in (row.kind, row.kind.__name__)]
+    found = [
+        n
+        for n in mm.ACCEPTANCE_TESTS
+        if inspect.signature(getattr(mm, n)).return_annotation in (row.kind, row.kind.__name__)
+    ]
     if not found:
-        raise ValueError(f"test {row.name!r}: no factory in minibatch_mcmc.ACCEPTANCE_TESTS returns {row.kind.__name__}")
+        raise ValueError(
+            f"test {row.name!r}: no factory in minibatch_mcmc.ACCEPTANCE_TESTS returns {row.kind.__name__}"
+        )
     return found[0]
 
 
@@ -96,8 +106,15 @@ def tests_table() -> dict:
     for name, row in TESTS.items():
         factory = factory_name(row)
         label = f"`{name}` (default)" if name == DEFAULT_TEST else f"`{name}`"
-        rows.append([label, f"`mm.{factory}`", RULES.get(row.build().decision_rule, row.build().decision_rule),
-                     rows_read(row.contract), WHEN.get(name) or first_line(getattr(mm, factory))])
+        rows.append(
+            [
+                label,
+                f"`mm.{factory}`",
+                RULES.get(row.build().decision_rule, row.build().decision_rule),
+                rows_read(row.contract),
+                WHEN.get(name) or first_line(getattr(mm, factory)),
+            ]
+        )
     return {"columns": ["`test=`", "factory", "acceptance rule", "reads", "when"], "rows": rows}
 
 
@@ -123,13 +140,23 @@ def proposals_table() -> dict:
             return f"`{name}` (default after an exact stratum or several modes)"
         return f"`{name}`"
 
-    rows = [[label(name), tuned(name, k), target(k), WHEN.get(name) or first_line(k.build)] for name, k in KINDS.items()]
+    rows = [
+        [label(name), tuned(name, k), target(k), WHEN.get(name) or first_line(k.build)] for name, k in KINDS.items()
+    ]
     for name in PROPOSALS:
         if name not in KINDS:  # "auto": a choice among AUTO_CANDIDATES, not a move of its own
-            rows.append([label(name), "the choice among " + ", ".join(f"`{c}`" for c in AUTO_CANDIDATES), "-",
-                         WHEN.get(name, "")])
-    return {"columns": ["`proposal=`", "the warm-up tunes", "target acceptance (Metropolis / Barker rule)", "when"],
-            "rows": rows}
+            rows.append(
+                [
+                    label(name),
+                    "the choice among " + ", ".join(f"`{c}`" for c in AUTO_CANDIDATES),
+                    "-",
+                    WHEN.get(name, ""),
+                ]
+            )
+    return {
+        "columns": ["`proposal=`", "the warm-up tunes", "target acceptance (Metropolis / Barker rule)", "when"],
+        "rows": rows,
+    }
 
 
 TABLES = {"tests": tests_table, "proposals": proposals_table}
@@ -166,7 +193,9 @@ def main() -> int:
         text = path.read_text()
         new = render(text)
         if new != text and args.check:
-            print(f"{path}: choices tables differ from the registries; run benchmarks/render_choices.py", file=sys.stderr)
+            print(
+                f"{path}: choices tables differ from the registries; run benchmarks/render_choices.py", file=sys.stderr
+            )
             stale = True
         elif new != text:
             path.write_text(new)

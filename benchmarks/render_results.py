@@ -123,7 +123,9 @@ def render(text: str, tables: dict[str, dict] | Results) -> str:
 def loose_tables(text: str) -> list[int]:
     """Line numbers (1-based) of Markdown tables outside any results block."""
     kept = BLOCK.sub(lambda m: "\n" * m.group(0).count("\n"), text).splitlines()
-    return [i for i in range(1, len(kept)) if kept[i - 1].lstrip().startswith("|") and TABLE_RULE.match(kept[i].strip())]
+    return [
+        i for i in range(1, len(kept)) if kept[i - 1].lstrip().startswith("|") and TABLE_RULE.match(kept[i].strip())
+    ]
 
 
 def docs_with_blocks(docs_dir: Path = DOCS) -> list[Path]:
@@ -140,7 +142,12 @@ def stale(paths: list[Path], tables: dict[str, dict] | Results) -> list[Path]:
 def main() -> int:
     """Rewrite the results blocks, or with ``--check`` report the stale ones (exit 1)."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("files", nargs="*", type=Path, help="Markdown files (default: every docs/*.md and the README with a results block or value)")
+    ap.add_argument(
+        "files",
+        nargs="*",
+        type=Path,
+        help="Markdown files (default: every docs/*.md and the README with a results block or value)",
+    )
     ap.add_argument("--check", action="store_true", help="change nothing; exit 1 if a block is out of date")
     args = ap.parse_args()
     paths = args.files or docs_with_blocks()
@@ -148,7 +155,9 @@ def main() -> int:
     if args.check:
         bad = stale(paths, tables)
         for p in bad:
-            print(f"{p}: results blocks differ from {RESULTS}/*.json; run benchmarks/render_results.py", file=sys.stderr)
+            print(
+                f"{p}: results blocks differ from {RESULTS}/*.json; run benchmarks/render_results.py", file=sys.stderr
+            )
         loose = {name: loose_tables((DOCS / name).read_text()) for name in QUOTED_DOCS}
         for name, lines in loose.items():
             if lines:

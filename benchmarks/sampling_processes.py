@@ -79,9 +79,28 @@ def run(count: int, path: str, out: str, args: argparse.Namespace) -> list[dict]
     """Every process's timings with ``count`` processes."""
     port = free_port()
     env = dict(os.environ, JAX_PLATFORMS="cpu")
-    procs = [subprocess.Popen([sys.executable, "-c", WORKER, str(i), str(count), str(port), path, out, str(args.steps),
-                               str(args.chains), str(args.batch_size)], env=env, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.PIPE, text=True) for i in range(count)]
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                WORKER,
+                str(i),
+                str(count),
+                str(port),
+                path,
+                out,
+                str(args.steps),
+                str(args.chains),
+                str(args.batch_size),
+            ],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(count)
+    ]
     errs = [p.communicate(timeout=1800)[1] for p in procs]
     if any(p.returncode for p in procs):
         raise RuntimeError("\n".join(e[-2000:] for e in errs))
@@ -113,18 +132,46 @@ def main(argv: list[str] | None = None) -> None:
             warm, first, second, double = (max(o[k] for o in outs) for k in ("warmup", "first", "second", "double"))
             step_ms = 1e3 * (double - second) / args.steps
             base = (warm, step_ms) if base is None else base
-            rows.append([str(count), f"{warm:.1f}", f"{first:.1f}", f"{second:.1f}", f"{step_ms:.2f}",
-                         f"{base[0] / warm:.2f}", f"{base[1] / step_ms:.2f}", f"{outs[0]['accept']:.2f}",
-                         f"{outs[0]['s2']:.3f}"])
+            rows.append(
+                [
+                    str(count),
+                    f"{warm:.1f}",
+                    f"{first:.1f}",
+                    f"{second:.1f}",
+                    f"{step_ms:.2f}",
+                    f"{base[0] / warm:.2f}",
+                    f"{base[1] / step_ms:.2f}",
+                    f"{outs[0]['accept']:.2f}",
+                    f"{outs[0]['s2']:.3f}",
+                ]
+            )
             values[f"sampling_processes.p{count}_step_ms"] = f"{step_ms:.2f}"
             print(rows[-1], flush=True)
     cores = os.cpu_count()
-    tables = {"sampling_processes": table(
-        ["processes", "warm-up s", f"first sampling s ({args.steps} steps, compiling)", "second sampling s",
-         "ms per step (third - second)", "warm-up speed-up", "per-step speed-up", "acceptance",
-         f"median s2 ({cores} cores: past {cores} processes they share them)"], rows)}
-    save(args.results, "sampling_processes", config=args, tables=tables, values=values,
-         extra={"cores": cores, "workers": raw})
+    tables = {
+        "sampling_processes": table(
+            [
+                "processes",
+                "warm-up s",
+                f"first sampling s ({args.steps} steps, compiling)",
+                "second sampling s",
+                "ms per step (third - second)",
+                "warm-up speed-up",
+                "per-step speed-up",
+                "acceptance",
+                f"median s2 ({cores} cores: past {cores} processes they share them)",
+            ],
+            rows,
+        )
+    }
+    save(
+        args.results,
+        "sampling_processes",
+        config=args,
+        tables=tables,
+        values=values,
+        extra={"cores": cores, "workers": raw},
+    )
 
 
 if __name__ == "__main__":

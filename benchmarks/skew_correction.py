@@ -156,12 +156,20 @@ def measure(name: str, z: np.ndarray, b: int, keys: jax.Array, plain, skew) -> d
     p_skew, se_skew = estimate(np.concatenate(acc_skew), st, mom)
     e_plain, e_skew = np.abs(p_plain - exact), np.abs(p_skew - exact)
     return {
-        "population": name, "b": b, "skewness": mom["skew"], "mean_rows": float(st["count"].mean()),
-        "grew": float(np.mean(st["count"] > b)), "mean_abs_kappa": float(np.mean(np.abs(st["kappa"]))),
+        "population": name,
+        "b": b,
+        "skewness": mom["skew"],
+        "mean_rows": float(st["count"].mean()),
+        "grew": float(np.mean(st["count"] > b)),
+        "mean_abs_kappa": float(np.mean(np.abs(st["kappa"]))),
         "clipped": float(np.mean(np.abs(st["kappa"]) > float(skew.kappas[-1]))),
-        "plain_max": float(e_plain.max()), "plain_mean": float(e_plain.mean()),
-        "skew_max": float(e_skew.max()), "skew_mean": float(e_skew.mean()),
-        "se": float(max(se_plain.max(), se_skew.max())), "p_plain": p_plain.tolist(), "p_skew": p_skew.tolist(),
+        "plain_max": float(e_plain.max()),
+        "plain_mean": float(e_plain.mean()),
+        "skew_max": float(e_skew.max()),
+        "skew_mean": float(e_skew.mean()),
+        "se": float(max(se_plain.max(), se_skew.max())),
+        "p_plain": p_plain.tolist(),
+        "p_skew": p_skew.tolist(),
     }
 
 
@@ -172,7 +180,9 @@ def direct_draws(z: np.ndarray, b: int, delta: float, keys: jax.Array) -> dict:
     psi = jnp.float32(delta - mom["mu"])
     out = {}
     for label, test in (("plain", mh_minibatch(b, 1.0)), ("skew", mh_minibatch_skew(b, 1.0))):
-        run = jax.jit(jax.vmap(lambda k: test.decide(k, Statistics(lambda x: x, data, n, psi, jnp.float32(1.0))).accepted))
+        run = jax.jit(
+            jax.vmap(lambda k: test.decide(k, Statistics(lambda x: x, data, n, psi, jnp.float32(1.0))).accepted)
+        )
         acc = np.concatenate([np.asarray(run(keys[i : i + CHUNK])) for i in range(0, keys.shape[0], CHUNK)])
         out[label] = float(acc.mean())
     out["se"] = float(np.sqrt(expit(delta) * (1 - expit(delta)) / keys.shape[0]))
@@ -187,11 +197,25 @@ def fmt(x: float) -> str:
 def tables(rows: list[dict], checks: list[dict]) -> tuple[dict, dict]:
     """The results tables and values."""
     err_rows = [
-        [r["population"], str(r["b"]), f"{r['skewness']:.2f}", f"{r['mean_rows']:.1f}", f"{r['mean_abs_kappa']:.3f}",
-         f"{100 * r['clipped']:.1f}", fmt(r["plain_max"]), fmt(r["plain_mean"]), fmt(r["skew_max"]), fmt(r["skew_mean"]), fmt(r["se"])]
+        [
+            r["population"],
+            str(r["b"]),
+            f"{r['skewness']:.2f}",
+            f"{r['mean_rows']:.1f}",
+            f"{r['mean_abs_kappa']:.3f}",
+            f"{100 * r['clipped']:.1f}",
+            fmt(r["plain_max"]),
+            fmt(r["plain_mean"]),
+            fmt(r["skew_max"]),
+            fmt(r["skew_mean"]),
+            fmt(r["se"]),
+        ]
         for r in rows
     ]
-    saved, better_everywhere = [], all(r["skew_max"] < r["plain_max"] and r["skew_mean"] < r["plain_mean"] for r in rows)
+    saved, better_everywhere = (
+        [],
+        all(r["skew_max"] < r["plain_max"] and r["skew_mean"] < r["plain_mean"] for r in rows),
+    )
     for pop in dict.fromkeys(r["population"] for r in rows):
         mine = [r for r in rows if r["population"] == pop]
         # plain error ~ c / sqrt(b): fitted on the two largest b, where the O(1/b) term matters least
@@ -203,24 +227,58 @@ def tables(rows: list[dict], checks: list[dict]) -> tuple[dict, dict]:
             ratio = f"{need / b_ref:.1f}" if text != "n/a" else "n/a"
             saved.append([pop, str(b_ref), fmt(ref["skew_max"]), fmt(ref["plain_max"]), f"{c:.3f}", text, ratio])
     check_rows = [
-        [c["population"], str(c["b"]), f"{c['delta']:g}", f"{c['plain']:.4f}", f"{c['rb_plain']:.4f}", f"{c['skew']:.4f}",
-         f"{c['rb_skew']:.4f}", f"{c['se']:.1e}"]
+        [
+            c["population"],
+            str(c["b"]),
+            f"{c['delta']:g}",
+            f"{c['plain']:.4f}",
+            f"{c['rb_plain']:.4f}",
+            f"{c['skew']:.4f}",
+            f"{c['rb_skew']:.4f}",
+            f"{c['se']:.1e}",
+        ]
         for c in checks
     ]
     out = {
         "skew_correction_errors": {
-            "columns": ["population", "b", "skewness", "mean rows read", "mean abs kappa", "kappa clipped (%)", "plain max error",
-                        "plain mean error", "corrected max error", "corrected mean error", "max MC s.e."],
+            "columns": [
+                "population",
+                "b",
+                "skewness",
+                "mean rows read",
+                "mean abs kappa",
+                "kappa clipped (%)",
+                "plain max error",
+                "plain mean error",
+                "corrected max error",
+                "corrected mean error",
+                "max MC s.e.",
+            ],
             "rows": err_rows,
         },
         "skew_correction_saved": {
-            "columns": ["population", "b", "corrected max error", "plain max error", "plain max error x sqrt(b) (b >= 200)",
-                        "b plain needs (fit)", "data ratio"],
+            "columns": [
+                "population",
+                "b",
+                "corrected max error",
+                "plain max error",
+                "plain max error x sqrt(b) (b >= 200)",
+                "b plain needs (fit)",
+                "data ratio",
+            ],
             "rows": saved,
         },
         "skew_correction_direct": {
-            "columns": ["population", "b", "Delta", "plain: decide", "plain: Rao-Blackwell", "corrected: decide",
-                        "corrected: Rao-Blackwell", "s.e. of decide"],
+            "columns": [
+                "population",
+                "b",
+                "Delta",
+                "plain: decide",
+                "plain: Rao-Blackwell",
+                "corrected: decide",
+                "corrected: Rao-Blackwell",
+                "s.e. of decide",
+            ],
             "rows": check_rows,
         },
     }
@@ -253,19 +311,29 @@ def main(argv: list[str] | None = None) -> int:
             keys = jax.random.split(jax.random.key(1000 * i + j), args.keys)
             rows.append(measure(name, z, b, keys, plain, skew))
             r = rows[-1]
-            print(f"{name:32s} b={b:4d} plain {r['plain_max']:.2e}/{r['plain_mean']:.2e}  skew {r['skew_max']:.2e}/"
-                  f"{r['skew_mean']:.2e}  se {r['se']:.1e}  rows {r['mean_rows']:.1f}  ({time.perf_counter() - start:.0f} s)", flush=True)
-    for name, b, delta in (("exponential", 50, 0.0), ("L1 regression (0.005 -> 0.008)", 100, 0.5), ("log-normal (sd 0.5)", 50, -2.0)):
+            print(
+                f"{name:32s} b={b:4d} plain {r['plain_max']:.2e}/{r['plain_mean']:.2e}  skew {r['skew_max']:.2e}/"
+                f"{r['skew_mean']:.2e}  se {r['se']:.1e}  rows {r['mean_rows']:.1f}  ({time.perf_counter() - start:.0f} s)",
+                flush=True,
+            )
+    for name, b, delta in (
+        ("exponential", 50, 0.0),
+        ("L1 regression (0.005 -> 0.008)", 100, 0.5),
+        ("log-normal (sd 0.5)", 50, -2.0),
+    ):
         keys = jax.random.split(jax.random.key(77), args.direct_keys)
         d = direct_draws(pops[name], b, delta, keys)
         r = next(x for x in rows if x["population"] == name and x["b"] == b)
         k = DELTAS.index(delta)
-        checks.append({"population": name, "b": b, "delta": delta, "rb_plain": r["p_plain"][k], "rb_skew": r["p_skew"][k], **d})
+        checks.append(
+            {"population": name, "b": b, "delta": delta, "rb_plain": r["p_plain"][k], "rb_skew": r["p_skew"][k], **d}
+        )
         print(f"direct {name} b={b} Delta={delta}: {checks[-1]}", flush=True)
     tabs, values = tables(rows, checks)
     dev = jax.devices()[0]
     result = {
-        "command": "PYTHONPATH=src nice -n 10 python benchmarks/skew_correction.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "command": "PYTHONPATH=src nice -n 10 python benchmarks/skew_correction.py "
+        + " ".join(argv if argv is not None else sys.argv[1:]),
         "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, {dev.platform}:{dev.device_kind}, jax {jax.__version__}",
         "date": datetime.date.today().isoformat(),
         "tables": tabs,

@@ -36,7 +36,15 @@ def result_row(chains: int, steps: int, t_sgd: np.ndarray, t_mh: np.ndarray, mea
     """One formatted row: best microseconds per step of each, mean batch, ratio of the best times, median per-repeat ratio."""
     us_sgd, us_mh = 1e6 * float(np.min(t_sgd)) / steps, 1e6 * float(np.min(t_mh)) / steps
     med = float(np.median(np.asarray(t_mh) / np.asarray(t_sgd)))
-    return [str(chains), str(steps), f"{us_sgd:.1f}", f"{us_mh:.1f}", f"{mean_batch:.1f}", f"{us_mh / us_sgd:.2f}", f"{med:.2f}"]
+    return [
+        str(chains),
+        str(steps),
+        f"{us_sgd:.1f}",
+        f"{us_mh:.1f}",
+        f"{mean_batch:.1f}",
+        f"{us_mh / us_sgd:.2f}",
+        f"{med:.2f}",
+    ]
 
 
 def results_values(rows: list[list[str]]) -> dict[str, str]:
@@ -123,7 +131,9 @@ def main() -> None:
 
     model = logistic_regression()
     data, theta_true = make_logistic_data(jax.random.key(0), args.n, D)
-    print(f"machine: {platform.processor() or platform.machine()}, {jax.device_count()} x {jax.devices()[0].device_kind}, jax {jax.__version__}")
+    print(
+        f"machine: {platform.processor() or platform.machine()}, {jax.device_count()} x {jax.devices()[0].device_kind}, jax {jax.__version__}"
+    )
     print(f"logistic regression d={D}, N={args.n:,}, m={M}, random walk s.d. {args.scale}, K={args.temperature:g}")
     widths = [7, 6, 12, 20, 11, 14, 13]
     print(" ".join(c.rjust(w) for c, w in zip(COLUMNS, widths)))
@@ -139,7 +149,9 @@ def main() -> None:
         )
         rows.append(result_row(chains, steps, t_sgd, t_mh, float(mean_bs)))
         print(" ".join(c.rjust(w) for c, w in zip(rows[-1], widths)), flush=True)
-    save(args.results, "step_cost", config=args, tables={"step_cost": table(COLUMNS, rows)}, values=results_values(rows))
+    save(
+        args.results, "step_cost", config=args, tables={"step_cost": table(COLUMNS, rows)}, values=results_values(rows)
+    )
 
 
 if __name__ == "__main__":

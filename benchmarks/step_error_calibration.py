@@ -30,8 +30,18 @@ from minibatch_mcmc.warmup import warmup
 from minibatch_mcmc.warmup.batch_choice import MOVES, ROWS, laplace_pairs, power_sums, residual_matrix
 from minibatch_mcmc.warmup.step_error import orders, step_error
 
-COLUMNS = ["case", "N", "method", "m", "measured (decisions differed)", "predicted", "predicted / measured",
-           "bound before", "bound / measured", "warm-up passes"]
+COLUMNS = [
+    "case",
+    "N",
+    "method",
+    "m",
+    "measured (decisions differed)",
+    "predicted",
+    "predicted / measured",
+    "bound before",
+    "bound / measured",
+    "warm-up passes",
+]
 
 
 def main() -> None:
@@ -62,15 +72,37 @@ def main() -> None:
                 sample = take(est.population(source.arrays()), jnp.asarray(idx, jnp.int32))
                 d = residual_matrix(model, est, sample, w.centre, *laplace_pairs(chol, MOVES, rng))
                 predicted = step_error(d, orders(d.shape[1], rng), n_pop, m, 1.0).error
-                bound = float(np.mean(minibatch_shape(power_sums(d) * (n_pop / d.shape[1]), n_pop, m, 1.0,
-                                                      "metropolis").acceptance_error))
+                bound = float(
+                    np.mean(
+                        minibatch_shape(
+                            power_sums(d) * (n_pop / d.shape[1]), n_pop, m, 1.0, "metropolis"
+                        ).acceptance_error
+                    )
+                )
                 got = float(r[col["decisions differed"]].rstrip("%")) / 100
-                rows.append([name, args.n, method, m, f"{100 * got:.2f}%", f"{100 * predicted:.2f}%", f"{predicted / got:.2f}",
-                             f"{bound:.3g}", f"{bound / got:.1f}", f"{warmup_passes(w):.2f}"])
+                rows.append(
+                    [
+                        name,
+                        args.n,
+                        method,
+                        m,
+                        f"{100 * got:.2f}%",
+                        f"{100 * predicted:.2f}%",
+                        f"{predicted / got:.2f}",
+                        f"{bound:.3g}",
+                        f"{bound / got:.1f}",
+                        f"{warmup_passes(w):.2f}",
+                    ]
+                )
                 values[f"{name}_{method}_{m}_predicted_over_measured"] = predicted / got
                 print(" | ".join(map(str, rows[-1])), flush=True)
-    save(args.results, "step_error_calibration", config=args, tables={"step_error_calibration": table(COLUMNS, rows)},
-         values=values)
+    save(
+        args.results,
+        "step_error_calibration",
+        config=args,
+        tables={"step_error_calibration": table(COLUMNS, rows)},
+        values=values,
+    )
 
 
 if __name__ == "__main__":

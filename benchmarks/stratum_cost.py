@@ -40,8 +40,21 @@ from minibatch_mcmc.warmup import auto_sample
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "control_variates"))
 from helpers_cauchy import cauchy_rows_data, cauchy_rows_model, mode_and_factor, posterior_a  # noqa: E402
 
-COLUMNS = ["N", "protections", "stratum rows", "same draws", "min ESS", "warm-up s", "influence s", "sampling s",
-           "check s", "total s", "ESS/s (all in)", "ratio on/off (totals)", "ratio on/off (added phases)"]
+COLUMNS = [
+    "N",
+    "protections",
+    "stratum rows",
+    "same draws",
+    "min ESS",
+    "warm-up s",
+    "influence s",
+    "sampling s",
+    "check s",
+    "total s",
+    "ESS/s (all in)",
+    "ratio on/off (totals)",
+    "ratio on/off (added phases)",
+]
 
 
 def run(model, data, theta0, on: bool, args, samples: int) -> tuple:
@@ -49,8 +62,19 @@ def run(model, data, theta0, on: bool, args, samples: int) -> tuple:
     t0 = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        res, w = auto_sample(model, data, theta0, num_samples=samples, num_chains=4, key=args.seed,
-                             test=mh_minibatch(batch_size=50), proposal="langevin", progress=False, stratum=on, check_draws=100 if on else 0)
+        res, w = auto_sample(
+            model,
+            data,
+            theta0,
+            num_samples=samples,
+            num_chains=4,
+            key=args.seed,
+            test=mh_minibatch(batch_size=50),
+            proposal="langevin",
+            progress=False,
+            stratum=on,
+            check_draws=100 if on else 0,
+        )
     total = time.perf_counter() - t0
     check_s = w.proxy_check.seconds if w.proxy_check is not None else 0.0
     return res, w, check_s, total
@@ -63,7 +87,12 @@ def peers_rows(args) -> tuple[list, dict]:
         data, _ = make_logistic_data(jax.random.key(0), n, 50)
         model = logistic_regression(1.0)
         runs = {False: [], True: []}
-        for on in (False, True, True, False):  # alternating, so compilation and load fall on both; the faster run of each kept
+        for on in (
+            False,
+            True,
+            True,
+            False,
+        ):  # alternating, so compilation and load fall on both; the faster run of each kept
             runs[on].append(run(model, data, jnp.zeros(50), on, args, args.samples))
         out = {on: min(r, key=lambda x: x[3]) for on, r in runs.items()}
         same = bool(np.array_equal(np.asarray(out[False][0].positions), np.asarray(out[True][0].positions)))
@@ -76,10 +105,23 @@ def peers_rows(args) -> tuple[list, dict]:
             # with identical draws the protections add exactly two timed phases: their share is the cost free of
             # the load noise in the other phases (the totals' ratio is shown beside it)
             by_phase = out[False][3] / (out[False][3] + added)
-            rows.append([f"{n:,}", "on" if on else "off", str(w.influence.rows.size) if w.influence else "-",
-                         "yes" if same else "no", f"{ess:.0f}", f"{w.total_seconds:.1f}", f"{infl:.1f}",
-                         f"{res.wall_time:.1f}", f"{check_s:.1f}", f"{total:.1f}", f"{rates[on]:.1f}",
-                         f"{rates[True] / rates[False]:.3f}" if on else "1", f"{by_phase:.3f}" if on else "1"])
+            rows.append(
+                [
+                    f"{n:,}",
+                    "on" if on else "off",
+                    str(w.influence.rows.size) if w.influence else "-",
+                    "yes" if same else "no",
+                    f"{ess:.0f}",
+                    f"{w.total_seconds:.1f}",
+                    f"{infl:.1f}",
+                    f"{res.wall_time:.1f}",
+                    f"{check_s:.1f}",
+                    f"{total:.1f}",
+                    f"{rates[on]:.1f}",
+                    f"{rates[True] / rates[False]:.3f}" if on else "1",
+                    f"{by_phase:.3f}" if on else "1",
+                ]
+            )
         values[f"stratum_cost.ratio_{n}"] = rows[-1][-1]
         values[f"stratum_cost.ratio_totals_{n}"] = rows[-1][-2]
         print(table(COLUMNS, rows)["rows"][-2:], flush=True)
@@ -93,15 +135,25 @@ def cauchy_rows(args) -> tuple[list, dict]:
     rows, values = [], {"stratum_cost.cauchy_quadrature_sd": f"{sd:.3f}"}
     for on in (False, True):
         res, w, _, _ = run(cauchy_rows_model(), data, jnp.zeros(2), on, args, args.cauchy_samples)
-        a = np.asarray(res.positions)[:, args.cauchy_samples // 10:, 0]
+        a = np.asarray(res.positions)[:, args.cauchy_samples // 10 :, 0]
         chk = w.proxy_check
         if chk is None:  # the check on the unprotected run's draws, for comparison (not part of that run)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 chk = check_proxy(cauchy_rows_model(), data, w.proxy, w.proxy.centre, res.positions)
         k, spread = chk.k_hat, chk.log_ratio_range
-        rows.append(["on" if on else "off", str(w.influence.rows.size) if w.influence else "-", f"{a.std():.3f}",
-                     f"{sd:.3f}", f"{a.std() / sd - 1:+.1%}", f"{float(az.ess(a)):.0f}", f"{k:.2f}", f"{spread:.3g}"])
+        rows.append(
+            [
+                "on" if on else "off",
+                str(w.influence.rows.size) if w.influence else "-",
+                f"{a.std():.3f}",
+                f"{sd:.3f}",
+                f"{a.std() / sd - 1:+.1%}",
+                f"{float(az.ess(a)):.0f}",
+                f"{k:.2f}",
+                f"{spread:.3g}",
+            ]
+        )
         values[f"stratum_cost.cauchy_sd_{'on' if on else 'off'}"] = f"{a.std():.3f}"
         print(rows[-1], flush=True)
     return rows, values
@@ -134,8 +186,12 @@ def power_values(power: list) -> dict:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--sizes", type=int, nargs="+", default=[100_000])
-    p.add_argument("--samples", type=int, default=60000,
-                   help="draws per chain on the peers model (about the 40-60 s of sampling the peers benchmark runs)")
+    p.add_argument(
+        "--samples",
+        type=int,
+        default=60000,
+        help="draws per chain on the peers model (about the 40-60 s of sampling the peers benchmark runs)",
+    )
     p.add_argument("--cauchy-samples", type=int, default=10000, help="draws per chain on the Cauchy-rows case")
     p.add_argument("--seed", type=int, default=0)
     add_results_option(p)
@@ -147,12 +203,21 @@ def main(argv: list[str] | None = None) -> int:
     values.update(power_values(power))
     for r in power:
         print(r)
-    save(args.results, "stratum_cost", config=args, values=values, tables={
-        "stratum_cost": table(COLUMNS, peers),
-        "stratum_cost_cauchy": table(["protections", "stratum rows", "sd(a)", "quadrature sd(a)", "error", "ESS", "k-hat",
-                                       "log w range"], cauchy),
-        "stratum_cost_check_power": table(["draws: Laplace x", "k-hat, seeds 0-4", "above 0.5"], power),
-    }, argv=argv)
+    save(
+        args.results,
+        "stratum_cost",
+        config=args,
+        values=values,
+        tables={
+            "stratum_cost": table(COLUMNS, peers),
+            "stratum_cost_cauchy": table(
+                ["protections", "stratum rows", "sd(a)", "quadrature sd(a)", "error", "ESS", "k-hat", "log w range"],
+                cauchy,
+            ),
+            "stratum_cost_check_power": table(["draws: Laplace x", "k-hat, seeds 0-4", "above 0.5"], power),
+        },
+        argv=argv,
+    )
     return 0
 
 

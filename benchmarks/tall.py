@@ -52,8 +52,12 @@ FLOOR_PASSES, FLOOR_SLACK = 4, 30.0
 
 def memory(peaks: dict) -> dict:
     """This process's peak memory in MiB: ``ru_maxrss``, ``VmHWM``, and the largest anonymous / file-backed RSS seen."""
-    return {"ru_maxrss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "vmhwm_mib": hwm_mib(),
-            "peak_anon_mib": peaks.get("RssAnon", math.nan), "peak_file_mib": peaks.get("RssFile", math.nan)}
+    return {
+        "ru_maxrss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "vmhwm_mib": hwm_mib(),
+        "peak_anon_mib": peaks.get("RssAnon", math.nan),
+        "peak_file_mib": peaks.get("RssFile", math.nan),
+    }
 
 
 def watched() -> tuple[dict, threading.Event]:
@@ -69,8 +73,16 @@ def npy_chunks(path: Path):
     from numpy.lib import format as npy_format
 
     with open(path / "x.npy", "rb") as fx, open(path / "y.npy", "rb") as fy:
-        (n, d), _, xt = npy_format.read_array_header_2_0(fx) if npy_format.read_magic(fx) == (2, 0) else npy_format.read_array_header_1_0(fx)
-        (_,), _, yt = npy_format.read_array_header_2_0(fy) if npy_format.read_magic(fy) == (2, 0) else npy_format.read_array_header_1_0(fy)
+        (n, d), _, xt = (
+            npy_format.read_array_header_2_0(fx)
+            if npy_format.read_magic(fx) == (2, 0)
+            else npy_format.read_array_header_1_0(fx)
+        )
+        (_,), _, yt = (
+            npy_format.read_array_header_2_0(fy)
+            if npy_format.read_magic(fy) == (2, 0)
+            else npy_format.read_array_header_1_0(fy)
+        )
         bx, by = np.empty((CHUNK, d), xt), np.empty(CHUNK, yt)
         for start in range(0, n, CHUNK):
             b = min(CHUNK, n - start)
@@ -108,15 +120,24 @@ def child_floor(fmt: str, path: Path) -> dict:
         grad += x.T @ (yf - np.float32(1.0) / (np.float32(1.0) + np.exp(-z)))
     pass_s, pass_cpu = time.perf_counter() - t0, time.process_time() - c0
     stop.set()
-    return {"rows": rows, "read_s": read_s, "read_cpu_s": read_cpu, "pass_s": pass_s, "pass_cpu_s": pass_cpu, "loglik": ll,
-            **memory(peaks)}
+    return {
+        "rows": rows,
+        "read_s": read_s,
+        "read_cpu_s": read_cpu,
+        "pass_s": pass_s,
+        "pass_cpu_s": pass_cpu,
+        "loglik": ll,
+        **memory(peaks),
+    }
 
 
 def open_source(fmt: str, path: Path):
     """The data source, opened (validation scan included)."""
     from minibatch_mcmc.data import open_npy, open_parquet
 
-    return open_npy({"x": path / "x.npy", "y": path / "y.npy"}) if fmt == "npy" else open_parquet(path, columns=["x", "y"])
+    return (
+        open_npy({"x": path / "x.npy", "y": path / "y.npy"}) if fmt == "npy" else open_parquet(path, columns=["x", "y"])
+    )
 
 
 def min_ess(draws) -> float:
@@ -145,19 +166,37 @@ def child_fit(fmt: str, path: Path, samples: int, chains: int) -> dict:
     opened = PhaseCost(data.n, time.perf_counter() - t0, 1.0, math.nan)  # the validation scan reads every row once
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        res, w = auto_sample(logistic_regression(PRIOR_SCALE), data, jnp.zeros(10), num_samples=samples, num_chains=chains,
-                             key=0, progress=True)
+        res, w = auto_sample(
+            logistic_regression(PRIOR_SCALE),
+            data,
+            jnp.zeros(10),
+            num_samples=samples,
+            num_chains=chains,
+            key=0,
+            progress=True,
+        )
     clock, cpu = time.perf_counter() - t0, time.process_time() - c0
     stop.set()
     cost = fit_cost(warm=w, before={"open": opened})
     theta = np.load(path / "theta.npy")
     mean = np.asarray(res.positions).reshape(-1, 10).mean(0)
-    return {"n": data.n, "clock_s": clock, "cpu_s": cpu, "load_average": [load0, os.getloadavg()[0]], "fit_s": cost.seconds, "passes": cost.passes, "ess": min_ess(res.positions),
-            "phases": {k: {"seconds": c.seconds, "rows": c.data, "passes": c.passes} for k, c in cost.phases.items()},
-            "proposal": w.kind, "test": w.test.name, "check_ok": bool(w.proxy_check.ok),
-            "max_abs_mean_minus_truth": float(np.max(np.abs(mean - theta))),
-            "warnings": [str(c.message)[:300] for c in caught], **memory(peaks),
-            "file_gib": sum(f.stat().st_size for f in path.iterdir() if f.name != "theta.npy") / 2**30}
+    return {
+        "n": data.n,
+        "clock_s": clock,
+        "cpu_s": cpu,
+        "load_average": [load0, os.getloadavg()[0]],
+        "fit_s": cost.seconds,
+        "passes": cost.passes,
+        "ess": min_ess(res.positions),
+        "phases": {k: {"seconds": c.seconds, "rows": c.data, "passes": c.passes} for k, c in cost.phases.items()},
+        "proposal": w.kind,
+        "test": w.test.name,
+        "check_ok": bool(w.proxy_check.ok),
+        "max_abs_mean_minus_truth": float(np.max(np.abs(mean - theta))),
+        "warnings": [str(c.message)[:300] for c in caught],
+        **memory(peaks),
+        "file_gib": sum(f.stat().st_size for f in path.iterdir() if f.name != "theta.npy") / 2**30,
+    }
 
 
 def hmcecs_model(x, y, sub=None):
@@ -189,18 +228,34 @@ def child_hmcecs(path: Path, chains: int, warm: int, draws: int, sub: int) -> di
     ref = guide.median(fit.params)
     svi_s = time.perf_counter() - t0 - load_s
     kernel = HMCECS(NUTS(hmcecs_model), num_blocks=100, proxy=HMCECS.taylor_proxy(ref))
-    mcmc = MCMC(kernel, num_warmup=warm, num_samples=draws, num_chains=chains, chain_method="sequential", progress_bar=False)
+    mcmc = MCMC(
+        kernel, num_warmup=warm, num_samples=draws, num_chains=chains, chain_method="sequential", progress_bar=False
+    )
     mcmc.run(jax.random.PRNGKey(4), x, y, sub=sub)
     total, cpu = time.perf_counter() - t0, time.process_time() - c0
     stop.set()
     beta = np.asarray(mcmc.get_samples(group_by_chain=True)["beta"])
-    return {"n": int(x.shape[0]), "load_s": load_s, "svi_s": svi_s, "mcmc_s": total - load_s - svi_s, "total_s": total, "cpu_s": cpu,
-            "ess": min_ess(beta), "chains": chains, "warmup": warm, "draws": draws, "subsample": sub, **memory(peaks)}
+    return {
+        "n": int(x.shape[0]),
+        "load_s": load_s,
+        "svi_s": svi_s,
+        "mcmc_s": total - load_s - svi_s,
+        "total_s": total,
+        "cpu_s": cpu,
+        "ess": min_ess(beta),
+        "chains": chains,
+        "warmup": warm,
+        "draws": draws,
+        "subsample": sub,
+        **memory(peaks),
+    }
 
 
 def run_child(*argv: str) -> dict:
     """This script in a fresh process (``--child ...``); its last stdout line as JSON (its stderr passes through)."""
-    out = subprocess.run([sys.executable, __file__, "--child", *argv], check=True, stdout=subprocess.PIPE, text=True).stdout
+    out = subprocess.run(
+        [sys.executable, __file__, "--child", *argv], check=True, stdout=subprocess.PIPE, text=True
+    ).stdout
     return json.loads(out.strip().splitlines()[-1])
 
 
@@ -209,8 +264,13 @@ def fit_row(rec: dict) -> dict:
     fit, floor = rec["fit"], rec["floor"]
     target = FLOOR_PASSES * floor["pass_s"] + FLOOR_SLACK
     cpu_target = FLOOR_PASSES * floor.get("pass_cpu_s", math.nan) + FLOOR_SLACK
-    return {"target_s": target, "over_target": fit["fit_s"] / target, "ess_per_s": fit["ess"] / fit["fit_s"],
-            "cpu_target_s": cpu_target, "cpu_over_target": fit.get("cpu_s", math.nan) / cpu_target}
+    return {
+        "target_s": target,
+        "over_target": fit["fit_s"] / target,
+        "ess_per_s": fit["ess"] / fit["fit_s"],
+        "cpu_target_s": cpu_target,
+        "cpu_over_target": fit.get("cpu_s", math.nan) / cpu_target,
+    }
 
 
 def results(records: list[dict], hmcecs: list[dict]) -> tuple[dict, dict]:
@@ -220,49 +280,100 @@ def results(records: list[dict], hmcecs: list[dict]) -> tuple[dict, dict]:
     label = lambda r: f"N = {r['n']:.0e}, {r['format']}"  # noqa: E731
     phases = list(dict.fromkeys(k for r in records for k in r["fit"]["phases"]))
     cell = lambda p: f"{p['seconds']:.1f} s ({p['passes']:.3g})"  # noqa: E731
-    rows = [[f"{k}: seconds (passes over N)"] + [cell(r["fit"]["phases"][k]) if k in r["fit"]["phases"] else "-" for r in records]
-            for k in phases]
+    rows = [
+        [f"{k}: seconds (passes over N)"]
+        + [cell(r["fit"]["phases"][k]) if k in r["fit"]["phases"] else "-" for r in records]
+        for k in phases
+    ]
     der = [fit_row(r) for r in records]
     rows += [
-        ["**whole fit** (sum of the phases; the child's own clock)"] + [f"**{r['fit']['fit_s']:.1f} s** ({r['fit']['clock_s']:.1f} s)" for r in records],
+        ["**whole fit** (sum of the phases; the child's own clock)"]
+        + [f"**{r['fit']['fit_s']:.1f} s** ({r['fit']['clock_s']:.1f} s)" for r in records],
         ["passes over N, in all"] + [f"{r['fit']['passes']:.2f}" for r in records],
-        ["plain numpy pass: read only; log-lik + gradient"] + [f"{r['floor']['read_s']:.1f} s; {r['floor']['pass_s']:.1f} s" for r in records],
-        [f"target: {FLOOR_PASSES} numpy passes + {FLOOR_SLACK:.0f} s (fit / target)"] + [f"{d['target_s']:.1f} s ({d['over_target']:.2f}x)" for d in der],
+        ["plain numpy pass: read only; log-lik + gradient"]
+        + [f"{r['floor']['read_s']:.1f} s; {r['floor']['pass_s']:.1f} s" for r in records],
+        [f"target: {FLOOR_PASSES} numpy passes + {FLOOR_SLACK:.0f} s (fit / target)"]
+        + [f"{d['target_s']:.1f} s ({d['over_target']:.2f}x)" for d in der],
         ["CPU seconds (all threads): whole fit; numpy log-lik + gradient pass"]
         + [f"{r['fit'].get('cpu_s', math.nan):.1f} s; {r['floor'].get('pass_cpu_s', math.nan):.1f} s" for r in records],
         [f"target in CPU seconds: {FLOOR_PASSES} passes' + {FLOOR_SLACK:.0f} s (fit / target)"]
         + [f"{d['cpu_target_s']:.1f} s ({d['cpu_over_target']:.2f}x)" for d in der],
-        ["load average (1 min) at the fit's start; end"] + ["; ".join(f"{v:.1f}" for v in r["fit"].get("load_average", [math.nan] * 2)) for r in records],
-        ["peak RSS (`ru_maxrss`; `VmHWM`)"] + [f"{r['fit']['ru_maxrss_mib']:.0f}; {r['fit']['vmhwm_mib']:.0f} MiB" for r in records],
-        ["of which anonymous; file-backed (largest seen every 0.2 s)"] + [f"{r['fit']['peak_anon_mib']:.0f}; {r['fit']['peak_file_mib']:.0f} MiB" for r in records],
+        ["load average (1 min) at the fit's start; end"]
+        + ["; ".join(f"{v:.1f}" for v in r["fit"].get("load_average", [math.nan] * 2)) for r in records],
+        ["peak RSS (`ru_maxrss`; `VmHWM`)"]
+        + [f"{r['fit']['ru_maxrss_mib']:.0f}; {r['fit']['vmhwm_mib']:.0f} MiB" for r in records],
+        ["of which anonymous; file-backed (largest seen every 0.2 s)"]
+        + [f"{r['fit']['peak_anon_mib']:.0f}; {r['fit']['peak_file_mib']:.0f} MiB" for r in records],
         ["numpy pass's peak RSS"] + [f"{r['floor']['ru_maxrss_mib']:.0f} MiB" for r in records],
-        ["min bulk ESS (10 coordinates); ESS/s of the whole fit"] + [f"{r['fit']['ess']:.0f}; {d['ess_per_s']:.1f}" for r, d in zip(records, der)],
-        ["proposal, test; post-sampling check"] + [f"{r['fit']['proposal']}, {r['fit']['test']}; {'ok' if r['fit']['check_ok'] else 'FAILED'}" for r in records],
+        ["min bulk ESS (10 coordinates); ESS/s of the whole fit"]
+        + [f"{r['fit']['ess']:.0f}; {d['ess_per_s']:.1f}" for r, d in zip(records, der)],
+        ["proposal, test; post-sampling check"]
+        + [
+            f"{r['fit']['proposal']}, {r['fit']['test']}; {'ok' if r['fit']['check_ok'] else 'FAILED'}" for r in records
+        ],
         ["warnings"] + [str(len(r["fit"]["warnings"])) for r in records],
     ]
     tabs = {"tall": table(["phase"] + [f"{label(r)} ({r['fit']['file_gib']:.2f} GiB)" for r in records], rows)}
     values = {}
     for r, d in zip(records, der):
         key = f"tall.{short(r['n'])}.{r['format']}"
-        values.update({f"{key}.fit_s": f"{r['fit']['fit_s']:.0f}", f"{key}.target_s": f"{d['target_s']:.0f}",
-                       f"{key}.over_target": f"{d['over_target']:.2f}", f"{key}.peak_mib": f"{r['fit']['ru_maxrss_mib']:.0f}",
-                       f"{key}.pass_s": f"{r['floor']['pass_s']:.1f}", f"{key}.passes": f"{r['fit']['passes']:.2f}",
-                       f"{key}.cpu_s": f"{r['fit'].get('cpu_s', math.nan):.0f}", f"{key}.cpu_over_target": f"{d['cpu_over_target']:.2f}"})
+        values.update(
+            {
+                f"{key}.fit_s": f"{r['fit']['fit_s']:.0f}",
+                f"{key}.target_s": f"{d['target_s']:.0f}",
+                f"{key}.over_target": f"{d['over_target']:.2f}",
+                f"{key}.peak_mib": f"{r['fit']['ru_maxrss_mib']:.0f}",
+                f"{key}.pass_s": f"{r['floor']['pass_s']:.1f}",
+                f"{key}.passes": f"{r['fit']['passes']:.2f}",
+                f"{key}.cpu_s": f"{r['fit'].get('cpu_s', math.nan):.0f}",
+                f"{key}.cpu_over_target": f"{d['cpu_over_target']:.2f}",
+            }
+        )
     hrows = []
     for h in hmcecs:
         ours = [r for r in records if r["n"] == h["n"] and r["format"] == "npy"]
         rate = h["ess"] / h["total_s"]
         ratio = fit_row(ours[0])["ess_per_s"] / rate if ours else math.nan
-        cpu_ratio = ours[0]["fit"]["ess"] / ours[0]["fit"].get("cpu_s", math.nan) / (h["ess"] / h.get("cpu_s", math.nan)) if ours else math.nan
-        hrows.append([f"{h['n']:,}", f"{h['chains']} x ({h['warmup']} + {h['draws']}), {h['subsample']} rows a step",
-                      f"{h['load_s']:.1f} + {h['svi_s']:.1f} + {h['mcmc_s']:.1f} = {h['total_s']:.1f}", f"{h.get('cpu_s', math.nan):.0f}",
-                      f"{h['ess']:.0f}", f"{rate:.2f}", f"{ratio:.1f}x", f"{cpu_ratio:.1f}x", f"{h['ru_maxrss_mib']:.0f} MiB"])
-        values.update({f"tall.{short(h['n'])}.hmcecs_ratio": f"{ratio:.1f}", f"tall.{short(h['n'])}.hmcecs_ess_per_s": f"{rate:.2f}",
-                       f"tall.{short(h['n'])}.hmcecs_cpu_ratio": f"{cpu_ratio:.1f}"})
+        cpu_ratio = (
+            ours[0]["fit"]["ess"] / ours[0]["fit"].get("cpu_s", math.nan) / (h["ess"] / h.get("cpu_s", math.nan))
+            if ours
+            else math.nan
+        )
+        hrows.append(
+            [
+                f"{h['n']:,}",
+                f"{h['chains']} x ({h['warmup']} + {h['draws']}), {h['subsample']} rows a step",
+                f"{h['load_s']:.1f} + {h['svi_s']:.1f} + {h['mcmc_s']:.1f} = {h['total_s']:.1f}",
+                f"{h.get('cpu_s', math.nan):.0f}",
+                f"{h['ess']:.0f}",
+                f"{rate:.2f}",
+                f"{ratio:.1f}x",
+                f"{cpu_ratio:.1f}x",
+                f"{h['ru_maxrss_mib']:.0f} MiB",
+            ]
+        )
+        values.update(
+            {
+                f"tall.{short(h['n'])}.hmcecs_ratio": f"{ratio:.1f}",
+                f"tall.{short(h['n'])}.hmcecs_ess_per_s": f"{rate:.2f}",
+                f"tall.{short(h['n'])}.hmcecs_cpu_ratio": f"{cpu_ratio:.1f}",
+            }
+        )
     if hrows:
-        tabs["tall_hmcecs"] = table(["N", "HMCECS: chains x (warm-up + draws)", "seconds: load + SVI MAP + MCMC", "CPU seconds",
-                                     "min bulk ESS", "ESS/s", "ours (.npy) / HMCECS, ESS/s", "the same, ESS per CPU second",
-                                     "peak RSS"], hrows)
+        tabs["tall_hmcecs"] = table(
+            [
+                "N",
+                "HMCECS: chains x (warm-up + draws)",
+                "seconds: load + SVI MAP + MCMC",
+                "CPU seconds",
+                "min bulk ESS",
+                "ESS/s",
+                "ours (.npy) / HMCECS, ESS/s",
+                "the same, ESS per CPU second",
+                "peak RSS",
+            ],
+            hrows,
+        )
     return tabs, values
 
 
@@ -282,8 +393,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=lambda s: int(float(s)), nargs="*", default=[10_000_000])
     parser.add_argument("--formats", nargs="+", choices=("npy", "parquet"), default=["npy", "parquet"])
-    parser.add_argument("--data", type=Path, default=Path(__file__).resolve().parent.parent / "data" / "tall",
-                        help="where `make tall-data` wrote N/npy and N/parquet")
+    parser.add_argument(
+        "--data",
+        type=Path,
+        default=Path(__file__).resolve().parent.parent / "data" / "tall",
+        help="where `make tall-data` wrote N/npy and N/parquet",
+    )
     parser.add_argument("--samples", type=int, default=1000)
     parser.add_argument("--chains", type=int, default=4)
     parser.add_argument("--hmcecs-rows", type=lambda s: int(float(s)), nargs="*", default=[])
@@ -291,8 +406,14 @@ def main() -> None:
     parser.add_argument("--hmcecs-warmup", type=int, default=500)
     parser.add_argument("--hmcecs-draws", type=int, default=1000)
     parser.add_argument("--append", action="store_true", help="keep the runs already in --results")
-    parser.add_argument("--merge", nargs="+", type=Path, default=None, metavar="FILE",
-                        help="run nothing: join the runs of these results files (each kept with its command) into --results")
+    parser.add_argument(
+        "--merge",
+        nargs="+",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="run nothing: join the runs of these results files (each kept with its command) into --results",
+    )
     parser.add_argument("--child", nargs="+", default=None, help=argparse.SUPPRESS)
     from bench_results import add_results_option, command, save
 
@@ -300,9 +421,11 @@ def main() -> None:
     args = parser.parse_args()
     if args.child is not None:
         kind, *rest = args.child
-        out = {"floor": lambda f, p: child_floor(f, Path(p)),
-               "fit": lambda f, p, s, c: child_fit(f, Path(p), int(s), int(c)),
-               "hmcecs": lambda p, c, w, d: child_hmcecs(Path(p), int(c), int(w), int(d), 1000)}[kind](*rest)
+        out = {
+            "floor": lambda f, p: child_floor(f, Path(p)),
+            "fit": lambda f, p, s, c: child_fit(f, Path(p), int(s), int(c)),
+            "hmcecs": lambda p, c, w, d: child_hmcecs(Path(p), int(c), int(w), int(d), 1000),
+        }[kind](*rest)
         return print(json.dumps(out), flush=True)
     if args.merge:
         parts = [json.loads(f.read_text()) for f in args.merge]
@@ -310,9 +433,20 @@ def main() -> None:
         hmcecs = merge([], [h for p in parts for h in p.get("hmcecs", [])], lambda r: r["n"])
         tables, values = results(records, hmcecs)
         runs = [run for p in parts for run in p.get("runs", [])]
-        save(args.results, "tall", config=args, tables=tables, values=values, extra={"records": records, "hmcecs": hmcecs, "runs": runs})
+        save(
+            args.results,
+            "tall",
+            config=args,
+            tables=tables,
+            values=values,
+            extra={"records": records, "hmcecs": hmcecs, "runs": runs},
+        )
         return None
-    stamp = {"command": command(), "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "load_average": os.getloadavg()}
+    stamp = {
+        "command": command(),
+        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "load_average": os.getloadavg(),
+    }
     records, hmcecs = [], []
     for n in args.rows:
         for fmt in args.formats:
@@ -325,17 +459,34 @@ def main() -> None:
             records.append({"n": n, "format": fmt, "floor": floor, "fit": fit, **stamp})
             print(f"N={n:,} {fmt}: fit {json.dumps(fit)}", flush=True)
     for n in args.hmcecs_rows:
-        h = run_child("hmcecs", str(args.data / str(n) / "npy"), str(args.hmcecs_chains), str(args.hmcecs_warmup), str(args.hmcecs_draws))
+        h = run_child(
+            "hmcecs",
+            str(args.data / str(n) / "npy"),
+            str(args.hmcecs_chains),
+            str(args.hmcecs_warmup),
+            str(args.hmcecs_draws),
+        )
         hmcecs.append({**h, **stamp})
         print(f"N={n:,} HMCECS {json.dumps(h)}", flush=True)
-    old = json.loads(Path(args.results).read_text()) if args.append and args.results and Path(args.results).exists() else {}
+    old = (
+        json.loads(Path(args.results).read_text())
+        if args.append and args.results and Path(args.results).exists()
+        else {}
+    )
     records = merge(old.get("records", []), records, lambda r: (r["n"], r["format"]))
     hmcecs = merge(old.get("hmcecs", []), hmcecs, lambda r: r["n"])
     tables, values = results(records, hmcecs)
     for name, tab in tables.items():
         print(name, *(" | ".join(r) for r in [tab["columns"], *tab["rows"]]), sep="\n")
     runs = old.get("runs", []) + [stamp]
-    save(args.results, "tall", config=args, tables=tables, values=values, extra={"records": records, "hmcecs": hmcecs, "runs": runs})
+    save(
+        args.results,
+        "tall",
+        config=args,
+        tables=tables,
+        values=values,
+        extra={"records": records, "hmcecs": hmcecs, "runs": runs},
+    )
 
 
 if __name__ == "__main__":

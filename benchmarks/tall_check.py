@@ -46,7 +46,9 @@ def resident_mib() -> dict[str, float]:
     """``RssAnon`` and ``RssFile`` of this process in MiB (empty off Linux)."""
     path = Path("/proc/self/status")
     lines = path.read_text().splitlines() if path.exists() else []
-    return {line.split(":")[0]: int(line.split()[1]) / 1024 for line in lines if line.startswith(("RssAnon", "RssFile"))}
+    return {
+        line.split(":")[0]: int(line.split()[1]) / 1024 for line in lines if line.startswith(("RssAnon", "RssFile"))
+    }
 
 
 def watch(peaks: dict, stop) -> None:
@@ -75,21 +77,43 @@ def child(path: Path, samples: int, chains: int) -> None:
     t0 = time.perf_counter()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        res, w = auto_sample(logistic_regression(), data, jnp.zeros(10), num_samples=samples, num_chains=chains, key=0, progress=True)
+        res, w = auto_sample(
+            logistic_regression(), data, jnp.zeros(10), num_samples=samples, num_chains=chains, key=0, progress=True
+        )
     total = time.perf_counter() - t0
     stop.set()
     chk = w.proxy_check
-    print(json.dumps({
-        "n": data.n, "open_s": opened, "total_s": total, "sample_s": float(res.wall_time),
-        "phases": {k: {"seconds": float(c.seconds), "rows": int(c.data), "passes": float(c.passes)} for k, c in w.cost.items()},
-        "check": {"ok": bool(chk.ok), "rows_read": int(chk.rows_read), "k_hat": float(chk.k_hat), "log_ratio_sd": float(chk.log_ratio_sd),
-                  "log_ratio_mc_sd": float(chk.log_ratio_mc_sd), "acceptance_error": float(chk.acceptance_error)},
-        "stratum_rows": 0 if w.influence is None else int(w.influence.rows.size), "proposal": w.kind,
-        "warnings": [str(c.message)[:300] for c in caught],
-        "ru_maxrss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "vmhwm_mib": hwm_mib(),
-        "peak_anon_mib": peaks.get("RssAnon", math.nan), "peak_file_mib": peaks.get("RssFile", math.nan),
-        "file_gib": sum(os.path.getsize(path / f) for f in ("x.npy", "y.npy")) / 2**30,
-    }), flush=True)
+    print(
+        json.dumps(
+            {
+                "n": data.n,
+                "open_s": opened,
+                "total_s": total,
+                "sample_s": float(res.wall_time),
+                "phases": {
+                    k: {"seconds": float(c.seconds), "rows": int(c.data), "passes": float(c.passes)}
+                    for k, c in w.cost.items()
+                },
+                "check": {
+                    "ok": bool(chk.ok),
+                    "rows_read": int(chk.rows_read),
+                    "k_hat": float(chk.k_hat),
+                    "log_ratio_sd": float(chk.log_ratio_sd),
+                    "log_ratio_mc_sd": float(chk.log_ratio_mc_sd),
+                    "acceptance_error": float(chk.acceptance_error),
+                },
+                "stratum_rows": 0 if w.influence is None else int(w.influence.rows.size),
+                "proposal": w.kind,
+                "warnings": [str(c.message)[:300] for c in caught],
+                "ru_maxrss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                "vmhwm_mib": hwm_mib(),
+                "peak_anon_mib": peaks.get("RssAnon", math.nan),
+                "peak_file_mib": peaks.get("RssFile", math.nan),
+                "file_gib": sum(os.path.getsize(path / f) for f in ("x.npy", "y.npy")) / 2**30,
+            }
+        ),
+        flush=True,
+    )
 
 
 def run_child(path: Path, args: argparse.Namespace) -> dict:
@@ -102,8 +126,23 @@ def run_child(path: Path, args: argparse.Namespace) -> dict:
 def generate(path: Path, rows: int) -> float:
     """Write ``rows`` x 10 logistic rows under ``path`` (a child process, chunk by chunk); its seconds."""
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "minibatch_mcmc.data.generate", "--rows", str(rows), "--dim", "10", "--format", "npy",
-                    "--out", str(path)], check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "minibatch_mcmc.data.generate",
+            "--rows",
+            str(rows),
+            "--dim",
+            "10",
+            "--format",
+            "npy",
+            "--out",
+            str(path),
+        ],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
     return time.perf_counter() - t0
 
 
@@ -115,26 +154,59 @@ def results(big: dict, base: dict | None, args: argparse.Namespace) -> tuple[dic
     warm = sum(p["seconds"] for k, p in phases.items() if k != "check")
     check = phases.get("check", {"seconds": math.nan, "rows": 0})
     run = warm + big["sample_s"] + check["seconds"]
-    rows = [[f"warm-up: {k}", f"{p['seconds']:.1f}", f"{p['passes']:.3g}", f"{p['seconds'] / run:.1%}"]
-            for k, p in phases.items() if k != "check"]
+    rows = [
+        [f"warm-up: {k}", f"{p['seconds']:.1f}", f"{p['passes']:.3g}", f"{p['seconds'] / run:.1%}"]
+        for k, p in phases.items()
+        if k != "check"
+    ]
     rows.append(["sampling", f"{big['sample_s']:.1f}", "-", f"{big['sample_s'] / run:.1%}"])
-    rows.append([f"**check** ({big['check']['rows_read']:,} rows read)", f"**{check['seconds']:.1f}**", f"{check['rows'] / big['n']:.2g}",
-                 f"**{check['seconds'] / run:.1%}**"])
+    rows.append(
+        [
+            f"**check** ({big['check']['rows_read']:,} rows read)",
+            f"**{check['seconds']:.1f}**",
+            f"{check['rows'] / big['n']:.2g}",
+            f"**{check['seconds'] / run:.1%}**",
+        ]
+    )
     bound = base["ru_maxrss_mib"] + RESIDENT_BYTES_MIB if base else math.nan
-    rows.append(["peak resident memory (`ru_maxrss`; `VmHWM`)", f"{big['ru_maxrss_mib']:.0f} MiB; {big['vmhwm_mib']:.0f} MiB", "-",
-                 f"bound {bound:.0f} MiB" if base else "-"])
-    rows.append(["of which anonymous; file-backed (largest seen, every 0.2 s)",
-                 f"{big.get('peak_anon_mib', math.nan):.0f} MiB; {big.get('peak_file_mib', math.nan):.0f} MiB", "-", "-"])
+    rows.append(
+        [
+            "peak resident memory (`ru_maxrss`; `VmHWM`)",
+            f"{big['ru_maxrss_mib']:.0f} MiB; {big['vmhwm_mib']:.0f} MiB",
+            "-",
+            f"bound {bound:.0f} MiB" if base else "-",
+        ]
+    )
+    rows.append(
+        [
+            "of which anonymous; file-backed (largest seen, every 0.2 s)",
+            f"{big.get('peak_anon_mib', math.nan):.0f} MiB; {big.get('peak_file_mib', math.nan):.0f} MiB",
+            "-",
+            "-",
+        ]
+    )
     if base:
-        rows.append([f"same run on {base['n']:,} rows (baseline)", f"{base['ru_maxrss_mib']:.0f} MiB", "-",
-                     f"{base.get('peak_anon_mib', math.nan):.0f}; {base.get('peak_file_mib', math.nan):.0f} MiB"])
+        rows.append(
+            [
+                f"same run on {base['n']:,} rows (baseline)",
+                f"{base['ru_maxrss_mib']:.0f} MiB",
+                "-",
+                f"{base.get('peak_anon_mib', math.nan):.0f}; {base.get('peak_file_mib', math.nan):.0f} MiB",
+            ]
+        )
     title = f"auto_sample, N = {big['n']:,} x 10 float32 ({big['file_gib']:.2f} GiB, `open_npy`), {args.chains} chains x {args.samples}"
     tab = table([title, "seconds", "passes over N", "share of the run"], rows)
-    values = {"tall_check.n": f"{big['n']:,}", "tall_check.check_s": f"{check['seconds']:.1f}",
-              "tall_check.check_share": f"{check['seconds'] / run:.1%}", "tall_check.sample_s": f"{big['sample_s']:.1f}",
-              "tall_check.warmup_s": f"{warm:.0f}", "tall_check.peak_mib": f"{big['ru_maxrss_mib']:.0f}",
-              "tall_check.bound_mib": f"{bound:.0f}", "tall_check.stratum_rows": str(big["stratum_rows"]),
-              "tall_check.warnings": str(len(big["warnings"]))}
+    values = {
+        "tall_check.n": f"{big['n']:,}",
+        "tall_check.check_s": f"{check['seconds']:.1f}",
+        "tall_check.check_share": f"{check['seconds'] / run:.1%}",
+        "tall_check.sample_s": f"{big['sample_s']:.1f}",
+        "tall_check.warmup_s": f"{warm:.0f}",
+        "tall_check.peak_mib": f"{big['ru_maxrss_mib']:.0f}",
+        "tall_check.bound_mib": f"{bound:.0f}",
+        "tall_check.stratum_rows": str(big["stratum_rows"]),
+        "tall_check.warnings": str(len(big["warnings"])),
+    }
     return {"tall_check": tab}, values
 
 
@@ -142,7 +214,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=Path("/tmp/tall-check"), help="directory of x.npy, y.npy")
     parser.add_argument("--generate", type=int, default=0, metavar="ROWS", help="write ROWS rows under --data first")
-    parser.add_argument("--baseline-rows", type=int, default=0, help="also run on a file of this many rows (the memory baseline)")
+    parser.add_argument(
+        "--baseline-rows", type=int, default=0, help="also run on a file of this many rows (the memory baseline)"
+    )
     parser.add_argument("--samples", type=int, default=1000)
     parser.add_argument("--chains", type=int, default=4)
     parser.add_argument("--delete", action="store_true", help="remove the generated files afterwards")

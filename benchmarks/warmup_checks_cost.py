@@ -35,8 +35,16 @@ SETTINGS = {"off": {"num_starts": 0, "stratum": False, "check_draws": 0}, "on": 
 def one_run(data, d: int, samples: int, setting: str):
     """Seconds of warm-up (and check) and sampling, the draws, and min bulk ESS."""
     t0 = time.perf_counter()
-    res, w = auto_sample(logistic_regression(prior_scale=10.0), data, jnp.zeros(d), num_samples=samples, num_chains=4, key=1,
-                         progress=False, **SETTINGS[setting])
+    res, w = auto_sample(
+        logistic_regression(prior_scale=10.0),
+        data,
+        jnp.zeros(d),
+        num_samples=samples,
+        num_chains=4,
+        key=1,
+        progress=False,
+        **SETTINGS[setting],
+    )
     total = time.perf_counter() - t0
     draws = np.asarray(res.positions)
     ess = float(np.min(check_moments(draws, draws.mean(axis=(0, 1)), draws.var(axis=(0, 1))).ess))
@@ -68,8 +76,13 @@ def main() -> None:
     for r in rows:
         print(" | ".join(r))
     print(f"ESS/s with the checks / without: {ratio:.3f} (draws identical)")
-    save(args.results, "warmup_checks_cost", config=args, tables={"cost": table(COLUMNS, rows)},
-         values={"ess_per_s_ratio": round(ratio, 3)})
+    save(
+        args.results,
+        "warmup_checks_cost",
+        config=args,
+        tables={"cost": table(COLUMNS, rows)},
+        values={"ess_per_s_ratio": round(ratio, 3)},
+    )
 
 
 if __name__ == "__main__":

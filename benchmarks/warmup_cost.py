@@ -33,7 +33,17 @@ from pathlib import Path
 from bench_results import add_results_option, save, table
 
 COLUMNS = ["N", "warm-up", "proposal", "phase", "passes", "rows", "seconds", "compile s"]
-TOTALS = ["N", "warm-up", "proposal", "passes", "warm-up s", "compile s", "tuning compilations", "sampling s (4 x draws)", "load avg"]
+TOTALS = [
+    "N",
+    "warm-up",
+    "proposal",
+    "passes",
+    "warm-up s",
+    "compile s",
+    "tuning compilations",
+    "sampling s (4 x draws)",
+    "load avg",
+]
 
 
 def child(n: int, variant: str, samples: int, proposal: str) -> dict:
@@ -42,14 +52,21 @@ def child(n: int, variant: str, samples: int, proposal: str) -> dict:
     import jax.numpy as jnp
     from jax import monitoring
 
-    wm = importlib.import_module("minibatch_mcmc.warmup.api")  # the module defining the warm-up (mm.warmup is the function)
+    wm = importlib.import_module(
+        "minibatch_mcmc.warmup.api"
+    )  # the module defining the warm-up (mm.warmup is the function)
     from minibatch_mcmc.models import logistic_regression, make_logistic_data
     from minibatch_mcmc.samplers.driver import sample
 
     compile_s = [0.0]
-    events = ("/jax/core/compile/jaxpr_trace_duration", "/jax/core/compile/jaxpr_to_mlir_module_duration",
-              "/jax/core/compile/backend_compile_duration")
-    monitoring.register_event_duration_secs_listener(lambda e, d, **_: compile_s.__setitem__(0, compile_s[0] + d) if e in events else None)
+    events = (
+        "/jax/core/compile/jaxpr_trace_duration",
+        "/jax/core/compile/jaxpr_to_mlir_module_duration",
+        "/jax/core/compile/backend_compile_duration",
+    )
+    monitoring.register_event_duration_secs_listener(
+        lambda e, d, **_: compile_s.__setitem__(0, compile_s[0] + d) if e in events else None
+    )
     tunings = []
     original = wm.tune
 
@@ -65,13 +82,40 @@ def child(n: int, variant: str, samples: int, proposal: str) -> dict:
     c0, t0 = compile_s[0], time.perf_counter()
     w = wm.warmup(logistic_regression(prior_scale=10.0), data, jnp.zeros(10), key=0, proposal=proposal)
     warm_s, warm_compile = time.perf_counter() - t0, compile_s[0] - c0
-    res = sample(logistic_regression(prior_scale=10.0), data, wm.dispersed_starts(w, 4, jax.random.key(1)), proposal=w.proposal,
-                 test=w.test, estimator=w.estimator, num_samples=samples, num_chains=4, key=2, batched_init=True, progress=False)
-    phases = {k: {"passes": c.data / n, "rows": int(c.data), "seconds": float(c.seconds),
-                  "compile_seconds": float(getattr(c, "compile_seconds", float("nan")))} for k, c in w.cost.items()}
-    return {"n": n, "variant": variant, "proposal": proposal, "phases": phases, "warmup_seconds": warm_s, "warmup_compile_seconds": warm_compile,
-            "passes": sum(p["passes"] for p in phases.values()), "tuning_compilations": tunings[0] if tunings else None,
-            "sampling_seconds": float(res.wall_time), "load_average": [load, os.getloadavg()[0]]}
+    res = sample(
+        logistic_regression(prior_scale=10.0),
+        data,
+        wm.dispersed_starts(w, 4, jax.random.key(1)),
+        proposal=w.proposal,
+        test=w.test,
+        estimator=w.estimator,
+        num_samples=samples,
+        num_chains=4,
+        key=2,
+        batched_init=True,
+        progress=False,
+    )
+    phases = {
+        k: {
+            "passes": c.data / n,
+            "rows": int(c.data),
+            "seconds": float(c.seconds),
+            "compile_seconds": float(getattr(c, "compile_seconds", float("nan"))),
+        }
+        for k, c in w.cost.items()
+    }
+    return {
+        "n": n,
+        "variant": variant,
+        "proposal": proposal,
+        "phases": phases,
+        "warmup_seconds": warm_s,
+        "warmup_compile_seconds": warm_compile,
+        "passes": sum(p["passes"] for p in phases.values()),
+        "tuning_compilations": tunings[0] if tunings else None,
+        "sampling_seconds": float(res.wall_time),
+        "load_average": [load, os.getloadavg()[0]],
+    }
 
 
 def run_child(n: int, variant: str, samples: int, proposal: str, before_src: str | None) -> dict:
@@ -79,8 +123,13 @@ def run_child(n: int, variant: str, samples: int, proposal: str, before_src: str
     here = Path(__file__).resolve()
     src = before_src if (variant == "before" and before_src) else str(here.parents[1] / "src")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([src, str(here.parent)]))
-    out = subprocess.run([sys.executable, str(here), "--child", str(n), variant, str(samples), proposal], env=env, check=True,
-                         capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, str(here), "--child", str(n), variant, str(samples), proposal],
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -88,8 +137,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000])
     parser.add_argument("--samples", type=int, default=2000)
-    parser.add_argument("--proposals", nargs="+", default=["langevin", "proxy_hmc"],
-                        help="warmup proposals: langevin (scale-tuned) and proxy_hmc (the default, no tuning)")
+    parser.add_argument(
+        "--proposals",
+        nargs="+",
+        default=["langevin", "proxy_hmc"],
+        help="warmup proposals: langevin (scale-tuned) and proxy_hmc (the default, no tuning)",
+    )
     parser.add_argument("--before-src", default=None, help="source tree (its src/) of the warm-up before issue 21")
     parser.add_argument("--child", nargs=4, default=None, help=argparse.SUPPRESS)
     add_results_option(parser)
@@ -98,14 +151,37 @@ def main() -> None:
         print(json.dumps(child(int(args.child[0]), args.child[1], int(args.child[2]), args.child[3])))
         return
     variants = ("before", "after") if args.before_src else ("after",)
-    runs = [run_child(n, v, args.samples, p, args.before_src) for n in args.sizes for p in args.proposals for v in variants]
+    runs = [
+        run_child(n, v, args.samples, p, args.before_src) for n in args.sizes for p in args.proposals for v in variants
+    ]
     rows, totals, values = [], [], {}
     for r in runs:
         for k, p in r["phases"].items():
-            rows.append([str(r["n"]), r["variant"], r["proposal"], k, f"{p['passes']:.2f}", f"{p['rows']:,}", f"{p['seconds']:.2f}",
-                         "" if p["compile_seconds"] != p["compile_seconds"] else f"{p['compile_seconds']:.2f}"])
-        totals.append([str(r["n"]), r["variant"], r["proposal"], f"{r['passes']:.2f}", f"{r['warmup_seconds']:.2f}", f"{r['warmup_compile_seconds']:.2f}",
-                       str(r["tuning_compilations"]), f"{r['sampling_seconds']:.2f}", f"{r['load_average'][0]:.1f}-{r['load_average'][1]:.1f}"])
+            rows.append(
+                [
+                    str(r["n"]),
+                    r["variant"],
+                    r["proposal"],
+                    k,
+                    f"{p['passes']:.2f}",
+                    f"{p['rows']:,}",
+                    f"{p['seconds']:.2f}",
+                    "" if p["compile_seconds"] != p["compile_seconds"] else f"{p['compile_seconds']:.2f}",
+                ]
+            )
+        totals.append(
+            [
+                str(r["n"]),
+                r["variant"],
+                r["proposal"],
+                f"{r['passes']:.2f}",
+                f"{r['warmup_seconds']:.2f}",
+                f"{r['warmup_compile_seconds']:.2f}",
+                str(r["tuning_compilations"]),
+                f"{r['sampling_seconds']:.2f}",
+                f"{r['load_average'][0]:.1f}-{r['load_average'][1]:.1f}",
+            ]
+        )
         tag = f"{r['variant']}_{r['proposal']}_{r['n']}"
         values[f"passes_{tag}"] = round(r["passes"], 2)
         values[f"warmup_s_{tag}"] = round(r["warmup_seconds"], 2)
@@ -115,8 +191,14 @@ def main() -> None:
             values[f"time_target_met_{r['proposal']}_{r['n']}"] = r["warmup_seconds"] <= r["sampling_seconds"]
     for t in (COLUMNS, *rows, [], TOTALS, *totals):
         print(" | ".join(t))
-    save(args.results, "warmup_cost", config=args, tables={"phases": table(COLUMNS, rows), "totals": table(TOTALS, totals)},
-         values=values, extra={"runs": runs})
+    save(
+        args.results,
+        "warmup_cost",
+        config=args,
+        tables={"phases": table(COLUMNS, rows), "totals": table(TOTALS, totals)},
+        values=values,
+        extra={"runs": runs},
+    )
 
 
 if __name__ == "__main__":

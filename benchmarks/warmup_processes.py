@@ -64,8 +64,16 @@ def run(count: int, path: str, out: str) -> list[list[dict]]:
     """Every process's two timed warm-ups with ``count`` processes."""
     port = free_port()
     env = dict(os.environ, JAX_PLATFORMS="cpu")
-    procs = [subprocess.Popen([sys.executable, "-c", WORKER, str(i), str(count), str(port), path, out], env=env,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for i in range(count)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", WORKER, str(i), str(count), str(port), path, out],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(count)
+    ]
     errs = [p.communicate(timeout=1800)[1] for p in procs]
     if any(p.returncode for p in procs):
         raise RuntimeError("\n".join(e[-2000:] for e in errs))
@@ -98,16 +106,44 @@ def main(argv: list[str] | None = None) -> None:
             centre = here[0] if centre is None else centre
             off = float(np.abs(here - centre).max())
             phases = ", ".join(f"{k} {v:.2f}" for k, v in steady["phases"].items())
-            rows.append([str(count), f"{first:.1f}", f"{second:.1f}", f"{base / second:.2f}", f"{steady['passes']:.1f}",
-                         str(steady["batch"]), f"{off:.1e}", phases])
+            rows.append(
+                [
+                    str(count),
+                    f"{first:.1f}",
+                    f"{second:.1f}",
+                    f"{base / second:.2f}",
+                    f"{steady['passes']:.1f}",
+                    str(steady["batch"]),
+                    f"{off:.1e}",
+                    phases,
+                ]
+            )
             values[f"warmup_processes.p{count}_s"] = f"{second:.1f}"
             print(rows[-1], flush=True)
     cores = os.cpu_count()
-    tables = {"warmup_processes": table(
-        ["processes", "first warm-up s (compiling)", "second warm-up s", "speed-up", "passes over N", "batch size",
-         "max |centre - first row's centre|",
-         f"phases s (second call; {cores} cores: past {cores} processes they share them)"], rows)}
-    save(args.results, "warmup_processes", config=args, tables=tables, values=values, extra={"cores": cores, "workers": raw})
+    tables = {
+        "warmup_processes": table(
+            [
+                "processes",
+                "first warm-up s (compiling)",
+                "second warm-up s",
+                "speed-up",
+                "passes over N",
+                "batch size",
+                "max |centre - first row's centre|",
+                f"phases s (second call; {cores} cores: past {cores} processes they share them)",
+            ],
+            rows,
+        )
+    }
+    save(
+        args.results,
+        "warmup_processes",
+        config=args,
+        tables=tables,
+        values=values,
+        extra={"cores": cores, "workers": raw},
+    )
 
 
 if __name__ == "__main__":

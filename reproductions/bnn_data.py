@@ -14,11 +14,14 @@ DATASETS = ("auto", "fashion", "digits", "synthetic")
 
 def _read_split(directory: Path, prefix: str) -> tuple[np.ndarray, np.ndarray]:
     """All ten classes of one IDX split as ``(x float32 (n, 784) in [0, 1], y int32)``."""
+
     def path(stem: str) -> Path:
         for name in (stem, stem + ".gz"):
             if (directory / name).exists():
                 return directory / name
-        raise FileNotFoundError(f"{stem}[.gz] not found in {directory}: run `make data` (Debian's dataset-fashion-mnist)")
+        raise FileNotFoundError(
+            f"{stem}[.gz] not found in {directory}: run `make data` (Debian's dataset-fashion-mnist)"
+        )
 
     images = mnist.read_idx(path(f"{prefix}-images-idx3-ubyte"))
     labels = mnist.read_idx(path(f"{prefix}-labels-idx1-ubyte"))
@@ -69,8 +72,12 @@ def load_data(source: str, n_train: int, n_test: int, seed: int) -> tuple[dict, 
         n_te = min(n_test, 500)
         te, tr = perm[:n_te], perm[n_te:]
         train = _subset(x[tr], y[tr], n_train, rng)
-        return train, {"x": x[te], "y": y[te]}, f"scikit-learn digits (8 x 8, 10 classes): {len(train['y'])} training / {n_te} test"
+        return (
+            train,
+            {"x": x[te], "y": y[te]},
+            f"scikit-learn digits (8 x 8, 10 classes): {len(train['y'])} training / {n_te} test",
+        )
     data = synthetic_classification(seed, n_train + n_test)
-    train = {k: v[: n_train] for k, v in data.items()}
-    test = {k: v[n_train :] for k, v in data.items()}
+    train = {k: v[:n_train] for k, v in data.items()}
+    test = {k: v[n_train:] for k, v in data.items()}
     return train, test, f"synthetic teacher-network labels (20 inputs, 10 classes): {n_train} training / {n_test} test"

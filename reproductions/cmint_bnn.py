@@ -46,6 +46,8 @@ from reproductions.options import experiment_parser, run_dir, split_list, writte
 from reproductions.results import command_line, results_payload, write_results
 
 PyTree = Any
+
+
 def _zeros(tree: PyTree) -> PyTree:
     """Host-side (numpy float64) zeros shaped like ``tree``, for running sums without extra compiles."""
     return jax.tree_util.tree_map(lambda a: np.zeros(np.shape(a), np.float64), tree)
@@ -67,7 +69,9 @@ def _error_fn(test: dict):
     return jax.jit(lambda p: predict_proba(p, x))
 
 
-def run(cfg: BNNConfig, out: Path, progress: bool = True, command: str | None = None, results: str | None = None) -> str:
+def run(
+    cfg: BNNConfig, out: Path, progress: bool = True, command: str | None = None, results: str | None = None
+) -> str:
     """Run the comparison, write ``test_error.csv``, ``summary.json``, ``test_error.png`` and the results file; return a table.
 
     The results file's table and values are named after ``results``' file name (``cmint_bnn`` without it), so
@@ -94,7 +98,10 @@ def run(cfg: BNNConfig, out: Path, progress: bool = True, command: str | None = 
         p = np.asarray(probs(params), np.float64)
         err = error_rate(p, y_test)
         rows.append((epoch, method, estimator, err))
-        if estimator == "current" and method in ("sgld", "mint"):  # posterior predictive: mean softmax of epoch-end samples
+        if estimator == "current" and method in (
+            "sgld",
+            "mint",
+        ):  # posterior predictive: mean softmax of epoch-end samples
             pred_sums[method] = pred_sums.get(method, 0.0) + p
             rows.append((epoch, method, "predictive", error_rate(pred_sums[method], y_test)))
         return err
@@ -126,12 +133,18 @@ def run(cfg: BNNConfig, out: Path, progress: bool = True, command: str | None = 
                 record(method, "current", e + 1, params)
                 err = record(method, "average", e + 1, _scale(total, 1.0 / count))
                 log(f"  sgld epoch {e + 1}: test error of the sample average {err:.4f}", flush=True)
-            info[method] = {"learning_rate": cfg.sgld_lr, "prior_scale": cfg.sgld_prior_scale, "alpha": 2 * cfg.sgld_lr / n}
+            info[method] = {
+                "learning_rate": cfg.sgld_lr,
+                "prior_scale": cfg.sgld_prior_scale,
+                "alpha": 2 * cfg.sgld_lr / n,
+            }
         else:
             model = mint_model
             s = test_mint.settings(n)
             if not runners:
-                runners.append(make_epoch_runner(model, test_mint, n, cfg.batch_size, max(1, n // cfg.batch_size), s.temperature))
+                runners.append(
+                    make_epoch_runner(model, test_mint, n, cfg.batch_size, max(1, n // cfg.batch_size), s.temperature)
+                )
             to_alpha = 2.0 * s.temperature / n
             acc_log: list[float] = []
             if method == "mint":
@@ -142,16 +155,28 @@ def run(cfg: BNNConfig, out: Path, progress: bool = True, command: str | None = 
                     acc["count"] += n // cfg.batch_size
                     record("mint", "current", epoch, st.position)
                     err = record("mint", "average", epoch, _scale(acc["total"], 1.0 / acc["count"]))
-                    log(f"  mint epoch {epoch}: acceptance {float(stats.acceptance_rate):.2f}, test error of the sample average {err:.4f}", flush=True)
+                    log(
+                        f"  mint epoch {epoch}: acceptance {float(stats.acceptance_rate):.2f}, test error of the sample average {err:.4f}",
+                        flush=True,
+                    )
 
                 res = run_langevin_epochs(
-                    model, data, init, step_sizes=np.full(cfg.epochs, cfg.mint_lr * to_alpha), batch_size=cfg.batch_size,
-                    test=test_mint, key=key, callback=on_epoch, runner=runners[0],
+                    model,
+                    data,
+                    init,
+                    step_sizes=np.full(cfg.epochs, cfg.mint_lr * to_alpha),
+                    batch_size=cfg.batch_size,
+                    test=test_mint,
+                    key=key,
+                    callback=on_epoch,
+                    runner=runners[0],
                 )
                 info[method] = {"learning_rate": cfg.mint_lr}
             else:
                 lr0 = cfg.mint_lr if cfg.cmint_lr is None else cfg.cmint_lr
-                sched = cmint_schedule(lr0 * to_alpha, cfg.decay_every, cfg.decay, cfg.cycle_epochs, cfg.increase, cfg.cycles)
+                sched = cmint_schedule(
+                    lr0 * to_alpha, cfg.decay_every, cfg.decay, cfg.cycle_epochs, cfg.increase, cfg.cycles
+                )
                 snaps: list = []
 
                 def on_epoch(epoch, st, stats, snaps=snaps):
@@ -165,17 +190,37 @@ def run(cfg: BNNConfig, out: Path, progress: bool = True, command: str | None = 
                     log(line, flush=True)
 
                 res = cmint(
-                    model, data, init, sched, batch_size=cfg.batch_size, test=test_mint, key=key, callback=on_epoch, runner=runners[0]
+                    model,
+                    data,
+                    init,
+                    sched,
+                    batch_size=cfg.batch_size,
+                    test=test_mint,
+                    key=key,
+                    callback=on_epoch,
+                    runner=runners[0],
                 )
                 info[method] = {
-                    "initial_learning_rate": lr0, "r": cfg.decay_every, "decay": cfg.decay, "R": cfg.cycle_epochs,
-                    "increase": cfg.increase, "K": cfg.cycles, "snapshot_epochs": list(res.snapshot_epochs),
+                    "initial_learning_rate": lr0,
+                    "r": cfg.decay_every,
+                    "decay": cfg.decay,
+                    "R": cfg.cycle_epochs,
+                    "increase": cfg.increase,
+                    "K": cfg.cycles,
+                    "snapshot_epochs": list(res.snapshot_epochs),
                     "learning_rate_by_epoch": (sched.epoch_step_sizes() / to_alpha).tolist(),
                 }
             acc_log = res.acceptance.tolist()
             info[method].update(
-                {"prior_scale": cfg.mint_prior_scale, "tau": s.tau, "lambda": s.lam, "temperature": s.temperature, "test_batch_size": s.batch_size,
-                 "acceptance_by_epoch": acc_log, "alpha_per_lr": to_alpha}
+                {
+                    "prior_scale": cfg.mint_prior_scale,
+                    "tau": s.tau,
+                    "lambda": s.lam,
+                    "temperature": s.temperature,
+                    "test_batch_size": s.batch_size,
+                    "acceptance_by_epoch": acc_log,
+                    "alpha_per_lr": to_alpha,
+                }
             )
         info[method]["wall_s"] = time.perf_counter() - start
 
@@ -183,14 +228,23 @@ def run(cfg: BNNConfig, out: Path, progress: bool = True, command: str | None = 
         w = csv.writer(f)
         w.writerow(["epoch", "method", "estimator", "test_error"])
         w.writerows(rows)
-    (out / "summary.json").write_text(json.dumps({"config": cfg._asdict(), "data": described, "methods": info}, indent=1))
+    (out / "summary.json").write_text(
+        json.dumps({"config": cfg._asdict(), "data": described, "methods": info}, indent=1)
+    )
     table = format_table(rows, info)
     (out / "table.txt").write_text(described + "\n" + table + "\n")
     plot_test_error(rows, out / "test_error.png", described)
     prefix = Path(results).stem if results else "cmint_bnn"
     tables, values = results_tables(rows, info, cfg.epochs, prefix)
-    payload = results_payload("cmint-bnn", command or command_line("cmint-bnn", []), config=cfg, tables=tables, values=values,
-                              figures=[str(out / "test_error.png")], extra={"data": described})
+    payload = results_payload(
+        "cmint-bnn",
+        command or command_line("cmint-bnn", []),
+        config=cfg,
+        tables=tables,
+        values=values,
+        figures=[str(out / "test_error.png")],
+        extra={"data": described},
+    )
     write_results(out, payload, copy_to=results)
     return table
 
@@ -198,28 +252,42 @@ def run(cfg: BNNConfig, out: Path, progress: bool = True, command: str | None = 
 def build_parser() -> argparse.ArgumentParser:
     """The options of ``reproduce cmint-bnn``."""
     p = experiment_parser(
-        "cmint-bnn", __doc__, quick="a 2,000-image subset, 6 epochs, CMINT with 3 rounds of 2 epochs",
+        "cmint-bnn",
+        __doc__,
+        quick="a 2,000-image subset, 6 epochs, CMINT with 3 rounds of 2 epochs",
         full="the paper's sizes: 50,000 images, 500 epochs, R=50, r=5, K=10",
-        trials=argparse.SUPPRESS, num_samples=argparse.SUPPRESS,  # refused with a hint: see config_from_argv
+        trials=argparse.SUPPRESS,
+        num_samples=argparse.SUPPRESS,  # refused with a hint: see config_from_argv
     )
     d = BNNConfig()
     # not --data: kept from when the shared reproduce parser took it as an abbreviation of its --dataset
-    p.add_argument("--source", dest="data", choices=DATASETS, default=d.data, help="auto: Fashion-MNIST if installed, else digits")
+    p.add_argument(
+        "--source", dest="data", choices=DATASETS, default=d.data, help="auto: Fashion-MNIST if installed, else digits"
+    )
     p.add_argument("--n-train", type=int, default=None, help=f"training images (default {d.n_train})")
     p.add_argument("--n-test", type=int, default=None, help=f"test images (default {d.n_test})")
     p.add_argument("--epochs", type=int, default=None, help=f"epochs for SGD, SGD-M, SGLD, MINT (default {d.epochs})")
     p.add_argument("--batch-size", type=int, default=d.batch_size)
     p.add_argument("--hidden", type=int, default=d.hidden, help="hidden ReLU units (default 200)")
     p.add_argument("--methods", type=split_list, default=METHODS, help="comma-separated subset of " + ",".join(METHODS))
-    for name, help_ in (("sgd-lr", "SGD"), ("sgdm-lr", "SGD-M"), ("sgld-lr", "SGLD"), ("mint-lr", "MINT's SGLD proposal")):
-        p.add_argument(f"--{name}", type=float, default=getattr(d, name.replace("-", "_")), help=f"{help_} learning rate")
+    for name, help_ in (
+        ("sgd-lr", "SGD"),
+        ("sgdm-lr", "SGD-M"),
+        ("sgld-lr", "SGLD"),
+        ("mint-lr", "MINT's SGLD proposal"),
+    ):
+        p.add_argument(
+            f"--{name}", type=float, default=getattr(d, name.replace("-", "_")), help=f"{help_} learning rate"
+        )
     p.add_argument("--cmint-lr", type=float, default=None, help="CMINT's initial learning rate (default: --mint-lr)")
     p.add_argument("--mint-alpha", type=float, default=d.mint_alpha, help="lambda / tau (default 0.99)")
     p.add_argument("--sgd-l2", type=float, default=d.sgd_l2)
     p.add_argument("--sgdm-l2", type=float, default=d.sgdm_l2)
     p.add_argument("--momentum", type=float, default=d.momentum)
     p.add_argument("--sgld-prior-scale", type=float, default=d.sgld_prior_scale)
-    p.add_argument("--mint-prior-scale", type=float, default=None, help="N(0, s^2) prior for MINT/CMINT (default: uniform)")
+    p.add_argument(
+        "--mint-prior-scale", type=float, default=None, help="N(0, s^2) prior for MINT/CMINT (default: uniform)"
+    )
     p.add_argument("--cycle-epochs", type=int, default=None, help=f"CMINT's R (default {d.cycle_epochs})")
     p.add_argument("--decay-every", type=int, default=None, help=f"CMINT's r (default {d.decay_every})")
     p.add_argument("--decay", type=float, default=d.decay, help="CMINT's factor every r epochs (default 0.9)")

@@ -65,7 +65,9 @@ def validate_config(cfg: BNNConfig) -> None:
     for name in ("sgd_lr", "sgdm_lr", "sgld_lr", "mint_lr", "sgld_prior_scale"):
         check_positive(getattr(cfg, name), name)
     if cfg.mint_prior_scale is not None and (not np.isfinite(cfg.mint_prior_scale) or cfg.mint_prior_scale <= 0):
-        raise ValueError(f"mint_prior_scale={cfg.mint_prior_scale!r} must be a positive finite number (omit it for the uniform prior)")
+        raise ValueError(
+            f"mint_prior_scale={cfg.mint_prior_scale!r} must be a positive finite number (omit it for the uniform prior)"
+        )
     if cfg.cmint_lr is not None and (not np.isfinite(cfg.cmint_lr) or cfg.cmint_lr <= 0):
         raise ValueError(f"cmint_lr={cfg.cmint_lr!r} must be a positive finite number")
     if cfg.batch_size > cfg.n_train:
@@ -79,17 +81,40 @@ def validate_config(cfg: BNNConfig) -> None:
 def config_from(ns: argparse.Namespace) -> BNNConfig:
     """The settings for the parsed options (``--quick``/``--full`` presets, then the sizes given), checked."""
     if ns.num_samples:
-        raise ValueError(f"--num-samples={ns.num_samples} does not apply to cmint-bnn, which counts epochs: use --epochs")
+        raise ValueError(
+            f"--num-samples={ns.num_samples} does not apply to cmint-bnn, which counts epochs: use --epochs"
+        )
     if ns.trials not in (None, 1):
         raise ValueError(f"--trials={ns.trials}: cmint-bnn runs one trial per seed; use --seed for another")
     cfg = BNNConfig(
-        data=ns.data, hidden=ns.hidden, batch_size=ns.batch_size, sgd_lr=ns.sgd_lr, sgd_l2=ns.sgd_l2, sgdm_lr=ns.sgdm_lr,
-        momentum=ns.momentum, sgdm_l2=ns.sgdm_l2, sgld_lr=ns.sgld_lr, sgld_prior_scale=ns.sgld_prior_scale,
-        mint_lr=ns.mint_lr, mint_alpha=ns.mint_alpha, mint_prior_scale=ns.mint_prior_scale, cmint_lr=ns.cmint_lr, decay=ns.decay, increase=ns.increase,
-        methods=tuple(ns.methods), seed=ns.seed,
+        data=ns.data,
+        hidden=ns.hidden,
+        batch_size=ns.batch_size,
+        sgd_lr=ns.sgd_lr,
+        sgd_l2=ns.sgd_l2,
+        sgdm_lr=ns.sgdm_lr,
+        momentum=ns.momentum,
+        sgdm_l2=ns.sgdm_l2,
+        sgld_lr=ns.sgld_lr,
+        sgld_prior_scale=ns.sgld_prior_scale,
+        mint_lr=ns.mint_lr,
+        mint_alpha=ns.mint_alpha,
+        mint_prior_scale=ns.mint_prior_scale,
+        cmint_lr=ns.cmint_lr,
+        decay=ns.decay,
+        increase=ns.increase,
+        methods=tuple(ns.methods),
+        seed=ns.seed,
     )
     cfg = with_presets(cfg, ns, QUICK, FULL)
-    cfg = with_given(cfg, n_train=ns.n_train, n_test=ns.n_test, epochs=ns.epochs, cycle_epochs=ns.cycle_epochs,
-                     decay_every=ns.decay_every, cycles=ns.cycles)
+    cfg = with_given(
+        cfg,
+        n_train=ns.n_train,
+        n_test=ns.n_test,
+        epochs=ns.epochs,
+        cycle_epochs=ns.cycle_epochs,
+        decay_every=ns.decay_every,
+        cycles=ns.cycles,
+    )
     validate_config(cfg)
     return cfg

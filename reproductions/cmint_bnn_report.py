@@ -45,7 +45,9 @@ def last_error(rows: list[Row], method: str, estimator: str) -> float | None:
 
 def format_table(rows: list[Row], info: dict) -> str:
     """A plain-text table of final and best test errors, wall time and mean acceptance."""
-    lines = [f"{'method':<7} {'estimator':<9} {'epochs':>6} {'final err':>9} {'best err':>9} {'wall s':>7} {'accept':>6}"]
+    lines = [
+        f"{'method':<7} {'estimator':<9} {'epochs':>6} {'final err':>9} {'best err':>9} {'wall s':>7} {'accept':>6}"
+    ]
     for method, (epoch, est, err) in final_errors(rows).items():
         best = min(r[3] for r in rows if r[1] == method and r[2] == est)
         acc = info[method].get("acceptance_by_epoch")
@@ -67,8 +69,16 @@ def results_tables(rows: list[Row], info: dict, epochs: int, prefix: str) -> tup
             if err is None or (est == "current" and method in ("sgld",)):
                 continue
             label = cmint_label if est == "ensemble" else ESTIMATORS[est]
-            cells.append([method.upper() if method != "sgd-m" else "SGD-M", label, PAPER.get((method, est), "-"), f"{err:.3f}",
-                          f"{np.mean(acc):.2f}" if acc else "-", f"{info[method]['wall_s']:.0f}"])
+            cells.append(
+                [
+                    method.upper() if method != "sgd-m" else "SGD-M",
+                    label,
+                    PAPER.get((method, est), "-"),
+                    f"{err:.3f}",
+                    f"{np.mean(acc):.2f}" if acc else "-",
+                    f"{info[method]['wall_s']:.0f}",
+                ]
+            )
             values[f"{prefix}.{method.replace('-', '')}_{est}"] = f"{err:.3f}"
         if acc:
             values[f"{prefix}.{method}_acceptance"] = f"{np.mean(acc):.2f}"
@@ -81,7 +91,14 @@ def results_tables(rows: list[Row], info: dict, epochs: int, prefix: str) -> tup
     if "mint" in info and "sgd" in info:
         values[f"{prefix}.mint_over_sgd_time"] = f"{info['mint']['wall_s'] / info['sgd']['wall_s']:.1f}"
     values[f"{prefix}.wall_min"] = f"{sum(v['wall_s'] for v in info.values()) / 60:.1f}"
-    cols = ["method", "estimator", "paper (MNIST, 50,000 images, 500 epochs)", f"ours ({epochs} epochs)", "mean acceptance", "wall s"]
+    cols = [
+        "method",
+        "estimator",
+        "paper (MNIST, 50,000 images, 500 epochs)",
+        f"ours ({epochs} epochs)",
+        "mean acceptance",
+        "wall s",
+    ]
     return {f"{prefix}_errors": table(cols, cells)}, values
 
 

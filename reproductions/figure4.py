@@ -241,7 +241,9 @@ def timed_chains(
         times.append(np.concatenate(chain_times))
         positions.append(np.concatenate(chain_pos))
     total = num_chains * num_blocks * block
-    return TimedChains(np.stack(preds), np.stack(times), used / (total * n), accepted / total, np.stack(positions), num_blocks * block)
+    return TimedChains(
+        np.stack(preds), np.stack(times), used / (total * n), accepted / total, np.stack(positions), num_blocks * block
+    )
 
 
 def run(cfg: Figure4Config, out: Path, mnist_dir: str | None = None, progress: bool = True) -> tuple[str, dict, dict]:
@@ -304,7 +306,9 @@ def format_table(source: str, rows: list[AuditRow], curves: dict, ref_se2: float
     for eps, (c, ch) in curves.items():
         at = np.interp(np.log(grid), np.log(c.times), c.risk)
         lines.append(
-            f"    {eps:<9g}" + "".join(f"{v:>11.2e}" for v in at) + f"{ch.predictions.shape[1]:>9d}{100 * ch.data_fraction:>8.1f}"
+            f"    {eps:<9g}"
+            + "".join(f"{v:>11.2e}" for v in at)
+            + f"{ch.predictions.shape[1]:>9d}{100 * ch.data_fraction:>8.1f}"
         )
     return "\n".join(lines)
 
@@ -345,8 +349,11 @@ def write_outputs(out: Path, source: str, rows: list[AuditRow], curves: dict, re
 def main(argv: Sequence[str] | None = None) -> int:
     """``minibatch-mcmc reproduce figure4 [--quick] [--mnist-dir DIR] [--batch-size 500] [--chain-steps T] [--audit-steps S]``."""
     p = experiment_parser(
-        "figure4", __doc__, quick="400 audited steps, 3 chains x 2000 steps, 8000 reference steps",
-        trials="chains per epsilon for panel (b) (default 4)", num_samples="steps per chain for panel (b) (as --chain-steps)",
+        "figure4",
+        __doc__,
+        quick="400 audited steps, 3 chains x 2000 steps, 8000 reference steps",
+        trials="chains per epsilon for panel (b) (default 4)",
+        num_samples="steps per chain for panel (b) (as --chain-steps)",
     )
     p.add_argument("--mnist-dir", default=None, help="directory with the MNIST IDX files (else a synthetic stand-in)")
     p.add_argument("--batch-size", type=int, default=None, help="AustereMH minibatch size m (default 500)")
@@ -370,8 +377,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     text, tables, values = run(cfg, out, mnist_dir=opts.mnist_dir, progress=not opts.no_progress)
     print(text)
     payload = results_payload(
-        "figure4", command_line("figure4", list(argv or [])), config=cfg, tables=tables, values=values,
-        figures=["figure4.png", "figure5.png"], extra={"data": "MNIST 7 vs 9" if opts.mnist_dir else "synthetic stand-in"},
+        "figure4",
+        command_line("figure4", list(argv or [])),
+        config=cfg,
+        tables=tables,
+        values=values,
+        figures=["figure4.png", "figure5.png"],
+        extra={"data": "MNIST 7 vs 9" if opts.mnist_dir else "synthetic stand-in"},
     )
     write_results(out, payload, copy_to=opts.results)
     print(written(out))

@@ -33,12 +33,20 @@ def risk_grid(curves: Mapping[float, tuple[Any, Any]], count: int = 4) -> np.nda
     return np.geomspace(max(c.times[0] for c, _ in curves.values()), t_end, count)
 
 
-def figure4_tables(rows: Sequence[Any], curves: Mapping[float, tuple[Any, Any]], ref_se2: float) -> tuple[dict, dict[str, str]]:
+def figure4_tables(
+    rows: Sequence[Any], curves: Mapping[float, tuple[Any, Any]], ref_se2: float
+) -> tuple[dict, dict[str, str]]:
     """Tables ``figure4_a`` (data use and wrong decisions per epsilon) and ``figure4_b`` (risk at common times, draws,
     data, seconds per chain), and the values ``figure4.*`` the docs quote."""
     a_rows = [["0 (exact)", "100.0", "0.00", "-", "-"]]
     a_rows += [
-        [f"{r.epsilon:g}", f"{100 * r.data_fraction:.1f}", f"{100 * r.wrong_fraction:.2f}", f"{100 * r.wrong_se:.2f}", f"{r.acceptance:.3f}"]
+        [
+            f"{r.epsilon:g}",
+            f"{100 * r.data_fraction:.1f}",
+            f"{100 * r.wrong_fraction:.2f}",
+            f"{100 * r.wrong_se:.2f}",
+            f"{r.acceptance:.3f}",
+        ]
         for r in rows
     ]
     tab_a = table(["epsilon", "data used %", "wrong decisions %", "s.e. %", "acceptance"], a_rows)
@@ -50,7 +58,15 @@ def figure4_tables(rows: Sequence[Any], curves: Mapping[float, tuple[Any, Any]],
         secs = float(ch.wall_times[:, -1].mean())
         steps = ch.steps
         per_step[eps] = secs / steps
-        b_rows.append([f"{eps:g}", *(f"{v:.2e}" for v in at), str(ch.predictions.shape[1]), f"{100 * ch.data_fraction:.1f}", f"{secs:.1f}"])
+        b_rows.append(
+            [
+                f"{eps:g}",
+                *(f"{v:.2e}" for v in at),
+                str(ch.predictions.shape[1]),
+                f"{100 * ch.data_fraction:.1f}",
+                f"{secs:.1f}",
+            ]
+        )
         values[f"figure4.seconds_per_chain.{eps_key(eps)}"] = f"{secs:.1f}"
         values[f"figure4.steps_per_chain.{eps_key(eps)}"] = f"{steps:,}"
         values[f"figure4.data_pct.{eps_key(eps)}"] = f"{100 * ch.data_fraction:.1f}"
@@ -58,7 +74,9 @@ def figure4_tables(rows: Sequence[Any], curves: Mapping[float, tuple[Any, Any]],
     for r in rows:
         values[f"figure4.wrong_pct.{eps_key(r.epsilon)}"] = f"{100 * r.wrong_fraction:.2f}"
         values[f"figure4.audit_data_pct.{eps_key(r.epsilon)}"] = f"{100 * r.data_fraction:.1f}"
-    tab_b = table(["epsilon", *(f"risk at t={t:.2g} s" for t in grid), "draws T per chain", "data %", "s per chain"], b_rows)
+    tab_b = table(
+        ["epsilon", *(f"risk at t={t:.2g} s" for t in grid), "draws T per chain", "data %", "s per chain"], b_rows
+    )
     if 0.0 in per_step and len(per_step) > 1:
         ratios = [v / per_step[0.0] for e, v in per_step.items() if e > 0]
         values["figure4.time_per_step_ratio_min"] = f"{min(ratios):.1f}"
@@ -98,6 +116,7 @@ def marginal_rows(
 
     ``runs[eps] = (positions (R, T, 2), wall_times (R, T))``; ``reference``: ``(n, 2)`` draws of the exact run.
     """
+
     def row(label: str, t: str, draws: str, pts: np.ndarray) -> list[str]:
         mean, cov = moments2(pts)
         sd = np.sqrt(np.diag(cov))
@@ -109,18 +128,33 @@ def marginal_rows(
         for t in times:
             made = wall <= t
             pts = pos[made]
-            out.append(row(f"{eps:g}", f"{t:.2g}", f"{made.sum(axis=1).mean():.0f}", pts if len(pts) else pos[:, :1].reshape(-1, 2)))
+            out.append(
+                row(
+                    f"{eps:g}",
+                    f"{t:.2g}",
+                    f"{made.sum(axis=1).mean():.0f}",
+                    pts if len(pts) else pos[:, :1].reshape(-1, 2),
+                )
+            )
     out.append(row("reference (exact, long)", "-", str(len(reference)), reference))
     return out
 
 
-def figure5_table(runs: Mapping[float, tuple[np.ndarray, np.ndarray]], reference: np.ndarray, times: np.ndarray) -> dict:
+def figure5_table(
+    runs: Mapping[float, tuple[np.ndarray, np.ndarray]], reference: np.ndarray, times: np.ndarray
+) -> dict:
     """Table ``figure5_marginals`` from :func:`marginal_rows`."""
     cols = ["epsilon", "t s", "draws per chain", "mean theta_1", "sd theta_1", "mean theta_2", "sd theta_2", "corr"]
     return {"figure5_marginals": table(cols, marginal_rows(runs, reference, times))}
 
 
-def plot_figure5(runs: Mapping[float, tuple[np.ndarray, np.ndarray]], reference: np.ndarray, times: np.ndarray, path: Path, title: str) -> Path:
+def plot_figure5(
+    runs: Mapping[float, tuple[np.ndarray, np.ndarray]],
+    reference: np.ndarray,
+    times: np.ndarray,
+    path: Path,
+    title: str,
+) -> Path:
     """Figure 5: one panel per epsilon (rows) and time (columns); each chain's draws so far and their 2-s.d. ellipse
     (red), the reference's 2-s.d. ellipse (blue)."""
     fig, axes = pyplot().subplots(len(runs), len(times), figsize=(3.2 * len(times), 3.0 * len(runs)), squeeze=False)

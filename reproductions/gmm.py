@@ -42,7 +42,9 @@ def make_data(cfg: GMMConfig) -> jax.Array:
     return make_mixture_data(jax.random.key(cfg.seed), cfg.n_data, cfg.theta_true)
 
 
-def run_method(cfg: GMMConfig, data: jax.Array, method: str, seed: int | None = None, progress: bool = True) -> SampleResult:
+def run_method(
+    cfg: GMMConfig, data: jax.Array, method: str, seed: int | None = None, progress: bool = True
+) -> SampleResult:
     """Run ``mhminibatch`` or the full-data ``barker`` reference on the mixture."""
     tests = {
         "mhminibatch": lambda: mh_minibatch(batch_size=cfg.batch_size, sigma=cfg.sigma),
@@ -136,7 +138,9 @@ def format_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def run_demo(cfg: GMMConfig, out: Path, methods: tuple[str, ...] = ("mhminibatch", "barker"), progress: bool = True) -> str:
+def run_demo(
+    cfg: GMMConfig, out: Path, methods: tuple[str, ...] = ("mhminibatch", "barker"), progress: bool = True
+) -> str:
     """Run the experiment, write InferenceData, figures and a summary to ``out``; return the table."""
     mh_minibatch(batch_size=cfg.batch_size, sigma=cfg.sigma)  # fail on bad settings before any work
     out.mkdir(parents=True, exist_ok=True)

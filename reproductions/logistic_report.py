@@ -68,7 +68,9 @@ def plot_figure3(curves: Mapping[str, tuple], temp_curve: np.ndarray, cfg, out: 
 def plot_minibatch_sizes(sizes: Mapping[str, np.ndarray], n_data: int, dataset: str, out: Path) -> Path:
     """Log-log histograms of one trial's minibatch sizes per method, on shared axes (Seita et al. Figures 4 and 5)."""
     names = [k for k, v in sizes.items() if np.min(v) < n_data]  # full-data runs have nothing to show
-    fig, axes = pyplot().subplots(1, len(names), figsize=(3.6 * len(names), 3.4), sharex=True, sharey=True, squeeze=False)
+    fig, axes = pyplot().subplots(
+        1, len(names), figsize=(3.6 * len(names), 3.4), sharex=True, sharey=True, squeeze=False
+    )
     lo = max(min(float(np.min(sizes[k])) for k in names), 1.0) if names else 1.0
     bins = np.logspace(np.log10(lo), np.log10(n_data), 40)
     for ax, name in zip(axes[0], names):
@@ -89,10 +91,22 @@ def table2_results(rows: Mapping[str, dict], cfg, design_info: dict, switch_accu
     body = []
     for name, r in rows.items():
         paper = [plus_minus(PAPER_TABLE2[name][col]) if name in PAPER_TABLE2 else ""] if col is not None else []
-        body.append([name, plus_minus(r["mean_batch"]), *paper, f"{r['hidden_per_test']:.0f}", f"{r['acceptance']:.3f}",
-                     plus_minus(r["final_accuracy"], ".4f"), f"{r['wall_s']:.1f}"])
-    values = {f"{prefix}.trials": str(cfg.trials), f"{prefix}.num_samples": str(cfg.num_samples),
-              f"{prefix}.switch_final_accuracy": f"{switch_accuracy:.3f}"}
+        body.append(
+            [
+                name,
+                plus_minus(r["mean_batch"]),
+                *paper,
+                f"{r['hidden_per_test']:.0f}",
+                f"{r['acceptance']:.3f}",
+                plus_minus(r["final_accuracy"], ".4f"),
+                f"{r['wall_s']:.1f}",
+            ]
+        )
+    values = {
+        f"{prefix}.trials": str(cfg.trials),
+        f"{prefix}.num_samples": str(cfg.num_samples),
+        f"{prefix}.switch_final_accuracy": f"{switch_accuracy:.3f}",
+    }
     for name, r in rows.items():
         k = f"{prefix}.{method_key(name)}"
         values[f"{k}_mean_batch"] = f"{r['mean_batch'][0]:.1f}"
@@ -102,20 +116,27 @@ def table2_results(rows: Mapping[str, dict], cfg, design_info: dict, switch_accu
         mb = rows["MHminibatch"]
         for name in ("AustereMH(nc)", "AustereMH(c)", "MHSubLhd"):
             if name in rows:
-                values[f"{prefix}.{method_key(name)}_over_mhminibatch"] = f"{rows[name]['mean_batch'][0] / mb['mean_batch'][0]:.1f}"
+                values[f"{prefix}.{method_key(name)}_over_mhminibatch"] = (
+                    f"{rows[name]['mean_batch'][0] / mb['mean_batch'][0]:.1f}"
+                )
                 if col is not None:
                     values[f"{prefix}.paper_{method_key(name)}_over_mhminibatch"] = (
-                        f"{PAPER_TABLE2[name][col][0] / PAPER_TABLE2['MHminibatch'][col][0]:.1f}")
+                        f"{PAPER_TABLE2[name][col][0] / PAPER_TABLE2['MHminibatch'][col][0]:.1f}"
+                    )
         if "full-data MH" in rows:
             gap = 100 * (rows["full-data MH"]["final_accuracy"][0] - mb["final_accuracy"][0])
             values[f"{prefix}.accuracy_gap_points"] = f"{gap:.2f}"
             values[f"{prefix}.mhminibatch_accuracy_sd_points"] = f"{100 * mb['final_accuracy'][1]:.2f}"
     c = design_info["austere_c_choice"]
-    values.update({
-        f"{prefix}.design_m": str(c["batch_size"]), f"{prefix}.design_epsilon": f"{c['epsilon']:g}",
-        f"{prefix}.design_worst_error": f"{c['worst_error']:.3f}", f"{prefix}.design_data_fraction": f"{c['data_fraction']:.2f}",
-        f"{prefix}.pilot_mu_std_median": f"{design_info['pilot_mu_std_median']:.2f}",
-    })
+    values.update(
+        {
+            f"{prefix}.design_m": str(c["batch_size"]),
+            f"{prefix}.design_epsilon": f"{c['epsilon']:g}",
+            f"{prefix}.design_worst_error": f"{c['worst_error']:.3f}",
+            f"{prefix}.design_data_fraction": f"{c['data_fraction']:.2f}",
+            f"{prefix}.pilot_mu_std_median": f"{design_info['pilot_mu_std_median']:.2f}",
+        }
+    )
     return {f"{prefix}_table2": table(columns, body)}, values
 
 

@@ -67,9 +67,15 @@ def make_data(cfg: T1Config) -> tuple[dict, np.ndarray]:
 def run_control_variate(cfg: T1Config, data: dict, progress: bool = True) -> tuple[SampleResult, Warmup]:
     """Warm up and sample with MHminibatch and the second-order Taylor proxy (proxy-gradient MALA)."""
     return auto_sample(
-        logistic_regression(cfg.prior_scale), data, jnp.zeros(cfg.dim, jnp.float32),
-        num_samples=cfg.num_samples, num_chains=cfg.num_chains, key=cfg.seed + 1,
-        test=mh_minibatch(batch_size=cfg.batch_size), proposal="langevin", progress=progress,
+        logistic_regression(cfg.prior_scale),
+        data,
+        jnp.zeros(cfg.dim, jnp.float32),
+        num_samples=cfg.num_samples,
+        num_chains=cfg.num_chains,
+        key=cfg.seed + 1,
+        test=mh_minibatch(batch_size=cfg.batch_size),
+        proposal="langevin",
+        progress=progress,
     )
 
 
@@ -77,9 +83,16 @@ def run_full_data(cfg: T1Config, data: dict, w: Warmup, progress: bool = True) -
     """Exact Metropolis-Hastings (all ``N`` rows per test) with the warm-up's tuned proposal, from dispersed starts."""
     starts = dispersed_starts(w, cfg.reference_chains, jax.random.key(cfg.seed + 2))
     return sample(
-        logistic_regression(cfg.prior_scale), data, starts, proposal=w.proposal, test=MetropolisTest(),
-        num_samples=cfg.reference_samples, num_chains=cfg.reference_chains, key=cfg.seed + 3,
-        batched_init=True, progress=progress,
+        logistic_regression(cfg.prior_scale),
+        data,
+        starts,
+        proposal=w.proposal,
+        test=MetropolisTest(),
+        num_samples=cfg.reference_samples,
+        num_chains=cfg.reference_chains,
+        key=cfg.seed + 3,
+        batched_init=True,
+        progress=progress,
     )
 
 
@@ -119,7 +132,9 @@ def mean_z(a: np.ndarray, ess_a: np.ndarray, b: np.ndarray, ess_b: np.ndarray) -
     return (a.mean((0, 1)) - b.mean((0, 1))) / np.sqrt(se2)
 
 
-def plot_posteriors(draws: dict[str, np.ndarray], w: Warmup, theta_true: np.ndarray, path: Path, coords: int = 4) -> Path:
+def plot_posteriors(
+    draws: dict[str, np.ndarray], w: Warmup, theta_true: np.ndarray, path: Path, coords: int = 4
+) -> Path:
     """Marginal densities of the first ``coords`` coordinates overlaid (Laplace curve dashed), and one pair."""
     plt = pyplot()
     k = min(coords, theta_true.size)
@@ -130,7 +145,15 @@ def plot_posteriors(draws: dict[str, np.ndarray], w: Warmup, theta_true: np.ndar
     for j, ax in enumerate(axes[:k]):
         grid = centre[j] + sd[j] * np.linspace(-4, 4, 200)
         for (name, x), color in zip(draws.items(), ("C0", "C3")):
-            ax.hist(x[..., j].ravel(), bins=30, range=(grid[0], grid[-1]), density=True, histtype="step", color=color, label=name)
+            ax.hist(
+                x[..., j].ravel(),
+                bins=30,
+                range=(grid[0], grid[-1]),
+                density=True,
+                histtype="step",
+                color=color,
+                label=name,
+            )
         laplace = np.exp(-0.5 * ((grid - centre[j]) / sd[j]) ** 2) / (sd[j] * np.sqrt(2 * np.pi))
         ax.plot(grid, laplace, "k--", lw=0.8, label="Laplace")
         ax.axvline(theta_true[j], color="0.5", lw=0.8)
@@ -148,23 +171,26 @@ def plot_posteriors(draws: dict[str, np.ndarray], w: Warmup, theta_true: np.ndar
 
 
 TABLE_COLUMNS = [
-        ("method", "{}", "method"),
-        ("chains x draws", "{}", "shape"),
-        ("data/test", "{:,.0f}", "data_per_test"),
-        ("acceptance", "{:.3f}", "acceptance_rate"),
-        ("min ESS", "{:.0f}", "min_ess"),
-        ("ESS/s", "{:.1f}", "ess_per_s"),
-        ("data/ESS", "{:,.0f}", "data_per_ess"),
-        ("warm-up data", "{:,d}", "warmup_data"),
-        ("warm-up s", "{:.1f}", "warmup_s"),
-        ("wall s", "{:.1f}", "wall_time_s"),
+    ("method", "{}", "method"),
+    ("chains x draws", "{}", "shape"),
+    ("data/test", "{:,.0f}", "data_per_test"),
+    ("acceptance", "{:.3f}", "acceptance_rate"),
+    ("min ESS", "{:.0f}", "min_ess"),
+    ("ESS/s", "{:.1f}", "ess_per_s"),
+    ("data/ESS", "{:,.0f}", "data_per_ess"),
+    ("warm-up data", "{:,d}", "warmup_data"),
+    ("warm-up s", "{:.1f}", "warmup_s"),
+    ("wall s", "{:.1f}", "wall_time_s"),
 ]
 """The table's columns: heading, format, summary key."""
 
 
 def table_cells(rows: list[dict]) -> list[list[str]]:
     """The formatted cells of the table, one list per run."""
-    return [[fmt.format((r | {"shape": f"{r['chains']} x {r['draws']}"})[key]) for _, fmt, key in TABLE_COLUMNS] for r in rows]
+    return [
+        [fmt.format((r | {"shape": f"{r['chains']} x {r['draws']}"})[key]) for _, fmt, key in TABLE_COLUMNS]
+        for r in rows
+    ]
 
 
 def format_table(rows: list[dict]) -> str:
@@ -176,8 +202,12 @@ def format_table(rows: list[dict]) -> str:
 
 
 def run_t1(
-    cfg: T1Config, out: Path, methods: Sequence[str] = METHODS, progress: bool = True,
-    command: str = "minibatch-mcmc reproduce logistic-t1", results_file: str | None = None,
+    cfg: T1Config,
+    out: Path,
+    methods: Sequence[str] = METHODS,
+    progress: bool = True,
+    command: str = "minibatch-mcmc reproduce logistic-t1",
+    results_file: str | None = None,
 ) -> str:
     """Run the control-variate sampler (and the full-data reference); write draws, figure, summary and results file to ``out``.
 
@@ -210,7 +240,11 @@ def run_t1(
         )
         values["logistic_t1.max_mean_z"] = f"{np.abs(z).max():.2f}"
     payload = results_payload(
-        "logistic-t1", command, config=cfg, values=values, figures=[f"{PREFIX}posteriors.png"],
+        "logistic-t1",
+        command,
+        config=cfg,
+        values=values,
+        figures=[f"{PREFIX}posteriors.png"],
         tables={"logistic_t1": results_table([c[0] for c in TABLE_COLUMNS], table_cells(rows))},
     )
     for path in [out / f"{PREFIX}results.json"] + ([Path(results_file)] if results_file else []):
@@ -226,29 +260,46 @@ def headline(cfg: T1Config, methods: Sequence[str]) -> str:
     return (
         f"Logistic regression at temperature 1: N={cfg.n_data:,}, d={cfg.dim}, MHminibatch b={cfg.batch_size} with a "
         f"Taylor-proxy control variate ({cfg.num_chains} x {cfg.num_samples})"
-        + (f" beside full-data Metropolis ({cfg.reference_chains} x {cfg.reference_samples})" if METHODS[1] in methods else "")
+        + (
+            f" beside full-data Metropolis ({cfg.reference_chains} x {cfg.reference_samples})"
+            if METHODS[1] in methods
+            else ""
+        )
     )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``minibatch-mcmc reproduce logistic-t1 [--quick] [--n-data N] [--dim D] ...``."""
     p = experiment_parser(
-        "logistic-t1", __doc__, quick="10^5 rows, 500 draws per chain, 100 full-data steps",
+        "logistic-t1",
+        __doc__,
+        quick="10^5 rows, 500 draws per chain, 100 full-data steps",
         num_samples=f"draws per chain of the control-variate run (default {T1Config().num_samples})",
     )
     p.add_argument("--n-data", type=positive_int, help=f"rows N (default {T1Config().n_data:,})")
     p.add_argument("--dim", type=positive_int, help=f"parameters d (default {T1Config().dim})")
-    p.add_argument("--batch-size", type=positive_int, help=f"MHminibatch minibatch size b (default {T1Config().batch_size})")
-    p.add_argument("--chains", type=positive_int, help=f"chains of the control-variate run (default {T1Config().num_chains})")
     p.add_argument(
-        "--reference-samples", type=positive_int, help=f"steps per chain of full-data MH (default {T1Config().reference_samples})"
+        "--batch-size", type=positive_int, help=f"MHminibatch minibatch size b (default {T1Config().batch_size})"
+    )
+    p.add_argument(
+        "--chains", type=positive_int, help=f"chains of the control-variate run (default {T1Config().num_chains})"
+    )
+    p.add_argument(
+        "--reference-samples",
+        type=positive_int,
+        help=f"steps per chain of full-data MH (default {T1Config().reference_samples})",
     )
     p.add_argument("--no-reference", action="store_true", help="skip the full-data Metropolis run")
     opts = p.parse_args(argv)
     cfg = with_presets(T1Config(seed=opts.seed), opts, QUICK)
     cfg = with_given(
-        cfg, n_data=opts.n_data, dim=opts.dim, batch_size=opts.batch_size, num_chains=opts.chains,
-        num_samples=opts.num_samples, reference_samples=opts.reference_samples,
+        cfg,
+        n_data=opts.n_data,
+        dim=opts.dim,
+        batch_size=opts.batch_size,
+        num_chains=opts.chains,
+        num_samples=opts.num_samples,
+        reference_samples=opts.reference_samples,
     )
     methods = METHODS[:1] if opts.no_reference else METHODS
     out = run_dir(opts, "logistic-t1")

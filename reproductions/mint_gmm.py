@@ -57,7 +57,9 @@ class ModeRatio(NamedTuple):
     high: np.ndarray
 
 
-def ball_mass(data: np.ndarray, centre: tuple[float, float], radius: float, temperature: float, log_norm: float, points: int = 121) -> float:
+def ball_mass(
+    data: np.ndarray, centre: tuple[float, float], radius: float, temperature: float, log_norm: float, points: int = 121
+) -> float:
     """Probability of the disc of ``radius`` around ``centre`` under the tempered posterior, by quadrature."""
     t1 = np.linspace(centre[0] - radius, centre[0] + radius, points)
     t2 = np.linspace(centre[1] - radius, centre[1] + radius, points)
@@ -121,7 +123,9 @@ def run_mint(cfg: MintGMMConfig, data: jax.Array, progress: bool):
 def run_sgld(cfg: MintGMMConfig, data: jax.Array, progress: bool):
     """Plain SGLD (gradient minibatch ``m``, no MH test) at temperature 1, chains started from the prior."""
     s = MixtureSettings()
-    start = jax.random.normal(jax.random.key(cfg.seed + 2), (cfg.runs, 2)) * jnp.sqrt(jnp.array([s.sigma1_sq, s.sigma2_sq]))
+    start = jax.random.normal(jax.random.key(cfg.seed + 2), (cfg.runs, 2)) * jnp.sqrt(
+        jnp.array([s.sigma1_sq, s.sigma2_sq])
+    )
     return sample(
         gaussian_mixture(),
         data,
@@ -137,8 +141,16 @@ def run_sgld(cfg: MintGMMConfig, data: jax.Array, progress: bool):
     )
 
 
-def plot(cfg: MintGMMConfig, draws: np.ndarray, data: np.ndarray, temperature: float, curve: ModeRatio, exact: float,
-         sgld: np.ndarray, out: Path) -> Path:
+def plot(
+    cfg: MintGMMConfig,
+    draws: np.ndarray,
+    data: np.ndarray,
+    temperature: float,
+    curve: ModeRatio,
+    exact: float,
+    sgld: np.ndarray,
+    out: Path,
+) -> Path:
     """Figure 1 of the paper: MINT draws, the exact pi_T, and the mode ratio against iterations (SGLD beside)."""
     flat = draws.reshape(-1, 2)
     lo = np.percentile(flat, 0.5, axis=0) - 0.3
@@ -173,19 +185,31 @@ def plot(cfg: MintGMMConfig, draws: np.ndarray, data: np.ndarray, temperature: f
 def results_tables(summary: dict) -> tuple[dict, dict]:
     """The results file's table ``mint_gmm_figure1`` (paper against ours) and the values the docs' prose quotes."""
     s = summary
-    mint_frac, sgld_frac = np.asarray(s["mint_nearest_mode1_fraction_per_run"]), np.asarray(s["sgld_nearest_mode1_fraction_per_run"])
+    mint_frac, sgld_frac = (
+        np.asarray(s["mint_nearest_mode1_fraction_per_run"]),
+        np.asarray(s["sgld_nearest_mode1_fraction_per_run"]),
+    )
     sgld_one_mode = int(np.sum((sgld_frac == 0.0) | (sgld_frac == 1.0)))
     low, high = s["mint_ratio_90"]
     rows = [
-        ["both modes visited", "yes",
-         f"{s['mint_runs_visiting_both']} of {s['runs']} runs hit both balls; per run, {mint_frac.min():.2f}-{mint_frac.max():.2f} "
-         "of the draws are nearer to mode 1"],
-        ["ratio of ball probabilities", '"1.00", estimated "quite accurately"',
-         f"{s['mint_ratio']:.2f}, 90% bootstrap band over runs [{low:.2f}, {high:.2f}], pooled over {s['runs']} runs x {s['iterations']:,} "
-         f"({s['hits_mode1']} vs {s['hits_mode2']} hits); exact under pi_T by quadrature: {s['exact_ratio']:.3f}"],
-        ["SGLD", "visits one mode only",
-         f"{s['runs']} SGLD chains at T = 1, {s['sgld_steps']:,} steps: {sgld_one_mode} of {s['runs']} spend all of their second half in one mode "
-         f"({int(np.sum(sgld_frac == 1.0))} in mode 1, {int(np.sum(sgld_frac == 0.0))} in mode 2)"],
+        [
+            "both modes visited",
+            "yes",
+            f"{s['mint_runs_visiting_both']} of {s['runs']} runs hit both balls; per run, {mint_frac.min():.2f}-{mint_frac.max():.2f} "
+            "of the draws are nearer to mode 1",
+        ],
+        [
+            "ratio of ball probabilities",
+            '"1.00", estimated "quite accurately"',
+            f"{s['mint_ratio']:.2f}, 90% bootstrap band over runs [{low:.2f}, {high:.2f}], pooled over {s['runs']} runs x {s['iterations']:,} "
+            f"({s['hits_mode1']} vs {s['hits_mode2']} hits); exact under pi_T by quadrature: {s['exact_ratio']:.3f}",
+        ],
+        [
+            "SGLD",
+            "visits one mode only",
+            f"{s['runs']} SGLD chains at T = 1, {s['sgld_steps']:,} steps: {sgld_one_mode} of {s['runs']} spend all of their second half in one mode "
+            f"({int(np.sum(sgld_frac == 1.0))} in mode 1, {int(np.sum(sgld_frac == 0.0))} in mode 2)",
+        ],
     ]
     values = {
         "mint_gmm.acceptance": f"{s['acceptance_rate']:.3f}",
@@ -201,7 +225,9 @@ def results_tables(summary: dict) -> tuple[dict, dict]:
     return {"mint_gmm_figure1": table(["quantity", "paper", "ours"], rows)}, values
 
 
-def run(cfg: MintGMMConfig, out: Path, progress: bool = True, command: str | None = None, results: str | None = None) -> str:
+def run(
+    cfg: MintGMMConfig, out: Path, progress: bool = True, command: str | None = None, results: str | None = None
+) -> str:
     """Run MINT and SGLD, write the figure, table, summary and results file; return the table."""
     out.mkdir(parents=True, exist_ok=True)
     data = make_mixture_data(jax.random.key(cfg.seed), cfg.n_data)
@@ -248,8 +274,14 @@ def run(cfg: MintGMMConfig, out: Path, progress: bool = True, command: str | Non
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     tables, values = results_tables(summary)
-    payload = results_payload("mint-gmm", command or command_line("mint-gmm", []), config=cfg, tables=tables, values=values,
-                              figures=[str(fig)])
+    payload = results_payload(
+        "mint-gmm",
+        command or command_line("mint-gmm", []),
+        config=cfg,
+        tables=tables,
+        values=values,
+        figures=[str(fig)],
+    )
     write_results(out, payload, copy_to=results)
     lines = [
         f"MINT on the tied-means mixture: n={cfg.n_data:,}, m={settings.batch_size}, tau={settings.tau:.3f}, "
@@ -282,18 +314,37 @@ FULL = dict(num_samples=1_000_000)
 def main(argv: Sequence[str] | None = None) -> int:
     """``minibatch-mcmc reproduce mint-gmm [--quick | --full] [--radius R] [--runs R] [--proposal-sd S]``."""
     p = experiment_parser(
-        "mint-gmm", __doc__, quick="10^5 points, m=300, 8 runs x 5000 iterations, radius 0.1",
+        "mint-gmm",
+        __doc__,
+        quick="10^5 points, m=300, 8 runs x 5000 iterations, radius 0.1",
         full="the paper's 10^6 iterations per run (about 30 minutes on 2 cores)",
-        trials="independent runs (as --runs)", num_samples="iterations per run (default 10^5)",
+        trials="independent runs (as --runs)",
+        num_samples="iterations per run (default 10^5)",
     )
-    p.add_argument("--radius", type=positive_float, default=None, help="radius of the mode balls (default 0.01, the paper's)")
+    p.add_argument(
+        "--radius", type=positive_float, default=None, help="radius of the mode balls (default 0.01, the paper's)"
+    )
     p.add_argument("--runs", type=positive_int, default=None, help="independent runs (default 20)")
-    p.add_argument("--proposal-sd", type=positive_float, default=None, help="random-walk s.d. (default 0.5; smaller steps shrink MINT's bias)")
+    p.add_argument(
+        "--proposal-sd",
+        type=positive_float,
+        default=None,
+        help="random-walk s.d. (default 0.5; smaller steps shrink MINT's bias)",
+    )
     opts = p.parse_args(argv)
     cfg = with_presets(MintGMMConfig(seed=opts.seed), opts, QUICK, FULL)
-    cfg = with_given(cfg, num_samples=opts.num_samples, radius=opts.radius, runs=opts.runs or opts.trials, proposal_sd=opts.proposal_sd)
+    cfg = with_given(
+        cfg,
+        num_samples=opts.num_samples,
+        radius=opts.radius,
+        runs=opts.runs or opts.trials,
+        proposal_sd=opts.proposal_sd,
+    )
     out = run_dir(opts, "mint-gmm")
-    print(f"Li and Wong 4.1: MINT, n={cfg.n_data:,}, m={cfg.batch_size}, {cfg.runs} runs x {cfg.num_samples:,}", flush=True)
+    print(
+        f"Li and Wong 4.1: MINT, n={cfg.n_data:,}, m={cfg.batch_size}, {cfg.runs} runs x {cfg.num_samples:,}",
+        flush=True,
+    )
     command = command_line("mint-gmm", list(argv) if argv is not None else [])
     print(run(cfg, out, progress=not opts.no_progress, command=command, results=opts.results))
     return 0

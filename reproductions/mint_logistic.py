@@ -69,11 +69,19 @@ def t_statistic(theta: np.ndarray, train: dict, batch_size: int, batches: int, s
 def normality(t: np.ndarray) -> dict:
     """How close ``t`` is to a Gaussian with its own mean and variance: KS distance, skewness, excess kurtosis."""
     ks = sps.kstest((t - t.mean()) / t.std(), "norm")
-    return {"ks_distance": float(ks.statistic), "ks_pvalue": float(ks.pvalue), "skewness": float(sps.skew(t)),
-            "excess_kurtosis": float(sps.kurtosis(t)), "mean": float(t.mean()), "sd": float(t.std())}
+    return {
+        "ks_distance": float(ks.statistic),
+        "ks_pvalue": float(ks.pvalue),
+        "skewness": float(sps.skew(t)),
+        "excess_kurtosis": float(sps.kurtosis(t)),
+        "mean": float(t.mean()),
+        "sd": float(t.std()),
+    }
 
 
-def predictive_accuracy(positions: np.ndarray, test: dict, checkpoints: int, burn: float = 0.1) -> tuple[np.ndarray, np.ndarray]:
+def predictive_accuracy(
+    positions: np.ndarray, test: dict, checkpoints: int, burn: float = 0.1
+) -> tuple[np.ndarray, np.ndarray]:
     """Accuracy of the running average of ``sigmoid(x theta_t)`` at ``checkpoints`` draw indices, per run."""
     steps = positions.shape[1]
     at = np.unique(np.linspace(max(1, steps // checkpoints), steps, checkpoints).astype(int)) - 1
@@ -101,10 +109,23 @@ def mean_accepted_jump(positions: np.ndarray, accepted: np.ndarray) -> float:
     return float(jumps[acc].mean()) if acc.any() else 0.0
 
 
-def run_sampler(model, train: dict, test, step: float, steps: int, runs: int, temperature: float, key: int, progress: bool) -> SampleResult:
+def run_sampler(
+    model, train: dict, test, step: float, steps: int, runs: int, temperature: float, key: int, progress: bool
+) -> SampleResult:
     """``runs`` chains from the origin with a random-walk proposal of s.d. ``step``."""
-    return sample(model, train, jnp.zeros(train["x"].shape[1], jnp.float32), proposal=random_walk(scale=step), test=test,
-                  num_samples=steps, num_chains=runs, temperature=temperature, key=key, block_size=2000, progress=progress)
+    return sample(
+        model,
+        train,
+        jnp.zeros(train["x"].shape[1], jnp.float32),
+        proposal=random_walk(scale=step),
+        test=test,
+        num_samples=steps,
+        num_chains=runs,
+        temperature=temperature,
+        key=key,
+        block_size=2000,
+        progress=progress,
+    )
 
 
 def plot(cfg: MintLogisticConfig, t: np.ndarray, curves: dict, out: Path) -> Path:
@@ -146,18 +167,41 @@ def first_reaching(x: np.ndarray, acc: np.ndarray, target: float) -> float | Non
 
 def results_tables(rows: dict, norm: dict, settings, cfg: MintLogisticConfig) -> tuple[dict, dict]:
     """The results file's tables (``mint_logistic_samplers``, ``mint_logistic_table1``) and the prose values."""
+
     def reach(v, spec):
         return "not reached" if v is None else format(v, spec)
 
     cells = [
-        [name, f"{r['temperature']:,.0f}", f"{r['step_sd']:g}", f"{r['acceptance_rate']:.3f}", f"{r['data_per_step']:,.0f}",
-         f"{r['epochs']:,.0f}", f"{r['final_predictive_accuracy']:.3f} +- {r['final_predictive_accuracy_se']:.3f}",
-         f"{r['last_draw_accuracy']:.3f}", reach(r["epochs_to_0.8"], ",.0f"), reach(r["seconds_to_0.8"], ".1f"),
-         f"{r['wall_time_s']:.0f}", f"{r['mean_accepted_jump']:.2f} ({PAPER_MEAN_JUMP[name]:.2f})"]
+        [
+            name,
+            f"{r['temperature']:,.0f}",
+            f"{r['step_sd']:g}",
+            f"{r['acceptance_rate']:.3f}",
+            f"{r['data_per_step']:,.0f}",
+            f"{r['epochs']:,.0f}",
+            f"{r['final_predictive_accuracy']:.3f} +- {r['final_predictive_accuracy_se']:.3f}",
+            f"{r['last_draw_accuracy']:.3f}",
+            reach(r["epochs_to_0.8"], ",.0f"),
+            reach(r["seconds_to_0.8"], ".1f"),
+            f"{r['wall_time_s']:.0f}",
+            f"{r['mean_accepted_jump']:.2f} ({PAPER_MEAN_JUMP[name]:.2f})",
+        ]
         for name, r in rows.items()
     ]
-    cols = ["sampler", "T", "step s.d.", "acceptance", "data per step", "epochs run", "test accuracy", "last-draw accuracy",
-            "epochs to 0.8", "seconds to 0.8", "sampling wall s", "mean accepted jump (paper)"]
+    cols = [
+        "sampler",
+        "T",
+        "step s.d.",
+        "acceptance",
+        "data per step",
+        "epochs run",
+        "test accuracy",
+        "last-draw accuracy",
+        "epochs to 0.8",
+        "seconds to 0.8",
+        "sampling wall s",
+        "mean accepted jump (paper)",
+    ]
     t1 = [["MINT", f"{settings.batch_size} (constant)", f"{settings.batch_size} (constant)"]]
     t1 += [[k, f"{v:,.1f}", "Seita et al. Section 6.2 table"] for k, v in PAPER_TABLE1.items()]
     values = {
@@ -172,12 +216,16 @@ def results_tables(rows: dict, norm: dict, settings, cfg: MintLogisticConfig) ->
         values[f"mint_logistic.{key}_accuracy"] = f"{r['final_predictive_accuracy']:.3f}"
         values[f"mint_logistic.{key}_last_draw_accuracy"] = f"{r['last_draw_accuracy']:.2f}"
         values[f"mint_logistic.{key}_wall_s"] = f"{r['wall_time_s']:.0f}"
-    tables = {"mint_logistic_samplers": table(cols, cells),
-              "mint_logistic_table1": table(["test", "minibatch size (paper)", "ours"], t1)}
+    tables = {
+        "mint_logistic_samplers": table(cols, cells),
+        "mint_logistic_table1": table(["test", "minibatch size (paper)", "ours"], t1),
+    }
     return tables, values
 
 
-def run(cfg: MintLogisticConfig, out: Path, progress: bool = True, command: str | None = None, results: str | None = None) -> str:
+def run(
+    cfg: MintLogisticConfig, out: Path, progress: bool = True, command: str | None = None, results: str | None = None
+) -> str:
     """Run the three samplers, write the figures, table, summary and results file; return the table."""
     out.mkdir(parents=True, exist_ok=True)
     train, test_set = load_dataset(cfg.dataset, cfg.seed)
@@ -195,22 +243,32 @@ def run(cfg: MintLogisticConfig, out: Path, progress: bool = True, command: str 
     for i, (name, (test, temperature, steps, epochs_per_step)) in enumerate(samplers.items()):
         pilot_steps = 400 if epochs_per_step < 1 else 120
         step, pilot_rate = tune_step(
-            lambda s: run_sampler(model, train, test, s, pilot_steps, 2, temperature, cfg.seed + 50 + i, False).summary(posterior=False)["acceptance_rate"],
+            lambda s: run_sampler(model, train, test, s, pilot_steps, 2, temperature, cfg.seed + 50 + i, False).summary(
+                posterior=False
+            )["acceptance_rate"],
             cfg.target_acceptance,
         )
         res = run_sampler(model, train, test, step, steps, cfg.runs, temperature, cfg.seed + 10 * i + 1, progress)
         pos = np.asarray(res.positions)
         at, acc = predictive_accuracy(pos, test_set, cfg.checkpoints)
         curves[name] = (at * epochs_per_step, acc)
-        times[name] = at / steps * res.wall_time  # each step costs the same: elapsed time pro rata (compilation included)
+        times[name] = (
+            at / steps * res.wall_time
+        )  # each step costs the same: elapsed time pro rata (compilation included)
         per_draw = accuracy_curve(pos[:, -1:], test_set)[:, 0]
         sampled[name] = res
         rows[name] = {
-            "temperature": float(res.temperature[-1]), "step_sd": step, "pilot_acceptance": pilot_rate,
-            "acceptance_rate": res.summary(posterior=False)["acceptance_rate"], "steps": steps, "epochs": steps * epochs_per_step,
-            "data_per_step": res.summary(posterior=False)["data_per_test"], "final_predictive_accuracy": float(acc[:, -1].mean()),
+            "temperature": float(res.temperature[-1]),
+            "step_sd": step,
+            "pilot_acceptance": pilot_rate,
+            "acceptance_rate": res.summary(posterior=False)["acceptance_rate"],
+            "steps": steps,
+            "epochs": steps * epochs_per_step,
+            "data_per_step": res.summary(posterior=False)["data_per_test"],
+            "final_predictive_accuracy": float(acc[:, -1].mean()),
             "final_predictive_accuracy_se": float(acc[:, -1].std(ddof=1) / np.sqrt(cfg.runs)),
-            "last_draw_accuracy": float(per_draw.mean()), "mean_accepted_jump": mean_accepted_jump(pos, res.records["accepted"]),
+            "last_draw_accuracy": float(per_draw.mean()),
+            "mean_accepted_jump": mean_accepted_jump(pos, res.records["accepted"]),
             "wall_time_s": res.wall_time,
         }
         for target in (0.8, 0.9, 0.95):
@@ -221,12 +279,27 @@ def run(cfg: MintLogisticConfig, out: Path, progress: bool = True, command: str 
     norm = normality(t)
     fig = plot(cfg, t, curves, out)
     fig5 = plot_wall_clock(times, curves, out)
-    summary = {"dataset": cfg.dataset, "n_train": n, "n_test": int(test_set["y"].shape[0]), "mint": settings._asdict(),
-               "prior_scale": cfg.prior_scale, "runs": cfg.runs, "t_statistic": norm, "samplers": rows}
+    summary = {
+        "dataset": cfg.dataset,
+        "n_train": n,
+        "n_test": int(test_set["y"].shape[0]),
+        "mint": settings._asdict(),
+        "prior_scale": cfg.prior_scale,
+        "runs": cfg.runs,
+        "t_statistic": norm,
+        "samplers": rows,
+    }
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     tables, values = results_tables(rows, norm, settings, cfg)
-    payload = results_payload("mint-logistic", command or command_line("mint-logistic", []), config=cfg, tables=tables, values=values,
-                              figures=[str(fig), str(fig5)], extra={"dataset": cfg.dataset, "n_train": n, "temperature": temp})
+    payload = results_payload(
+        "mint-logistic",
+        command or command_line("mint-logistic", []),
+        config=cfg,
+        tables=tables,
+        values=values,
+        figures=[str(fig), str(fig5)],
+        extra={"dataset": cfg.dataset, "n_train": n, "temperature": temp},
+    )
     write_results(out, payload, copy_to=results)
     lines = [
         f"Li and Wong 4.2 on {cfg.dataset}: n={n:,}, m={settings.batch_size}, tau={settings.tau:.3f}, lambda={settings.lam:.3f}, "
@@ -244,8 +317,12 @@ def run(cfg: MintLogisticConfig, out: Path, progress: bool = True, command: str 
             f"{r['epochs']:>7.0f} {r['final_predictive_accuracy']:>7.3f}+-{r['final_predictive_accuracy_se']:.3f} "
             f"{e90:>10} {r['last_draw_accuracy']:>13.3f} {r['mean_accepted_jump']:>9.3f} {r['wall_time_s']:>7.1f}"
         )
-    lines += ["", "Table 1 (minibatch size): MINT " + f"{settings.batch_size} (constant); the paper quotes MHminibatch 125.4, "
-              "AustereMH(nc) 973.8, AustereMH(c) 1924.3, MHSubLhd 10783.4 (ours: docs/reproduction.md, Table 2)", f"figures: {fig}, {fig5}"]
+    lines += [
+        "",
+        "Table 1 (minibatch size): MINT " + f"{settings.batch_size} (constant); the paper quotes MHminibatch 125.4, "
+        "AustereMH(nc) 973.8, AustereMH(c) 1924.3, MHSubLhd 10783.4 (ours: docs/reproduction.md, Table 2)",
+        f"figures: {fig}, {fig5}",
+    ]
     table = "\n".join(lines)
     (out / "table.txt").write_text(table + "\n")
     return table
@@ -258,9 +335,17 @@ QUICK = dict(runs=3, mint_epochs=10.0, full_epochs=30, t_batches=1000, checkpoin
 def main(argv: Sequence[str] | None = None) -> int:
     """``minibatch-mcmc reproduce mint-logistic [--quick] [--dataset D] [--runs R]``."""
     p = experiment_parser(
-        "mint-logistic", __doc__, quick="3 runs, MINT for 10 epochs, 30 full-data steps", trials="independent runs (as --runs)"
+        "mint-logistic",
+        __doc__,
+        quick="3 runs, MINT for 10 epochs, 30 full-data steps",
+        trials="independent runs (as --runs)",
     )
-    p.add_argument("--dataset", default=None, choices=DATASETS, help="data set (default fashion-13k if `make data` ran, else synthetic)")
+    p.add_argument(
+        "--dataset",
+        default=None,
+        choices=DATASETS,
+        help="data set (default fashion-13k if `make data` ran, else synthetic)",
+    )
     p.add_argument("--runs", type=positive_int, default=None, help="independent runs per sampler (default 10)")
     opts = p.parse_args(argv)
     cfg = MintLogisticConfig(seed=opts.seed)

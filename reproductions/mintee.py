@@ -67,8 +67,15 @@ class ExperimentConfig(NamedTuple):
 def quick(cfg: ExperimentConfig) -> ExperimentConfig:
     """A CI-sized run: 10^4 points, 10 components, 4 chains, short chains."""
     return cfg._replace(
-        n_data=10_000, num_components=10, num_samples=2_000, burn_in=600, num_chains=4,
-        smallest_batch=200, gamma=2.0, plain_samples=500, ring_capacity=256,
+        n_data=10_000,
+        num_components=10,
+        num_samples=2_000,
+        burn_in=600,
+        num_chains=4,
+        smallest_batch=200,
+        gamma=2.0,
+        plain_samples=500,
+        ring_capacity=256,
     )
 
 
@@ -154,7 +161,9 @@ def theta1_heights(theta1: np.ndarray, spike: float, bins: int = 80) -> tuple[fl
     return float(low), float(high), float(low / high) if high else float("inf")
 
 
-def run(cfg: ExperimentConfig, out: Path, progress: bool = True, command: str | None = None, results: str | None = None) -> dict:
+def run(
+    cfg: ExperimentConfig, out: Path, progress: bool = True, command: str | None = None, results: str | None = None
+) -> dict:
     """Run MINTEE and the plain-MCMC contrast; write figures, tables, InferenceData, ``summary.json`` and the results file.
 
     The results file's table (``PREFIX_table3``) and values (``PREFIX.*``) are named after ``results``'
@@ -171,8 +180,12 @@ def run(cfg: ExperimentConfig, out: Path, progress: bool = True, command: str | 
     draws = np.asarray(result.lowest.positions)[0]
     modes = mode_summary(draws, cfg.spike)
     low, high, ratio = theta1_heights(draws[:, 0], cfg.spike)
-    clusters = sorted(set(list(range(1, min(cfg.num_components + 21, 80), 1 if cfg.num_components <= 20 else 3))
-                          + [cfg.num_components - 1, cfg.num_components, cfg.num_components + 1]))
+    clusters = sorted(
+        set(
+            list(range(1, min(cfg.num_components + 21, 80), 1 if cfg.num_components <= 20 else 3))
+            + [cfg.num_components - 1, cfg.num_components, cfg.num_components + 1]
+        )
+    )
     obj = kmeans_objective(draws, clusters, seed=cfg.seed)
     best_c = elbow(clusters, obj)
 
@@ -181,8 +194,15 @@ def run(cfg: ExperimentConfig, out: Path, progress: bool = True, command: str | 
         raise ValueError(f"plain_start={cfg.plain_start!r}; expected 'mode' or 'origin'")
     plain_init = jnp.asarray(truth) if cfg.plain_start == "mode" else start
     plain, plain_wall = wall_clock(
-        sample, model, data, plain_init, proposal=langevin(step0), test=MetropolisTest(),
-        num_samples=cfg.plain_samples, key=cfg.seed + 2, temperature=result.ladder.temperatures[0],
+        sample,
+        model,
+        data,
+        plain_init,
+        proposal=langevin(step0),
+        test=MetropolisTest(),
+        num_samples=cfg.plain_samples,
+        key=cfg.seed + 2,
+        temperature=result.ladder.temperatures[0],
         progress=progress,
     )
     plain_draws = np.asarray(plain.positions)[0]
@@ -230,14 +250,20 @@ def run(cfg: ExperimentConfig, out: Path, progress: bool = True, command: str | 
     (out / "summary.json").write_text(json.dumps(summary, indent=2, default=float))
     prefix = Path(results).stem if results else DEFAULT_NAME
     payload = results_payload(
-        "mintee", command or command_line("mintee", []), config=cfg, tables=results_table3(result, f"{prefix}_table3"),
-        values=results_values(summary, result, prefix), figures=[str(out / "mintee_figure4.png")],
+        "mintee",
+        command or command_line("mintee", []),
+        config=cfg,
+        tables=results_table3(result, f"{prefix}_table3"),
+        values=results_values(summary, result, prefix),
+        figures=[str(out / "mintee_figure4.png")],
     )
     write_results(out, payload, copy_to=results)
     return summary
 
 
-def _figures(out: Path, draws: np.ndarray, plain: np.ndarray, clusters: list[int], obj: np.ndarray, cfg: ExperimentConfig) -> None:
+def _figures(
+    out: Path, draws: np.ndarray, plain: np.ndarray, clusters: list[int], obj: np.ndarray, cfg: ExperimentConfig
+) -> None:
     """Figure 4 (left and right panels) plus the plain chain's histogram."""
     fig, ax = pyplot().subplots(1, 3, figsize=(14, 3.8))
     ax[0].hist(draws[:, 0], bins=80, range=(-1.0, cfg.spike + 1.0), color="C0")
@@ -253,24 +279,39 @@ def _figures(out: Path, draws: np.ndarray, plain: np.ndarray, clusters: list[int
 def main(argv: Sequence[str] | None = None) -> int:
     """``minibatch-mcmc reproduce mintee [--quick] [options]``: Section 5.3 (Figure 4, Table 3)."""
     p = experiment_parser(
-        "mintee", __doc__.splitlines()[0], quick="10^4 points, 10 components, 4 chains, short chains",
+        "mintee",
+        __doc__.splitlines()[0],
+        quick="10^4 points, 10 components, 4 chains, short chains",
         num_samples="draws of the lowest chain after burn-in (default 10,000)",
     )
     p.add_argument("--n-data", type=positive_int, default=None, help="data points (default 10^5)")
     p.add_argument("--burn-in", type=int, default=None, help="burn-in sweeps B (default 2000; paper 10,000)")
-    p.add_argument("--full-data-lowest", action="store_true", help="chain 0 on all data at T=1 (paper's Table 3; slower)")
+    p.add_argument(
+        "--full-data-lowest", action="store_true", help="chain 0 on all data at T=1 (paper's Table 3; slower)"
+    )
     p.add_argument("--p-ee", type=float, default=None, help="EE jump probability (default 0.1)")
     p.add_argument("--layout", choices=["loop", "padded"], default=None)
     p.add_argument("--ee-energy", choices=["paired", "cached"], default=None, help="EE-ratio energies (default paired)")
-    p.add_argument("--plain-samples", type=positive_int, default=None, help="steps of the plain MCMC contrast (default 2000)")
-    p.add_argument("--plain-start", choices=["mode", "origin"], default=None, help="start of the plain chain (default: theta*)")
+    p.add_argument(
+        "--plain-samples", type=positive_int, default=None, help="steps of the plain MCMC contrast (default 2000)"
+    )
+    p.add_argument(
+        "--plain-start", choices=["mode", "origin"], default=None, help="start of the plain chain (default: theta*)"
+    )
     opts = p.parse_args(argv)
     cfg = ExperimentConfig(seed=opts.seed)
     if opts.quick:
         cfg = quick(cfg)
     cfg = with_given(
-        cfg, num_samples=opts.num_samples, n_data=opts.n_data, burn_in=opts.burn_in, p_ee=opts.p_ee, layout=opts.layout,
-        plain_samples=opts.plain_samples, plain_start=opts.plain_start, ee_energy=opts.ee_energy,
+        cfg,
+        num_samples=opts.num_samples,
+        n_data=opts.n_data,
+        burn_in=opts.burn_in,
+        p_ee=opts.p_ee,
+        layout=opts.layout,
+        plain_samples=opts.plain_samples,
+        plain_start=opts.plain_start,
+        ee_energy=opts.ee_energy,
         lowest_full_data=opts.full_data_lowest or None,
     )
     out = run_dir(opts, DEFAULT_NAME + ("-quick" if opts.quick else ""))

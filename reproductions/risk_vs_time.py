@@ -16,15 +16,30 @@ from reproductions.timed import TimedRun, timed_sample, wall_clock
 
 def exact_reference(model, data, start, proposal, cfg: Any) -> SampleResult:
     """The exact-MH reference: ``cfg.chains`` chains of ``cfg.reference_samples`` steps (key ``cfg.seed + 100``)."""
-    return sample(model, data, start, proposal=proposal, test=MetropolisTest(), num_samples=cfg.reference_samples,
-                  num_chains=cfg.chains, key=cfg.seed + 100, progress=False, block_size=500)
+    return sample(
+        model,
+        data,
+        start,
+        proposal=proposal,
+        test=MetropolisTest(),
+        num_samples=cfg.reference_samples,
+        num_chains=cfg.chains,
+        key=cfg.seed + 100,
+        progress=False,
+        block_size=500,
+    )
 
 
 def timed_runs(model, data, start, proposal, tests: dict, cfg: Any) -> Iterator[tuple[str, TimedRun]]:
     """Each test by label, run for ``cfg.chains`` chains of at most ``cfg.time_budget`` s (the ``i``-th with key ``cfg.seed + i``)."""
     for i, (label, test) in enumerate(tests.items()):
         print(f"{label}: {cfg.chains} chains x {cfg.time_budget:g} s", flush=True)
-        yield label, timed_sample(model, data, start, proposal, test, cfg.max_samples, cfg.chains, cfg.seed + i, cfg.time_budget)
+        yield (
+            label,
+            timed_sample(
+                model, data, start, proposal, test, cfg.max_samples, cfg.chains, cfg.seed + i, cfg.time_budget
+            ),
+        )
 
 
 def data_use(run: TimedRun, n_data: int) -> dict:
@@ -71,7 +86,11 @@ def display_label(label: str) -> str:
 
 def row_values(prefix: str, rows: dict, formats: dict[str, str]) -> dict[str, str]:
     """``PREFIX.LABEL.FIELD`` -> the row's field formatted with ``formats[FIELD]``, for every row and field."""
-    return {f"{prefix}.{label_key(label)}.{f}": format(r[f], spec) for label, r in rows.items() for f, spec in formats.items()}
+    return {
+        f"{prefix}.{label_key(label)}.{f}": format(r[f], spec)
+        for label, r in rows.items()
+        for f, spec in formats.items()
+    }
 
 
 def row_cells(label: str, r: dict, formats: dict[str, str]) -> list[str]:
@@ -97,13 +116,20 @@ def setup_table(paper: Sequence[tuple[str, str]], ours: Sequence[str]) -> dict:
     return table(["", "paper", "this run"], [[item, text, o] for (item, text), o in zip(paper, ours, strict=True)])
 
 
-def run_timed_and_print(run: Callable[..., Report], experiment: str, argv: Sequence[str], results_file: str | None, cfg: Any, out: Path) -> int:
+def run_timed_and_print(
+    run: Callable[..., Report], experiment: str, argv: Sequence[str], results_file: str | None, cfg: Any, out: Path
+) -> int:
     """Run ``run(cfg, out)``, print its text and the run time, and write the results file (``--results``: a copy)."""
     report, seconds = wall_clock(run, cfg, out)
     print(report.text)
     values = {**report.values, f"{experiment.replace('-', '_')}.wall_min": f"{seconds / 60:.0f}"}
     payload = results_payload(
-        experiment, command_line(experiment, argv), config=cfg, tables=report.tables, values=values, figures=report.figures
+        experiment,
+        command_line(experiment, argv),
+        config=cfg,
+        tables=report.tables,
+        values=values,
+        figures=report.figures,
     )
     write_results(out, payload, copy_to=results_file)
     print(f"wrote {out}/ in {seconds:.0f} s")

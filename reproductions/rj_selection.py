@@ -57,7 +57,14 @@ class RJConfig(NamedTuple):
 
 
 QUICK = dict(
-    n_data=10_000, n_features=10, n_active=3, time_budget=3.0, reference_samples=3000, update_sd=0.05, birth_sd=0.5, batch_size=200
+    n_data=10_000,
+    n_features=10,
+    n_active=3,
+    time_budget=3.0,
+    reference_samples=3000,
+    update_sd=0.05,
+    birth_sd=0.5,
+    batch_size=200,
 )
 FULL = dict(time_budget=3500.0, max_samples=2_000_000, reference_samples=400_000, chains=10)
 
@@ -124,7 +131,9 @@ def run(cfg: RJConfig, out: Path) -> risk_vs_time.Report:
     def burned(a: np.ndarray, total: int) -> np.ndarray:
         return a[:, int(cfg.burn_in * total) :]
 
-    print(f"reference: exact RJ-MH, {cfg.chains} chains x {cfg.reference_samples} steps, N={n_train:,}, D={d}", flush=True)
+    print(
+        f"reference: exact RJ-MH, {cfg.chains} chains x {cfg.reference_samples} steps, N={n_train:,}, D={d}", flush=True
+    )
     ref = risk_vs_time.exact_reference(model, train_j, start, proposal, cfg)
     rb = burned(np.asarray(ref.positions["beta"]), cfg.reference_samples)
     rg = burned(np.asarray(ref.positions["gamma"]), cfg.reference_samples)
@@ -161,24 +170,47 @@ def run(cfg: RJConfig, out: Path) -> risk_vs_time.Report:
         **reference_values(ref_incl, beta_true),
         "rj_selection.reference_wall_min": f"{ref.wall_time / 60:.0f}",
     }
-    tables = {"rj_selection_setup": setup_table(cfg), "rj_selection_table": risk_vs_time.result_table(COLUMNS, rows, ROW_FORMATS, cfg.time_budget)}
-    (out / "summary.json").write_text(json.dumps({
-        "config": cfg._asdict(), "rows": rows, "beta_true": beta_true.tolist(),
-        "inclusion": {k: v.tolist() for k, v in inclusions.items()},
-        "risk_curves": risk_vs_time.risk_curves_json(curves),
-        "reference_wall_s": ref.wall_time,
-    }, indent=1))
+    tables = {
+        "rj_selection_setup": setup_table(cfg),
+        "rj_selection_table": risk_vs_time.result_table(COLUMNS, rows, ROW_FORMATS, cfg.time_budget),
+    }
+    (out / "summary.json").write_text(
+        json.dumps(
+            {
+                "config": cfg._asdict(),
+                "rows": rows,
+                "beta_true": beta_true.tolist(),
+                "inclusion": {k: v.tolist() for k, v in inclusions.items()},
+                "risk_curves": risk_vs_time.risk_curves_json(curves),
+                "reference_wall_s": ref.wall_time,
+            },
+            indent=1,
+        )
+    )
     text = table + "\n" + "figures: " + ", ".join(p.name for p in figs)
     return risk_vs_time.Report(text, tables, values, [p.name for p in figs])
 
 
 COLUMNS = (
-    "test", "steps per chain", "mean batch", "data fraction", "accept", "accepted jumps", "model size", "risk (mean pred.)",
+    "test",
+    "steps per chain",
+    "mean batch",
+    "data fraction",
+    "accept",
+    "accepted jumps",
+    "model size",
+    "risk (mean pred.)",
     "mean abs err incl. prob.",
 )
 ROW_FORMATS = {
-    "steps": "d", "mean_batch": ".0f", "data_fraction": ".3f", "accept": ".3f", "accepted_jump_fraction": ".4f",
-    "mean_model_size": ".1f", "risk": ".2e", "inclusion_abs_error": ".3f",
+    "steps": "d",
+    "mean_batch": ".0f",
+    "data_fraction": ".3f",
+    "accept": ".3f",
+    "accepted_jump_fraction": ".4f",
+    "mean_model_size": ".1f",
+    "risk": ".2e",
+    "inclusion_abs_error": ".3f",
 }
 """Format of each figure of a test's row (table cells and values ``rj_selection.LABEL.FIELD``)."""
 
@@ -256,13 +288,19 @@ def plot(curves: dict, inclusions: dict, beta_true: np.ndarray, out: Path) -> li
 def parse_config(argv: Sequence[str] | None = None) -> tuple[RJConfig, argparse.Namespace]:
     """The settings for a ``reproduce rj-selection`` command line (presets, then the options given), and the parsed options."""
     p = risk_vs_time_parser(
-        "rj-selection", __doc__.splitlines()[0], RJConfig(),
+        "rj-selection",
+        __doc__.splitlines()[0],
+        RJConfig(),
         quick="N = 10,000, 10 features, 3 s per chain",
         full="the paper's sizes: 10 chains, 400K reference steps, 3500 s per chain and test",
     )
-    p.add_argument("--n-data", type=positive_int, help="rows of synthetic data (80%% train); default 130,065 as MiniBooNE")
+    p.add_argument(
+        "--n-data", type=positive_int, help="rows of synthetic data (80%% train); default 130,065 as MiniBooNE"
+    )
     p.add_argument("--features", type=positive_int, help="number of features besides the intercept (default 50)")
-    p.add_argument("--lam", type=positive_float, help="rate of the truncated Poisson size prior (paper's lambda = lam/2)")
+    p.add_argument(
+        "--lam", type=positive_float, help="rate of the truncated Poisson size prior (paper's lambda = lam/2)"
+    )
     p.add_argument("--no-mhminibatch", action="store_true", help="skip MHminibatch")
     opts = p.parse_args(argv)
     cfg = risk_vs_time_config(RJConfig(), opts, QUICK, FULL, n_data=opts.n_data, n_features=opts.features, lam=opts.lam)
@@ -278,4 +316,6 @@ def parse_config(argv: Sequence[str] | None = None) -> tuple[RJConfig, argparse.
 def main(argv: Sequence[str] | None = None) -> int:
     """``minibatch-mcmc reproduce rj-selection [--quick | --full] [options]``."""
     cfg, opts = parse_config(argv)
-    return risk_vs_time.run_timed_and_print(run, "rj-selection", list(argv or []), opts.results, cfg, run_dir(opts, "rj-selection"))
+    return risk_vs_time.run_timed_and_print(
+        run, "rj-selection", list(argv or []), opts.results, cfg, run_dir(opts, "rj-selection")
+    )

@@ -55,7 +55,9 @@ FULL = {
     "logistic": ProblemSetup("logistic", 1_000_000, 10_000, 50, 8, 30, 2 * 1_000_000, SGDConfig(1.0, 10.0, 0.7), 20),
 }
 QUICK = {
-    "lad": FULL["lad"]._replace(n_train=20_000, n_test=5_000, batch_iterations=8, sequential_iterations=20, sgd_updates=40_000),
+    "lad": FULL["lad"]._replace(
+        n_train=20_000, n_test=5_000, batch_iterations=8, sequential_iterations=20, sgd_updates=40_000
+    ),
     "logistic": FULL["logistic"]._replace(
         n_train=20_000, n_test=5_000, batch_iterations=6, sequential_iterations=15, sgd_updates=40_000
     ),
@@ -122,7 +124,9 @@ def compare(setup: ProblemSetup, seed: int, epsilon: float = 0.01) -> tuple[list
     sgd = run_sgd(problem, train, theta0, setup.sgd_updates, jax.random.fold_in(key, 1), setup.sgd, num_checkpoints=20)
     start = float(test_metric(problem, test, np.asarray(theta0)[None])[0])
     curves = [
-        Curve("batch IRLS", batch.wall_times, test_metric(problem, test, batch.thetas[1:]), np.cumsum(batch.batch_sizes)),
+        Curve(
+            "batch IRLS", batch.wall_times, test_metric(problem, test, batch.thetas[1:]), np.cumsum(batch.batch_sizes)
+        ),
         Curve(
             f"sequential IRLS (eps={epsilon:g})",
             seq.wall_times,
@@ -165,10 +169,18 @@ def summary_rows(setup: ProblemSetup, curves: list[Curve], start: float) -> list
     for c in curves:
         t = [time_to_reach(c, best + f * gap) for f in (0.1, 0.01)]
         ratio = [tt / r if np.isfinite(tt) and r > 0 else float("inf") for tt, r in zip(t, ref)]
-        rows.append({
-            "method": c.method, "time": float(c.times[-1]), "metric": float(c.metric[-1]),
-            "passes": float(c.data_used[-1] / setup.n_train), "t10": t[0], "ratio10": ratio[0], "t1": t[1], "ratio1": ratio[1],
-        })
+        rows.append(
+            {
+                "method": c.method,
+                "time": float(c.times[-1]),
+                "metric": float(c.metric[-1]),
+                "passes": float(c.data_used[-1] / setup.n_train),
+                "t10": t[0],
+                "ratio10": ratio[0],
+                "t1": t[1],
+                "ratio1": ratio[1],
+            }
+        )
     return rows
 
 
@@ -199,21 +211,37 @@ def cells(r: dict) -> dict[str, str]:
         return format(v, spec) if np.isfinite(v) else "never"
 
     return {
-        "time": f"{r['time']:.3f}", "metric": f"{r['metric']:.4f}", "passes": f"{r['passes']:.2f}",
-        "t10": fmt(r["t10"], ".3f"), "ratio10": fmt(r["ratio10"], ".2f"), "t1": fmt(r["t1"], ".3f"), "ratio1": fmt(r["ratio1"], ".2f"),
+        "time": f"{r['time']:.3f}",
+        "metric": f"{r['metric']:.4f}",
+        "passes": f"{r['passes']:.2f}",
+        "t10": fmt(r["t10"], ".3f"),
+        "ratio10": fmt(r["ratio10"], ".2f"),
+        "t1": fmt(r["t1"], ".3f"),
+        "ratio1": fmt(r["ratio1"], ".2f"),
     }
 
 
 def results_of(setup: ProblemSetup, curves: list[Curve], start: float) -> tuple[dict, dict[str, str]]:
     """The results table ``irls_NAME`` and the values ``irls.NAME.*`` the docs quote for one problem."""
     rows = summary_rows(setup, curves, start)
-    columns = ["method", "time s", metric_name(setup), "data/N", "t(10%) s", "t(10%) / batch", "t(1%) s", "t(1%) / batch"]
+    columns = [
+        "method",
+        "time s",
+        metric_name(setup),
+        "data/N",
+        "t(10%) s",
+        "t(10%) / batch",
+        "t(1%) s",
+        "t(1%) / batch",
+    ]
     fields = ("time", "metric", "passes", "t10", "ratio10", "t1", "ratio1")
     tab = table(columns, [[r["method"], *(cells(r)[f] for f in fields)] for r in rows])
     values = {f"irls.{setup.name}.start": f"{start:.4f}"}
     for short, r in zip(SHORT_NAMES, rows):
         values.update({f"irls.{setup.name}.{short}.{f}": v for f, v in cells(r).items()})
-        values[f"irls.{setup.name}.{short}.speedup1"] = f"{1 / r['ratio1']:.0f}" if 0 < r["ratio1"] < np.inf else "never"
+        values[f"irls.{setup.name}.{short}.speedup1"] = (
+            f"{1 / r['ratio1']:.0f}" if 0 < r["ratio1"] < np.inf else "never"
+        )
     seq = curves[1].metric[len(curves[1].metric) // 2 :]
     values[f"irls.{setup.name}.sequential.late_min"] = f"{seq.min():.4f}"
     values[f"irls.{setup.name}.sequential.late_max"] = f"{seq.max():.4f}"
@@ -270,8 +298,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         setups[name] = setup
     values["irls.wall_s"] = f"{time.perf_counter() - t0:.0f}"
     payload = results_payload(
-        "irls", command_line("irls", list(argv or [])), config={"epsilon": opts.epsilon, "seed": opts.seed, "problems": setups},
-        tables=tables, values=values, figures=[f"{n}_test_error_vs_time.png" for n in opts.problems],
+        "irls",
+        command_line("irls", list(argv or [])),
+        config={"epsilon": opts.epsilon, "seed": opts.seed, "problems": setups},
+        tables=tables,
+        values=values,
+        figures=[f"{n}_test_error_vs_time.png" for n in opts.problems],
     )
     write_results(out, payload, copy_to=opts.results)
     print(written(out))

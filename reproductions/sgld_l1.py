@@ -168,7 +168,9 @@ def summarize_run(name: str, res: SampleResult, cfg: SGLDL1Config, edges: np.nda
     }
 
 
-def run(cfg: SGLDL1Config, out: Path, progress: bool = True, methods: tuple[str, ...] | None = None) -> tuple[str, dict, dict]:
+def run(
+    cfg: SGLDL1Config, out: Path, progress: bool = True, methods: tuple[str, ...] | None = None
+) -> tuple[str, dict, dict]:
     """Run every method (or those named in ``methods``), write the figure, ``summary.json`` and ``table.md``; return the
     printed text, the results table and the values."""
     check_config(cfg)
@@ -220,30 +222,46 @@ def run(cfg: SGLDL1Config, out: Path, progress: bool = True, methods: tuple[str,
     return header + "\n" + table, {"sgld_l1_table": results_table(rows, exact)}, run_values(rows, exact)
 
 
-def write_run_results(name: str, argv, opts, cfg: SGLDL1Config, out: Path, tables: dict, values: dict, figures: list) -> None:
+def write_run_results(
+    name: str, argv, opts, cfg: SGLDL1Config, out: Path, tables: dict, values: dict, figures: list
+) -> None:
     """Write the run's results file (``--results FILE``: a copy)."""
-    payload = results_payload(name, command_line(name, list(argv or [])), config=cfg, tables=tables, values=values, figures=figures)
+    payload = results_payload(
+        name, command_line(name, list(argv or [])), config=cfg, tables=tables, values=values, figures=figures
+    )
     write_results(out, payload, copy_to=opts.results)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``minibatch-mcmc reproduce sgld-l1 [--quick] [--probe] [--data-seed S] [--step-size A] [--grad-batch B]``."""
     p = experiment_parser(
-        "sgld-l1", __doc__, quick="10,000 samples after 500 burn-in", trials="vmapped chains per method (default 1)",
+        "sgld-l1",
+        __doc__,
+        quick="10,000 samples after 500 burn-in",
+        trials="vmapped chains per method (default 1)",
         num_samples="samples per chain after burn-in (default 100,000)",
     )
-    p.add_argument("--data-seed", type=int, default=None, help="seed of the synthetic data set (default 2; see the docs)")
+    p.add_argument(
+        "--data-seed", type=int, default=None, help="seed of the synthetic data set (default 2; see the docs)"
+    )
     p.add_argument("--step-size", type=float, default=None, help="SGLD step alpha (default 5e-6, the paper's)")
     p.add_argument("--grad-batch", type=int, default=None, help="gradient minibatch of the SGLD proposal (default 500)")
     p.add_argument("--austere-batch", type=int, default=None, help="AustereMH minibatch and increment (default 500)")
-    p.add_argument("--probe", action="store_true", help="only measure each minibatch test's acceptance at fixed moves (probe.md)")
+    p.add_argument(
+        "--probe", action="store_true", help="only measure each minibatch test's acceptance at fixed moves (probe.md)"
+    )
     opts = p.parse_args(argv)
     cfg = SGLDL1Config(seed=opts.seed)
     if opts.quick:
         cfg = cfg._replace(num_samples=10_000, burn_in=500)
     cfg = with_given(
-        cfg, num_samples=opts.num_samples, num_chains=opts.trials, data_seed=opts.data_seed, step_size=opts.step_size,
-        grad_batch=opts.grad_batch, austere_batch=opts.austere_batch,
+        cfg,
+        num_samples=opts.num_samples,
+        num_chains=opts.trials,
+        data_seed=opts.data_seed,
+        step_size=opts.step_size,
+        grad_batch=opts.grad_batch,
+        austere_batch=opts.austere_batch,
     )
     out = run_dir(opts, "sgld-l1")
     if opts.probe:

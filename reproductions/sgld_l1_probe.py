@@ -20,7 +20,10 @@ PROBE_PAIRS = ((0.0005, 0.002), (0.005, 0.008), (0.01, 0.012), (0.02, 0.023), (0
 
 
 def probe_acceptance(
-    cfg: SGLDL1Config, pairs=PROBE_PAIRS, n_keys: int = 20_000, methods: tuple[str, ...] = ("AustereMH eps=0.1", "MHminibatch")
+    cfg: SGLDL1Config,
+    pairs=PROBE_PAIRS,
+    n_keys: int = 20_000,
+    methods: tuple[str, ...] = ("AustereMH eps=0.1", "MHminibatch"),
 ) -> list[dict]:
     """Acceptance frequency of each minibatch test over ``n_keys`` draws at fixed moves, against the exact test it approximates.
 
@@ -73,11 +76,21 @@ PROBE_COLUMNS = ("method", "theta -> theta'", "Delta", "exact P(accept)", "obser
 
 def probe_table(rows: list[dict]) -> dict:
     """:func:`probe_acceptance`'s rows as a results table."""
-    return table(PROBE_COLUMNS, [
-        [r["method"], f"{r['theta']:.4f} -> {r['theta_new']:.4f}", f"{r['delta']:.3f}", f"{r['exact']:.4f}", f"{r['observed']:.4f}",
-         f"{r['z']:+.1f}", f"{100 * r['data_fraction']:.1f}"]
-        for r in rows
-    ])
+    return table(
+        PROBE_COLUMNS,
+        [
+            [
+                r["method"],
+                f"{r['theta']:.4f} -> {r['theta_new']:.4f}",
+                f"{r['delta']:.3f}",
+                f"{r['exact']:.4f}",
+                f"{r['observed']:.4f}",
+                f"{r['z']:+.1f}",
+                f"{100 * r['data_fraction']:.1f}",
+            ]
+            for r in rows
+        ],
+    )
 
 
 def format_probe(rows: list[dict]) -> str:

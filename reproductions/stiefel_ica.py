@@ -74,7 +74,10 @@ def run(cfg: ICAConfig, out: Path) -> risk_vs_time.Report:
     def amari(run_positions: np.ndarray) -> np.ndarray:
         return amari_distance(np.asarray(run_positions, np.float64), d.w_true)
 
-    print(f"reference: exact MH, {cfg.chains} chains x {cfg.reference_samples} steps, N={cfg.n_data:,}, step={step:.2e}", flush=True)
+    print(
+        f"reference: exact MH, {cfg.chains} chains x {cfg.reference_samples} steps, N={cfg.n_data:,}, step={step:.2e}",
+        flush=True,
+    )
     ref = risk_vs_time.exact_reference(model, data, start, proposal, cfg)
     ref_vals = amari(ref.positions)[:, int(cfg.burn_in * cfg.reference_samples) :]
     reference = float(ref_vals.mean())
@@ -98,10 +101,19 @@ def run(cfg: ICAConfig, out: Path) -> risk_vs_time.Report:
     table = format_table(rows, cfg, reference, step)
     fig = plot(curves, out)
     (out / "tables.md").write_text(table)
-    (out / "summary.json").write_text(json.dumps({
-        "config": cfg._asdict(), "step": step, "reference_amari": reference, "reference_wall_s": ref.wall_time,
-        "rows": rows, "risk_curves": risk_vs_time.risk_curves_json(curves),
-    }, indent=1))
+    (out / "summary.json").write_text(
+        json.dumps(
+            {
+                "config": cfg._asdict(),
+                "step": step,
+                "reference_amari": reference,
+                "reference_wall_s": ref.wall_time,
+                "rows": rows,
+                "risk_curves": risk_vs_time.risk_curves_json(curves),
+            },
+            indent=1,
+        )
+    )
     values = {
         **risk_vs_time.row_values("ica", rows, ROW_FORMATS),
         "ica.reference_amari": f"{reference:.4f}",
@@ -110,15 +122,39 @@ def run(cfg: ICAConfig, out: Path) -> risk_vs_time.Report:
     }
     exact = rows.get("eps=0")
     if exact is not None:
-        values.update({f"ica.{risk_vs_time.label_key(k)}.steps_vs_exact": f"{r['steps'] / exact['steps']:.0f}" for k, r in rows.items()})
-    tables = {"ica_setup": setup_table(cfg, step), "ica_table": risk_vs_time.result_table(COLUMNS, rows, ROW_FORMATS, cfg.time_budget)}
+        values.update(
+            {
+                f"ica.{risk_vs_time.label_key(k)}.steps_vs_exact": f"{r['steps'] / exact['steps']:.0f}"
+                for k, r in rows.items()
+            }
+        )
+    tables = {
+        "ica_setup": setup_table(cfg, step),
+        "ica_table": risk_vs_time.result_table(COLUMNS, rows, ROW_FORMATS, cfg.time_budget),
+    }
     return risk_vs_time.Report(table + f"\nfigure: {fig.name}", tables, values, [fig.name])
 
 
-COLUMNS = ("test", "steps per chain", "mean batch", "data fraction", "accept", "mean d_A", "risk", "bias^2", "max abs(W^T W - I)")
+COLUMNS = (
+    "test",
+    "steps per chain",
+    "mean batch",
+    "data fraction",
+    "accept",
+    "mean d_A",
+    "risk",
+    "bias^2",
+    "max abs(W^T W - I)",
+)
 ROW_FORMATS = {
-    "steps": "d", "mean_batch": ".0f", "data_fraction": ".3f", "accept": ".3f", "mean_amari": ".4f", "risk": ".2e",
-    "bias2": ".2e", "max_orthonormality_error": ".1e",
+    "steps": "d",
+    "mean_batch": ".0f",
+    "data_fraction": ".3f",
+    "accept": ".3f",
+    "mean_amari": ".4f",
+    "risk": ".2e",
+    "bias2": ".2e",
+    "max_orthonormality_error": ".1e",
 }
 """Format of each figure of a test's row (table cells and values ``ica.LABEL.FIELD``)."""
 
@@ -138,7 +174,10 @@ PAPER_SETUP = (
     ("proposal", "random walk on the Stiefel manifold (Ouyang 2008), acceptance about 0.5"),
     ("reference", "exact MH, 100K samples"),
     ("runs", "eps = 0, 0.01, 0.05, 0.1, 0.2; 10 chains x about 6400 s"),
-    ("Fig. 6", "risk in the mean Amari distance vs time: still decreasing at 6400 s except for eps = 0.2; lowest with eps = 0.1"),
+    (
+        "Fig. 6",
+        "risk in the mean Amari distance vs time: still decreasing at 6400 s except for eps = 0.2; lowest with eps = 0.1",
+    ),
 )
 """Section 4.2.2's set-up, item by item."""
 
@@ -148,7 +187,7 @@ def setup_table(cfg: ICAConfig, step: float) -> dict:
     eps = ", ".join(f"{e:g}" for e in cfg.epsilons if e > 0)
     mhmb = f" and MHminibatch (m = {cfg.batch_size})" if cfg.mhminibatch else ""
     ours = [
-        f"{cfg.n_data:,} samples mixing a Laplace (\"music\"), a Student-t(5) (\"noise\") and 2 Gaussian sources by a random matrix, whitened",
+        f'{cfg.n_data:,} samples mixing a Laplace ("music"), a Student-t(5) ("noise") and 2 Gaussian sources by a random matrix, whitened',
         "the same (`models.ica`)",
         f"`W' = W expm(S)`, S skew-symmetric Gaussian with entry s.d. `{cfg.step_scale:g} / sqrt(N)` = {step:.2e}, "
         "one Newton-Schulz re-orthonormalisation",
@@ -162,14 +201,19 @@ def setup_table(cfg: ICAConfig, step: float) -> dict:
 def plot(curves: dict, out: Path) -> Path:
     """Figure 6: risk in the mean Amari distance against wall time."""
     return risk_vs_time_figure(
-        curves, out / "figure6_risk.png", "risk in mean Amari distance", "ICA, random walk on the Stiefel manifold (cf. Fig. 6)"
+        curves,
+        out / "figure6_risk.png",
+        "risk in mean Amari distance",
+        "ICA, random walk on the Stiefel manifold (cf. Fig. 6)",
     )
 
 
 def parse_config(argv: Sequence[str] | None = None) -> tuple[ICAConfig, argparse.Namespace]:
     """The settings for a ``reproduce ica`` command line (presets, then the options given), and the parsed options."""
     p = risk_vs_time_parser(
-        "ica", __doc__.splitlines()[0], ICAConfig(),
+        "ica",
+        __doc__.splitlines()[0],
+        ICAConfig(),
         quick="N = 20,000, 2 s per chain and test",
         full="the paper's size: 1.95M points, 10 chains, 100K reference steps, 6400 s per chain",
     )

@@ -36,7 +36,16 @@ class TimedRun(NamedTuple):
 
 
 def timed_sample(
-    model, data, start, proposal, test, num_samples: int, chains: int, key: int, time_budget: float | None = None, block: int = 250
+    model,
+    data,
+    start,
+    proposal,
+    test,
+    num_samples: int,
+    chains: int,
+    key: int,
+    time_budget: float | None = None,
+    block: int = 250,
 ) -> TimedRun:
     """Run ``chains`` chains one after another with the library's jitted block runner, timing every block.
 

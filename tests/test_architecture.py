@@ -18,17 +18,37 @@ REPRODUCTIONS = ROOT / "reproductions"
 """The papers' reproductions: in the repository, above every layer of the package, and not in the wheel."""
 
 LAYERS = {
-    "checks": 0, "compiling": 0, "data": 0, "models": 0, "proposals": 0,
+    "checks": 0,
+    "compiling": 0,
+    "data": 0,
+    "models": 0,
+    "proposals": 0,
     "acceptance": 1,
     "control_variates": 2,
     "samplers": 3,
-    "optim": 4, "diagnostics": 4,
-    "warmup": 5, "interop": 5,
-    "cli": 7, "cli_inputs": 7, "__init__": 7, "__main__": 7,
+    "optim": 4,
+    "diagnostics": 4,
+    "warmup": 5,
+    "interop": 5,
+    "cli": 7,
+    "cli_inputs": 7,
+    "__init__": 7,
+    "__main__": 7,
 }
 """Layer of each top-level part, bottom (0) to top: a module may import its own layer and the ones below."""
 MAX_LINES = 400
-HOOKS = ("validate", "temperature_factor", "decision_rule", "first_rows", "gradient_batch_size", "decide", "log_ratio", "known_sum", "residual_bounds", "log_lik_sum")
+HOOKS = (
+    "validate",
+    "temperature_factor",
+    "decision_rule",
+    "first_rows",
+    "gradient_batch_size",
+    "decide",
+    "log_ratio",
+    "known_sum",
+    "residual_bounds",
+    "log_lik_sum",
+)
 PARTS = ("test", "proposal", "model", "estimator")
 """Objects whose declared fields (``name`` included) are read directly, never with getattr."""
 
@@ -63,11 +83,15 @@ def test_module_follows_the_rules(path):
         for module, names in _imports(tree, ("minibatch_mcmc", "reproductions")):
             private = [n for n in names if n.startswith("_") and not n.startswith("__")]
             assert not private, f"{path.name} imports private names {private} from {module}"
-            assert module.split(".")[:2] not in (["minibatch_mcmc", "cli"], ["minibatch_mcmc", "cli_inputs"]), f"{path.name} imports the command line"
+            assert module.split(".")[:2] not in (["minibatch_mcmc", "cli"], ["minibatch_mcmc", "cli_inputs"]), (
+                f"{path.name} imports the command line"
+            )
         _check_hooks_and_length(path, tree)
         return
     for module, _ in _imports(tree, ("reproductions",)):
-        raise AssertionError(f"{path.name} imports {module}: the package cannot need reproductions/, which the wheel lacks")
+        raise AssertionError(
+            f"{path.name} imports {module}: the package cannot need reproductions/, which the wheel lacks"
+        )
     assert part in LAYERS, f"{part} has no layer in LAYERS: add it here and to docs/architecture.md"
     for module, names in _imports(tree):
         bits = module.split(".")
@@ -87,9 +111,13 @@ def _check_hooks_and_length(path: pathlib.Path, tree: ast.AST) -> None:
             arg = node.args[1]
             owner = getattr(node.args[0], "id", None)
             if isinstance(arg, ast.Constant) and (arg.value in HOOKS or (owner in PARTS and arg.value == "name")):
-                raise AssertionError(f"{path.name} looks up the hook {arg.value!r} with getattr: declare it in the protocol")
+                raise AssertionError(
+                    f"{path.name} looks up the hook {arg.value!r} with getattr: declare it in the protocol"
+                )
     lines = len(path.read_text().splitlines()) - _parameter_section_lines(tree)
-    assert lines <= MAX_LINES, f"{path.name} has {lines} lines (> {MAX_LINES}; Args:/Returns: sections not counted): split it"
+    assert lines <= MAX_LINES, (
+        f"{path.name} has {lines} lines (> {MAX_LINES}; Args:/Returns: sections not counted): split it"
+    )
 
 
 DOC_SECTIONS = ("Args:", "Returns:", "Raises:", "Yields:")

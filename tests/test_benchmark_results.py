@@ -48,8 +48,12 @@ def test_step_cost_row_uses_best_times_and_median_of_per_repeat_ratios(bench):
     assert row == ["1", "10", "100.0", "150.0", "100.0", "1.50", "1.50"]
     row2 = sc.result_row(1024, 10, np.array([1e-3, 1e-3]), np.array([1.2e-3, 1.4e-3]), 101.0)
     assert row2[5:] == ["1.20", "1.30"]
-    assert sc.results_values([row, row2]) == {"step_cost.ratio_best_1": "1.50", "step_cost.median_ratio_1": "1.50",
-                                              "step_cost.ratio_best_1024": "1.20", "step_cost.median_ratio_1024": "1.30"}
+    assert sc.results_values([row, row2]) == {
+        "step_cost.ratio_best_1": "1.50",
+        "step_cost.median_ratio_1": "1.50",
+        "step_cost.ratio_best_1024": "1.20",
+        "step_cost.median_ratio_1024": "1.30",
+    }
 
 
 def test_gpu_chains_rate_and_speedup(bench):
@@ -64,7 +68,12 @@ def test_gpu_chains_rate_and_speedup(bench):
 def test_out_of_core_tables_and_values(bench):
     """Ratios to in-memory from best times, hits as 'hits/total', memory over the baseline as a difference."""
     oc = bench("out_of_core")
-    best = {"in-memory": 0.1, "memmap (.npy)": 0.6, "Parquet (16k-row groups, all cached)": 7.0, "Parquet + prefetch": 3.5}
+    best = {
+        "in-memory": 0.1,
+        "memmap (.npy)": 0.6,
+        "Parquet (16k-row groups, all cached)": 7.0,
+        "Parquet + prefetch": 3.5,
+    }
     batch = dict.fromkeys(best, 100.5)
     tabs, vals = oc.part1_results(2_000_000, 8, 200, best, batch, {"Parquet + prefetch": (10, 200)})
     tab = tabs["out_of_core_chains8"]
@@ -73,8 +82,17 @@ def test_out_of_core_tables_and_values(bench):
     assert tab["rows"][3] == ["Parquet + prefetch", "57", "35.00x", "100.5", "10/200"]
     assert vals["out_of_core.c8.memmap_ratio"] == "6.0" and vals["out_of_core.c8.parquet_prefetch_gain"] == "2.0"
     assert vals["out_of_core.c8.memmap_ms_per_step"] == "3" and vals["out_of_core.c8.parquet_prefetch_hits"] == "10/200"
-    run = {"n": 10**7, "file_gb": 0.41, "open_and_scan_s": 1.25, "sample_s": 30.2, "steps": 1000, "mean_batch": 101.0,
-           "accept": 0.49, "peak_mb": 800.4, "status_mb": {}}
+    run = {
+        "n": 10**7,
+        "file_gb": 0.41,
+        "open_and_scan_s": 1.25,
+        "sample_s": 30.2,
+        "steps": 1000,
+        "mean_batch": 101.0,
+        "accept": 0.49,
+        "peak_mb": 800.4,
+        "status_mb": {},
+    }
     big, v = oc.part2_results(run, {"seconds": 18.6, "peak_mb": 347.0}, dict(run, peak_mb=500.0), 200_000)
     assert big["rows"][-1] == ["same run on a 200,000-row file (JAX + model baseline)", "500 MiB"]
     assert v["out_of_core.big_over_baseline_mib"] == "300" and v["out_of_core.big_peak_mib"] == "800"
@@ -86,18 +104,51 @@ def test_peers_prefixed_ratios_and_reference(bench):
     pr = bench("peers_report")
 
     def row(method, dps, ess, essw, frac):
-        return {"method": method, "n": 100000, "draws": 10, "sampling_s": 1.0, "draws_per_s": dps, "accept": 0.2, "compile_s": 1.0,
-                "warmup_s": 0.0, "warmup_data_over_n": None, "min_ess": ess, "ess_per_s": ess, "ess_per_s_with_warmup": essw,
-                "t_mean_s": None, "t_sd_s": 0.5, "end_err_mean": 0.3, "end_err_sd": 0.1, "data_per_step_over_n": frac,
-                "step_us": 1.0, "step_over_sgd_best": None, "step_over_sgd_median": None, "details": "d", "skipped": None}
+        return {
+            "method": method,
+            "n": 100000,
+            "draws": 10,
+            "sampling_s": 1.0,
+            "draws_per_s": dps,
+            "accept": 0.2,
+            "compile_s": 1.0,
+            "warmup_s": 0.0,
+            "warmup_data_over_n": None,
+            "min_ess": ess,
+            "ess_per_s": ess,
+            "ess_per_s_with_warmup": essw,
+            "t_mean_s": None,
+            "t_sd_s": 0.5,
+            "end_err_mean": 0.3,
+            "end_err_sd": 0.1,
+            "data_per_step_over_n": frac,
+            "step_us": 1.0,
+            "step_over_sgd_best": None,
+            "step_over_sgd_median": None,
+            "details": "d",
+            "skipped": None,
+        }
 
-    rows = [row("MHminibatch", 10.0, 1.0, 1.0, 0.853), row("BlackJAX RWMH", 100.0, 2.0, 2.0, 1.0), row("NumPyro HMCECS", 20.0, 40.0, 4.0, 0.07)]
-    refs = {"100000": {"name": "NUTS (3000 draws)", "check": {"mean_diff": 0.0971, "mc_mean": 0.079, "sd_diff": 0.11, "mc_sd": 0.1, "ess": 994.0}}}
+    rows = [
+        row("MHminibatch", 10.0, 1.0, 1.0, 0.853),
+        row("BlackJAX RWMH", 100.0, 2.0, 2.0, 1.0),
+        row("NumPyro HMCECS", 20.0, 40.0, 4.0, 0.07),
+    ]
+    refs = {
+        "100000": {
+            "name": "NUTS (3000 draws)",
+            "check": {"mean_diff": 0.0971, "mc_mean": 0.079, "sd_diff": 0.11, "mc_sd": 0.1, "ess": 994.0},
+        }
+    }
     tabs, vals = pr.prefixed_results("peers_plain", rows, refs)
     assert set(tabs) == {"peers_plain", "peers_plain_runs", "peers_plain_ratios", "peers_plain_reference"}
-    assert tabs["peers_plain_ratios"]["rows"] == [["1e5", "MHminibatch / BlackJAX RWMH", "0.1", "0.5", "0.5"],
-                                                  ["1e5", "MHminibatch / NumPyro HMCECS", "0.5", "0.025", "0.25"]]
-    assert tabs["peers_plain_reference"]["rows"] == [["1e5", "NUTS (3000 draws)", "0.097", "0.079", "0.110", "0.100", "994"]]
+    assert tabs["peers_plain_ratios"]["rows"] == [
+        ["1e5", "MHminibatch / BlackJAX RWMH", "0.1", "0.5", "0.5"],
+        ["1e5", "MHminibatch / NumPyro HMCECS", "0.5", "0.025", "0.25"],
+    ]
+    assert tabs["peers_plain_reference"]["rows"] == [
+        ["1e5", "NUTS (3000 draws)", "0.097", "0.079", "0.110", "0.100", "994"]
+    ]
     assert vals["peers_plain.batch_fraction_100000"] == "0.85"
     assert vals["peers_plain.MHminibatch_over_BlackJAX_RWMH.ess_per_s_1e5"] == "0.5"
     assert tabs["peers_plain"]["rows"][0][9:11] == ["> 1", "0.5"]
@@ -108,13 +159,35 @@ def test_peers_exact_over_cv_ratios_and_rows_per_step(bench):
     pr = bench("peers_report")
 
     def row(method, dps, ess, rows):
-        return {"method": method, "n": 1000000, "draws": 10, "sampling_s": 1.0, "draws_per_s": dps, "accept": 0.9, "compile_s": 1.0,
-                "warmup_s": 1.0, "warmup_data_over_n": 3.3, "min_ess": ess, "ess_per_s": ess, "ess_per_s_with_warmup": ess,
-                "t_mean_s": 0.4, "t_sd_s": 0.4, "end_err_mean": 0.01, "end_err_sd": 0.01, "data_per_step_over_n": rows / 1e6,
-                "data_per_step": rows, "step_us": 1.0, "step_over_sgd_best": None, "step_over_sgd_median": None, "details": "d",
-                "skipped": None}
+        return {
+            "method": method,
+            "n": 1000000,
+            "draws": 10,
+            "sampling_s": 1.0,
+            "draws_per_s": dps,
+            "accept": 0.9,
+            "compile_s": 1.0,
+            "warmup_s": 1.0,
+            "warmup_data_over_n": 3.3,
+            "min_ess": ess,
+            "ess_per_s": ess,
+            "ess_per_s_with_warmup": ess,
+            "t_mean_s": 0.4,
+            "t_sd_s": 0.4,
+            "end_err_mean": 0.01,
+            "end_err_sd": 0.01,
+            "data_per_step_over_n": rows / 1e6,
+            "data_per_step": rows,
+            "step_us": 1.0,
+            "step_over_sgd_best": None,
+            "step_over_sgd_median": None,
+            "details": "d",
+            "skipped": None,
+        }
 
-    tabs, vals = pr.prefixed_results("peers_exact", [row("MHminibatch+CV MALA", 20.0, 10.0, 50.0), row("SMH-2 indep.", 5.0, 30.0, 58.4)], {})
+    tabs, vals = pr.prefixed_results(
+        "peers_exact", [row("MHminibatch+CV MALA", 20.0, 10.0, 50.0), row("SMH-2 indep.", 5.0, 30.0, 58.4)], {}
+    )
     assert tabs["peers_exact_ratios"]["rows"] == [["1e6", "SMH-2 indep. / MHminibatch+CV MALA", "0.25", "3", "3"]]
     assert vals["peers_exact.SMH-2_indep_over_MHminibatch_CV_MALA.ess_per_s_1e6"] == "3"
     assert vals["peers_exact.SMH-2_indep.rows_per_step_1000000"] == "58.4"
@@ -124,18 +197,52 @@ def test_exact_mh_rows_and_values(bench):
     """SMH-2 indep. at 2,000 ESS/s and SMH-2 RW at 50 against MH-SS-2's 100: ratios 20.0 and 0.5; 64 chains at 9,000
     chain-steps/s over 1 chain's 1,000: 9.0; the row's cells in column order."""
     em = bench("exact_mh")
-    base = dict(family="logistic", n=1000000, d=10, accept=0.9, ess_per_1000=900.0, ess_s_warm=1.0, data_per_ess=2.0,
-                mean_err=0.01, sd_err=0.02, warm_s=3.0, steps=1000)
-    rows = [dict(base, method="SMH-2 indep.", points=1.5, ess_s=2000.0), dict(base, method="SMH-2 RW", points=0.3, ess_s=50.0),
-            dict(base, method="PyMHSS MH-SS-2", points=1.0, ess_s=100.0)]
+    base = dict(
+        family="logistic",
+        n=1000000,
+        d=10,
+        accept=0.9,
+        ess_per_1000=900.0,
+        ess_s_warm=1.0,
+        data_per_ess=2.0,
+        mean_err=0.01,
+        sd_err=0.02,
+        warm_s=3.0,
+        steps=1000,
+    )
+    rows = [
+        dict(base, method="SMH-2 indep.", points=1.5, ess_s=2000.0),
+        dict(base, method="SMH-2 RW", points=0.3, ess_s=50.0),
+        dict(base, method="PyMHSS MH-SS-2", points=1.0, ess_s=100.0),
+    ]
     speeds = [dict(family="logistic", n=100000, d=10, one=1000.0, many=9000.0, chains=64)]
     vals = em.results_values(rows, speeds, 11.44)
-    assert vals == {"exact_mh.load": "11.4", "exact_mh.logistic.1000000.10.SMH-2.points": "1.5",
-                    "exact_mh.logistic.1000000.10.SMH-2.ess_s": "2e+03", "exact_mh.logistic.1000000.10.ratio_indep": "20.0",
-                    "exact_mh.logistic.1000000.10.ratio_rw": "0.5", "exact_mh.logistic.1000000.10.PyMHSS.points": "1",
-                    "exact_mh.logistic.1000000.10.PyMHSS.ess_s": "100", "exact_mh.logistic.100000.chains_ratio": "9.0"}
-    assert em.table_row(rows[0]) == ["logistic", "1,000,000", "10", "SMH-2 indep.", "1.5", "0.90", "900", "2e+03", "1", "2",
-                                     "0.010", "0.020", "3.0", "1000"]
+    assert vals == {
+        "exact_mh.load": "11.4",
+        "exact_mh.logistic.1000000.10.SMH-2.points": "1.5",
+        "exact_mh.logistic.1000000.10.SMH-2.ess_s": "2e+03",
+        "exact_mh.logistic.1000000.10.ratio_indep": "20.0",
+        "exact_mh.logistic.1000000.10.ratio_rw": "0.5",
+        "exact_mh.logistic.1000000.10.PyMHSS.points": "1",
+        "exact_mh.logistic.1000000.10.PyMHSS.ess_s": "100",
+        "exact_mh.logistic.100000.chains_ratio": "9.0",
+    }
+    assert em.table_row(rows[0]) == [
+        "logistic",
+        "1,000,000",
+        "10",
+        "SMH-2 indep.",
+        "1.5",
+        "0.90",
+        "900",
+        "2e+03",
+        "1",
+        "2",
+        "0.010",
+        "0.020",
+        "3.0",
+        "1000",
+    ]
     assert em.speed_row(speeds[0]) == ["logistic", "100,000", "10", "1000", "9000", "9.0"]
 
 
@@ -145,15 +252,31 @@ def test_auto_sample_cost_summary_takes_medians_over_repeats(bench):
     ac = bench("auto_sample_cost")
 
     def run(variant, total, tuning, sampling, warm):
-        return {"proposal": "langevin", "variant": variant, "total_seconds": total, "sampling_seconds": sampling,
-                "summary": {"total_seconds": warm, "phases": {"tuning": {"seconds": tuning}}}}
+        return {
+            "proposal": "langevin",
+            "variant": variant,
+            "total_seconds": total,
+            "sampling_seconds": sampling,
+            "summary": {"total_seconds": warm, "phases": {"tuning": {"seconds": tuning}}},
+        }
 
-    runs = [run("before", 10, 3, 4, 5), run("before", 14, 5, 4, 6), run("before", 12, 4, 5, 7),
-            run("after", 8, 3, 0.5, 6), run("after", 6, 2, 0.25, 5), run("after", 7, 4, 0.75, 7)]
+    runs = [
+        run("before", 10, 3, 4, 5),
+        run("before", 14, 5, 4, 6),
+        run("before", 12, 4, 5, 7),
+        run("after", 8, 3, 0.5, 6),
+        run("after", 6, 2, 0.25, 5),
+        run("after", 7, 4, 0.75, 7),
+    ]
     rows, values = ac.summary_rows(runs, ["langevin"])
-    assert rows == [["langevin", "12.00", "7.00", "0.58", "9.00", "3.50", "6.00", "0.50"]]  # tuning + sampling: 7, 9, 9 and 3.5, 2.25, 4.75
-    assert values == {"auto_sample_cost.before_total_langevin": "12.0", "auto_sample_cost.after_total_langevin": "7.0",
-                      "auto_sample_cost.ratio_langevin": "0.58"}
+    assert rows == [
+        ["langevin", "12.00", "7.00", "0.58", "9.00", "3.50", "6.00", "0.50"]
+    ]  # tuning + sampling: 7, 9, 9 and 3.5, 2.25, 4.75
+    assert values == {
+        "auto_sample_cost.before_total_langevin": "12.0",
+        "auto_sample_cost.after_total_langevin": "7.0",
+        "auto_sample_cost.ratio_langevin": "0.58",
+    }
 
 
 def test_tall_check_shares_and_memory_bound(bench):
@@ -163,12 +286,24 @@ def test_tall_check_shares_and_memory_bound(bench):
 
     tc = bench("tall_check")
     phase = lambda s, rows: {"seconds": s, "rows": rows, "passes": rows / 1e7}  # noqa: E731
-    big = {"n": 10_000_000, "sample_s": 10.0, "file_gib": 0.41, "stratum_rows": 0, "warnings": [], "ru_maxrss_mib": 900.2,
-           "vmhwm_mib": 901.0, "check": {"rows_read": 32_768},
-           "phases": {"mode": phase(60.0, 2e7), "proxy": phase(20.0, 1e7), "check": phase(10.0, 32_768)}}
+    big = {
+        "n": 10_000_000,
+        "sample_s": 10.0,
+        "file_gib": 0.41,
+        "stratum_rows": 0,
+        "warnings": [],
+        "ru_maxrss_mib": 900.2,
+        "vmhwm_mib": 901.0,
+        "check": {"rows_read": 32_768},
+        "phases": {"mode": phase(60.0, 2e7), "proxy": phase(20.0, 1e7), "check": phase(10.0, 32_768)},
+    }
     tables, values = tc.results(big, {"n": 200_000, "ru_maxrss_mib": 700.0}, argparse.Namespace(chains=4, samples=1000))
     rows = {r[0]: r[1:] for r in tables["tall_check"]["rows"]}
     assert rows["warm-up: mode"] == ["60.0", "2", "60.0%"] and rows["sampling"] == ["10.0", "-", "10.0%"]
     assert rows["**check** (32,768 rows read)"] == ["**10.0**", "0.0033", "**10.0%**"]
     assert rows["peak resident memory (`ru_maxrss`; `VmHWM`)"] == ["900 MiB; 901 MiB", "-", "bound 956 MiB"]
-    assert values["tall_check.check_share"] == "10.0%" and values["tall_check.warmup_s"] == "80" and values["tall_check.bound_mib"] == "956"
+    assert (
+        values["tall_check.check_share"] == "10.0%"
+        and values["tall_check.warmup_s"] == "80"
+        and values["tall_check.bound_mib"] == "956"
+    )

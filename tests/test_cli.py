@@ -44,7 +44,23 @@ def test_demo_runs_auto_sample_with_its_defaults_at_tall_n(monkeypatch, tmp_path
 
 @pytest.mark.slow
 def test_demo_end_to_end_small(capsys, tmp_path):
-    assert main(["demo", "--n-data", "20000", "--num-samples", "100", "--chains", "2", "--out", str(tmp_path), "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "demo",
+                "--n-data",
+                "20000",
+                "--num-samples",
+                "100",
+                "--chains",
+                "2",
+                "--out",
+                str(tmp_path),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "proposal" in out and "theta[9]" in out and (tmp_path / "demo" / "posterior.nc").exists()
 
@@ -97,7 +113,20 @@ def test_reproduce_lists_every_registered_experiment(capsys):
 
     assert main(["reproduce", "--list"]) == 0
     out = capsys.readouterr().out
-    names = {"gmm", "logistic", "mint-gmm", "mint-logistic", "cmint-bnn", "mintee", "sgld-l1", "rj-selection", "ica", "irls", "figure4", "logistic-t1"}
+    names = {
+        "gmm",
+        "logistic",
+        "mint-gmm",
+        "mint-logistic",
+        "cmint-bnn",
+        "mintee",
+        "sgld-l1",
+        "rj-selection",
+        "ica",
+        "irls",
+        "figure4",
+        "logistic-t1",
+    }
     assert set(EXPERIMENTS) == names
     assert all(name in out for name in names)
 
@@ -186,9 +215,26 @@ def test_sample_interrupted_by_sigint_saves_the_draws_and_exits_130(tmp_path):
     import xarray as xr
 
     ckpt = tmp_path / "ckpt"
-    cmd = [sys.executable, "-m", "minibatch_mcmc.cli", "sample", "--n-data", "1000", "--num-samples", "10000000",
-           "--block-size", "20", "--no-progress", "--checkpoint", str(ckpt), "--out", str(tmp_path)]
-    proc = subprocess.Popen(cmd, env=dict(os.environ, JAX_PLATFORMS="cpu"), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    cmd = [
+        sys.executable,
+        "-m",
+        "minibatch_mcmc.cli",
+        "sample",
+        "--n-data",
+        "1000",
+        "--num-samples",
+        "10000000",
+        "--block-size",
+        "20",
+        "--no-progress",
+        "--checkpoint",
+        str(ckpt),
+        "--out",
+        str(tmp_path),
+    ]
+    proc = subprocess.Popen(
+        cmd, env=dict(os.environ, JAX_PLATFORMS="cpu"), stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
     try:
         deadline = time.monotonic() + 240
         while time.monotonic() < deadline and proc.poll() is None and not any(ckpt.glob("chunk-*.nc")):
@@ -206,7 +252,7 @@ def test_sample_interrupted_by_sigint_saves_the_draws_and_exits_130(tmp_path):
         assert post["theta"].shape[1] >= 20 and post["theta"].shape[1] % 20 == 0
 
 
-USER_MODEL = '''
+USER_MODEL = """
 import numpyro
 import numpyro.distributions as dist
 
@@ -216,7 +262,7 @@ def regression(x, y):
     s = numpyro.sample("s", dist.HalfNormal(1.0))
     with numpyro.plate("data", x.shape[0]):
         numpyro.sample("y", dist.Normal(w * x, s), obs=y)
-'''
+"""
 
 
 @pytest.mark.slow  # the warm-up's compilations: ~20 s idle, ~50 s on a loaded machine
@@ -235,8 +281,20 @@ def test_sample_runs_a_users_numpyro_model_from_a_file_on_parquet_data(tmp_path,
     y = (0.5 * x + 0.7 * rng.normal(size=3000)).astype(np.float32)
     pq.write_table(pa.table({"x": x, "y": y}), tmp_path / "rows.parquet")
     (tmp_path / "my_model.py").write_text(USER_MODEL)
-    argv = ["sample", "--model", f"{tmp_path / 'my_model.py'}:regression", "--data", str(tmp_path / "rows.parquet"),
-            "--num-samples", "200", "--chains", "2", "--no-progress", "--out", str(tmp_path)]
+    argv = [
+        "sample",
+        "--model",
+        f"{tmp_path / 'my_model.py'}:regression",
+        "--data",
+        str(tmp_path / "rows.parquet"),
+        "--num-samples",
+        "200",
+        "--chains",
+        "2",
+        "--no-progress",
+        "--out",
+        str(tmp_path),
+    ]
     assert main(argv) == 0, capsys.readouterr().err
     out = capsys.readouterr().out
     assert "K=1," in out and "r_hat" in out and "ess_bulk" in out
@@ -248,16 +306,21 @@ def test_sample_runs_a_users_numpyro_model_from_a_file_on_parquet_data(tmp_path,
         assert float(post["w"].mean()) == pytest.approx(0.5, abs=0.06)
 
 
-@pytest.mark.parametrize("argv, match", [
-    (["--model", "no_colon", "--data", "x.npy"], "expected MODULE:NAME"),
-    (["--model", "no_such_module_here:f", "--data", "x.npy"], "cannot import no_such_module_here"),
-    (["--model", "minibatch_mcmc.models:gaussian_mean", "--data", "x.npy"], "needs --dim D"),
-    (["--model", "minibatch_mcmc.models:gaussian_mean", "--data", "x.csv"], "expected a .npy, .npz or .parquet"),
-    (["--model", "minibatch_mcmc.models:nothing_here", "--data", "x.npy"], "has no attribute 'nothing_here'"),
-    (["--model", "minibatch_mcmc.models:gaussian_mean"], "needs --data"),
-    (["--model", "minibatch_mcmc.models:gaussian_mean", "--data", "x.npy", "--dim", "2", "--columns", "x=a"],
-     "--columns applies to a NumPyro model"),
-])
+@pytest.mark.parametrize(
+    "argv, match",
+    [
+        (["--model", "no_colon", "--data", "x.npy"], "expected MODULE:NAME"),
+        (["--model", "no_such_module_here:f", "--data", "x.npy"], "cannot import no_such_module_here"),
+        (["--model", "minibatch_mcmc.models:gaussian_mean", "--data", "x.npy"], "needs --dim D"),
+        (["--model", "minibatch_mcmc.models:gaussian_mean", "--data", "x.csv"], "expected a .npy, .npz or .parquet"),
+        (["--model", "minibatch_mcmc.models:nothing_here", "--data", "x.npy"], "has no attribute 'nothing_here'"),
+        (["--model", "minibatch_mcmc.models:gaussian_mean"], "needs --data"),
+        (
+            ["--model", "minibatch_mcmc.models:gaussian_mean", "--data", "x.npy", "--dim", "2", "--columns", "x=a"],
+            "--columns applies to a NumPyro model",
+        ),
+    ],
+)
 def test_sample_names_what_is_wrong_with_a_user_model(capsys, tmp_path, argv, match):
     import numpy as np
 
@@ -300,7 +363,9 @@ def test_data_for_a_model_is_opened_out_of_core(tmp_path, capsys):
         source = load_data(str(tmp_path / name), out_of_core=True)
         assert isinstance(source, HostData) and source.n == 10, name
         assert not isinstance(load_data(str(tmp_path / name)), HostData)
-    np.testing.assert_array_equal(np.asarray(load_data(str(tmp_path / "x.npz"), out_of_core=True).take(np.array([3]))["a"]), rows[[3]])
+    np.testing.assert_array_equal(
+        np.asarray(load_data(str(tmp_path / "x.npz"), out_of_core=True).take(np.array([3]))["a"]), rows[[3]]
+    )
     compressed = load_data(str(tmp_path / "z.npz"), out_of_core=True)
     assert isinstance(compressed["a"], np.ndarray) and "cannot be memory-mapped" in capsys.readouterr().err
     args = argparse.Namespace(model="minibatch_mcmc.models:gaussian_mean", data=str(tmp_path / "x.npy"), dim=2)
@@ -318,8 +383,22 @@ def test_sample_runs_a_model_on_a_memory_mapped_npy(tmp_path, capsys):
 
     rows = np.random.default_rng(0).normal([1.0, -2.0], 1.0, size=(3000, 2)).astype(np.float32)
     np.save(tmp_path / "rows.npy", rows)
-    argv = ["sample", "--model", "minibatch_mcmc.models:gaussian_mean", "--dim", "2", "--data", str(tmp_path / "rows.npy"),
-            "--num-samples", "300", "--chains", "2", "--no-progress", "--out", str(tmp_path)]
+    argv = [
+        "sample",
+        "--model",
+        "minibatch_mcmc.models:gaussian_mean",
+        "--dim",
+        "2",
+        "--data",
+        str(tmp_path / "rows.npy"),
+        "--num-samples",
+        "300",
+        "--chains",
+        "2",
+        "--no-progress",
+        "--out",
+        str(tmp_path),
+    ]
     assert main(argv) == 0, capsys.readouterr().err
     with xr.open_dataset(tmp_path / "sample" / "posterior.nc", group="posterior", engine="h5netcdf") as post:
         theta = post["theta"].values
@@ -327,7 +406,7 @@ def test_sample_runs_a_model_on_a_memory_mapped_npy(tmp_path, capsys):
     assert 0.005 < float(theta[..., 0].std()) < 0.06
 
 
-COVARIATE_MODEL = '''
+COVARIATE_MODEL = """
 import numpyro
 import numpyro.distributions as dist
 
@@ -337,7 +416,7 @@ def regression(X, y):
     sigma = numpyro.sample("sigma", dist.HalfNormal(1.0))  # a sampled scale: not a recognised GLM, so X and y stay as named
     with numpyro.plate("data", X.shape[0]):
         numpyro.sample("y", dist.Normal(X @ w, sigma), obs=y)
-'''
+"""
 
 
 def covariate_table(tmp_path):
@@ -349,8 +428,16 @@ def covariate_table(tmp_path):
     rows = np.random.default_rng(1).normal(size=(40, 4)).astype(np.float32)
     pq.write_table(pa.table({k: rows[:, j] for j, k in enumerate("abcd")}), tmp_path / "t.parquet")
     (tmp_path / "m.py").write_text(COVARIATE_MODEL)
-    return rows, ["sample", "--model", f"{tmp_path / 'm.py'}:regression", "--data", str(tmp_path / "t.parquet"),
-                  "--no-progress", "--out", str(tmp_path)]
+    return rows, [
+        "sample",
+        "--model",
+        f"{tmp_path / 'm.py'}:regression",
+        "--data",
+        str(tmp_path / "t.parquet"),
+        "--no-progress",
+        "--out",
+        str(tmp_path),
+    ]
 
 
 def test_sample_maps_table_columns_to_the_models_arguments(tmp_path, monkeypatch, capsys):
@@ -378,12 +465,15 @@ def test_sample_maps_table_columns_to_the_models_arguments(tmp_path, monkeypatch
     assert np.asarray(data["X"]).dtype == np.float32 and np.shape(start["w"]) == (3,)
 
 
-@pytest.mark.parametrize("extra, match", [
-    ([], "the columns found: a, b, c, d"),
-    (["--columns", "X=a,b,z", "y=d"], "no column(s) z"),
-    (["--columns", "X=a,b,c"], "no column for the required argument(s) y"),
-    (["--columns", "X"], "expected ARG=COLUMN"),
-])
+@pytest.mark.parametrize(
+    "extra, match",
+    [
+        ([], "the columns found: a, b, c, d"),
+        (["--columns", "X=a,b,z", "y=d"], "no column(s) z"),
+        (["--columns", "X=a,b,c"], "no column for the required argument(s) y"),
+        (["--columns", "X"], "expected ARG=COLUMN"),
+    ],
+)
 def test_sample_without_a_column_mapping_lists_arguments_and_columns(tmp_path, capsys, extra, match):
     """Names that do not match (X, y against a, b, c, d), or a mapping naming a missing column or leaving an argument
     out, are one error listing the model's arguments, the columns found and an example ``--columns`` line."""

@@ -19,7 +19,9 @@ from minibatch_mcmc.warmup import auto_sample, warmup
 from minibatch_mcmc.warmup import tuning as warmup_tuning
 from minibatch_mcmc.warmup.context import WarmupContext
 
-auto_module = importlib.import_module("minibatch_mcmc.warmup.auto")  # the module defining auto_sample (patch the names it looks up there)
+auto_module = importlib.import_module(
+    "minibatch_mcmc.warmup.auto"
+)  # the module defining auto_sample (patch the names it looks up there)
 
 N, D, CHAINS, STEPS = 2000, 3, 4, 200
 
@@ -53,11 +55,27 @@ def test_fast_compiled_runner_draws_the_same_chain(fitted, monkeypatch):
     there, beyond a rounding bound relative to the array's largest value (``s2`` itself is compared)."""
     model, data, w = fitted
     built = []
-    monkeypatch.setattr(driver, "make_scaled_runner", lambda *a, **k: built.append(k["compiler_options"]) or make_scaled_runner(*a, **k))
+    monkeypatch.setattr(
+        driver, "make_scaled_runner", lambda *a, **k: built.append(k["compiler_options"]) or make_scaled_runner(*a, **k)
+    )
     starts = jax.tree_util.tree_map(lambda a: jnp.stack([a] * CHAINS), w.centre)
-    runs = [driver.sample_compiled(model, data, starts, proposal=w.proposal, test=w.test, estimator=w.estimator, num_samples=STEPS,
-                                   num_chains=CHAINS, key=3, run=driver.RunOptions(progress=False), batched_init=True, compiler_options=options)
-            for options in (None, dict(FAST_COMPILE))]
+    runs = [
+        driver.sample_compiled(
+            model,
+            data,
+            starts,
+            proposal=w.proposal,
+            test=w.test,
+            estimator=w.estimator,
+            num_samples=STEPS,
+            num_chains=CHAINS,
+            key=3,
+            run=driver.RunOptions(progress=False),
+            batched_init=True,
+            compiler_options=options,
+        )
+        for options in (None, dict(FAST_COMPILE))
+    ]
     assert built == [None, FAST_COMPILE]  # the options reached the runner's jit
     assert 0.3 < np.mean(runs[0].records["accepted"]) < 1.0  # the chains move: equality is not vacuous
     got, want = ({k: v for k, v in flat_draws(r).items() if k != "rec_epsilon"} for r in runs)
@@ -82,9 +100,22 @@ def test_auto_sample_compiles_short_runs_fast(fitted, monkeypatch, tmp_path):
     longest = RUN_WORK // (CHAINS * D)
     for num_samples, extra in ((longest, {}), (longest + 1, {}), (10, {"checkpoint_dir": tmp_path / "unused"})):
         with pytest.raises(Sampled):
-            auto_sample(model, data, jnp.zeros(D), num_samples=num_samples, num_chains=CHAINS, progress=False, check_draws=0, **extra)
+            auto_sample(
+                model,
+                data,
+                jnp.zeros(D),
+                num_samples=num_samples,
+                num_chains=CHAINS,
+                progress=False,
+                check_draws=0,
+                **extra,
+            )
     assert seen == [FAST_COMPILE, None, None]
-    assert [o.get("num_samples") for o in asked] == [longest, longest + 1, None]  # the tuned runner's run, not with a checkpoint
+    assert [o.get("num_samples") for o in asked] == [
+        longest,
+        longest + 1,
+        None,
+    ]  # the tuned runner's run, not with a checkpoint
 
 
 def test_tuned_runner_counts_tuning_and_sampling(fitted, monkeypatch):
@@ -109,8 +140,18 @@ def test_tuned_runner_counts_tuning_and_sampling(fitted, monkeypatch):
     for steps in (longest, longest + 1, None):
         with pytest.raises(Built):
             ctx = WarmupContext(model, as_data_source(data), w.test, w.estimator, 1.0, "metropolis")
-            warmup_tuning.tune(ctx, lambda s: w.proposal, starts, jax.random.key(0), 0.234, "random_walk", num_windows,
-                                         window_size, None, steps)
+            warmup_tuning.tune(
+                ctx,
+                lambda s: w.proposal,
+                starts,
+                jax.random.key(0),
+                0.234,
+                "random_walk",
+                num_windows,
+                window_size,
+                None,
+                steps,
+            )
     with pytest.raises(Built):  # warmup hands its num_samples on
         warmup(model, data, jnp.zeros(D), key=0, proposal="random_walk", num_chains=CHAINS, num_samples=longest)
     assert seen == [FAST_COMPILE, None, None, FAST_COMPILE]

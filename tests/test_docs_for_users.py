@@ -17,6 +17,7 @@ import minibatch_mcmc as mm
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 
+
 def entry_points() -> dict[str, object]:
     """Every function of ``mm.__all__``, and every class with a constructor a user calls (not a NamedTuple of results
     or settings, not a warning), with the LOO, the result's methods and the NumPyro outputs a first fit reaches."""
@@ -31,10 +32,16 @@ def entry_points() -> dict[str, object]:
             out[name] = obj
         elif inspect.isclass(obj) and not issubclass(obj, (tuple, Warning)):
             out[name] = obj
-    out.update({"loo_subsample": loo_subsample, "SampleResult.summary": SampleResult.summary,
-                "SampleResult.to_inference_data": SampleResult.to_inference_data,
-                "interop.to_inference_data": interop.to_inference_data, "interop.log_likelihood": interop.log_likelihood,
-                "interop.subsampled_loo": interop.subsampled_loo})
+    out.update(
+        {
+            "loo_subsample": loo_subsample,
+            "SampleResult.summary": SampleResult.summary,
+            "SampleResult.to_inference_data": SampleResult.to_inference_data,
+            "interop.to_inference_data": interop.to_inference_data,
+            "interop.log_likelihood": interop.log_likelihood,
+            "interop.subsampled_loo": interop.subsampled_loo,
+        }
+    )
     return out
 
 
@@ -47,14 +54,18 @@ def documented_args(doc: str) -> list[str]:
     head = starts[0]
     indent = len(lines[head]) - len(lines[head].lstrip())
     body = []
-    for line in lines[head + 1:]:
+    for line in lines[head + 1 :]:
         if line.strip() and len(line) - len(line.lstrip()) <= indent:
             break  # the next section, or prose after the section
         body.append(line)
     item = min((len(x) - len(x.lstrip()) for x in body if x.strip()), default=0)
     names = []
     for line in body:
-        m = re.match(r"\*{0,2}(\w+)\s*(\([^)]*\))?:", line[item:]) if line.strip() and len(line) - len(line.lstrip()) == item else None
+        m = (
+            re.match(r"\*{0,2}(\w+)\s*(\([^)]*\))?:", line[item:])
+            if line.strip() and len(line) - len(line.lstrip()) == item
+            else None
+        )
         if m:
             names.append(m.group(1))
     return names
@@ -144,7 +155,9 @@ def test_readme_choice_tables_match_the_registries():
 
     choices = load_choices()
     text = README.read_text()
-    assert choices.render(text) == text, "README's choice tables differ from the registries: run benchmarks/render_choices.py"
+    assert choices.render(text) == text, (
+        "README's choice tables differ from the registries: run benchmarks/render_choices.py"
+    )
     for name in [*TESTS, *KINDS]:
         assert f"`{name}`" in text, f"README's table lacks {name!r}"
 
@@ -166,4 +179,6 @@ def test_benchmarks_summary_plot_is_what_the_results_draw():
     spec.loader.exec_module(plot)
     grid = plot.table_grid(plot.SUMMARY.read_text(), plot.load_results().values)
     assert len(grid.rows) >= 3 and all(len(vals) == len(grid.columns) for _, vals in grid.rows)
-    assert plot.FIGURE.read_text() == plot.render(), "docs/figures/first_fit_vs_nuts.svg is stale: run benchmarks/plot_summary.py"
+    assert plot.FIGURE.read_text() == plot.render(), (
+        "docs/figures/first_fit_vs_nuts.svg is stale: run benchmarks/plot_summary.py"
+    )

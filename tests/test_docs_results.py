@@ -62,7 +62,11 @@ def test_rendered_table_names_its_results_file_and_command(tmp_path):
     """The line under a rendered table names the file and the command recorded in it."""
     results = tmp_path / "results"
     results.mkdir()
-    payload = {"command": "minibatch-mcmc reproduce gmm", "date": "2026-01-01", "tables": {"t": {"columns": ["a"], "rows": [["1"]]}}}
+    payload = {
+        "command": "minibatch-mcmc reproduce gmm",
+        "date": "2026-01-01",
+        "tables": {"t": {"columns": ["a"], "rows": [["1"]]}},
+    }
     (results / "gmm.json").write_text(json.dumps(payload))
     out = renderer.render("<!-- results:t -->\n<!-- /results:t -->\n", renderer.load_results(results))
     assert "`minibatch-mcmc reproduce gmm` on 2026-01-01" in out and "gmm.json" in out

@@ -16,13 +16,22 @@ import minibatch_mcmc
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "src" / "minibatch_mcmc"
-GUIDES = ("usage.md", "algorithms.md", "architecture.md", "benchmarks-summary.md", "benchmarks.md", "reproduction.md",
-          "notes-on-the-papers.md")
+GUIDES = (
+    "usage.md",
+    "algorithms.md",
+    "architecture.md",
+    "benchmarks-summary.md",
+    "benchmarks.md",
+    "reproduction.md",
+    "notes-on-the-papers.md",
+)
 
 
 def _public_modules() -> list:
     """Every importable module of the package with an ``__all__``; a module needing an absent optional extra is left out."""
-    names = [minibatch_mcmc.__name__] + [m.name for m in pkgutil.walk_packages(minibatch_mcmc.__path__, "minibatch_mcmc.")]
+    names = [minibatch_mcmc.__name__] + [
+        m.name for m in pkgutil.walk_packages(minibatch_mcmc.__path__, "minibatch_mcmc.")
+    ]
     modules = []
     for name in names:
         try:
@@ -42,7 +51,13 @@ def _attribute_docstrings() -> dict[str, list[str]]:
     for path in PACKAGE.rglob("*.py"):
         body = ast.parse(path.read_text()).body
         for stmt, nxt in zip(body, body[1:]):
-            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] if isinstance(stmt, ast.AnnAssign) else []
+            targets = (
+                stmt.targets
+                if isinstance(stmt, ast.Assign)
+                else [stmt.target]
+                if isinstance(stmt, ast.AnnAssign)
+                else []
+            )
             if isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant) and isinstance(nxt.value.value, str):
                 for t in targets:
                     if isinstance(t, ast.Name):

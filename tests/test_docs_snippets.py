@@ -109,8 +109,11 @@ are still checked in `make test` (`test_snippets_parse_and_read_only_bound_names
 
 
 # in `make test` (CI): every snippet at its small size but LONG_DOCS', mostly compilation
-@pytest.mark.parametrize("path", [pytest.param(p, marks=pytest.mark.slow) if p.name in LONG_DOCS else p for p in DOCS if snippets(p)],
-                         ids=[i for p, i in zip(DOCS, DOC_IDS) if snippets(p)])
+@pytest.mark.parametrize(
+    "path",
+    [pytest.param(p, marks=pytest.mark.slow) if p.name in LONG_DOCS else p for p in DOCS if snippets(p)],
+    ids=[i for p, i in zip(DOCS, DOC_IDS) if snippets(p)],
+)
 def test_snippets_run(path, tmp_path, monkeypatch):
     """Each file's snippets, in order, in one namespace, at their small size."""
     import matplotlib

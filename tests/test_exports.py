@@ -78,7 +78,10 @@ def test_warmup_is_the_function_also_after_the_module_is_imported():
     import minibatch_mcmc.warmup  # noqa: F401  (binds the submodule on the package, as any import of it does)
 
     assert callable(mm.warmup) and mm.warmup is warmup_module.warmup
-    assert mm.auto_sample is warmup_module.auto_sample and mm.from_numpyro is importlib.import_module("minibatch_mcmc.interop").from_numpyro
+    assert (
+        mm.auto_sample is warmup_module.auto_sample
+        and mm.from_numpyro is importlib.import_module("minibatch_mcmc.interop").from_numpyro
+    )
     with pytest.raises(AttributeError, match="cannot be replaced"):
         mm.warmup = print
 
@@ -97,7 +100,9 @@ def _factories(package: str, part) -> set[str]:
     functions = {n: o for n, o in namespace.items() if inspect.isfunction(o) and n in module.__all__}
     built = {n for n, f in functions.items() if _builds(str(inspect.signature(f).return_annotation), namespace, part)}
     made = {a.strip() for n in built for a in str(inspect.signature(functions[n]).return_annotation).split("|")}
-    classes = {n for n, o in namespace.items() if n in module.__all__ and inspect.isclass(o) and part(o) and n not in made}
+    classes = {
+        n for n, o in namespace.items() if n in module.__all__ and inspect.isclass(o) and part(o) and n not in made
+    }
     return built | classes
 
 

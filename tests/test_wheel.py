@@ -62,12 +62,29 @@ def _site_dirs() -> list[str]:
 def wheel(tmp_path_factory) -> pathlib.Path:
     major = int(importlib.metadata.version("setuptools").split(".")[0])
     if major < MIN_SETUPTOOLS:
-        pytest.skip(f"setuptools {major} < {MIN_SETUPTOOLS} cannot build the SPDX license offline: pip install 'setuptools>={MIN_SETUPTOOLS}'")
+        pytest.skip(
+            f"setuptools {major} < {MIN_SETUPTOOLS} cannot build the SPDX license offline: pip install 'setuptools>={MIN_SETUPTOOLS}'"
+        )
     tmp = tmp_path_factory.mktemp("wheel")
     tree = tmp / "tree"  # a copy, so the build leaves no build/ or egg-info in the checkout
     shutil.copytree(ROOT, tree, ignore=shutil.ignore_patterns(*SKIP_COPY))
     out = tmp / "dist"
-    proc = _run([sys.executable, "-m", "pip", "wheel", "-v", "--no-deps", "--no-build-isolation", "--no-index", "-w", str(out), str(tree)], tmp)
+    proc = _run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-v",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "-w",
+            str(out),
+            str(tree),
+        ],
+        tmp,
+    )
     log = proc.stdout + proc.stderr
     assert "SetuptoolsDeprecationWarning" not in log, f"building the wheel warns:\n{log[-4000:]}"
     (built,) = out.glob("minibatch_mcmc-*.whl")
@@ -109,15 +126,35 @@ def test_installed_wheel_runs_one_sample(wheel, tmp_path):
     venv = tmp_path / "venv"
     _run([sys.executable, "-m", "venv", "--without-pip", str(venv)], tmp_path)
     python = venv / "bin" / "python"
-    _run([sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", "--no-deps", "--no-index", str(wheel)], tmp_path)
+    _run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(python),
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--no-index",
+            str(wheel),
+        ],
+        tmp_path,
+    )
     site = _run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"], tmp_path).stdout.strip()
-    pathlib.Path(site, "outer_env.pth").write_text("\n".join(_site_dirs()) + "\n")  # numpy, jax, ... from this environment
+    pathlib.Path(site, "outer_env.pth").write_text(
+        "\n".join(_site_dirs()) + "\n"
+    )  # numpy, jax, ... from this environment
 
     lines = _run([str(python), "-c", SAMPLE], tmp_path).stdout.split()
     module_file, table = pathlib.Path(lines[-2]), pathlib.Path(lines[-1])
-    assert module_file.is_relative_to(venv), f"minibatch_mcmc was imported from {module_file}, not from the wheel in {venv}"
+    assert module_file.is_relative_to(venv), (
+        f"minibatch_mcmc was imported from {module_file}, not from the wheel in {venv}"
+    )
     assert table.is_relative_to(venv) and table.exists(), f"the correction table {table} is not the installed one"
     script = venv / "bin" / "minibatch-mcmc"
     assert "reproduce" in _run([str(script), "--help"], tmp_path).stdout
-    outside = subprocess.run([str(script), "reproduce", "--list"], cwd=tmp_path, env=_clean_env(), capture_output=True, text=True)
+    outside = subprocess.run(
+        [str(script), "reproduce", "--list"], cwd=tmp_path, env=_clean_env(), capture_output=True, text=True
+    )
     assert outside.returncode == 2 and "ship with the repository" in outside.stderr, outside.stderr

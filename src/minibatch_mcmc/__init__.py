@@ -23,18 +23,58 @@ import types
 
 __version__ = "0.1.0"
 
-SUBPACKAGES = ("acceptance", "control_variates", "data", "diagnostics", "interop", "models", "optim", "proposals", "samplers")
+SUBPACKAGES = (
+    "acceptance",
+    "control_variates",
+    "data",
+    "diagnostics",
+    "interop",
+    "models",
+    "optim",
+    "proposals",
+    "samplers",
+)
 """The subpackages, each imported on first use as ``mm.<name>``."""
 ACCEPTANCE_TESTS = (
-    "BarkerTest", "MetropolisTest", "austere_mh", "austere_mh_adaptive", "austere_mh_for_error", "mh_minibatch",
-    "mh_minibatch_skew", "mh_sublhd", "mhss", "mint", "naive_minibatch", "no_test", "penalty_test", "scalable_mh", "tunamh",
+    "BarkerTest",
+    "MetropolisTest",
+    "austere_mh",
+    "austere_mh_adaptive",
+    "austere_mh_for_error",
+    "mh_minibatch",
+    "mh_minibatch_skew",
+    "mh_sublhd",
+    "mhss",
+    "mint",
+    "naive_minibatch",
+    "no_test",
+    "penalty_test",
+    "scalable_mh",
+    "tunamh",
 )
 """Every acceptance test a user builds: the factory functions of ``acceptance`` and the exact tests' classes."""
-PROPOSALS = ("independence_gaussian", "independence_t", "langevin", "mixture", "random_walk", "reversible_jump", "stiefel_random_walk")
+PROPOSALS = (
+    "independence_gaussian",
+    "independence_t",
+    "langevin",
+    "mixture",
+    "random_walk",
+    "reversible_jump",
+    "stiefel_random_walk",
+)
 """Every proposal factory of ``proposals``."""
 CONTROL_VARIATES = (
-    "plain", "taylor_proxy", "glm_proxy", "logistic_proxy", "model_glm_proxy", "glmm_proxy", "proxy_for", "stratify",
-    "proxy_langevin", "proxy_hmc", "proxy_independence",
+    "plain",
+    "taylor_proxy",
+    "glm_proxy",
+    "logistic_proxy",
+    "model_glm_proxy",
+    "glmm_proxy",
+    "proxy_for",
+    "stratify",
+    "proxy_langevin",
+    "proxy_hmc",
+    "proxy_independence",
 )
 """Every factory of ``control_variates``: the estimators and the proposals built from a proxy."""
 ENTRY_POINTS = {

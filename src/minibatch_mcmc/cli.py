@@ -37,8 +37,10 @@ def reproductions_root(start: Path, source: Path = Path(__file__)) -> Path:
     for root in (start, *start.parents, source.resolve().parents[2]):
         if (root / REPRODUCTIONS / "registry.py").is_file():
             return root
-    raise ValueError(f"no {REPRODUCTIONS}/ folder in {start} or above it: the papers' reproductions ship with the repository, "
-                     "not the installed package; run `minibatch-mcmc reproduce` in a checkout (pip install -e '.[reproductions]')")
+    raise ValueError(
+        f"no {REPRODUCTIONS}/ folder in {start} or above it: the papers' reproductions ship with the repository, "
+        "not the installed package; run `minibatch-mcmc reproduce` in a checkout (pip install -e '.[reproductions]')"
+    )
 
 
 def reproductions_registry() -> ModuleType:
@@ -60,10 +62,20 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     n = args.n_data or (DEMO_ROWS // 10 if args.quick else DEMO_ROWS)
     check_int(n, "--n-data", 1, MAX_DATA, "checked before the data are generated")
     data, theta_true = make_logistic_data(jax.random.key(args.seed), n, DEMO_DIM)
-    print(f"Logistic regression at temperature 1: N={n:,} rows, d={DEMO_DIM}, {args.chains} chains x {args.num_samples} draws "
-          "with auto_sample's defaults (a warm-up: mode, Laplace, Taylor proxy, its choice of proposal and test)", flush=True)
-    result, w = auto_sample(logistic_regression(prior_scale=10.0), data, jnp.zeros(DEMO_DIM), num_samples=args.num_samples,
-                            num_chains=args.chains, key=args.seed + 1, progress=not args.no_progress)
+    print(
+        f"Logistic regression at temperature 1: N={n:,} rows, d={DEMO_DIM}, {args.chains} chains x {args.num_samples} draws "
+        "with auto_sample's defaults (a warm-up: mode, Laplace, Taylor proxy, its choice of proposal and test)",
+        flush=True,
+    )
+    result, w = auto_sample(
+        logistic_regression(prior_scale=10.0),
+        data,
+        jnp.zeros(DEMO_DIM),
+        num_samples=args.num_samples,
+        num_chains=args.chains,
+        key=args.seed + 1,
+        progress=not args.no_progress,
+    )
     print(f"  proposal {w.kind} ({w.why}), test {w.test.name}")
     print(f"  warm-up: {w.total_data / n:.2f} passes over the data, {w.total_seconds:.1f} s")
     print(fit_cost(warm=w).table())
@@ -81,9 +93,13 @@ def _cmd_sample(args: argparse.Namespace) -> int:
     if args.resume and not args.checkpoint:
         raise ValueError("--resume needs --checkpoint DIR (the directory of the interrupted run)")
     if args.proposal is not None and args.model is None:
-        raise ValueError(f"--proposal {args.proposal} applies to --model; the mixture samples by random walk (--proposal-sd)")
+        raise ValueError(
+            f"--proposal {args.proposal} applies to --model; the mixture samples by random walk (--proposal-sd)"
+        )
     common = dict(
-        test=model_test(args) if args.model is not None else sample_test(args.test or MIXTURE_TEST, args.batch_size, args.sigma),
+        test=model_test(args)
+        if args.model is not None
+        else sample_test(args.test or MIXTURE_TEST, args.batch_size, args.sigma),
         num_samples=args.num_samples,
         num_chains=args.chains,
         temperature=args.temperature,
@@ -100,9 +116,12 @@ def _cmd_sample(args: argparse.Namespace) -> int:
         with PhaseClock("load", 1) as clock:  # reading the data file and any NumPyro conversion
             model, data, start = user_model(args)
         kind = {} if args.proposal is None else {"proposal": args.proposal}
-        print(f"{model.name}: K={args.temperature:g}, test {common['test'].name if common['test'] else 'default'}, "
-              f"{args.chains} chain(s) x {args.num_samples} steps after an automatic warm-up (mode, Laplace, Taylor proxy, "
-              "proposal)", flush=True)
+        print(
+            f"{model.name}: K={args.temperature:g}, test {common['test'].name if common['test'] else 'default'}, "
+            f"{args.chains} chain(s) x {args.num_samples} steps after an automatic warm-up (mode, Laplace, Taylor proxy, "
+            "proposal)",
+            flush=True,
+        )
         result, w = auto_sample(model, data, start, key=args.seed + 1, **kind, **common)
         print(f"  proposal {w.kind} ({w.why}), test {w.test.name}")
         print(f"  warm-up: {w.total_data:,} data points read, {w.total_seconds:.1f} s")
@@ -129,8 +148,14 @@ def mixture(args: argparse.Namespace, common: dict):
         + (f", checkpoints in {args.checkpoint}" + (" (resuming)" if args.resume else "") if args.checkpoint else ""),
         flush=True,
     )
-    return sample(gaussian_mixture(), data, jnp.zeros(2, jnp.float32), proposal=random_walk(scale=args.proposal_sd),
-                  key=args.seed + 1, **common)
+    return sample(
+        gaussian_mixture(),
+        data,
+        jnp.zeros(2, jnp.float32),
+        proposal=random_walk(scale=args.proposal_sd),
+        key=args.seed + 1,
+        **common,
+    )
 
 
 def report(args: argparse.Namespace, result) -> int:
@@ -148,7 +173,10 @@ def report(args: argparse.Namespace, result) -> int:
     print(f"wrote {path}")
     if result.interrupted:
         steps = result.records["accepted"].shape[1]
-        print(f"minibatch-mcmc: interrupted after {steps} of {args.num_samples} steps; the finished draws are in {path}", file=sys.stderr)
+        print(
+            f"minibatch-mcmc: interrupted after {steps} of {args.num_samples} steps; the finished draws are in {path}",
+            file=sys.stderr,
+        )
         return INTERRUPTED
     return 0
 
@@ -181,7 +209,9 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"auto_sample's defaults (proxy HMC + penalty test after an automatic warm-up) on a {DEMO_ROWS:,}-row "
         "logistic regression at temperature 1: the warm-up's choices and the posterior summary",
     )
-    d.add_argument("--n-data", type=positive_int, default=None, help=f"rows N (default {DEMO_ROWS:,}; --quick: a tenth)")
+    d.add_argument(
+        "--n-data", type=positive_int, default=None, help=f"rows N (default {DEMO_ROWS:,}; --quick: a tenth)"
+    )
     d.add_argument("--num-samples", type=positive_int, default=1000, help="draws per chain (default 1000)")
     d.add_argument("--chains", type=positive_int, default=4, help="chains (default 4)")
     d.add_argument("--quick", action="store_true", help=f"{DEMO_ROWS // 10:,} rows")
@@ -197,7 +227,9 @@ def build_parser() -> argparse.ArgumentParser:
         "minibatch-mcmc reproduce NAME --help lists them (--quick, --seed, --out, --name, ... and its own).",
     )
     r.add_argument("--list", action="store_true", help="list the experiments and exit")
-    r.add_argument("experiment", nargs="?", metavar="NAME", help="an experiment of reproductions/registry.py (--list lists them)")
+    r.add_argument(
+        "experiment", nargs="?", metavar="NAME", help="an experiment of reproductions/registry.py (--list lists them)"
+    )
     r.add_argument("experiment_args", nargs=argparse.REMAINDER, metavar="...", help="the experiment's options")
     r.set_defaults(func=_cmd_reproduce)
     sp = sub.add_parser(
@@ -212,29 +244,76 @@ def build_parser() -> argparse.ArgumentParser:
         "OUT/NAME/posterior.nc (constrained values under the site names); --checkpoint DIR writes each block and "
         "--resume continues a killed run.",
     )
-    sp.add_argument("--model", default=None, metavar="MODULE:NAME", help="a NumPyro model function or a Model (default: the mixture)")
-    sp.add_argument("--data", default=None, metavar="FILE", help="the data for --model: .npy, .npz or .parquet (a file or a folder "
-                    "of files). A Model reads it out of core (.npy and uncompressed .npz memory-mapped, Parquet streamed); "
-                    "a NumPyro model gets it read into memory, as its arguments")
-    sp.add_argument("--columns", nargs="+", default=None, metavar="ARG=COL[,COL...]", help="with a NumPyro --model: "
-                    "which columns of --data make each model argument, e.g. --columns X=a,b,c y=d (several columns: "
-                    "an (N, k) float array in that order; one: (N,)); default: the columns named like the arguments")
-    sp.add_argument("--dim", type=positive_int, default=None, help="parameter length of a Model given by --model (start: zeros)")
-    sp.add_argument("--test", choices=list(TESTS), default=None, help="acceptance test (default: with --model, the warm-up's "
-                    "default, the penalty test on 50 rows, more at small N; for the mixture " + MIXTURE_TEST + ")")
-    sp.add_argument("--proposal", choices=PROPOSALS, default=None, help="with --model: the warm-up's proposal (default: its "
-                    "rule: mixture with an exact stratum or several modes, else proxy_hmc)")
-    sp.add_argument("--n-data", type=positive_int, default=100_000, help="data points N of the mixture (default 100000)")
+    sp.add_argument(
+        "--model",
+        default=None,
+        metavar="MODULE:NAME",
+        help="a NumPyro model function or a Model (default: the mixture)",
+    )
+    sp.add_argument(
+        "--data",
+        default=None,
+        metavar="FILE",
+        help="the data for --model: .npy, .npz or .parquet (a file or a folder "
+        "of files). A Model reads it out of core (.npy and uncompressed .npz memory-mapped, Parquet streamed); "
+        "a NumPyro model gets it read into memory, as its arguments",
+    )
+    sp.add_argument(
+        "--columns",
+        nargs="+",
+        default=None,
+        metavar="ARG=COL[,COL...]",
+        help="with a NumPyro --model: "
+        "which columns of --data make each model argument, e.g. --columns X=a,b,c y=d (several columns: "
+        "an (N, k) float array in that order; one: (N,)); default: the columns named like the arguments",
+    )
+    sp.add_argument(
+        "--dim", type=positive_int, default=None, help="parameter length of a Model given by --model (start: zeros)"
+    )
+    sp.add_argument(
+        "--test",
+        choices=list(TESTS),
+        default=None,
+        help="acceptance test (default: with --model, the warm-up's "
+        "default, the penalty test on 50 rows, more at small N; for the mixture " + MIXTURE_TEST + ")",
+    )
+    sp.add_argument(
+        "--proposal",
+        choices=PROPOSALS,
+        default=None,
+        help="with --model: the warm-up's proposal (default: its "
+        "rule: mixture with an exact stratum or several modes, else proxy_hmc)",
+    )
+    sp.add_argument(
+        "--n-data", type=positive_int, default=100_000, help="data points N of the mixture (default 100000)"
+    )
     sp.add_argument("--temperature", type=float, default=1.0, help="temperature K (default 1: the posterior)")
-    sp.add_argument("--batch-size", type=positive_int, default=BATCH_SIZE, help=f"minibatch size m (default {BATCH_SIZE})")
-    sp.add_argument("--sigma", type=float, default=SIGMA, help=f"MHminibatch noise level sigma, or the penalty test's sigma_max (default {SIGMA:g})")
-    sp.add_argument("--proposal-sd", type=float, default=0.15, help="random-walk s.d. per coordinate for the mixture (default 0.15)")
+    sp.add_argument(
+        "--batch-size", type=positive_int, default=BATCH_SIZE, help=f"minibatch size m (default {BATCH_SIZE})"
+    )
+    sp.add_argument(
+        "--sigma",
+        type=float,
+        default=SIGMA,
+        help=f"MHminibatch noise level sigma, or the penalty test's sigma_max (default {SIGMA:g})",
+    )
+    sp.add_argument(
+        "--proposal-sd", type=float, default=0.15, help="random-walk s.d. per coordinate for the mixture (default 0.15)"
+    )
     sp.add_argument("--num-samples", type=positive_int, default=1000)
     sp.add_argument("--chains", type=positive_int, default=1, help="number of chains (a multiple of the devices used)")
-    sp.add_argument("--devices", default=None, help="split the chains over 'all' devices or the first N (default: one device)")
-    sp.add_argument("--block-size", type=positive_int, default=250, help="steps per jitted block and per checkpoint chunk")
-    sp.add_argument("--checkpoint", default=None, metavar="DIR", help="write every finished block to DIR (netCDF chunks)")
-    sp.add_argument("--resume", action="store_true", help="continue the run in --checkpoint DIR (same settings and seed)")
+    sp.add_argument(
+        "--devices", default=None, help="split the chains over 'all' devices or the first N (default: one device)"
+    )
+    sp.add_argument(
+        "--block-size", type=positive_int, default=250, help="steps per jitted block and per checkpoint chunk"
+    )
+    sp.add_argument(
+        "--checkpoint", default=None, metavar="DIR", help="write every finished block to DIR (netCDF chunks)"
+    )
+    sp.add_argument(
+        "--resume", action="store_true", help="continue the run in --checkpoint DIR (same settings and seed)"
+    )
     sp.add_argument("--seed", type=int, default=0)
     sp.add_argument("--name", default="sample", help="run name: output goes to OUT/NAME (default: sample)")
     sp.add_argument("--out", default="runs", help="output folder (default: runs)")

@@ -88,8 +88,11 @@ def load_data(path: str, out_of_core: bool = False):
 
             return open_npz(where)
         if out_of_core:
-            print(f"note: --data {path} is compressed (np.savez_compressed) and cannot be memory-mapped: reading it into "
-                  "memory (write it with np.savez to sample it out of core)", file=sys.stderr)
+            print(
+                f"note: --data {path} is compressed (np.savez_compressed) and cannot be memory-mapped: reading it into "
+                "memory (write it with np.savez to sample it out of core)",
+                file=sys.stderr,
+            )
         with np.load(where) as archive:
             return {k: archive[k] for k in archive.files}
     if where.suffix == ".parquet" or where.is_dir():
@@ -131,15 +134,19 @@ def user_model(args: argparse.Namespace):
         target = target()  # a factory such as models.logistic_regression
     columns = vars(args).get("columns")  # a Namespace built by hand may lack it
     if columns and isinstance(target, Model):
-        raise ValueError("--columns applies to a NumPyro model; a Model reads the file's columns by their names, out of "
-                         "core (store a covariate matrix as one list column of a Parquet file, or as one .npz array)")
+        raise ValueError(
+            "--columns applies to a NumPyro model; a Model reads the file's columns by their names, out of "
+            "core (store a covariate matrix as one list column of a Parquet file, or as one .npz array)"
+        )
     data = load_data(args.data, out_of_core=isinstance(target, Model))  # from_numpyro traces on whole arrays
     if isinstance(target, Model):
         if args.dim is None:
             raise ValueError("a Model given by --model needs --dim D (the chains start at zeros(D))")
         return target, data, np.zeros(args.dim, np.float32)
     if not callable(target):
-        raise ValueError(f"--model {args.model}: expected a NumPyro model function or a minibatch_mcmc Model, got {type(target).__name__}")
+        raise ValueError(
+            f"--model {args.model}: expected a NumPyro model function or a minibatch_mcmc Model, got {type(target).__name__}"
+        )
     from minibatch_mcmc.data.columns import model_arguments
     from minibatch_mcmc.interop import from_numpyro
 

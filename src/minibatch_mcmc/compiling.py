@@ -76,6 +76,9 @@ def use_compilation_cache(environ: Mapping[str, str] = os.environ) -> str | None
     except OSError:
         return None  # no writable cache directory (read-only home): compile as without a cache
     config.update("jax_compilation_cache_dir", str(directory))
-    if config.jax_persistent_cache_min_compile_time_secs == 1.0 and "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS" not in environ:
+    if (
+        config.jax_persistent_cache_min_compile_time_secs == 1.0
+        and "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS" not in environ
+    ):
         config.update("jax_persistent_cache_min_compile_time_secs", CACHE_MIN_COMPILE_SECONDS)
     return str(directory)

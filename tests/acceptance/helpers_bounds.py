@@ -80,8 +80,20 @@ def quadrature_posterior_check(test) -> None:
     est = logistic_proxy(data, mode.astype(np.float32), order=2, whiten=chol)
     starts = jax.numpy.asarray(mode + (chol @ np.random.default_rng(0).standard_normal((2, 4))).T, np.float32)
     proposal = scaled_random_walk(jax.numpy.asarray(chol, np.float32), 1.7)
-    res = sample(logistic_regression(prior_scale=5.0), data, starts, proposal=proposal, test=test, estimator=est,
-                 num_samples=12_000, num_chains=4, key=3, batched_init=True, progress=False, block_size=6000)
+    res = sample(
+        logistic_regression(prior_scale=5.0),
+        data,
+        starts,
+        proposal=proposal,
+        test=test,
+        estimator=est,
+        num_samples=12_000,
+        num_chains=4,
+        key=3,
+        batched_init=True,
+        progress=False,
+        block_size=6000,
+    )
     chk = check_moments(np.asarray(res.positions)[:, 500:], mean, var)
     assert np.all(chk.ess > 3200), chk.ess
     assert np.all(np.abs(chk.z_mean()) < 4) and np.all(np.abs(chk.z_var()) < 4), (chk.z_mean(), chk.z_var())

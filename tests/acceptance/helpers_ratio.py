@@ -49,7 +49,9 @@ def exact_delta(r: np.ndarray, psi: float, temperature: float = 1.0) -> float:
     return float(np.sum(r.astype(np.float64)) / temperature + psi)
 
 
-def austere_error_bound(r: np.ndarray, psi: float, m: int, eps: float, temperature: float = 1.0, skew: bool = False, grid: int = 100_000) -> float:
+def austere_error_bound(
+    r: np.ndarray, psi: float, m: int, eps: float, temperature: float = 1.0, skew: bool = False, grid: int = 100_000
+) -> float:
     """Bound on ``|P(accept) - min(1, e^Delta)|`` of AustereMH(m, eps) on ``r``, independent of the library's design.
 
     For a given ``u`` the decision is wrong only if some stage ``j`` (``n_j = j m < N`` points) stops on the wrong

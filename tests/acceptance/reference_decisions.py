@@ -133,7 +133,14 @@ def _rel(a, b):
 
 
 def mhminibatch_reference(
-    r: np.ndarray, psi: float, inputs: Inputs, x_corr: np.ndarray, m: int, sigma: float, temperature: float = 1.0, mutation: str = ""
+    r: np.ndarray,
+    psi: float,
+    inputs: Inputs,
+    x_corr: np.ndarray,
+    m: int,
+    sigma: float,
+    temperature: float = 1.0,
+    mutation: str = "",
 ) -> Reference:
     """Seita et al. (2017) Algorithm 1: grow by ``m`` while ``s^2 >= sigma^2``, then ``delta* + X_nc + X_corr > 0``.
 
@@ -162,7 +169,9 @@ def mhminibatch_reference(
     return Reference(stat > 0, b, d_star, margin)
 
 
-def austere_reference(r: np.ndarray, psi: float, inputs: Inputs, m: int, eps: float, temperature: float = 1.0, mutation: str = "") -> Reference:
+def austere_reference(
+    r: np.ndarray, psi: float, inputs: Inputs, m: int, eps: float, temperature: float = 1.0, mutation: str = ""
+) -> Reference:
     """Korattikara et al. (2014) Algorithm 2: the sequential Student-t test of ``mean l > mu_0 = (log u - psi)/N``.
 
     After each minibatch of ``m`` (without replacement) ``t = (l_bar - mu_0) / s`` with
@@ -187,7 +196,11 @@ def austere_reference(r: np.ndarray, psi: float, inputs: Inputs, m: int, eps: fl
     rows = np.arange(l.shape[0])
     # p-value vs eps ties, in log p: the library's float32 incomplete beta is good to a few 1e-3 relative there
     # (tests/acceptance/test_austere.py), so a p-value within 0.5% of eps counts as a tie (scaled to margin 1e-6)
-    tie_p = np.where((np.arange(sizes.size)[None, :] <= stop[:, None]) & (sizes < n), np.abs(np.log(np.maximum(pval, 1e-300) / eps)), np.inf)
+    tie_p = np.where(
+        (np.arange(sizes.size)[None, :] <= stop[:, None]) & (sizes < n),
+        np.abs(np.log(np.maximum(pval, 1e-300) / eps)),
+        np.inf,
+    )
     b, l_bar = sizes[stop], mean[rows, stop]
     scale = np.max(np.abs(l), axis=1) + np.abs(mu0)
     margin = np.minimum(tie_p.min(axis=1) * 2e-4, np.abs(l_bar - mu0) / scale)
@@ -203,7 +216,15 @@ def mhsublhd_stages(m: int, gamma: float, n: int) -> np.ndarray:
 
 
 def mhsublhd_reference(
-    r: np.ndarray, psi: float, inputs: Inputs, m: int, gamma: float, p: float, delta: float, finite_population: bool = False, mutation: str = ""
+    r: np.ndarray,
+    psi: float,
+    inputs: Inputs,
+    m: int,
+    gamma: float,
+    p: float,
+    delta: float,
+    finite_population: bool = False,
+    mutation: str = "",
 ) -> Reference:
     """Bardenet, Doucet and Holmes (2014): stop at the first look where ``|l_bar - mu_0| > c_t`` (empirical Bernstein,
     ``delta_k = (p-1) delta / (p k^p)``, ``C = max_i |l_i|``), or the Bernstein-Serfling width if ``finite_population``.
@@ -234,7 +255,9 @@ def mhsublhd_reference(
     done = (gap > width) | (sizes >= n)
     stop = np.argmax(done, axis=1)
     rows = np.arange(l.shape[0])
-    tie = np.where((np.arange(sizes.size)[None, :] <= stop[:, None]) & (sizes < n), _rel(gap, width), np.inf).min(axis=1)
+    tie = np.where((np.arange(sizes.size)[None, :] <= stop[:, None]) & (sizes < n), _rel(gap, width), np.inf).min(
+        axis=1
+    )
     l_bar = mean[rows, stop]
     scale = c + np.abs(mu0)
     margin = np.minimum(tie, np.abs(l_bar - mu0) / scale)
@@ -260,7 +283,10 @@ def exact_reference(r: np.ndarray, psi: float, keys: jax.Array, rule: str, tempe
     n = r.shape[0]
     delta = float(np.sum(r) / temperature + psi)
     if rule == "metropolis":
-        u = np.asarray(jax.vmap(lambda k: jax.random.uniform(k, (), jnp.float32, minval=jnp.finfo(jnp.float32).tiny))(keys), np.float64)
+        u = np.asarray(
+            jax.vmap(lambda k: jax.random.uniform(k, (), jnp.float32, minval=jnp.finfo(jnp.float32).tiny))(keys),
+            np.float64,
+        )
         stat = delta - np.log(u)
     else:
         stat = delta + np.asarray(jax.vmap(lambda k: jax.random.logistic(k, (), jnp.float32))(keys), np.float64)
@@ -268,7 +294,9 @@ def exact_reference(r: np.ndarray, psi: float, keys: jax.Array, rule: str, tempe
     return Reference(stat > 0, np.full(stat.shape, n), np.full(stat.shape, delta), np.abs(stat) / scale)
 
 
-def ratio_population(kind: str, n: int, delta: float, sd_lambda: float, seed: int = 0, psi: float = 0.3) -> tuple[np.ndarray, float]:
+def ratio_population(
+    kind: str, n: int, delta: float, sd_lambda: float, seed: int = 0, psi: float = 0.3
+) -> tuple[np.ndarray, float]:
     """Per-datum log ratios (float32) of a given shape with full-data ``Delta`` and ``sd(N r_i) = sd_lambda``.
 
     ``kind``: ``normal``, ``exponential`` (skewness 2), ``lognormal`` (sigma 1: skewness 6.2), ``t3`` (Student-t,

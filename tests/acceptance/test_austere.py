@@ -22,7 +22,12 @@ def exact_metropolis(r, psi):
 def test_student_t_pvalue_matches_scipy():
     t = jnp.array([0.0, 0.5, -1.7, 3.2, 10.0])
     for dof in (1.0, 4.0, 49.0, 999.0):
-        np.testing.assert_allclose(np.asarray(student_t_pvalue(t, jnp.float32(dof))), stats.t.sf(np.abs(np.asarray(t)), dof), rtol=3e-3, atol=1e-7)
+        np.testing.assert_allclose(
+            np.asarray(student_t_pvalue(t, jnp.float32(dof))),
+            stats.t.sf(np.abs(np.asarray(t)), dof),
+            rtol=3e-3,
+            atol=1e-7,
+        )
 
 
 @pytest.mark.parametrize("delta, spread", [(-1.0, 5.0), (0.0, 20.0), (1.5, 60.0)])
@@ -92,7 +97,12 @@ def test_non_conservative_test_counts_hidden_data_and_meets_its_bound():
 
 @pytest.mark.parametrize(
     "kwargs, message",
-    [({"epsilon": 0.0}, "epsilon=0.0"), ({"epsilon": 1.2}, "epsilon=1.2"), ({"batch_size": 1}, "m=1"), ({"batch_size": 0}, "m=0")],
+    [
+        ({"epsilon": 0.0}, "epsilon=0.0"),
+        ({"epsilon": 1.2}, "epsilon=1.2"),
+        ({"batch_size": 1}, "m=1"),
+        ({"batch_size": 0}, "m=0"),
+    ],
 )
 def test_bad_settings_raise(kwargs, message):
     with pytest.raises(ValueError, match=message):

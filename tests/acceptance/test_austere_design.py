@@ -70,7 +70,10 @@ def test_a_designs_own_output_does_not_warn():
     """``austere_mh_for_error`` certifies its error (upper bound <= asked) and the independent check agrees."""
     test = austere_mh_for_error(ISSUE_N, MAX_DECISION_ERROR)
     chosen = test.designed_for
-    assert chosen.error_upper <= MAX_DECISION_ERROR and (test.batch_size, test.epsilon) == (chosen.batch_size, chosen.epsilon)
+    assert chosen.error_upper <= MAX_DECISION_ERROR and (test.batch_size, test.epsilon) == (
+        chosen.batch_size,
+        chosen.epsilon,
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("error", AccuracyWarning)
         test.validate(ISSUE_N)
@@ -91,7 +94,11 @@ def test_an_unreachable_error_names_the_way_out():
 
 @pytest.mark.parametrize(
     "kwargs, message",
-    [({"error": 0.01, "budget": 1.0}, "exactly one"), ({"budget": 1.0}, "num_steps=None"), ({"error": 0.6}, "error=0.6")],
+    [
+        ({"error": 0.01, "budget": 1.0}, "exactly one"),
+        ({"budget": 1.0}, "num_steps=None"),
+        ({"error": 0.6}, "error=0.6"),
+    ],
 )
 def test_bad_error_requests_raise(kwargs, message):
     with pytest.raises(ValueError, match=message):
@@ -102,13 +109,17 @@ def test_more_stages_more_error():
     """Per-stage epsilon fixed, the worst-case error rises with N/m (steps of several s.e.); one look errs as the normal tail."""
     errs = [worst_case_error(n, 100, 0.005).error for n in (1000, 10_000, 100_000)]
     assert errs[0] < errs[1] < errs[2]
-    assert np.isclose(worst_case_error(200, 100, 0.005).error, 0.5 * 2 * stats.norm.sf(stats.t.ppf(0.995, 99)), atol=0.01)
+    assert np.isclose(
+        worst_case_error(200, 100, 0.005).error, 0.5 * 2 * stats.norm.sf(stats.t.ppf(0.995, 99)), atol=0.01
+    )
 
 
 def test_a_huge_number_of_stages_is_checked_on_a_subset_as_a_lower_bound():
     """N/m = 10^6 stages: the check looks at CHECK_STAGES of them (fast) and says "at least"; the subset's stops
     are a subset of the full schedule's, so the bound is no larger than the error at 10^4 stages' neighbours."""
     began = time.process_time()
-    with pytest.warns(AccuracyWarning, match=r"worst-case per-decision error at least 0\.\d+.*austere_mh_for_error\(100000000"):
+    with pytest.warns(
+        AccuracyWarning, match=r"worst-case per-decision error at least 0\.\d+.*austere_mh_for_error\(100000000"
+    ):
         warn_if_untrustworthy(10**8, 100, 0.005)
     assert time.process_time() - began < 5.0

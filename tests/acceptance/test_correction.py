@@ -53,7 +53,9 @@ def test_shipped_table_is_a_distribution_meeting_its_stated_error(sigma):
     elif t.max_cdf_error < 1e-4:
         assert abs(var - theory) < 2e-3
     # the alias table samples exactly these masses
-    np.testing.assert_allclose(implied_alias_probs(t.alias_prob, t.alias_index, t.probs.size), t.probs, rtol=0, atol=1e-14)
+    np.testing.assert_allclose(
+        implied_alias_probs(t.alias_prob, t.alias_index, t.probs.size), t.probs, rtol=0, atol=1e-14
+    )
     assert t.alias_index.dtype == np.int32 and np.all((t.alias_prob >= 0) & (t.alias_prob <= 1))
     assert np.all(t.alias_index < t.support.size) and np.all(t.alias_prob[t.support.size :] == 0)
 

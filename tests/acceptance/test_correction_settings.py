@@ -24,7 +24,9 @@ from minibatch_mcmc.acceptance.correction import (
 from minibatch_mcmc.acceptance.correction_lp import LP_MAX_ENTRIES, solve_correction
 
 
-@pytest.mark.parametrize("sigma, source", [(0.1, 0.5), (0.33, 0.5), (0.95, 1.0), (0.999, 1.0), (1.32, 1.35), (1.69, 1.7)])
+@pytest.mark.parametrize(
+    "sigma, source", [(0.1, 0.5), (0.33, 0.5), (0.95, 1.0), (0.999, 1.0), (1.32, 1.35), (1.69, 1.7)]
+)
 def test_derived_table_has_the_error_of_its_source(sigma, source):
     assert sigma not in shipped_sigmas()
     t = load_correction(sigma)

@@ -82,35 +82,78 @@ def _build(name: str, n: int):
 
         return test, ref, "eight"
     if name == "austere":
-        return austere_mh(100, 0.01), (lambda r, psi, keys, inputs, temp, mutation="": austere_reference(r, psi, inputs, 100, 0.01, temp, mutation)), "five"
+        return (
+            austere_mh(100, 0.01),
+            (
+                lambda r, psi, keys, inputs, temp, mutation="": austere_reference(
+                    r, psi, inputs, 100, 0.01, temp, mutation
+                )
+            ),
+            "five",
+        )
     if name == "austere_m30":
-        return austere_mh(30, 0.05), (lambda r, psi, keys, inputs, temp, mutation="": austere_reference(r, psi, inputs, 30, 0.05, temp, mutation)), "five"
+        return (
+            austere_mh(30, 0.05),
+            (
+                lambda r, psi, keys, inputs, temp, mutation="": austere_reference(
+                    r, psi, inputs, 30, 0.05, temp, mutation
+                )
+            ),
+            "five",
+        )
     if name == "mhsublhd":
         return (
             mh_sublhd(50, 1.5, 2.0, 0.05),
-            lambda r, psi, keys, inputs, temp, mutation="": mhsublhd_reference(r / temp, psi, inputs, 50, 1.5, 2.0, 0.05, False, mutation),
+            lambda r, psi, keys, inputs, temp, mutation="": mhsublhd_reference(
+                r / temp, psi, inputs, 50, 1.5, 2.0, 0.05, False, mutation
+            ),
             "five",
         )
     if name == "mhsublhd_fp":
         return (
             mh_sublhd(100, 2.0, 1.5, 0.2, finite_population=True),
-            lambda r, psi, keys, inputs, temp, mutation="": mhsublhd_reference(r / temp, psi, inputs, 100, 2.0, 1.5, 0.2, True, mutation),
+            lambda r, psi, keys, inputs, temp, mutation="": mhsublhd_reference(
+                r / temp, psi, inputs, 100, 2.0, 1.5, 0.2, True, mutation
+            ),
             "five",
         )
     if name == "naive":
-        return naive_minibatch(100), (lambda r, psi, keys, inputs, temp, mutation="": naive_reference(r, psi, inputs, 100, n / temp, mutation)), "five"
+        return (
+            naive_minibatch(100),
+            (lambda r, psi, keys, inputs, temp, mutation="": naive_reference(r, psi, inputs, 100, n / temp, mutation)),
+            "five",
+        )
     if name == "mint":
         # Li and Wong: m = n^tau points, log-likelihood difference of the means scaled by n^lambda
         tau, lam = 0.6, 0.35
         m = int(round(n**tau))
-        return mint(tau=tau, lam=lam), (lambda r, psi, keys, inputs, temp, mutation="": naive_reference(r, psi, inputs, m, n**lam / temp, mutation)), "five"
+        return (
+            mint(tau=tau, lam=lam),
+            (
+                lambda r, psi, keys, inputs, temp, mutation="": naive_reference(
+                    r, psi, inputs, m, n**lam / temp, mutation
+                )
+            ),
+            "five",
+        )
     if name in ("metropolis", "barker"):
         test = MetropolisTest() if name == "metropolis" else BarkerTest()
         return test, (lambda r, psi, keys, inputs, temp, mutation="": exact_reference(r, psi, keys, name, temp)), "none"
     raise ValueError(name)
 
 
-TESTS = ["mhminibatch", "mhminibatch_sigma0.5", "austere", "austere_m30", "mhsublhd", "mhsublhd_fp", "naive", "mint", "metropolis", "barker"]
+TESTS = [
+    "mhminibatch",
+    "mhminibatch_sigma0.5",
+    "austere",
+    "austere_m30",
+    "mhsublhd",
+    "mhsublhd_fp",
+    "naive",
+    "mint",
+    "metropolis",
+    "barker",
+]
 _CACHE: dict = {}
 
 
@@ -188,7 +231,9 @@ MUTATIONS = [
 ]
 
 
-@pytest.mark.parametrize("name, mutation", [c if c[0] != "mint" else pytest.param(*c, marks=pytest.mark.slow) for c in MUTATIONS])
+@pytest.mark.parametrize(
+    "name, mutation", [c if c[0] != "mint" else pytest.param(*c, marks=pytest.mark.slow) for c in MUTATIONS]
+)
 def test_a_wrong_rule_is_caught(name, mutation):
     """A reference with a plausible mistake disagrees with the library on at least 10 draws that are not near-ties:
     ``assert_same_decisions`` would fail had the library made that mistake (counts in the module docstring)."""

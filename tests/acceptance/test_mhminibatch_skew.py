@@ -70,8 +70,12 @@ def test_kappa_zero_row_is_the_plain_table_and_alias_arrays_are_exact():
     np.testing.assert_array_equal(table.probs[0], plain.probs)
     np.testing.assert_allclose(table.kappas, kappa_grid(), rtol=0, atol=1e-15)
     for row in range(table.kappas.size):
-        np.testing.assert_allclose(implied_alias_probs(table.alias_prob[row], table.alias_index[row], table.support.size),
-                                   table.probs[row], rtol=0, atol=1e-12)
+        np.testing.assert_allclose(
+            implied_alias_probs(table.alias_prob[row], table.alias_index[row], table.support.size),
+            table.probs[row],
+            rtol=0,
+            atol=1e-12,
+        )
     assert SKEW_PATH.stat().st_size < 2 * 2**20
 
 
@@ -86,7 +90,12 @@ def test_runtime_draws_follow_the_two_row_mixture(kappa):
     table = load_skew_correction(1.0)
     sampler = make_skew_sampler(table)
     u = jax.random.uniform(jax.random.key(5), (3, 2**20), jnp.float32)
-    x = np.asarray(jax.jit(lambda u: skew_correction_from_uniforms(jnp.float32(np.clip(kappa, -0.1, 0.1)), u[0], u[1], u[2], sampler))(u), np.float64)
+    x = np.asarray(
+        jax.jit(
+            lambda u: skew_correction_from_uniforms(jnp.float32(np.clip(kappa, -0.1, 0.1)), u[0], u[1], u[2], sampler)
+        )(u),
+        np.float64,
+    )
     support, probs = mixture(table, float(np.clip(kappa, -0.1, 0.1)))
     m3 = probs @ support**3
     se3 = np.sqrt((probs @ support**6 - m3**2) / x.size)

@@ -41,7 +41,12 @@ def candidate(data, centre, t0, order):
             t1 = (t0 + length * np.array([np.cos(angle), np.sin(angle)])).astype(np.float32)
             r, a = logistic_residuals(data, centre, t0, t1, order)
             rows = float(est.residual_bounds(MODEL, jnp.asarray(t0), jnp.asarray(t1)).total)
-            if abs(a) < 1 and a + r.sum() < -0.2 and 0.3 < np.exp(np.minimum(r, 0).sum()) < 0.8 and (best is None or rows < best[0]):
+            if (
+                abs(a) < 1
+                and a + r.sum() < -0.2
+                and 0.3 < np.exp(np.minimum(r, 0).sum()) < 0.8
+                and (best is None or rows < best[0])
+            ):
                 best = (rows, t1)
     return best[1]
 
@@ -55,8 +60,15 @@ def acceptance(data, est, t0, t1, test, temperature=1.0, psi=None, known=True, k
     @jax.jit
     def run(keys):
         def one(k):
-            stats = Statistics(est.log_ratio(MODEL, t0, t1), data, data["y"].shape[0], psi,
-                               jnp.float32(temperature), known_sum, est.residual_bounds(MODEL, t0, t1))
+            stats = Statistics(
+                est.log_ratio(MODEL, t0, t1),
+                data,
+                data["y"].shape[0],
+                psi,
+                jnp.float32(temperature),
+                known_sum,
+                est.residual_bounds(MODEL, t0, t1),
+            )
             out = test.decide(k, stats)
             return out.accepted, out.batch_size, out.nonfinite, out.bound_exceeded
 
@@ -80,9 +92,7 @@ def centre_of(est):
     return np.asarray(est.proxy.centre)
 
 
-@pytest.mark.parametrize(
-    "name, order", [("mhss", 2), ("tunamh", 2), pytest.param("mhss", 1, marks=pytest.mark.slow)]
-)
+@pytest.mark.parametrize("name, order", [("mhss", 2), ("tunamh", 2), pytest.param("mhss", 1, marks=pytest.mark.slow)])
 def test_one_step_acceptance_is_the_extended_space_probability(setting, name, order):
     """Rows drawn in proportion to their bounds (alias table), the Poisson count unbounded, no step reading all rows."""
     data, centre, t0 = setting
@@ -91,7 +101,9 @@ def test_one_step_acceptance_is_the_extended_space_probability(setting, name, or
     chi = SETTINGS[name][1]
     want, se_ref, factorised, metropolis, delta = reference(data, est, t0, t1, order, name)
     back, se_back, _, _, _ = reference(data, est, t1, t0, order, name)
-    assert abs(want - np.exp(delta) * back) < 4 * np.hypot(se_ref, np.exp(delta) * se_back)  # the reference is reversible
+    assert abs(want - np.exp(delta) * back) < 4 * np.hypot(
+        se_ref, np.exp(delta) * se_back
+    )  # the reference is reversible
     got, rows, over = acceptance(data, est, t0, t1, mhss(chi) if name == "mhss" else tunamh(chi))
     se = np.sqrt(want * (1.0 - want) / KEYS)
     assert abs(got - want) < 4 * np.hypot(se, se_ref), (got, want, se)
@@ -150,7 +162,9 @@ def test_records_and_refusals(setting):
     t1, t0 = jnp.asarray(t0 + np.float32(0.5)), jnp.asarray(t0)
     est = logistic_proxy(data, centre)
     bounds = est.residual_bounds(MODEL, t0, t1)
-    stats = Statistics(est.log_ratio(MODEL, t0, t1), data, N, jnp.float32(0.0), jnp.float32(1.0), jnp.float32(0.0), bounds)
+    stats = Statistics(
+        est.log_ratio(MODEL, t0, t1), data, N, jnp.float32(0.0), jnp.float32(1.0), jnp.float32(0.0), bounds
+    )
     total = float(bounds.total)
     out = mhss().decide(jax.random.key(0), stats)
     assert float(out.expected_batch_size) == pytest.approx(total, rel=1e-6) and not out.fallback

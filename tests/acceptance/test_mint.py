@@ -92,8 +92,17 @@ def test_noise_inflates_the_variance_when_lambda_approaches_tau(conjugate):
     test = mint(tau=0.6, lam=0.45)
     mean, var = exact_posterior(x, test.temperature_factor(x.shape[0]), settings)
     sd = float(np.sqrt(var))
-    res = sample(gaussian_mean(settings), x, jnp.asarray(mean, jnp.float32), proposal=random_walk(scale=1.5 * sd),
-                 test=test, num_samples=4000, num_chains=4, key=11, progress=False)
+    res = sample(
+        gaussian_mean(settings),
+        x,
+        jnp.asarray(mean, jnp.float32),
+        proposal=random_walk(scale=1.5 * sd),
+        test=test,
+        num_samples=4000,
+        num_chains=4,
+        key=11,
+        progress=False,
+    )
     chk = check_moments(np.asarray(res.positions)[:, 500:], mean, var)
     assert np.all(chk.z_var() > 4) and np.all(chk.var > 1.1 * var), (chk.var, var)
 
@@ -128,8 +137,15 @@ def test_bad_settings_raise(kwargs, message):
 def test_batch_larger_than_data_raises(conjugate):
     settings, x = conjugate
     with pytest.raises(ValueError, match="exceeds the number of data points"):
-        sample(gaussian_mean(settings), x[:100], jnp.zeros(2), proposal=random_walk(scale=0.1),
-               test=mint(batch_size=500, alpha=0.5), num_samples=10, progress=False)
+        sample(
+            gaussian_mean(settings),
+            x[:100],
+            jnp.zeros(2),
+            proposal=random_walk(scale=0.1),
+            test=mint(batch_size=500, alpha=0.5),
+            num_samples=10,
+            progress=False,
+        )
 
 
 def test_tempered_full_data_baseline_matches(conjugate):
@@ -137,7 +153,17 @@ def test_tempered_full_data_baseline_matches(conjugate):
     settings, x = conjugate
     t = mint(batch_size=500, alpha=0.5).temperature_factor(x.shape[0])
     mean, var = exact_posterior(x, t, settings)
-    res = sample(gaussian_mean(settings), x, jnp.asarray(mean, jnp.float32), proposal=random_walk(scale=1.5 * float(np.sqrt(var))),
-                 test=MetropolisTest(), num_samples=2000, num_chains=4, temperature=t, key=3, progress=False)
+    res = sample(
+        gaussian_mean(settings),
+        x,
+        jnp.asarray(mean, jnp.float32),
+        proposal=random_walk(scale=1.5 * float(np.sqrt(var))),
+        test=MetropolisTest(),
+        num_samples=2000,
+        num_chains=4,
+        temperature=t,
+        key=3,
+        progress=False,
+    )
     chk = check_moments(np.asarray(res.positions)[:, 200:], mean, var)
     assert np.all(np.abs(chk.z_mean()) < 4) and np.all(np.abs(chk.z_var()) < 4)

@@ -83,7 +83,9 @@ def test_minibatch_tests_at_a_billion_scale_factor(name):
     @jax.jit
     def decide(keys):
         data = jnp.arange(n, dtype=jnp.int32)
-        return jax.vmap(lambda k: test.decide(k, Statistics(_ratio, data, n, jnp.float32(psi), jnp.float32(temperature))))(keys)
+        return jax.vmap(
+            lambda k: test.decide(k, Statistics(_ratio, data, n, jnp.float32(psi), jnp.float32(temperature)))
+        )(keys)
 
     keys = jax.random.split(jax.random.key(7), KEYS)
     _check_at_scale(name, jax.device_get(decide(keys)), keys, delta)
@@ -132,6 +134,17 @@ def test_nonfinite_log_likelihood_names_step_chain_and_datum(name):
         return jnp.where((x > 0.5) & (theta[0] > 0.5), jnp.nan, base.log_lik(theta, x))
 
     x = np.linspace(-1.0, 1.0, 64, dtype=np.float32)  # data 48..63 are > 0.5
-    with pytest.raises(FloatingPointError, match=r"at step \d+, chain [01]; datum 48 has log-likelihood nan at the proposed candidate"):
-        sample(Model(base.log_prior, log_lik, "broken"), x, jnp.array([0.45, 0.0]), proposal=random_walk(scale=0.3),
-               test=BROKEN[name], num_samples=40, num_chains=2, block_size=40, progress=False)
+    with pytest.raises(
+        FloatingPointError, match=r"at step \d+, chain [01]; datum 48 has log-likelihood nan at the proposed candidate"
+    ):
+        sample(
+            Model(base.log_prior, log_lik, "broken"),
+            x,
+            jnp.array([0.45, 0.0]),
+            proposal=random_walk(scale=0.3),
+            test=BROKEN[name],
+            num_samples=40,
+            num_chains=2,
+            block_size=40,
+            progress=False,
+        )

@@ -95,8 +95,11 @@ def test_penalty_series_balances_an_estimated_variance():
     the log ratio at the default bound ``s = sigma_max = 1`` and ``b = 50`` (the known-variance penalty ``v/2`` alone is
     off by ~5e-3, and a second term of the wrong size, ``v^2/(2(b+1))``, by ~3e-3: each fails); with all ``N`` rows the
     estimate is exact (``s2 = 0``) and the penalty vanishes."""
+
     def code(v):
-        return np.asarray(penalty(jnp.asarray(v, jnp.float64 if jax.config.x64_enabled else jnp.float32), jnp.asarray(50)), np.float64)
+        return np.asarray(
+            penalty(jnp.asarray(v, jnp.float64 if jax.config.x64_enabled else jnp.float32), jnp.asarray(50)), np.float64
+        )
 
     assert _balance_error(code, 1.0, 50) < 2e-4
     assert _balance_error(lambda v: v / 2, 1.0, 50) > 2e-3
@@ -137,9 +140,19 @@ def test_glm_posterior_with_proxy_hmc():
     mean, var, mode, cov = glm_quadrature(data, 10.0)
     model = logistic_regression(prior_scale=10.0)
     proxy = taylor_proxy(model, data, jnp.asarray(mode, jnp.float32), order=2)
-    res = sample(model, data, jnp.asarray(mode, jnp.float32), proposal=proxy_hmc(proxy, model.log_prior, 0.8, num_steps=3, cov=cov),
-                 test=penalty_test(batch_size=50), estimator=proxy, num_samples=1600, num_chains=4, key=11, progress=False,
-                 block_size=1600)
+    res = sample(
+        model,
+        data,
+        jnp.asarray(mode, jnp.float32),
+        proposal=proxy_hmc(proxy, model.log_prior, 0.8, num_steps=3, cov=cov),
+        test=penalty_test(batch_size=50),
+        estimator=proxy,
+        num_samples=1600,
+        num_chains=4,
+        key=11,
+        progress=False,
+        block_size=1600,
+    )
     _check(res, mean, var, burn=100)
     s = res.summary()
     assert s["acceptance_rate"] > 0.8 and s["data_per_test"] < 70, s
@@ -154,8 +167,18 @@ def test_noisy_random_walk_posterior():
     settings = GaussianMeanSettings(prior_mean=0.0, prior_scale=10.0, noise_scale=1.0)
     x = np.random.default_rng(3).normal(0.4, 1.0, size=(1_000, 1)).astype(np.float32)
     mean, var = exact_posterior(x, 1.0, settings)
-    res = sample(gaussian_mean(settings), x, jnp.asarray(mean, jnp.float32), proposal=random_walk(scale=0.45 * float(np.sqrt(var))),
-                 test=penalty_test(batch_size=50), num_samples=8400, num_chains=16, key=5, progress=False, block_size=4200)
+    res = sample(
+        gaussian_mean(settings),
+        x,
+        jnp.asarray(mean, jnp.float32),
+        proposal=random_walk(scale=0.45 * float(np.sqrt(var))),
+        test=penalty_test(batch_size=50),
+        num_samples=8400,
+        num_chains=16,
+        key=5,
+        progress=False,
+        block_size=4200,
+    )
     _check(res, np.asarray(mean), np.asarray([var]), burn=200)
     s = res.summary()
     assert s["data_per_test"] > 55, s  # the noise reached the bound: the minibatch grew

@@ -46,7 +46,9 @@ def gaussian_model() -> Model:
 
 def student_model() -> Model:
     """``x_i ~ t_3(theta, 1)``, ``theta ~ N(0, 10^2)``: per-datum ratios with heavy tails."""
-    return Model(_log_prior, lambda theta, x: -0.5 * (NU + 1.0) * jnp.log1p((x[:, 0] - theta[0]) ** 2 / NU), "student_t_location")
+    return Model(
+        _log_prior, lambda theta, x: -0.5 * (NU + 1.0) * jnp.log1p((x[:, 0] - theta[0]) ** 2 / NU), "student_t_location"
+    )
 
 
 def gaussian_posterior(x: np.ndarray, temperature: float) -> tuple[float, float]:
@@ -84,7 +86,16 @@ def data(kind: str, n: int, seed: int = 11) -> np.ndarray:
     return (0.7 + z).astype(np.float32)[:, None]
 
 
-def posterior_draws(kind: str, test, n: int, temperature: float, chains: int = 8, steps: int = 6000, burn: int = 500, exact_temperature=None):
+def posterior_draws(
+    kind: str,
+    test,
+    n: int,
+    temperature: float,
+    chains: int = 8,
+    steps: int = 6000,
+    burn: int = 500,
+    exact_temperature=None,
+):
     """Pooled random-walk draws ``(chain, draw)`` after burn-in, and the exact ``(mean, sd)`` (at ``exact_temperature``,
     default ``temperature``)."""
     x = data(kind, n)

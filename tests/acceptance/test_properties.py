@@ -41,7 +41,9 @@ VARIANTS = {
     "mhminibatch_1.0_delta": lambda n: mh_minibatch(min(50, n), sigma=1.0, delta=0.2),
     "mhminibatch_1.5": lambda n: mh_minibatch(min(5, n), sigma=1.5),
     "austere_nc": lambda n: austere_mh_adaptive(_nc_design()),
-    "mhsublhd_fp_range": lambda n: mh_sublhd(min(10, n), gamma=2.0, delta=0.1, range_bound=_range_bound, finite_population=True),
+    "mhsublhd_fp_range": lambda n: mh_sublhd(
+        min(10, n), gamma=2.0, delta=0.1, range_bound=_range_bound, finite_population=True
+    ),
 }
 """Settings beyond the registered tests' own."""
 
@@ -99,7 +101,9 @@ def _exact_uniform(name: str, key) -> tuple[str, float]:
         u = float(uniform_from_bits(jax.random.bits(key, (8,), dtype=jnp.uint32)[7], jnp.float32))
         return "barker", -float(np.log(u) - np.log1p(-u))
     if name == "penalty":  # MHminibatch's bit layout: the uniform is the fifth of eight words
-        return "metropolis", float(np.log(uniform_from_bits(jax.random.bits(key, (8,), dtype=jnp.uint32)[4], jnp.float32)))
+        return "metropolis", float(
+            np.log(uniform_from_bits(jax.random.bits(key, (8,), dtype=jnp.uint32)[4], jnp.float32))
+        )
     if name.startswith("mhsublhd"):
         return "metropolis", float(np.log(threshold_uniform(key)))
     return "metropolis", float(np.log(uniform_from_bits(jax.random.bits(key, (5,), dtype=jnp.uint32)[4], jnp.float32)))
@@ -146,7 +150,9 @@ def test_acceptance_test_properties(name, n, kind, log_scale, loc, seed, psi, lo
     assert out.s2 >= 0 and out.epsilon >= 0 and out.pvalue_threshold >= 0 and out.half_width >= 0
     # one meaning per column: only the tests that treat the minibatch mean as normal (MHminibatch, penalty) record its
     # CLT bound, only AustereMH a p-value threshold, only MHSubLhd N c_t
-    assert (out.epsilon == 0 or name.startswith(("mhminibatch", "penalty"))) and (out.pvalue_threshold == 0 or name.startswith("austere"))
+    assert (out.epsilon == 0 or name.startswith(("mhminibatch", "penalty"))) and (
+        out.pvalue_threshold == 0 or name.startswith("austere")
+    )
     assert out.half_width == 0 or name.startswith("mhsublhd")
     if psi == -np.inf:
         assert not out.accepted and out.delta_star == -np.inf

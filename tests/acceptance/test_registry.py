@@ -26,7 +26,9 @@ def test_an_unknown_name_is_an_error_naming_the_tests():
 
 
 def test_protocol_is_the_one_written_here():
-    declared = set(AcceptanceTest.__annotations__) | {k for k, v in vars(AcceptanceTest).items() if callable(v) and not k.startswith("_")}
+    declared = set(AcceptanceTest.__annotations__) | {
+        k for k, v in vars(AcceptanceTest).items() if callable(v) and not k.startswith("_")
+    }
     assert declared == set(PROTOCOL)
 
 
@@ -56,4 +58,8 @@ def test_contract_follows_the_type_not_the_name():
     assert not needs_bounds(penalty_test()._replace(name="smh"))
     assert contract(penalty_test(batch_size=80)) == Contract(sized_batch=True, records=("epsilon", "residual_sd"))
     assert [name for name, t in TESTS.items() if t.contract.sized_batch] == ["penalty"]
-    assert contract(no_test()) == Contract() and contract(mint(0.5, 0.25)) == Contract() and MINT not in {t.kind for t in TESTS.values()}
+    assert (
+        contract(no_test()) == Contract()
+        and contract(mint(0.5, 0.25)) == Contract()
+        and MINT not in {t.kind for t in TESTS.values()}
+    )

@@ -44,7 +44,11 @@ def candidate(data, centre, t0, order):
     for t1 in moves(t0):
         fact, metropolis, a = exact_factorised(data, centre, t0, t1, order)
         first = min(1.0, np.exp(a))
-        if 0.5 < first < 0.9 and 0.2 < fact / first < 0.8 and abs(fact - metropolis) / np.sqrt(fact * (1 - fact)) > power:
+        if (
+            0.5 < first < 0.9
+            and 0.2 < fact / first < 0.8
+            and abs(fact - metropolis) / np.sqrt(fact * (1 - fact)) > power
+        ):
             best, power = t1, abs(fact - metropolis) / np.sqrt(fact * (1 - fact))
     assert best is not None, "no move on the grid has both factors in range"
     return best
@@ -63,8 +67,15 @@ def acceptance_rate(data, est, t0, t1, test):
     @jax.jit
     def run(keys):
         def one(k):
-            stats = Statistics(est.log_ratio(MODEL, t0, t1), data, N, psi, jnp.float32(1.0), est.known_sum(t0, t1),
-                               est.residual_bounds(MODEL, t0, t1))
+            stats = Statistics(
+                est.log_ratio(MODEL, t0, t1),
+                data,
+                N,
+                psi,
+                jnp.float32(1.0),
+                est.known_sum(t0, t1),
+                est.residual_bounds(MODEL, t0, t1),
+            )
             out = test.decide(k, stats)
             return out.accepted, out.batch_size, out.nonfinite
 
@@ -76,7 +87,8 @@ def acceptance_rate(data, est, t0, t1, test):
 
 
 @pytest.mark.parametrize(
-    "order, alias", [pytest.param(1, True, marks=pytest.mark.slow), (2, True), pytest.param(2, False, marks=pytest.mark.slow)]
+    "order, alias",
+    [pytest.param(1, True, marks=pytest.mark.slow), (2, True), pytest.param(2, False, marks=pytest.mark.slow)],
 )
 def test_one_step_acceptance_is_the_factorised_probability(setting, order, alias):
     """Rows drawn in proportion to their bounds (alias table) or uniformly at the largest bound: both exact."""
@@ -161,7 +173,9 @@ def test_records_expected_count_fallback_and_a_wrong_bound(setting):
     t0 = jnp.asarray(t0)
     est = logistic_proxy(data, centre)
     bounds = est.residual_bounds(MODEL, t0, t1)
-    stats = Statistics(est.log_ratio(MODEL, t0, t1), data, N, jnp.float32(0.0), jnp.float32(1.0), jnp.float32(0.0), bounds)
+    stats = Statistics(
+        est.log_ratio(MODEL, t0, t1), data, N, jnp.float32(0.0), jnp.float32(1.0), jnp.float32(0.0), bounds
+    )
     out = scalable_mh().decide(jax.random.key(0), stats)
     assert float(out.expected_batch_size) == pytest.approx(float(bounds.total), rel=1e-6)
     assert not out.fallback and not out.bound_exceeded
@@ -196,8 +210,14 @@ def test_out_of_core_source_gives_the_same_draws(setting, tmp_path):
     np.save(tmp_path / "x.npy", np.asarray(data["x"]))
     np.save(tmp_path / "y.npy", np.asarray(data["y"]))
     source = open_npy({"x": tmp_path / "x.npy", "y": tmp_path / "y.npy"})
-    kw = dict(proposal=scaled_random_walk(jnp.eye(D, dtype=jnp.float32), 0.3), test=scalable_mh(), num_samples=30,
-              num_chains=2, key=4, progress=False)
+    kw = dict(
+        proposal=scaled_random_walk(jnp.eye(D, dtype=jnp.float32), 0.3),
+        test=scalable_mh(),
+        num_samples=30,
+        num_chains=2,
+        key=4,
+        progress=False,
+    )
     in_memory = sample(MODEL, data, jnp.asarray(t0), estimator=logistic_proxy(data, centre), **kw)
     on_disk = sample(MODEL, source, jnp.asarray(t0), estimator=logistic_proxy(source, centre), **kw)
     np.testing.assert_array_equal(np.asarray(on_disk.positions), np.asarray(in_memory.positions))

@@ -33,8 +33,11 @@ def exact_factorised(family, data, centre, t0, t1):
 @pytest.mark.parametrize("family", ["probit", "poisson", "student_t"])
 def test_one_step_acceptance_is_the_factorised_probability(family):
     data, centre = make_family_data(family, n=300, seed=3)
-    model = {"probit": probit_regression(PRIOR), "poisson": poisson_regression(PRIOR, offset=True),
-             "student_t": student_t_regression(NU_T, SIGMA_T, PRIOR)}[family]
+    model = {
+        "probit": probit_regression(PRIOR),
+        "poisson": poisson_regression(PRIOR, offset=True),
+        "student_t": student_t_regression(NU_T, SIGMA_T, PRIOR),
+    }[family]
     t0 = (centre + 0.3 * np.array([1.0, -0.5, 0.2])).astype(np.float32)
     moves = [(t0 + s * np.array([0.55, 0.8, -0.3])).astype(np.float32) for s in np.geomspace(0.002, 1.5, 200)]
     parts = [exact_factorised(family, data, centre, t0, t1) for t1 in moves]
@@ -49,8 +52,15 @@ def test_one_step_acceptance_is_the_factorised_probability(family):
     @jax.jit
     def run(keys):
         def one(k):
-            stats = Statistics(est.log_ratio(model, a0, a1), data, 300, psi, jnp.float32(1.0), est.known_sum(a0, a1),
-                               est.residual_bounds(model, a0, a1))
+            stats = Statistics(
+                est.log_ratio(model, a0, a1),
+                data,
+                300,
+                psi,
+                jnp.float32(1.0),
+                est.known_sum(a0, a1),
+                est.residual_bounds(model, a0, a1),
+            )
             out = test.decide(k, stats)
             return out.accepted, out.bound_exceeded
 

@@ -88,8 +88,11 @@ def f64(family, eta, y):
         return y * eta - np.exp(eta) - gammaln(y + 1), y - np.exp(eta), -np.exp(eta)
     if family == "student_t":  # scipy's log density; derivatives of -(nu+1)/2 log(1 + e^2/(nu s^2)) by hand
         e, v = y - eta, NU_T * SIGMA_T**2
-        return student_t.logpdf(y, NU_T, loc=eta, scale=SIGMA_T), (NU_T + 1) * e / (v + e * e), \
-            (NU_T + 1) * (e * e - v) / (v + e * e) ** 2
+        return (
+            student_t.logpdf(y, NU_T, loc=eta, scale=SIGMA_T),
+            (NU_T + 1) * e / (v + e * e),
+            (NU_T + 1) * (e * e - v) / (v + e * e) ** 2,
+        )
     return -0.5 * PRECISION * (y - eta) ** 2, PRECISION * (y - eta), -PRECISION * np.ones_like(eta)
 
 
@@ -108,7 +111,9 @@ def residual_reference(family, data, centre, t0, t1, order):
 def make_family_data(family, n=400, d=3, seed=0):
     """``make_glm_data`` for ``family`` (Gaussian: linear responses with precision ``PRECISION``; Student-t: linear
     responses with ``NU_T``, ``SIGMA_T`` noise; Poisson: an offset)."""
-    data, theta = make_glm_data(jax.random.key(seed), n, d, "logistic" if family in ("gaussian", "student_t") else family)
+    data, theta = make_glm_data(
+        jax.random.key(seed), n, d, "logistic" if family in ("gaussian", "student_t") else family
+    )
     if family == "student_t":
         noise = SIGMA_T * np.random.default_rng(seed + 1).standard_t(NU_T, n).astype(np.float32)
         data = {"x": data["x"], "y": data["x"] @ theta + noise}

@@ -7,7 +7,9 @@ import numpy as np
 PRIOR_SCALE = 5.0
 
 
-def rare_category_data(n_common: int = 100_000, n_rare: int = 20, rare_successes: int = 19, seed: int = 0) -> tuple[dict, np.ndarray]:
+def rare_category_data(
+    n_common: int = 100_000, n_rare: int = 20, rare_successes: int = 19, seed: int = 0
+) -> tuple[dict, np.ndarray]:
     """Half the common rows succeed; the rare rows sit at evenly spaced indices. Returns the data and their indices."""
     rng = np.random.default_rng(seed)
     n = n_common + n_rare
@@ -32,8 +34,13 @@ def posterior_rare_coefficient(data: dict, points: int = 2001) -> tuple[float, f
     def log_sig(z):
         return -np.logaddexp(0.0, -z)
 
-    lp = (k0 * log_sig(a) + (n0 - k0) * log_sig(-a) + k1 * log_sig(a + b) + (n1 - k1) * log_sig(-(a + b))
-          - 0.5 * (a**2 + b**2) / PRIOR_SCALE**2)
+    lp = (
+        k0 * log_sig(a)
+        + (n0 - k0) * log_sig(-a)
+        + k1 * log_sig(a + b)
+        + (n1 - k1) * log_sig(-(a + b))
+        - 0.5 * (a**2 + b**2) / PRIOR_SCALE**2
+    )
     p = np.exp(lp - lp.max())
     pb = p.sum(axis=0)
     pb /= pb.sum()

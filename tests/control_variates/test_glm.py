@@ -28,7 +28,13 @@ WHITEN = np.linalg.cholesky(np.diag([0.04, 0.09, 0.01]) + 0.005)
 def setting(family, order):
     """Data, centre and ``(t0, t1) -> (r, b)`` (the estimator's residuals and bounds on every row, compiled once)."""
     data, centre = make(family)
-    return data, centre, jitted(glm_proxy(data, centre, family, order=order, whiten=WHITEN, alias=False, **family_settings(family)), data)
+    return (
+        data,
+        centre,
+        jitted(
+            glm_proxy(data, centre, family, order=order, whiten=WHITEN, alias=False, **family_settings(family)), data
+        ),
+    )
 
 
 def jitted(est, data):
@@ -80,9 +86,15 @@ def test_residuals_match_float64(family):
 
 
 TIGHT = {  # (family, order): the centre's eta where |f^(order+1)| peaks (its sup; probit order 1: near it)
-    ("logistic", 1): 0.0, ("logistic", 2): np.log(2 + np.sqrt(3)), ("probit", 1): -6.0, ("probit", 2): 1.00237,
-    ("poisson", 1): 0.3, ("poisson", 2): 0.3, ("gaussian", 1): 0.5,
-    ("student_t", 1): 0.0, ("student_t", 2): -SIGMA_T * np.sqrt(NU_T) * (np.sqrt(2.0) - 1.0),  # y = 0: e = -eta
+    ("logistic", 1): 0.0,
+    ("logistic", 2): np.log(2 + np.sqrt(3)),
+    ("probit", 1): -6.0,
+    ("probit", 2): 1.00237,
+    ("poisson", 1): 0.3,
+    ("poisson", 2): 0.3,
+    ("gaussian", 1): 0.5,
+    ("student_t", 1): 0.0,
+    ("student_t", 2): -SIGMA_T * np.sqrt(NU_T) * (np.sqrt(2.0) - 1.0),  # y = 0: e = -eta
 }
 
 

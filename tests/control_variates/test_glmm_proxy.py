@@ -23,11 +23,18 @@ def crossed(family: str, n: int, seed: int = 0) -> GLMMDesign:
     h = rng.integers(0, 3, n)
     eta = 0.3 * x[:, 1] - 0.2 + 0.3 * rng.normal(size=6)[g]
     y = {"bernoulli": rng.random(n) < 1 / (1 + np.exp(-eta)), "poisson": rng.poisson(np.exp(eta + 0.5))}.get(
-        family, eta + rng.standard_t(5, n))
-    return GLMMDesign(y=np.asarray(y, np.float64), x=x, fixed=("Intercept", "x1"),
-                      factors=(GroupFactor("g", g, np.ones((n, 1)), tuple("abcdef"), ("1",)),
-                               GroupFactor("h", h, np.c_[np.ones(n), x[:, 1]], ("p", "q", "r"), ("1", "x1"))),
-                      offset=rng.normal(0.0, 0.3, n) if family == "poisson" else None)
+        family, eta + rng.standard_t(5, n)
+    )
+    return GLMMDesign(
+        y=np.asarray(y, np.float64),
+        x=x,
+        fixed=("Intercept", "x1"),
+        factors=(
+            GroupFactor("g", g, np.ones((n, 1)), tuple("abcdef"), ("1",)),
+            GroupFactor("h", h, np.c_[np.ones(n), x[:, 1]], ("p", "q", "r"), ("1", "x1")),
+        ),
+        offset=rng.normal(0.0, 0.3, n) if family == "poisson" else None,
+    )
 
 
 def float64_model(family: str, n: int, centred: bool, seed: int = 0):
@@ -77,9 +84,11 @@ def test_non_centred_ridge_is_exact():
         at = layout.fixed
         shift = 0.7
         for f, (g, k) in enumerate(zip(layout.levels, layout.columns)):
-            sd_at = layout.fixed + sum(gg * kk for gg, kk in zip(layout.levels, layout.columns)) + sum(layout.columns[:f])
-            moved[sd_at:sd_at + k] += shift
-            moved[at:at + g * k] = (moved[at:at + g * k].reshape(g, k) * np.exp(-shift)).ravel()
+            sd_at = (
+                layout.fixed + sum(gg * kk for gg, kk in zip(layout.levels, layout.columns)) + sum(layout.columns[:f])
+            )
+            moved[sd_at : sd_at + k] += shift
+            moved[at : at + g * k] = (moved[at : at + g * k].reshape(g, k) * np.exp(-shift)).ravel()
             at += g * k
         moved = jnp.asarray(moved)
         exact = float(jnp.sum(model.log_lik(moved, data)) - jnp.sum(model.log_lik(start, data)))
@@ -125,9 +134,11 @@ def test_level_cubic_is_the_third_order_term(family):
         for f in range(len(layout.levels)):
             at = layout.fixed + sum(g * k for g, k in zip(layout.levels[:f], layout.columns[:f]))
             ds = np.zeros(centre.shape)
-            ds[at:at + layout.levels[f] * layout.columns[f]] = rng.normal(0.0, 0.6, layout.levels[f] * layout.columns[f])
+            ds[at : at + layout.levels[f] * layout.columns[f]] = rng.normal(
+                0.0, 0.6, layout.levels[f] * layout.columns[f]
+            )
             da = np.zeros(centre.shape)
-            da[:layout.fixed] = rng.normal(0.0, 0.1, layout.fixed)
+            da[: layout.fixed] = rng.normal(0.0, 0.1, layout.fixed)
             ds, da = jnp.asarray(ds), jnp.asarray(da)
             want = d3(ds, ds, ds) / 6.0 + d3(ds, ds, da) / 2.0
             got = float(proxy.known_sum(centre, centre + ds + da) - square.known_sum(centre, centre + ds + da))
@@ -163,7 +174,9 @@ def test_out_of_core_chunks_same_sums():
     centre = jnp.full(dimension(model.glmm.layout), 0.1, jnp.float32)
     whole, parts = glmm_proxy(model, data, centre, chunk=100), glmm_proxy(model, data, centre, chunk=7)
     for name in ("gx", "hxx", "gz", "hzx", "hzz"):
-        for a, b in zip(jax.tree_util.tree_leaves(getattr(whole, name)), jax.tree_util.tree_leaves(getattr(parts, name))):
+        for a, b in zip(
+            jax.tree_util.tree_leaves(getattr(whole, name)), jax.tree_util.tree_leaves(getattr(parts, name))
+        ):
             np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-4)
     np.testing.assert_array_equal(np.asarray(whole.pairs[0].rows), np.asarray(parts.pairs[0].rows))
     np.testing.assert_allclose(np.asarray(whole.pairs[0].hzz), np.asarray(parts.pairs[0].hzz), rtol=1e-5, atol=1e-4)
@@ -174,7 +187,9 @@ def test_softplus_remainder_far_is_finite():
     """``delta = +-200`` (a non-centred log s.d. tuned far out): the logistic remainder is the float64 value, not inf."""
     eta, delta = jnp.array([0.3, 0.3], jnp.float32), jnp.array([200.0, -200.0], jnp.float32)
     p = 1.0 / (1.0 + np.exp(-0.3))
-    want = [np.logaddexp(0, 0.3 + d) - np.logaddexp(0, 0.3) - p * d - 0.5 * p * (1 - p) * d * d for d in (200.0, -200.0)]
+    want = [
+        np.logaddexp(0, 0.3 + d) - np.logaddexp(0, 0.3) - p * d - 0.5 * p * (1 - p) * d * d for d in (200.0, -200.0)
+    ]
     np.testing.assert_allclose(np.asarray(softplus_remainder(eta, delta, 2)), want, rtol=1e-5)
 
 
@@ -199,8 +214,18 @@ def test_warmup_builds_glmm_proxy():
 
     model, data = glmm_model(crossed("bernoulli", 400), "bernoulli", centred=False, sample_as_written=True)
     source, key = as_data_source(data), jax.random.key(0)
-    found = find_centre(model, source, jnp.zeros(dimension(model.glmm.layout), jnp.float32), key, key, temperature=1.0, order=2,
-                        newton_steps=20, num_starts=0, stratum=False)
+    found = find_centre(
+        model,
+        source,
+        jnp.zeros(dimension(model.glmm.layout), jnp.float32),
+        key,
+        key,
+        temperature=1.0,
+        order=2,
+        newton_steps=20,
+        num_starts=0,
+        stratum=False,
+    )
     assert type(found.proxy).__name__ == "GLMMProxy"
     assert found.cost["proxy"].data == 400
 
@@ -215,8 +240,13 @@ def nested_design(family: str, n: int, seed: int) -> GLMMDesign:
     offset = rng.normal(0.0, 0.3, n) if family == "poisson" else None
     eta = x @ np.array([-0.3, 0.4, -0.2]) + 0.4 * rng.normal(size=8)[g] + (0.0 if offset is None else offset)
     y = rng.poisson(np.exp(eta)) if family == "poisson" else rng.random(n) < 1.0 / (1.0 + np.exp(-eta))
-    return GLMMDesign(y=np.asarray(y, np.float64), x=x, fixed=("Intercept", "x1", "x2"),
-                      factors=(GroupFactor("g", g, np.ones((n, 1)), tuple(str(i) for i in range(8)), ("1",)),), offset=offset)
+    return GLMMDesign(
+        y=np.asarray(y, np.float64),
+        x=x,
+        fixed=("Intercept", "x1", "x2"),
+        factors=(GroupFactor("g", g, np.ones((n, 1)), tuple(str(i) for i in range(8)), ("1",)),),
+        offset=offset,
+    )
 
 
 @pytest.mark.slow
@@ -236,16 +266,23 @@ def test_auto_sample_matches_nuts(family, centred):
     model, data = glmm_model(nested_design(family, 6000, 7), family, centred=centred, sample_as_written=True)
     jdata = {k: jnp.asarray(v) for k, v in data.items()}
     # newton_steps=50: the default 10 stop on the non-centred ridge with NoModeError (the mode search's part of issue 31)
-    result, warm = mm.auto_sample(model, data, initial_theta(model), num_samples=4000, num_chains=4, key=3, progress=False,
-                                  newton_steps=50)
+    result, warm = mm.auto_sample(
+        model, data, initial_theta(model), num_samples=4000, num_chains=4, key=3, progress=False, newton_steps=50
+    )
     assert type(warm.proxy).__name__ == "GLMMProxy"
     ours = result.summary()["posterior"]
 
     def potential(theta):
         return -(model.log_prior(theta) + jnp.sum(model.log_lik(theta, jdata)))
 
-    nuts = MCMC(NUTS(potential_fn=potential), num_warmup=1000, num_samples=3000, num_chains=4, chain_method="vectorized",
-                progress_bar=False)
+    nuts = MCMC(
+        NUTS(potential_fn=potential),
+        num_warmup=1000,
+        num_samples=3000,
+        num_chains=4,
+        chain_method="vectorized",
+        progress_bar=False,
+    )
     nuts.run(jax.random.key(11), init_params=jnp.tile(warm.centre[None], (4, 1)))
     draws = jax.vmap(jax.vmap(model.constrain))(nuts.get_samples(group_by_chain=True))
     ref = az.summary(az.from_dict(posterior={k: np.asarray(v) for k, v in draws.items()}), kind="all", round_to="none")
@@ -256,7 +293,9 @@ def test_auto_sample_matches_nuts(family, centred):
         assert abs(ours.loc[name, "mean"] - ref.loc[name, "mean"]) <= tol_mean, (name, ours.loc[name], ref.loc[name])
         assert abs(ours.loc[name, "sd"] - ref.loc[name, "sd"]) <= tol_sd, (name, ours.loc[name], ref.loc[name])
         if name.startswith(("beta", "sd_g")) and tol_sd >= 0.05 * ref.loc[name, "sd"]:
-            weak.append(f"{name}: s.d. tolerance {tol_sd / ref.loc[name, 'sd']:.1%} (ESS {ours.loc[name, 'ess_bulk']:.0f})")
+            weak.append(
+                f"{name}: s.d. tolerance {tol_sd / ref.loc[name, 'sd']:.1%} (ESS {ours.loc[name, 'ess_bulk']:.0f})"
+            )
     if weak:  # agreement holds, but the chains mix too slowly for the power asked (measured: beta[0] 61% and 12%)
         pytest.xfail("agrees with NUTS, without power to see a 5% s.d. error: " + "; ".join(weak))
 
@@ -286,8 +325,12 @@ def test_level_stratum_takes_the_small_levels(sizes, want):
 
     codes = np.repeat(np.arange(len(sizes)), sizes)
     n = codes.size
-    d = GLMMDesign(y=(np.arange(n) % 2).astype(np.float64), x=np.ones((n, 1)), fixed=("Intercept",),
-                   factors=(GroupFactor("g", codes, np.ones((n, 1)), tuple(str(j) for j in range(len(sizes))), ("1",)),))
+    d = GLMMDesign(
+        y=(np.arange(n) % 2).astype(np.float64),
+        x=np.ones((n, 1)),
+        fixed=("Intercept",),
+        factors=(GroupFactor("g", codes, np.ones((n, 1)), tuple(str(j) for j in range(len(sizes))), ("1",)),),
+    )
     model, data = glmm_model(d, "bernoulli", centred=True, sample_as_written=True)
     centre = jnp.zeros(dimension(model.glmm.layout)).at[-1].set(np.log(0.5))
     rows = level_stratum(glmm_proxy(model, data, centre), data)

@@ -111,8 +111,14 @@ def test_equal_copies_give_uniform_draws():
     test, keys = penalty_test(batch_size=20), jax.random.split(jax.random.key(3), 128)
     outs = []
     for e in (proxy, ones):
-        st = Statistics(e.log_ratio(model, a, b), e.population(djax), e.population_size(400), jnp.float32(0.0),
-                        jnp.float32(1.0), e.known_sum(a, b))
+        st = Statistics(
+            e.log_ratio(model, a, b),
+            e.population(djax),
+            e.population_size(400),
+            jnp.float32(0.0),
+            jnp.float32(1.0),
+            e.known_sum(a, b),
+        )
         outs.append(jax.jit(jax.vmap(lambda k, st=st: test.decide(k, st)))(keys))
     np.testing.assert_array_equal(np.asarray(outs[0].accepted), np.asarray(outs[1].accepted))
     np.testing.assert_array_equal(np.asarray(outs[0].batch_size), np.asarray(outs[1].batch_size))
@@ -137,8 +143,14 @@ def test_penalty_acceptance_error_with_weights():
     test, keys = penalty_test(batch_size=50), jax.random.split(jax.random.key(0), 20_000)
     found = {}
     for e in (proxy, est):
-        st = Statistics(e.log_ratio(model, a32, b32), e.population(djax), e.population_size(5000), jnp.float32(psi),
-                        jnp.float32(1.0), e.known_sum(a32, b32))
+        st = Statistics(
+            e.log_ratio(model, a32, b32),
+            e.population(djax),
+            e.population_size(5000),
+            jnp.float32(psi),
+            jnp.float32(1.0),
+            e.known_sum(a32, b32),
+        )
         out = jax.jit(jax.vmap(lambda k, st=st: test.decide(k, st)))(keys)
         found[e.name] = (float(np.mean(out.accepted)), float(np.mean(out.batch_size)))
     se = np.sqrt(exact * (1 - exact) / keys.shape[0])
@@ -198,8 +210,9 @@ def test_out_of_core_source_reads_the_same_positions(tmp_path):
     for k in in_memory:
         np.testing.assert_array_equal(np.asarray(on_disk[k]), np.asarray(in_memory[k]))
     a, b = c32 + 0.1, c32 - 0.1
-    np.testing.assert_allclose(np.asarray(est.log_ratio(model, a, b)(on_disk)),
-                               np.asarray(est.log_ratio(model, a, b)(in_memory)), rtol=1e-6)
+    np.testing.assert_allclose(
+        np.asarray(est.log_ratio(model, a, b)(on_disk)), np.asarray(est.log_ratio(model, a, b)(in_memory)), rtol=1e-6
+    )
 
 
 def test_glm_bound_weights_stream_the_row_weights():

@@ -72,7 +72,9 @@ def _proposals(model, proxy, cov):
         "independence": lambda: proxy_independence(proxy, model.log_prior),
         "independence_t": lambda: proxy_independence(proxy, model.log_prior, df=5.0),
         "proxy_hmc": lambda: proxy_hmc(proxy, model.log_prior, 0.8, num_steps=3, cov=cov),
-        "mixture": lambda: mixture([proxy_hmc(proxy, model.log_prior, 0.8, num_steps=3, cov=cov), random_walk(cov=cov)], [0.7, 0.3]),
+        "mixture": lambda: mixture(
+            [proxy_hmc(proxy, model.log_prior, 0.8, num_steps=3, cov=cov), random_walk(cov=cov)], [0.7, 0.3]
+        ),
     }
 
 
@@ -97,9 +99,17 @@ def test_glm_posterior_with_proxy_moves(glm, name, test_name):
     model, data, proxy, mean, var, mode, cov = glm
     barker = test_name == "mhminibatch"
     res = sample(
-        model, data, jnp.asarray(mode, jnp.float32), proposal=_proposals(model, proxy, cov)[name](),
-        test=mh_minibatch(batch_size=50) if barker else MetropolisTest(), estimator=proxy,
-        num_samples=2500 if barker else 1600, num_chains=8 if barker else 4, key=11, progress=False, block_size=2500,
+        model,
+        data,
+        jnp.asarray(mode, jnp.float32),
+        proposal=_proposals(model, proxy, cov)[name](),
+        test=mh_minibatch(batch_size=50) if barker else MetropolisTest(),
+        estimator=proxy,
+        num_samples=2500 if barker else 1600,
+        num_chains=8 if barker else 4,
+        key=11,
+        progress=False,
+        block_size=2500,
     )
     _check(res, mean, var, burn=100)
     s = res.summary()
@@ -121,8 +131,17 @@ def test_mixture_from_a_far_start_reaches_the_posterior(glm):
     far = mode + 40.0 * np.sqrt(np.diag(cov)) * np.array([1.0, -1.0])
     prop = mixture([proxy_hmc(proxy, model.log_prior, 0.8, num_steps=3, cov=cov), random_walk(cov=cov)], [0.5, 0.5])
     res = sample(
-        model, data, jnp.asarray(far, jnp.float32), proposal=prop, test=mh_minibatch(batch_size=50),
-        estimator=proxy, num_samples=3600, num_chains=8, key=13, progress=False, block_size=3200,
+        model,
+        data,
+        jnp.asarray(far, jnp.float32),
+        proposal=prop,
+        test=mh_minibatch(batch_size=50),
+        estimator=proxy,
+        num_samples=3600,
+        num_chains=8,
+        key=13,
+        progress=False,
+        block_size=3200,
     )
     after = np.asarray(res.positions)[:, 600:]
     z = np.abs(after.mean(1) - mean) / np.sqrt(var)

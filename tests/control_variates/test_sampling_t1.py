@@ -56,9 +56,17 @@ def test_conjugate_posterior_at_temperature_one(conjugate, make_test, order, max
     sd = float(np.sqrt(var))
     proxy = taylor_proxy(gaussian_mean(SETTINGS), x, jnp.asarray(mean, jnp.float32), order=order)
     res = sample(
-        gaussian_mean(SETTINGS), x, jnp.asarray(mean + sd, jnp.float32),
-        proposal=random_walk(scale=1.7 * sd), test=make_test(), estimator=proxy,
-        num_samples=6000, num_chains=8, key=7, progress=False, block_size=3000,
+        gaussian_mean(SETTINGS),
+        x,
+        jnp.asarray(mean + sd, jnp.float32),
+        proposal=random_walk(scale=1.7 * sd),
+        test=make_test(),
+        estimator=proxy,
+        num_samples=6000,
+        num_chains=8,
+        key=7,
+        progress=False,
+        block_size=3000,
     )
     _check(res, mean, var)
     assert res.summary()["data_per_test"] <= max_data
@@ -81,9 +89,17 @@ def test_glm_posterior_with_proxy_langevin(glm, test_name):
     proxy = taylor_proxy(model, data, jnp.asarray(mode, jnp.float32), order=2)
     test = mh_minibatch(batch_size=50) if test_name == "mhminibatch" else naive_minibatch(50)
     res = sample(
-        model, data, jnp.asarray(mode, jnp.float32),
-        proposal=proxy_langevin(proxy, model.log_prior, 1.2, cov=cov), test=test, estimator=proxy,
-        num_samples=6000, num_chains=4, key=3, progress=False, block_size=3000,
+        model,
+        data,
+        jnp.asarray(mode, jnp.float32),
+        proposal=proxy_langevin(proxy, model.log_prior, 1.2, cov=cov),
+        test=test,
+        estimator=proxy,
+        num_samples=6000,
+        num_chains=4,
+        key=3,
+        progress=False,
+        block_size=3000,
     )
     _check(res, mean, var, burn=200)
     s = res.summary()
@@ -99,9 +115,17 @@ def test_sgld_cv_proposal_corrected_by_mhminibatch(conjugate):
     x, mean, var = conjugate
     proxy = taylor_proxy(gaussian_mean(SETTINGS), x, jnp.asarray(mean, jnp.float32), order=2)
     res = sample(
-        gaussian_mean(SETTINGS), x, jnp.asarray(mean, jnp.float32),
-        proposal=langevin(0.8 * float(var), batch_size=100), test=mh_minibatch(batch_size=20), estimator=proxy,
-        num_samples=4500, num_chains=8, key=5, progress=False, block_size=4500,
+        gaussian_mean(SETTINGS),
+        x,
+        jnp.asarray(mean, jnp.float32),
+        proposal=langevin(0.8 * float(var), batch_size=100),
+        test=mh_minibatch(batch_size=20),
+        estimator=proxy,
+        num_samples=4500,
+        num_chains=8,
+        key=5,
+        progress=False,
+        block_size=4500,
     )
     _check(res, mean, var, burn=200)
     assert res.summary()["data_per_test"] == 20

@@ -57,7 +57,9 @@ def test_rest_excludes_the_stratum_rows():
     rows = {"i": jnp.arange(15)}
     rest = est.population(rows)
     np.testing.assert_array_equal(np.asarray(take(rest, jnp.arange(13))["i"]), np.delete(np.arange(15), idx[[1, 4]]))
-    np.testing.assert_array_equal(np.asarray(slice_rows(rest, jnp.int32(5), 4)["i"]), np.delete(np.arange(15), idx[[1, 4]])[5:9])
+    np.testing.assert_array_equal(
+        np.asarray(slice_rows(rest, jnp.int32(5), 4)["i"]), np.delete(np.arange(15), idx[[1, 4]])[5:9]
+    )
     draws = jax.jit(jax.vmap(lambda k: minibatch_rows(k, rest, 13, 5)["i"]))(jax.random.split(jax.random.key(0), 50))
     for drawn in np.asarray(draws):
         assert not set(drawn) & set(idx[[1, 4]]) and len(set(drawn)) == 5
@@ -107,8 +109,17 @@ def test_out_of_core_source_gives_the_same_draws(tmp_path):
         runs = []
         for source in (data, host):
             est = stratify(model, source, taylor_proxy(model, source, start), idx)
-            res = sample(model, source, start, proposal=random_walk(scale=0.3), test=test, estimator=est,
-                         num_samples=30, key=4, progress=False)
+            res = sample(
+                model,
+                source,
+                start,
+                proposal=random_walk(scale=0.3),
+                test=test,
+                estimator=est,
+                num_samples=30,
+                key=4,
+                progress=False,
+            )
             runs.append((np.asarray(res.positions), np.asarray(res.records["batch_size"])))
         np.testing.assert_array_equal(runs[0][0], runs[1][0])
         np.testing.assert_array_equal(runs[0][1], runs[1][1])

@@ -52,7 +52,9 @@ def test_sampled_scale_is_refused_by_name():
     """A robust regression that samples ``sigma`` (no GLM declared) is refused for the exact tests, the message saying
     that the bounds need ``nu`` and ``sigma`` fixed; bad settings name the value."""
     data, centre = make_family_data("student_t", n=20)
-    sampled = Model(gaussian_prior(0.0, 1.0), lambda theta, batch: -jnp.abs(batch["y"] - batch["x"] @ theta[:3]), "t_scale")
+    sampled = Model(
+        gaussian_prior(0.0, 1.0), lambda theta, batch: -jnp.abs(batch["y"] - batch["x"] @ theta[:3]), "t_scale"
+    )
     with pytest.raises(ValueError, match="student_t_regression with nu and sigma fixed"):
         model_glm_proxy(sampled, data, np.zeros(4, np.float32))
     with pytest.raises(ValueError, match="sigma"):

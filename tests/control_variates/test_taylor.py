@@ -66,7 +66,9 @@ def test_split_is_exact_against_closed_form(order):
         q = _analytic_q(data, centre, a, b, order)
         np.testing.assert_allclose(raw - resid, q, rtol=1e-9, atol=1e-12)
         np.testing.assert_allclose(float(proxy.known_sum(jnp.asarray(a), jnp.asarray(b))), q.sum(), rtol=1e-9)
-        np.testing.assert_allclose(resid.sum() + float(proxy.known_sum(jnp.asarray(a), jnp.asarray(b))), raw.sum(), rtol=1e-9)
+        np.testing.assert_allclose(
+            resid.sum() + float(proxy.known_sum(jnp.asarray(a), jnp.asarray(b))), raw.sum(), rtol=1e-9
+        )
 
 
 def test_minibatch_estimate_unbiased_by_enumeration():

@@ -39,7 +39,10 @@ def test_npy_truncated_in_place_is_an_error_not_sigbus(tmp_path):
     env = dict(os.environ, JAX_PLATFORMS="cpu")
     proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
-    assert f"refused: data file {tmp_path / 'x.npy'}" in proc.stdout and "changed during the run (size 1600128 -> 208" in proc.stdout
+    assert (
+        f"refused: data file {tmp_path / 'x.npy'}" in proc.stdout
+        and "changed during the run (size 1600128 -> 208" in proc.stdout
+    )
 
 
 def test_removed_or_replaced_files_are_named_on_every_read(tmp_path):
@@ -47,7 +50,9 @@ def test_removed_or_replaced_files_are_named_on_every_read(tmp_path):
     src = open_npy(tmp_path / "x.npy")
     assert float(take(src, jnp.array([3]))[0, 0]) == 1.0
     os.remove(tmp_path / "x.npy")
-    with pytest.raises(DataChangedError, match=rf"data file {tmp_path / 'x.npy'} of npy file .* was removed during the run"):
+    with pytest.raises(
+        DataChangedError, match=rf"data file {tmp_path / 'x.npy'} of npy file .* was removed during the run"
+    ):
         take(src, jnp.array([3]))
     with pytest.raises(DataChangedError, match="was removed"):  # full-data passes read by name
         slice_rows(src, 0, 50)
@@ -55,7 +60,9 @@ def test_removed_or_replaced_files_are_named_on_every_read(tmp_path):
     src = open_parquet(tmp_path / "p.parquet")
     time.sleep(0.01)
     pq.write_table(pa.table({"x": np.full(100, 2.0, np.float32)}), tmp_path / "p.parquet")  # same size, new file
-    with pytest.raises(DataChangedError, match=rf"data file {tmp_path / 'p.parquet'} of Parquet .* changed during the run \(.*mtime_ns"):
+    with pytest.raises(
+        DataChangedError, match=rf"data file {tmp_path / 'p.parquet'} of Parquet .* changed during the run \(.*mtime_ns"
+    ):
         take(src, jnp.array([5]))
 
 
@@ -77,9 +84,21 @@ def test_file_changed_during_a_run_stops_it_naming_the_file_with_finished_blocks
     writer = threading.Thread(target=rewrite_after_first_block)
     writer.start()
     try:
-        with pytest.raises(DataChangedError, match=rf"data file {tmp_path / 'x.npy'} .* changed during the run \(size 80128 -> 2128") as err:
-            sample(gaussian_mixture(), src, jnp.zeros(2), proposal=random_walk(scale=0.15), test=mh_minibatch(50),
-                   num_samples=200_000, temperature=20.0, block_size=20, progress=False, checkpoint_dir=ckpt)
+        with pytest.raises(
+            DataChangedError, match=rf"data file {tmp_path / 'x.npy'} .* changed during the run \(size 80128 -> 2128"
+        ) as err:
+            sample(
+                gaussian_mixture(),
+                src,
+                jnp.zeros(2),
+                proposal=random_walk(scale=0.15),
+                test=mh_minibatch(50),
+                num_samples=200_000,
+                temperature=20.0,
+                block_size=20,
+                progress=False,
+                checkpoint_dir=ckpt,
+            )
     finally:
         writer.join()
     assert any(ckpt.glob("chunk-000000000-000000020.nc"))
@@ -105,8 +124,11 @@ def test_corrupt_parquet_page_is_refused_at_open(tmp_path):
     path = tmp_path / "c.parquet"
     pq.write_table(pa.table({"x": x}), path, compression="none", use_dictionary=False, row_group_size=64)
     _corrupt_float(path, -0.2222222, 2.3e38)  # finite, so the NaN/inf scan alone would pass it
-    with pytest.raises(ValueError, match=rf"column 'x' of {path} row group 1 \(rows \[64, 128\)\) decodes to values in "
-                       r"\[.*, 2.3\d*e\+38\] but the file's statistics say \[.*\]: a page of the file is corrupt"):
+    with pytest.raises(
+        ValueError,
+        match=rf"column 'x' of {path} row group 1 \(rows \[64, 128\)\) decodes to values in "
+        r"\[.*, 2.3\d*e\+38\] but the file's statistics say \[.*\]: a page of the file is corrupt",
+    ):
         open_parquet(path)
 
 
@@ -114,8 +136,11 @@ def test_absurd_parquet_statistics_are_refused_at_open(tmp_path):
     x = np.zeros(100, np.float32)
     x[70] = 1e35
     pq.write_table(pa.table({"x": x, "y": np.zeros(100, np.int32)}), tmp_path / "a.parquet", row_group_size=50)
-    with pytest.raises(ValueError, match=rf"column 'x' of {tmp_path / 'a.parquet'} row group 1 \(rows \[50, 100\)\) has "
-                       r"statistics min=-?0.0, max=1.0000000\d*e\+35: impossible for data"):
+    with pytest.raises(
+        ValueError,
+        match=rf"column 'x' of {tmp_path / 'a.parquet'} row group 1 \(rows \[50, 100\)\) has "
+        r"statistics min=-?0.0, max=1.0000000\d*e\+35: impossible for data",
+    ):
         open_parquet(tmp_path / "a.parquet")
     assert open_parquet(tmp_path / "a.parquet", check_finite=False).n == 100
 
@@ -127,10 +152,29 @@ def test_parquet_columns_that_do_not_match_the_model_are_named(tmp_path):
     src = open_parquet(tmp_path / "k.parquet")
     where = rf"HostData\(ParquetReader\(Parquet '{tmp_path / 'k.parquet'}', N=200\)\)"
     # a shipped model's own shape check names the columns it expects, those given, and the file
-    with pytest.raises(ValueError, match=rf"has structure PyTreeDef\(\{{'a': \*, 'b': \*\}}\); expected PyTreeDef\(\{{'x': \*, 'y': \*\}}\).*\(data: {where}\)"):
-        sample(logistic_regression(), src, jnp.zeros(3), proposal=random_walk(scale=0.1), test=mh_minibatch(50),
-               num_samples=5, progress=False)
+    with pytest.raises(
+        ValueError,
+        match=rf"has structure PyTreeDef\(\{{'a': \*, 'b': \*\}}\); expected PyTreeDef\(\{{'x': \*, 'y': \*\}}\).*\(data: {where}\)",
+    ):
+        sample(
+            logistic_regression(),
+            src,
+            jnp.zeros(3),
+            proposal=random_walk(scale=0.1),
+            test=mh_minibatch(50),
+            num_samples=5,
+            progress=False,
+        )
     # a user's model without a shape check: the column it reads, the file and the columns there
-    with pytest.raises(ValueError, match=rf"model.log_lik reads data column 'x' but the data \({where}\) have columns \['a', 'b'\]"):
-        sample(logistic_regression()._replace(check_shapes=None), src, jnp.zeros(3), proposal=random_walk(scale=0.1),
-               test=mh_minibatch(50), num_samples=5, progress=False)
+    with pytest.raises(
+        ValueError, match=rf"model.log_lik reads data column 'x' but the data \({where}\) have columns \['a', 'b'\]"
+    ):
+        sample(
+            logistic_regression()._replace(check_shapes=None),
+            src,
+            jnp.zeros(3),
+            proposal=random_walk(scale=0.1),
+            test=mh_minibatch(50),
+            num_samples=5,
+            progress=False,
+        )

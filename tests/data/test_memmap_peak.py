@@ -34,9 +34,13 @@ def test_one_gather_of_random_rows_stays_within_the_resident_bound(tmp_path):
     rng = np.random.default_rng(1)
     out = np.lib.format.open_memmap(path, mode="w+", dtype=np.float32, shape=(10_000_000, 10))
     for start in range(0, out.shape[0], 1 << 20):
-        out[start:start + (1 << 20)] = rng.standard_normal((min(1 << 20, out.shape[0] - start), 10), dtype=np.float32)
+        out[start : start + (1 << 20)] = rng.standard_normal((min(1 << 20, out.shape[0] - start), 10), dtype=np.float32)
     out.flush()
     del out
     np.load(path).sum()  # the file's pages in the page cache, as after a validation scan
-    grown = float(subprocess.run([sys.executable, "-c", CHILD, str(path)], check=True, capture_output=True, text=True).stdout.split()[-1])
+    grown = float(
+        subprocess.run(
+            [sys.executable, "-c", CHILD, str(path)], check=True, capture_output=True, text=True
+        ).stdout.split()[-1]
+    )
     assert grown <= 256 + 32, f"peak resident memory grew by {grown:.0f} MiB"

@@ -26,8 +26,11 @@ def table(tmp_path_factory):
     where = tmp_path_factory.mktemp("spill")
     rng = np.random.default_rng(2)
     x, y = rng.standard_normal((N, D)).astype(np.float32), rng.integers(0, 2, N).astype(np.int32)
-    pq.write_table(pa.table({"x": pa.FixedSizeListArray.from_arrays(pa.array(x.reshape(-1)), D), "y": pa.array(y)}),
-                   where / "t.parquet", row_group_size=GROUP)
+    pq.write_table(
+        pa.table({"x": pa.FixedSizeListArray.from_arrays(pa.array(x.reshape(-1)), D), "y": pa.array(y)}),
+        where / "t.parquet",
+        row_group_size=GROUP,
+    )
     np.save(where / "x.npy", x), np.save(where / "y.npy", y)
     return where
 
@@ -41,7 +44,9 @@ def test_random_minibatches_decode_no_row_group_twice(table, tmp_path):
     folder = src.reader.spill_folder
     assert folder in str(caught[0].message) and os.path.dirname(folder) == str(tmp_path)
     npy = open_npy({"x": table / "x.npy", "y": table / "y.npy"}).reader
-    assert src.reader.decoded_groups == N // GROUP and src.reader.cached_bytes == 0  # no in-memory copy besides the spill
+    assert (
+        src.reader.decoded_groups == N // GROUP and src.reader.cached_bytes == 0
+    )  # no in-memory copy besides the spill
     rng = np.random.default_rng(3)
     for _ in range(30):
         idx = rng.integers(0, N, 1000)

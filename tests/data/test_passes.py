@@ -17,7 +17,7 @@ def test_same_size_chunks_count_each_row_once(n, chunk):
     chunks = same_size_chunks(n, chunk)
     for first, size, keep in chunks:
         assert size == min(chunk, n) and 0 <= first and first + size <= n and keep.shape == (size,)
-        counts[first:first + size] += keep
+        counts[first : first + size] += keep
     np.testing.assert_array_equal(counts, np.ones(n, int))
 
 
@@ -48,5 +48,7 @@ def test_host_reduce_counts_every_row_once(n, chunk):
 
     assert host_reduce(fold, 0.0, jnp.asarray(x), n, chunk) == want
     assert sizes == {min(chunk, n)}
-    ragged = host_reduce(lambda acc, c: acc + float(np.sum(np.asarray(c.rows))), 0.0, jnp.asarray(x), n, chunk, same_size=False)
+    ragged = host_reduce(
+        lambda acc, c: acc + float(np.sum(np.asarray(c.rows))), 0.0, jnp.asarray(x), n, chunk, same_size=False
+    )
     assert ragged == want

@@ -62,8 +62,9 @@ def test_a_process_validates_and_reads_only_its_rows(tmp_path):
 def test_a_pass_over_a_split_source_needs_as_many_processes(tmp_path):
     """A source split for 2 processes, passed over in one JAX process, is refused: summing one process's half as if
     it were the data would be silently wrong by half the rows."""
-    mine = partition_rows(open_npy(_npy(tmp_path, np.ones(40, np.float32)), check_finite=False), process_index=0,
-                          process_count=2)
+    mine = partition_rows(
+        open_npy(_npy(tmp_path, np.ones(40, np.float32)), check_finite=False), process_index=0, process_count=2
+    )
     with pytest.raises(ValueError, match="split over 2 processes but JAX runs 1"):
         full_data_sum(lambda rows: rows, mine, mine.n, 8)
 
@@ -71,7 +72,9 @@ def test_a_pass_over_a_split_source_needs_as_many_processes(tmp_path):
 def test_parquet_process_decodes_only_its_row_groups(tmp_path):
     """Process 2 of 3 over 10 row groups of 100 rows owns groups 7-9 (rows 700-1000): validating them decodes exactly
     those 3 groups, never another process's (the reader's count of decoded groups)."""
-    pq.write_table(pa.table({"y": pa.array(np.arange(1000, dtype=np.float64))}), tmp_path / "t.parquet", row_group_size=100)
+    pq.write_table(
+        pa.table({"y": pa.array(np.arange(1000, dtype=np.float64))}), tmp_path / "t.parquet", row_group_size=100
+    )
     source = open_parquet(tmp_path / "t.parquet", check_finite=False)
     mine = partition_rows(source, process_index=2, process_count=3)
     assert partition_of(mine)[2:] == (700, 1000) and source.reader.decoded_groups == 3
@@ -79,7 +82,9 @@ def test_parquet_process_decodes_only_its_row_groups(tmp_path):
 
 def test_too_many_processes_is_an_error(tmp_path):
     """More processes than row groups: one clear error saying how many there are, not a process with no rows."""
-    pq.write_table(pa.table({"y": pa.array(np.arange(200, dtype=np.float64))}), tmp_path / "t.parquet", row_group_size=100)
+    pq.write_table(
+        pa.table({"y": pa.array(np.arange(200, dtype=np.float64))}), tmp_path / "t.parquet", row_group_size=100
+    )
     with pytest.raises(ValueError, match="2 row groups: too few to give each of the 3 processes"):
         partition_rows(open_parquet(tmp_path / "t.parquet", check_finite=False), process_index=0, process_count=3)
 
@@ -95,7 +100,9 @@ def test_one_process_partition_is_the_plain_pass(tmp_path):
     a, b = host_tree_sum(fn, whole, 300, 64), host_tree_sum(fn, mine, 300, 64)
     for k in a:
         np.testing.assert_array_equal(a[k], b[k])
-    assert float(full_data_sum(lambda r: r[:, 0], whole, 300, 64)[0]) == float(full_data_sum(lambda r: r[:, 0], mine, 300, 64)[0])
+    assert float(full_data_sum(lambda r: r[:, 0], whole, 300, 64)[0]) == float(
+        full_data_sum(lambda r: r[:, 0], mine, 300, 64)[0]
+    )
 
 
 def test_sampling_a_split_source_is_refused(tmp_path):
@@ -107,9 +114,19 @@ def test_sampling_a_split_source_is_refused(tmp_path):
 
     x = np.random.default_rng(0).normal(size=400).astype(np.float32)
     mine = partition_rows(open_npy(_npy(tmp_path, x), check_finite=False), process_index=0, process_count=2)
-    with pytest.raises(ValueError, match=r"belongs to another process: process 0 of 2 .*jax.distributed.initialize.* open_npy"):
-        sample(gaussian_mixture(), mine, jnp.zeros(2), proposal=random_walk(scale=0.1), test=mh_minibatch(20),
-               num_samples=5, key=0, progress=False)
+    with pytest.raises(
+        ValueError, match=r"belongs to another process: process 0 of 2 .*jax.distributed.initialize.* open_npy"
+    ):
+        sample(
+            gaussian_mixture(),
+            mine,
+            jnp.zeros(2),
+            proposal=random_walk(scale=0.1),
+            test=mh_minibatch(20),
+            num_samples=5,
+            key=0,
+            progress=False,
+        )
 
 
 def test_one_process_owns_every_file(tmp_path):
@@ -119,8 +136,9 @@ def test_one_process_owns_every_file(tmp_path):
     y = np.arange(900, dtype=np.float64)
     (tmp_path / "d").mkdir()
     for k in range(3):
-        pq.write_table(pa.table({"y": pa.array(y[300 * k:300 * (k + 1)])}), tmp_path / "d" / f"p{k}.parquet",
-                       row_group_size=100)
+        pq.write_table(
+            pa.table({"y": pa.array(y[300 * k : 300 * (k + 1)])}), tmp_path / "d" / f"p{k}.parquet", row_group_size=100
+        )
     from minibatch_mcmc.data import open_parquet_files
 
     mine, whole = open_parquet_files(tmp_path / "d"), open_parquet(tmp_path / "d")

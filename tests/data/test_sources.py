@@ -160,17 +160,36 @@ def test_mhminibatch_draws_identical_to_in_memory_on_every_source(sources, in_me
     res = _run(src)
     src.reader.close()
     assert agree.gathers >= 40 and agree.mismatches == []
-    assert not (bad := mismatches(flat_draws(res), flat_draws(in_memory_run), 40, N)), bad  # decisions exact, floats to rounding (draws_tolerance)
+    assert not (bad := mismatches(flat_draws(res), flat_draws(in_memory_run), 40, N)), (
+        bad
+    )  # decisions exact, floats to rounding (draws_tolerance)
     # the plan replays the driver's keys: every step's first chunk was a planned read
     assert src.reader.hits + src.reader.misses == 40 and src.reader.hits >= 1
 
 
 def test_generator_writes_npy_and_parquet_chunkwise(tmp_path):
     assert generate_main(["--rows", "1000", "--dim", "4", "--chunk", "300", "--out", str(tmp_path / "a")]) == 0
-    assert generate_main(
-        ["--rows", "1000", "--dim", "4", "--chunk", "300", "--format", "parquet", "--rows-per-shard", "600",
-         "--row-group", "100", "--out", str(tmp_path / "b")]
-    ) == 0
+    assert (
+        generate_main(
+            [
+                "--rows",
+                "1000",
+                "--dim",
+                "4",
+                "--chunk",
+                "300",
+                "--format",
+                "parquet",
+                "--rows-per-shard",
+                "600",
+                "--row-group",
+                "100",
+                "--out",
+                str(tmp_path / "b"),
+            ]
+        )
+        == 0
+    )
     theta, chunks = logistic_chunks(1000, 4, 0, 300)
     xs, ys = zip(*chunks)
     x, y = np.concatenate(xs), np.concatenate(ys)

@@ -51,14 +51,19 @@ def student_t_model(d: int = 3) -> Model:
     def log_prior(theta):
         beta, ls, ln = theta[:d], theta[d], theta[d + 1]
         s, nu = jnp.exp(ls), jnp.exp(ln)
-        return (-0.5 * jnp.sum((beta / PRIOR_SCALE) ** 2) - 0.5 * (s / 50.0) ** 2 + ls + 2.0 * ln - 0.1 * nu)
+        return -0.5 * jnp.sum((beta / PRIOR_SCALE) ** 2) - 0.5 * (s / 50.0) ** 2 + ls + 2.0 * ln - 0.1 * nu
 
     def log_lik(theta, batch):
         beta, ls, ln = theta[:d], theta[d], theta[d + 1]
         nu = jnp.exp(ln)
         z = (batch["y"] - batch["X"] @ beta) * jnp.exp(-ls)
-        return (gammaln(0.5 * (nu + 1.0)) - gammaln(0.5 * nu) - 0.5 * jnp.log(nu * jnp.pi) - ls
-                - 0.5 * (nu + 1.0) * jnp.log1p(z * z / nu))
+        return (
+            gammaln(0.5 * (nu + 1.0))
+            - gammaln(0.5 * nu)
+            - 0.5 * jnp.log(nu * jnp.pi)
+            - ls
+            - 0.5 * (nu + 1.0) * jnp.log1p(z * z / nu)
+        )
 
     return Model(log_prior, log_lik, "student_t_regression")
 
@@ -69,6 +74,8 @@ def student_t_data(n: int, seed: int = 0, d: int = 3) -> dict:
     rng = np.random.default_rng(seed)
     x = np.column_stack([np.ones(n), rng.standard_normal((n, d - 1))])
     kind = rng.choice(3, size=n, p=[0.70, 0.29, 0.01])
-    e = np.where(kind == 0, rng.lognormal(0.0, 0.5, n), np.where(kind == 1, rng.exponential(2.0, n), rng.lognormal(3.0, 0.5, n)))
+    e = np.where(
+        kind == 0, rng.lognormal(0.0, 0.5, n), np.where(kind == 1, rng.exponential(2.0, n), rng.lognormal(3.0, 0.5, n))
+    )
     beta = np.resize(np.array([1.0, 0.5, -0.3]), d)
     return {"X": x.astype(np.float32), "y": (x @ beta + e).astype(np.float32)}

@@ -75,8 +75,15 @@ def test_check_reads_the_same_rows_at_twice_the_size():
         with pytest.MonkeyPatch.context() as patch:
             patch.setattr(check_rows, "CHECK_ROWS", 4096, raising=False)
             reader.rows = 0
-            out = check_proxy(model, HostData(reader), proxy, proxy.centre, laplace_draws(mode, np.linalg.inv(-h), 10, 0),
-                              num_draws=10, warn=False)
+            out = check_proxy(
+                model,
+                HostData(reader),
+                proxy,
+                proxy.centre,
+                laplace_draws(mode, np.linalg.inv(-h), 10, 0),
+                num_draws=10,
+                warn=False,
+            )
         read[n] = (reader.rows, out)
     assert read[12_288][0] == read[24_576][0] <= 4096 + check_rows.CHECK_CHUNK, read
     assert all(out.rows_read == 4096 and out.data_used == 10 * 4096 for _, out in read.values()), read
@@ -93,8 +100,9 @@ def test_sampled_log_ratios_within_their_stated_error():
     full = check_rows.streamed_sums(model, proxy, proxy.centre, tree, 20_000, *proxy_check.thinned_moves(draws, 100))
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(check_rows, "CHECK_ROWS", 4096)
-        part = check_rows.streamed_sums(model, proxy, proxy.centre, tree, 20_000, *proxy_check.thinned_moves(draws, 100),
-                                         jax.random.key(3))
+        part = check_rows.streamed_sums(
+            model, proxy, proxy.centre, tree, 20_000, *proxy_check.thinned_moves(draws, 100), jax.random.key(3)
+        )
     sd = check_rows.sample_sd(part[0], 20_000, part[2])
     assert part[2] == 4096 and full[2] == 20_000 and np.all(sd > 0)
     z = (part[0][:, 0] - full[0][:, 0]) / sd
@@ -137,8 +145,18 @@ def test_rounding_does_not_warn_the_check(exact_up_to_rounding):
 def test_advice_depends_on_the_stratum():
     """Rows the minibatches missed (exact residual s.d. 40x the recorded one): with the stratum off the warning advises
     it; with it on, it says so and advises what is left (before, it advised enabling the stratum that was on)."""
-    base = ProxyCheck(k_hat=0.0, threshold=0.5, num_draws=100, log_ratio_sd=0.0, log_ratio_range=0.0, data_used=0, seconds=0.0,
-                      batch_size=50, acceptance_error=0.3, sd_ratio=40.0)
+    base = ProxyCheck(
+        k_hat=0.0,
+        threshold=0.5,
+        num_draws=100,
+        log_ratio_sd=0.0,
+        log_ratio_range=0.0,
+        data_used=0,
+        seconds=0.0,
+        batch_size=50,
+        acceptance_error=0.3,
+        sd_ratio=40.0,
+    )
     with pytest.warns(UserWarning, match=r"Enable the exact stratum \(auto_sample\(stratum=True\)\)"):
         warn_check(base._replace(stratum=False))
     with pytest.warns(UserWarning) as caught:
@@ -152,8 +170,16 @@ def test_progress_shows_the_check_and_its_cost(capsys):
     tree, mode, h = logistic_rows(2_000, d=2)
     model = logistic_regression()
     proxy = taylor_proxy(model, tree, jnp.asarray(mode, jnp.float32))
-    out, cost = proxy_check.timed_check(model, tree, proxy, proxy.centre, laplace_draws(mode, np.linalg.inv(-h), 10, 0),
-                                        num_draws=10, warn=False, progress=True)
+    out, cost = proxy_check.timed_check(
+        model,
+        tree,
+        proxy,
+        proxy.centre,
+        laplace_draws(mode, np.linalg.inv(-h), 10, 0),
+        num_draws=10,
+        warn=False,
+        progress=True,
+    )
     err = capsys.readouterr().err
     assert "after sampling: check" in err and "1.00 passes (2,000 rows)" in err, err
     assert cost.data == out.rows_read == 2_000 and cost.seconds >= out.seconds, (cost, out)

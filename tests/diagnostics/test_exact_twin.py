@@ -38,10 +38,13 @@ def test_pass_sums_every_row_once(proxy):
     a = np.asarray(centre) + 0.1 * rng.standard_normal((3, d))
     b = a + 0.1 * rng.standard_normal((3, d))
     estimator = taylor_proxy(model, data, centre) if proxy else plain()
-    lam, bad = residual_pass(model, estimator, n, centre if proxy else None, 96)(data, jnp.asarray(a, jnp.float32),
-                                                                                       jnp.asarray(b, jnp.float32))
+    lam, bad = residual_pass(model, estimator, n, centre if proxy else None, 96)(
+        data, jnp.asarray(a, jnp.float32), jnp.asarray(b, jnp.float32)
+    )
     if proxy:
-        lam = lam + np.array([estimator.known_sum(jnp.asarray(p, jnp.float32), jnp.asarray(q, jnp.float32)) for p, q in zip(a, b)])
+        lam = lam + np.array(
+            [estimator.known_sum(jnp.asarray(p, jnp.float32), jnp.asarray(q, jnp.float32)) for p, q in zip(a, b)]
+        )
     want = _float64_difference(x.astype(np.float64), y.astype(np.float64), a, b)
     assert not np.any(np.asarray(bad))
     np.testing.assert_allclose(np.asarray(lam, np.float64), want, rtol=1e-4, atol=1e-2)

@@ -24,7 +24,9 @@ def test_spikes_give_the_closed_form_moments():
     out = minibatch_shape(power_sums(x), n, m, temperature)
     np.testing.assert_allclose(out.skewness, (1 - 2 * p) / np.sqrt(p * (1 - p)) / np.sqrt(m), rtol=1e-6)
     np.testing.assert_allclose(out.excess_kurtosis, (1 - 6 * p * (1 - p)) / (p * (1 - p)) / m, rtol=1e-6)
-    np.testing.assert_allclose(out.estimate_sd, n / temperature * np.sqrt(x.var() * n / (n - 1) * (1 - m / n) / m), rtol=1e-9)
+    np.testing.assert_allclose(
+        out.estimate_sd, n / temperature * np.sqrt(x.var() * n / (n - 1) * (1 - m / n) / m), rtol=1e-9
+    )
     assert out.acceptance_error[0] == 1.0
 
 

@@ -31,7 +31,7 @@ from minibatch_mcmc.warmup import auto_sample
 def _run_error(draws: np.ndarray, mean: np.ndarray, sd: np.ndarray):
     """The run's true error against the truth (``(truth - run mean) / run sd``, ``truth sd / run sd - 1``) and the
     run's own Monte Carlo s.e. of each (from ArviZ's ESS and the draws' kurtosis), over the second half the check reads."""
-    late = draws[:, draws.shape[1] // 2:]
+    late = draws[:, draws.shape[1] // 2 :]
     flat = late.reshape(-1, late.shape[-1])
     m, s = flat.mean(0), flat.std(0)
     ess = np.asarray(az.ess(az.convert_to_dataset(late[None] if late.ndim == 2 else late)).to_array()).ravel()
@@ -44,8 +44,13 @@ def _agrees(out, draws, mean, sd, width=3.0):
     tm, tm_se, ts, ts_se = _run_error(draws, mean, sd)
     ok_m = np.abs(out.mean_bias - tm) <= width * np.hypot(out.mean_se, tm_se)
     ok_s = np.abs(out.sd_error - ts) <= width * np.hypot(out.sd_se, ts_se)
-    table = {"estimated mean": out.mean_bias.round(3), "true mean": tm.round(3), "estimated sd": out.sd_error.round(3),
-             "true sd": ts.round(3), "se": (out.mean_se.round(3), out.sd_se.round(3), tm_se.round(3), ts_se.round(3))}
+    table = {
+        "estimated mean": out.mean_bias.round(3),
+        "true mean": tm.round(3),
+        "estimated sd": out.sd_error.round(3),
+        "true sd": ts.round(3),
+        "se": (out.mean_se.round(3), out.sd_se.round(3), tm_se.round(3), ts_se.round(3)),
+    }
     return bool(np.all(ok_m) and np.all(ok_s)), table
 
 
@@ -58,7 +63,14 @@ def test_exact_twin_accepts_at_the_exact_rate():
     deltas = np.array([-1.0, 0.3])
     metropolis, barker = np.minimum(1.0, np.exp(deltas)), 1.0 / (1.0 + np.exp(-deltas))
     for test, want in ((penalty_test(50), metropolis), (naive_minibatch(20), metropolis), (mh_minibatch(50), barker)):
-        rate = np.asarray(jnp.mean(jax.vmap(lambda k: jax.vmap(lambda d: coupled_accept(test, k, d))(jnp.asarray(deltas, jnp.float32)))(keys), axis=0))
+        rate = np.asarray(
+            jnp.mean(
+                jax.vmap(lambda k: jax.vmap(lambda d: coupled_accept(test, k, d))(jnp.asarray(deltas, jnp.float32)))(
+                    keys
+                ),
+                axis=0,
+            )
+        )
         assert np.all(np.abs(rate - want) < 4 * np.sqrt(want * (1 - want) / keys.size) + 2e-3), (test.name, rate, want)
 
 
@@ -70,8 +82,19 @@ def _gaussian_run(test, estimator=None, n=2_000, seed=0):
     mean, var = exact_posterior(x)
     prop = random_walk(scale=1.5 * float(np.sqrt(var)))
     starts = jnp.asarray(mean + np.sqrt(var) * rng.standard_normal((4, 2)), jnp.float32)
-    res = sample(model, x, starts, proposal=prop, test=test, estimator=estimator, num_samples=2000, num_chains=4, key=seed,
-                 batched_init=True, progress=False)
+    res = sample(
+        model,
+        x,
+        starts,
+        proposal=prop,
+        test=test,
+        estimator=estimator,
+        num_samples=2000,
+        num_chains=4,
+        key=seed,
+        batched_init=True,
+        progress=False,
+    )
     return model, x, prop, res, mean, np.full(2, np.sqrt(var))
 
 
@@ -81,7 +104,9 @@ def test_warns_on_a_wrong_run_and_estimates_its_error():
     coordinates' s.d., and its estimates agree with the closed form's errors."""
     model, x, prop, res, mean, sd = _gaussian_run(naive_minibatch(20))
     with pytest.warns(UserWarning, match=r"theta\[0\]: .*s\.d\. off by -\d+%.*theta\[1\]") as caught:
-        out = check_posterior(model, x, prop, naive_minibatch(20), None, res.kernel_positions, run_key=0, records=res.records)
+        out = check_posterior(
+            model, x, prop, naive_minibatch(20), None, res.kernel_positions, run_key=0, records=res.records
+        )
     assert "a larger minibatch (naive_minibatch" in str(caught[0].message)
     ok, table = _agrees(out, np.asarray(res.kernel_positions), mean, sd)
     assert not out.ok and np.all(out.sd_flagged) and ok, table
@@ -96,8 +121,22 @@ def test_exact_twin_retraces_the_run_on_its_keys():
     draws = np.asarray(res.kernel_positions, np.float64)
     chain, step = start_steps(4, draws.shape[1], 64, 8)
     assert set(chain) == {0, 1, 2, 3} and step.min() >= draws.shape[1] // 2 and step.max() + 8 < draws.shape[1]
-    path, accepted = exact_continuation(model, x, prop, MetropolisTest(), None, x.shape[0], jnp.asarray(draws[chain, step], jnp.float32),
-                                        chain, step, as_run_key(0, 4), 4, 8, 1.0, lambda v: v)
+    path, accepted = exact_continuation(
+        model,
+        x,
+        prop,
+        MetropolisTest(),
+        None,
+        x.shape[0],
+        jnp.asarray(draws[chain, step], jnp.float32),
+        chain,
+        step,
+        as_run_key(0, 4),
+        4,
+        8,
+        1.0,
+        lambda v: v,
+    )
     ahead = step[:, None] + np.arange(1, 9)
     np.testing.assert_allclose(np.asarray(path), draws[chain[:, None], ahead], rtol=1e-5, atol=1e-5)
     assert np.array_equal(np.asarray(accepted), np.asarray(res.records["accepted"])[chain[:, None], ahead])
@@ -111,8 +150,16 @@ def test_an_exact_run_is_skipped_with_its_reason():
     model, x, prop, res, _, _ = _gaussian_run(MetropolisTest())
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        out = check_posterior(model, x, prop, MetropolisTest(), None, res.kernel_positions, run_key=0, records=res.records)
-    assert out.ok and out.starts == 0 and out.data_used == 0 and "metropolis" in out.skipped and "no minibatch error" in out.skipped
+        out = check_posterior(
+            model, x, prop, MetropolisTest(), None, res.kernel_positions, run_key=0, records=res.records
+        )
+    assert (
+        out.ok
+        and out.starts == 0
+        and out.data_used == 0
+        and "metropolis" in out.skipped
+        and "no minibatch error" in out.skipped
+    )
     with pytest.raises(ValueError, match="run_key= .* records="):
         check_posterior(model, x, prop, MetropolisTest(), None, res.kernel_positions, run_key=None, records=None)
 
@@ -122,6 +169,7 @@ def test_a_run_too_short_for_the_continuations_is_skipped_not_refused(samples):
     """A short run (20 draws, 16 steps) used to end the whole fit in a ValueError from the check; now the check is
     skipped with the reason exactly when no start in the second half leaves ``steps`` draws after it, the rule
     ``start_steps`` itself enforces (checked against it at 33/34/35 draws, where it flips for 16 steps)."""
+
     def start_steps_refuses(n: int) -> bool:
         try:
             start_steps(2, n, 5, 16)
@@ -170,8 +218,18 @@ def test_five_cauchy_rows_left_to_the_minibatch_warn(n):
     assert len(said) == 1 and "theta[0]: " in said[0] and "theta[1]" not in said[0] and "exact stratum" in said[0], said
     ma, sa = posterior_a()
     draws = np.asarray(res.kernel_positions)
-    ok, table = _agrees(out._replace(names=out.names[:1], mean_bias=out.mean_bias[:1], mean_se=out.mean_se[:1],
-                                     sd_error=out.sd_error[:1], sd_se=out.sd_se[:1]), draws[..., :1], np.array([ma]), np.array([sa]))
+    ok, table = _agrees(
+        out._replace(
+            names=out.names[:1],
+            mean_bias=out.mean_bias[:1],
+            mean_se=out.mean_se[:1],
+            sd_error=out.sd_error[:1],
+            sd_se=out.sd_se[:1],
+        ),
+        draws[..., :1],
+        np.array([ma]),
+        np.array([sa]),
+    )
     assert out.sd_flagged[0] and ok, table
 
 
@@ -184,8 +242,18 @@ def test_student_t_regression_on_skewed_heavy_tails_is_quiet():
     model, data = student_t_model(), student_t_data(20_000)
     res, w, said = _auto(model, data, jnp.array([0.0, 0.0, 0.0, 0.0, 1.0]))
     assert not said and w.proxy_check.ok, said
-    exact = sample(model, data, np.asarray(res.kernel_positions)[:, -1], proposal=w.proposal, test=MetropolisTest(), num_samples=3000, num_chains=4, key=5,
-                   batched_init=True, progress=False)
+    exact = sample(
+        model,
+        data,
+        np.asarray(res.kernel_positions)[:, -1],
+        proposal=w.proposal,
+        test=MetropolisTest(),
+        num_samples=3000,
+        num_chains=4,
+        key=5,
+        batched_init=True,
+        progress=False,
+    )
     flat = np.asarray(exact.kernel_positions)[:, 300:].reshape(-1, 5)
     ok, table = _agrees(w.proxy_check.posterior, np.asarray(res.kernel_positions), flat.mean(0), flat.std(0), width=3.5)
     assert ok, table

@@ -39,7 +39,9 @@ def test_warns_when_the_proxy_is_wrong_over_the_draws(cauchy):
     importance ratios' k-hat is above the 100-draw threshold 0.5 and the warning states it (k-hat was 0.87 to
     2.16 over seeds 0-4 of these draws, so the seed is not picked)."""
     model, data, _, proxy, centre, factor = cauchy
-    with pytest.warns(UserWarning, match=r"Pareto k-hat of the full-data / proxy importance ratios is \d\.\d\d > 0\.50"):
+    with pytest.warns(
+        UserWarning, match=r"Pareto k-hat of the full-data / proxy importance ratios is \d\.\d\d > 0\.50"
+    ):
         out = check_proxy(model, data, proxy, proxy.centre, _laplace_draws(centre, 2.0 * factor, 100, 0))
     assert not out.ok and out.num_draws == 100 and out.k_hat > pareto_threshold(100) == 0.5
 
@@ -84,7 +86,9 @@ def test_normality_check_flags_rows_left_to_the_minibatch(cauchy):
     with pytest.warns(UserWarning) as caught:
         out = check_proxy(model, data, proxy, proxy.centre, draws, records=_records(draws))
     message = " ".join(str(w.message) for w in caught)
-    assert re.search(r"mean acceptance-probability error of 0\.\d+ > 0\.02 per step.*Enable the exact stratum", message), message
+    assert re.search(
+        r"mean acceptance-probability error of 0\.\d+ > 0\.02 per step.*Enable the exact stratum", message
+    ), message
     assert not out.normal_ok and out.batch_size == 50 and out.acceptance_error > 0.1, out
     assert out.excess_kurtosis > 4 and out.sd_ratio > 1e3, out
     with pytest.warns(UserWarning, match="the minibatches saw the residuals") as caught:  # rows seen: no stratum advice
@@ -118,9 +122,21 @@ def test_auto_sample_runs_flagged_and_not():
     for stratum in (False, True):
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            res, w = auto_sample(cauchy_rows_model(), data, jnp.zeros(2), num_samples=1000, num_chains=4, key=1, progress=False,
-                                 stratum=stratum)
-        runs[stratum] = (w.proxy_check, [str(c.message) for c in caught if "moved the posterior" in str(c.message)], res)
+            res, w = auto_sample(
+                cauchy_rows_model(),
+                data,
+                jnp.zeros(2),
+                num_samples=1000,
+                num_chains=4,
+                key=1,
+                progress=False,
+                stratum=stratum,
+            )
+        runs[stratum] = (
+            w.proxy_check,
+            [str(c.message) for c in caught if "moved the posterior" in str(c.message)],
+            res,
+        )
     (off, off_warned, res), (on, on_warned, _) = runs[False], runs[True]
     assert not off.normal_ok and off.acceptance_error > 0.1 and off.ok == (not off_warned), off
     post, (_, sa) = off.posterior, posterior_a()
@@ -130,8 +146,15 @@ def test_auto_sample_runs_flagged_and_not():
     assert on.ok and on.acceptance_error < 1e-3 and not on_warned, on
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        _, w = auto_sample(logistic_regression(prior_scale=5.0), glm_data(2_000, (0.3, -0.8), 8), jnp.zeros(2), num_samples=1000,
-                           num_chains=4, key=1, progress=False)
+        _, w = auto_sample(
+            logistic_regression(prior_scale=5.0),
+            glm_data(2_000, (0.3, -0.8), 8),
+            jnp.zeros(2),
+            num_samples=1000,
+            num_chains=4,
+            key=1,
+            progress=False,
+        )
     assert w.proxy_check.ok and w.proxy_check.acceptance_error < 0.02, w.proxy_check
     assert not [c for c in caught if "moved the posterior" in str(c.message)]
 
@@ -140,7 +163,14 @@ def test_pareto_part_quiet_only_where_the_weights_cannot_matter():
     """A k-hat above the threshold fails unless the log ratios' s.d. is within ``WEIGHTS_MATTER`` (0.05 nats, where no
     mean can move by 5% of an s.d.); at 4x that spread the same k-hat fails. Catches a gate that silences every k-hat,
     or one that ignores the spread."""
-    base = ProxyCheck(k_hat=1.0, threshold=0.5, num_draws=100, log_ratio_sd=WEIGHTS_MATTER, log_ratio_range=0.3,
-                      data_used=0, seconds=0.0)
+    base = ProxyCheck(
+        k_hat=1.0,
+        threshold=0.5,
+        num_draws=100,
+        log_ratio_sd=WEIGHTS_MATTER,
+        log_ratio_range=0.3,
+        data_used=0,
+        seconds=0.0,
+    )
     assert base.pareto_ok and base._replace(k_hat=0.4, log_ratio_sd=1.0).pareto_ok
     assert not base._replace(log_ratio_sd=4 * WEIGHTS_MATTER).pareto_ok

@@ -65,18 +65,29 @@ def test_user_scan_gives_the_same_draws_as_run_inference_algorithm(problem):
         state, info = algo.step(rng_key, state)
         return state, (state, info)
 
-    _, (user_states, user_infos) = jax.jit(lambda s, ks: jax.lax.scan(one_step, s, ks))(state, jax.random.split(key, 200))
+    _, (user_states, user_infos) = jax.jit(lambda s, ks: jax.lax.scan(one_step, s, ks))(
+        state, jax.random.split(key, 200)
+    )
     np.testing.assert_array_equal(np.asarray(user_states.position), np.asarray(states.position))
     for name in acceptance_base.TestOutcome._fields:
-        np.testing.assert_array_equal(np.asarray(getattr(user_infos, name)), np.asarray(getattr(infos, name)), err_msg=name)
+        np.testing.assert_array_equal(
+            np.asarray(getattr(user_infos, name)), np.asarray(getattr(infos, name)), err_msg=name
+        )
 
 
 def test_step_with_the_driver_keys_reproduces_sample(problem):
     x, mean, var, algo = problem
     start = jnp.asarray(mean, jnp.float32)
     res = sample(
-        gaussian_mean(SETTINGS), x, start, proposal=random_walk(scale=1.2 * float(np.sqrt(var))),
-        test=mh_minibatch(batch_size=50), num_samples=50, temperature=K, key=5, progress=False,
+        gaussian_mean(SETTINGS),
+        x,
+        start,
+        proposal=random_walk(scale=1.2 * float(np.sqrt(var))),
+        test=mh_minibatch(batch_size=50),
+        num_samples=50,
+        temperature=K,
+        key=5,
+        progress=False,
     )
 
     def one(state, t):
@@ -84,7 +95,9 @@ def test_step_with_the_driver_keys_reproduces_sample(problem):
         return state, state.position
 
     _, positions = jax.jit(lambda s: jax.lax.scan(one, s, jnp.arange(50)))(algo.init(start))
-    assert not (bad := mismatches({"pos": np.asarray(positions)}, {"pos": np.asarray(res.positions)[0]}, 50, N)), bad  # decisions exact, floats to rounding (draws_tolerance)
+    assert not (bad := mismatches({"pos": np.asarray(positions)}, {"pos": np.asarray(res.positions)[0]}, 50, N)), (
+        bad
+    )  # decisions exact, floats to rounding (draws_tolerance)
 
 
 def test_without_blackjax_the_pair_has_the_same_fields(problem, monkeypatch):
@@ -102,4 +115,6 @@ def test_without_blackjax_the_pair_has_the_same_fields(problem, monkeypatch):
 def test_bad_temperature_is_named(problem):
     x, *_ = problem
     with pytest.raises(ValueError, match="temperature=-1.0"):
-        bj_interop.as_sampling_algorithm(gaussian_mean(SETTINGS), x, random_walk(scale=0.1), mh_minibatch(), temperature=-1.0)
+        bj_interop.as_sampling_algorithm(
+            gaussian_mean(SETTINGS), x, random_walk(scale=0.1), mh_minibatch(), temperature=-1.0
+        )

@@ -20,12 +20,20 @@ from minibatch_mcmc.interop.formula import formula_design, new_rows
 def table(n: int = 12, seed: int = 0) -> pd.DataFrame:
     """A small table: a 0/1 response, counts with trials, two numeric columns, a 3-level category and two factors."""
     rng = np.random.default_rng(seed)
-    return pd.DataFrame({
-        "y": rng.integers(0, 2, n), "k": rng.integers(0, 3, n), "n": np.full(n, 4), "x1": rng.normal(size=n),
-        "x2": rng.normal(size=n), "c": np.array(["lo", "mid", "hi"])[np.arange(n) % 3],
-        "g": np.array(["b", "a"])[np.arange(n) % 2], "h": np.array([30, 10, 20, 10])[np.arange(n) % 4],
-        "e": rng.uniform(1.0, 3.0, n), "unused": np.full(n, np.nan),
-    })
+    return pd.DataFrame(
+        {
+            "y": rng.integers(0, 2, n),
+            "k": rng.integers(0, 3, n),
+            "n": np.full(n, 4),
+            "x1": rng.normal(size=n),
+            "x2": rng.normal(size=n),
+            "c": np.array(["lo", "mid", "hi"])[np.arange(n) % 3],
+            "g": np.array(["b", "a"])[np.arange(n) % 2],
+            "h": np.array([30, 10, 20, 10])[np.arange(n) % 4],
+            "e": rng.uniform(1.0, 3.0, n),
+            "unused": np.full(n, np.nan),
+        }
+    )
 
 
 def test_design_equals_the_hand_built_arrays():
@@ -80,10 +88,12 @@ def test_interaction_factor_has_the_observed_pairs():
 def test_binomial_trials_three_ways():
     """``y | trials(n)`` (brms), ``p(y, n)`` (bambi) and ``trials="n"`` give the same response and trials."""
     df = table()
-    designs = [formula_design("k | trials(n) ~ x1 + (1 | g)", df, "binomial").design,
-               formula_design("p(k, n) ~ x1 + (1 | g)", df, "binomial").design,
-               formula_design("k ~ x1 + (1 | g)", df, "binomial", trials="n").design,
-               formula_design("k ~ x1 + (1 | g)", df, "binomial", trials=df.n.to_numpy()).design]
+    designs = [
+        formula_design("k | trials(n) ~ x1 + (1 | g)", df, "binomial").design,
+        formula_design("p(k, n) ~ x1 + (1 | g)", df, "binomial").design,
+        formula_design("k ~ x1 + (1 | g)", df, "binomial", trials="n").design,
+        formula_design("k ~ x1 + (1 | g)", df, "binomial", trials=df.n.to_numpy()).design,
+    ]
     for d in designs:
         np.testing.assert_array_equal(d.y, df.k)
         np.testing.assert_array_equal(d.trials, df.n)
@@ -114,8 +124,10 @@ def test_dict_and_parquet_give_the_dataframe_design(tmp_path):
     reference = formula_design(formula, df).design
     for data in ({k: df[k].to_numpy() for k in df}, path, str(path)):
         d = formula_design(formula, data).design
-        for a, b in zip((d.x, d.y, d.offset, d.factors[0].codes, d.factors[0].z),
-                        (reference.x, reference.y, reference.offset, reference.factors[0].codes, reference.factors[0].z)):
+        for a, b in zip(
+            (d.x, d.y, d.offset, d.factors[0].codes, d.factors[0].z),
+            (reference.x, reference.y, reference.offset, reference.factors[0].codes, reference.factors[0].z),
+        ):
             np.testing.assert_array_equal(a, b)
         assert d.fixed == reference.fixed and d.factors[0].levels == reference.factors[0].levels
 
@@ -124,7 +136,9 @@ def test_new_rows_keep_the_fitted_coding_and_number_new_levels():
     """New rows: the fitted levels' codes and coding (one category present), new levels ``G, G + 1, ...`` by first use."""
     df = table()
     fd = formula_design("y ~ x1 + c + (x1 | h) + offset(log(e))", df)
-    new = pd.DataFrame({"x1": [0.5, -1.0, 2.0, 3.0], "c": ["mid"] * 4, "h": [20, 99, 10, 99], "e": [1.0, 2.0, 3.0, 4.0]})
+    new = pd.DataFrame(
+        {"x1": [0.5, -1.0, 2.0, 3.0], "c": ["mid"] * 4, "h": [20, 99, 10, 99], "e": [1.0, 2.0, 3.0, 4.0]}
+    )
     rows = new_rows(fd, new)
     np.testing.assert_array_equal(rows.x, np.column_stack([np.ones(4), new.x1, np.zeros(4), np.ones(4)]))
     np.testing.assert_allclose(rows.offset, np.log(new.e), rtol=1e-15)
@@ -132,17 +146,28 @@ def test_new_rows_keep_the_fitted_coding_and_number_new_levels():
     np.testing.assert_array_equal(rows.z[0], np.column_stack([np.ones(4), new.x1]))
 
 
-@pytest.mark.parametrize("formula, family, message", [
-    ("y ~ x1 + x3 + (1 | g)", "bernoulli", "column 'x3' is not in the data; columns found: y, k, n, x1"),
-    ("y ~ x1 + (1 | grp)", "bernoulli", "column 'grp' is not in the data"),
-    ("y ~ x1 + (1 | g)", "logistic", "unknown family 'logistic'; allowed: bernoulli, binomial, poisson, negative_binomial"),
-    ("y ~ x1 + (1 | one)", "bernoulli", "grouping factor 'one' has 1 level(s) (z); a group effect needs at least two"),
-    ("y ~ x1 + (1 | g)", "binomial", "binomial needs trials"),
-    ("k ~ x1 + (1 | g)", "bernoulli", "bernoulli needs a 0/1 response"),
-    ("c ~ x1 + (1 | g)", "bernoulli", "response 'c' is categorical (hi, lo, mid): write 'c[level] ~ ...'"),
-    ("y ~ x1 + (1 | g", "bernoulli", "formulae cannot read the formula 'y ~ x1 + (1 | g'"),
-    ("y ~ x1 + offset(e)", "bernoulli", None),
-])
+@pytest.mark.parametrize(
+    "formula, family, message",
+    [
+        ("y ~ x1 + x3 + (1 | g)", "bernoulli", "column 'x3' is not in the data; columns found: y, k, n, x1"),
+        ("y ~ x1 + (1 | grp)", "bernoulli", "column 'grp' is not in the data"),
+        (
+            "y ~ x1 + (1 | g)",
+            "logistic",
+            "unknown family 'logistic'; allowed: bernoulli, binomial, poisson, negative_binomial",
+        ),
+        (
+            "y ~ x1 + (1 | one)",
+            "bernoulli",
+            "grouping factor 'one' has 1 level(s) (z); a group effect needs at least two",
+        ),
+        ("y ~ x1 + (1 | g)", "binomial", "binomial needs trials"),
+        ("k ~ x1 + (1 | g)", "bernoulli", "bernoulli needs a 0/1 response"),
+        ("c ~ x1 + (1 | g)", "bernoulli", "response 'c' is categorical (hi, lo, mid): write 'c[level] ~ ...'"),
+        ("y ~ x1 + (1 | g", "bernoulli", "formulae cannot read the formula 'y ~ x1 + (1 | g'"),
+        ("y ~ x1 + offset(e)", "bernoulli", None),
+    ],
+)
 def test_errors_name_the_value(formula, family, message):
     """A missing column (with the columns found), an unknown family (with the allowed), one level, a bad response."""
     df = table().assign(one="z")

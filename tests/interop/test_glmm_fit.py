@@ -26,8 +26,17 @@ CHAINS, DRAWS = 2, 50
 def table(n: int = 40, seed: int = 0) -> pd.DataFrame:
     """Rows with a 0/1 response, a slope variable, a 2-level category, factors ``g`` (3 levels) and ``h`` (4)."""
     rng = np.random.default_rng(seed)
-    return pd.DataFrame({"y": rng.integers(0, 2, n), "w": rng.normal(size=n), "x1": rng.normal(size=n), "c": np.array(["p", "q"])[np.arange(n) % 2],
-                         "g": np.array(["a", "b", "c"])[np.arange(n) % 3], "h": np.arange(n) % 4, "e": rng.uniform(1, 2, n)})
+    return pd.DataFrame(
+        {
+            "y": rng.integers(0, 2, n),
+            "w": rng.normal(size=n),
+            "x1": rng.normal(size=n),
+            "c": np.array(["p", "q"])[np.arange(n) % 2],
+            "g": np.array(["a", "b", "c"])[np.arange(n) % 3],
+            "h": np.arange(n) % 4,
+            "e": rng.uniform(1, 2, n),
+        }
+    )
 
 
 def fake_result(formula: str, family: str = "bernoulli", seed: int = 1, draws: int = DRAWS) -> GLMMResult:
@@ -43,8 +52,14 @@ def fake_result(formula: str, family: str = "bernoulli", seed: int = 1, draws: i
     if family == "gaussian":
         positions["sigma"] = rng.uniform(0.5, 1.0, lead)
     records = {name: np.zeros(lead, np.float32) for name in RECORD_FIELDS}
-    result = SampleResult(positions=positions, records=records, method="fake", n_data=len(fitted.design.y),
-                          temperature=np.ones(draws), wall_time=0.0)
+    result = SampleResult(
+        positions=positions,
+        records=records,
+        method="fake",
+        n_data=len(fitted.design.y),
+        temperature=np.ones(draws),
+        wall_time=0.0,
+    )
     return GLMMResult(fitted, result, None, False)
 
 
@@ -52,7 +67,12 @@ def by_hand(res: GLMMResult, new: pd.DataFrame) -> np.ndarray:
     """``eta`` of each new row for each draw, term by term from the named columns (new levels' effects 0)."""
     p = {k: np.reshape(v, (-1, *np.shape(v)[2:])) for k, v in res.result.positions.items()}
     beta = p["beta"]
-    eta = beta[:, [0]] + beta[:, [1]] * new.x1.to_numpy() + beta[:, [2]] * (new.c == "q").to_numpy() + np.log(new.e.to_numpy())
+    eta = (
+        beta[:, [0]]
+        + beta[:, [1]] * new.x1.to_numpy()
+        + beta[:, [2]] * (new.c == "q").to_numpy()
+        + np.log(new.e.to_numpy())
+    )
     g_level = {"a": 0, "b": 1, "c": 2}
     for i, (g, h, x) in enumerate(zip(new.g, new.h, new.x1)):
         if g in g_level:
@@ -63,8 +83,15 @@ def by_hand(res: GLMMResult, new: pd.DataFrame) -> np.ndarray:
 
 
 FORMULA = "y ~ x1 + c + (1 | g) + (x1 | h) + offset(log(e))"
-NEW = pd.DataFrame({"x1": [0.3, -1.2, 2.0, 0.7, 0.1], "c": ["q", "p", "q", "q", "p"], "g": ["b", "zz", "c", "zz", "a"],
-                    "h": [3, 0, 17, 17, 2], "e": [1.0, 1.5, 2.0, 2.5, 3.0]})
+NEW = pd.DataFrame(
+    {
+        "x1": [0.3, -1.2, 2.0, 0.7, 0.1],
+        "c": ["q", "p", "q", "q", "p"],
+        "g": ["b", "zz", "c", "zz", "a"],
+        "h": [3, 0, 17, 17, 2],
+        "e": [1.0, 1.5, 2.0, 2.5, 3.0],
+    }
+)
 """Rows with fitted levels and new ones (``g = "zz"``, ``h = 17``, each on two rows)."""
 
 
@@ -115,7 +142,9 @@ def test_inference_data_names_every_effect():
     """Fixed effects by column, ``1|g`` and ``x1|h`` over the levels (``az.summary`` rows ``1|g[a]``), ``sd(...)``."""
     res = fake_result(FORMULA)
     posterior = res.to_inference_data().posterior
-    assert sorted(posterior.data_vars) == sorted(["Intercept", "x1", "c[q]", "1|g", "1|h", "x1|h", "sd(1|g)", "sd(1|h)", "sd(x1|h)"])
+    assert sorted(posterior.data_vars) == sorted(
+        ["Intercept", "x1", "c[q]", "1|g", "1|h", "x1|h", "sd(1|g)", "sd(1|h)", "sd(x1|h)"]
+    )
     assert list(posterior["1|g"].coords["g__factor_dim"].values) == ["a", "b", "c"]
     np.testing.assert_array_equal(posterior["x1|h"].values, res.result.positions["u_h"][..., 1])
     np.testing.assert_array_equal(posterior["c[q]"].values, res.result.positions["beta"][..., 2])
@@ -168,8 +197,14 @@ def nuts_draws(df: pd.DataFrame, seed: int = 0) -> dict:
         with numpyro.plate("rows", len(y)):
             numpyro.sample("y", dist.Bernoulli(logits=eta), obs=y)
 
-    mcmc = MCMC(NUTS(model, target_accept_prob=0.9), num_warmup=1000, num_samples=1500, num_chains=2,
-                chain_method="sequential", progress_bar=False)
+    mcmc = MCMC(
+        NUTS(model, target_accept_prob=0.9),
+        num_warmup=1000,
+        num_samples=1500,
+        num_chains=2,
+        chain_method="sequential",
+        progress_bar=False,
+    )
     mcmc.run(jax.random.PRNGKey(seed))
     return {k: np.asarray(v) for k, v in mcmc.get_samples(group_by_chain=True).items()}
 

@@ -125,8 +125,10 @@ def mcse(idata, method: str) -> dict:
 def moments(idata) -> tuple[dict, dict]:
     """Posterior mean and s.d. of each variable over chains and draws."""
     post = idata.posterior
-    return ({k: np.asarray(v.mean(("chain", "draw"))) for k, v in post.data_vars.items()},
-            {k: np.asarray(v.std(("chain", "draw"))) for k, v in post.data_vars.items()})
+    return (
+        {k: np.asarray(v.mean(("chain", "draw"))) for k, v in post.data_vars.items()},
+        {k: np.asarray(v.std(("chain", "draw"))) for k, v in post.data_vars.items()},
+    )
 
 
 @pytest.mark.slow  # 24-52 s on the loaded 2-core machine: `make test-slow` (the fast suite's 10-minute budget)
@@ -143,8 +145,19 @@ def test_mhminibatch_with_taylor_proxy_agrees_with_numpyro_nuts(converted, regre
     mode = find_mode(model, data, converted.init, key=0, adam_steps=200)
     proxy = taylor_proxy(model, data, mode.theta_hat)
     proposal = proxy_langevin(proxy, model.log_prior, 2.0, cov=laplace_covariance(mode.hessian))
-    result = sample(model, data, mode.theta_hat, proposal=proposal, test=mh_minibatch(50), estimator=proxy,
-                    num_samples=400, num_chains=4, key=1, progress=False, block_size=400)
+    result = sample(
+        model,
+        data,
+        mode.theta_hat,
+        proposal=proposal,
+        test=mh_minibatch(50),
+        estimator=proxy,
+        num_samples=400,
+        num_chains=4,
+        key=1,
+        progress=False,
+        block_size=400,
+    )
     ours = to_inference_data(result, converted)
     assert set(ours.posterior.data_vars) == {"b", "sigma", "w"}
     assert constrained_result(result, converted).summary()["mean_batch_size"] < N / 10
@@ -199,14 +212,17 @@ def prior_reads_data(x, y):
         numpyro.sample("y", dist.Normal(mu, 1.0), obs=y)
 
 
-@pytest.mark.parametrize("model_fn, culprits", [
-    (no_plate, ["['y']", "outside every plate"]),
-    (no_observation, ["no observed site"]),
-    (discrete_latent, ["'k' (Bernoulli", "discrete"]),
-    (two_plates, ["'g' in plate 'groups' (size 3)", "'y' in plate 'data' (size 40)", "different sizes"]),
-    (local_latent, ["['z']", "'data'"]),
-    (prior_reads_data, ["['mu']", "one row"]),
-])
+@pytest.mark.parametrize(
+    "model_fn, culprits",
+    [
+        (no_plate, ["['y']", "outside every plate"]),
+        (no_observation, ["no observed site"]),
+        (discrete_latent, ["'k' (Bernoulli", "discrete"]),
+        (two_plates, ["'g' in plate 'groups' (size 3)", "'y' in plate 'data' (size 40)", "different sizes"]),
+        (local_latent, ["['z']", "'data'"]),
+        (prior_reads_data, ["['mu']", "one row"]),
+    ],
+)
 def test_unsupported_models_name_the_culprit(model_fn, culprits):
     rng = np.random.default_rng(3)
     x, y = rng.normal(size=(40, 3)).astype(np.float32), rng.normal(size=40).astype(np.float32)
@@ -236,6 +252,7 @@ def test_missing_numpyro_names_the_extra(monkeypatch):
 
 def test_a_count_outside_the_support_names_the_site_and_row():
     """Before: 'no start with a finite log density' naming only the latent site. Now: the site 'obs', row 77, y=-1."""
+
     def counts(y):
         rate = numpyro.sample("rate", dist.LogNormal(0.0, 1.0))
         with numpyro.plate("N", y.shape[0]):
@@ -243,9 +260,10 @@ def test_a_count_outside_the_support_names_the_site_and_row():
 
     y = np.random.default_rng(0).poisson(3.0, 500).astype(np.int32)
     y[77] = -1
-    with pytest.raises(ValueError, match=r"observed site 'obs' has a non-finite log-likelihood at row 77 \(data \{'y': -1\}\)"):
+    with pytest.raises(
+        ValueError, match=r"observed site 'obs' has a non-finite log-likelihood at row 77 \(data \{'y': -1\}\)"
+    ):
         from_numpyro(counts, y)
-
 
 
 def rows_as_arguments(run):
@@ -279,7 +297,9 @@ def test_conversion_and_mode_search_take_the_rows_as_arguments():
     def run():
         conv = from_numpyro(linreg, *wide_rows())
         flat, unravel = ravel_pytree(conv.init)
-        return adam_ends(conv.model, conv.data, conv.layout.n, flat[None], unravel, jax.random.key(0), 1.0, 20, 50, 0.05)[:2]
+        return adam_ends(
+            conv.model, conv.data, conv.layout.n, flat[None], unravel, jax.random.key(0), 1.0, 20, 50, 0.05
+        )[:2]
 
     ends, ok = rows_as_arguments(run)
     assert ok.all() and np.all(np.isfinite(ends))
@@ -292,8 +312,17 @@ def test_the_whole_fit_takes_the_rows_as_arguments():
 
     def run():
         conv = from_numpyro(linreg, *wide_rows())
-        return auto_sample(conv.model, conv.data, conv.init, num_samples=20, num_chains=2, proposal="proxy_hmc", progress=False,
-                           num_starts=2, check_draws=5)[0]
+        return auto_sample(
+            conv.model,
+            conv.data,
+            conv.init,
+            num_samples=20,
+            num_chains=2,
+            proposal="proxy_hmc",
+            progress=False,
+            num_starts=2,
+            check_draws=5,
+        )[0]
 
     assert np.all(np.isfinite(np.asarray(rows_as_arguments(run).positions["sigma"])))
 
@@ -317,7 +346,9 @@ def test_a_per_row_deterministic_site_is_named_when_dropped(regression_data):
     x, y = (a[:500] for a in regression_data)
     with pytest.warns(UserWarning, match=r"deterministic sites \['mu'\] sit inside the data plate") as caught:
         conv = from_numpyro(per_row_deterministic, x, y)
-    assert sum("inside the data plate" in str(r.message) for r in caught) == 1 and "Predictive" in str(caught[0].message)
+    assert sum("inside the data plate" in str(r.message) for r in caught) == 1 and "Predictive" in str(
+        caught[0].message
+    )
     assert conv.layout.deterministic == ("scale2",) and "mu" not in conv.model.constrain(conv.init)
     draws = {k: v[None] for k, v in conv.postprocess(conv.init).items()}
     mu = Predictive(per_row_deterministic, posterior_samples=draws, return_sites=["mu"])(jax.random.key(0), x, y)["mu"]

@@ -157,7 +157,9 @@ def test_exact_default_kept_or_penalty_when_bounds_predict_more(capsys):
     chol = np.linalg.cholesky(np.linalg.inv(-np.asarray(proxy.hess_sum, np.float64)))
     smh, penalty = named_test("smh"), named_test("penalty")
     for scale, kept in ((1.0, True), (30.0, False)):
-        ctx = WarmupContext(model, data, smh, estimator_for(smh, model, data, proxy, chol * scale, None), 1.0, "metropolis")
+        ctx = WarmupContext(
+            model, data, smh, estimator_for(smh, model, data, proxy, chol * scale, None), 1.0, "metropolis"
+        )
         out = exact_or_penalty(ctx, proxy, chol * scale, None, penalty, jax.random.key(0), progress=False)
         assert (out.test is smh) == kept and isinstance(out.estimator, GLMProxy) == kept
         printed = capsys.readouterr().out
@@ -192,7 +194,9 @@ def test_numpyro_glm_default_matches_quadrature(family):
     data = poisson_data(5_000, (0.5, -0.3), 9) if family == "poisson" else glm_data(5_000, (0.3, -0.8), 8)
     mean, var, _, _ = glm_quadrature(data, 5.0, family=family)
     conv = from_numpyro(poisson_ab if family == "poisson" else logistic_ab, data["x"][:, 1], data["y"])
-    res, w = auto_sample(conv.model, conv.data, conv.init, num_samples=6000, num_chains=4, key=2, progress=False, block_size=3000)
+    res, w = auto_sample(
+        conv.model, conv.data, conv.init, num_samples=6000, num_chains=4, key=2, progress=False, block_size=3000
+    )
     assert w.test.name == "smh" and isinstance(w.estimator, GLMProxy)
     draws = np.stack([res.positions["a"], res.positions["b"]], -1)[:, 200:]
     chk = check_moments(draws, mean, var)

@@ -55,8 +55,16 @@ def quick_kernel(data):
 
     conv = from_numpyro(regression, *data)
     proxy = mm.taylor_proxy(conv.model, conv.data, conv.init)
-    given = Warmup(centre=conv.init, covariance=np.eye(2) * 1e-4, proxy=proxy, proposal=mm.random_walk(0.02),
-                   scale=0.02, acceptance=float("nan"), test=mm.mh_minibatch(batch_size=50), cost={})
+    given = Warmup(
+        centre=conv.init,
+        covariance=np.eye(2) * 1e-4,
+        proxy=proxy,
+        proposal=mm.random_walk(0.02),
+        scale=0.02,
+        acceptance=float("nan"),
+        test=mm.mh_minibatch(batch_size=50),
+        cost={},
+    )
     return MinibatchMH(regression, warmup=given, converted=conv)
 
 
@@ -69,8 +77,17 @@ def test_one_chain_draws_what_the_native_driver_draws(which, data, request):
     mcmc = MCMC(kernel, num_warmup=0, num_samples=60, progress_bar=False)
     mcmc.run(key, *data, init_params=start, extra_fields=("accepted", "batch_size"))
     w = kernel.warmup
-    native = mm.sample(kernel.converted.model, kernel.converted.data, start, proposal=w.proposal, test=w.test,
-                       estimator=w.estimator, num_samples=60, key=key, progress=False)
+    native = mm.sample(
+        kernel.converted.model,
+        kernel.converted.data,
+        start,
+        proposal=w.proposal,
+        test=w.test,
+        estimator=w.estimator,
+        num_samples=60,
+        key=key,
+        progress=False,
+    )
     extra = mcmc.get_extra_fields()
     np.testing.assert_array_equal(extra["accepted"], native.records["accepted"][0])
     np.testing.assert_array_equal(extra["batch_size"], native.records["batch_size"][0])
@@ -86,12 +103,24 @@ def test_chains_draw_what_the_native_driver_draws_from_split_keys(chain_method, 
     chains, steps = 3, 40
     start = {"w": jnp.asarray([0.45, 0.5, 0.55]), "s": jnp.log(jnp.asarray([0.72, 0.7, 0.68], jnp.float32))}
     key = jax.random.PRNGKey(3)
-    mcmc = MCMC(quick_kernel, num_warmup=0, num_samples=steps, num_chains=chains, chain_method=chain_method, progress_bar=False)
+    mcmc = MCMC(
+        quick_kernel, num_warmup=0, num_samples=steps, num_chains=chains, chain_method=chain_method, progress_bar=False
+    )
     mcmc.run(key, *data, init_params=start, extra_fields=("accepted", "batch_size"))
     w = quick_kernel.warmup
-    native = mm.sample(quick_kernel.converted.model, quick_kernel.converted.data, start, proposal=w.proposal, test=w.test,
-                       estimator=w.estimator, num_samples=steps, num_chains=chains, batched_init=True,
-                       key=jax.random.split(key, chains), progress=False)
+    native = mm.sample(
+        quick_kernel.converted.model,
+        quick_kernel.converted.data,
+        start,
+        proposal=w.proposal,
+        test=w.test,
+        estimator=w.estimator,
+        num_samples=steps,
+        num_chains=chains,
+        batched_init=True,
+        key=jax.random.split(key, chains),
+        progress=False,
+    )
     extra = mcmc.get_extra_fields(group_by_chain=True)
     got = {"accepted": np.asarray(extra["accepted"]), "batch_size": np.asarray(extra["batch_size"])}
     got.update({site: np.asarray(v) for site, v in mcmc.get_samples(group_by_chain=True).items()})
@@ -101,8 +130,19 @@ def test_chains_draw_what_the_native_driver_draws_from_split_keys(chain_method, 
     assert 0 < got["accepted"].mean() < 1 and got["w"].shape == (chains, steps)
     if chain_method == "vectorized":
         return
-    one_key = mm.sample(quick_kernel.converted.model, quick_kernel.converted.data, start, proposal=w.proposal, test=w.test,
-                        estimator=w.estimator, num_samples=steps, num_chains=chains, batched_init=True, key=key, progress=False)
+    one_key = mm.sample(
+        quick_kernel.converted.model,
+        quick_kernel.converted.data,
+        start,
+        proposal=w.proposal,
+        test=w.test,
+        estimator=w.estimator,
+        num_samples=steps,
+        num_chains=chains,
+        batched_init=True,
+        key=key,
+        progress=False,
+    )
     assert not np.array_equal(one_key.records["accepted"], want["accepted"])  # one base key: other draws
 
 
@@ -151,11 +191,18 @@ def test_mcmc_with_minibatch_mh_agrees_with_nuts():
     At N = 5000 the posterior s.d. of ``s`` is ~0.007; with ~1000 effective draws the MCSE of the mean is ~2e-4,
     so a 5% error in the s.d. (3.5e-4 in the scale) or a tempered posterior fails."""
     x, y = rows(5000, seed=1)
-    ours = MCMC(MinibatchMH(regression, warmup_key=1), num_warmup=200, num_samples=2000, num_chains=2,
-                chain_method="sequential", progress_bar=False)
+    ours = MCMC(
+        MinibatchMH(regression, warmup_key=1),
+        num_warmup=200,
+        num_samples=2000,
+        num_chains=2,
+        chain_method="sequential",
+        progress_bar=False,
+    )
     ours.run(jax.random.PRNGKey(0), x, y)
-    nuts = MCMC(NUTS(regression), num_warmup=300, num_samples=1000, num_chains=2, chain_method="sequential",
-                progress_bar=False)
+    nuts = MCMC(
+        NUTS(regression), num_warmup=300, num_samples=1000, num_chains=2, chain_method="sequential", progress_bar=False
+    )
     nuts.run(jax.random.PRNGKey(1), x, y)
     a = moments_and_errors(ours.get_samples(group_by_chain=True))
     b = moments_and_errors(nuts.get_samples(group_by_chain=True))
@@ -174,14 +221,25 @@ def test_num_warmup_calls_take_no_steps(quick_kernel, data):
     mcmc = MCMC(quick_kernel, num_warmup=30, num_samples=40, progress_bar=False)
     mcmc.run(key, *data, init_params=start, extra_fields=("accepted", "batch_size"))
     w = quick_kernel.warmup
-    native = mm.sample(quick_kernel.converted.model, quick_kernel.converted.data, start, proposal=w.proposal, test=w.test,
-                       estimator=w.estimator, num_samples=40, key=key, progress=False)
+    native = mm.sample(
+        quick_kernel.converted.model,
+        quick_kernel.converted.data,
+        start,
+        proposal=w.proposal,
+        test=w.test,
+        estimator=w.estimator,
+        num_samples=40,
+        key=key,
+        progress=False,
+    )
     np.testing.assert_array_equal(mcmc.get_extra_fields()["accepted"], native.records["accepted"][0])
     np.testing.assert_allclose(mcmc.get_samples()["w"], native.positions["w"][0], rtol=1e-6, atol=1e-7)
     assert int(mcmc.last_state.step) == 40 and int(mcmc.last_state.warmup_left) == 0
 
 
-@pytest.mark.parametrize("num_warmup, windows", [(500, (10, 50)), (120, (2, 60)), (130, (3, 43)), (7, (1, 7)), (0, None)])
+@pytest.mark.parametrize(
+    "num_warmup, windows", [(500, (10, 50)), (120, (2, 60)), (130, (3, 43)), (7, (1, 7)), (0, None)]
+)
 def test_num_warmup_is_the_tuning_length(num_warmup, windows):
     """``num_warmup`` steps of tuning, in windows of about 50 (at most a window count short: 130 -> 3 x 43 = 129)."""
     from minibatch_mcmc.interop.numpyro_kernel import tuning_windows
@@ -209,7 +267,9 @@ def test_the_warmup_tunes_for_num_warmup_steps_and_says_what_it_chose(quick_kern
     ((settings,),) = [asked]
     assert (settings.num_windows, settings.window_size, kernel.tuning_steps) == (2, 60, 120)
     (line,) = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("MinibatchMH:")]
-    assert "proposal random_walk (named)" in line and "mhminibatch" in line and "first minibatch 50 of 2000 rows" in line
+    assert (
+        "proposal random_walk (named)" in line and "mhminibatch" in line and "first minibatch 50 of 2000 rows" in line
+    )
     assert "scale tuned for 120 steps" in line and int(mcmc.last_state.step) == 5
     quiet = MinibatchMH(regression, converted=quick_kernel.converted, progress=False)
     MCMC(quiet, num_warmup=0, num_samples=2, progress_bar=False).run(jax.random.PRNGKey(0), *data)

@@ -62,8 +62,19 @@ def first(converted, checkpointed):
 
 def run(conv, num_samples, **kwargs):
     """A short exact-MH run on the converted model (cheap: N is small)."""
-    return mm.sample(conv.model, conv.data, conv.init, proposal=mm.random_walk(0.1), test=mm.MetropolisTest(),
-                     num_samples=num_samples, num_chains=2, key=3, progress=False, block_size=40, **kwargs)
+    return mm.sample(
+        conv.model,
+        conv.data,
+        conv.init,
+        proposal=mm.random_walk(0.1),
+        test=mm.MetropolisTest(),
+        num_samples=num_samples,
+        num_chains=2,
+        key=3,
+        progress=False,
+        block_size=40,
+        **kwargs,
+    )
 
 
 def check_constrained(positions: dict, unconstrained: dict) -> None:
@@ -106,8 +117,16 @@ def test_every_output_path_reports_constrained_values(converted, first, checkpoi
 @pytest.mark.slow
 def test_auto_sample_reports_constrained_values(converted):
     """The warm-up's re-centring run reads the kernel's draws; the result reports constrained ones."""
-    result, _ = mm.auto_sample(converted.model, converted.data, converted.init, num_samples=40, num_chains=2,
-                               key=0, recentre=True, progress=False)
+    result, _ = mm.auto_sample(
+        converted.model,
+        converted.data,
+        converted.init,
+        num_samples=40,
+        num_chains=2,
+        key=0,
+        recentre=True,
+        progress=False,
+    )
     check_constrained(result.positions, result.unconstrained)
 
 

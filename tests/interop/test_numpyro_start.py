@@ -33,9 +33,11 @@ def test_start_is_numpyros_find_valid_initial_params():
     y = (x @ np.array([1.0, -0.5, 0.2]) + rng.standard_t(4, size=300)).astype(np.float32)
     conv = from_numpyro(scaled_regression, jnp.asarray(x), jnp.asarray(y))
     proto = {"beta": jnp.zeros(3), "s": jnp.zeros(())}
-    (want, _, _), valid = jax.jit(lambda k: find_valid_initial_params(
-        k, lambda: scaled_regression(x, y), init_strategy=init_to_median, prototype_params=proto))(
-        jax.random.PRNGKey(0))
+    (want, _, _), valid = jax.jit(
+        lambda k: find_valid_initial_params(
+            k, lambda: scaled_regression(x, y), init_strategy=init_to_median, prototype_params=proto
+        )
+    )(jax.random.PRNGKey(0))
     assert bool(valid)
     assert set(conv.init) == {"beta", "s"}
     for k in conv.init:

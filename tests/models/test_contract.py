@@ -34,8 +34,11 @@ def test_log_lik_of_the_wrong_shape_or_dtype_is_one_clear_error(returned):
     """A scalar, ``(b, 1)``, ``(b, 3)`` or integer ``log_lik``: 'model 'bad': log_lik(theta, batch) returned <what> for a batch
     of 2 rows; it must return one floating-point value per row, shape (2,)' from ``warmup``, before any pass."""
     model = Model(GAUSS.log_prior, BAD_SHAPES[returned], "bad")
-    with pytest.raises(ValueError, match=rf"^model 'bad': log_lik\(theta, batch\) returned {returned}.* for a batch of 2 rows; "
-                                         r"it must return one floating-point value per row, shape \(2,\)") as err:
+    with pytest.raises(
+        ValueError,
+        match=rf"^model 'bad': log_lik\(theta, batch\) returned {returned}.* for a batch of 2 rows; "
+        r"it must return one floating-point value per row, shape \(2,\)",
+    ) as err:
         warmup(model, X, jnp.zeros(2), **SMALL)
     assert "\n" not in str(err.value)
 
@@ -44,11 +47,21 @@ def test_log_lik_with_numpy_random_numbers_is_refused_by_warmup_and_sample():
     """``np.random.normal()`` inside ``log_lik`` is a constant fixed at trace time, different in each trace: both entries
     name the model and say it must be a pure function (before: ``sample`` accepted 0 of 200 steps, silently)."""
     model = Model(GAUSS.log_prior, lambda t, b: GAUSS.log_lik(t, b) + np.random.normal(), "noisy")
-    pattern = r"^model 'noisy': log_lik gave different values for the same theta and rows in two traces .* pure function"
+    pattern = (
+        r"^model 'noisy': log_lik gave different values for the same theta and rows in two traces .* pure function"
+    )
     with pytest.raises(ValueError, match=pattern):
         warmup(model, X, jnp.zeros(2), **SMALL)
     with pytest.raises(ValueError, match=pattern):
-        sample(model, X, jnp.ones(2), proposal=random_walk(scale=0.05), test=MetropolisTest(), num_samples=10, progress=False)
+        sample(
+            model,
+            X,
+            jnp.ones(2),
+            proposal=random_walk(scale=0.05),
+            test=MetropolisTest(),
+            num_samples=10,
+            progress=False,
+        )
 
 
 def test_non_finite_start_names_the_rows_and_a_bad_prior_is_named():
@@ -57,9 +70,14 @@ def test_non_finite_start_names_the_rows_and_a_bad_prior_is_named():
     x = np.abs(X)
     x[1, 0] = -1.0
     positive = Model(GAUSS.log_prior, lambda t, b: GAUSS.log_lik(t, b) + jnp.log(b[:, 0] > 0), "positive")
-    with pytest.raises(ValueError, match=r"^model 'positive': log_lik is not finite at the start for rows \[1\] \(values \[-inf\]\)"):
+    with pytest.raises(
+        ValueError, match=r"^model 'positive': log_lik is not finite at the start for rows \[1\] \(values \[-inf\]\)"
+    ):
         warmup(positive, x, jnp.zeros(2), **SMALL)
     vector_prior = GAUSS._replace(log_prior=lambda t: -0.5 * t**2, name="vprior")
-    with pytest.raises(ValueError, match=r"^model 'vprior': log_prior returned shape \(2,\) of dtype float32; it must return a "
-                                         "floating-point scalar"):
+    with pytest.raises(
+        ValueError,
+        match=r"^model 'vprior': log_prior returned shape \(2,\) of dtype float32; it must return a "
+        "floating-point scalar",
+    ):
         warmup(vector_prior, X, jnp.zeros(2), **SMALL)

@@ -77,7 +77,9 @@ def test_prior_of_u_is_the_same_under_every_weight():
         # and the centred prior is the scipy one: u ~ N(0, sd^2)
         u = np.asarray(values["u_g"]).ravel()
         direct = float(centred.log_prior(same)) - float(centred.log_prior(same.at[1:-1].set(0.0)))
-        want = np.sum(stats.norm.logpdf(u, 0.0, np.exp(log_sd))) - np.sum(stats.norm.logpdf(0.0 * u, 0.0, np.exp(log_sd)))
+        want = np.sum(stats.norm.logpdf(u, 0.0, np.exp(log_sd))) - np.sum(
+            stats.norm.logpdf(0.0 * u, 0.0, np.exp(log_sd))
+        )
         np.testing.assert_allclose(direct, want, rtol=1e-9)
 
 
@@ -93,7 +95,9 @@ def test_written_form_reported_and_kept_form_warned():
         written, _ = glmm_model(d, "bernoulli", centred=False)
         written_centred, _ = glmm_model(d, "bernoulli", centred=True)
     np.testing.assert_array_equal(np.asarray(written.glmm.layout.centring[0]), np.asarray(auto.glmm.layout.centring[0]))
-    np.testing.assert_array_equal(np.asarray(written_centred.glmm.layout.centring[0]), np.asarray(auto.glmm.layout.centring[0]))
+    np.testing.assert_array_equal(
+        np.asarray(written_centred.glmm.layout.centring[0]), np.asarray(auto.glmm.layout.centring[0])
+    )
     theta = jnp.full(dimension(auto.glmm.layout), 0.2, jnp.float32)
     out = written.constrain(theta)
     np.testing.assert_allclose(np.asarray(out["a_g"]), np.asarray(out["u_g"]) / np.asarray(out["sd_g"]), rtol=1e-6)
@@ -130,16 +134,28 @@ def lmm_quadrature(d: GLMMDesign, points: int = 241) -> dict:
     m_y = np.median(y)
     s_y = 1.4826 * np.median(np.abs(y - m_y))
     m0, s0 = m_y, 10.0 * s_y
-    lt, ls = np.meshgrid(np.linspace(np.log(0.03), np.log(5.0), points), np.linspace(np.log(0.5), np.log(2.0), points), indexing="ij")
+    lt, ls = np.meshgrid(
+        np.linspace(np.log(0.03), np.log(5.0), points), np.linspace(np.log(0.5), np.log(2.0), points), indexing="ij"
+    )
     tau, sig = np.exp(lt)[..., None], np.exp(ls)[..., None]
     v = tau**2 + sig**2 / n
     within = np.sum(-(n - 1) / 2 * np.log(2 * np.pi * sig**2) - ss / (2 * sig**2), axis=-1)
     prec = 1 / s0**2 + np.sum(1 / v, axis=-1)
     mean = (m0 / s0**2 + np.sum(ybar / v, axis=-1)) / prec
-    between = (-0.5 * np.log(2 * np.pi * s0**2) - 0.5 * np.sum(np.log(2 * np.pi * v), axis=-1)
-               - 0.5 * (m0**2 / s0**2 + np.sum(ybar**2 / v, axis=-1) - mean**2 * prec) + 0.5 * np.log(2 * np.pi / prec))
-    log_post = (within + between + stats.halfnorm.logpdf(tau[..., 0], scale=2.5 * s_y) + lt
-                + stats.t.logpdf(sig[..., 0], 3.0, scale=2.5 * s_y) + ls)
+    between = (
+        -0.5 * np.log(2 * np.pi * s0**2)
+        - 0.5 * np.sum(np.log(2 * np.pi * v), axis=-1)
+        - 0.5 * (m0**2 / s0**2 + np.sum(ybar**2 / v, axis=-1) - mean**2 * prec)
+        + 0.5 * np.log(2 * np.pi / prec)
+    )
+    log_post = (
+        within
+        + between
+        + stats.halfnorm.logpdf(tau[..., 0], scale=2.5 * s_y)
+        + lt
+        + stats.t.logpdf(sig[..., 0], 3.0, scale=2.5 * s_y)
+        + ls
+    )
     w = np.exp(log_post - log_post.max())
     w /= w.sum()
     assert w[0].sum() + w[-1].sum() + w[:, 0].sum() + w[:, -1].sum() < 1e-6  # the grid holds the posterior
@@ -171,8 +187,9 @@ def test_lmm_posterior_matches_quadrature():
     assert w[0] < 0.5 < w[-1], w
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        result, _ = auto_sample(model, data, jnp.zeros(dimension(model.glmm.layout)), num_samples=4000, num_chains=4,
-                                key=0, progress=False)
+        result, _ = auto_sample(
+            model, data, jnp.zeros(dimension(model.glmm.layout)), num_samples=4000, num_chains=4, key=0, progress=False
+        )
     post = result.summary()["posterior"]
     for name, row in (("sd_g", "sd_g[0]"), ("sigma", "sigma"), ("beta", "beta[0]")):
         mean, sd, ess = (float(post.loc[row, k]) for k in ("mean", "sd", "ess_bulk"))

@@ -17,13 +17,22 @@ def design(family: str, n: int = 40, seed: int = 0) -> GLMMDesign:
     """Two fixed effects, a random intercept ``g`` (5 levels) and a random intercept and slope ``h`` (3 levels)."""
     rng = np.random.default_rng(seed)
     x = np.c_[np.ones(n), rng.normal(size=n)]
-    y = {"bernoulli": rng.integers(0, 2, n), "binomial": rng.binomial(6, 0.4, n), "poisson": rng.poisson(3.0, n),
-         "negative_binomial": rng.poisson(3.0, n)}.get(family, rng.normal(1.0, 2.0, n)).astype(np.float64)
+    y = {
+        "bernoulli": rng.integers(0, 2, n),
+        "binomial": rng.binomial(6, 0.4, n),
+        "poisson": rng.poisson(3.0, n),
+        "negative_binomial": rng.poisson(3.0, n),
+    }.get(family, rng.normal(1.0, 2.0, n)).astype(np.float64)
     g = GroupFactor("g", rng.integers(0, 5, n), np.ones((n, 1)), tuple("abcde"), ("1",))
     h = GroupFactor("h", rng.integers(0, 3, n), np.c_[np.ones(n), x[:, 1]], ("p", "q", "r"), ("1", "x1"))
-    return GLMMDesign(y=y, x=x, fixed=("Intercept", "x1"), factors=(g, h),
-                      offset=rng.normal(0.0, 0.2, n) if family == "poisson" else None,
-                      trials=np.full(n, 6.0) if family == "binomial" else None)
+    return GLMMDesign(
+        y=y,
+        x=x,
+        fixed=("Intercept", "x1"),
+        factors=(g, h),
+        offset=rng.normal(0.0, 0.2, n) if family == "poisson" else None,
+        trials=np.full(n, 6.0) if family == "binomial" else None,
+    )
 
 
 def scipy_log_lik(family: str, eta: np.ndarray, d: GLMMDesign, extras: dict) -> np.ndarray:
@@ -60,8 +69,9 @@ def test_log_lik_matches_scipy(family, centred):
         eta = eta + np.sum(arr["z_1"] * values["u_h"][d.factors[1].codes], axis=1) + arr.get("offset", 0.0)
         d = d._replace(y=arr["y"])
         jdata = {k: jnp.asarray(v, jnp.float64 if v.dtype == np.float32 else v.dtype) for k, v in data.items()}
-        np.testing.assert_allclose(np.asarray(model.log_lik(theta, jdata)), scipy_log_lik(family, eta, d, values),
-                                   rtol=1e-10, atol=1e-10)
+        np.testing.assert_allclose(
+            np.asarray(model.log_lik(theta, jdata)), scipy_log_lik(family, eta, d, values), rtol=1e-10, atol=1e-10
+        )
 
 
 @pytest.mark.parametrize("centred", [True, False])
@@ -99,24 +109,40 @@ def test_layout_and_constrain():
     plain, _ = glmm_model(d, "gaussian", centred=False, sample_as_written=True)
     assert dimension(centred.glmm.layout) == 2 + (5 + 1) + (6 + 2) + 1 == initial_theta(centred).shape[0]
     out = centred.constrain(initial_theta(centred) + 0.3)
-    assert {k: np.shape(v) for k, v in out.items()} == {"beta": (2,), "sd_g": (1,), "u_g": (5, 1), "sd_h": (2,), "u_h": (3, 2),
-                                                        "sigma": ()}
+    assert {k: np.shape(v) for k, v in out.items()} == {
+        "beta": (2,),
+        "sd_g": (1,),
+        "u_g": (5, 1),
+        "sd_h": (2,),
+        "u_h": (3, 2),
+        "sigma": (),
+    }
     rng = np.random.default_rng(3)
     theta = jnp.asarray(rng.normal(0.0, 0.4, 17), jnp.float32)
     # the non-centred position with the same u: a = u / sd
-    beta, effects, log_sds, phi = theta[:2], (theta[2:7].reshape(5, 1), theta[7:13].reshape(3, 2)), (theta[13:14], theta[14:16]), theta[16:]
+    beta, effects, log_sds, phi = (
+        theta[:2],
+        (theta[2:7].reshape(5, 1), theta[7:13].reshape(3, 2)),
+        (theta[13:14], theta[14:16]),
+        theta[16:],
+    )
     a = [e / jnp.exp(s)[None, :] for e, s in zip(effects, log_sds)]
     other = jnp.concatenate([beta, a[0].ravel(), a[1].ravel(), *log_sds, phi])
-    np.testing.assert_allclose(np.asarray(plain.log_lik(other, data)), np.asarray(centred.log_lik(theta, data)), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(
+        np.asarray(plain.log_lik(other, data)), np.asarray(centred.log_lik(theta, data)), rtol=1e-5, atol=1e-5
+    )
     centred.check_shapes(theta, data)
 
 
-@pytest.mark.parametrize("family, y, message", [
-    ("probit", None, "family='probit'"),
-    ("bernoulli", np.full(40, 2.0), "y must be 0 or 1"),
-    ("poisson", np.full(40, 1.5), "non-negative integer counts"),
-    ("binomial", None, "needs the design's trials"),
-])
+@pytest.mark.parametrize(
+    "family, y, message",
+    [
+        ("probit", None, "family='probit'"),
+        ("bernoulli", np.full(40, 2.0), "y must be 0 or 1"),
+        ("poisson", np.full(40, 1.5), "non-negative integer counts"),
+        ("binomial", None, "needs the design's trials"),
+    ],
+)
 def test_bad_input_named(family, y, message):
     """A family the module does not know, a response it cannot have, or a binomial without trials: one ValueError saying so."""
     d = design("bernoulli")

@@ -16,7 +16,9 @@ from minibatch_mcmc.samplers import sample
 
 def test_source_density_is_normalised_4cosh2():
     s = np.linspace(-30, 30, 13)
-    np.testing.assert_allclose(logistic_source_log_density(jnp.asarray(s, jnp.float32)), -np.log(4 * np.cosh(s / 2) ** 2), rtol=1e-5)
+    np.testing.assert_allclose(
+        logistic_source_log_density(jnp.asarray(s, jnp.float32)), -np.log(4 * np.cosh(s / 2) ** 2), rtol=1e-5
+    )
     total = integrate.quad(lambda v: math.exp(float(logistic_source_log_density(jnp.float32(v)))), -60, 60)[0]
     assert total == pytest.approx(1.0, abs=1e-5)
 

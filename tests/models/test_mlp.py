@@ -34,7 +34,10 @@ def tiny(sizes, seed=0, n=7):
         {"w": rng.normal(size=(a, b)).astype(np.float32), "b": rng.normal(size=b).astype(np.float32) * 0.5}
         for a, b in zip(sizes[:-1], sizes[1:])
     )
-    batch = {"x": rng.normal(size=(n, sizes[0])).astype(np.float32), "y": rng.integers(0, sizes[-1], n).astype(np.int32)}
+    batch = {
+        "x": rng.normal(size=(n, sizes[0])).astype(np.float32),
+        "y": rng.integers(0, sizes[-1], n).astype(np.int32),
+    }
     return params, batch
 
 
@@ -64,7 +67,9 @@ def test_gradient_matches_central_differences():
         flat, unravel = ravel_pytree(p64)
         grad = np.asarray(ravel_pytree(jax.grad(f)(p64))[0])
         h = 1e-6
-        fd = np.array([(f(unravel(flat.at[i].add(h))) - f(unravel(flat.at[i].add(-h)))) / (2 * h) for i in range(flat.size)])
+        fd = np.array(
+            [(f(unravel(flat.at[i].add(h))) - f(unravel(flat.at[i].add(-h)))) / (2 * h) for i in range(flat.size)]
+        )
     assert flat.size == 27  # (4 + 1) * 3 + (3 + 1) * 3
     np.testing.assert_allclose(grad, fd, rtol=1e-6, atol=1e-7)
 
@@ -83,7 +88,12 @@ def test_prior_and_init():
 
 @pytest.mark.parametrize(
     "sizes, match",
-    [((5,), "at least an input"), ((5, 0, 3), "positive integer"), ((5, 4, 1), "at least 2 classes"), ((5, 2.5, 3), "positive integer")],
+    [
+        ((5,), "at least an input"),
+        ((5, 0, 3), "positive integer"),
+        ((5, 4, 1), "at least 2 classes"),
+        ((5, 2.5, 3), "positive integer"),
+    ],
 )
 def test_bad_sizes_raise(sizes, match):
     with pytest.raises(ValueError, match=match):

@@ -25,7 +25,9 @@ def test_logistic_log_lik_matches_bernoulli():
     np.testing.assert_allclose(ll, ref, rtol=1e-4, atol=1e-5)
     assert float(logistic_regression().log_prior(theta)) == 0.0
     np.testing.assert_allclose(
-        float(logistic_regression(prior_scale=2.0).log_prior(theta)), stats.norm(0, 2).logpdf(np.asarray(theta)).sum(), rtol=1e-5
+        float(logistic_regression(prior_scale=2.0).log_prior(theta)),
+        stats.norm(0, 2).logpdf(np.asarray(theta)).sum(),
+        rtol=1e-5,
     )
 
 

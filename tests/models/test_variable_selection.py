@@ -26,7 +26,12 @@ def test_coefficient_prior_is_a_normalised_density():
     """``p(beta | gamma)`` depends on ``L = ||beta||_1`` only; ``{||beta||_1 = L}`` has measure ``2^k L^(k-1) / (k-1)!``."""
     prior = SelectionPrior(3, 1.0, psi_shape=1.5, psi_scale=0.7)
     for k in (1, 2, 3):
-        f = lambda el: math.exp(float(coefficient_log_prior(jnp.float32(el), k, prior))) * 2**k * el ** (k - 1) / math.factorial(k - 1)  # noqa: E731
+        f = lambda el: (
+            math.exp(float(coefficient_log_prior(jnp.float32(el), k, prior)))
+            * 2**k
+            * el ** (k - 1)
+            / math.factorial(k - 1)
+        )  # noqa: E731
         assert integrate.quad(f, 0, np.inf, epsrel=1e-7)[0] == pytest.approx(1.0, rel=2e-4)
 
 
@@ -36,7 +41,9 @@ def test_log_prior_support_and_paper_form():
     assert np.isfinite(float(model.log_prior(ok)))
     # Equation 17 (times 2^-k): ||beta||_1^-k lam^k B(k, D - k + 1) up to a constant
     beta2 = selection_state(np.array([0.5, -1.0, 2.0, 0.0]), np.array([1, 1, 1, 0]))
-    paper = lambda l1, k: -k * math.log(l1) + k * math.log(3.0 / 2) + math.lgamma(k) + math.lgamma(5 - k) - math.lgamma(5)  # noqa: E731
+    paper = lambda l1, k: (
+        -k * math.log(l1) + k * math.log(3.0 / 2) + math.lgamma(k) + math.lgamma(5 - k) - math.lgamma(5)
+    )  # noqa: E731
     diff = float(model.log_prior(beta2) - model.log_prior(ok))
     assert diff == pytest.approx(paper(3.5, 3) - paper(1.5, 2), abs=1e-5)
     bad = [

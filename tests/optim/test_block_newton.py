@@ -33,11 +33,18 @@ def design(family: str, levels: int, rows: int, slope: bool, seed: int = 0, sd: 
     z = np.c_[np.ones(rows), x[:, 1]] if slope else np.ones((rows, 1))
     u = rng.normal(0.0, sd, (levels, z.shape[1]))
     eta = x @ np.array([-0.3, 0.5]) + np.sum(z * u[codes], axis=1)
-    y = {"poisson": lambda: rng.poisson(np.exp(eta)), "bernoulli": lambda: rng.random(rows) < 1 / (1 + np.exp(-eta)),
-         "gaussian": lambda: eta + rng.normal(0.0, 0.8, rows)}[family]().astype(np.float64)
+    y = {
+        "poisson": lambda: rng.poisson(np.exp(eta)),
+        "bernoulli": lambda: rng.random(rows) < 1 / (1 + np.exp(-eta)),
+        "gaussian": lambda: eta + rng.normal(0.0, 0.8, rows),
+    }[family]().astype(np.float64)
     terms = ("1", "x1") if slope else ("1",)
-    return GLMMDesign(y=y, x=x, fixed=("Intercept", "x1"),
-                      factors=(GroupFactor("g", codes, z, tuple(str(i) for i in range(levels)), terms),))
+    return GLMMDesign(
+        y=y,
+        x=x,
+        fixed=("Intercept", "x1"),
+        factors=(GroupFactor("g", codes, z, tuple(str(i) for i in range(levels)), terms),),
+    )
 
 
 def dense_hessian(model, data, theta) -> np.ndarray:
@@ -81,7 +88,9 @@ def test_blocks_mode_and_covariance_match_dense(family, centred):
         h = dense_hessian(model, data, jnp.asarray(found.theta_hat))
         cov = laplace_covariance(h)
         rows = {k: jnp.asarray(v) for k, v in data.items()}
-        g = np.asarray(jax.grad(lambda t: model.log_prior(t) + jnp.sum(model.log_lik(t, rows)))(jnp.asarray(found.theta_hat)))
+        g = np.asarray(
+            jax.grad(lambda t: model.log_prior(t) + jnp.sum(model.log_lik(t, rows)))(jnp.asarray(found.theta_hat))
+        )
         step = cov @ g
         assert np.max(np.abs(step) / np.sqrt(np.diag(cov))) < POLISH_DECREMENT
         np.testing.assert_allclose(np.abs(found.gradient), np.abs(g), atol=1e-8 * (1 + np.max(np.abs(g))) + 1e-6)
@@ -102,8 +111,16 @@ def test_refuses_two_factors():
         arrow_index(model)
 
 
-def exact_conditional(x: np.ndarray, codes: np.ndarray, y: np.ndarray, sigma: float, sd: float, beta_scale: np.ndarray,
-                      beta_loc: np.ndarray, levels: int) -> tuple[np.ndarray, np.ndarray]:
+def exact_conditional(
+    x: np.ndarray,
+    codes: np.ndarray,
+    y: np.ndarray,
+    sigma: float,
+    sd: float,
+    beta_scale: np.ndarray,
+    beta_loc: np.ndarray,
+    levels: int,
+) -> tuple[np.ndarray, np.ndarray]:
     """Mean and marginal variances of ``(beta, u)`` given ``sigma`` and ``sd`` in the Gaussian model, by scipy.sparse:
     precision ``W' W / sigma^2 + diag(prior)``, ``W = [X, one-hot(codes)]``, its LU solved for the mean and for every
     column of the identity (in blocks) for the diagonal of the inverse."""
@@ -148,8 +165,16 @@ def test_gaussian_conditional_posterior_at_d_over_4096():
         prior_prec = -np.diag(hp)[:2]
         gp = np.asarray(jax.grad(model.log_prior)(jnp.asarray(theta)))[:2]
         beta_loc = theta[:2] + gp / prior_prec
-        mean, diag = exact_conditional(x, np.asarray(data["g_0"]), np.asarray(data["y"], np.float64), sigma, sd,
-                                       1.0 / np.sqrt(prior_prec), beta_loc, levels)
+        mean, diag = exact_conditional(
+            x,
+            np.asarray(data["g_0"]),
+            np.asarray(data["y"], np.float64),
+            sigma,
+            sd,
+            1.0 / np.sqrt(prior_prec),
+            beta_loc,
+            levels,
+        )
         cond_index = ArrowIndex(index.levels, index.globals_[:2])
         b = found.blocks
         cond, concave = factorise(cond_index, ArrowBlocks(b.a_levels, b.cross[:, :, :2], b.a_globals[:2, :2]))
@@ -159,7 +184,9 @@ def test_gaussian_conditional_posterior_at_d_over_4096():
         sub = np.r_[index.globals_[:2], index.levels[:, 0]]
         var = marginal_variances(cond)[sub]
         np.testing.assert_allclose(var, diag, rtol=1e-8)
-        draws = apply_factor(cond, np.random.default_rng(6).standard_normal((4000, index.levels.size + index.globals_.size)))[:, sub]
+        draws = apply_factor(
+            cond, np.random.default_rng(6).standard_normal((4000, index.levels.size + index.globals_.size))
+        )[:, sub]
         ratio = draws.std(axis=0) / np.sqrt(diag)
         assert abs(ratio.mean() - 1.0) < 0.003
         assert np.max(np.abs(ratio - 1.0) * np.sqrt(2 * 4000)) < 5.5

@@ -24,7 +24,14 @@ def test_gaussian_mean_mode_and_hessian_are_exact(temperature):
     settings = models.GaussianMeanSettings(prior_mean=0.5, prior_scale=2.0, noise_scale=1.5)
     x = gaussian_data()
     r = find_mode(
-        models.gaussian_mean(settings), x, jnp.zeros(3), key=0, temperature=temperature, adam_steps=100, batch_size=200, chunk=1000
+        models.gaussian_mean(settings),
+        x,
+        jnp.zeros(3),
+        key=0,
+        temperature=temperature,
+        adam_steps=100,
+        batch_size=200,
+        chunk=1000,
     )
     mean, var = models.exact_posterior(x, temperature, settings)
     np.testing.assert_allclose(np.asarray(r.theta_hat, np.float64), mean, rtol=1e-4)
@@ -68,12 +75,22 @@ def test_logistic_regression_matches_scipy_float64():
     f, grad, hess = logistic_objective(x, y, prior_scale=1.0)
     ref_x = float64_mode(f, grad, hess, 5)
     assert np.linalg.norm(grad(ref_x)) < 1e-6  # the float64 reference is the mode to rounding
-    r = find_mode(models.logistic_regression(prior_scale=1.0), data, jnp.zeros(5), key=1, adam_steps=200, batch_size=500, chunk=1500)
+    r = find_mode(
+        models.logistic_regression(prior_scale=1.0),
+        data,
+        jnp.zeros(5),
+        key=1,
+        adam_steps=200,
+        batch_size=500,
+        chunk=1500,
+    )
     theta_hat = np.asarray(r.theta_hat, np.float64)
     assert np.linalg.norm(theta_hat - ref_x) <= 1e-3 * np.linalg.norm(ref_x)
     h_ref = -hess(ref_x)
     assert np.linalg.norm(r.hessian - h_ref) <= 1e-2 * np.linalg.norm(h_ref)
-    np.testing.assert_allclose(r.log_posterior, -f(ref_x) - 2.5 * np.log(2 * np.pi), rtol=1e-5)  # gaussian_prior is normalised
+    np.testing.assert_allclose(
+        r.log_posterior, -f(ref_x) - 2.5 * np.log(2 * np.pi), rtol=1e-5
+    )  # gaussian_prior is normalised
     np.testing.assert_allclose(laplace_covariance(r.hessian), np.linalg.inv(-h_ref), rtol=2e-2, atol=1e-6)
     assert r.converged and 1 <= r.newton_steps_taken <= 10
 
@@ -84,7 +101,15 @@ def test_lbfgs_path_above_the_dense_limit(monkeypatch):
     f, grad, hess = logistic_objective(x, y, prior_scale=2.0)
     ref_x = float64_mode(f, grad, hess, 4)
     monkeypatch.setattr(mode, "MAX_DENSE_DIM", 3)
-    r = find_mode(models.logistic_regression(prior_scale=2.0), data, jnp.zeros(4), key=0, adam_steps=50, batch_size=200, newton_steps=50)
+    r = find_mode(
+        models.logistic_regression(prior_scale=2.0),
+        data,
+        jnp.zeros(4),
+        key=0,
+        adam_steps=50,
+        batch_size=200,
+        newton_steps=50,
+    )
     assert r.hessian is None and r.converged
     assert np.linalg.norm(np.asarray(r.theta_hat, np.float64) - ref_x) <= 1e-3 * np.linalg.norm(ref_x)
     assert (r.data_used - 50 * 200) % 2000 == 0 and r.data_used > 50 * 200

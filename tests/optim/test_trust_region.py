@@ -25,15 +25,21 @@ def test_step_is_newton_inside_and_on_the_boundary_outside():
 def ridge(n=2000.0, c=0.3):
     """A group effect pinned by ``n`` rows, ``c = e^lt a``, with ``tau ~ HalfNormal(1)`` on ``lt`` and ``a ~ N(0, 1)``:
     the curved ridge of a non-centred hierarchical model in two dimensions, with exact gradient and Hessian."""
+
     def f(z):
         lt, a = z
         t = np.exp(lt)
         r = t * a - c
         value = -0.5 * n * r**2 - 0.5 * t**2 + lt - 0.5 * a**2
         grad = np.array([-n * r * t * a - t**2 + 1.0, -n * r * t - a])
-        hess = np.array([[-n * (t * a) ** 2 - n * r * t * a - 2 * t**2, -n * t * t * a - n * r * t],
-                         [-n * t * t * a - n * r * t, -n * t**2 - 1.0]])
+        hess = np.array(
+            [
+                [-n * (t * a) ** 2 - n * r * t * a - 2 * t**2, -n * t * t * a - n * r * t],
+                [-n * t * t * a - n * r * t, -n * t**2 - 1.0],
+            ]
+        )
         return value, grad, hess
+
     return f
 
 
@@ -52,6 +58,8 @@ def test_climb_reaches_the_ridge_mode_of_scipy():
     assert np.any(np.linalg.eigvalsh(-f(start)[2]) <= 0)
     done = lambda e: decrement(e.grad, e.hessian) <= 1e-3 and np.all(np.linalg.eigvalsh(-e.hessian) > 0)  # noqa: E731
     out = climb(lambda x, _: Eval(f(x)), start, Eval(f(start)), max_steps=30, max_trials=30, done=done)
-    best = scipy.optimize.minimize(lambda z: tuple(-v for v in f(z)[:2]), start, jac=True, method="BFGS", options={"gtol": 1e-10})
+    best = scipy.optimize.minimize(
+        lambda z: tuple(-v for v in f(z)[:2]), start, jac=True, method="BFGS", options={"gtol": 1e-10}
+    )
     assert done(out.current) and out.trials <= 30
     assert abs(out.current.value + best.fun) < 1e-6  # a decrement of 1e-3 leaves at most 5e-7 nats

@@ -32,8 +32,12 @@ def test_log_q_ratio_matches_scipy_and_draws_follow_the_t(df, scale):
 
 @pytest.mark.parametrize(
     "args, message",
-    [((MEAN, COV, 0.0), "degrees of freedom"), ((MEAN, COV, np.inf), "degrees of freedom"),
-     ((MEAN[:2], COV, 3.0), "mean must be 3"), ((MEAN, -COV, 3.0), "positive definite")],
+    [
+        ((MEAN, COV, 0.0), "degrees of freedom"),
+        ((MEAN, COV, np.inf), "degrees of freedom"),
+        ((MEAN[:2], COV, 3.0), "mean must be 3"),
+        ((MEAN, -COV, 3.0), "positive definite"),
+    ],
 )
 def test_rejects_bad_settings(args, message):
     with pytest.raises(ValueError, match=message):

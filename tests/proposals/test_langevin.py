@@ -91,7 +91,9 @@ def test_log_q_ratio_matches_scipy_densities(precond):
         th, nw = np.asarray(theta, np.float64), np.asarray(new, np.float64)
         ref = _scipy_log_q_ratio(th, nw, b - a @ th, b - a @ nw, alpha, p)
         np.testing.assert_allclose(float(lq), ref, rtol=1e-4, atol=1e-4)
-        direct = langevin_log_q_ratio(jnp.asarray(th), jnp.asarray(nw), jnp.asarray(b - a @ th), jnp.asarray(b - a @ nw), alpha, p)
+        direct = langevin_log_q_ratio(
+            jnp.asarray(th), jnp.asarray(nw), jnp.asarray(b - a @ th), jnp.asarray(b - a @ nw), alpha, p
+        )
         np.testing.assert_allclose(float(direct), ref, rtol=1e-5, atol=1e-5)
 
 
@@ -147,7 +149,9 @@ def test_tempered_langevin_drift_is_the_tempered_gradient():
         return jax.grad(model.log_prior)(th) + lik_grad
 
     key, alpha, t = jax.random.key(3), 0.01, 4.0
-    new, log_q = tempered_langevin(model.log_prior, jnp.float32(alpha), 100, temperature_factor=t).sample(key, theta, grad_log_target)
+    new, log_q = tempered_langevin(model.log_prior, jnp.float32(alpha), 100, temperature_factor=t).sample(
+        key, theta, grad_log_target
+    )
     drift = jax.grad(model.log_prior)(theta) + lik_grad / t
     expected = theta + 0.5 * alpha * drift + np.sqrt(alpha) * jax.random.normal(key, (2,))
     np.testing.assert_allclose(new, expected, rtol=1e-6)
@@ -216,7 +220,9 @@ def test_minibatch_gradient_full_and_on_one_minibatch(problem):
     idx, _ = chunk_indices(key, jnp.zeros((), jnp.int32), GRAD_BATCH, N)
     assert np.unique(np.asarray(idx)).size == GRAD_BATCH
     one = minibatch_grad_log_target(model, key, x, N, GRAD_BATCH, jnp.float32(K))(theta)
-    ref_one = _gaussian_mean_grad(np.asarray(theta, np.float64), x[np.asarray(idx)].astype(np.float64), N, GRAD_BATCH, K)
+    ref_one = _gaussian_mean_grad(
+        np.asarray(theta, np.float64), x[np.asarray(idx)].astype(np.float64), N, GRAD_BATCH, K
+    )
     np.testing.assert_allclose(np.asarray(one), ref_one, rtol=1e-4, atol=1e-3)
 
 
@@ -245,7 +251,9 @@ def test_kernel_uses_one_gradient_minibatch_forward_and_reverse(problem):
         assert bool(out.accepted) and int(out.batch_size) == 0
         # a different minibatch for the reverse move would change psi by far more than the tolerance
         other = x[np.asarray(chunk_indices(jax.random.key(999), jnp.zeros((), jnp.int32), GRAD_BATCH, N)[0])]
-        wrong = _scipy_log_q_ratio(th, new, g, _gaussian_mean_grad(new, other.astype(np.float64), N, GRAD_BATCH, K), alpha, 1.0)
+        wrong = _scipy_log_q_ratio(
+            th, new, g, _gaussian_mean_grad(new, other.astype(np.float64), N, GRAD_BATCH, K), alpha, 1.0
+        )
         assert abs(wrong - _scipy_log_q_ratio(th, new, g, g_new, alpha, 1.0)) > 0.05
         state = new_state
         theta = new_state.position
@@ -340,5 +348,7 @@ def test_full_data_gradient_streams_an_out_of_core_source(tmp_path):
     kw = dict(proposal=langevin(1e-4, 0), test=MetropolisTest(), num_samples=50, key=3, progress=False)
     a = sample(gaussian_mean(), x, jnp.zeros(2), **kw)
     b = sample(gaussian_mean(), open_npy(tmp_path / "x.npy"), jnp.zeros(2), **kw)
-    assert not (bad := mismatches(flat_draws(b), flat_draws(a), 50, 3000)), bad  # chunked gradient sums: floats to rounding
+    assert not (bad := mismatches(flat_draws(b), flat_draws(a), 50, 3000)), (
+        bad
+    )  # chunked gradient sums: floats to rounding
     assert 0 < a.summary()["acceptance_rate"]

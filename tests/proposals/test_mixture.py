@@ -31,8 +31,12 @@ def test_component_frequencies_and_ratios():
 
 @pytest.mark.parametrize(
     "components, weights, message",
-    [([], [], "one weight per component"), ([random_walk(scale=1.0)], [1.0, 1.0], "one weight per component"),
-     ([random_walk(scale=1.0)], [-1.0], "non-negative"), ([langevin(0.1, batch_size=10)], [1.0], "gradient-free")],
+    [
+        ([], [], "one weight per component"),
+        ([random_walk(scale=1.0)], [1.0, 1.0], "one weight per component"),
+        ([random_walk(scale=1.0)], [-1.0], "non-negative"),
+        ([langevin(0.1, batch_size=10)], [1.0], "gradient-free"),
+    ],
 )
 def test_rejects_bad_settings(components, weights, message):
     with pytest.raises(ValueError, match=message):

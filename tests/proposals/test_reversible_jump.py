@@ -74,11 +74,15 @@ def _paper_psi(move, theta, theta_new, lam_paper, probs):
     if move == BIRTH:
         j = int(np.flatnonzero(g1 - g0)[0])
         fwd, rev = pb(k) / (D - k), pd(k + 1) / (k + 1)
-        bracket = (n0**-k * fwd * stats.norm.pdf(b1[j], scale=BIRTH_SD) * (D - k)) / (n1 ** -(k + 1) * rev * lam_paper * k)
+        bracket = (n0**-k * fwd * stats.norm.pdf(b1[j], scale=BIRTH_SD) * (D - k)) / (
+            n1 ** -(k + 1) * rev * lam_paper * k
+        )
     else:
         j = int(np.flatnonzero(g0 - g1)[0])
         fwd, rev = pd(k) / k, pb(k - 1) / (D - k + 1)
-        bracket = (n0**-k * fwd * lam_paper * (k - 1)) / (n1 ** -(k - 1) * rev * stats.norm.pdf(b0[j], scale=BIRTH_SD) * (D - k + 1))
+        bracket = (n0**-k * fwd * lam_paper * (k - 1)) / (
+            n1 ** -(k - 1) * rev * stats.norm.pdf(b0[j], scale=BIRTH_SD) * (D - k + 1)
+        )
     return -math.log(bracket)
 
 
@@ -126,7 +130,9 @@ def test_each_move_acceptance_ratio_matches_brute_force(a, b):
             ll = lambda bb: np.sum(y * -np.logaddexp(0, -x @ bb) + (1 - y) * -np.logaddexp(0, x @ bb))  # noqa: E731
             np.testing.assert_allclose(float(lam_sum), ll(nb * ng) - ll(t64["beta"] * gamma), rtol=1e-4, atol=1e-4)
             if a == 0:  # Equations 18-20 verbatim, with the paper's lambda = lam / 2 (the 2^-k of the Laplace)
-                np.testing.assert_allclose(float(psi), _paper_psi(move, theta, new, lam / 2, probs), rtol=1e-4, atol=2e-4)
+                np.testing.assert_allclose(
+                    float(psi), _paper_psi(move, theta, new, lam / 2, probs), rtol=1e-4, atol=2e-4
+                )
     # every move allowed at each size was exercised, and none that is not
     assert {(1, UPDATE), (1, BIRTH), (3, UPDATE), (3, BIRTH), (3, DEATH), (4, UPDATE), (4, DEATH)} <= seen
     assert (1, DEATH) not in seen and (4, BIRTH) not in seen

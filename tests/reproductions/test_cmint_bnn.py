@@ -9,14 +9,36 @@ import pytest
 from reproductions import cmint_bnn
 from reproductions.nn_baselines import sgd_optimizer
 
-TINY = ["--source", "synthetic", "--n-train", "400", "--n-test", "300", "--epochs", "3", "--hidden", "16", "--batch-size", "50",
-        "--cycle-epochs", "2", "--decay-every", "1", "--cycles", "2", "--mint-lr", "0.02"]
+TINY = [
+    "--source",
+    "synthetic",
+    "--n-train",
+    "400",
+    "--n-test",
+    "300",
+    "--epochs",
+    "3",
+    "--hidden",
+    "16",
+    "--batch-size",
+    "50",
+    "--cycle-epochs",
+    "2",
+    "--decay-every",
+    "1",
+    "--cycles",
+    "2",
+    "--mint-lr",
+    "0.02",
+]
 
 
 @pytest.mark.slow  # a reproduction's end-to-end run (20-90 s): `make test-slow`
 def test_main_tiny(tmp_path, capsys):
     results = tmp_path / "cmint_bnn_tiny.json"
-    assert cmint_bnn.main([*TINY, "--out", str(tmp_path), "--name", "t", "--no-progress", "--results", str(results)]) == 0
+    assert (
+        cmint_bnn.main([*TINY, "--out", str(tmp_path), "--name", "t", "--no-progress", "--results", str(results)]) == 0
+    )
     out = tmp_path / "t"
     with open(out / "test_error.csv") as f:
         rows = list(csv.DictReader(f))
@@ -30,18 +52,24 @@ def test_main_tiny(tmp_path, capsys):
     assert by[("sgd", "current")][-1][1] < 0.75
     summary = json.loads((out / "summary.json").read_text())
     assert summary["methods"]["cmint"]["snapshot_epochs"] == [2, 4]
-    np.testing.assert_allclose(summary["methods"]["cmint"]["learning_rate_by_epoch"], [0.02, 0.018, 0.036, 0.0324], rtol=1e-6)
+    np.testing.assert_allclose(
+        summary["methods"]["cmint"]["learning_rate_by_epoch"], [0.02, 0.018, 0.036, 0.0324], rtol=1e-6
+    )
     assert 0.0 < summary["methods"]["mint"]["temperature"] < 400
     assert (out / "test_error.png").stat().st_size > 0
     assert "cmint" in capsys.readouterr().out
     # the results file: named after --results' file, cells equal to the CSV's last errors
     res = json.loads(results.read_text())
-    assert res == json.loads((out / "results.json").read_text()) and res["command"].startswith("minibatch-mcmc reproduce cmint-bnn")
+    assert res == json.loads((out / "results.json").read_text()) and res["command"].startswith(
+        "minibatch-mcmc reproduce cmint-bnn"
+    )
     tab = res["tables"]["cmint_bnn_tiny_errors"]
     cells = {(r[0], r[1]): r[3] for r in tab["rows"]}
     assert cells[("SGD", "current weights")] == f"{by[('sgd', 'current')][-1][1]:.3f}"
     assert cells[("CMINT", "ensemble of the 2 snapshots")] == f"{by[('cmint', 'ensemble')][-1][1]:.3f}"
-    assert res["values"]["cmint_bnn_tiny.cmint_snapshots"] == ", ".join(f"{e:.3f}" for _, e in by[("cmint", "ensemble")])
+    assert res["values"]["cmint_bnn_tiny.cmint_snapshots"] == ", ".join(
+        f"{e:.3f}" for _, e in by[("cmint", "ensemble")]
+    )
 
 
 @pytest.mark.parametrize(

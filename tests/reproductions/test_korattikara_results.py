@@ -20,7 +20,12 @@ from reproductions.sgld_l1_probe import probe_values
 def test_irls_results_table_and_values_follow_the_curves():
     """Batch reaches 90% of the gap at t=3; a 4x faster copy at 0.75 (ratio 0.25); a method that never gets there says so."""
     batch = irls.Curve("batch IRLS", np.array([1.0, 2.0, 3.0]), np.array([0.9, 0.5, 0.4]), np.array([10, 20, 30]))
-    curves = [batch, batch._replace(method="seq", times=batch.times / 4), batch._replace(method="deb", metric=np.full(3, 0.95)), batch]
+    curves = [
+        batch,
+        batch._replace(method="seq", times=batch.times / 4),
+        batch._replace(method="deb", metric=np.full(3, 0.95)),
+        batch,
+    ]
     setup = irls.QUICK["lad"]._replace(n_train=10)
     tables, values = irls.results_of(setup, curves, start=1.0)
     tab = tables["irls_lad"]
@@ -43,11 +48,21 @@ def test_figure4_and_figure5_results_from_known_chains(tmp_path):
     """Tables a, b and Figure 5's marginals: counts, pooled moments and per-step time ratios from the made-up chains."""
     rng = np.random.default_rng(0)
     chains = {0.0: fake_chains(rng, 0.0, 0.1), 0.01: fake_chains(rng, 0.01, 0.3)}
-    curves = {e: (RiskCurve(np.geomspace(0.1, 4, 6), *(np.geomspace(1e-3, 1e-4, 6),) * 3), ch) for e, ch in chains.items()}
+    curves = {
+        e: (RiskCurve(np.geomspace(0.1, 4, 6), *(np.geomspace(1e-3, 1e-4, 6),) * 3), ch) for e, ch in chains.items()
+    }
     rows = [figure4.AuditRow(0.01, 0.7, 0.03, 0.004, 0.42)]
     tables, values = f4r.figure4_tables(rows, curves, 1.7e-6)
-    assert tables["figure4_a"]["rows"] == [["0 (exact)", "100.0", "0.00", "-", "-"], ["0.01", "70.0", "3.00", "0.40", "0.420"]]
-    assert tables["figure4_b"]["columns"][1:5] == ["risk at t=0.1 s", "risk at t=0.34 s", "risk at t=1.2 s", "risk at t=4 s"]
+    assert tables["figure4_a"]["rows"] == [
+        ["0 (exact)", "100.0", "0.00", "-", "-"],
+        ["0.01", "70.0", "3.00", "0.40", "0.420"],
+    ]
+    assert tables["figure4_b"]["columns"][1:5] == [
+        "risk at t=0.1 s",
+        "risk at t=0.34 s",
+        "risk at t=1.2 s",
+        "risk at t=4 s",
+    ]
     assert values["figure4.seconds_per_chain.eps_0.01"] == "12.0" and values["figure4.time_per_step_ratio_max"] == "3.0"
     assert values["figure4.ref_se2"] == "1.7e-06" and values["figure4.data_pct_min"] == "50"
 
@@ -58,7 +73,11 @@ def test_figure4_and_figure5_results_from_known_chains(tmp_path):
     marg = f4r.figure5_table(runs, reference, times)["figure5_marginals"]["rows"]
     first = marg[0]  # eps 0 at 0.2 s: the first 2 draws of each chain
     pooled = runs[0.0][0][:, :2].reshape(-1, 2)
-    assert first[:3] == ["0", "0.2", "2"] and first[3] == f"{pooled[:, 0].mean():.4f}" and first[4] == f"{pooled[:, 0].std(ddof=1):.4f}"
+    assert (
+        first[:3] == ["0", "0.2", "2"]
+        and first[3] == f"{pooled[:, 0].mean():.4f}"
+        and first[4] == f"{pooled[:, 0].std(ddof=1):.4f}"
+    )
     assert marg[5][2] == "13"  # eps 0.01 by 4 s: 13 draws of 0.3 s each
     assert marg[-1][0].startswith("reference") and marg[-1][5] == f"{reference[:, 1].mean():.4f}"
     mean, cov = f4r.moments2(reference)
@@ -69,7 +88,11 @@ def test_figure4_and_figure5_results_from_known_chains(tmp_path):
 
 def test_risk_vs_time_rows_become_labelled_tables_and_keyed_values():
     """Labels as the docs show them, the time budget in the steps column, one value per row and field."""
-    rows = {"eps=0": {"steps": 500, "risk": 3e-4}, "eps=0.1": {"steps": 7250, "risk": 2.7e-3}, "MHminibatch": {"steps": 50, "risk": 1.0}}
+    rows = {
+        "eps=0": {"steps": 500, "risk": 3e-4},
+        "eps=0.1": {"steps": 7250, "risk": 2.7e-3},
+        "MHminibatch": {"steps": 50, "risk": 1.0},
+    }
     fmt = {"steps": "d", "risk": ".2e"}
     tab = risk_vs_time.result_table(("test", "steps", "risk"), rows, fmt, 20.0)
     assert tab["columns"] == ["test", "steps per chain in 20 s", "risk"]
@@ -105,7 +128,10 @@ def test_probe_values_sign_the_errors_by_direction():
         {"method": "AustereMH eps=0.1", "theta": 0.0, "theta_new": 1.0, "exact": 1.0, "observed": 0.93, "z": -9.0},
     ]
     v = probe_values(rows)
-    assert v["sgld_l1_probe.mhminibatch.right_under_count"] == "1" and v["sgld_l1_probe.mhminibatch.right_under_min"] == "0.0100"
+    assert (
+        v["sgld_l1_probe.mhminibatch.right_under_count"] == "1"
+        and v["sgld_l1_probe.mhminibatch.right_under_min"] == "0.0100"
+    )
     assert (v["sgld_l1_probe.mhminibatch.left_over_count"], v["sgld_l1_probe.mhminibatch.left_over_of"]) == ("1", "2")
     assert v["sgld_l1_probe.mhminibatch.signed_z_sum"] == "4.0"  # +2 + 3 - 1
     assert v["sgld_l1_probe.austere.sure_observed_min"] == "0.93" and v["sgld_l1_probe.austere.max_abs_error"] == "0.07"
@@ -115,11 +141,26 @@ def test_probe_values_sign_the_errors_by_direction():
 def test_small_ica_run_writes_its_results_file(tmp_path):
     """``reproduce ica`` (tiny) writes results.json and the --results copy with both tables and the run's values."""
     copy = tmp_path / "ica.json"
-    argv = ["--quick", "--time-budget", "0.3", "--trials", "2", "--reference-samples", "300", "--epsilons", "0,0.1",
-            "--out", str(tmp_path), "--results", str(copy)]
+    argv = [
+        "--quick",
+        "--time-budget",
+        "0.3",
+        "--trials",
+        "2",
+        "--reference-samples",
+        "300",
+        "--epsilons",
+        "0,0.1",
+        "--out",
+        str(tmp_path),
+        "--results",
+        str(copy),
+    ]
     assert stiefel_ica.main(argv) == 0
     payload = json.loads(copy.read_text())
     assert payload == json.loads((tmp_path / "ica" / "results.json").read_text())
-    assert set(payload["tables"]) == {"ica_setup", "ica_table"} and payload["command"].startswith("minibatch-mcmc reproduce ica --quick")
+    assert set(payload["tables"]) == {"ica_setup", "ica_table"} and payload["command"].startswith(
+        "minibatch-mcmc reproduce ica --quick"
+    )
     assert [r[0] for r in payload["tables"]["ica_table"]["rows"]] == ["eps=0 (exact MH)", "AustereMH eps=0.1"]
     assert {"ica.reference_amari", "ica.eps_0.1.risk", "ica.wall_min"} <= payload["values"].keys()

@@ -24,7 +24,11 @@ def test_mint_gmm_tiny_run_writes_its_table_and_values(tmp_path):
     res = _results(tmp_path / "mint_gmm.json")
     assert res == _results(tmp_path / "run" / "results.json") and res["command"] == "cmd"
     tab = res["tables"]["mint_gmm_figure1"]
-    assert tab["columns"] == ["quantity", "paper", "ours"] and [r[0] for r in tab["rows"]] == ["both modes visited", "ratio of ball probabilities", "SGLD"]
+    assert tab["columns"] == ["quantity", "paper", "ours"] and [r[0] for r in tab["rows"]] == [
+        "both modes visited",
+        "ratio of ball probabilities",
+        "SGLD",
+    ]
     summary = _results(tmp_path / "run" / "summary.json")
     assert res["values"]["mint_gmm.exact_ratio"] == f"{summary['exact_ratio']:.3f}"
     assert res["values"]["mint_gmm.chi_squared_dof"] == str(summary["chi_squared_dof"])
@@ -36,9 +40,20 @@ def test_mint_logistic_tables_and_wall_clock_figure(tmp_path):
     x = np.array([1.0, 2.0, 4.0])
     acc = np.array([[0.5, 0.79, 0.9], [0.5, 0.83, 0.9]])
     assert mint_logistic.first_reaching(x, acc, 0.8) == 2.0 and mint_logistic.first_reaching(x, acc, 0.95) is None
-    row = {"temperature": 1200.0, "step_sd": 0.05, "acceptance_rate": 0.4681, "data_per_step": 100.0, "epochs": 200.0,
-           "final_predictive_accuracy": 0.8171, "final_predictive_accuracy_se": 0.0049, "last_draw_accuracy": 0.71,
-           "epochs_to_0.8": 138.0, "seconds_to_0.8": None, "wall_time_s": 86.2, "mean_accepted_jump": 1.403}
+    row = {
+        "temperature": 1200.0,
+        "step_sd": 0.05,
+        "acceptance_rate": 0.4681,
+        "data_per_step": 100.0,
+        "epochs": 200.0,
+        "final_predictive_accuracy": 0.8171,
+        "final_predictive_accuracy_se": 0.0049,
+        "last_draw_accuracy": 0.71,
+        "epochs_to_0.8": 138.0,
+        "seconds_to_0.8": None,
+        "wall_time_s": 86.2,
+        "mean_accepted_jump": 1.403,
+    }
     rows = {"MINT": row, "tempered MCMC": row, "MCMC": row}
     norm = {"ks_distance": 0.0261, "ks_pvalue": 0.002, "skewness": -0.361, "excess_kurtosis": 0.372}
     settings = mint_logistic.mint(batch_size=100, alpha=0.5).settings(12_000)
@@ -55,8 +70,24 @@ def test_mint_logistic_tables_and_wall_clock_figure(tmp_path):
 
 @pytest.mark.slow  # about 25 s of CPU (MINTEE's compile)
 def test_mintee_tiny_run_writes_table3_with_the_paper_rows(tmp_path):
-    argv = ["--quick", "--n-data", "2000", "--num-samples", "120", "--burn-in", "40", "--plain-samples", "30",
-            "--out", str(tmp_path), "--name", "t", "--no-progress", "--results", str(tmp_path / "mintee_tiny.json")]
+    argv = [
+        "--quick",
+        "--n-data",
+        "2000",
+        "--num-samples",
+        "120",
+        "--burn-in",
+        "40",
+        "--plain-samples",
+        "30",
+        "--out",
+        str(tmp_path),
+        "--name",
+        "t",
+        "--no-progress",
+        "--results",
+        str(tmp_path / "mintee_tiny.json"),
+    ]
     assert mintee.main(argv) == 0
     res = _results(tmp_path / "mintee_tiny.json")
     assert res["command"].startswith("minibatch-mcmc reproduce mintee --quick")

@@ -14,7 +14,13 @@ def test_control_variate_and_full_data_runs_agree(tmp_path):
     cfg = T1Config(n_data=20_000, dim=3, num_samples=1500, reference_samples=1500, seed=4)
     table = run_t1(cfg, tmp_path, progress=False)
     names = {p.name for p in tmp_path.iterdir()}
-    assert {"t1_mhminibatch_cv.nc", "t1_metropolis.nc", "t1_posteriors.png", "t1_summary.json", "t1_summary.txt"} <= names
+    assert {
+        "t1_mhminibatch_cv.nc",
+        "t1_metropolis.nc",
+        "t1_posteriors.png",
+        "t1_summary.json",
+        "t1_summary.txt",
+    } <= names
     assert all(m in table for m in METHODS) and "max |difference| / MC s.e." in table
     results = json.loads((tmp_path / "t1_results.json").read_text())
     assert results["command"] == "minibatch-mcmc reproduce logistic-t1" and results["machine"]

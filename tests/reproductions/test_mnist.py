@@ -36,7 +36,9 @@ def test_idx_round_trip_and_two_class_loading(tmp_path, suffix):
     assert 0.0 <= d["x"].min() and d["x"].max() <= 1.0 and d["y"].tolist() == [0, 1, 0, 1, 0, 1]
     np.testing.assert_allclose(d["x"][0], images[1].reshape(-1) / 255.0, rtol=1e-6)
     np.testing.assert_allclose(d["x"][1], images[7].reshape(-1) / 255.0, rtol=1e-6)
-    swapped = mnist.load_idx_pair(tmp_path / f"train-images-idx3-ubyte{suffix}", tmp_path / f"train-labels-idx1-ubyte{suffix}", classes=(7, 1))
+    swapped = mnist.load_idx_pair(
+        tmp_path / f"train-images-idx3-ubyte{suffix}", tmp_path / f"train-labels-idx1-ubyte{suffix}", classes=(7, 1)
+    )
     assert swapped["y"].tolist() == [1, 0, 1, 0, 1, 0]
 
 

@@ -28,7 +28,9 @@ def test_reproduce_gmm_small(tmp_path):
     t1 = res["tables"]["gmm_table1"]
     assert t1["columns"][:3] == ["method", "ours", "paper"] and [r[0] for r in t1["rows"]] == list(rows)
     # the table's cells are the run's own figures, and the paper's column its Table 1
-    assert t1["rows"][0][1] == f"{rows['MHminibatch']['mean_batch'][0]:.1f} +- {rows['MHminibatch']['mean_batch'][1]:.1f}"
+    assert (
+        t1["rows"][0][1] == f"{rows['MHminibatch']['mean_batch'][0]:.1f} +- {rows['MHminibatch']['mean_batch'][1]:.1f}"
+    )
     assert t1["rows"][0][2] == "182.3 +- 11.4"
     assert res["values"]["gmm.mhminibatch_mean_batch"] == f"{mb['MHminibatch']:.1f}"
     assert res["values"]["gmm.sublhd_ratio"] == f"{mb['MHSubLhd'] / mb['MHminibatch']:.0f}"
@@ -63,12 +65,26 @@ def test_logistic_results_name_the_paper_column():
     from reproductions.logistic_report import figure6_results, results_prefix, table2_results
 
     cfg = LogisticConfig(dataset="fashion-100k", trials=3)
-    rows = {"MHminibatch": {"mean_batch": (700.0, 10.0), "hidden_per_test": 0.0, "acceptance": 0.4,
-                            "final_accuracy": (0.89, 0.01), "wall_s": 1.0},
-            "AustereMH(nc)": {"mean_batch": (7000.0, 100.0), "hidden_per_test": 2e5, "acceptance": 0.6,
-                              "final_accuracy": (0.9, 0.01), "wall_s": 2.0}}
-    design = {"austere_c_choice": {"batch_size": 250, "epsilon": 0.01, "worst_error": 0.19, "data_fraction": 0.1},
-              "pilot_mu_std_median": 1.0}
+    rows = {
+        "MHminibatch": {
+            "mean_batch": (700.0, 10.0),
+            "hidden_per_test": 0.0,
+            "acceptance": 0.4,
+            "final_accuracy": (0.89, 0.01),
+            "wall_s": 1.0,
+        },
+        "AustereMH(nc)": {
+            "mean_batch": (7000.0, 100.0),
+            "hidden_per_test": 2e5,
+            "acceptance": 0.6,
+            "final_accuracy": (0.9, 0.01),
+            "wall_s": 2.0,
+        },
+    }
+    design = {
+        "austere_c_choice": {"batch_size": 250, "epsilon": 0.01, "worst_error": 0.19, "data_fraction": 0.1},
+        "pilot_mu_std_median": 1.0,
+    }
     tables, values = table2_results(rows, cfg, design, 0.9)
     t = tables["logistic_fashion100k_table2"]
     assert t["columns"][2] == "paper (MNIST-100k)" and t["rows"][0][2] == "216.5 +- 7.9"

@@ -18,8 +18,11 @@ def test_payload_has_provenance_and_round_trips(tmp_path):
     """The file holds command, machine, versions, date, the config as JSON and the tables/values given."""
     tab = table(["method", "mean"], [["MHminibatch", "168.1"]])
     payload = results_payload(
-        "gmm", command_line("gmm", ["--trials", "3"]), config=Cfg(10, (np.float32(0.5), 2)),
-        tables={"gmm_table1": tab}, values={"gmm.ratio": 51},
+        "gmm",
+        command_line("gmm", ["--trials", "3"]),
+        config=Cfg(10, (np.float32(0.5), 2)),
+        tables={"gmm_table1": tab},
+        values={"gmm.ratio": 51},
     )
     paths = write_results(tmp_path / "run", payload, copy_to=tmp_path / "docs" / "gmm.json")
     assert [p.name for p in paths] == ["results.json", "gmm.json"]

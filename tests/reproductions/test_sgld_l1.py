@@ -97,7 +97,9 @@ def test_quadrature_posterior_matches_truncated_normal_mixture(data, temperature
     (w_pos, w_neg), (right, left) = _closed_form(data, temperature)
     np.testing.assert_allclose(post.cdf(0.0), w_neg, rtol=1e-6, atol=1e-12)
     mean = w_pos * right.mean() + w_neg * left.mean()
-    var = w_pos * right.var() + w_neg * left.var() + w_pos * w_neg * (right.mean() - left.mean()) ** 2  # no cancellation
+    var = (
+        w_pos * right.var() + w_neg * left.var() + w_pos * w_neg * (right.mean() - left.mean()) ** 2
+    )  # no cancellation
     m, v = post.moments()
     rtol_mean, rtol_var = _moment_rtol((right, left))
     np.testing.assert_allclose(m, mean, rtol=rtol_mean)
@@ -105,7 +107,9 @@ def test_quadrature_posterior_matches_truncated_normal_mixture(data, temperature
     t = np.array([-0.002, -1e-4, 1e-4, 0.01, 0.03])
     pdf = np.where(t > 0, w_pos * np.exp(right.log_pdf(t)), w_neg * np.exp(left.log_pdf(t)))
     np.testing.assert_allclose(post.density(t), pdf, rtol=1e-6)
-    np.testing.assert_allclose(post.cdf(np.array([0.01, 0.03])), w_neg + w_pos * right.cdf(np.array([0.01, 0.03])), rtol=1e-6)
+    np.testing.assert_allclose(
+        post.cdf(np.array([0.01, 0.03])), w_neg + w_pos * right.cdf(np.array([0.01, 0.03])), rtol=1e-6
+    )
     edges = np.linspace(-0.01, 0.2, 30)
     np.testing.assert_allclose(post.bin_masses(edges).sum(), 1.0, rtol=1e-8)
 
@@ -161,7 +165,9 @@ def test_total_variation_and_its_floor():
     edges = np.array([0.0, 1.0, 2.0, 3.0])
     masses = np.array([0.2, 0.5, 0.3])
     assert total_variation(np.full(10, 1.5), edges, masses) == pytest.approx(0.5)
-    assert total_variation(np.array([0.5, 1.5, 1.5, 5.0]), edges, masses) == pytest.approx(0.5 * (0.05 + 0 + 0.3 + 0.25))
+    assert total_variation(np.array([0.5, 1.5, 1.5, 5.0]), edges, masses) == pytest.approx(
+        0.5 * (0.05 + 0 + 0.3 + 0.25)
+    )
     # the floor of n exact draws shrinks like 1/sqrt(n)
     f1, f4 = iid_tv_floor(masses, 100), iid_tv_floor(masses, 400)
     assert 0.35 < f4 / f1 < 0.65
@@ -183,7 +189,11 @@ def test_small_run_shows_the_sgld_excursion_and_its_correction(tmp_path):
     assert sgld["tv"] > 2 * aus["tv"]
     assert {"histograms.png", "summary.json", "table.md"} <= {p.name for p in tmp_path.iterdir()}
     # the results table and values restate the summary's figures, row by row
-    assert [r[0] for r in tables["sgld_l1_table"]["rows"]] == ["SGLD (no test)", "AustereMH eps=0.5", "exact (quadrature)"]
+    assert [r[0] for r in tables["sgld_l1_table"]["rows"]] == [
+        "SGLD (no test)",
+        "AustereMH eps=0.5",
+        "exact (quadrature)",
+    ]
     assert tables["sgld_l1_table"]["rows"][1][1] == f"{aus['tv']:.3f}" == values["sgld_l1.austere_0.5.tv"]
     assert values["sgld_l1.sgld.mean"] == f"{sgld['mean']:.4f}" and values["sgld_l1.exact.sd"] == f"{exact['sd']:.5f}"
 

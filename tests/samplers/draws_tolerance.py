@@ -40,8 +40,9 @@ def float_tolerance(expected: np.ndarray, steps: int = STEPS, n_terms: int = N_D
     return float_ulps(steps, n_terms) * EPS32 * max(scale, float(np.finfo(np.float32).tiny))
 
 
-def mismatches(got: dict[str, np.ndarray], want: dict[str, np.ndarray], steps: int = STEPS,
-               n_terms: int = N_DATA) -> list[str]:
+def mismatches(
+    got: dict[str, np.ndarray], want: dict[str, np.ndarray], steps: int = STEPS, n_terms: int = N_DATA
+) -> list[str]:
     """What differs between a rerun and the reference: exact for integers and booleans, rounding-tolerant for floats.
 
     ``steps`` and ``n_terms`` are the run's chain length and the most terms one step sums (the reference
@@ -57,15 +58,18 @@ def mismatches(got: dict[str, np.ndarray], want: dict[str, np.ndarray], steps: i
         elif not np.issubdtype(expected.dtype, np.floating):
             bad = np.flatnonzero(actual.ravel() != expected.ravel())
             if bad.size:
-                out.append(f"{key}: {bad.size} of {expected.size} differ (first at flat index {bad[0]}: "
-                           f"{actual.ravel()[bad[0]]} against {expected.ravel()[bad[0]]})")
+                out.append(
+                    f"{key}: {bad.size} of {expected.size} differ (first at flat index {bad[0]}: "
+                    f"{actual.ravel()[bad[0]]} against {expected.ravel()[bad[0]]})"
+                )
         else:
             tol = float_tolerance(expected, steps, n_terms)
             same_nan = np.isnan(actual) == np.isnan(expected)
             err = np.abs(np.where(np.isnan(expected), 0.0, actual.astype(np.float64) - expected))
             bad = np.flatnonzero(~same_nan.ravel() | (err.ravel() > tol))
             if bad.size:
-                out.append(f"{key}: {bad.size} of {expected.size} beyond {tol:.3g} (largest difference "
-                           f"{float(np.nanmax(err)):.3g})")
+                out.append(
+                    f"{key}: {bad.size} of {expected.size} beyond {tol:.3g} (largest difference "
+                    f"{float(np.nanmax(err)):.3g})"
+                )
     return out
-

@@ -22,8 +22,16 @@ def run_workers(script: str, count: int, args: list[str], timeout: float = 180) 
     port = free_port()
     flags = " ".join(f for f in os.environ.get("XLA_FLAGS", "").split() if "device_count" not in f)
     env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=flags)
-    procs = [subprocess.Popen([sys.executable, "-c", script, str(i), str(count), str(port), *args], env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(count)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", script, str(i), str(count), str(port), *args],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(count)
+    ]
     errs = []
     for p in procs:
         try:

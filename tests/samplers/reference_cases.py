@@ -44,8 +44,18 @@ def _run(model, data, start, proposal, test, temperature=1.0, key=11, **kw) -> d
     from minibatch_mcmc.samplers import sample
 
     res = sample(
-        model, data, start, proposal=proposal, test=test, num_samples=STEPS, num_chains=CHAINS,
-        temperature=temperature, key=key, progress=False, block_size=STEPS, **kw,
+        model,
+        data,
+        start,
+        proposal=proposal,
+        test=test,
+        num_samples=STEPS,
+        num_chains=CHAINS,
+        temperature=temperature,
+        key=key,
+        progress=False,
+        block_size=STEPS,
+        **kw,
     )
     return flat_draws(res)
 
@@ -100,12 +110,23 @@ def _structured_cases() -> dict[str, Callable[[], dict[str, np.ndarray]]]:
         data, _ = make_selection_data(seed=1, n=N_DATA, d=4, n_active=2)
         d = int(np.shape(data["x"])[1])
         start = selection_state(np.full(d, 0.1), np.ones(d))
-        return _run(variable_selection(d, lam=3.0), data, start, reversible_jump(d, update_sd=0.3, birth_sd=0.5),
-                    mh_minibatch(batch_size=100))
+        return _run(
+            variable_selection(d, lam=3.0),
+            data,
+            start,
+            reversible_jump(d, update_sd=0.3, birth_sd=0.5),
+            mh_minibatch(batch_size=100),
+        )
 
     def stiefel():
         d = make_ica_data(seed=0, n=N_DATA)
-        return _run(ica(), {"x": jnp.asarray(d.data["x"][:, :2], jnp.float32)}, jnp.eye(2), stiefel_random_walk(0.1), MetropolisTest())
+        return _run(
+            ica(),
+            {"x": jnp.asarray(d.data["x"][:, :2], jnp.float32)},
+            jnp.eye(2),
+            stiefel_random_walk(0.1),
+            MetropolisTest(),
+        )
 
     return {"rj_mhminibatch": rj, "stiefel_metropolis": stiefel}
 
@@ -121,18 +142,41 @@ def _epoch_cases() -> dict[str, Callable[[], dict[str, np.ndarray]]]:
     def cm():
         sched = cmint_schedule(1e-3, decay_every=1, cycle_length=2, num_cycles=2)
         res = cmint(model, data, jnp.zeros(2), sched, batch_size=100, key=4, steps_per_epoch=10)
-        return {"final": np.asarray(res.final.position), "snaps": np.stack([np.asarray(s) for s in res.snapshots]),
-                "acc": res.acceptance}
+        return {
+            "final": np.asarray(res.final.position),
+            "snaps": np.stack([np.asarray(s) for s in res.snapshots]),
+            "acc": res.acceptance,
+        }
 
     def epochs():
-        res = run_langevin_epochs(model, data, jnp.zeros(2), step_sizes=[1e-3, 5e-4], batch_size=100,
-                                  test=mh_minibatch(batch_size=50), key=2, steps_per_epoch=10, snapshot_epochs=[1, 2])
-        return {"final": np.asarray(res.final.position), "snaps": np.stack([np.asarray(s) for s in res.snapshots]),
-                "acc": res.acceptance}
+        res = run_langevin_epochs(
+            model,
+            data,
+            jnp.zeros(2),
+            step_sizes=[1e-3, 5e-4],
+            batch_size=100,
+            test=mh_minibatch(batch_size=50),
+            key=2,
+            steps_per_epoch=10,
+            snapshot_epochs=[1, 2],
+        )
+        return {
+            "final": np.asarray(res.final.position),
+            "snaps": np.stack([np.asarray(s) for s in res.snapshots]),
+            "acc": res.acceptance,
+        }
 
     def epochs_exact():
-        res = run_langevin_epochs(model, data, jnp.zeros(2), step_sizes=[1e-3], batch_size=100,
-                                  test=MetropolisTest(), key=2, steps_per_epoch=10)
+        res = run_langevin_epochs(
+            model,
+            data,
+            jnp.zeros(2),
+            step_sizes=[1e-3],
+            batch_size=100,
+            test=MetropolisTest(),
+            key=2,
+            steps_per_epoch=10,
+        )
         return {"final": np.asarray(res.final.position), "acc": res.acceptance}
 
     return {"cmint": cm, "langevin_epochs_mhminibatch": epochs, "langevin_epochs_metropolis": epochs_exact}
@@ -150,14 +194,29 @@ def _mintee_cases() -> dict[str, Callable[[], dict[str, np.ndarray]]]:
         log_lik=lambda t, b: jnp.logaddexp(-0.5 * (b - t[0]) ** 2, -0.5 * (b + t[0]) ** 2),
         name="pair",
     )
-    base = MINTEEConfig(num_chains=3, smallest_batch=8, gamma=2.0, alpha=0.3, p_ee=0.3, h0=-300.0,
-                        initial_step=2e-3, burn_in=30, ring_capacity=16, adapt_window=5)
+    base = MINTEEConfig(
+        num_chains=3,
+        smallest_batch=8,
+        gamma=2.0,
+        alpha=0.3,
+        p_ee=0.3,
+        h0=-300.0,
+        initial_step=2e-3,
+        burn_in=30,
+        ring_capacity=16,
+        adapt_window=5,
+    )
 
     def run(cfg):
         def go():
-            res = mintee(model, data, jnp.asarray([-1.5]), cfg, num_samples=60, key=3, block_size=50, keep_all_chains=True)
-            out = {"lowest": np.asarray(res.lowest.positions), "all": np.asarray(res.all_positions),
-                   "ring_count": np.asarray(res.ring_count)}
+            res = mintee(
+                model, data, jnp.asarray([-1.5]), cfg, num_samples=60, key=3, block_size=50, keep_all_chains=True
+            )
+            out = {
+                "lowest": np.asarray(res.lowest.positions),
+                "all": np.asarray(res.all_positions),
+                "ring_count": np.asarray(res.ring_count),
+            }
             out.update({f"rec_{k}": np.asarray(v) for k, v in res.records.items()})
             return out
 
@@ -188,8 +247,6 @@ def write_reference() -> None:
             arrays[f"{name}/{k}"] = v
         print(name, flush=True)
     np.savez_compressed(REFERENCE, **arrays)
-
-
 
 
 def update_reference(prefix: str) -> None:

@@ -16,8 +16,15 @@ from minibatch_mcmc.samplers import checkpoint
 
 N = 400
 DATA = make_mixture_data(jax.random.key(1), N)
-KW = dict(proposal=random_walk(scale=0.15), test=mh_minibatch(50), num_samples=30, key=3, temperature=20.0,
-          block_size=10, progress=False)
+KW = dict(
+    proposal=random_walk(scale=0.15),
+    test=mh_minibatch(50),
+    num_samples=30,
+    key=3,
+    temperature=20.0,
+    block_size=10,
+    progress=False,
+)
 
 
 def _chunks(path):
@@ -53,7 +60,9 @@ def test_overwritten_values_are_refused_by_the_checksum(copy):
     victim = _chunks(copy)[1]
     with h5py.File(victim, "r+") as f:  # a valid netCDF file whose draws changed
         f["position_0"][3, 0, 1] += 0.5
-    with pytest.raises(ValueError, match=rf"checkpoint chunk {victim} is corrupt: its contents do not match the checksum"):
+    with pytest.raises(
+        ValueError, match=rf"checkpoint chunk {victim} is corrupt: its contents do not match the checksum"
+    ):
         _run(copy, resume=True)
 
 
@@ -85,7 +94,9 @@ def test_foreign_and_renamed_chunks_are_refused(copy, tmp_path):
     renamed = tmp_path / "renamed"
     shutil.copytree(other, renamed)
     os.rename(_chunks(renamed)[0], renamed / "chunk-000000000-000000011.nc")
-    with pytest.raises(ValueError, match=r"chunk-000000000-000000011.nc holds steps \[0, 10\), not the steps its name says"):
+    with pytest.raises(
+        ValueError, match=r"chunk-000000000-000000011.nc holds steps \[0, 10\), not the steps its name says"
+    ):
         _run(renamed, key=4, num_samples=10, resume=True)
 
 
@@ -106,7 +117,9 @@ def test_same_data_from_a_file_resumes(finished_run, copy, tmp_path):
 
 
 def test_refusal_names_the_innermost_setting_and_both_values_in_full(copy):
-    with pytest.raises(ValueError, match=r"proposal_config.sample.closure\[0\].values: checkpoint has \[0.15\], this call has \[0.2\]"):
+    with pytest.raises(
+        ValueError, match=r"proposal_config.sample.closure\[0\].values: checkpoint has \[0.15\], this call has \[0.2\]"
+    ):
         _run(copy, proposal=random_walk(scale=0.2), resume=True)
     with pytest.raises(ValueError, match=r"test_config.batch_size: checkpoint has 50, this call has 60\)$"):
         _run(copy, test=mh_minibatch(60), resume=True)

@@ -23,7 +23,9 @@ from minibatch_mcmc.samplers.safe_files import LOCK_FILE, CheckpointWriteError
 
 N = 400
 DATA = make_mixture_data(jax.random.key(1), N)
-KW = dict(proposal=random_walk(scale=0.15), test=mh_minibatch(50), key=3, temperature=20.0, block_size=10, progress=False)
+KW = dict(
+    proposal=random_walk(scale=0.15), test=mh_minibatch(50), key=3, temperature=20.0, block_size=10, progress=False
+)
 
 
 def _chunks(path):
@@ -46,7 +48,9 @@ def test_links_planted_at_every_temporary_name_are_never_followed(tmp_path, stra
     outside, ckpt = tmp_path / "outside", tmp_path / "ckpt"
     outside.mkdir()
     ckpt.mkdir()
-    names = [".settings.json.tmp", ".warmup.pkl.tmp", ".warmup.json.tmp"] + [f".chunk-{a:09d}-{a + 10:09d}.nc.tmp" for a in (0, 10, 20)]
+    names = [".settings.json.tmp", ".warmup.pkl.tmp", ".warmup.json.tmp"] + [
+        f".chunk-{a:09d}-{a + 10:09d}.nc.tmp" for a in (0, 10, 20)
+    ]
     for name in names:
         (outside / name).write_text("precious")
         (ckpt / name).symlink_to(outside / name)
@@ -100,12 +104,21 @@ def test_a_second_run_on_a_directory_in_use_is_refused_before_writing(tmp_path, 
     ckpt = tmp_path / "ckpt"
     ckpt.mkdir()
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import fcntl, os, sys, time; fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT); "
-         "fcntl.flock(fd, fcntl.LOCK_EX); os.write(fd, b'%d 1' % os.getpid()); print('locked', flush=True); time.sleep(120)",
-         str(ckpt / LOCK_FILE)], stdout=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-c",
+            "import fcntl, os, sys, time; fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT); "
+            "fcntl.flock(fd, fcntl.LOCK_EX); os.write(fd, b'%d 1' % os.getpid()); print('locked', flush=True); time.sleep(120)",
+            str(ckpt / LOCK_FILE),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "locked"
-        with pytest.raises(ValueError, match=rf"checkpoint directory {ckpt} is in use by another run \(process {holder.pid} "):
+        with pytest.raises(
+            ValueError, match=rf"checkpoint directory {ckpt} is in use by another run \(process {holder.pid} "
+        ):
             _run(ckpt)
         assert sorted(os.listdir(ckpt)) == [LOCK_FILE]  # nothing written
     finally:
@@ -117,7 +130,9 @@ def test_a_second_run_on_a_directory_in_use_is_refused_before_writing(tmp_path, 
 def test_an_unwritable_directory_is_refused_before_anything_runs(tmp_path, monkeypatch):
     """Before: a checkpoint directory that could not be written failed only when the first file was written (after the
     whole warm-up in auto_sample). Now it is refused at once, naming the directory."""
-    warmup_module = importlib.import_module("minibatch_mcmc.warmup.auto")  # the module defining auto_sample (the names it looks up are patched there)
+    warmup_module = importlib.import_module(
+        "minibatch_mcmc.warmup.auto"
+    )  # the module defining auto_sample (the names it looks up are patched there)
     from minibatch_mcmc.models import gaussian_mean
 
     def no_warmup(*args, **kwargs):
@@ -127,14 +142,26 @@ def test_an_unwritable_directory_is_refused_before_anything_runs(tmp_path, monke
     (tmp_path / "file").write_text("")
     target = tmp_path / "file" / "ckpt"
     with pytest.raises(ValueError, match=rf"checkpoint directory {target} is not writable"):
-        warmup_module.auto_sample(gaussian_mean(), np.zeros((100, 2), np.float32), jnp.zeros(2), num_samples=10,
-                                  checkpoint_dir=target, progress=False)
+        warmup_module.auto_sample(
+            gaussian_mean(),
+            np.zeros((100, 2), np.float32),
+            jnp.zeros(2),
+            num_samples=10,
+            checkpoint_dir=target,
+            progress=False,
+        )
     if os.geteuid() != 0:  # root writes to a read-only directory
         ro = tmp_path / "ro"
         ro.mkdir(mode=0o555)
         with pytest.raises(ValueError, match=rf"checkpoint directory {ro} is not writable"):
-            warmup_module.auto_sample(gaussian_mean(), np.zeros((100, 2), np.float32), jnp.zeros(2), num_samples=10,
-                                      checkpoint_dir=ro, progress=False)
+            warmup_module.auto_sample(
+                gaussian_mean(),
+                np.zeros((100, 2), np.float32),
+                jnp.zeros(2),
+                num_samples=10,
+                checkpoint_dir=ro,
+                progress=False,
+            )
 
 
 @pytest.mark.slow
@@ -152,8 +179,11 @@ def test_a_full_disk_is_one_clear_error_and_the_finished_chunks_resume(tmp_path,
         return write(self, path, *args, **kwargs)
 
     monkeypatch.setattr(xr.Dataset, "to_netcdf", full_on_second)
-    with pytest.raises(CheckpointWriteError, match=rf"could not write checkpoint chunk {tmp_path}/chunk-000000010-000000020.nc "
-                       r"\(ENOSPC: the disk is full\); the 1 finished chunk\(s\) before it are intact"):
+    with pytest.raises(
+        CheckpointWriteError,
+        match=rf"could not write checkpoint chunk {tmp_path}/chunk-000000010-000000020.nc "
+        r"\(ENOSPC: the disk is full\); the 1 finished chunk\(s\) before it are intact",
+    ):
         _run(tmp_path)
     assert _chunks(tmp_path) == ["chunk-000000000-000000010.nc"]
     assert not any(p.endswith(".tmp") for p in os.listdir(tmp_path))
@@ -166,7 +196,9 @@ def test_a_run_killed_in_its_warmup_resumes_with_the_saved_warmup(tmp_path, monk
     """Before: a run killed after its warm-up was saved but before its first chunk could not be resumed ('holds no run')
     and a new run threw the saved warm-up away. Now the resume restores it (the warm-up is not run again) and draws what
     an uninterrupted run draws; a run killed before the warm-up was saved resumes by doing it."""
-    warmup_module = importlib.import_module("minibatch_mcmc.warmup.auto")  # the module defining auto_sample (the names it looks up are patched there)
+    warmup_module = importlib.import_module(
+        "minibatch_mcmc.warmup.auto"
+    )  # the module defining auto_sample (the names it looks up are patched there)
     from minibatch_mcmc.models import gaussian_mean
 
     x = (np.random.default_rng(3).standard_normal((2000, 2)) + 1.0).astype(np.float32)
@@ -182,15 +214,21 @@ def test_a_run_killed_in_its_warmup_resumes_with_the_saved_warmup(tmp_path, monk
     with pytest.raises(RuntimeError, match="killed"):
         warmup_module.auto_sample(gaussian_mean(), x, jnp.zeros(2), checkpoint_dir=tmp_path / "b", **kw)
     assert not (tmp_path / "b" / checkpoint.SETTINGS_FILE).exists() and len(warmups) == 1
-    with pytest.raises(ValueError, match="already holds a run .*warmup.json.* pass resume=True"):  # refused before a second warm-up
+    with pytest.raises(
+        ValueError, match="already holds a run .*warmup.json.* pass resume=True"
+    ):  # refused before a second warm-up
         warmup_module.auto_sample(gaussian_mean(), x, jnp.zeros(2), checkpoint_dir=tmp_path / "b", **kw)
     monkeypatch.setattr(warmup_module, "sample_compiled", real_sample)
-    resumed, _ = warmup_module.auto_sample(gaussian_mean(), x, jnp.zeros(2), checkpoint_dir=tmp_path / "b", resume=True, **kw)
+    resumed, _ = warmup_module.auto_sample(
+        gaussian_mean(), x, jnp.zeros(2), checkpoint_dir=tmp_path / "b", resume=True, **kw
+    )
     assert len(warmups) == 1  # restored, not redone
     np.testing.assert_array_equal(np.asarray(resumed.positions), np.asarray(whole.positions))
     (tmp_path / "c").mkdir()
     (tmp_path / "c" / LOCK_FILE).touch()  # all a run killed during its warm-up leaves
-    resumed, _ = warmup_module.auto_sample(gaussian_mean(), x, jnp.zeros(2), checkpoint_dir=tmp_path / "c", resume=True, **kw)
+    resumed, _ = warmup_module.auto_sample(
+        gaussian_mean(), x, jnp.zeros(2), checkpoint_dir=tmp_path / "c", resume=True, **kw
+    )
     assert len(warmups) == 2
     np.testing.assert_array_equal(np.asarray(resumed.positions), np.asarray(whole.positions))
 
@@ -201,7 +239,9 @@ def test_a_multimode_warmup_is_saved_and_its_groups_resume(tmp_path, monkeypatch
     pickled, so a resume redid it, and a run killed before its chain groups' directories existed could not be resumed.
     Now the model is saved as a reference the resuming call supplies, the warm-up is restored, and the draws equal an
     uninterrupted run's."""
-    warmup_module = importlib.import_module("minibatch_mcmc.warmup.auto")  # the module defining auto_sample (the names it looks up are patched there)
+    warmup_module = importlib.import_module(
+        "minibatch_mcmc.warmup.auto"
+    )  # the module defining auto_sample (the names it looks up are patched there)
 
     data = make_mixture_data(jax.random.key(4), 2000)
     kw = dict(num_samples=40, num_chains=2, key=1, progress=False, block_size=20, num_starts=8)
@@ -217,7 +257,9 @@ def test_a_multimode_warmup_is_saved_and_its_groups_resume(tmp_path, monkeypatch
         warmup_module.auto_sample(gaussian_mixture(), data, jnp.zeros(2), checkpoint_dir=tmp_path / "b", **kw)
     monkeypatch.setattr(warmup_module, "sample_groups", real_groups)
     monkeypatch.setattr(warmup_module, "warmup", lambda *a, **k: warmups.append(1) or real_warmup(*a, **k))
-    resumed, _ = warmup_module.auto_sample(gaussian_mixture(), data, jnp.zeros(2), checkpoint_dir=tmp_path / "b", resume=True, **kw)
+    resumed, _ = warmup_module.auto_sample(
+        gaussian_mixture(), data, jnp.zeros(2), checkpoint_dir=tmp_path / "b", resume=True, **kw
+    )
     assert warmups == []
     np.testing.assert_array_equal(np.asarray(resumed.positions), np.asarray(whole.positions))
 

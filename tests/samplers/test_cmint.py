@@ -97,7 +97,9 @@ def test_cmint_has_one_minibatch_size(conjugate):
         cmint_test(100, 5000, mint(batch_size=50, alpha=0.99))
     sched = cmint_schedule(0.01, decay_every=1, cycle_length=1, num_cycles=1)
     with pytest.raises(ValueError, match="share one size"):
-        cmint(gaussian_mean(SETTINGS), conjugate, jnp.zeros(2), sched, batch_size=100, test=mint(batch_size=64, alpha=0.9))
+        cmint(
+            gaussian_mean(SETTINGS), conjugate, jnp.zeros(2), sched, batch_size=100, test=mint(batch_size=64, alpha=0.9)
+        )
 
 
 def test_cmint_snapshots_are_the_states_after_each_round(conjugate):
@@ -108,7 +110,9 @@ def test_cmint_snapshots_are_the_states_after_each_round(conjugate):
         seen[epoch] = np.asarray(state.position)
         assert 0.0 <= float(stats.acceptance_rate) <= 1.0
 
-    res = cmint(gaussian_mean(SETTINGS), conjugate, jnp.zeros(2), sched, batch_size=100, key=1, steps_per_epoch=4, callback=cb)
+    res = cmint(
+        gaussian_mean(SETTINGS), conjugate, jnp.zeros(2), sched, batch_size=100, key=1, steps_per_epoch=4, callback=cb
+    )
     assert sorted(seen) == list(range(1, 10))
     assert res.snapshot_epochs == (3, 6, 9) and len(res.snapshots) == 3
     for snap, epoch in zip(res.snapshots, res.snapshot_epochs):
@@ -116,12 +120,17 @@ def test_cmint_snapshots_are_the_states_after_each_round(conjugate):
     np.testing.assert_allclose(res.step_sizes, sched.epoch_step_sizes())
     assert res.acceptance.shape == (9,) and res.steps_per_epoch == 4
     # the ensemble averages the members' predictions
-    np.testing.assert_allclose(ensemble_predict_proba(lambda p, x: p * x, res.snapshots, 2.0), 2.0 * np.mean(res.snapshots, axis=0), rtol=1e-6)
+    np.testing.assert_allclose(
+        ensemble_predict_proba(lambda p, x: p * x, res.snapshots, 2.0), 2.0 * np.mean(res.snapshots, axis=0), rtol=1e-6
+    )
 
 
 @pytest.mark.parametrize(
     "test, temperature, grad_batch",
-    [(MetropolisTest(), 1.0, 5000), (mint(batch_size=500, alpha=0.5), 5000 ** (1 - 0.5 * np.log(500) / np.log(5000)), 100)],
+    [
+        (MetropolisTest(), 1.0, 5000),
+        (mint(batch_size=500, alpha=0.5), 5000 ** (1 - 0.5 * np.log(500) / np.log(5000)), 100),
+    ],
     ids=["mala-full-data", "mint-tempered"],
 )
 def test_langevin_epochs_recover_exact_posterior(conjugate, test, temperature, grad_batch):
@@ -159,11 +168,28 @@ def test_epochs_draw_what_sample_draws(conjugate):
     mean, var = exact_posterior(conjugate, 1.0, SETTINGS)
     model, start, alpha = gaussian_mean(SETTINGS), jnp.asarray(mean, jnp.float32), 2 * float(var)
     sums = []
-    res = run_langevin_epochs(model, conjugate, start, step_sizes=[alpha, alpha], batch_size=len(conjugate),
-                              test=MetropolisTest(), key=5, steps_per_epoch=15,
-                              callback=lambda e, st, stats: sums.append(np.asarray(stats.position_sum)))
-    ref = sample(model, conjugate, start, proposal=tempered_langevin(model.log_prior, alpha, len(conjugate)),
-                 test=MetropolisTest(), num_samples=30, key=5, block_size=30, progress=False)
+    res = run_langevin_epochs(
+        model,
+        conjugate,
+        start,
+        step_sizes=[alpha, alpha],
+        batch_size=len(conjugate),
+        test=MetropolisTest(),
+        key=5,
+        steps_per_epoch=15,
+        callback=lambda e, st, stats: sums.append(np.asarray(stats.position_sum)),
+    )
+    ref = sample(
+        model,
+        conjugate,
+        start,
+        proposal=tempered_langevin(model.log_prior, alpha, len(conjugate)),
+        test=MetropolisTest(),
+        num_samples=30,
+        key=5,
+        block_size=30,
+        progress=False,
+    )
     accepted = ref.records["accepted"][0]
     assert 5 < accepted.sum() < 25, accepted.sum()  # decisions that another key would change
     np.testing.assert_array_equal(np.round(res.acceptance * 15), [accepted[:15].sum(), accepted[15:].sum()])

@@ -71,15 +71,34 @@ def start_single(tmp_path: Path, devices: int, opts: dict, out: str) -> subproce
     """One process splitting the rows over ``devices`` simulated CPU devices (started, not waited for)."""
     env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}")
     import json
-    return subprocess.Popen([sys.executable, "-c", RUN, "0", "0", "0", str(tmp_path), str(tmp_path / out),
-                             str(Path(__file__).parent), json.dumps(opts)], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            RUN,
+            "0",
+            "0",
+            "0",
+            str(tmp_path),
+            str(tmp_path / out),
+            str(Path(__file__).parent),
+            json.dumps(opts),
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def run_processes(tmp_path: Path, count: int, opts: dict, out: str = "out") -> list[dict]:
     """``count`` processes, each holding its rows; every process's result (all must agree bit for bit)."""
     import json
-    run_workers(RUN, count, [str(tmp_path), str(tmp_path / out), str(Path(__file__).parent), json.dumps(opts)], timeout=600)
+
+    run_workers(
+        RUN, count, [str(tmp_path), str(tmp_path / out), str(Path(__file__).parent), json.dumps(opts)], timeout=600
+    )
     got = [dict(np.load(f"{tmp_path / out}-{i}.npz")) for i in range(count)]
     for other in got[1:]:
         for k in got[0]:
@@ -234,8 +253,9 @@ def test_chains_split_over_device_groups_draw_the_same(tmp_path):
     group's draws) or a group reading another group's states."""
     write_problem(tmp_path)
     env = dict(os.environ, JAX_PLATFORMS="cpu")
-    proc = subprocess.run([sys.executable, "-c", GROUPS, str(tmp_path)], env=env, capture_output=True, text=True,
-                          timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-c", GROUPS, str(tmp_path)], env=env, capture_output=True, text=True, timeout=600
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     got = dict(np.load(tmp_path / "groups.npz"))
     np.testing.assert_array_equal(got["aa"], got["ba"])
@@ -273,8 +293,16 @@ def test_chain_groups_over_two_processes_draw_the_same(tmp_path):
     write_problem(tmp_path)
     port = str(free_port())
     env = dict(os.environ, JAX_PLATFORMS="cpu")
-    procs = [subprocess.Popen([sys.executable, "-c", GROUPS_PROCESSES, str(i), "2", port, str(tmp_path)], env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(2)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", GROUPS_PROCESSES, str(i), "2", port, str(tmp_path)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(2)
+    ]
     errs = [p.communicate(timeout=600)[1] for p in procs]
     assert all(p.returncode == 0 for p in procs), "\n".join(e[-2000:] for e in errs)
     got = [dict(np.load(tmp_path / f"gp-{i}.npz")) for i in range(2)]

@@ -36,8 +36,12 @@ def test_first_nonfinite_scans_past_the_first_read():
 
 def test_locate_nonfinite_blames_the_position_then_the_candidate():
     data, model = _rows(50), _broken(7, 0.5)
-    assert "datum 7 has log-likelihood nan at the chain's current position" in locate_nonfinite(model, data, 50, jnp.ones(2))
-    assert "datum 7 has log-likelihood nan at the proposed candidate" in locate_nonfinite(model, data, 50, jnp.zeros(2), jnp.ones(2))
+    assert "datum 7 has log-likelihood nan at the chain's current position" in locate_nonfinite(
+        model, data, 50, jnp.ones(2)
+    )
+    assert "datum 7 has log-likelihood nan at the proposed candidate" in locate_nonfinite(
+        model, data, 50, jnp.zeros(2), jnp.ones(2)
+    )
     assert "all finite, so the candidate produced it" in locate_nonfinite(model, data, 50, jnp.zeros(2), jnp.zeros(2))
 
 
@@ -56,6 +60,8 @@ def test_nonfinite_error_takes_the_position_before_the_flagged_step():
     block[0, 1] = 1.0  # chain 1 moved into the bad region at the block's first step
     flags = np.zeros((3, 2), bool)
     flags[1, 1] = True
-    err = nonfinite_error(model, random_walk(scale=0.1), as_data_source(data), jax.random.key(0), 2, start, block, flags, 100)
+    err = nonfinite_error(
+        model, random_walk(scale=0.1), as_data_source(data), jax.random.key(0), 2, start, block, flags, 100
+    )
     assert isinstance(err, FloatingPointError)
     assert "at step 101, chain 1; datum 7 has log-likelihood nan at the chain's current position" in str(err)

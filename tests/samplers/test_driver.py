@@ -93,12 +93,23 @@ def test_nan_log_likelihood_names_step_chain_and_datum():
     model = Model(base.log_prior, log_lik, "broken")
     x = np.linspace(-2, 4, 1000).astype(np.float32)
     with pytest.raises(FloatingPointError, match="non-finite log-likelihood ratio at step \\d+, chain 0"):
-        sample(model, x, jnp.zeros(2), proposal=random_walk(scale=0.3), test=BarkerTest(), num_samples=200, progress=False)
+        sample(
+            model, x, jnp.zeros(2), proposal=random_walk(scale=0.3), test=BarkerTest(), num_samples=200, progress=False
+        )
 
 
 def test_bad_start_and_settings_are_reported(mixture_data):
     def plain(start, **kw):
-        return sample(gaussian_mixture(), mixture_data, start, proposal=random_walk(scale=0.1), test=BarkerTest(), num_samples=5, progress=False, **kw)
+        return sample(
+            gaussian_mixture(),
+            mixture_data,
+            start,
+            proposal=random_walk(scale=0.1),
+            test=BarkerTest(),
+            num_samples=5,
+            progress=False,
+            **kw,
+        )
 
     with pytest.raises(ValueError, match="initial position contains NaN"):
         plain(jnp.array([jnp.nan, 0.0]))
@@ -117,9 +128,27 @@ def test_data_shape_mismatch_with_model_is_reported():
     # gets the driver's generic message, a shipped model its own
     user_model = gaussian_mean()._replace(check_shapes=None)
     with pytest.raises(ValueError, match="log_lik failed .* data shapes \\(\\(4096, 3\\)|log_lik failed"):
-        sample(user_model, np.zeros((5000, 3), np.float32), jnp.zeros(2), proposal=random_walk(scale=0.1), test=BarkerTest(), num_samples=5, progress=False)
-    with pytest.raises(ValueError, match=re.escape("gaussian_mean: the data batch has shape (4096, 3); expected (b, 2)")):
-        sample(gaussian_mean(), np.zeros((5000, 3), np.float32), jnp.zeros(2), proposal=random_walk(scale=0.1), test=BarkerTest(), num_samples=5, progress=False)
+        sample(
+            user_model,
+            np.zeros((5000, 3), np.float32),
+            jnp.zeros(2),
+            proposal=random_walk(scale=0.1),
+            test=BarkerTest(),
+            num_samples=5,
+            progress=False,
+        )
+    with pytest.raises(
+        ValueError, match=re.escape("gaussian_mean: the data batch has shape (4096, 3); expected (b, 2)")
+    ):
+        sample(
+            gaussian_mean(),
+            np.zeros((5000, 3), np.float32),
+            jnp.zeros(2),
+            proposal=random_walk(scale=0.1),
+            test=BarkerTest(),
+            num_samples=5,
+            progress=False,
+        )
 
 
 def test_pytree_parameters_reach_inference_data():
@@ -133,7 +162,16 @@ def test_pytree_parameters_reach_inference_data():
     rng = np.random.default_rng(0)
     data = {"x": rng.normal(size=(2000, 3)).astype(np.float32), "y": (rng.random(2000) < 0.5).astype(np.float32)}
     start = {"w": jnp.zeros(3), "b": jnp.zeros(())}
-    res = sample(model, data, start, proposal=random_walk(scale=0.02), test=mh_minibatch(100), num_samples=50, num_chains=2, progress=False)
+    res = sample(
+        model,
+        data,
+        start,
+        proposal=random_walk(scale=0.02),
+        test=mh_minibatch(100),
+        num_samples=50,
+        num_chains=2,
+        progress=False,
+    )
     assert res.positions["w"].shape == (2, 50, 3) and res.positions["b"].shape == (2, 50)
     idata = res.to_inference_data()
     assert set(idata.posterior.data_vars) == {"w", "b"}

@@ -47,12 +47,23 @@ def test_memory_per_block_is_bounded_by_the_kept_draws(monkeypatch):
     data = make_mixture_data(jax.random.key(0), 1000)
     tracemalloc.start()
     try:
-        res = sample(gaussian_mixture(), data, jnp.zeros(2), proposal=random_walk(cov=0.15 * np.eye(2)), test=mh_minibatch(50),
-                     num_samples=BLOCKS * BLOCK_SIZE, block_size=BLOCK_SIZE, progress=False, temperature=200.0)
+        res = sample(
+            gaussian_mixture(),
+            data,
+            jnp.zeros(2),
+            proposal=random_walk(cov=0.15 * np.eye(2)),
+            test=mh_minibatch(50),
+            num_samples=BLOCKS * BLOCK_SIZE,
+            block_size=BLOCK_SIZE,
+            progress=False,
+            temperature=200.0,
+        )
     finally:
         tracemalloc.stop()
     assert len(log) == BLOCKS
-    kept = (sum(a.nbytes for a in jax.tree_util.tree_leaves(res.positions)) + sum(a.nbytes for a in res.records.values())) / BLOCKS
+    kept = (
+        sum(a.nbytes for a in jax.tree_util.tree_leaves(res.positions)) + sum(a.nbytes for a in res.records.values())
+    ) / BLOCKS
     rss, traced = growth_per_block(log)
     bound = 2 * kept + MARGIN
     assert traced <= bound, f"traced memory grew {traced:.0f} B per block; the kept draws take {kept:.0f} B"

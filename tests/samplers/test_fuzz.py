@@ -61,8 +61,18 @@ def test_sample_runs_or_refuses_cleanly(name, shape, dtype, test, batch, sigma, 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
             acc = BarkerTest() if test == "barker" else mh_minibatch(batch, sigma=sigma)
-        res = sample(model, data, start, proposal=random_walk(scale=0.1), test=acc, num_samples=STEPS,
-                     num_chains=chains, temperature=temperature, key=1, progress=False)
+        res = sample(
+            model,
+            data,
+            start,
+            proposal=random_walk(scale=0.1),
+            test=acc,
+            num_samples=STEPS,
+            num_chains=chains,
+            temperature=temperature,
+            key=1,
+            progress=False,
+        )
     except (ValueError, TypeError) as err:
         frame = _last_frame(err)
         assert frame.startswith(PACKAGE) and "/jax/" not in frame, (frame, err)

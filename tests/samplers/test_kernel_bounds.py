@@ -34,7 +34,9 @@ class BoundedPlain(NamedTuple):
 
     def residual_bounds(self, model, current, candidate):
         step = jnp.abs(candidate - current)
-        return ResidualBounds(per_datum=lambda rows: jnp.abs(rows) * step, total=jnp.float32(15.0) * step, largest=5.0 * step)
+        return ResidualBounds(
+            per_datum=lambda rows: jnp.abs(rows) * step, total=jnp.float32(15.0) * step, largest=5.0 * step
+        )
 
     def log_lik_sum(self, model, key, data, n_data, batch_size):
         return PlainDifference().log_lik_sum(model, key, data, n_data, batch_size)

@@ -47,8 +47,18 @@ def test_step_keys_split_and_gradient_key_are_distinct_and_deterministic():
 def test_driver_and_kernel_draw_step_t_of_chain_c_from_the_schedule():
     # with every candidate accepted, draw t of chain c is the proposal made from split_step(step_keys(t)[c])
     proposal, chains, steps = random_walk(scale=0.3), 3, 6
-    res = sample(gaussian_mixture(), make_mixture_data(jax.random.key(0), 200), jnp.zeros(2), proposal=proposal,
-                 test=no_test(), num_samples=steps, num_chains=chains, key=11, block_size=4, progress=False)
+    res = sample(
+        gaussian_mixture(),
+        make_mixture_data(jax.random.key(0), 200),
+        jnp.zeros(2),
+        proposal=proposal,
+        test=no_test(),
+        num_samples=steps,
+        num_chains=chains,
+        key=11,
+        block_size=4,
+        progress=False,
+    )
     pos = np.asarray(res.positions)
     for c in range(chains):
         for t in range(steps):

@@ -148,7 +148,14 @@ def test_ladder_matches_paper_table3():
     np.testing.assert_allclose(ladder.temperatures, [1.0, 19.41, 27.13, 37.93, 53.02, 74.06, 103.51], atol=0.06)
     np.testing.assert_allclose(np.diff(ladder.energy_levels), 10.0 * np.asarray(ladder.temperatures[:-1]))
     levels = jnp.asarray(energy_levels_from(0.0, [1.0, 2.0, 3.0], 10.0))
-    assert [int(energy_ring_index(jnp.float32(h), levels)) for h in (-5.0, 0.0, 10.0, 29.9, 30.0, 1e9)] == [0, 0, 1, 1, 2, 2]
+    assert [int(energy_ring_index(jnp.float32(h), levels)) for h in (-5.0, 0.0, 10.0, 29.9, 30.0, 1e9)] == [
+        0,
+        0,
+        1,
+        1,
+        2,
+        2,
+    ]
 
 
 @pytest.mark.parametrize(

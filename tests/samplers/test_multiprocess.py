@@ -42,11 +42,18 @@ WORKER = textwrap.dedent(
 @pytest.mark.slow  # two subprocesses importing JAX and compiling: ~35 s on a loaded machine
 def test_two_processes_draw_what_one_process_draws(tmp_path):
     port = free_port()
-    flags = " ".join(f for f in os.environ.get("XLA_FLAGS", "").split() if "device_count" not in f)  # one device a process
+    flags = " ".join(
+        f for f in os.environ.get("XLA_FLAGS", "").split() if "device_count" not in f
+    )  # one device a process
     env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=flags)
     procs = [
-        subprocess.Popen([sys.executable, "-c", WORKER, str(i), str(port), str(tmp_path / f"p{i}.npy")], env=env,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [sys.executable, "-c", WORKER, str(i), str(port), str(tmp_path / f"p{i}.npy")],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         for i in range(2)
     ]
     errs = []
@@ -58,11 +65,23 @@ def test_two_processes_draw_what_one_process_draws(tmp_path):
                 p.kill()
                 p.wait()
     assert all(p.returncode == 0 for p in procs), "\n".join(e[-1500:] for e in errs)
-    single = sample(gaussian_mixture(), make_mixture_data(jax.random.key(1), 2000), jnp.zeros(2),
-                    proposal=random_walk(scale=0.15), test=mh_minibatch(50), num_samples=40, key=3, num_chains=4,
-                    temperature=20.0, block_size=20, progress=False)
+    single = sample(
+        gaussian_mixture(),
+        make_mixture_data(jax.random.key(1), 2000),
+        jnp.zeros(2),
+        proposal=random_walk(scale=0.15),
+        test=mh_minibatch(50),
+        num_samples=40,
+        key=3,
+        num_chains=4,
+        temperature=20.0,
+        block_size=20,
+        progress=False,
+    )
     for i in range(2):  # positions to float32 rounding: the two programs are compiled apart (draws_tolerance)
-        assert not (bad := mismatches({"pos": np.load(tmp_path / f"p{i}.npy")}, {"pos": np.asarray(single.positions)}, 40, 2000)), bad
+        assert not (
+            bad := mismatches({"pos": np.load(tmp_path / f"p{i}.npy")}, {"pos": np.asarray(single.positions)}, 40, 2000)
+        ), bad
 
 
 PASSES = textwrap.dedent(
@@ -111,8 +130,12 @@ def _logistic_files(tmp_path, n: int) -> dict:
 
 
 def _check_proxy(out: dict, single: TaylorProxy, s: dict, chunk: int, count: int) -> None:
-    np.testing.assert_array_less(np.abs(out["grad"] - np.asarray(single.grad_sum, np.float64)), sum_bound(s["g"], chunk, count))
-    np.testing.assert_array_less(np.abs(out["hess"] - np.asarray(single.hess_sum, np.float64)), sum_bound(s["h"], chunk, count))
+    np.testing.assert_array_less(
+        np.abs(out["grad"] - np.asarray(single.grad_sum, np.float64)), sum_bound(s["g"], chunk, count)
+    )
+    np.testing.assert_array_less(
+        np.abs(out["hess"] - np.asarray(single.hess_sum, np.float64)), sum_bound(s["h"], chunk, count)
+    )
 
 
 def test_two_processes_build_the_taylor_proxy_of_one(tmp_path):
@@ -127,8 +150,13 @@ def test_two_processes_build_the_taylor_proxy_of_one(tmp_path):
     outs = [dict(np.load(f"{tmp_path / 'out'}-{i}.npz")) for i in range(2)]
     for k in outs[0]:
         np.testing.assert_array_equal(outs[0][k], outs[1][k])
-    single = taylor_proxy(logistic_regression(), open_npy({"x": tmp_path / "x.npy", "y": tmp_path / "y.npy"}),
-                          jnp.asarray(CENTRE), order=2, chunk=chunk)
+    single = taylor_proxy(
+        logistic_regression(),
+        open_npy({"x": tmp_path / "x.npy", "y": tmp_path / "y.npy"}),
+        jnp.asarray(CENTRE),
+        order=2,
+        chunk=chunk,
+    )
     _check_proxy(outs[0], single, logistic_abs_sums(data, CENTRE), chunk, 2)
 
 
@@ -141,7 +169,9 @@ def test_four_processes_pass_over_parquet_row_groups_as_one(tmp_path):
     one non-finite term (in one process's rows) is reported by every process, and the full-data max is the file's."""
     n, chunk, count = 4000, 250, 4
     data = _logistic_files(tmp_path, n)
-    table = pa.table({"x": pa.FixedSizeListArray.from_arrays(pa.array(data["x"].reshape(-1)), 3), "y": pa.array(data["y"])})
+    table = pa.table(
+        {"x": pa.FixedSizeListArray.from_arrays(pa.array(data["x"].reshape(-1)), 3), "y": pa.array(data["y"])}
+    )
     (tmp_path / "t").mkdir()
     for k in range(8):  # 8 files of 2 row groups each
         pq.write_table(table.slice(500 * k, 500), tmp_path / "t" / f"part-{k}.parquet", row_group_size=250)
@@ -162,6 +192,10 @@ def test_four_processes_pass_over_parquet_row_groups_as_one(tmp_path):
     v, g, h = full_pass_fns(model, lambda x: x, 1.0, n, chunk, True)[1](c, whole)
     lik = full_data_sum(lambda rows: model.log_lik(c, rows), whole, n, chunk)[0]
     terms = chunk + n // chunk + count
-    for got, want, mag in ((outs[0]["v"], v, s["v"]), (outs[0]["g"], g, s["g"]), (outs[0]["h"], h, s["h"]),
-                           (outs[0]["lik"], lik, s["v"])):
+    for got, want, mag in (
+        (outs[0]["v"], v, s["v"]),
+        (outs[0]["g"], g, s["g"]),
+        (outs[0]["h"], h, s["h"]),
+        (outs[0]["lik"], lik, s["v"]),
+    ):
         np.testing.assert_array_less(np.abs(got - np.asarray(want, np.float64)), sum_bound(mag, terms, count))

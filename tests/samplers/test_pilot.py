@@ -53,4 +53,6 @@ def test_pilot_matches_float64_and_reads_out_of_core_data(tmp_path):
     np.save(tmp_path / "x.npy", data["x"])
     np.save(tmp_path / "y.npy", data["y"])
     source = open_npy({"x": tmp_path / "x.npy", "y": tmp_path / "y.npy"})
-    np.testing.assert_allclose(pilot_mu_std(logistic_regression(), source, proposal, jnp.zeros(2), key, STEPS, T), got, rtol=1e-5)
+    np.testing.assert_allclose(
+        pilot_mu_std(logistic_regression(), source, proposal, jnp.zeros(2), key, STEPS, T), got, rtol=1e-5
+    )

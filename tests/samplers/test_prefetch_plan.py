@@ -29,19 +29,30 @@ def test_plan_follows_the_key_schedule():
             np.testing.assert_array_equal(plan[t, c], np.asarray(first_chunk_indices(k_test, M, N)))
 
 
-@pytest.mark.parametrize("test", [mh_minibatch(M), austere_mh(M, 0.05), mh_sublhd(M), naive_minibatch(M)], ids=lambda t: t.name)
+@pytest.mark.parametrize(
+    "test", [mh_minibatch(M), austere_mh(M, 0.05), mh_sublhd(M), naive_minibatch(M)], ids=lambda t: t.name
+)
 def test_every_step_of_a_run_asks_for_its_planned_rows(tmp_path, test):
     """The rows a test declares it reads first are the first rows its decide gathers (every planned read is asked for)."""
     x = np.random.default_rng(0).normal(size=(N, 2)).astype(np.float32)
     np.save(tmp_path / "x.npy", x)
     src = prefetch(open_npy(tmp_path / "x.npy"), prefetch_plan(test, 9, STEPS, CHAINS, N), depth=3)
-    kw = dict(proposal=random_walk(scale=0.05), test=test, num_samples=STEPS, num_chains=CHAINS, key=9,
-              temperature=5.0, progress=False)
+    kw = dict(
+        proposal=random_walk(scale=0.05),
+        test=test,
+        num_samples=STEPS,
+        num_chains=CHAINS,
+        key=9,
+        temperature=5.0,
+        progress=False,
+    )
     res = sample(gaussian_mean(), src, jnp.zeros(2), **kw)
     src.reader.close()
     assert src.reader.hits + src.reader.misses == STEPS
     in_memory = sample(gaussian_mean(), x, jnp.zeros(2), **kw)
-    assert not (bad := mismatches(flat_draws(res), flat_draws(in_memory), STEPS, N)), bad  # decisions exact, floats to rounding (draws_tolerance)
+    assert not (bad := mismatches(flat_draws(res), flat_draws(in_memory), STEPS, N)), (
+        bad
+    )  # decisions exact, floats to rounding (draws_tolerance)
 
 
 def test_plan_rejects_bad_settings():

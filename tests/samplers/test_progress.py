@@ -20,8 +20,15 @@ def mixture_data():
 
 
 def run(data, **kw):
-    args = dict(proposal=random_walk(cov=0.15 * np.eye(2)), test=BarkerTest(), num_samples=40,
-                temperature=200.0, block_size=40, num_chains=2, key=3)
+    args = dict(
+        proposal=random_walk(cov=0.15 * np.eye(2)),
+        test=BarkerTest(),
+        num_samples=40,
+        temperature=200.0,
+        block_size=40,
+        num_chains=2,
+        key=3,
+    )
     args.update(kw)
     return sample(gaussian_mixture(), data, jnp.zeros(2), **args)
 

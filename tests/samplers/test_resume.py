@@ -18,7 +18,20 @@ from minibatch_mcmc.models import MixtureSettings, gaussian_mixture, make_mixtur
 from minibatch_mcmc.samplers import checkpoint
 
 BLOCK = 20
-COMMON = ["sample", "--n-data", "2000", "--temperature", "50", "--chains", "2", "--block-size", str(BLOCK), "--seed", "4", "--no-progress"]
+COMMON = [
+    "sample",
+    "--n-data",
+    "2000",
+    "--temperature",
+    "50",
+    "--chains",
+    "2",
+    "--block-size",
+    str(BLOCK),
+    "--seed",
+    "4",
+    "--no-progress",
+]
 
 
 def _chunks(path):
@@ -31,7 +44,18 @@ def killed_run(tmp_path_factory):
     root = tmp_path_factory.mktemp("resume")
     ckpt = root / "ckpt"
     env = dict(os.environ, JAX_PLATFORMS="cpu")
-    cmd = [sys.executable, "-m", "minibatch_mcmc.cli", *COMMON, "--num-samples", "1000000", "--checkpoint", str(ckpt), "--out", str(root)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "minibatch_mcmc.cli",
+        *COMMON,
+        "--num-samples",
+        "1000000",
+        "--checkpoint",
+        str(ckpt),
+        "--out",
+        str(root),
+    ]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 240
@@ -56,7 +80,23 @@ def test_killed_run_resumes_draw_for_draw(killed_run):
     assert len(saved) >= 2
     done = checkpoint.read_chunk(ckpt / saved[-1]).end
     total = done + 2 * BLOCK
-    assert cli.main([*COMMON, "--num-samples", str(total), "--checkpoint", str(ckpt), "--resume", "--out", str(root), "--name", "resumed"]) == 0
+    assert (
+        cli.main(
+            [
+                *COMMON,
+                "--num-samples",
+                str(total),
+                "--checkpoint",
+                str(ckpt),
+                "--resume",
+                "--out",
+                str(root),
+                "--name",
+                "resumed",
+            ]
+        )
+        == 0
+    )
     assert cli.main([*COMMON, "--num-samples", str(total), "--out", str(root), "--name", "straight"]) == 0
     a = xr.open_dataset(root / "resumed" / "posterior.nc", group="posterior", engine="h5netcdf").load()
     b = xr.open_dataset(root / "straight" / "posterior.nc", group="posterior", engine="h5netcdf").load()
@@ -73,8 +113,17 @@ def test_killed_run_resumes_draw_for_draw(killed_run):
 def test_resume_refuses_other_settings_and_cleans_partial_chunks(killed_run, tmp_path):
     _, ckpt, _ = killed_run
     data = make_mixture_data(jax.random.key(4), 2000)
-    kw = dict(proposal=random_walk(scale=0.15), test=mh_minibatch(50), num_samples=10_000, key=5, num_chains=2,
-              temperature=50.0, progress=False, checkpoint_dir=ckpt, resume=True)
+    kw = dict(
+        proposal=random_walk(scale=0.15),
+        test=mh_minibatch(50),
+        num_samples=10_000,
+        key=5,
+        num_chains=2,
+        temperature=50.0,
+        progress=False,
+        checkpoint_dir=ckpt,
+        resume=True,
+    )
     (ckpt / ".chunk-000000999-000001019.nc.tmp").write_bytes(b"half-written")
     with pytest.raises(ValueError, match=r"different settings \(seed: checkpoint has \[0, 5\], this call has \[0, 6\]"):
         sample(gaussian_mixture(), data, jnp.zeros(2), **{**kw, "key": 6})

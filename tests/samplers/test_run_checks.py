@@ -24,8 +24,19 @@ def run(scale, **kw):
     """Three chains of the Gaussian mean model (posterior s.d. 0.05) with a random walk of s.d. ``scale``; the warnings."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        result = sample_compiled(models.gaussian_mean(), X, jnp.ones(2), proposal=random_walk(scale=scale), test=MetropolisTest(),
-                                 num_samples=200, num_chains=3, key=1, run=RunOptions(progress=False), compiler_options=FAST_COMPILE, **kw)
+        result = sample_compiled(
+            models.gaussian_mean(),
+            X,
+            jnp.ones(2),
+            proposal=random_walk(scale=scale),
+            test=MetropolisTest(),
+            num_samples=200,
+            num_chains=3,
+            key=1,
+            run=RunOptions(progress=False),
+            compiler_options=FAST_COMPILE,
+            **kw,
+        )
     return result, [str(w.message) for w in caught]
 
 
@@ -57,8 +68,11 @@ def test_low_acceptance_threshold_names_only_the_stuck_chain():
 
 def records(batch, expected=None, fallback=None):
     batch = np.asarray(batch, np.int32)
-    return {"batch_size": batch, "expected_batch_size": np.zeros(batch.shape) if expected is None else np.asarray(expected),
-            "fallback": np.zeros(batch.shape, bool) if fallback is None else np.asarray(fallback)}
+    return {
+        "batch_size": batch,
+        "expected_batch_size": np.zeros(batch.shape) if expected is None else np.asarray(expected),
+        "fallback": np.zeros(batch.shape, bool) if fallback is None else np.asarray(fallback),
+    }
 
 
 def test_over_cost_against_the_first_minibatch_and_the_poisson_mean():
@@ -95,8 +109,18 @@ def test_smh_mostly_on_the_full_data_test_warns():
     est = model_glm_proxy(model, data, jnp.zeros(2), order=2)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        result = sample_compiled(model, data, jnp.zeros(2), proposal=random_walk(scale=0.1), test=scalable_mh(max_expected=2.0),
-                                 estimator=est, num_samples=120, num_chains=2, run=RunOptions(progress=False), compiler_options=FAST_COMPILE)
+        result = sample_compiled(
+            model,
+            data,
+            jnp.zeros(2),
+            proposal=random_walk(scale=0.1),
+            test=scalable_mh(max_expected=2.0),
+            estimator=est,
+            num_samples=120,
+            num_chains=2,
+            run=RunOptions(progress=False),
+            compiler_options=FAST_COMPILE,
+        )
     share = float(result.records["fallback"].mean())
     said = [str(w.message) for w in caught if "fell back" in str(w.message)]
     assert share > 0.5 and len(said) == 1, (share, said)

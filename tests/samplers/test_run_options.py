@@ -18,8 +18,17 @@ X = np.random.default_rng(0).normal(1.0, 1.0, (40, 2)).astype(np.float32)
 
 def draws(**kw):
     """Two chains, 20 steps, in blocks of 10 (so the run options matter to how the steps run)."""
-    res = sample(models.gaussian_mean(), X, jnp.zeros(2), proposal=random_walk(scale=0.3), test=MetropolisTest(), num_samples=20,
-                 num_chains=2, key=1, **kw)
+    res = sample(
+        models.gaussian_mean(),
+        X,
+        jnp.zeros(2),
+        proposal=random_walk(scale=0.3),
+        test=MetropolisTest(),
+        num_samples=20,
+        num_chains=2,
+        key=1,
+        **kw,
+    )
     return np.asarray(res.positions)
 
 
@@ -29,7 +38,9 @@ def test_record_and_keywords_run_the_same_chains():
     by_keywords = draws(block_size=10, progress=False)
     np.testing.assert_array_equal(draws(run=RunOptions(block_size=10, progress=False)), by_keywords)
     np.testing.assert_array_equal(draws(run=RunOptions(block_size=10), progress=False), by_keywords)
-    with pytest.raises(TypeError, match="block_sise.*block_size, progress, devices, data_sharding, checkpoint_dir, resume"):
+    with pytest.raises(
+        TypeError, match="block_sise.*block_size, progress, devices, data_sharding, checkpoint_dir, resume"
+    ):
         draws(block_sise=10)
     with pytest.raises(TypeError, match="is not a RunOptions"):
         draws(run={"block_size": 10})
@@ -37,7 +48,10 @@ def test_record_and_keywords_run_the_same_chains():
 
 def test_record_replaces_a_field_with_a_keyword(tmp_path):
     """A keyword replaces its field of ``run``: the checkpoint directory given as a keyword is the one written."""
-    draws(run=RunOptions(block_size=10, progress=False, checkpoint_dir=tmp_path / "unused"), checkpoint_dir=tmp_path / "used")
+    draws(
+        run=RunOptions(block_size=10, progress=False, checkpoint_dir=tmp_path / "unused"),
+        checkpoint_dir=tmp_path / "used",
+    )
     assert (tmp_path / "used").exists() and not (tmp_path / "unused").exists()
 
 

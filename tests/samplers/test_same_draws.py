@@ -45,8 +45,12 @@ def test_comparison_has_power(reference):
     """
     rng = np.random.default_rng(0)
     for name, want in reference.items():
-        noisy = {k: (v + 4 * EPS32 * np.abs(v) * rng.choice([-1.0, 1.0], v.shape)).astype(v.dtype)
-                 if np.issubdtype(v.dtype, np.floating) else v for k, v in want.items()}
+        noisy = {
+            k: (v + 4 * EPS32 * np.abs(v) * rng.choice([-1.0, 1.0], v.shape)).astype(v.dtype)
+            if np.issubdtype(v.dtype, np.floating)
+            else v
+            for k, v in want.items()
+        }
         assert not mismatches(noisy, want), name
         for key, v in want.items():
             changed = v.copy()

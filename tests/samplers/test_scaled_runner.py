@@ -38,11 +38,20 @@ def test_runner_at_a_fixed_scale_draws_what_sample_draws(problem):
     step index alone, so chunking changes nothing else."""
     x, factor, starts, _ = problem
     test, model = BarkerTest(), models.gaussian_mean()
-    kw = dict(test=test, num_samples=STEPS, num_chains=CHAINS, key=4, batched_init=True, block_size=STEPS, progress=False)
+    kw = dict(
+        test=test, num_samples=STEPS, num_chains=CHAINS, key=4, batched_init=True, block_size=STEPS, progress=False
+    )
     plain = sample(model, x, starts, proposal=scaled_random_walk(factor, 0.9), **kw)
     runner = make_scaled_runner(lambda s: build_kernel(model, scaled_random_walk(factor, s), test, N), CHAINS, chunk=25)
-    shared = sample_compiled(model, x, starts, proposal=scaled_random_walk(factor, 0.9), runner=at_scale(runner, 0.9, starts),
-                             run=RunOptions(block_size=STEPS, progress=False), **{k: v for k, v in kw.items() if k not in RunOptions._fields})
+    shared = sample_compiled(
+        model,
+        x,
+        starts,
+        proposal=scaled_random_walk(factor, 0.9),
+        runner=at_scale(runner, 0.9, starts),
+        run=RunOptions(block_size=STEPS, progress=False),
+        **{k: v for k, v in kw.items() if k not in RunOptions._fields},
+    )
     want = {"positions": np.asarray(plain.positions), **plain.records}
     got = {"positions": np.asarray(shared.positions), **shared.records}
     assert not mismatches(got, want, STEPS, N), mismatches(got, want, STEPS, N)
@@ -58,10 +67,23 @@ def test_tuning_then_sampling_compile_the_block_function_once(problem):
     x, factor, starts, _ = problem
     test, model = mh_minibatch(batch_size=50), models.gaussian_mean()
     ctx = WarmupContext(model, as_data_source(x), test, None, 1.0, "barker")
-    tuned, runner = tune(ctx, lambda s: scaled_random_walk(factor, s), starts, jax.random.key(5), 0.159, "random_walk", 5, 25)
+    tuned, runner = tune(
+        ctx, lambda s: scaled_random_walk(factor, s), starts, jax.random.key(5), 0.159, "random_walk", 5, 25
+    )
     assert tuned.compilations == 1 and len(np.unique(tuned.acceptance)) > 1
-    res = sample_compiled(model, x, tuned.position, proposal=scaled_random_walk(factor, tuned.scale), test=test, num_samples=STEPS,
-                          num_chains=CHAINS, key=6, batched_init=True, run=RunOptions(block_size=50, progress=False), runner=runner)
+    res = sample_compiled(
+        model,
+        x,
+        tuned.position,
+        proposal=scaled_random_walk(factor, tuned.scale),
+        test=test,
+        num_samples=STEPS,
+        num_chains=CHAINS,
+        key=6,
+        batched_init=True,
+        run=RunOptions(block_size=50, progress=False),
+        runner=runner,
+    )
     assert runner.compilations() == 1
     assert abs(res.records["accepted"].mean() - 0.159) < 0.15
 
@@ -69,10 +91,21 @@ def test_tuning_then_sampling_compile_the_block_function_once(problem):
 def test_runner_refuses_other_chains_or_devices(problem):
     x, factor, starts, _ = problem
     test, model = mh_minibatch(batch_size=50), models.gaussian_mean()
-    runner = at_scale(make_scaled_runner(lambda s: build_kernel(model, scaled_random_walk(factor, s), test, N), CHAINS), 1.0, starts)
+    runner = at_scale(
+        make_scaled_runner(lambda s: build_kernel(model, scaled_random_walk(factor, s), test, N), CHAINS), 1.0, starts
+    )
     with pytest.raises(ValueError, match="runner runs 3 chains"):
-        sample_compiled(model, x, jnp.zeros(2), proposal=scaled_random_walk(factor, 1.0), test=test, num_samples=10, num_chains=2,
-                        runner=runner, run=RunOptions(progress=False))
+        sample_compiled(
+            model,
+            x,
+            jnp.zeros(2),
+            proposal=scaled_random_walk(factor, 1.0),
+            test=test,
+            num_samples=10,
+            num_chains=2,
+            runner=runner,
+            run=RunOptions(progress=False),
+        )
 
 
 def test_carry_hook_folds_the_steps_the_block_runner_draws(problem):

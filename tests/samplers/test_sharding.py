@@ -62,7 +62,9 @@ def four_devices(tmp_path_factory):
     draws = tmp_path_factory.mktemp("sharding") / "draws.npz"
     flags = " ".join([os.environ.get("XLA_FLAGS", ""), "--xla_force_host_platform_device_count=4"]).strip()
     env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=flags)
-    proc = subprocess.run([sys.executable, "-c", SCRIPT, str(draws)], env=env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", SCRIPT, str(draws)], env=env, capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT")][-1]
     with np.load(draws) as f:

@@ -38,8 +38,15 @@ def enumerate_draws(terms: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         counts += [m] * len(idx)
         owner += [s] * len(idx)
     f = jax.jit(jax.vmap(lambda v, ok, n, m: stack(stratum_sums(v, ok, n, m))))
-    out = np.asarray(f(jnp.asarray(np.concatenate(vals), jnp.float32), jnp.asarray(np.concatenate(valid)),
-                       jnp.asarray(sizes), jnp.asarray(counts)), np.float64)
+    out = np.asarray(
+        f(
+            jnp.asarray(np.concatenate(vals), jnp.float32),
+            jnp.asarray(np.concatenate(valid)),
+            jnp.asarray(sizes),
+            jnp.asarray(counts),
+        ),
+        np.float64,
+    )
     per = [out[np.asarray(owner) == s] for s in range(len(SIZES))]
     grids = np.meshgrid(*[np.arange(len(p)) for p in per], indexing="ij")
     summed = sum(p[g.reshape(-1)] for p, g in zip(per, grids))
@@ -71,8 +78,12 @@ def test_each_draw_reduced_as_in_float64():
     for offset in (0.0, 1e4):
         t = np.asarray(shards(offset)[1], np.float32)
         idx = np.asarray(list(itertools.product(range(4), repeat=3)))
-        got = np.asarray(jax.vmap(lambda v: stack(stratum_sums(v, jnp.ones(3, bool), jnp.asarray(4), jnp.asarray(3))))(
-            jnp.asarray(t[idx])), np.float64)
+        got = np.asarray(
+            jax.vmap(lambda v: stack(stratum_sums(v, jnp.ones(3, bool), jnp.asarray(4), jnp.asarray(3))))(
+                jnp.asarray(t[idx])
+            ),
+            np.float64,
+        )
         x = t[idx].astype(np.float64)
         a = 16 * x.var(axis=1, ddof=1) / 3
         want = np.stack([4 * x.mean(axis=1), a, a * a / 2, np.zeros(len(x))], axis=1)

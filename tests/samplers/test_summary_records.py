@@ -21,19 +21,31 @@ def test_every_registered_test_declares_its_records():
     assert set(OPTIONAL_KEYS.values()) == set(OPTIONAL_RECORDS)
 
 
-@pytest.mark.parametrize("name, shown", [
-    ("penalty", {"mean_epsilon", "mean_residual_sd", "max_residual_sd"}),
-    pytest.param("mhminibatch", {"mean_epsilon", "mean_residual_sd", "max_residual_sd"}, marks=pytest.mark.slow),
-    pytest.param("mhsublhd", {"mean_half_width", "mean_residual_sd", "max_residual_sd"}, marks=pytest.mark.slow),
-    ("metropolis", set()),
-])
+@pytest.mark.parametrize(
+    "name, shown",
+    [
+        ("penalty", {"mean_epsilon", "mean_residual_sd", "max_residual_sd"}),
+        pytest.param("mhminibatch", {"mean_epsilon", "mean_residual_sd", "max_residual_sd"}, marks=pytest.mark.slow),
+        pytest.param("mhsublhd", {"mean_half_width", "mean_residual_sd", "max_residual_sd"}, marks=pytest.mark.slow),
+        ("metropolis", set()),
+    ],
+)
 def test_summary_shows_only_the_records_the_test_fills(name, shown):
     """The optional keys of a short run's summary are exactly the test's (written out here); the records the contract
     leaves out are zero at every step (the contract drops nothing the test computed) and the ones it names are not
     all zero (it shows nothing the test left empty)."""
     x = np.random.default_rng(0).normal(0.3, 1.0, size=(2000, 1)).astype(np.float32)
-    res = sample(gaussian_mean(), x, jnp.asarray(x.mean(0)), proposal=random_walk(scale=0.002),
-                 test=TESTS[name].build(), num_samples=30, num_chains=2, key=1, progress=False)
+    res = sample(
+        gaussian_mean(),
+        x,
+        jnp.asarray(x.mean(0)),
+        proposal=random_walk(scale=0.002),
+        test=TESTS[name].build(),
+        num_samples=30,
+        num_chains=2,
+        key=1,
+        progress=False,
+    )
     summary = res.summary(posterior=False)
     assert set(summary) & set(OPTIONAL_KEYS) == shown
     for record in OPTIONAL_RECORDS:

@@ -59,12 +59,16 @@ def test_growth_stops_at_its_cap_with_a_warning(moves):
     read; and a spike in one row of 3000 standing for 10^6 (hit by a 1000-row minibatch a third of the time) errs by
     more than ``PREDICTED_MAX`` at the cap, which the warning names too; nothing silent."""
     *_, d, order = moves
-    with pytest.warns(UserWarning, match=r"would need more than m=1000 rows per test \(of 3000\).*reading \d+ rows per test"):
+    with pytest.warns(
+        UserWarning, match=r"would need more than m=1000 rows per test \(of 3000\).*reading \d+ rows per test"
+    ):
         choice = smallest_batch(d, order, N, 50, 0.01)
     assert choice.rows > MAX_GROWTH * 50
     spike = np.random.default_rng(2).normal(0.0, 1e-9, (MOVES, N))
     spike[:, 7] += 1e-3 * np.linspace(-1.0, 1.0, MOVES)
-    with pytest.warns(UserWarning, match=r"would need more than m=1000 rows per test \(of 1000000\).*predicted acceptance error"):
+    with pytest.warns(
+        UserWarning, match=r"would need more than m=1000 rows per test \(of 1000000\).*predicted acceptance error"
+    ):
         choice = smallest_batch(spike, order, 10**6, 50, 1.0)
     assert choice.batch_size == MAX_GROWTH * 50 == 1000 and choice.predicted_error > PREDICTED_MAX
 

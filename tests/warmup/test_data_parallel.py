@@ -64,8 +64,18 @@ def lean_pass(data) -> dict:
     deviations."""
     model, c, n = logistic_regression(), jnp.asarray(CENTRE), data.n
     pts = probe_points(c, STEPS)
-    sums, top = stream(chunk_pass(model, lambda x: x, 2), data.arrays(), n, min(16384, n), c, pts,
-                       np.zeros((pts.shape[0], 1)), kept_rows(n), 1.0, jnp.stack([c, c]))
+    sums, top = stream(
+        chunk_pass(model, lambda x: x, 2),
+        data.arrays(),
+        n,
+        min(16384, n),
+        c,
+        pts,
+        np.zeros((pts.shape[0], 1)),
+        kept_rows(n),
+        1.0,
+        jnp.stack([c, c]),
+    )
     return {"v": sums["value"], "g": sums["grad"], "h": sums["hess"], "top_dev": top[0], "top_idx": top[1]}
 
 
@@ -79,8 +89,12 @@ def _files(tmp_path, n: int) -> dict:
 
 def _run(tmp_path, kind: str, path, count: int, full: bool) -> dict:
     """Run the workers; check every process holds the same results; return process 0's."""
-    run_workers(WARM, count, [kind, str(path), str(tmp_path / "out"), "1" if full else "0", str(Path(__file__).parent)],
-                timeout=600)
+    run_workers(
+        WARM,
+        count,
+        [kind, str(path), str(tmp_path / "out"), "1" if full else "0", str(Path(__file__).parent)],
+        timeout=600,
+    )
     outs = [dict(np.load(f"{tmp_path / 'out'}-{i}.npz")) for i in range(count)]
     for out in outs[1:]:
         for k in outs[0]:
@@ -144,7 +158,9 @@ def test_four_processes_warm_up_over_parquet_row_groups_as_one(tmp_path):
     """Four processes over a Parquet file of 16 row groups (each decoding only its 4) run ``warmup``: the same
     comparisons with one process over the whole file as the two-process test."""
     data = _files(tmp_path, 4000)
-    table = pa.table({"x": pa.FixedSizeListArray.from_arrays(pa.array(data["x"].reshape(-1)), 3), "y": pa.array(data["y"])})
+    table = pa.table(
+        {"x": pa.FixedSizeListArray.from_arrays(pa.array(data["x"].reshape(-1)), 3), "y": pa.array(data["y"])}
+    )
     pq.write_table(table, tmp_path / "t.parquet", row_group_size=250)
     got = _run(tmp_path, "parquet", tmp_path / "t.parquet", 4, full=True)
     whole = open_parquet(tmp_path / "t.parquet")

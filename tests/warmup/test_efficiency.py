@@ -44,9 +44,22 @@ def test_measured_run_is_the_run_sample_draws():
     starts = jnp.asarray(np.random.default_rng(4).normal([0.5, -1.0], 0.05, size=(4, 2)), jnp.float32)
     key = jax.random.key(9)
     eff = measure_efficiency(build_kernel(model, proposal, test, len(x)), x, starts, key, num_steps=50)
-    res = sample(model, x, starts, proposal=proposal, test=test, num_samples=50, num_chains=4, key=key,
-                 batched_init=True, block_size=50, progress=False)
+    res = sample(
+        model,
+        x,
+        starts,
+        proposal=proposal,
+        test=test,
+        num_samples=50,
+        num_chains=4,
+        key=key,
+        batched_init=True,
+        block_size=50,
+        progress=False,
+    )
     assert 0.1 < eff.acceptance < 0.9  # decisions that a different key would change
     assert eff.acceptance == float(np.mean(res.records["accepted"]))
-    assert eff.data_used == int(np.sum(res.records["batch_size"], dtype=np.int64) + np.sum(res.records["hidden_data"], dtype=np.int64))
+    assert eff.data_used == int(
+        np.sum(res.records["batch_size"], dtype=np.int64) + np.sum(res.records["hidden_data"], dtype=np.int64)
+    )
     assert abs(eff.ess_per_draw - lag1_ess_per_draw(np.asarray(res.positions))) < 1e-4

@@ -27,7 +27,9 @@ def test_names_pick_the_named_tests():
     assert [named_test(name).name for name in ("mhss", "tunamh")] == ["mhss", "tunamh"]
     assert named_test("tunamh").chi == 1.0 and named_test("mhss").chi == 0.0
     assert all(needs_bounds(named_test(name)) for name in EXACT_TESTS)
-    with pytest.raises(ValueError, match="test='smhh' must be one of 'mhminibatch', 'penalty', 'smh', 'mhss', 'tunamh'"):
+    with pytest.raises(
+        ValueError, match="test='smhh' must be one of 'mhminibatch', 'penalty', 'smh', 'mhss', 'tunamh'"
+    ):
         named_test("smhh")
     assert [named_test(name).decision_rule for name in ("penalty", "mhminibatch")] == ["metropolis", "barker"]
     assert not needs_bounds(named_test("penalty"))  # a minibatch test keeps the Taylor proxy and its stratum
@@ -57,8 +59,17 @@ def test_auto_sample_smh_matches_quadrature(family):
     else:
         data, model = poisson_data(5_000, (0.5, -0.3), 9), poisson_regression(prior_scale=5.0)
     mean, var, _, _ = glm_quadrature(data, 5.0, family=family)
-    res, w = auto_sample(model, data, jnp.asarray([1.5, 1.0]), num_samples=6000, num_chains=4, key=2, test="smh",
-                         progress=False, block_size=3000)
+    res, w = auto_sample(
+        model,
+        data,
+        jnp.asarray([1.5, 1.0]),
+        num_samples=6000,
+        num_chains=4,
+        key=2,
+        test="smh",
+        progress=False,
+        block_size=3000,
+    )
     assert isinstance(w.estimator, GLMProxy) and w.estimator.family == family
     chk = check_moments(np.asarray(res.positions)[:, 200:], mean, var)
     assert np.all(chk.ess > 3200), chk.ess

@@ -40,8 +40,13 @@ def test_a_rare_category_costs_no_confirmation_pass(monkeypatch):
     monkeypatch.setattr(lean, "rising_direction", rising)
     monkeypatch.setattr(lean, "gain", gain)
     data, _ = rare_category_data()
-    found = lean.lean_mode(logistic_regression(prior_scale=PRIOR_SCALE), as_data_source(data), jnp.zeros(2), key=jax.random.key(0),
-                           probe_key=jax.random.key(1))
+    found = lean.lean_mode(
+        logistic_regression(prior_scale=PRIOR_SCALE),
+        as_data_source(data),
+        jnp.zeros(2),
+        key=jax.random.key(0),
+        probe_key=jax.random.key(1),
+    )
     assert proposed == [True], "the subsample must propose a rising direction for the test to have power"
     assert found.rising is None and found.mode.converged
     assert found.newton_passes == len(trials) + 1, (found.newton_passes, len(trials))

@@ -25,7 +25,9 @@ def linreg(x, y=None):
 
 
 @pytest.mark.slow
-@pytest.mark.filterwarnings("ignore:the draws may follow the Taylor proxy")  # 20 draws of a 60-step run: not what is tested
+@pytest.mark.filterwarnings(
+    "ignore:the draws may follow the Taylor proxy"
+)  # 20 draws of a 60-step run: not what is tested
 def test_reported_cost_covers_the_wall_clock_of_the_whole_fit():
     """Would catch seconds left out of the report (before: the conversion, the check and sample's work outside its
     ``wall_time`` were reported nowhere, a third of an 87.8 s fit): the table's total covers >= 95% of the wall-clock time of
@@ -36,8 +38,9 @@ def test_reported_cost_covers_the_wall_clock_of_the_whole_fit():
     y = (x @ np.array([1.0, -0.5]) + 0.8 * rng.normal(size=1000)).astype(np.float32)
     t0 = time.perf_counter()
     conv = from_numpyro(linreg, x, y)
-    result, warm = auto_sample(conv.model, conv.data, conv.init, num_samples=60, num_chains=2, num_starts=0, check_draws=20,
-                               progress=False)
+    result, warm = auto_sample(
+        conv.model, conv.data, conv.init, num_samples=60, num_chains=2, num_starts=0, check_draws=20, progress=False
+    )
     wall = time.perf_counter() - t0
     cost = fit_cost(conv, warm, result)
     assert list(cost.phases)[0] == "convert" and {"mode", "setup", "sampling", "check"} <= set(cost.phases), cost.phases

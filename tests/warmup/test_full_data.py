@@ -55,15 +55,21 @@ def test_auto_sample_routes_small_groups_unless_a_proposal_is_named(monkeypatch)
     def stub(name):
         def fail(*args, **kwargs):
             raise RuntimeError(name)
+
         return fail
 
     monkeypatch.setattr(api, "full_data_nuts", stub("nuts path"))
     monkeypatch.setattr(api, "stored_warmup", stub("minibatch path"))
     small, large = glmm_model(design([50] * 20)), glmm_model(design([400] * 5))
-    with pytest.warns(UserWarning, match="full-data NUTS.*factor 'g' has a median of 50 rows"), pytest.raises(RuntimeError, match="nuts path"):
+    with (
+        pytest.warns(UserWarning, match="full-data NUTS.*factor 'g' has a median of 50 rows"),
+        pytest.raises(RuntimeError, match="nuts path"),
+    ):
         mm.auto_sample(small[0], small[1], initial_theta(small[0]), num_samples=10, progress=False)
     with pytest.raises(ValueError, match=r"full-data NUTS.*checkpoint_dir"):  # NUTS takes no checkpoint: refused, named
-        mm.auto_sample(small[0], small[1], initial_theta(small[0]), num_samples=10, progress=False, checkpoint_dir="unused")
+        mm.auto_sample(
+            small[0], small[1], initial_theta(small[0]), num_samples=10, progress=False, checkpoint_dir="unused"
+        )
     for (model, data), named in ((small, {"proposal": "proxy_hmc"}), (small, {"test": "penalty"}), (large, {})):
         with pytest.raises(RuntimeError, match="minibatch path"):
             mm.auto_sample(model, data, initial_theta(model), num_samples=10, progress=False, **named)
@@ -88,7 +94,9 @@ def hand_written_nuts(d: GLMMDesign, draws: int, seed: int) -> dict:
         with numpyro.plate("rows", y.size):
             numpyro.sample("y", dist.Bernoulli(logits=b0 + b1 * x1 + sd * a[codes]), obs=y)
 
-    mcmc = MCMC(NUTS(model), num_warmup=1000, num_samples=draws, num_chains=4, chain_method="vectorized", progress_bar=False)
+    mcmc = MCMC(
+        NUTS(model), num_warmup=1000, num_samples=draws, num_chains=4, chain_method="vectorized", progress_bar=False
+    )
     mcmc.run(jax.random.PRNGKey(seed))
     return {k: np.asarray(v, np.float64) for k, v in mcmc.get_samples(group_by_chain=True).items()}
 
@@ -108,7 +116,9 @@ def test_routed_glmm_agrees_with_hand_written_nuts():
     df = pd.DataFrame({"y": d.y, "x1": d.x[:, 1], "g": np.asarray(d.factors[0].levels)[d.factors[0].codes]})
     with pytest.warns(UserWarning, match="full-data NUTS"):
         res = mm.glmm("y ~ x1 + (1 | g)", df, "bernoulli", seed=1, num_samples=5000, progress=False)
-    assert res.warmup.kind == "full_data_nuts" and res.centred == "auto"  # the default: each level in its own centring weight
+    assert (
+        res.warmup.kind == "full_data_nuts" and res.centred == "auto"
+    )  # the default: each level in its own centring weight
     ours = res.to_inference_data().posterior
     ref = hand_written_nuts(d, 5000, seed=2)
     pairs = {"Intercept": ref["Intercept"], "x1": ref["x1"], "sd(1|g)": ref["sd"]}
@@ -116,10 +126,14 @@ def test_routed_glmm_agrees_with_hand_written_nuts():
     for k in (0, 7, 19):  # the hand-written model's level k is the design's level s{k}
         pairs[f"1|g[s{k}]"] = ref["u"][..., k]
     for name, b in pairs.items():
-        a = (ours["1|g"].values[..., levels.index(name[4:-1])] if name.startswith("1|g[") else ours[name].values).astype(np.float64)
+        a = (
+            ours["1|g"].values[..., levels.index(name[4:-1])] if name.startswith("1|g[") else ours[name].values
+        ).astype(np.float64)
         assert min(float(az.ess(a)), float(az.ess(b))) >= 6400, name
         for stat, f in (("mean", np.mean), ("sd", np.std)):
             se = np.hypot(float(az.mcse(a, method=stat)), float(az.mcse(b, method=stat)))
             z = (f(a) - f(b)) / se
-            print(f"{name} {stat}: ours {f(a):.4f}, NUTS {f(b):.4f}, z = {z:+.2f}, ESS {az.ess(a):.0f} / {az.ess(b):.0f}")
+            print(
+                f"{name} {stat}: ours {f(a):.4f}, NUTS {f(b):.4f}, z = {z:+.2f}, ESS {az.ess(a):.0f} / {az.ess(b):.0f}"
+            )
             assert abs(z) < 4, f"{stat} of {name}: ours {f(a):.4f}, NUTS {f(b):.4f}, z = {z:+.2f}"

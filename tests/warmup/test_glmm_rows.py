@@ -22,8 +22,12 @@ def random_intercepts(n: int, levels: int, seed: int = 0):
     x = np.c_[np.ones(n), rng.normal(size=(n, 2))]
     u = rng.normal(0.0, 0.5, levels)
     y = (rng.random(n) < 1.0 / (1.0 + np.exp(-(x @ np.array([-0.5, 0.5, -0.3]) + u[g])))).astype(float)
-    design = GLMMDesign(y=y, x=x, fixed=("Intercept", "x1", "x2"),
-                        factors=(GroupFactor("g", g, np.ones((n, 1)), tuple(range(levels)), ("1",)),))
+    design = GLMMDesign(
+        y=y,
+        x=x,
+        fixed=("Intercept", "x1", "x2"),
+        factors=(GroupFactor("g", g, np.ones((n, 1)), tuple(range(levels)), ("1",)),),
+    )
     model, data = glmm_model(design, "bernoulli", centred=True, sample_as_written=True)
     arrays = {k: jnp.asarray(v) for k, v in data.items()}
     log_post = jax.jit(lambda t: model.log_prior(t) + jnp.sum(model.log_lik(t, arrays)))
@@ -47,8 +51,11 @@ def test_rows_per_test_at_two_group_counts():
     for levels in (50, 200):
         model, data, centre, factor = random_intercepts(40_000, levels)
         source = as_data_source(data)
-        chosen = choose_batch_size(model, source, glmm_proxy(model, data, centre), centre, factor, 50, jax.random.PRNGKey(0))
-        second = choose_batch_size(model, source, glmm_proxy(model, data, centre, cubic_info=None), centre, factor, 50,
-                                   jax.random.PRNGKey(0))
+        chosen = choose_batch_size(
+            model, source, glmm_proxy(model, data, centre), centre, factor, 50, jax.random.PRNGKey(0)
+        )
+        second = choose_batch_size(
+            model, source, glmm_proxy(model, data, centre, cubic_info=None), centre, factor, 50, jax.random.PRNGKey(0)
+        )
         assert second.initial_error > 1.5 * chosen.initial_error, (levels, chosen, second)
         assert chosen.batch_size < second.batch_size, (levels, chosen, second)

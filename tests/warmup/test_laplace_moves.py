@@ -68,7 +68,9 @@ def test_every_kind_builds_and_declares_how_it_is_tuned():
         assert kind.name == name
         for rule in ("metropolis", "barker"):
             proposal = proposal_for(name, proxy, model, chol, 1.0, rule)(0.3)
-            assert isinstance(proposal, Proposal) and proposal.gradient_batch_size is None, name  # all moves are data-free
+            assert isinstance(proposal, Proposal) and proposal.gradient_batch_size is None, (
+                name
+            )  # all moves are data-free
             if kind.is_global:
                 assert kind.target is None and kind.initial_scale is None, name
             else:
@@ -77,7 +79,11 @@ def test_every_kind_builds_and_declares_how_it_is_tuned():
                 assert kind.target == tuned.target and kind.initial_scale is tuned.initial_scale, name
     assert GLOBAL == ("independence", "independence_t", "proxy_hmc") and set(AUTO_CANDIDATES) <= set(GLOBAL)
     assert PROPOSALS == tuple(KINDS) + ("auto",)
-    assert [KINDS[k].tuned_move for k in ("langevin", "random_walk", "mixture")] == ["langevin", "random_walk", "random_walk"]
+    assert [KINDS[k].tuned_move for k in ("langevin", "random_walk", "mixture")] == [
+        "langevin",
+        "random_walk",
+        "random_walk",
+    ]
     assert initial_scale("random_walk", 4) == 2.38 / 2 == initial_scale("mixture", 4)
     assert math.isclose(initial_scale("langevin", 8), 1.65**2 / 2)
     assert tuned_steps("langevin") is None and tuned_steps("random_walk") is None

@@ -28,16 +28,30 @@ def search(model, data, first, key, num_starts=8, steps=300, b=256):
     """The warm-up's search: Adam from ``num_starts`` dispersed starts (``adam_ends``), then ``modes_from_ends``."""
     source = as_data_source(data)
     flat, unravel = ravel_pytree(first.theta)
-    found = adam_ends(model, source.arrays(), source.n, flat[None], unravel, key, 1.0, steps, min(b, source.n), 0.05,
-                      shared=True, dispersed=num_starts)
+    found = adam_ends(
+        model,
+        source.arrays(),
+        source.n,
+        flat[None],
+        unravel,
+        key,
+        1.0,
+        steps,
+        min(b, source.n),
+        0.05,
+        shared=True,
+        dispersed=num_starts,
+    )
     ends = found.ends[1:][found.ok[1:]]
     return ends, modes_from_ends(model, source, first, ends, 1.0, 10, 0, time.perf_counter())
 
 
 def mixture_model():
     """``x ~ 0.5 N(mu_1, 1) + 0.5 N(mu_2, 1)``, prior ``N(0, 10^2)``: modes at (a, b) and (b, a)."""
+
     def log_lik(theta, x):
         return logsumexp(jnp.stack([-0.5 * (x - theta[0]) ** 2, -0.5 * (x - theta[1]) ** 2]), axis=0) - jnp.log(2.0)
+
     return Model(log_prior=gaussian_prior(0.0, 10.0), log_lik=log_lik, name="mixture")
 
 
@@ -57,11 +71,13 @@ def test_label_switched_mixture_modes_are_both_found():
 def test_unimodal_search_reads_no_full_pass():
     """A logistic posterior: eight finite Adam ends, one mode, and no full-data pass or polish after Adam."""
     rng = np.random.default_rng(0)
-    data = {"x": np.column_stack([np.ones(3000), rng.standard_normal(3000)]).astype(np.float32), "y": rng.integers(0, 2, 3000).astype(np.int32)}
+    data = {
+        "x": np.column_stack([np.ones(3000), rng.standard_normal(3000)]).astype(np.float32),
+        "y": rng.integers(0, 2, 3000).astype(np.int32),
+    }
     model = logistic_regression(prior_scale=5.0)
     ends, found = search(model, data, first_mode(model, data, jnp.zeros(2)), jax.random.key(2))
     assert len(ends) == 8 and len(found.modes) == 1 and found.data_used == 0
-
 
 
 def test_far_adam_ends_of_a_unimodal_posterior_cost_a_few_passes_not_one_each():

@@ -22,7 +22,9 @@ def separable(n=1000, seed=0):
     return {"x": x, "y": (z > 0).astype(np.int32)}
 
 
-@pytest.mark.parametrize("prior_scale, cause", [(1000.0, "of the curvature"), (10_000.0, "of the curvature"), (None, "improper posterior")])
+@pytest.mark.parametrize(
+    "prior_scale, cause", [(1000.0, "of the curvature"), (10_000.0, "of the curvature"), (None, "improper posterior")]
+)
 def test_separable_data_stop_the_warmup(prior_scale, cause):
     """Before: a finite 'posterior' came back silently. Now: NoModeError naming theta[1], its value (in the hundreds or
     thousands: the trust-region search follows it until the curvature vanishes, then finds the log-likelihood still rising
@@ -34,8 +36,17 @@ def test_separable_data_stop_the_warmup(prior_scale, cause):
 
 
 def fake_mode(grad, hessian):
-    return ModeResult(theta_hat=jnp.zeros(2), log_posterior=-1.0, grad_norm=float(np.linalg.norm(grad)), hessian=np.asarray(hessian),
-                      data_used=0, seconds=0.0, newton_steps_taken=0, converged=False, gradient=np.asarray(grad))
+    return ModeResult(
+        theta_hat=jnp.zeros(2),
+        log_posterior=-1.0,
+        grad_norm=float(np.linalg.norm(grad)),
+        hessian=np.asarray(hessian),
+        data_used=0,
+        seconds=0.0,
+        newton_steps_taken=0,
+        converged=False,
+        gradient=np.asarray(grad),
+    )
 
 
 def test_near_mode_warns_far_or_not_concave_raises():
@@ -53,8 +64,13 @@ def test_near_mode_warns_far_or_not_concave_raises():
 
 
 def test_flat_names_follow_ravel_order():
-    assert flat_names({"b": jnp.zeros(()), "w": jnp.zeros((2, 2))}) == ["theta['b']", "theta['w'][0, 0]", "theta['w'][0, 1]",
-                                                                      "theta['w'][1, 0]", "theta['w'][1, 1]"]
+    assert flat_names({"b": jnp.zeros(()), "w": jnp.zeros((2, 2))}) == [
+        "theta['b']",
+        "theta['w'][0, 0]",
+        "theta['w'][0, 1]",
+        "theta['w'][1, 0]",
+        "theta['w'][1, 1]",
+    ]
 
 
 def funnel_data(seed=0):
@@ -82,9 +98,12 @@ def test_centred_funnel_is_named_a_funnel_not_separation():
     theta['log_tau'] and the group effects, and says to reparameterise non-centred; nothing about separation."""
     group, y = funnel_data()
     start = {"eta": jnp.zeros(5), "log_tau": jnp.zeros(()), "mu": jnp.zeros(())}
-    with pytest.raises(NoModeError, match=r"the posterior has a funnel \(hierarchical scale parameter theta\['log_tau'\] goes to 0 "
-                                          r"with the group effects theta\['eta'\]\[0\], .*theta\['eta'\]\[4\].*no Gaussian mode\. "
-                                          r"Reparameterise non-centred") as err:
+    with pytest.raises(
+        NoModeError,
+        match=r"the posterior has a funnel \(hierarchical scale parameter theta\['log_tau'\] goes to 0 "
+        r"with the group effects theta\['eta'\]\[0\], .*theta\['eta'\]\[4\].*no Gaussian mode\. "
+        r"Reparameterise non-centred",
+    ) as err:
         warmup(centred_funnel(), {"g": group, "y": y}, start, key=0, num_starts=0)
     assert "separa" not in str(err.value)
 
@@ -107,8 +126,11 @@ def test_numpyro_centred_funnel_is_named_a_funnel():
             numpyro.sample("y", dist.Normal(eta[group], 1.0), obs=y)
 
     conv = from_numpyro(hierarchical, *funnel_data())
-    with pytest.raises(NoModeError, match=r"funnel \(hierarchical scale parameter theta\['tau'\] goes to 0 with the group "
-                                          r"effects theta\['eta'\]\[0\]") as err:
+    with pytest.raises(
+        NoModeError,
+        match=r"funnel \(hierarchical scale parameter theta\['tau'\] goes to 0 with the group "
+        r"effects theta\['eta'\]\[0\]",
+    ) as err:
         warmup(conv.model, conv.data, conv.init, key=0, num_starts=0)
     assert "separa" not in str(err.value)
 

@@ -17,7 +17,9 @@ def test_a_phase_writes_one_line_to_a_file(capsys):
         pass
     clock.cost(50)
     err = capsys.readouterr().err
-    assert "\r" not in err and err.count("\n") == 1 and err.startswith("warm-up: mode, 0.50 passes (50 rows)"), repr(err)
+    assert "\r" not in err and err.count("\n") == 1 and err.startswith("warm-up: mode, 0.50 passes (50 rows)"), repr(
+        err
+    )
 
 
 def test_warmup_progress_in_a_log_has_each_line_once(capsys):

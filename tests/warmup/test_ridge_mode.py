@@ -40,7 +40,13 @@ def ridge_data(n, seed=0):
 def ridge_model():
     def log_prior(th):
         tau = jnp.exp(th["log_tau"])
-        return -0.5 * tau**2 + th["log_tau"] - 0.5 * jnp.sum(th["a"] ** 2) - 0.5 * (th["mu"] / 5.0) ** 2 - 0.5 * jnp.sum((th["beta"] / 5.0) ** 2)
+        return (
+            -0.5 * tau**2
+            + th["log_tau"]
+            - 0.5 * jnp.sum(th["a"] ** 2)
+            - 0.5 * (th["mu"] / 5.0) ** 2
+            - 0.5 * jnp.sum((th["beta"] / 5.0) ** 2)
+        )
 
     def log_lik(th, b):
         eta = th["mu"] + jnp.exp(th["log_tau"]) * th["a"][b["g"]] + b["x"] @ th["beta"]
@@ -58,21 +64,40 @@ def ridge_reference(data):
     g = g.astype(int)
 
     def f(z):
-        a, beta, lt, mu = z[:GROUPS], z[GROUPS:GROUPS + FIXED], z[-2], z[-1]
+        a, beta, lt, mu = z[:GROUPS], z[GROUPS : GROUPS + FIXED], z[-2], z[-1]
         tau = np.exp(lt)
         eta = mu + tau * a[g] + x @ beta
         r = y - expit(eta)
-        value = np.sum(y * eta - np.logaddexp(0.0, eta)) - 0.5 * tau**2 + lt - 0.5 * a @ a - 0.5 * (mu / 5) ** 2 - 0.5 * beta @ beta / 25
+        value = (
+            np.sum(y * eta - np.logaddexp(0.0, eta))
+            - 0.5 * tau**2
+            + lt
+            - 0.5 * a @ a
+            - 0.5 * (mu / 5) ** 2
+            - 0.5 * beta @ beta / 25
+        )
         per_group = np.bincount(g, r, GROUPS)
-        grad = np.concatenate([tau * per_group - a, x.T @ r - beta / 25, [tau * per_group @ a - tau**2 + 1.0, r.sum() - mu / 25]])
+        grad = np.concatenate(
+            [tau * per_group - a, x.T @ r - beta / 25, [tau * per_group @ a - tau**2 + 1.0, r.sum() - mu / 25]]
+        )
         return value, grad
 
     return f
 
 
 def centre_of(model, data, start, newton_steps=10):
-    return find_centre(model, as_data_source(data), start, jax.random.PRNGKey(0), jax.random.PRNGKey(1), temperature=1.0, order=2,
-                       newton_steps=newton_steps, num_starts=8, stratum=False)
+    return find_centre(
+        model,
+        as_data_source(data),
+        start,
+        jax.random.PRNGKey(0),
+        jax.random.PRNGKey(1),
+        temperature=1.0,
+        order=2,
+        newton_steps=newton_steps,
+        num_starts=8,
+        stratum=False,
+    )
 
 
 @pytest.mark.slow
@@ -87,10 +112,14 @@ def test_ridge_mode_matches_scipy_float64():
     f = ridge_reference(data)
     ours = np.asarray(jax.flatten_util.ravel_pytree(centre.theta_hat)[0], np.float64)
     value, grad = f(ours)
-    best = scipy.optimize.minimize(lambda z: tuple(-v for v in f(z)), ours, jac=True, method="BFGS", options={"gtol": 1e-8})
+    best = scipy.optimize.minimize(
+        lambda z: tuple(-v for v in f(z)), ours, jac=True, method="BFGS", options={"gtol": 1e-8}
+    )
     assert -best.fun - value < 0.05, (value, -best.fun)
     assert float(np.sqrt(grad @ centre.covariance @ grad)) < 0.2
-    assert centre.cost["mode"].passes <= 20  # measured 9-16 at 2e4 (issue 31 saw NoModeError, or 549 tuning passes with newton_steps=50)
+    assert (
+        centre.cost["mode"].passes <= 20
+    )  # measured 9-16 at 2e4 (issue 31 saw NoModeError, or 549 tuning passes with newton_steps=50)
 
 
 def robust_data(n, seed=0, k=8):
@@ -104,14 +133,27 @@ def robust_data(n, seed=0, k=8):
 
 def robust_model():
     """``StudentT(nu, X beta, sigma)``, ``nu ~ Gamma(2, 0.1)``, ``sigma ~ HalfNormal(50)`` on log scales with Jacobians."""
+
     def log_prior(th):
         nu, sigma = jnp.exp(th["log_nu"]), jnp.exp(th["log_sigma"])
-        return 2.0 * th["log_nu"] - 0.1 * nu - 0.5 * (sigma / 50.0) ** 2 + th["log_sigma"] - 0.5 * jnp.sum((th["beta"] / 100.0) ** 2)
+        return (
+            2.0 * th["log_nu"]
+            - 0.1 * nu
+            - 0.5 * (sigma / 50.0) ** 2
+            + th["log_sigma"]
+            - 0.5 * jnp.sum((th["beta"] / 100.0) ** 2)
+        )
 
     def log_lik(th, b):
         nu, sigma = jnp.exp(th["log_nu"]), jnp.exp(th["log_sigma"])
         z = (b["y"] - b["x"] @ th["beta"]) / sigma
-        return jgammaln((nu + 1) / 2) - jgammaln(nu / 2) - 0.5 * jnp.log(nu * jnp.pi) - th["log_sigma"] - 0.5 * (nu + 1) * jnp.log1p(z * z / nu)
+        return (
+            jgammaln((nu + 1) / 2)
+            - jgammaln(nu / 2)
+            - 0.5 * jnp.log(nu * jnp.pi)
+            - th["log_sigma"]
+            - 0.5 * (nu + 1) * jnp.log1p(z * z / nu)
+        )
 
     return Model(log_prior, log_lik, "robust_t")
 
@@ -124,7 +166,13 @@ def robust_reference(data):
         beta, ln, ls = z[:-2], z[-2], z[-1]
         nu, sigma = np.exp(ln), np.exp(ls)
         r = (y - x @ beta) / sigma
-        lik = np.sum(gammaln((nu + 1) / 2) - gammaln(nu / 2) - 0.5 * np.log(nu * np.pi) - ls - 0.5 * (nu + 1) * np.log1p(r * r / nu))
+        lik = np.sum(
+            gammaln((nu + 1) / 2)
+            - gammaln(nu / 2)
+            - 0.5 * np.log(nu * np.pi)
+            - ls
+            - 0.5 * (nu + 1) * np.log1p(r * r / nu)
+        )
         return -(lik + 2 * ln - 0.1 * nu - 0.5 * (sigma / 50) ** 2 + ls - 0.5 * beta @ beta / 1e4)
 
     return f
@@ -155,7 +203,10 @@ def test_separable_flat_prior_still_refused_after_convergence():
 
     rng = np.random.default_rng(0)
     z = rng.standard_normal(1000)
-    data = {"x": np.column_stack([np.ones(1000), z, rng.standard_normal(1000)]).astype(np.float32), "y": (z > 0).astype(np.int32)}
+    data = {
+        "x": np.column_stack([np.ones(1000), z, rng.standard_normal(1000)]).astype(np.float32),
+        "y": (z > 0).astype(np.int32),
+    }
     with pytest.raises(NoModeError, match="keeps rising.*improper posterior"):
         centre_of(logistic_regression(prior_scale=None), data, jnp.zeros(3))
 
@@ -186,7 +237,13 @@ def test_numpyro_ridge_reaches_its_mode():
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         centre = centre_of(conv.model, conv.data, conv.init)
-    other = [str(w.message) for w in caught if issubclass(w.category, UserWarning) and "Laplace s.d.s from the mode" not in str(w.message)]
-    assert not other, other  # only, at most, the note that the centre is under 0.5 s.d.s off the mode (efficiency, not exactness)
+    other = [
+        str(w.message)
+        for w in caught
+        if issubclass(w.category, UserWarning) and "Laplace s.d.s from the mode" not in str(w.message)
+    ]
+    assert not other, (
+        other
+    )  # only, at most, the note that the centre is under 0.5 s.d.s off the mode (efficiency, not exactness)
     assert np.all(np.linalg.eigvalsh(centre.covariance) > 0)
     assert centre.cost["mode"].passes <= 20

@@ -37,15 +37,31 @@ def test_library_objects_come_back_with_their_types_and_dtypes(tmp_path):
     """What a warm-up holds (NamedTuples of the library, JAX arrays of several dtypes, a weakly typed scalar, NumPy
     scalars, tuples beside lists, None) comes back equal and of the same type: a restored run then compiles and draws
     as the first did. Would catch a JAX array restored as NumPy, float32 widened, a tuple turned into a list."""
-    proxy = TaylorProxy(centre={"w": jnp.asarray([0.5, -1.0], jnp.float32)}, order=2, grad_sum=jnp.arange(2, dtype=jnp.float32),
-                        hess_sum=jnp.eye(2, dtype=jnp.float32), setup_data=1000)
-    payload = {"proxy": proxy, "test": penalty_test(), "idx": jnp.arange(3, dtype=jnp.int32), "weak": jnp.asarray(0.5),
-               "acc": np.float64(0.25), "modes": (1, [2.0, None]),
-               "cost": {"mode": PhaseCost(data=10, seconds=1.0, passes=0.5, compile_seconds=0.25)},
-               "text": "proxy_hmc", "flag": True}
+    proxy = TaylorProxy(
+        centre={"w": jnp.asarray([0.5, -1.0], jnp.float32)},
+        order=2,
+        grad_sum=jnp.arange(2, dtype=jnp.float32),
+        hess_sum=jnp.eye(2, dtype=jnp.float32),
+        setup_data=1000,
+    )
+    payload = {
+        "proxy": proxy,
+        "test": penalty_test(),
+        "idx": jnp.arange(3, dtype=jnp.int32),
+        "weak": jnp.asarray(0.5),
+        "acc": np.float64(0.25),
+        "modes": (1, [2.0, None]),
+        "cost": {"mode": PhaseCost(data=10, seconds=1.0, passes=0.5, compile_seconds=0.25)},
+        "text": "proxy_hmc",
+        "flag": True,
+    }
     save_warmup(tmp_path, {}, payload)
     back = load_warmup(tmp_path, {})
-    assert type(back["proxy"]) is TaylorProxy and type(back["test"]) is type(payload["test"]) and back["test"] == payload["test"]
+    assert (
+        type(back["proxy"]) is TaylorProxy
+        and type(back["test"]) is type(payload["test"])
+        and back["test"] == payload["test"]
+    )
     for got, want in zip(jax.tree_util.tree_leaves(back), jax.tree_util.tree_leaves(payload)):
         assert type(got) is type(want), (got, want)
         if isinstance(want, jax.Array):
@@ -71,7 +87,9 @@ def test_unsaveable_warmup_warns_and_writes_nothing(tmp_path):
     with pytest.warns(UserWarning, match=r"could not be saved .*\['f'\] is a .*Model.*cannot hold"):
         from minibatch_mcmc.models import gaussian_mean
 
-        assert save_warmup(tmp_path, {}, {"f": gaussian_mean()}) is None  # a model is saved only as a reference given back
+        assert (
+            save_warmup(tmp_path, {}, {"f": gaussian_mean()}) is None
+        )  # a model is saved only as a reference given back
     assert load_warmup(tmp_path, {}) is None
     assert not os.listdir(tmp_path)
 
@@ -110,7 +128,9 @@ def test_a_crafted_tree_naming_another_class_is_refused(tmp_path, name):
     marker = tmp_path / "marker"
     save_warmup(tmp_path, {}, {"scale": 0.5})
     record = json.loads((tmp_path / WARMUP_SETTINGS).read_text())
-    record["tree"] = {"dict": {"scale": {"namedtuple": name, "fields": {"command": f"touch {marker}", "args": f"touch {marker}"}}}}
+    record["tree"] = {
+        "dict": {"scale": {"namedtuple": name, "fields": {"command": f"touch {marker}", "args": f"touch {marker}"}}}
+    }
     (tmp_path / WARMUP_SETTINGS).write_text(json.dumps(record))
     with pytest.raises(ValueError, match=rf"cannot be restored .*{name}.* not one of the classes"):
         load_warmup(tmp_path, {})
@@ -154,6 +174,8 @@ def test_a_full_disk_is_one_clear_error(tmp_path, monkeypatch):
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(os, "fsync", full)
-    with pytest.raises(CheckpointWriteError, match=rf"could not write the saved warm-up {tmp_path}.*ENOSPC: the disk is full"):
+    with pytest.raises(
+        CheckpointWriteError, match=rf"could not write the saved warm-up {tmp_path}.*ENOSPC: the disk is full"
+    ):
         save_warmup(tmp_path, {}, {"scale": 0.5})
     assert os.listdir(tmp_path) == []

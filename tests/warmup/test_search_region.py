@@ -25,8 +25,11 @@ def test_adam_reaching_a_nan_region_names_the_step_and_the_position():
     reach the wall near step 60; the error says the region was reached from a finite start, at which step, the position
     (just past 3), and what to do. A start inside the region is refused before any pass, naming the start."""
     x = (np.random.default_rng(0).standard_normal((500, 1)) + 10.0).astype(np.float32)
-    with pytest.raises(ValueError, match=r"reached a region where .* non-finite, at Adam step (\d+) of 300, from a finite start "
-                                         r"theta0: it stopped at theta\[0\] = 3\.\d+\. .*prior") as err:
+    with pytest.raises(
+        ValueError,
+        match=r"reached a region where .* non-finite, at Adam step (\d+) of 300, from a finite start "
+        r"theta0: it stopped at theta\[0\] = 3\.\d+\. .*prior",
+    ) as err:
         warmup(walled(3.0), x, jnp.zeros(1), key=0, num_starts=0, num_windows=2, window_size=20)
     step = int(str(err.value).split("Adam step ")[1].split()[0])
     assert 40 <= step <= 100, step

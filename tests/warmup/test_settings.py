@@ -30,8 +30,24 @@ def test_settings_and_keywords_give_the_same_warmup():
     ``num_windows=20`` been used instead of the keyword's 2, the scale would differ (2.24 against 3.31 here)."""
     rng = np.random.default_rng(0)
     data = (rng.standard_normal((200, 2)) + 1.0).astype(np.float32)
-    a = warmup(models.gaussian_mean(), data, jnp.zeros(2), key=0, proposal="langevin", num_windows=2, window_size=10, num_starts=0)
-    b = warmup(models.gaussian_mean(), data, jnp.zeros(2), key=0, proposal="langevin",
-               settings=WarmupSettings(num_windows=20, window_size=10, num_starts=0), num_windows=2)
+    a = warmup(
+        models.gaussian_mean(),
+        data,
+        jnp.zeros(2),
+        key=0,
+        proposal="langevin",
+        num_windows=2,
+        window_size=10,
+        num_starts=0,
+    )
+    b = warmup(
+        models.gaussian_mean(),
+        data,
+        jnp.zeros(2),
+        key=0,
+        proposal="langevin",
+        settings=WarmupSettings(num_windows=20, window_size=10, num_starts=0),
+        num_windows=2,
+    )
     assert b.scale == a.scale and b.acceptance == a.acceptance
     np.testing.assert_array_equal(np.asarray(b.centre), np.asarray(a.centre))

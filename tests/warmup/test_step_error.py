@@ -75,8 +75,15 @@ def laplace(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return theta, np.linalg.inv(-hess)
 
 
-def measured_error(x: np.ndarray, y: np.ndarray, centre: np.ndarray, cov: np.ndarray, copies: np.ndarray, m: int,
-                   rng: np.random.Generator) -> float:
+def measured_error(
+    x: np.ndarray,
+    y: np.ndarray,
+    centre: np.ndarray,
+    cov: np.ndarray,
+    copies: np.ndarray,
+    m: int,
+    rng: np.random.Generator,
+) -> float:
     """Mean over independence proposals from the Laplace fit of ``P(penalty test's decision != exact test's)``."""
     chol = np.linalg.cholesky(cov)
     prec = np.linalg.inv(cov)
@@ -125,15 +132,22 @@ def predicted_and_measured(make, weighted: bool) -> tuple[float, float]:
     copies = np.ones(N, np.int64)
     factor = np.linalg.cholesky(cov)
     if weighted:
-        est = importance_sample(est, data, probe_weights(model, est, data, proxy.centre, factor, jax.random.key(1)).weights)
+        est = importance_sample(
+            est, data, probe_weights(model, est, data, proxy.centre, factor, jax.random.key(1)).weights
+        )
         copies = np.diff(np.concatenate([[0], np.asarray(est.ends)]))
-    predicted = choose_batch_size(model, as_data_source(data), est, proxy.centre, factor, 50, jax.random.key(2)).initial_error
+    predicted = choose_batch_size(
+        model, as_data_source(data), est, proxy.centre, factor, 50, jax.random.key(2)
+    ).initial_error
     return predicted, measured_error(x, y, centre, cov, copies, 50, np.random.default_rng(4))
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("make, weighted", [(rare_data, False), (groups_data, False), (groups_data, True), (plain_data, False)],
-                         ids=["rare-uniform", "groups-uniform", "groups-weighted", "plain"])
+@pytest.mark.parametrize(
+    "make, weighted",
+    [(rare_data, False), (groups_data, False), (groups_data, True), (plain_data, False)],
+    ids=["rare-uniform", "groups-uniform", "groups-weighted", "plain"],
+)
 def test_predicted_step_error_within_a_factor_1_5_of_the_measured(make, weighted):
     """At m = 50 the prediction (128 Laplace pairs on 16,384 of 20,000 rows, or of the 80,000 weighted positions) is within
     a factor 1.5 of the disagreement measured at 384 proposals x 64 minibatches on all rows, on a rare feature, small

@@ -44,7 +44,9 @@ def spy_on_permutations(monkeypatch) -> list[int]:
 
 def climb(data):
     flat, unravel = start_point(jnp.zeros(3))
-    return sn.climb_all(logistic_regression(10.0), data, N, np.zeros((2, 3)), unravel, jax.random.key(3), 1.0, flat.dtype)
+    return sn.climb_all(
+        logistic_regression(10.0), data, N, np.zeros((2, 3)), unravel, jax.random.key(3), 1.0, flat.dtype
+    )
 
 
 def test_tall_subsample_permutes_no_population(monkeypatch, data):
@@ -83,8 +85,10 @@ def test_a_million_rows_need_no_permutation_of_n(monkeypatch):
     for name in ("choice", "permutation"):
         monkeypatch.setattr(jax.random, name, refuse)
     n = 1_000_000
-    for rows in (sn.subsample_index(jax.random.key(3), n, sn.subsample_rows(n)),
-                 influence.probe_plan(np.eye(3), jax.random.key(4), n, 2048)[1]):
+    for rows in (
+        sn.subsample_index(jax.random.key(3), n, sn.subsample_rows(n)),
+        influence.probe_plan(np.eye(3), jax.random.key(4), n, 2048)[1],
+    ):
         assert np.all(np.diff(rows) > 0) and rows[0] >= 0 and rows[-1] < n and rows[-1] - rows[0] > n // 2, rows
     assert sn.subsample_index(jax.random.key(3), n, sn.subsample_rows(n)).size == sn.subsample_rows(n)
 
@@ -120,4 +124,6 @@ def test_blocked_evaluation_matches_one_block(monkeypatch, data):
     monkeypatch.setattr(sn, "EVAL_ROWS", 3000)
     got = sn.evaluator(logistic_regression(10.0), unravel, 1.0, 2.0)(points, data)
     for w, g in zip(want, got):
-        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-4, atol=1e-4 * float(np.abs(np.asarray(w)).max()))
+        np.testing.assert_allclose(
+            np.asarray(g), np.asarray(w), rtol=1e-4, atol=1e-4 * float(np.abs(np.asarray(w)).max())
+        )

@@ -32,7 +32,14 @@ def test_warmup_finds_mode_and_reports_cost(glm):
     stopping decrement (0.2 s.d.) of the quadrature mode, MALA's tuned acceptance under MHminibatch is near the
     Barker-MALA optimum, and every phase reports rows, passes over N, seconds and compile seconds (summary() adds them up)."""
     data, mean, var, mode = glm
-    w = warmup(logistic_regression(prior_scale=5.0), data, jnp.asarray([3.0, 3.0]), key=0, test="mhminibatch", proposal="langevin")
+    w = warmup(
+        logistic_regression(prior_scale=5.0),
+        data,
+        jnp.asarray([3.0, 3.0]),
+        key=0,
+        test="mhminibatch",
+        proposal="langevin",
+    )
     assert np.max(np.abs(np.asarray(w.centre) - mode) / np.sqrt(var)) < NEWTON_DECREMENT
     assert abs(w.acceptance - TARGET_ACCEPT[("barker", "langevin")]) < 0.15
     assert set(w.cost) == {"mode", "proxy", "influence", "tuning", "setup"} and w.influence.rows.size == 0
@@ -40,14 +47,23 @@ def test_warmup_finds_mode_and_reports_cost(glm):
     s = w.summary()
     assert s["total_passes"] == pytest.approx(w.total_data / 5_000) and s["phases"]["proxy"]["passes"] == 1.0
     assert all(0 <= p["compile_seconds"] <= p["seconds"] for p in s["phases"].values())
-    assert s["phases"]["influence"]["rows"] == 2048  # its first round rode on the proxy's pass: only the bulk rows were read
+    assert (
+        s["phases"]["influence"]["rows"] == 2048
+    )  # its first round rode on the proxy's pass: only the bulk rows were read
 
 
 @pytest.fixture(scope="module")
 def default_run(glm):
     """``auto_sample`` with its defaults (proxy HMC, the penalty test on 50 rows) from (3, 3): 4 chains x 1500 draws."""
-    return auto_sample(logistic_regression(prior_scale=5.0), glm[0], jnp.asarray([3.0, 3.0]), num_samples=1500, num_chains=4,
-                       key=2, progress=False)
+    return auto_sample(
+        logistic_regression(prior_scale=5.0),
+        glm[0],
+        jnp.asarray([3.0, 3.0]),
+        num_samples=1500,
+        num_chains=4,
+        key=2,
+        progress=False,
+    )
 
 
 def test_auto_sample_matches_quadrature(glm, default_run):
@@ -57,7 +73,10 @@ def test_auto_sample_matches_quadrature(glm, default_run):
     data, mean, var, _ = glm
     res, w = default_run
     assert (w.kind, w.test.name, w.cost["tuning"].data) == ("proxy_hmc", "penalty", 0) and "batch" in w.cost  # m sized
-    assert (w.why, w.summary()["proposal"]) == ("rule: no exact stratum, one mode", "proxy_hmc")  # the ordinary GLM keeps proxy HMC
+    assert (w.why, w.summary()["proposal"]) == (
+        "rule: no exact stratum, one mode",
+        "proxy_hmc",
+    )  # the ordinary GLM keeps proxy HMC
     chk = check_moments(np.asarray(res.positions)[:, 100:], mean, var)
     assert np.all(chk.ess > 4000), chk.ess
     assert np.all(np.abs(chk.z_mean()) < 4) and np.all(np.abs(chk.z_var()) < 4), (chk.z_mean(), chk.z_var())
@@ -72,8 +91,19 @@ def test_default_kernel_reaches_the_posterior_from_far(glm, default_run):
     the ``mixture`` proposal's random walk brings such a chain back (the slow test below)."""
     data, mean, var, mode = glm
     _, w = default_run
-    res = sample(logistic_regression(prior_scale=5.0), data, far_starts(mode, w.covariance, 10.0), proposal=w.proposal,
-                 test=w.test, estimator=w.estimator, num_samples=800, num_chains=8, key=3, batched_init=True, progress=False)
+    res = sample(
+        logistic_regression(prior_scale=5.0),
+        data,
+        far_starts(mode, w.covariance, 10.0),
+        proposal=w.proposal,
+        test=w.test,
+        estimator=w.estimator,
+        num_samples=800,
+        num_chains=8,
+        key=3,
+        batched_init=True,
+        progress=False,
+    )
     x = np.asarray(res.positions)
     chk = check_moments(x[:, 100:], mean, var)
     assert np.all(chk.ess > 4000), chk.ess
@@ -86,8 +116,19 @@ def test_mixture_reaches_the_posterior_from_twenty_sd(glm):
     away: after 300 steps, quadrature means and variances within |z| < 4 at ESS > 4000 (a 5% s.d. error shows)."""
     data, mean, var, mode = glm
     w = warmup(logistic_regression(prior_scale=5.0), data, jnp.asarray([3.0, 3.0]), key=0, proposal="mixture")
-    res = sample(logistic_regression(prior_scale=5.0), data, far_starts(mode, w.covariance, 20.0), proposal=w.proposal,
-                 test=w.test, estimator=w.estimator, num_samples=1500, num_chains=8, key=3, batched_init=True, progress=False)
+    res = sample(
+        logistic_regression(prior_scale=5.0),
+        data,
+        far_starts(mode, w.covariance, 20.0),
+        proposal=w.proposal,
+        test=w.test,
+        estimator=w.estimator,
+        num_samples=1500,
+        num_chains=8,
+        key=3,
+        batched_init=True,
+        progress=False,
+    )
     chk = check_moments(np.asarray(res.positions)[:, 300:], mean, var)
     assert np.all(chk.ess > 4000), chk.ess
     assert np.all(np.abs(chk.z_mean()) < 4) and np.all(np.abs(chk.z_var()) < 4), (chk.z_mean(), chk.z_var())
@@ -116,7 +157,9 @@ def test_bad_settings_raise(glm):
         warmup(logistic_regression(), data, jnp.zeros(2), proposal="hmc")
     with pytest.raises(ValueError, match="target_accept=0.5 has no effect with proposal='proxy_hmc'"):
         warmup(logistic_regression(), data, jnp.zeros(2), proposal="proxy_hmc", target_accept=0.5)
-    with pytest.raises(ValueError, match="target_accept=0.5 has no effect with proposal=None.*or name a tuned proposal"):
+    with pytest.raises(
+        ValueError, match="target_accept=0.5 has no effect with proposal=None.*or name a tuned proposal"
+    ):
         warmup(logistic_regression(), data, jnp.zeros(2), target_accept=0.5)
     with pytest.raises(ValueError, match="recentre=1 must be True or False"):
         warmup(logistic_regression(), data, jnp.zeros(2), recentre=1)
@@ -130,8 +173,17 @@ def test_auto_sample_with_proxy_moves_matches_quadrature(glm, kind):
     the move chosen by measured effective draws per second), from (3, 3): quadrature means and variances within |z| < 4
     at ESS > 3200 (a 5% s.d. error would show)."""
     data, mean, var, _ = glm
-    res, w = auto_sample(logistic_regression(prior_scale=5.0), data, jnp.asarray([3.0, 3.0]), num_samples=6000 if kind == "langevin" else 3000,
-                         num_chains=4, key=2, test=mh_minibatch(batch_size=40), proposal=kind, progress=False)
+    res, w = auto_sample(
+        logistic_regression(prior_scale=5.0),
+        data,
+        jnp.asarray([3.0, 3.0]),
+        num_samples=6000 if kind == "langevin" else 3000,
+        num_chains=4,
+        key=2,
+        test=mh_minibatch(batch_size=40),
+        proposal=kind,
+        progress=False,
+    )
     chk = check_moments(np.asarray(res.positions)[:, 200:], mean, var)
     assert np.all(chk.ess > 3200), chk.ess
     assert np.all(np.abs(chk.z_mean()) < 4) and np.all(np.abs(chk.z_var()) < 4), (chk.z_mean(), chk.z_var())
@@ -154,19 +206,36 @@ def test_auto_sample_sees_sparse_influential_rows():
 
     data, idx = cauchy_rows_data(100_000)
     mean, sd = posterior_a()
-    res, w = auto_sample(cauchy_rows_model(), data, jnp.zeros(2), num_samples=5000, num_chains=4, key=1, progress=False,
-                         **EARLIER_DEFAULT)
+    res, w = auto_sample(
+        cauchy_rows_model(),
+        data,
+        jnp.zeros(2),
+        num_samples=5000,
+        num_chains=4,
+        key=1,
+        progress=False,
+        **EARLIER_DEFAULT,
+    )
     np.testing.assert_array_equal(w.influence.rows, np.sort(idx))
     a = np.asarray(res.positions)[:, 500:, 0]
     chk = check_moments(a[..., None], np.array([mean]), np.array([sd**2]))
     assert chk.ess[0] > 2000, chk.ess
     assert 0.0975 * sd**2 / chk.se_var[0] > 3, chk.se_var  # the power to see a 5% s.d. error
-    assert abs(chk.z_mean()[0]) < 4 and abs(chk.z_var()[0]) < 3, (chk.mean, chk.var, mean, sd**2, chk.z_mean(), chk.z_var())
+    assert abs(chk.z_mean()[0]) < 4 and abs(chk.z_var()[0]) < 3, (
+        chk.mean,
+        chk.var,
+        mean,
+        sd**2,
+        chk.z_mean(),
+        chk.z_var(),
+    )
     assert w.proxy_check.ok
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("options, draws", [(EARLIER_DEFAULT, 10_000), ({}, 24_000)], ids=["earlier_default", "default"])
+@pytest.mark.parametrize(
+    "options, draws", [(EARLIER_DEFAULT, 10_000), ({}, 24_000)], ids=["earlier_default", "default"]
+)
 def test_auto_sample_matches_a_rare_category_posterior(options, draws):
     """(~40 s: a mode search over 100,020 rows, 32 chains x 10,000 draws.) Issue 19, case 1, its realistic form:
     logistic regression with an intercept and a rare category (20 of 100,020 rows, 19 successes), prior N(0, 5^2).
@@ -194,9 +263,19 @@ def test_auto_sample_matches_a_rare_category_posterior(options, draws):
 
     data, idx = rare_category_data()
     mean, sd = posterior_rare_coefficient(data)
-    res, w = auto_sample(logistic_regression(prior_scale=PRIOR_SCALE), data, jnp.zeros(2), num_samples=draws, num_chains=32,
-                         key=3, progress=False, **options)
-    assert (w.kind, w.why) == ((options["proposal"], "named") if options else ("mixture", "rule: an exact stratum of 20 rows"))
+    res, w = auto_sample(
+        logistic_regression(prior_scale=PRIOR_SCALE),
+        data,
+        jnp.zeros(2),
+        num_samples=draws,
+        num_chains=32,
+        key=3,
+        progress=False,
+        **options,
+    )
+    assert (w.kind, w.why) == (
+        (options["proposal"], "named") if options else ("mixture", "rule: an exact stratum of 20 rows")
+    )
     np.testing.assert_array_equal(w.influence.rows, np.sort(idx))
     b = np.asarray(res.positions)[:, 1000:, 1]
     chk = check_moments(b[..., None], np.array([mean]), np.array([sd**2]))

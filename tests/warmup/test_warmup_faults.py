@@ -13,7 +13,9 @@ from minibatch_mcmc.data import open_npy
 from minibatch_mcmc.data.host import DataChangedError
 from minibatch_mcmc.warmup import DEFAULT_PROPOSAL, auto_sample, warmup
 
-warmup_module = importlib.import_module("minibatch_mcmc.warmup.api")  # the module defining the warm-up (mm.warmup is the function)
+warmup_module = importlib.import_module(
+    "minibatch_mcmc.warmup.api"
+)  # the module defining the warm-up (mm.warmup is the function)
 auto_module = importlib.import_module("minibatch_mcmc.warmup.auto")  # the module defining auto_sample
 
 SMALL = dict(num_windows=2, window_size=20, num_starts=0)
@@ -72,15 +74,24 @@ def test_auto_sample_resume_restores_the_warmup(tmp_path, monkeypatch):
     (the warm-up is not called again) and the resumed draws equal an uninterrupted run's."""
     x = (np.random.default_rng(3).standard_normal((2000, 2)) + 1.0).astype(np.float32)
     kw = dict(num_chains=2, key=4, progress=False, block_size=50, num_starts=0)
-    whole, _ = auto_sample(models.gaussian_mean(), x, jnp.zeros(2), num_samples=100, checkpoint_dir=tmp_path / "a", **kw)
+    whole, _ = auto_sample(
+        models.gaussian_mean(), x, jnp.zeros(2), num_samples=100, checkpoint_dir=tmp_path / "a", **kw
+    )
     auto_sample(models.gaussian_mean(), x, jnp.zeros(2), num_samples=50, checkpoint_dir=tmp_path / "b", **kw)
 
     def no_warmup(*args, **kwargs):
         raise AssertionError("the warm-up was redone")
 
     monkeypatch.setattr(auto_module, "warmup", no_warmup)
-    resumed, w = auto_sample(models.gaussian_mean(), x, jnp.zeros(2), num_samples=100, checkpoint_dir=tmp_path / "b", resume=True, **kw)
+    resumed, w = auto_sample(
+        models.gaussian_mean(), x, jnp.zeros(2), num_samples=100, checkpoint_dir=tmp_path / "b", resume=True, **kw
+    )
     np.testing.assert_array_equal(np.asarray(resumed.positions), np.asarray(whole.positions))
-    assert w.cost["mode"].data > 0 and (w.kind, w.why) == ("proxy_hmc", "rule: no exact stratum, one mode")  # kept with the warm-up
+    assert w.cost["mode"].data > 0 and (w.kind, w.why) == (
+        "proxy_hmc",
+        "rule: no exact stratum, one mode",
+    )  # kept with the warm-up
     with pytest.raises(ValueError, match="cannot resume with the warm-up saved in .* other settings"):
-        auto_sample(models.gaussian_mean(), x, jnp.ones(2), num_samples=100, checkpoint_dir=tmp_path / "b", resume=True, **kw)
+        auto_sample(
+            models.gaussian_mean(), x, jnp.ones(2), num_samples=100, checkpoint_dir=tmp_path / "b", resume=True, **kw
+        )

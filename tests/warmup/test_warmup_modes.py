@@ -16,7 +16,9 @@ def squared_mean(n=2000, shift=0.25, seed=0):
     """``x ~ N(theta^2, 1)`` with prior ``N(0, 10^2)``; mean x ~ ``shift`` so the modes sit at +-sqrt(shift)."""
     rng = np.random.default_rng(seed)
     x = (shift + rng.standard_normal(n)).astype(np.float32)
-    model = Model(log_prior=gaussian_prior(0.0, 10.0), log_lik=lambda th, b: -0.5 * (b - th[0] ** 2) ** 2, name="square")
+    model = Model(
+        log_prior=gaussian_prior(0.0, 10.0), log_lik=lambda th, b: -0.5 * (b - th[0] ** 2) ** 2, name="square"
+    )
     return model, x
 
 
@@ -36,12 +38,17 @@ def test_mirror_modes_warn_and_chains_start_in_both():
     """Before: no warning, every chain around one Laplace fit. Now: a warning naming both modes and their log
     densities; chains 0 and 2 start in one mode, 1 and 3 in the other, whose proxy is centred on it."""
     model, x = squared_mean()
-    with pytest.warns(UserWarning, match=r"2 modes \(mode 0: theta = \[0\.\d+\], log density -\d+.*mode 1: theta = \[-0\.\d+\]"):
+    with pytest.warns(
+        UserWarning, match=r"2 modes \(mode 0: theta = \[0\.\d+\], log density -\d+.*mode 1: theta = \[-0\.\d+\]"
+    ):
         w = warmup(model, x, jnp.asarray([1.0]), key=0, num_windows=2, window_size=20)
     root = float(np.sqrt(x.mean()))
     assert [round(float(m.theta[0]), 2) for m in w.modes] == [round(root, 2), -round(root, 2)]
     assert len(w.mode_kernels) == 1 and round(float(w.mode_kernels[0][0].centre[0]), 2) == -round(root, 2)
-    assert (w.kind, w.why) == ("mixture", "rule: 2 modes")  # no proposal named: the rule guards proxy HMC with a random walk
+    assert (w.kind, w.why) == (
+        "mixture",
+        "rule: 2 modes",
+    )  # no proposal named: the rule guards proxy HMC with a random walk
     starts = np.asarray(dispersed_starts(w, 4, jax.random.key(0)))[:, 0]
     assert np.all(starts[::2] > 0) and np.all(starts[1::2] < 0), starts
 
@@ -57,8 +64,17 @@ def test_rhat_flags_the_modes_and_each_mode_is_sampled_right():
     z of the mean 0.52, of the variance 1.33), which flags the modes less sharply than this test asks."""
     model, x = squared_mean(n=10_000, shift=0.04)
     with pytest.warns(UserWarning, match="2 modes"):
-        res, w = auto_sample(model, x, jnp.asarray([1.0]), num_samples=6000, num_chains=4, key=1, progress=False, block_size=2000,
-                             proposal="proxy_hmc")
+        res, w = auto_sample(
+            model,
+            x,
+            jnp.asarray([1.0]),
+            num_samples=6000,
+            num_chains=4,
+            key=1,
+            progress=False,
+            block_size=2000,
+            proposal="proxy_hmc",
+        )
     draws = np.asarray(res.positions)[:, 500:, 0]
     import arviz as az
 

@@ -114,11 +114,17 @@ def untrustworthy_text(n_data: int, batch_size: int, epsilon: float, measured: E
     )
 
 
-def warn_if_untrustworthy(n_data: int, batch_size: int, epsilon: float, level: float = MAX_DECISION_ERROR) -> ErrorEstimate:
+def warn_if_untrustworthy(
+    n_data: int, batch_size: int, epsilon: float, level: float = MAX_DECISION_ERROR
+) -> ErrorEstimate:
     """Measure AustereMH(c)'s worst-case per-decision error at ``N`` and warn (:class:`AccuracyWarning`) above ``level``."""
     measured = worst_case_error(int(n_data), int(batch_size), float(epsilon))
     if measured.error > level:
-        warnings.warn(accuracy_message(int(n_data), int(batch_size), float(epsilon), measured, level), AccuracyWarning, stacklevel=4)
+        warnings.warn(
+            accuracy_message(int(n_data), int(batch_size), float(epsilon), measured, level),
+            AccuracyWarning,
+            stacklevel=4,
+        )
     return measured
 
 
@@ -179,12 +185,20 @@ class AustereMH(NamedTuple):
         chunk_m = self.batch_size if self.design is None else self.design.base_chunk
         return first_chunk(key, order_and_uniform(key, jnp.float32)[0], int(chunk_m), n_data)
 
-    def stage(self, stats: Statistics, per_datum, mu0: jax.Array, dtype) -> tuple[int, jax.Array, jax.Array, jax.Array, jax.Array]:
+    def stage(
+        self, stats: Statistics, per_datum, mu0: jax.Array, dtype
+    ) -> tuple[int, jax.Array, jax.Array, jax.Array, jax.Array]:
         """Chunk size, stage size ``m``, threshold ``epsilon``, hidden data and a non-finite flag for this step."""
         n = stats.n_data
         if self.design is None:
             zero = jnp.zeros((), jnp.int32)
-            return self.batch_size, jnp.asarray(self.batch_size, jnp.int32), jnp.asarray(self.epsilon, dtype), zero, jnp.zeros((), bool)
+            return (
+                self.batch_size,
+                jnp.asarray(self.batch_size, jnp.int32),
+                jnp.asarray(self.epsilon, dtype),
+                zero,
+                jnp.zeros((), bool),
+            )
         # full-data statistics (the "hidden" data the non-conservative test needs)
         s1, b1 = full_data_sum(per_datum, stats.data, n)
         mu = s1 / n
@@ -292,4 +306,6 @@ def austere_mh_adaptive(design: AustereDesign) -> AustereMH:
     Args:
         design: The ``AustereDesign`` whose grid of ``(m, epsilon)`` each step picks from.
     """
-    return AustereMH(batch_size=int(design.base_chunk), epsilon=float(design.epsilon[0]), design=design, name="austere_mh_nc")
+    return AustereMH(
+        batch_size=int(design.base_chunk), epsilon=float(design.epsilon[0]), design=design, name="austere_mh_nc"
+    )

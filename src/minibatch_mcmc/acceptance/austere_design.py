@@ -135,7 +135,9 @@ class DesignChoice(NamedTuple):
 
 def _check_error_bound(error_bound: float) -> float:
     """The design's bound on the probability of a wrong decision, in ``(0, 0.5)``."""
-    return check_real(error_bound, "error_bound", 0.0, 0.5, low_open=True, high_open=True, why="a coin flip errs with 0.5")
+    return check_real(
+        error_bound, "error_bound", 0.0, 0.5, low_open=True, high_open=True, why="a coin flip errs with 0.5"
+    )
 
 
 def design_conservative(
@@ -193,8 +195,9 @@ def design_adaptive(table: DesignTable, error_bound: float) -> AustereDesign:
         ms[j], es[j] = table.batch_sizes[i], table.epsilons[e]
     order = np.argsort(table.mu_std)
     base = int(reduce(math.gcd, [int(m) for m in table.batch_sizes]))
-    return AustereDesign(jnp.asarray(np.abs(table.mu_std)[order], jnp.float32), jnp.asarray(ms[order]), jnp.asarray(es[order]), base)
-
+    return AustereDesign(
+        jnp.asarray(np.abs(table.mu_std)[order], jnp.float32), jnp.asarray(ms[order]), jnp.asarray(es[order]), base
+    )
 
 
 # ---- worst-case error per decision, and the design that meets an error asked for ----
@@ -213,7 +216,12 @@ MAX_DESIGN_PATHS = 50_000
 
 
 def simulate_stops(
-    n_data: int, batch_size: int, epsilons: Sequence[float], mu_std: Sequence[float], n_paths: int, seed: int = 0,
+    n_data: int,
+    batch_size: int,
+    epsilons: Sequence[float],
+    mu_std: Sequence[float],
+    n_paths: int,
+    seed: int = 0,
     max_stages: int | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Paths that stop before the data run out at ``mu_std = 0`` (per epsilon) and the data fraction at each ``mu_std``.
@@ -236,7 +244,7 @@ def simulate_stops(
     sizes = np.minimum(np.arange(1, math.ceil(n / m) + 1) * m, n)
     early = sizes[sizes < n]  # stages that can stop before the exact decision
     if max_stages is not None and early.size > max_stages:
-        early = np.r_[early[: max_stages // 2], early[-(max_stages - max_stages // 2):]]
+        early = np.r_[early[: max_stages // 2], early[-(max_stages - max_stages // 2) :]]
     stops, used = np.zeros(eps.size), np.zeros((eps.size, mus.size))
     if early.size == 0:
         return stops, np.ones_like(used)
@@ -277,7 +285,9 @@ def error_estimate(stops: float, n_paths: int) -> ErrorEstimate:
 
 
 @lru_cache(maxsize=256)
-def worst_case_error(n_data: int, batch_size: int, epsilon: float, n_paths: int = CHECK_PATHS, seed: int = 0) -> ErrorEstimate:
+def worst_case_error(
+    n_data: int, batch_size: int, epsilon: float, n_paths: int = CHECK_PATHS, seed: int = 0
+) -> ErrorEstimate:
     """Worst-case (``mu_std -> 0``) probability that AustereMH(c)'s decision differs from the exact test's (cached).
 
     Above :data:`CHECK_STAGES` stages it looks at the first and last ``CHECK_STAGES / 2`` only: a lower bound.

@@ -89,7 +89,9 @@ class CorrectionSampler(NamedTuple):
 def check_sigma(sigma: object) -> float:
     """``sigma`` as a float if it is a finite number with ``0 < sigma < pi/sqrt(3)``, else a ValueError naming it."""
     real = isinstance(sigma, numbers.Real) and not isinstance(sigma, (bool, np.bool_))
-    return check_real(float(sigma) if real else sigma, "sigma", 0.0, LOGISTIC_SD, low_open=True, high_open=True, why=_SIGMA_LIMIT)
+    return check_real(
+        float(sigma) if real else sigma, "sigma", 0.0, LOGISTIC_SD, low_open=True, high_open=True, why=_SIGMA_LIMIT
+    )
 
 
 def alias_cells(n_atoms: int) -> int:

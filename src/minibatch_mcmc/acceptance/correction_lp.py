@@ -35,7 +35,26 @@ from minibatch_mcmc.acceptance.correction import (
 from minibatch_mcmc.checks import check_positive, check_real
 
 SHIPPED_SIGMAS: tuple[float, ...] = (
-    0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.05, 1.1, 1.15, 1.2, 1.25, 1.3, 1.35, 1.4, 1.42, 1.44, 1.45, 1.5, 1.6, 1.7,
+    0.5,
+    0.6,
+    0.7,
+    0.8,
+    0.9,
+    1.0,
+    1.05,
+    1.1,
+    1.15,
+    1.2,
+    1.25,
+    1.3,
+    1.35,
+    1.4,
+    1.42,
+    1.44,
+    1.45,
+    1.5,
+    1.6,
+    1.7,
 )
 """The ``sigma`` values whose tables :func:`build_shipped_tables` writes by default."""
 
@@ -50,7 +69,6 @@ MAX_HALF_WIDTH = 100.0
 
 LP_MAX_ENTRIES = 4_000_000
 """Largest LP ``solve_correction`` starts: coefficients of its dense constraint matrix (32 MB in float64)."""
-
 
 
 class ConvolutionKernel(NamedTuple):
@@ -167,7 +185,9 @@ def _solve_lp(x: np.ndarray, m: np.ndarray, weights: np.ndarray, sigma: float) -
     cost = np.zeros(n + 1)
     cost[-1] = 1.0
     for options in (dict(_LP_OPTIONS), {}):  # tight tolerances first, HiGHS defaults as a fallback
-        res = linprog(cost, A_ub=a_ub, b_ub=b_ub, A_eq=a_eq, b_eq=[1.0], bounds=(0, None), method="highs", options=options)
+        res = linprog(
+            cost, A_ub=a_ub, b_ub=b_ub, A_eq=a_eq, b_eq=[1.0], bounds=(0, None), method="highs", options=options
+        )
         if res.status == 0:
             break
     else:

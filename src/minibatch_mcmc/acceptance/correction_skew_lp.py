@@ -68,7 +68,10 @@ def kappa_grid(kappa_max: float = KAPPA_MAX, kappa_step: float = KAPPA_STEP) -> 
 
 def solve_skew_rows(sigma: float, kappas: np.ndarray) -> list[CorrectionTable]:
     """One LP per ``kappa > 0``; the ``kappa = 0`` row is the plain shipped table itself."""
-    return [load_correction(sigma) if k == 0.0 else solve_correction(sigma, kernel=edgeworth_kernel(sigma, k)) for k in kappas]
+    return [
+        load_correction(sigma) if k == 0.0 else solve_correction(sigma, kernel=edgeworth_kernel(sigma, k))
+        for k in kappas
+    ]
 
 
 def mixture_errors(sigma: float, kappas: np.ndarray, rows: list[CorrectionTable]) -> np.ndarray:

@@ -96,7 +96,12 @@ def lambda_scale(stats: Statistics) -> jax.Array:
 
 
 def read_minibatch(
-    key: jax.Array, stats: Statistics, batch_size: int, sigma: float, delta: float | None, scale: jax.Array | None = None
+    key: jax.Array,
+    stats: Statistics,
+    batch_size: int,
+    sigma: float,
+    delta: float | None,
+    scale: jax.Array | None = None,
 ) -> StreamingSums:
     """The sums of the rows MHminibatch reads for ``key``: chunks of ``batch_size`` until ``s2 < sigma^2`` (and ``epsilon <= delta``).
 
@@ -119,7 +124,9 @@ def read_minibatch(
             more = more | (st.epsilon > delta_bound)
         return state, ~(more & (mom.count < n) & ~mom.bad & prior_ok)
 
-    return grow(key, round_keys, stats, m, lambda raw: scale * raw, enough, (), init_sums(dtype), normalise=True, higher=True)[0]
+    return grow(
+        key, round_keys, stats, m, lambda raw: scale * raw, enough, (), init_sums(dtype), normalise=True, higher=True
+    )[0]
 
 
 class MinibatchRead(NamedTuple):
@@ -141,15 +148,23 @@ class MinibatchRead(NamedTuple):
     """``lambda_scale`` of the statistics."""
 
 
-def read_estimate(key: jax.Array, stats: Statistics, batch_size: int, sigma: float, delta: float | None) -> MinibatchRead:
+def read_estimate(
+    key: jax.Array, stats: Statistics, batch_size: int, sigma: float, delta: float | None
+) -> MinibatchRead:
     """The minibatch ``read_minibatch`` reads for ``key`` (grown while ``s2 >= sigma^2``), its estimate and the uniforms."""
     _, uniform_bits = random_inputs(key)
     scale = lambda_scale(stats)
     mom = read_minibatch(key, stats, batch_size, sigma, delta, scale)
     st = minibatch_stats(mom, stats.n_data)
-    return MinibatchRead(uniforms=uniform_from_bits(uniform_bits, decision_dtype(stats)), mom=mom, st=st,
-                         delta_star=st.mean + data_free_delta(stats), prior_ok=stats.psi > -jnp.inf,
-                         bad=mom.bad | jnp.isnan(stats.psi), scale=scale)
+    return MinibatchRead(
+        uniforms=uniform_from_bits(uniform_bits, decision_dtype(stats)),
+        mom=mom,
+        st=st,
+        delta_star=st.mean + data_free_delta(stats),
+        prior_ok=stats.psi > -jnp.inf,
+        bad=mom.bad | jnp.isnan(stats.psi),
+        scale=scale,
+    )
 
 
 def minibatch_outcome(accepted: jax.Array, read: MinibatchRead) -> TestOutcome:
@@ -201,7 +216,11 @@ class MHMinibatch(NamedTuple):
         """Grow the minibatch until ``s2 < sigma^2`` (and ``epsilon <= delta``), then run the corrected Barker test."""
         read = read_estimate(key, stats, self.batch_size, self.sigma, self.delta)
         u, delta_star = read.uniforms, read.delta_star
-        x_nc = jnp.sqrt(2.0) * jax.scipy.special.erfinv(2.0 * u[0] - 1.0) * jnp.sqrt(jnp.maximum(self.sigma**2 - read.st.s2, 0.0))
+        x_nc = (
+            jnp.sqrt(2.0)
+            * jax.scipy.special.erfinv(2.0 * u[0] - 1.0)
+            * jnp.sqrt(jnp.maximum(self.sigma**2 - read.st.s2, 0.0))
+        )
         x_corr = correction_from_uniforms(u[1], u[2], self.correction).astype(u.dtype)
         x_log = jnp.log(u[3]) - jnp.log1p(-u[3])
         exhausted = read.mom.count >= stats.n_data

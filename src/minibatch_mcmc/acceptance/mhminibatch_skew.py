@@ -132,7 +132,11 @@ class MHMinibatchSkew(NamedTuple):
         read = read_estimate(key, stats, self.batch_size, self.sigma, self.delta)
         u, delta_star = read.uniforms, read.delta_star
         kappa = jnp.clip(skew_kappa(read.mom, n, read.st.s2), -self.correction.kappa_max, self.correction.kappa_max)
-        x_nc = jnp.sqrt(2.0) * jax.scipy.special.erfinv(2.0 * u[0] - 1.0) * jnp.sqrt(jnp.maximum(self.sigma**2 - read.st.s2, 0.0))
+        x_nc = (
+            jnp.sqrt(2.0)
+            * jax.scipy.special.erfinv(2.0 * u[0] - 1.0)
+            * jnp.sqrt(jnp.maximum(self.sigma**2 - read.st.s2, 0.0))
+        )
         # u[3] picks the row when the minibatch is not exhausted, else gives the logistic draw: never both
         x_corr = skew_correction_from_uniforms(kappa, u[1], u[2], u[3], self.correction).astype(u.dtype)
         x_log = jnp.log(u[3]) - jnp.log1p(-u[3])

@@ -132,11 +132,12 @@ def tunamh(chi: float = 1.0, chunk_size: int = 8, max_expected: float | None = N
         chunk_size: Rows read per loop step.
         max_expected: Above this many expected rows a step falls back to the full data (default, and at most, ``N``).
     """
-    chi = check_positive(chi, "chi", why="; TunaMH's guarantee needs chi > 0 (larger: more rows, acceptance nearer MH's)")
+    chi = check_positive(
+        chi, "chi", why="; TunaMH's guarantee needs chi > 0 (larger: more rows, acceptance nearer MH's)"
+    )
     chunk_size, limit = loop_settings(chunk_size, max_expected)
     return MHSS(gamma=0.5, chi=chi, two_stage=False, chunk_size=chunk_size, max_expected=limit, name="tunamh")
 
 
 TunaMH = MHSS
 """TunaMH is :class:`MHSS` with ``gamma = 1/2``, ``chi > 0`` and one stage."""
-

@@ -196,13 +196,19 @@ class MHSubLhd(NamedTuple):
             grown = jnp.minimum(jnp.ceil(gamma * t), float(n)).astype(jnp.int32)  # no int32 overflow near N = 2^31
             next_end = jnp.minimum(jnp.maximum(grown, count + 1), n)
             done = stop | (count >= n) | sums.bad
-            return _Stage(stage_end=jnp.where(look_now, next_end, stage.stage_end), look=looks, bound=jnp.where(look_now, c_t, stage.bound)), done
+            return _Stage(
+                stage_end=jnp.where(look_now, next_end, stage.stage_end),
+                look=looks,
+                bound=jnp.where(look_now, c_t, stage.bound),
+            ), done
 
         i0 = jnp.zeros((), jnp.int32)
         sums0 = init_sums(dtype)._replace(bad=bad_range | jnp.isnan(stats.psi))
         stage0 = _Stage(jnp.asarray(min(m, n), jnp.int32), i0, jnp.zeros((), dtype))
         # a NaN psi stops after the first chunk; a zero prior (psi = -inf, mu_0 = +inf) stops at the first look and rejects
-        sums, stage = grow(key, round_keys, stats, m, lambda raw: raw / temp, look, stage0, sums0, end=lambda s: s.stage_end)
+        sums, stage = grow(
+            key, round_keys, stats, m, lambda raw: raw / temp, look, stage0, sums0, end=lambda s: s.stage_end
+        )
         t = sums.count.astype(dtype)
         mean, var_l = mean_and_variance(sums)
         exhausted = sums.count >= n
@@ -246,8 +252,12 @@ def mh_sublhd(
     batch_size = check_int(batch_size, "batch_size m", low=2, why="the sample variance needs two points")
     gamma = check_real(gamma, "gamma", 1.0, low_open=True, why="the geometric growth factor of the batch size")
     p = check_real(p, "p", 1.0, low_open=True, why="so that delta_k = (p-1) delta / (p k^p) sums to at most delta")
-    delta = check_real(delta, "delta", 0.0, 1.0, low_open=True, high_open=True, allowed="a number in the open interval (0, 1)")
+    delta = check_real(
+        delta, "delta", 0.0, 1.0, low_open=True, high_open=True, allowed="a number in the open interval (0, 1)"
+    )
     if range_bound is not None and not callable(range_bound):
-        raise ValueError(f"range_bound={range_bound!r} must be None or a callable stats -> bound on max_i |log ratio_i|")
+        raise ValueError(
+            f"range_bound={range_bound!r} must be None or a callable stats -> bound on max_i |log ratio_i|"
+        )
     finite_population = check_bool(finite_population, "finite_population")
     return MHSubLhd(batch_size, gamma, p, delta, range_bound, finite_population)

@@ -46,7 +46,11 @@ def check_mint_parameters(
     tau: float | None = None, lam: float | None = None, batch_size: int | None = None, alpha: float | None = None
 ) -> None:
     """Checks that do not depend on ``n``: one parameter pair, exponents in range, ``lambda < tau``, ``m >= 2``."""
-    if (tau is None) != (lam is None) or (batch_size is None) != (alpha is None) or (tau is None) == (batch_size is None):
+    if (
+        (tau is None) != (lam is None)
+        or (batch_size is None) != (alpha is None)
+        or (tau is None) == (batch_size is None)
+    ):
         raise ValueError(
             "give MINT either (tau, lam) or (batch_size, alpha), not a mix: "
             f"got tau={tau!r}, lam={lam!r}, batch_size={batch_size!r}, alpha={alpha!r}"
@@ -55,14 +59,20 @@ def check_mint_parameters(
         tau = check_real(tau, "tau", 0.0, 1.0, low_open=True, why="the exponent of m = n^tau")
         lam = check_real(lam, "lam", 0.0)
         if lam >= tau:
-            raise ValueError(f"MINT needs lambda < tau; got lam={lam} >= tau={tau} (the minibatch noise would not vanish)")
+            raise ValueError(
+                f"MINT needs lambda < tau; got lam={lam} >= tau={tau} (the minibatch noise would not vanish)"
+            )
         return
     check_int(batch_size, "batch_size m", low=2)
     check_real(alpha, "alpha", 0.0, 1.0, high_open=True, why="lambda = alpha tau")
 
 
 def resolve_mint(
-    n_data: int, tau: float | None = None, lam: float | None = None, batch_size: int | None = None, alpha: float | None = None
+    n_data: int,
+    tau: float | None = None,
+    lam: float | None = None,
+    batch_size: int | None = None,
+    alpha: float | None = None,
 ) -> MINTSettings:
     """Turn ``(tau, lam)`` or ``(batch_size, alpha)`` into MINT's settings for ``n`` data points."""
     check_mint_parameters(tau, lam, batch_size, alpha)

@@ -62,7 +62,9 @@ class PenaltyTest(NamedTuple):
     def decide(self, key: jax.Array, stats: Statistics) -> TestOutcome:
         """Grow the minibatch until ``s2 < sigma_max^2``, then accept iff ``log u < delta_star - u_B(s2)``."""
         read = read_estimate(key, stats, self.batch_size, self.sigma_max, None)
-        return minibatch_outcome(jnp.log(read.uniforms[0]) < read.delta_star - penalty(read.st.s2, read.mom.count), read)
+        return minibatch_outcome(
+            jnp.log(read.uniforms[0]) < read.delta_star - penalty(read.st.s2, read.mom.count), read
+        )
 
 
 def penalty_test(batch_size: int = 50, sigma_max: float = SIGMA_MAX) -> PenaltyTest:
@@ -73,7 +75,13 @@ def penalty_test(batch_size: int = 50, sigma_max: float = SIGMA_MAX) -> PenaltyT
         sigma_max: The minibatch grows until the estimate's s.d. is below it (at most ``SIGMA_MAX_LIMIT``).
     """
     batch_size = check_int(batch_size, "batch_size m", low=2, why="the sample variance needs two points")
-    sigma_max = check_real(sigma_max, "sigma_max", 0.0, SIGMA_MAX_LIMIT, low_open=True,
-                           why="the s.d. of delta_star the minibatch grows down to; larger values accept a perfect move "
-                               "less than 32% of the time and the estimated-variance penalty loses accuracy")
+    sigma_max = check_real(
+        sigma_max,
+        "sigma_max",
+        0.0,
+        SIGMA_MAX_LIMIT,
+        low_open=True,
+        why="the s.d. of delta_star the minibatch grows down to; larger values accept a perfect move "
+        "less than 32% of the time and the estimated-variance penalty loses accuracy",
+    )
     return PenaltyTest(batch_size=batch_size, sigma_max=sigma_max)

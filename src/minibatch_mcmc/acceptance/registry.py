@@ -38,7 +38,15 @@ class Contract(NamedTuple):
     these; ``None`` (a type with no row): not declared, every record is reported."""
 
 
-OPTIONAL_RECORDS = ("epsilon", "residual_sd", "pvalue_threshold", "half_width", "expected_batch_size", "fallback", "bound_exceeded")
+OPTIONAL_RECORDS = (
+    "epsilon",
+    "residual_sd",
+    "pvalue_threshold",
+    "half_width",
+    "expected_batch_size",
+    "fallback",
+    "bound_exceeded",
+)
 """The per-step records that only some tests fill (``accepted``, ``batch_size``, ``hidden_data``, ``s2`` and
 ``delta_star`` are every test's)."""
 MINIBATCH_CLT = ("epsilon", "residual_sd")
@@ -70,19 +78,46 @@ def defaults(build: Callable[[], AcceptanceTest]) -> Callable[[int, float], Acce
 TESTS: dict[str, RegisteredTest] = {
     t.name: t
     for t in (
-        RegisteredTest("mhminibatch", MHMinibatch, lambda: mh_minibatch(batch_size=50),
-                       lambda m, sigma: mh_minibatch(batch_size=m, sigma=sigma), Contract(records=MINIBATCH_CLT)),
-        RegisteredTest("penalty", PenaltyTest, penalty_test, lambda m, sigma: penalty_test(batch_size=m, sigma_max=sigma),
-                       contract=Contract(sized_batch=True, records=MINIBATCH_CLT)),
-        RegisteredTest("smh", ScalableMH, scalable_mh, defaults(scalable_mh), contract=Contract(reads_bounds=True, records=BOUNDED)),
+        RegisteredTest(
+            "mhminibatch",
+            MHMinibatch,
+            lambda: mh_minibatch(batch_size=50),
+            lambda m, sigma: mh_minibatch(batch_size=m, sigma=sigma),
+            Contract(records=MINIBATCH_CLT),
+        ),
+        RegisteredTest(
+            "penalty",
+            PenaltyTest,
+            penalty_test,
+            lambda m, sigma: penalty_test(batch_size=m, sigma_max=sigma),
+            contract=Contract(sized_batch=True, records=MINIBATCH_CLT),
+        ),
+        RegisteredTest(
+            "smh", ScalableMH, scalable_mh, defaults(scalable_mh), contract=Contract(reads_bounds=True, records=BOUNDED)
+        ),
         RegisteredTest("mhss", MHSS, mhss, defaults(mhss), contract=Contract(reads_bounds=True, records=BOUNDED)),
         RegisteredTest("tunamh", MHSS, tunamh, defaults(tunamh), contract=Contract(reads_bounds=True, records=BOUNDED)),
-        RegisteredTest("austere", AustereMH, austere_mh, lambda m, sigma: austere_mh(batch_size=m),
-                       Contract(records=("residual_sd", "pvalue_threshold"))),
-        RegisteredTest("mhsublhd", MHSubLhd, mh_sublhd, lambda m, sigma: mh_sublhd(batch_size=m),
-                       Contract(records=("residual_sd", "half_width"))),
-        RegisteredTest("naive", NaiveMinibatch, naive_minibatch, lambda m, sigma: naive_minibatch(batch_size=m),
-                       Contract(records=("residual_sd",))),
+        RegisteredTest(
+            "austere",
+            AustereMH,
+            austere_mh,
+            lambda m, sigma: austere_mh(batch_size=m),
+            Contract(records=("residual_sd", "pvalue_threshold")),
+        ),
+        RegisteredTest(
+            "mhsublhd",
+            MHSubLhd,
+            mh_sublhd,
+            lambda m, sigma: mh_sublhd(batch_size=m),
+            Contract(records=("residual_sd", "half_width")),
+        ),
+        RegisteredTest(
+            "naive",
+            NaiveMinibatch,
+            naive_minibatch,
+            lambda m, sigma: naive_minibatch(batch_size=m),
+            Contract(records=("residual_sd",)),
+        ),
         RegisteredTest("barker", BarkerTest, BarkerTest, defaults(BarkerTest), Contract(records=())),
         RegisteredTest("metropolis", MetropolisTest, MetropolisTest, defaults(MetropolisTest), Contract(records=())),
     )

@@ -48,10 +48,14 @@ class StreamingSums(NamedTuple):
 def init_sums(dtype) -> StreamingSums:
     """Empty sums of the given float dtype."""
     zero = jnp.zeros((), dtype)
-    return StreamingSums(jnp.zeros((), jnp.int32), zero, jnp.ones((), dtype), zero, zero, zero, zero, zero, jnp.zeros((), bool))
+    return StreamingSums(
+        jnp.zeros((), jnp.int32), zero, jnp.ones((), dtype), zero, zero, zero, zero, zero, jnp.zeros((), bool)
+    )
 
 
-def add_rows(sums: StreamingSums, lam: jax.Array, valid: jax.Array, *, normalise: bool = False, higher: bool = False) -> StreamingSums:
+def add_rows(
+    sums: StreamingSums, lam: jax.Array, valid: jax.Array, *, normalise: bool = False, higher: bool = False
+) -> StreamingSums:
     """Fold the ``valid`` entries of ``lam`` into the sums; a non-finite valid entry sets ``bad`` and counts as 0."""
     dtype = sums.s1.dtype
     bad = jnp.any(valid & ~jnp.isfinite(lam))

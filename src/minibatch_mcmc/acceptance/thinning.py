@@ -69,7 +69,9 @@ def most_expected(max_expected: float | None, n_data: int) -> float:
     return float(n_data) if max_expected is None else min(float(max_expected), float(n_data))
 
 
-def poisson_count(key: jax.Array, mean: jax.Array, max_expected: float | None, n_data: int) -> tuple[jax.Array, jax.Array]:
+def poisson_count(
+    key: jax.Array, mean: jax.Array, max_expected: float | None, n_data: int
+) -> tuple[jax.Array, jax.Array]:
     """``(full, limit)``: whether the step falls back to full data (``mean`` above the cap, or NaN: a rule as symmetric in
     ``(theta, theta')`` as the bounds are) and the rows to read, ``B ~ Poisson(mean)`` or ``N``."""
     full = ~(mean <= most_expected(max_expected, n_data))

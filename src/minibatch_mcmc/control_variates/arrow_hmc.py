@@ -42,8 +42,13 @@ class ArrowMass(NamedTuple):
 
 def arrow_mass(factor: Any) -> ArrowMass:
     """An ``ArrowMass`` from an ``optim.block_newton.ArrowFactor`` (its index and factor arrays)."""
-    return ArrowMass(jnp.asarray(factor.index.levels, jnp.int32), jnp.asarray(factor.index.globals_, jnp.int32),
-                     jnp.asarray(factor.chol_levels), jnp.asarray(factor.m), jnp.asarray(factor.chol_schur))
+    return ArrowMass(
+        jnp.asarray(factor.index.levels, jnp.int32),
+        jnp.asarray(factor.index.globals_, jnp.int32),
+        jnp.asarray(factor.chol_levels),
+        jnp.asarray(factor.m),
+        jnp.asarray(factor.chol_schur),
+    )
 
 
 def lower_apply(mass: ArrowMass, z: jax.Array) -> jax.Array:
@@ -66,8 +71,15 @@ def lower_transpose_apply(mass: ArrowMass, y: jax.Array) -> jax.Array:
     return jnp.zeros_like(y).at[mass.levels].set(own).at[mass.globals_].set(glob)
 
 
-def arrow_hmc(proxy: Proxy, log_prior: Callable[[PyTree], jax.Array], step_size: float | jax.Array, mass: ArrowMass,
-              num_steps: int = 8, temperature: float = 1.0, jitter: float = 0.2) -> Proposal:
+def arrow_hmc(
+    proxy: Proxy,
+    log_prior: Callable[[PyTree], jax.Array],
+    step_size: float | jax.Array,
+    mass: ArrowMass,
+    num_steps: int = 8,
+    temperature: float = 1.0,
+    jitter: float = 0.2,
+) -> Proposal:
     """HMC on the proxy posterior with mass ``A`` given by its arrow factor (``proxy_moves.proxy_hmc``'s leapfrog).
 
     Args:
@@ -84,7 +96,9 @@ def arrow_hmc(proxy: Proxy, log_prior: Callable[[PyTree], jax.Array], step_size:
     steps = check_int(num_steps, "num_steps", 1)
     check_positive(temperature, "temperature")
     if not 0.0 <= float(jitter) < 1.0:
-        raise ValueError(f"jitter={jitter!r} must be in [0, 1): the step size is step_size * Uniform(1 - jitter, 1 + jitter)")
+        raise ValueError(
+            f"jitter={jitter!r} must be in [0, 1): the step size is step_size * Uniform(1 - jitter, 1 + jitter)"
+        )
     grad = proxy_gradient(proxy, log_prior, float(temperature))
 
     def sample(key: jax.Array, theta: PyTree) -> tuple[PyTree, jax.Array]:

@@ -82,7 +82,9 @@ class Proxy(Estimator, Protocol):
         """``l_i(theta) - l~_i(theta)`` for each of ``rows``, up to a per-row constant."""
         ...
 
-    def minibatch_estimate(self, model: Model, batch: PyTree, n_data: int, batch_size: int) -> Callable[[PyTree], jax.Array]:
+    def minibatch_estimate(
+        self, model: Model, batch: PyTree, n_data: int, batch_size: int
+    ) -> Callable[[PyTree], jax.Array]:
         """``theta -> proxy_sum(theta) + (N / b) sum_batch remainder`` on given rows."""
         ...
 

@@ -130,8 +130,12 @@ class GLMProxy(NamedTuple):
         del model
         m = self.bound_factor(current, candidate)
         largest = self.norm_max ** (self.proxy.order + 1) if self.weight_max is None else self.weight_max
-        return ResidualBounds(per_datum=lambda batch: self.row_weights(batch) * m, total=self.norm_sum * m,
-                              largest=largest * m, draw=None if self.alias is None else self.draw)
+        return ResidualBounds(
+            per_datum=lambda batch: self.row_weights(batch) * m,
+            total=self.norm_sum * m,
+            largest=largest * m,
+            draw=None if self.alias is None else self.draw,
+        )
 
     def draw(self, key: jax.Array, count: int) -> jax.Array:
         """``count`` rows drawn with probability proportional to their weights (the alias table; ``alias`` set)."""
@@ -162,8 +166,15 @@ def family_model(spec: GLMSpec) -> Model:
 
 
 def glm_proxy(
-    data: Any, centre: jax.Array, family: str = "logistic", order: int = 2, whiten: np.ndarray | None = None,
-    alias: bool = True, precision: float = 1.0, proxy: TaylorProxy | None = None, nu: float = 1.0,
+    data: Any,
+    centre: jax.Array,
+    family: str = "logistic",
+    order: int = 2,
+    whiten: np.ndarray | None = None,
+    alias: bool = True,
+    precision: float = 1.0,
+    proxy: TaylorProxy | None = None,
+    nu: float = 1.0,
 ) -> GLMProxy:
     """A GLM's Taylor proxy around ``centre`` with per-datum bounds, for ``family`` in ``glm_families.FAMILIES``.
 
@@ -188,16 +199,28 @@ def glm_proxy(
     d = centre.shape[0]
     w = np.eye(d) if whiten is None else np.asarray(whiten, np.float64)
     if w.shape != (d, d) or not np.allclose(w, np.tril(w)) or np.any(np.diag(w) <= 0):
-        raise ValueError(f"whiten must be a ({d}, {d}) lower-triangular matrix with a positive diagonal (a Cholesky factor)")
+        raise ValueError(
+            f"whiten must be a ({d}, {d}) lower-triangular matrix with a positive diagonal (a Cholesky factor)"
+        )
     source = as_data_source(data)
     arrays = source.arrays()
     spec = GLMSpec(family, float(precision), offset=family == "poisson" and "offset" in arrays, nu=float(nu))
     if proxy is None:
         proxy = taylor_proxy(family_model(spec), source, centre, order=order)
     elif proxy.order != order or not np.array_equal(np.asarray(proxy.centre), np.asarray(centre)):
-        raise ValueError(f"proxy has order {proxy.order} and another centre; glm_proxy was asked for order {order} at {centre}")
-    est = GLMProxy(proxy=proxy, whiten=jnp.asarray(w, centre.dtype), norm_sum=0.0, norm_max=0.0, name=f"glm_{family}",
-                   family=family, precision=float(precision), nu=float(nu))
+        raise ValueError(
+            f"proxy has order {proxy.order} and another centre; glm_proxy was asked for order {order} at {centre}"
+        )
+    est = GLMProxy(
+        proxy=proxy,
+        whiten=jnp.asarray(w, centre.dtype),
+        norm_sum=0.0,
+        norm_max=0.0,
+        name=f"glm_{family}",
+        family=family,
+        precision=float(precision),
+        nu=float(nu),
+    )
     norms, etas = [], []
     for s in range(0, source.n, ALIAS_CHUNK):  # one pass: norms (and the centre's eta), weights in float64
         rows = take(arrays, jnp.arange(s, min(s + ALIAS_CHUNK, source.n), dtype=jnp.int32))
@@ -207,13 +230,19 @@ def glm_proxy(
     norms = np.concatenate(norms)
     weights = norms ** (order + 1) * (np.exp(np.concatenate(etas)) if family in EXPONENTIAL else 1.0)
     if not (np.all(np.isfinite(norms)) and np.all(np.isfinite(weights))):
-        raise ValueError("the covariates (or the centre's Poisson rates) are not finite: the per-datum bounds are not finite")
+        raise ValueError(
+            "the covariates (or the centre's Poisson rates) are not finite: the per-datum bounds are not finite"
+        )
     table = None
     if alias:
         keep, other = alias_table(weights)
         table = (jnp.asarray(keep, jnp.float32), jnp.asarray(other, jnp.int32))
-    return est._replace(norm_sum=float(weights.sum()), norm_max=float(norms.max()), alias=table,
-                        weight_max=float(weights.max()) if family in EXPONENTIAL else None)
+    return est._replace(
+        norm_sum=float(weights.sum()),
+        norm_max=float(norms.max()),
+        alias=table,
+        weight_max=float(weights.max()) if family in EXPONENTIAL else None,
+    )
 
 
 def logistic_proxy(
@@ -231,8 +260,15 @@ def logistic_proxy(
     return glm_proxy(data, centre, "logistic", order=order, whiten=whiten, alias=alias)
 
 
-def model_glm_proxy(model: Model, data: Any, centre: jax.Array, order: int = 2, whiten: np.ndarray | None = None,
-                    alias: bool = True, proxy: TaylorProxy | None = None) -> GLMProxy:
+def model_glm_proxy(
+    model: Model,
+    data: Any,
+    centre: jax.Array,
+    order: int = 2,
+    whiten: np.ndarray | None = None,
+    alias: bool = True,
+    proxy: TaylorProxy | None = None,
+) -> GLMProxy:
     """``glm_proxy`` for a model that declares its GLM family (``model.glm``); refuses one that does not.
 
     Args:
@@ -252,5 +288,14 @@ def model_glm_proxy(model: Model, data: Any, centre: jax.Array, order: int = 2, 
             "a sampled nu or sigma), set Model.glm=GLMSpec(family, ...) if the likelihood is one, or pass "
             "an estimator whose residual_bounds supplies |r_i| <= b_i (e.g. control_variates.glm_proxy)"
         )
-    return glm_proxy(data, centre, model.glm.family, order=order, whiten=whiten, alias=alias, precision=model.glm.precision,
-                     proxy=proxy, nu=model.glm.nu)
+    return glm_proxy(
+        data,
+        centre,
+        model.glm.family,
+        order=order,
+        whiten=whiten,
+        alias=alias,
+        precision=model.glm.precision,
+        proxy=proxy,
+        nu=model.glm.nu,
+    )

@@ -83,8 +83,10 @@ def softplus_remainder(eta_c: jax.Array, delta: jax.Array, order: int) -> jax.Ar
     safe = jnp.where(small, SERIES_LIMIT, delta)
     far = jnp.abs(safe) > FAR_LIMIT  # expm1 would overflow: the softplus difference, no cancellation this far out
     near = jnp.where(far, SERIES_LIMIT, safe)
-    direct = jnp.where(far, jax.nn.softplus(eta_c + safe) - jax.nn.softplus(eta_c),
-                       jnp.log1p(der[0] * jnp.expm1(near))) - der[0] * safe
+    direct = (
+        jnp.where(far, jax.nn.softplus(eta_c + safe) - jax.nn.softplus(eta_c), jnp.log1p(der[0] * jnp.expm1(near)))
+        - der[0] * safe
+    )
     if order == 2:
         direct = direct - 0.5 * der[1] * safe * safe
     return jnp.where(small, series, direct)
@@ -135,12 +137,16 @@ def student_t_log_density(e: jax.Array, nu: float, precision: float) -> jax.Arra
 def student_t_derivatives(e: jax.Array, nu: float, precision: float) -> tuple[jax.Array, jax.Array, jax.Array]:
     """The first three derivatives in ``eta`` of ``student_t_log_density(y - eta)`` at the residual ``e = y - eta``."""
     d = nu / precision + e * e
-    return ((nu + 1.0) * e / d, (nu + 1.0) * (e * e - nu / precision) / (d * d),
-            2.0 * (nu + 1.0) * e * (e * e - 3.0 * nu / precision) / (d * d * d))
+    return (
+        (nu + 1.0) * e / d,
+        (nu + 1.0) * (e * e - nu / precision) / (d * d),
+        2.0 * (nu + 1.0) * e * (e * e - 3.0 * nu / precision) / (d * d * d),
+    )
 
 
-def student_t_remainder(eta_c: jax.Array, delta: jax.Array, y: jax.Array, order: int, nu: float,
-                        precision: float) -> jax.Array:
+def student_t_remainder(
+    eta_c: jax.Array, delta: jax.Array, y: jax.Array, order: int, nu: float, precision: float
+) -> jax.Array:
     """The Student-t family's ``f(eta_c + delta) - sum_{j <= order} f^(j)(eta_c) delta^j / j!`` (``precision = 1/sigma^2``)."""
     limit = QUADRATURE_LIMIT * math.sqrt(nu / precision)
     small = jnp.abs(delta) < limit
@@ -158,8 +164,9 @@ def student_t_remainder(eta_c: jax.Array, delta: jax.Array, y: jax.Array, order:
     return jnp.where(small, quad, direct)
 
 
-def remainder_fn(family: str, precision: float = 1.0,
-                 nu: float = 1.0) -> Callable[[jax.Array, jax.Array, jax.Array, int], jax.Array]:
+def remainder_fn(
+    family: str, precision: float = 1.0, nu: float = 1.0
+) -> Callable[[jax.Array, jax.Array, jax.Array, int], jax.Array]:
     """``(eta_c, delta, y, order) -> f(eta_c + delta; y) - Taylor_order`` of ``family``'s log-likelihood (``nu``: the
     Student-t's degrees of freedom)."""
     if family == "student_t":

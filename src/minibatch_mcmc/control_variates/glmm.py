@@ -134,9 +134,17 @@ class GLMMProxy(NamedTuple):
         (vb, vu, vp), (wb, wu, wp) = v, w
         total = vb @ self.hxx @ wb + vb @ self.mx @ wp + wb @ self.mx @ vp + vp @ self.kphi @ wp
         for f in range(len(vu)):
-            total = total + jnp.einsum("gk,gkp,p->", vu[f], self.hzx[f], wb) + jnp.einsum("gk,gkp,p->", wu[f], self.hzx[f], vb)
+            total = (
+                total
+                + jnp.einsum("gk,gkp,p->", vu[f], self.hzx[f], wb)
+                + jnp.einsum("gk,gkp,p->", wu[f], self.hzx[f], vb)
+            )
             total = total + jnp.einsum("gk,gkj,gj->", vu[f], self.hzz[f], wu[f])
-            total = total + jnp.einsum("gk,gke,e->", vu[f], self.mz[f], wp) + jnp.einsum("gk,gke,e->", wu[f], self.mz[f], vp)
+            total = (
+                total
+                + jnp.einsum("gk,gke,e->", vu[f], self.mz[f], wp)
+                + jnp.einsum("gk,gke,e->", wu[f], self.mz[f], vp)
+            )
         for pair in self.pairs:
             f, f2 = pair.first, pair.second
             total = total + jnp.einsum("pk,pkj,pj->", vu[f][pair.rows], pair.hzz, wu[f2][pair.cols])
@@ -210,7 +218,9 @@ class GLMMProxy(NamedTuple):
         value, grad, hess = row_coefficients(density, eta_c, phi_c, rows)
         for theta in thetas:
             v = self.deltas(theta)
-            step = jnp.concatenate([self.row_delta(v, rows)[:, None], jnp.broadcast_to(v[2], (eta_c.shape[0], v[2].shape[0]))], axis=1)
+            step = jnp.concatenate(
+                [self.row_delta(v, rows)[:, None], jnp.broadcast_to(v[2], (eta_c.shape[0], v[2].shape[0]))], axis=1
+            )
             quad = jnp.sum(grad * step, axis=1) + 0.5 * jnp.einsum("bi,bij,bj->b", step, hess, step)
             out.append(density(eta_c + step[:, 0], phi_c + v[2], rows) - value - quad - cubic(v))
         return out
@@ -240,14 +250,17 @@ class GLMMProxy(NamedTuple):
         """No bounds yet (the GLM families' ``eta``-space bounds would carry over: not built)."""
         del model, current, candidate
 
-    def log_lik_sum(self, model: Model, key: jax.Array, data: PyTree, n_data: int, batch_size: int
-                    ) -> tuple[Callable[[PyTree], jax.Array], float]:
+    def log_lik_sum(
+        self, model: Model, key: jax.Array, data: PyTree, n_data: int, batch_size: int
+    ) -> tuple[Callable[[PyTree], jax.Array], float]:
         """Exact full-data sum for ``batch_size=0``; else ``proxy_sum + (N / b) sum_batch R_i`` (SGLD-CV), up to a constant."""
         if uses_all_rows(batch_size, n_data):
             return plain().log_lik_sum(model, key, data, n_data, batch_size)
         return self.minibatch_estimate(model, minibatch_rows(key, data, n_data, batch_size), n_data, batch_size), 1.0
 
-    def minibatch_estimate(self, model: Model, batch: PyTree, n_data: int, batch_size: int) -> Callable[[PyTree], jax.Array]:
+    def minibatch_estimate(
+        self, model: Model, batch: PyTree, n_data: int, batch_size: int
+    ) -> Callable[[PyTree], jax.Array]:
         """``theta -> proxy_sum(theta) + (N / b) sum_batch R_i(theta)`` on given rows."""
 
         def estimate(theta: PyTree) -> jax.Array:
@@ -256,8 +269,9 @@ class GLMMProxy(NamedTuple):
         return estimate
 
 
-def glmm_proxy(model: Model, data: Any, centre: PyTree, chunk: int = DEFAULT_CHUNK, cubic_info: float | None = CUBIC_INFO
-               ) -> GLMMProxy:
+def glmm_proxy(
+    model: Model, data: Any, centre: PyTree, chunk: int = DEFAULT_CHUNK, cubic_info: float | None = CUBIC_INFO
+) -> GLMMProxy:
     """The GLMM proxy of ``model`` (``model.glmm`` set) around ``centre``, from one streamed pass (sums in float64).
 
     Args:
@@ -269,7 +283,9 @@ def glmm_proxy(model: Model, data: Any, centre: PyTree, chunk: int = DEFAULT_CHU
             docstring, ``CUBIC_INFO``); None: a purely second-order proxy.
     """
     if model.glmm is None:
-        raise ValueError(f"glmm_proxy needs a GLMM (models.glmm.glmm_model); model {model.name!r} has no glmm structure")
+        raise ValueError(
+            f"glmm_proxy needs a GLMM (models.glmm.glmm_model); model {model.name!r} has no glmm structure"
+        )
     flat, _ = ravel_pytree(centre)
     if not np.all(np.isfinite(np.asarray(flat))):
         raise ValueError(f"the proxy centre has NaN or inf entries: {np.asarray(flat)}")
@@ -278,18 +294,35 @@ def glmm_proxy(model: Model, data: Any, centre: PyTree, chunk: int = DEFAULT_CHU
     for name, value in sums.items():
         arrays = value[2:] if name.startswith("pair_") else (value,)
         if not all(np.all(np.isfinite(a)) for a in arrays):
-            raise ValueError(f"the GLMM proxy's full-data sum {name!r} at the centre is not finite: the centre lies where "
-                             "some row's log-likelihood or its derivatives overflow; start the warm-up elsewhere")
+            raise ValueError(
+                f"the GLMM proxy's full-data sum {name!r} at the centre is not finite: the centre lies where "
+                "some row's log-likelihood or its derivatives overflow; start the warm-up elsewhere"
+            )
     dtype = flat.dtype if jnp.issubdtype(flat.dtype, jnp.floating) else jnp.float32
     cast = lambda a: jnp.asarray(a, dtype)  # noqa: E731
     factors = range(len(layout.levels))
-    pairs = tuple(PairBlock(f, f2, jnp.asarray(r, jnp.int32), jnp.asarray(c, jnp.int32), cast(s))
-                  for (f, f2), (r, c, s) in ((tuple(int(i) for i in k.split("_")[1:]), v) for k, v in sums.items() if k.startswith("pair_")))
-    return GLMMProxy(centre=jnp.asarray(flat), layout=layout, gx=cast(sums["gx"]), hxx=cast(0.5 * (sums["hxx"] + sums["hxx"].T)),
-                     mx=cast(sums["mx"]), gphi=cast(sums["gphi"]), kphi=cast(0.5 * (sums["kphi"] + sums["kphi"].T)),
-                     gz=tuple(cast(sums[f"gz_{f}"]) for f in factors), hzx=tuple(cast(sums[f"hzx_{f}"]) for f in factors),
-                     hzz=tuple(cast(sums[f"hzz_{f}"]) for f in factors), mz=tuple(cast(sums[f"mz_{f}"]) for f in factors),
-                     pairs=pairs, setup_data=source.n, **cubic_terms(sums, len(layout.levels), cubic_info, cast))
+    pairs = tuple(
+        PairBlock(f, f2, jnp.asarray(r, jnp.int32), jnp.asarray(c, jnp.int32), cast(s))
+        for (f, f2), (r, c, s) in (
+            (tuple(int(i) for i in k.split("_")[1:]), v) for k, v in sums.items() if k.startswith("pair_")
+        )
+    )
+    return GLMMProxy(
+        centre=jnp.asarray(flat),
+        layout=layout,
+        gx=cast(sums["gx"]),
+        hxx=cast(0.5 * (sums["hxx"] + sums["hxx"].T)),
+        mx=cast(sums["mx"]),
+        gphi=cast(sums["gphi"]),
+        kphi=cast(0.5 * (sums["kphi"] + sums["kphi"].T)),
+        gz=tuple(cast(sums[f"gz_{f}"]) for f in factors),
+        hzx=tuple(cast(sums[f"hzx_{f}"]) for f in factors),
+        hzz=tuple(cast(sums[f"hzz_{f}"]) for f in factors),
+        mz=tuple(cast(sums[f"mz_{f}"]) for f in factors),
+        pairs=pairs,
+        setup_data=source.n,
+        **cubic_terms(sums, len(layout.levels), cubic_info, cast),
+    )
 
 
 def cubic_terms(sums: dict, factors: int, cubic_info: float | None, cast: Callable) -> dict:
@@ -297,11 +330,15 @@ def cubic_terms(sums: dict, factors: int, cubic_info: float | None, cast: Callab
     information keep their cubic sums, the others 0 (no cubic at all for ``cubic_info=None``)."""
     if cubic_info is None:
         return {}
-    masks = [np.all(-np.diagonal(sums[f"hzz_{f}"], axis1=1, axis2=2) >= cubic_info, axis=1).astype(np.float64)
-             for f in range(factors)]
-    return {"tzzz": tuple(cast(sums[f"tzzz_{f}"] * m[:, None, None, None]) for f, m in enumerate(masks)),
-            "tzzx": tuple(cast(sums[f"tzzx_{f}"] * m[:, None, None, None]) for f, m in enumerate(masks)),
-            "cubic": tuple(cast(m) for m in masks)}
+    masks = [
+        np.all(-np.diagonal(sums[f"hzz_{f}"], axis1=1, axis2=2) >= cubic_info, axis=1).astype(np.float64)
+        for f in range(factors)
+    ]
+    return {
+        "tzzz": tuple(cast(sums[f"tzzz_{f}"] * m[:, None, None, None]) for f, m in enumerate(masks)),
+        "tzzx": tuple(cast(sums[f"tzzx_{f}"] * m[:, None, None, None]) for f, m in enumerate(masks)),
+        "cubic": tuple(cast(m) for m in masks),
+    }
 
 
 def proxy_for(model: Model, data: Any, centre: PyTree, order: int = 2) -> GLMMProxy | TaylorProxy:
@@ -349,7 +386,9 @@ def level_stratum(proxy: GLMMProxy, data: Any, max_rows: int = 1000, ratio: floa
     n = max(len(codes[0]) if codes else 0, 1)
     mean_sq = sum(np.sum(c * s**2) for c, s in zip(counts, scales)) / n
     picked = []
-    order = sorted(((s, f, g) for f, sc in enumerate(scales) for g, s in enumerate(sc) if counts[f][g] > 0), reverse=True)
+    order = sorted(
+        ((s, f, g) for f, sc in enumerate(scales) for g, s in enumerate(sc) if counts[f][g] > 0), reverse=True
+    )
     rows = 0
     for s, f, g in order:
         if s**2 < ratio * mean_sq or rows + counts[f][g] > max_rows:

@@ -27,13 +27,17 @@ from minibatch_mcmc.models.glmm import linear_predictor
 PyTree = Any
 
 
-def row_coefficients(density: Callable, eta: jax.Array, phi: jax.Array, rows: PyTree) -> tuple[jax.Array, jax.Array, jax.Array]:
+def row_coefficients(
+    density: Callable, eta: jax.Array, phi: jax.Array, rows: PyTree
+) -> tuple[jax.Array, jax.Array, jax.Array]:
     """``(f_i (b,), gradient (b, 1 + e), Hessian (b, 1 + e, 1 + e))`` of each row's log-density in ``(eta_i, phi)``.
 
     Row ``i`` depends on ``eta`` only through ``eta_i``, so a tangent of ones in ``eta`` gives every row's ``eta``
     derivative at once; ``phi`` is shared, so a unit tangent in ``phi_j`` gives every row's ``phi_j`` derivative."""
     e = phi.shape[0]
-    tangents = [(jnp.ones_like(eta), jnp.zeros_like(phi))] + [(jnp.zeros_like(eta), jnp.eye(e, dtype=phi.dtype)[j]) for j in range(e)]
+    tangents = [(jnp.ones_like(eta), jnp.zeros_like(phi))] + [
+        (jnp.zeros_like(eta), jnp.eye(e, dtype=phi.dtype)[j]) for j in range(e)
+    ]
 
     def f(et: jax.Array, ph: jax.Array) -> jax.Array:
         return density(et, ph, rows)
@@ -43,7 +47,9 @@ def row_coefficients(density: Callable, eta: jax.Array, phi: jax.Array, rows: Py
 
     value = f(eta, phi)
     grad = jnp.stack([slope(t)(eta, phi) for t in tangents], axis=-1)
-    hess = jnp.stack([jnp.stack([jax.jvp(slope(s), (eta, phi), t)[1] for t in tangents], axis=-1) for s in tangents], axis=-2)
+    hess = jnp.stack(
+        [jnp.stack([jax.jvp(slope(s), (eta, phi), t)[1] for t in tangents], axis=-1) for s in tangents], axis=-2
+    )
     return value, grad, hess
 
 
@@ -68,7 +74,9 @@ def segment(values: jax.Array, codes: jax.Array, levels: int) -> jax.Array:
     return jax.ops.segment_sum(values, codes, num_segments=levels)
 
 
-def chunk_sums(layout: GLMMLayout, density: Callable, beta: jax.Array, us: tuple, phi: jax.Array) -> Callable[[PyTree], dict]:
+def chunk_sums(
+    layout: GLMMLayout, density: Callable, beta: jax.Array, us: tuple, phi: jax.Array
+) -> Callable[[PyTree], dict]:
     """Per chunk of rows: its fixed-shape sums, and per pair of factors each row's ``h z_f z_f'^T`` (reduced on the host)."""
 
     def part(rows: PyTree) -> dict:
@@ -77,8 +85,14 @@ def chunk_sums(layout: GLMMLayout, density: Callable, beta: jax.Array, us: tuple
         a, h, m = grad[:, 0], hess[:, 0, 0], hess[:, 0, 1:]
         t = eta_third(density, eta, phi, rows)
         x = rows["x"].astype(eta.dtype)
-        out = {"value": jnp.sum(value), "gx": x.T @ a, "hxx": x.T @ (h[:, None] * x), "mx": x.T @ m,
-               "gphi": jnp.sum(grad[:, 1:], axis=0), "kphi": jnp.sum(hess[:, 1:, 1:], axis=0)}
+        out = {
+            "value": jnp.sum(value),
+            "gx": x.T @ a,
+            "hxx": x.T @ (h[:, None] * x),
+            "mx": x.T @ m,
+            "gphi": jnp.sum(grad[:, 1:], axis=0),
+            "kphi": jnp.sum(hess[:, 1:, 1:], axis=0),
+        }
         zs = [rows[f"z_{f}"].astype(eta.dtype) for f in range(len(layout.levels))]
         for f, (z, g) in enumerate(zip(zs, layout.levels)):
             codes = rows[f"g_{f}"]
@@ -104,8 +118,9 @@ def reduce_pairs(keys: np.ndarray, sums: np.ndarray) -> tuple[np.ndarray, np.nda
     return distinct, total
 
 
-def streamed_sums(layout: GLMMLayout, density: Callable, centre_split: tuple, source: DataSource,
-                  chunk: int = DEFAULT_CHUNK) -> dict:
+def streamed_sums(
+    layout: GLMMLayout, density: Callable, centre_split: tuple, source: DataSource, chunk: int = DEFAULT_CHUNK
+) -> dict:
     """Every sum of the module docstring over all rows, in float64, from one pass over ``source`` in chunks of ``chunk`` rows.
 
     Pair sums come back as ``pair_<f>_<f'>``: ``(levels of f, levels of f', sums (P, k_f, k_f'))`` over the observed pairs."""
@@ -126,8 +141,10 @@ def streamed_sums(layout: GLMMLayout, density: Callable, centre_split: tuple, so
             codes = jax.device_get((rows[f"g_{f}"], rows[f"g_{f2}"]))
             key = np.asarray(codes[0], np.int64) * layout.levels[f2] + np.asarray(codes[1], np.int64)
             old_keys, old_sums = pair_acc[(f, f2)]
-            pair_acc[(f, f2)] = reduce_pairs(np.concatenate([old_keys, key]),
-                                             np.concatenate([old_sums, np.asarray(piece[f"pair_{f}_{f2}"], np.float64)]))
+            pair_acc[(f, f2)] = reduce_pairs(
+                np.concatenate([old_keys, key]),
+                np.concatenate([old_sums, np.asarray(piece[f"pair_{f}_{f2}"], np.float64)]),
+            )
     if total is None:
         raise ValueError("the GLMM proxy needs at least one row of data")
     for (f, f2), (keys, sums) in pair_acc.items():

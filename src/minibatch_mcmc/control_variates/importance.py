@@ -146,21 +146,29 @@ def hansen_hurwitz_variance(residuals: np.ndarray, copies: np.ndarray, batch_siz
     return float((size - batch_size) / (size - 1) * (np.sum(r * r * size / n) - total * total) / batch_size)
 
 
-def importance_sample(estimator: Estimator, data: Any, weights: np.ndarray, budget: float = BUDGET,
-                      variance_ratio: float = math.nan) -> Estimator:
+def importance_sample(
+    estimator: Estimator, data: Any, weights: np.ndarray, budget: float = BUDGET, variance_ratio: float = math.nan
+) -> Estimator:
     """``estimator`` with its minibatch drawn in proportion to ``weights`` (one per row of its population); the
     estimator itself when the copies are all equal (uniform rows: the same draws as before)."""
     source = as_data_source(data)
     n_pop = estimator.population_size(source.n)
     weights = np.asarray(weights, np.float64)
     if weights.shape != (n_pop,):
-        raise ValueError(f"weights has shape {weights.shape}; expected ({n_pop},), one per row of the estimator's population")
+        raise ValueError(
+            f"weights has shape {weights.shape}; expected ({n_pop},), one per row of the estimator's population"
+        )
     copies = copies_for(weights, budget)
     if np.all(copies == 1):
         return estimator
     ends = jnp.asarray(np.cumsum(copies), jnp.int32)
-    return ImportanceProxy(inner=estimator, ends=ends, size=int(copies.sum()), variance_ratio=float(variance_ratio),
-                           name=f"{estimator.name}+importance")
+    return ImportanceProxy(
+        inner=estimator,
+        ends=ends,
+        size=int(copies.sum()),
+        variance_ratio=float(variance_ratio),
+        name=f"{estimator.name}+importance",
+    )
 
 
 class ProbeWeights(NamedTuple):
@@ -186,8 +194,18 @@ def laplace_points(centre: PyTree, factor: np.ndarray, count: int, key: jax.Arra
     return jnp.asarray(np.asarray(flat, np.float64) + z @ np.asarray(factor, np.float64).T, flat.dtype)
 
 
-def probe_weights(model: Model, estimator: Estimator, data: Any, centre: PyTree, factor: np.ndarray, key: jax.Array,
-                  *, pairs: int = PROBE_PAIRS, budget: float = BUDGET, chunk: int = WEIGHT_CHUNK) -> ProbeWeights:
+def probe_weights(
+    model: Model,
+    estimator: Estimator,
+    data: Any,
+    centre: PyTree,
+    factor: np.ndarray,
+    key: jax.Array,
+    *,
+    pairs: int = PROBE_PAIRS,
+    budget: float = BUDGET,
+    chunk: int = WEIGHT_CHUNK,
+) -> ProbeWeights:
     """Per row, the RMS of the estimator's residual over ``pairs`` pairs of independent Laplace draws (a global move's),
     and on ``pairs`` held-out pairs the predicted ratio of the weighted to the uniform Hansen-Hurwitz variance."""
     pairs = check_int(pairs, "pairs", 1)
@@ -207,7 +225,7 @@ def probe_weights(model: Model, estimator: Estimator, data: Any, centre: PyTree,
     parts, done = [], 0
     while done < n_pop:
         start = min(done, n_pop - chunk)  # the last chunk overlaps its predecessor: one compilation
-        parts.append(np.asarray(run(slice_rows(population, start, chunk)), np.float64)[:, done - start:])
+        parts.append(np.asarray(run(slice_rows(population, start, chunk)), np.float64)[:, done - start :])
         done = start + chunk
     d = np.concatenate(parts, axis=1)
     d = np.where(np.isfinite(d), d, 0.0)
@@ -230,13 +248,21 @@ def bound_weights(proxy: Any, data: Any, chunk: int = WEIGHT_CHUNK) -> np.ndarra
     parts, done, chunk = [], 0, min(chunk, source.n)
     while done < source.n:
         start = min(done, source.n - chunk)
-        parts.append(np.asarray(run(slice_rows(arrays, start, chunk)), np.float64)[done - start:])
+        parts.append(np.asarray(run(slice_rows(arrays, start, chunk)), np.float64)[done - start :])
         done = start + chunk
     return np.concatenate(parts)
 
 
-def weighted_estimator(model: Model, estimator: Estimator, data: Any, centre: PyTree, factor: np.ndarray,
-                       key: jax.Array, helps: float = HELPS, batch_size: int = REFERENCE_BATCH) -> tuple[Estimator, ProbeWeights]:
+def weighted_estimator(
+    model: Model,
+    estimator: Estimator,
+    data: Any,
+    centre: PyTree,
+    factor: np.ndarray,
+    key: jax.Array,
+    helps: float = HELPS,
+    batch_size: int = REFERENCE_BATCH,
+) -> tuple[Estimator, ProbeWeights]:
     """The warm-up's rule: ``estimator`` drawn by its probe weights when the held-out predicted variance ratio is at most
     ``helps`` and the uniform ``batch_size``-row estimate's s.d. exceeds ``NOISE_FLOOR`` nats, else ``estimator`` itself
     (uniform rows), with the weights' measurements."""

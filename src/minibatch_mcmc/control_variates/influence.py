@@ -143,8 +143,9 @@ class ProbeRound(NamedTuple):
     """Rows read for the bulk level (the pass itself is counted by whoever made it)."""
 
 
-def largest_deviations(resid, bulk: np.ndarray, arrays: PyTree, n: int, keep: int, chunk: int,
-                       temperature: float) -> tuple[np.ndarray, np.ndarray]:
+def largest_deviations(
+    resid, bulk: np.ndarray, arrays: PyTree, n: int, keep: int, chunk: int, temperature: float
+) -> tuple[np.ndarray, np.ndarray]:
     """The ``keep`` largest deviations ``max_p |e_i(p) - bulk(p)| / K`` over one streamed pass (``host_reduce``: over
     several processes, each one's largest merged by one all-gather), sorted down, with their row indices. Every
     chunk has the same number of rows (the last one overlaps its predecessor), so ``resid`` compiles once."""
@@ -152,11 +153,25 @@ def largest_deviations(resid, bulk: np.ndarray, arrays: PyTree, n: int, keep: in
     def fold(top: tuple[np.ndarray, np.ndarray], ch: Chunk) -> tuple[np.ndarray, np.ndarray]:
         e, scale = resid(ch.rows)
         new = ch.first - ch.start
-        return add_deviations(top, np.asarray(e, np.float64)[:, new:], bulk, ch.first, keep, temperature,
-                              rounding_floor(scale, temperature)[new:])
+        return add_deviations(
+            top,
+            np.asarray(e, np.float64)[:, new:],
+            bulk,
+            ch.first,
+            keep,
+            temperature,
+            rounding_floor(scale, temperature)[new:],
+        )
 
-    top = host_reduce(fold, (np.zeros(0), np.zeros(0, np.int64)), arrays, n, chunk,
-                      merge=lambda a, b: merge_tops(a, b, keep), final=lambda t: padded_top(t, keep))
+    top = host_reduce(
+        fold,
+        (np.zeros(0), np.zeros(0, np.int64)),
+        arrays,
+        n,
+        chunk,
+        merge=lambda a, b: merge_tops(a, b, keep),
+        final=lambda t: padded_top(t, keep),
+    )
     return unpadded(top)
 
 
@@ -225,7 +240,9 @@ def influential_rows(
         if r == 0 and first is not None:  # made by the caller's pass
             top_dev, top_idx, used = first.top_dev, first.top_idx, first.bulk_rows
         else:
-            bulk_idx = probe_plan(factor, key, n, chunk)[1] if bulk_idx is None else bulk_idx  # only for a round of its own
+            bulk_idx = (
+                probe_plan(factor, key, n, chunk)[1] if bulk_idx is None else bulk_idx
+            )  # only for a round of its own
             bulk_rows = take(arrays, jnp.asarray(bulk_idx, jnp.int32)) if bulk_rows is None else bulk_rows
             resid = residuals_at(model, proxy, probe_points(centre, steps))
             bulk = np.median(np.asarray(resid(bulk_rows)[0], np.float64), axis=1, keepdims=True)
@@ -246,8 +263,16 @@ def influential_rows(
     dev = np.asarray([top_dev[where[int(i)]] if int(i) in where else np.nan for i in rows])
     rest = np.asarray([d for i, d in zip(top_idx, top_dev) if int(i) not in set(rows.tolist())])
     blind_left = float(blind_errors(rest, window, n - rows.size)[0]) if rest.size else 0.0
-    warn_stratum(rows, dev, blind_left, capped=blind_left > tolerance, tolerance=tolerance, batch_size=batch_size,
-                 warn_rows=warn_rows, max_rows=cap)
+    warn_stratum(
+        rows,
+        dev,
+        blind_left,
+        capped=blind_left > tolerance,
+        tolerance=tolerance,
+        batch_size=batch_size,
+        warn_rows=warn_rows,
+        max_rows=cap,
+    )
     return Influence(rows.astype(np.int32), dev, blind_left, window, passes, used, time.perf_counter() - t0)
 
 
@@ -266,7 +291,9 @@ def probe_plan(factor: np.ndarray, key: jax.Array | None, n: int, chunk: int) ->
 def sampled_rows(key: jax.Array, n: int, count: int) -> np.ndarray:
     """``count`` distinct rows of ``n``, sorted: the first ``count`` positions of ``indexing.permuted_index``'s keyed
     bijection of ``[0, n)`` (drawn from the second half of ``key``), in memory ``O(count)``."""
-    return np.sort(np.asarray(permuted_index(jax.random.split(key)[1], jnp.arange(count, dtype=jnp.int32), n)).astype(np.int64))
+    return np.sort(
+        np.asarray(permuted_index(jax.random.split(key)[1], jnp.arange(count, dtype=jnp.int32), n)).astype(np.int64)
+    )
 
 
 def permuted_rows(key: jax.Array, n: int) -> jax.Array:
@@ -288,7 +315,9 @@ permutation_fast = jax.jit(permutation, static_argnums=1, compiler_options=FAST_
 def probe_steps(factor: np.ndarray, key: jax.Array | None) -> np.ndarray:
     """``probe_plan``'s probe steps alone, without drawing its bulk rows (a permutation of all ``N``)."""
     factor = np.asarray(factor, np.float64)
-    if factor.shape[0] <= MAX_DIRECTIONS:  # the axes: no random directions, no key to split (a compiled split and slice)
+    if (
+        factor.shape[0] <= MAX_DIRECTIONS
+    ):  # the axes: no random directions, no key to split (a compiled split and slice)
         return probe_directions(factor, None)
     return probe_directions(factor, jax.random.split(jax.random.key(0) if key is None else key)[0])
 
@@ -312,7 +341,8 @@ def warn_stratum(rows, dev, blind, *, capped, tolerance, batch_size, warn_rows, 
             f"the Taylor proxy misses many rows: the exact stratum is capped at max_rows={max_rows} rows ({name_rows(rows, dev)}) "
             f"and the rows left to the minibatch still differ from the proxy by {blind:.3g} nats in total at posterior-scale "
             f"moves (tolerance {tolerance:g}): the proxy does not pay off here; sample with an exact test, a larger "
-            "max_rows, or a model the proxy fits", stacklevel=3,
+            "max_rows, or a model the proxy fits",
+            stacklevel=3,
         )
     elif rows.size > warn_rows:
         warnings.warn(

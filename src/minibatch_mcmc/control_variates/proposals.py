@@ -24,7 +24,9 @@ from minibatch_mcmc.proposals.base import Proposal
 PyTree = Any
 
 
-def proxy_gradient(proxy: Proxy, log_prior: Callable[[PyTree], jax.Array], temperature: float = 1.0) -> Callable[[jax.Array], jax.Array]:
+def proxy_gradient(
+    proxy: Proxy, log_prior: Callable[[PyTree], jax.Array], temperature: float = 1.0
+) -> Callable[[jax.Array], jax.Array]:
     """``theta -> grad[log p0(theta) + proxy_sum(theta) / K]`` on flat vectors (the free full-data gradient approximation)."""
     _, unravel = proxy.flat_centre()
 

@@ -122,7 +122,9 @@ def proxy_hmc(
     steps = check_int(num_steps, "num_steps", 1)
     check_positive(temperature, "temperature")
     if not 0.0 <= float(jitter) < 1.0:
-        raise ValueError(f"jitter={jitter!r} must be in [0, 1): the step size is step_size * Uniform(1 - jitter, 1 + jitter)")
+        raise ValueError(
+            f"jitter={jitter!r} must be in [0, 1): the step size is step_size * Uniform(1 - jitter, 1 + jitter)"
+        )
     c_flat, _ = proxy.flat_centre()
     chol = cholesky_factor(cov, int(c_flat.size))
     grad = proxy_gradient(proxy, log_prior, float(temperature))

@@ -138,7 +138,9 @@ class TaylorProxy(NamedTuple):
             return plain().log_lik_sum(model, key, data, n_data, batch_size)  # the exact streamed sum
         return self.minibatch_estimate(model, minibatch_rows(key, data, n_data, batch_size), n_data, batch_size), 1.0
 
-    def minibatch_estimate(self, model: Model, batch: PyTree, n_data: int, batch_size: int) -> Callable[[PyTree], jax.Array]:
+    def minibatch_estimate(
+        self, model: Model, batch: PyTree, n_data: int, batch_size: int
+    ) -> Callable[[PyTree], jax.Array]:
         """``theta -> sum_i l~_i(theta) + (N / b) sum_batch (l_i(theta) - l~_i(theta))`` (constants dropped) on given rows."""
 
         def estimate(theta: PyTree) -> jax.Array:
@@ -189,8 +191,12 @@ def taylor_proxy(model: Model, data: Any, centre: PyTree, order: int = 2, chunk:
             "parameters: use order=1 for larger models"
         )
     source = as_data_source(data)
-    return proxy_from_sums(host_tree_sum(chunk_derivatives(model, centre, order), source.arrays(), source.n, chunk), centre, order,
-                           source.n)
+    return proxy_from_sums(
+        host_tree_sum(chunk_derivatives(model, centre, order), source.arrays(), source.n, chunk),
+        centre,
+        order,
+        source.n,
+    )
 
 
 def proxy_from_sums(sums: dict, centre: PyTree, order: int, n: int) -> TaylorProxy:

@@ -7,8 +7,15 @@ from __future__ import annotations
 import numpy as np
 
 
-def add_deviations(top: tuple[np.ndarray, np.ndarray], e: np.ndarray, bulk: np.ndarray, first_row: int, keep: int,
-                   temperature: float, floor: np.ndarray | float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+def add_deviations(
+    top: tuple[np.ndarray, np.ndarray],
+    e: np.ndarray,
+    bulk: np.ndarray,
+    first_row: int,
+    keep: int,
+    temperature: float,
+    floor: np.ndarray | float = 0.0,
+) -> tuple[np.ndarray, np.ndarray]:
     """``top`` (deviations, rows) with the rows ``first_row, ...`` of residuals ``e`` (shape ``(P, rows)``) added, each less
     its rounding ``floor`` (``influence.rounding_floor``, at least 0), the ``keep`` largest kept (at least;
     ``influence.largest_deviations`` sorts at the end)."""
@@ -56,7 +63,9 @@ def unpadded(top: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray
     return top[0][real], top[1][real]
 
 
-def merge_tops(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray], keep: int) -> tuple[np.ndarray, np.ndarray]:
+def merge_tops(
+    a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray], keep: int
+) -> tuple[np.ndarray, np.ndarray]:
     """The ``keep`` largest of two processes' ``padded_top`` results, padded."""
     both = unpadded(a), unpadded(b)
     return padded_top((np.concatenate([both[0][0], both[1][0]]), np.concatenate([both[0][1], both[1][1]])), keep)

@@ -43,8 +43,9 @@ def example_mapping(arguments: Sequence[str], columns: Sequence[str]) -> str:
     return f"--columns {arguments[0] if arguments else 'ARG'}={','.join(columns) or 'COLUMN'}"
 
 
-def bind_columns(table: Mapping[str, np.ndarray], fn_signature: inspect.Signature,
-                 mapping: Mapping[str, Sequence[str]] | None = None) -> dict[str, np.ndarray]:
+def bind_columns(
+    table: Mapping[str, np.ndarray], fn_signature: inspect.Signature, mapping: Mapping[str, Sequence[str]] | None = None
+) -> dict[str, np.ndarray]:
     """Keyword arguments for a function of signature ``fn_signature`` from ``table``'s columns (``mapping``: by it).
 
     Without a mapping, every argument named like a column gets that column; it is an error when an argument without
@@ -55,30 +56,43 @@ def bind_columns(table: Mapping[str, np.ndarray], fn_signature: inspect.Signatur
     arguments = [p.name for p in params]
     required = [p.name for p in params if p.default is p.empty]
     columns = list(table)
-    listing = (f"the model's arguments: {', '.join(arguments) or '(none)'} (required: {', '.join(required) or 'none'}); "
-               f"the columns found: {', '.join(columns) or '(none)'}; map them with e.g. {example_mapping(arguments, columns)}")
+    listing = (
+        f"the model's arguments: {', '.join(arguments) or '(none)'} (required: {', '.join(required) or 'none'}); "
+        f"the columns found: {', '.join(columns) or '(none)'}; map them with e.g. {example_mapping(arguments, columns)}"
+    )
     if mapping:
         unknown_args = [a for a in mapping if a not in arguments]
         unknown_cols = [c for cols in mapping.values() for c in cols if c not in table]
         missing = [a for a in required if a not in mapping]
         if unknown_args or unknown_cols or missing:
-            what = "; ".join(s for s in (
-                f"no argument(s) {', '.join(unknown_args)}" if unknown_args else "",
-                f"no column(s) {', '.join(unknown_cols)}" if unknown_cols else "",
-                f"no column for the required argument(s) {', '.join(missing)}" if missing else "") if s)
+            what = "; ".join(
+                s
+                for s in (
+                    f"no argument(s) {', '.join(unknown_args)}" if unknown_args else "",
+                    f"no column(s) {', '.join(unknown_cols)}" if unknown_cols else "",
+                    f"no column for the required argument(s) {', '.join(missing)}" if missing else "",
+                )
+                if s
+            )
             raise ValueError(f"--columns: {what}: {listing}")
         return {a: stack_columns(table, cols) for a, cols in mapping.items()}
     bound = {a: np.asarray(table[a]) for a in arguments if a in table}
     missing = [a for a in required if a not in bound]
     unbound, unused = [a for a in arguments if a not in bound], [c for c in columns if c not in bound]
     if missing or (unbound and unused):
-        raise ValueError(f"the data's columns do not name the model's arguments ({', '.join(missing or unbound)} "
-                         f"unmatched): {listing}")
+        raise ValueError(
+            f"the data's columns do not name the model's arguments ({', '.join(missing or unbound)} "
+            f"unmatched): {listing}"
+        )
     return bound
 
 
-def model_arguments(data: np.ndarray | Mapping[str, np.ndarray], fn_signature: inspect.Signature, specs: Sequence[str] = (),
-                    where: str = "--data") -> tuple[dict[str, np.ndarray], list[str]]:
+def model_arguments(
+    data: np.ndarray | Mapping[str, np.ndarray],
+    fn_signature: inspect.Signature,
+    specs: Sequence[str] = (),
+    where: str = "--data",
+) -> tuple[dict[str, np.ndarray], list[str]]:
     """``(keyword arguments, columns no argument reads)`` from a file's data: one array is the first argument; named
     columns are bound by ``specs`` (``--columns`` items) or by name (``bind_columns``)."""
     if not isinstance(data, Mapping):

@@ -23,7 +23,9 @@ from numpy.lib import format as npy_format
 from minibatch_mcmc.checks import check_int
 
 
-def logistic_chunks(rows: int, dim: int, seed: int, chunk: int) -> tuple[np.ndarray, Iterator[tuple[np.ndarray, np.ndarray]]]:
+def logistic_chunks(
+    rows: int, dim: int, seed: int, chunk: int
+) -> tuple[np.ndarray, Iterator[tuple[np.ndarray, np.ndarray]]]:
     """The true weights and an iterator of ``(x, y)`` chunks of at most ``chunk`` rows."""
     rows, dim, chunk = (check_int(v, name, low=1) for v, name in ((rows, "rows"), (dim, "dim"), (chunk, "chunk")))
     root = np.random.default_rng(seed)
@@ -57,7 +59,13 @@ def write_npy(out: Path, rows: int, dim: int, seed: int = 0, chunk: int = 1 << 2
 
 
 def write_parquet(
-    out: Path, rows: int, dim: int, seed: int = 0, chunk: int = 1 << 20, rows_per_shard: int = 1 << 22, row_group: int = 1 << 16
+    out: Path,
+    rows: int,
+    dim: int,
+    seed: int = 0,
+    chunk: int = 1 << 20,
+    rows_per_shard: int = 1 << 22,
+    row_group: int = 1 << 16,
 ) -> list[Path]:
     """Write Parquet shards ``part-NNNNN.parquet`` under ``out`` chunk by chunk; return their paths."""
     import pyarrow as pa
@@ -75,7 +83,9 @@ def write_parquet(
                 writer.close()
             paths.append(out / f"part-{len(paths):05d}.parquet")
             writer, in_shard = pq.ParquetWriter(paths[-1], schema), 0
-        table = pa.table({"x": pa.FixedSizeListArray.from_arrays(pa.array(x.reshape(-1)), dim), "y": pa.array(y)}, schema=schema)
+        table = pa.table(
+            {"x": pa.FixedSizeListArray.from_arrays(pa.array(x.reshape(-1)), dim), "y": pa.array(y)}, schema=schema
+        )
         writer.write_table(table, row_group_size=row_group)
         in_shard += len(y)
     if writer is not None:
@@ -99,7 +109,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.format == "npy":
             paths = list(write_npy(args.out, args.rows, args.dim, args.seed, args.chunk).values())
         else:
-            paths = write_parquet(args.out, args.rows, args.dim, args.seed, args.chunk, args.rows_per_shard, args.row_group)
+            paths = write_parquet(
+                args.out, args.rows, args.dim, args.seed, args.chunk, args.rows_per_shard, args.row_group
+            )
     except ValueError as err:
         parser.error(str(err))
     size = sum(os.path.getsize(p) for p in paths)

@@ -104,7 +104,10 @@ def host_read_errors(data: PyTree) -> Iterator[None]:
     the file, rather than as JAX's runtime error that wraps the callback's traceback."""
     try:
         yield
-    except (jax.errors.JaxRuntimeError, ValueError):  # how JAX reports a failed callback: by its runtime, or as ValueError
+    except (
+        jax.errors.JaxRuntimeError,
+        ValueError,
+    ):  # how JAX reports a failed callback: by its runtime, or as ValueError
         if is_host_data(data):
             data.reader.read_range(0, 0)  # every read checks the files first: raises DataChangedError if one changed
         raise

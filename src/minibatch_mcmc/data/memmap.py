@@ -153,7 +153,9 @@ class MemmapReader:
         sizes = [(s.name, a.shape[0]) for s, a in zip(self.specs, self.columns)]
         for name, size in sizes[1:]:
             if size != sizes[0][1]:
-                raise ValueError(f"columns of {where} disagree on N: {sizes[0][0]} has {sizes[0][1]} rows but {name} has {size}")
+                raise ValueError(
+                    f"columns of {where} disagree on N: {sizes[0][0]} has {sizes[0][1]} rows but {name} has {size}"
+                )
         self.n = int(sizes[0][1]) if sizes else 0
         check_specs(self.specs, self.n, where)
         files = dict.fromkeys(a.filename for a in self.columns if isinstance(a, np.memmap) and a.filename)
@@ -184,7 +186,7 @@ class MemmapReader:
         piece = min(PIECE_ROWS, self.check_rows)
         for start in range(0, idx.size, piece):
             for o, a in zip(out, self.columns):
-                np.take(a, idx[start:start + piece], axis=0, out=o[start:start + piece])
+                np.take(a, idx[start : start + piece], axis=0, out=o[start : start + piece])
             self._touched += min(piece, idx.size - start)
             if self._touched >= self.check_rows:
                 self.drop_if_grown()

@@ -57,7 +57,9 @@ def _shard_paths(fs: Any, path: str) -> list[str]:
     return [path]
 
 
-def parquet_files(path: str | os.PathLike | Sequence[str | os.PathLike], filesystem: Any | None = None) -> tuple[Any, list[str]]:
+def parquet_files(
+    path: str | os.PathLike | Sequence[str | os.PathLike], filesystem: Any | None = None
+) -> tuple[Any, list[str]]:
     """The fsspec filesystem and the sorted Parquet files of a path, a directory of shards or a list (a listing: no file is read)."""
     paths = [os.fspath(path)] if isinstance(path, (str, os.PathLike)) else [os.fspath(p) for p in path]
     if not paths:
@@ -91,7 +93,9 @@ def _column_numpy(col: pa.ChunkedArray | pa.Array, kind: str, width: int, name: 
         lengths = np.asarray(pc.list_value_length(arr))
         if lengths.size and (lengths.min() != width or lengths.max() != width):
             row = int(np.flatnonzero(lengths != width)[0])
-            raise ValueError(f"column {name!r} has a list of length {lengths[row]} at row {start + row}; expected {width}")
+            raise ValueError(
+                f"column {name!r} has a list of length {lengths[row]} at row {start + row}; expected {width}"
+            )
     values = arr.flatten()
     if values.null_count:
         raise ValueError(f"column {name!r} has a null list element near row {start}; nulls are not allowed in data")
@@ -154,7 +158,9 @@ class ParquetReader:
         kinds = [_leaf_spec(schema.field(c), self.where) for c in names]
         self._kinds = [k for _, k in kinds]
         # row-group table over all shards: (shard, row group, global start)
-        table = [(s, g, f.metadata.row_group(g).num_rows) for s, f in enumerate(self._files) for g in range(f.num_row_groups)]
+        table = [
+            (s, g, f.metadata.row_group(g).num_rows) for s, f in enumerate(self._files) for g in range(f.num_row_groups)
+        ]
         table = [t for t in table if t[2] > 0]
         self._groups = [(s, g) for s, g, _ in table]
         counts = np.array([c for _, _, c in table], dtype=np.int64)
@@ -219,7 +225,9 @@ class ParquetReader:
         size = sum(c.nbytes for c in cols)
         with self._lock:
             self.decoded_groups += 1
-            if spill is None and k not in self._cache:  # a spilled group is read from the spill: no second copy in memory
+            if (
+                spill is None and k not in self._cache
+            ):  # a spilled group is read from the spill: no second copy in memory
                 self._cache[k] = cols
                 self._cached += size
             while self._cached > self.cache_bytes and len(self._cache) > 1:
@@ -250,17 +258,23 @@ class ParquetReader:
             folder, room = spill_room(None if self._spill_dir in (None, True) else self._spill_dir, need)
             mib = f"{need / 2**20:,.0f} MiB"
             if not room:
-                warnings.warn(f"{self.where}: its {self.n:,} rows decode to {mib}, more than cache_bytes={self.cache_bytes:,}, "
-                              f"and {folder} has not that much disk free (plus 1 GiB) to keep the decoded row groups: every random "
-                              "minibatch will decode nearly every row group (slow). Give open_parquet a spill_dir with room, or "
-                              "convert the table to .npy and use open_npy", stacklevel=2)
+                warnings.warn(
+                    f"{self.where}: its {self.n:,} rows decode to {mib}, more than cache_bytes={self.cache_bytes:,}, "
+                    f"and {folder} has not that much disk free (plus 1 GiB) to keep the decoded row groups: every random "
+                    "minibatch will decode nearly every row group (slow). Give open_parquet a spill_dir with room, or "
+                    "convert the table to .npy and use open_npy",
+                    stacklevel=2,
+                )
                 return None
             specs = [self.specs[self._slot[i]] for i in range(len(self.names))]
             self._spill = Spill(specs, self.n, len(self._groups), folder, self.where)
-            warnings.warn(f"{self.where}: its {self.n:,} rows decode to {mib}, more than cache_bytes={self.cache_bytes:,}, so "
-                          "random minibatches would decode nearly every row group at every step; each row group is decoded once "
-                          f"and kept in {self._spill.dir} (up to {mib} of disk, removed with the source), its rows then read "
-                          "from there. spill_dir= chooses the folder, spill_dir=False decodes on every read", stacklevel=2)
+            warnings.warn(
+                f"{self.where}: its {self.n:,} rows decode to {mib}, more than cache_bytes={self.cache_bytes:,}, so "
+                "random minibatches would decode nearly every row group at every step; each row group is decoded once "
+                f"and kept in {self._spill.dir} (up to {mib} of disk, removed with the source), its rows then read "
+                "from there. spill_dir= chooses the folder, spill_dir=False decodes on every read",
+                stacklevel=2,
+            )
             return self._spill
 
     def _group_name(self, k: int) -> str:

@@ -59,7 +59,11 @@ def full_data_reduce(
 
 
 def reduce_rows(
-    part: Callable[[PyTree], PyTree], combine: Callable[[PyTree, PyTree], PyTree], initial: PyTree, data: PyTree, chunk: int,
+    part: Callable[[PyTree], PyTree],
+    combine: Callable[[PyTree, PyTree], PyTree],
+    initial: PyTree,
+    data: PyTree,
+    chunk: int,
     rows: Partition,
 ) -> PyTree:
     """``full_data_reduce``'s fold over this process's rows ``[rows.lo, rows.hi)`` only (chunks from ``rows.lo``)."""
@@ -76,7 +80,9 @@ def reduce_rows(
     return acc
 
 
-def full_data_sum(fn: Callable[[PyTree], jax.Array], data: PyTree, n: int, chunk: int = DEFAULT_CHUNK) -> tuple[jax.Array, jax.Array]:
+def full_data_sum(
+    fn: Callable[[PyTree], jax.Array], data: PyTree, n: int, chunk: int = DEFAULT_CHUNK
+) -> tuple[jax.Array, jax.Array]:
     """``sum_i fn(rows)_i`` over all ``n`` rows, and whether any term was non-finite."""
 
     def part(rows: PyTree) -> tuple[jax.Array, jax.Array]:
@@ -89,7 +95,9 @@ def full_data_sum(fn: Callable[[PyTree], jax.Array], data: PyTree, n: int, chunk
     return full_data_reduce(part, combine, (jnp.zeros((), jnp.float32), jnp.zeros((), bool)), data, n, chunk)
 
 
-def full_data_max_abs(fn: Callable[[PyTree], jax.Array], data: PyTree, n: int, chunk: int = DEFAULT_CHUNK) -> tuple[jax.Array, jax.Array]:
+def full_data_max_abs(
+    fn: Callable[[PyTree], jax.Array], data: PyTree, n: int, chunk: int = DEFAULT_CHUNK
+) -> tuple[jax.Array, jax.Array]:
     """``max_i |fn(rows)_i|`` over all ``n`` rows, and whether any term was non-finite."""
 
     def part(rows: PyTree) -> tuple[jax.Array, jax.Array]:
@@ -193,4 +201,7 @@ def same_size_chunks(n: int, chunk: int = DEFAULT_CHUNK) -> list[tuple[int, int,
     the last chunk ends at row ``n`` and overlaps the one before, ``keep`` masks out its rows already covered."""
     if chunk < 1:
         raise ValueError(f"chunk={chunk!r} must be a positive number of rows")
-    return [(start, length, np.arange(start, start + length) >= first) for start, length, first in chunk_plan(0, n, min(chunk, n))]
+    return [
+        (start, length, np.arange(start, start + length) >= first)
+        for start, length, first in chunk_plan(0, n, min(chunk, n))
+    ]

@@ -130,7 +130,9 @@ def partition_rows(
     scans the whole table; ``check_finite`` here scans this process's rows only.
     """
     if not is_host_data(source) or isinstance(source.reader, PartitionReader):
-        raise ValueError(f"partition_rows takes a whole out-of-core source (open_npy, open_npz, open_parquet); got {source!r}")
+        raise ValueError(
+            f"partition_rows takes a whole out-of-core source (open_npy, open_npz, open_parquet); got {source!r}"
+        )
     count = jax.process_count() if process_count is None else int(process_count)
     index = jax.process_index() if process_index is None else int(process_index)
     if not (count >= 1 and 0 <= index < count):
@@ -159,15 +161,17 @@ def open_npy_rows(paths: PathLike | dict[str, PathLike], check_finite: bool = Tr
     return partition_rows(open_npy(paths, check_finite=False), check_finite)
 
 
-def open_parquet_rows(path: Any, columns: Any = None, *, filesystem: Any = None, cache_bytes: int = 256 << 20,
-                      check_finite: bool = True) -> HostData:
+def open_parquet_rows(
+    path: Any, columns: Any = None, *, filesystem: Any = None, cache_bytes: int = 256 << 20, check_finite: bool = True
+) -> HostData:
     """``open_parquet`` reading (and validating) only this process's row groups; other files' footers are read, no rows."""
     source = open_parquet(path, columns, filesystem=filesystem, cache_bytes=cache_bytes, check_finite=False)
     return partition_rows(source, check_finite)
 
 
-def open_parquet_files(path: Any, columns: Any = None, *, filesystem: Any = None, cache_bytes: int = 256 << 20,
-                       check_finite: bool = True) -> HostData:
+def open_parquet_files(
+    path: Any, columns: Any = None, *, filesystem: Any = None, cache_bytes: int = 256 << 20, check_finite: bool = True
+) -> HostData:
     """This process's share of a directory (or list) of Parquet files: files ``p F // P`` to ``(p + 1) F // P`` of the
     ``F`` sorted files, whose footers alone it opens; one all-gather of the processes' row counts numbers the rows.
 
@@ -177,15 +181,20 @@ def open_parquet_files(path: Any, columns: Any = None, *, filesystem: Any = None
     fs, files = parquet_files(path, filesystem)
     count, index = jax.process_count(), jax.process_index()
     if len(files) < count:
-        raise ValueError(f"{path!r} holds {len(files)} Parquet files: too few to give each of the {count} processes one; "
-                         "use open_parquet_rows (split by row groups) or fewer processes")
+        raise ValueError(
+            f"{path!r} holds {len(files)} Parquet files: too few to give each of the {count} processes one; "
+            "use open_parquet_rows (split by row groups) or fewer processes"
+        )
     bounds = even_bounds(len(files), count)
-    source = open_parquet(files[bounds[index]:bounds[index + 1]], columns, filesystem=fs, cache_bytes=cache_bytes,
-                          check_finite=False)
+    source = open_parquet(
+        files[bounds[index] : bounds[index + 1]], columns, filesystem=fs, cache_bytes=cache_bytes, check_finite=False
+    )
     sizes = allgather_host(np.asarray(source.n, np.int64))  # every process opens its files first: one collective
     lo = int(sizes[:index].sum())
     ends = np.concatenate([[0], np.cumsum(sizes)])
-    data = HostData(PartitionReader(source.reader, Partition(index, count, lo, lo + source.n), ends, n=int(sizes.sum())))
+    data = HostData(
+        PartitionReader(source.reader, Partition(index, count, lo, lo + source.n), ends, n=int(sizes.sum()))
+    )
     data.validate(check_finite=check_finite, rows=(lo, lo + source.n))
     if check_finite:
         source.reader.check_statistics()
@@ -223,7 +232,9 @@ def local_span(data: PyTree, n: int) -> Partition | None:
     if part is None or part.count == 1:
         return None
     if n != data.n:
-        raise ValueError(f"a pass over n={n} rows of a row-partitioned source of N={data.n} rows: passes cover all N rows")
+        raise ValueError(
+            f"a pass over n={n} rows of a row-partitioned source of N={data.n} rows: passes cover all N rows"
+        )
     if jax.process_count() != part.count:
         raise ValueError(
             f"the source was split over {part.count} processes but JAX runs {jax.process_count()}; call "
@@ -267,7 +278,9 @@ def sum_processes(tree: PyTree) -> PyTree:
 
 def request_digest(idx: np.ndarray) -> np.ndarray:
     """``(number of rows, 64-bit digest of the row numbers)``: what every process compares before an exchange."""
-    digest = np.frombuffer(hashlib.blake2b(np.ascontiguousarray(idx, np.int64).tobytes(), digest_size=8).digest(), np.int64)
+    digest = np.frombuffer(
+        hashlib.blake2b(np.ascontiguousarray(idx, np.int64).tobytes(), digest_size=8).digest(), np.int64
+    )
     return np.concatenate([np.asarray([idx.size], np.int64), digest])
 
 
@@ -300,6 +313,6 @@ def fetch_rows(reader: PartitionReader, idx: np.ndarray) -> list[np.ndarray]:
     out, offset, pick = [], 0, (owner, np.arange(idx.size))
     for c in cols:
         size = c.nbytes
-        out.append(every[:, offset:offset + size].copy().view(c.dtype).reshape((every.shape[0],) + c.shape)[pick])
+        out.append(every[:, offset : offset + size].copy().view(c.dtype).reshape((every.shape[0],) + c.shape)[pick])
         offset += size
     return out

@@ -51,7 +51,9 @@ def residual_sums(model: Model, estimator: Estimator, centre: PyTree):
     its row's float32 resolution (``influence.rounding_floor``); vectorised over the draws."""
     flat_centre, unravel = ravel_pytree(centre)
 
-    def one(rows: PyTree, keep: jax.Array, theta: PyTree, moved: PyTree, shift: jax.Array) -> tuple[jax.Array, jax.Array]:
+    def one(
+        rows: PyTree, keep: jax.Array, theta: PyTree, moved: PyTree, shift: jax.Array
+    ) -> tuple[jax.Array, jax.Array]:
         w = estimator.log_ratio(model, centre, theta)(rows)
         d = estimator.log_ratio(model, theta, moved)(rows)
         bad = jnp.any(keep & (~jnp.isfinite(w) | ~jnp.isfinite(d)))
@@ -73,7 +75,7 @@ def check_chunks(n_pop: int, key: jax.Array) -> tuple[list[tuple[PyTree, np.ndar
     size = min(CHECK_CHUNK, CHECK_ROWS)
     out = []
     for start in range(0, CHECK_ROWS, size):
-        part = rows[start:start + size]
+        part = rows[start : start + size]
         out.append((np.resize(part, size).astype(np.int32), np.arange(size) < part.size))
     return out, CHECK_ROWS
 
@@ -87,8 +89,16 @@ def read_chunk(population: PyTree, where: Any) -> PyTree:
     return slice_rows(population, *where) if isinstance(where, tuple) else take(population, where)
 
 
-def streamed_sums(model: Model, estimator: Estimator, centre: PyTree, population: PyTree, n_pop: int, at: PyTree,
-                  moved: PyTree, key: jax.Array | None = None) -> tuple[np.ndarray, np.ndarray, int]:
+def streamed_sums(
+    model: Model,
+    estimator: Estimator,
+    centre: PyTree,
+    population: PyTree,
+    n_pop: int,
+    at: PyTree,
+    moved: PyTree,
+    key: jax.Array | None = None,
+) -> tuple[np.ndarray, np.ndarray, int]:
     """``residual_sums`` over the rows the check reads (``check_chunks``) at every checked move, in float64 and scaled to
     all ``n_pop`` rows, the moves with a non-finite term, and the rows read.
 
@@ -103,7 +113,9 @@ def streamed_sums(model: Model, estimator: Estimator, centre: PyTree, population
     first = read_chunk(population, chunks[0][0])
     head = min(SHIFT_ROWS, read)
     zero = np.zeros(count, np.float32)  # host arrays in: no compiled transfer or fill
-    shift = np.asarray(np.asarray(sums(first, np.arange(len(chunks[0][1])) < head, at, moved, zero)[0])[:, 1] / head, np.float32)
+    shift = np.asarray(
+        np.asarray(sums(first, np.arange(len(chunks[0][1])) < head, at, moved, zero)[0])[:, 1] / head, np.float32
+    )
     total, bad = 0.0, False
     for j, (where, keep) in enumerate(chunks):
         part, flag = sums(first if j == 0 else read_chunk(population, where), keep, at, moved, shift)

@@ -147,15 +147,31 @@ def start_steps(chains: int, samples: int, count: int, steps: int) -> tuple[np.n
     """``(chain, step)`` of ``count`` starts evenly spaced over the second half of every chain, each ``steps`` before its end."""
     first, last = samples // 2, samples - 1 - steps
     if last < first:
-        raise ValueError(f"the check continues {steps} steps from draws in the second half; {samples} draws per chain are too few")
+        raise ValueError(
+            f"the check continues {steps} steps from draws in the second half; {samples} draws per chain are too few"
+        )
     grid = last - first + 1
     pick = np.unique(np.linspace(0, chains * grid - 1, min(count, chains * grid)).round().astype(int))
     return pick // grid, first + pick % grid
 
 
-def exact_continuation(model: Model, data: PyTree, proposal: Proposal, test: Any, estimator: Estimator | None, n: int,
-                       starts: jax.Array, chain: np.ndarray, step: np.ndarray, run_key: jax.Array, num_chains: int, steps: int,
-                       temperature: float, unravel, centre: PyTree = None) -> tuple:
+def exact_continuation(
+    model: Model,
+    data: PyTree,
+    proposal: Proposal,
+    test: Any,
+    estimator: Estimator | None,
+    n: int,
+    starts: jax.Array,
+    chain: np.ndarray,
+    step: np.ndarray,
+    run_key: jax.Array,
+    num_chains: int,
+    steps: int,
+    temperature: float,
+    unravel,
+    centre: PyTree = None,
+) -> tuple:
     """The exact chains from ``starts`` (the run's draws at ``step`` of ``chain``) on the keys the run drew at steps
     ``step + 1 .. step + steps``: each step's flattened positions ``(K, T, d)`` and decisions ``(K, T)`` (module docstring)."""
     run_estimator = plain() if estimator is None else estimator
@@ -176,16 +192,19 @@ def exact_continuation(model: Model, data: PyTree, proposal: Proposal, test: Any
 
     def decide(states, moved, free: jax.Array, k_test: jax.Array, lam: jax.Array, bad: jax.Array):
         accepted = jax.vmap(lambda key, delta: exact_accept(test, key, delta))(k_test, lam / temp + free) & ~bad
-        states = jax.tree_util.tree_map(lambda new, old: jnp.where(accepted.reshape((-1,) + (1,) * (new.ndim - 1)), new, old),
-                                        moved, states)
+        states = jax.tree_util.tree_map(
+            lambda new, old: jnp.where(accepted.reshape((-1,) + (1,) * (new.ndim - 1)), new, old), moved, states
+        )
         return states, jax.vmap(lambda p: ravel_pytree(p)[0])(states.position), accepted
 
     propose = jax.jit(propose, compiler_options=small)
     decide = jax.jit(decide, compiler_options=compile_options(float(k) * d, CONTINUATION_WORK))
     chunk = max(64, PASS_ELEMENTS // k) if jax.default_backend() == "cpu" else DEFAULT_CHUNK
     pass_ = residual_pass(model, exact, n_pop, centre, chunk)
-    sums = jax.jit(lambda rows, currents, candidates: pass_(exact.population(rows), currents, candidates),
-                   compiler_options=compile_options(float(k) * steps * n * d, CONTINUATION_WORK))
+    sums = jax.jit(
+        lambda rows, currents, candidates: pass_(exact.population(rows), currents, candidates),
+        compiler_options=compile_options(float(k) * steps * n * d, CONTINUATION_WORK),
+    )
     states = jax.jit(jax.vmap(lambda x: kernel.init(unravel(x))), compiler_options=small)(starts)
     cs, js = jnp.asarray(chain, jnp.int32), jnp.asarray(step, jnp.int32)
     path, accepted = [], []
@@ -197,7 +216,9 @@ def exact_continuation(model: Model, data: PyTree, proposal: Proposal, test: Any
     return jnp.stack(path, axis=1), jnp.stack(accepted, axis=1)
 
 
-def from_the_run(draws: np.ndarray, records: dict, chain: np.ndarray, step: np.ndarray, exact: np.ndarray, accepted: np.ndarray):
+def from_the_run(
+    draws: np.ndarray, records: dict, chain: np.ndarray, step: np.ndarray, exact: np.ndarray, accepted: np.ndarray
+):
     """The run's ``X_T`` (its draws ``T`` steps on), per step whether the chains coincided (to float32 rounding: the
     programs differ) and decided differently, and the run's rows over those steps."""
     steps = exact.shape[1]
@@ -205,5 +226,8 @@ def from_the_run(draws: np.ndarray, records: dict, chain: np.ndarray, step: np.n
     before = np.concatenate([draws[chain, step][:, None], exact[:, :-1]], axis=1)
     same = np.all(np.isclose(draws[chain[:, None], ahead - 1], before, rtol=1e-5, atol=1e-6), axis=-1)
     split = same & (np.asarray(records["accepted"])[chain[:, None], ahead] != accepted)
-    rows = np.asarray(records["batch_size"])[chain[:, None], ahead] + np.asarray(records["hidden_data"])[chain[:, None], ahead]
+    rows = (
+        np.asarray(records["batch_size"])[chain[:, None], ahead]
+        + np.asarray(records["hidden_data"])[chain[:, None], ahead]
+    )
     return draws[chain, step + steps], split, int(np.sum(rows))

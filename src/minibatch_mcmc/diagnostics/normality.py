@@ -67,7 +67,9 @@ def edgeworth_error(skew_mean: np.ndarray, kurt_mean: np.ndarray) -> np.ndarray:
     g1, g2 = np.asarray(skew_mean, np.float64)[..., None], np.asarray(kurt_mean, np.float64)[..., None]
     z = Z_GRID
     phi = np.exp(-0.5 * z * z) / np.sqrt(2 * np.pi)
-    term = phi * (g1 / 6 * eval_hermitenorm(2, z) + g2 / 24 * eval_hermitenorm(3, z) + g1 * g1 / 72 * eval_hermitenorm(5, z))
+    term = phi * (
+        g1 / 6 * eval_hermitenorm(2, z) + g2 / 24 * eval_hermitenorm(3, z) + g1 * g1 / 72 * eval_hermitenorm(5, z)
+    )
     return np.minimum(np.nan_to_num(np.max(np.abs(term), axis=-1), nan=1.0, posinf=1.0), 1.0)
 
 
@@ -80,7 +82,9 @@ def scale_error(sd: np.ndarray, rule: str) -> np.ndarray:
     return sd / 4.0 if rule == "barker" else sd * (1.0 + sd / 2.0)
 
 
-def minibatch_shape(sums: np.ndarray, n: int, batch_size: int, temperature: float = 1.0, rule: str = "barker") -> MinibatchShape:
+def minibatch_shape(
+    sums: np.ndarray, n: int, batch_size: int, temperature: float = 1.0, rule: str = "barker"
+) -> MinibatchShape:
     """The shape of the ``batch_size``-row mean of ``n`` rows whose (shifted) residual power sums are ``sums``, and the
     acceptance error it causes under ``rule`` (one of ``RULES``)."""
     rule = check_choice(rule, "rule", RULES)

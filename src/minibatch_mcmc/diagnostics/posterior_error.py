@@ -191,14 +191,29 @@ def too_few_draws(samples: int, steps: int) -> str:
     """Why a run of ``samples`` draws per chain is too short for ``steps``-step continuations from its second half, or empty."""
     if samples - 1 - steps >= samples // 2:
         return ""
-    return (f"the run has {samples} draws per chain and the check continues {steps} steps from draws in their second half: "
-            f"it needs at least {2 * steps + 2}; draw more to have the posterior checked")
+    return (
+        f"the run has {samples} draws per chain and the check continues {steps} steps from draws in their second half: "
+        f"it needs at least {2 * steps + 2}; draw more to have the posterior checked"
+    )
 
 
-def check_posterior(model: Model, data: Any, proposal: Proposal, test: AcceptanceTest, estimator: Estimator | None,
-                    positions: PyTree, *, run_key: jax.Array | int, records: dict, starts: int = STARTS, steps: int = STEPS,
-                    temperature: float = 1.0, warn: bool = True, stratum: bool | None = None,
-                    centre: PyTree = None) -> PosteriorError | None:
+def check_posterior(
+    model: Model,
+    data: Any,
+    proposal: Proposal,
+    test: AcceptanceTest,
+    estimator: Estimator | None,
+    positions: PyTree,
+    *,
+    run_key: jax.Array | int,
+    records: dict,
+    starts: int = STARTS,
+    steps: int = STEPS,
+    temperature: float = 1.0,
+    warn: bool = True,
+    stratum: bool | None = None,
+    centre: PyTree = None,
+) -> PosteriorError | None:
     """The coupled exact continuation (module docstring) from ``starts`` of the run's draws ``positions`` (leading axes:
     chains, samples) with the run's ``proposal``, ``test`` and ``estimator``, on the run's keys (``run_key``: the key
     ``sample`` was given) and its ``records`` (``SampleResult.records``); warns naming the parameters whose mean or s.d.
@@ -208,9 +223,11 @@ def check_posterior(model: Model, data: Any, proposal: Proposal, test: Acceptanc
     chains need the rows in memory), or a test that tempers by itself."""
     starts, steps = check_int(starts, "starts", 2), check_int(steps, "steps", 1)
     if run_key is None or records is None:
-        raise ValueError("check_posterior continues the run on its own draws and keys: pass run_key= (the key sample was "
-                         f"given) and records= (its SampleResult.records); got run_key={run_key!r}, records="
-                         f"{'None' if records is None else 'given'}")
+        raise ValueError(
+            "check_posterior continues the run on its own draws and keys: pass run_key= (the key sample was "
+            f"given) and records= (its SampleResult.records); got run_key={run_key!r}, records="
+            f"{'None' if records is None else 'given'}"
+        )
     source = as_data_source(data)
     if is_host_data(source.arrays()) or float(test.temperature_factor(source.n)) != 1.0:
         return None
@@ -223,21 +240,51 @@ def check_posterior(model: Model, data: Any, proposal: Proposal, test: Acceptanc
         return PosteriorError(names, zero, zero, zero, zero, 0, 0, zero, 0.0, 0, time.perf_counter() - t0, n, 0.0, why)
     starts = int(max(MIN_STARTS, min(starts, MAX_EVALUATIONS // (steps * n)))) if starts > MIN_STARTS else starts
     draws = flat_draws(positions)
-    late = draws[:, draws.shape[1] // 2:]
+    late = draws[:, draws.shape[1] // 2 :]
     run_mean, sd = late.reshape(-1, late.shape[2]).mean(0), late.reshape(-1, late.shape[2]).std(0)
     sd = np.maximum(sd, np.finfo(np.float32).tiny)
     first = jax.tree_util.tree_map(lambda a: jnp.asarray(np.asarray(a)[0, 0]), positions)
     flat0, unravel = ravel_pytree(first)
     chain, step = start_steps(draws.shape[0], draws.shape[1], starts, steps)
     x0 = draws[chain, step]
-    path, accepted = exact_continuation(model, source.arrays(), proposal, test, estimator, n, jnp.asarray(x0, flat0.dtype), chain,
-                                        step, as_run_key(run_key, draws.shape[0]), draws.shape[0], steps, temperature, unravel, centre)
+    path, accepted = exact_continuation(
+        model,
+        source.arrays(),
+        proposal,
+        test,
+        estimator,
+        n,
+        jnp.asarray(x0, flat0.dtype),
+        chain,
+        step,
+        as_run_key(run_key, draws.shape[0]),
+        draws.shape[0],
+        steps,
+        temperature,
+        unravel,
+        centre,
+    )
     path = np.asarray(path, np.float64)
     run, split, rows = from_the_run(draws, records, chain, step, path, np.asarray(accepted))
-    mean_bias, mean_se, sd_error, sd_se = estimate(np.asarray(run, np.float64), path[:, -1], run_mean, sd, lag1(late), steps)
+    mean_bias, mean_se, sd_error, sd_se = estimate(
+        np.asarray(run, np.float64), path[:, -1], run_mean, sd, lag1(late), steps
+    )
     k = x0.shape[0]
-    out = PosteriorError(names, mean_bias, mean_se, sd_error, sd_se, k, steps, lag1(late), float(np.mean(split)),
-                         int(k * steps * n + rows), time.perf_counter() - t0, n, COMPILE_SECONDS[0] - c0)
+    out = PosteriorError(
+        names,
+        mean_bias,
+        mean_se,
+        sd_error,
+        sd_se,
+        k,
+        steps,
+        lag1(late),
+        float(np.mean(split)),
+        int(k * steps * n + rows),
+        time.perf_counter() - t0,
+        n,
+        COMPILE_SECONDS[0] - c0,
+    )
     if warn and not out.ok:
         warnings.warn(posterior_warning(out, test, stratum), stacklevel=3)
     return out
@@ -255,17 +302,21 @@ def posterior_warning(out: PosteriorError, test: AcceptanceTest, stratum: bool |
         if said:
             parts.append(f"{name}: " + ", ".join(said))
     shown = "; ".join(parts[:8]) + (f"; and {len(parts) - 8} more" if len(parts) > 8 else "")
-    return (f"the minibatch test moved the posterior: a coupled exact-test continuation ({out.starts} draws x {out.steps} "
-            f"steps; exact minus run, tolerance {out.mean_tolerance:g} s.d. in a mean and {100 * out.sd_tolerance:g}% in an "
-            f"s.d. beyond {out.z:g} s.e.) estimates {shown}; the two tests decided differently at "
-            f"{100 * out.disagreement:.1f}% of steps. {advice(test, stratum)}")
+    return (
+        f"the minibatch test moved the posterior: a coupled exact-test continuation ({out.starts} draws x {out.steps} "
+        f"steps; exact minus run, tolerance {out.mean_tolerance:g} s.d. in a mean and {100 * out.sd_tolerance:g}% in an "
+        f"s.d. beyond {out.z:g} s.e.) estimates {shown}; the two tests decided differently at "
+        f"{100 * out.disagreement:.1f}% of steps. {advice(test, stratum)}"
+    )
 
 
 def advice(test: AcceptanceTest, stratum: bool | None) -> str:
     """What to do, naming only options that are off."""
     todo = []
     if stratum is False:
-        todo.append("enable the exact stratum (auto_sample(stratum=True)) so rows far from the proxy are read at every step")
+        todo.append(
+            "enable the exact stratum (auto_sample(stratum=True)) so rows far from the proxy are read at every step"
+        )
     if isinstance(test, COUPLED):
         todo.append(f"a larger minibatch ({test.name} with batch_size above its {test.batch_size} rows)")
     todo.append("or sample with an exact test (MetropolisTest, BarkerTest; 'smh' where the model gives per-row bounds)")

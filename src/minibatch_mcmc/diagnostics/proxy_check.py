@@ -220,27 +220,50 @@ def check_proxy(
         raise ValueError(f"the full-data log likelihood is not finite at {int(np.sum(bad))} of {count} checked draws")
     lw = total[:, 0] / temperature
     k_hat = pareto_k(lw)
-    out = ProxyCheck(k_hat, pareto_threshold(count), count, float(np.std(lw)), float(np.ptp(lw)), count * read, 0.0,
-                     rows_read=read, log_ratio_mc_sd=float(np.median(sample_sd(total, n_pop, read))) / temperature,
-                     population=n_pop, stratum=bool(distinct_rows(estimator, source.n) < source.n if stratum is None else stratum),
-                     stratum_rows=source.n - distinct_rows(estimator, source.n))
+    out = ProxyCheck(
+        k_hat,
+        pareto_threshold(count),
+        count,
+        float(np.std(lw)),
+        float(np.ptp(lw)),
+        count * read,
+        0.0,
+        rows_read=read,
+        log_ratio_mc_sd=float(np.median(sample_sd(total, n_pop, read))) / temperature,
+        population=n_pop,
+        stratum=bool(distinct_rows(estimator, source.n) < source.n if stratum is None else stratum),
+        stratum_rows=source.n - distinct_rows(estimator, source.n),
+    )
     m = median_record(records, "batch_size")
     if np.isfinite(m) and round(m) < n_pop:
         shape = minibatch_shape(total[:, 1:5], n_pop, int(round(m)), temperature, rule)
-        out = out._replace(batch_size=int(round(m)), acceptance_error=float(np.mean(shape.acceptance_error)),
-                           edgeworth_error=float(np.median(shape.edgeworth_error)),
-                           skewness=float(np.median(np.abs(shape.skewness))),
-                           excess_kurtosis=float(np.median(shape.excess_kurtosis)),
-                           sd_ratio=float(np.median(shape.residual_sd)) / median_record(records, "residual_sd"))
+        out = out._replace(
+            batch_size=int(round(m)),
+            acceptance_error=float(np.mean(shape.acceptance_error)),
+            edgeworth_error=float(np.median(shape.edgeworth_error)),
+            skewness=float(np.median(np.abs(shape.skewness))),
+            excess_kurtosis=float(np.median(shape.excess_kurtosis)),
+            sd_ratio=float(np.median(shape.residual_sd)) / median_record(records, "residual_sd"),
+        )
     out = out._replace(seconds=time.perf_counter() - t0)
     if warn:
         warn_check(out)
     return out
 
 
-def timed_check(model: Model, data: Any, estimator: Estimator, centre: PyTree, positions: PyTree, *, progress: bool = False,
-                proposal: Proposal | None = None, test: AcceptanceTest | None = None, run_key: jax.Array | int | None = None,
-                **options: Any) -> tuple[ProxyCheck, PhaseCost]:
+def timed_check(
+    model: Model,
+    data: Any,
+    estimator: Estimator,
+    centre: PyTree,
+    positions: PyTree,
+    *,
+    progress: bool = False,
+    proposal: Proposal | None = None,
+    test: AcceptanceTest | None = None,
+    run_key: jax.Array | int | None = None,
+    **options: Any,
+) -> tuple[ProxyCheck, PhaseCost]:
     """``check_proxy`` with its cost (the ``check`` phase: rows read, seconds), and with ``progress`` a status line when it
     starts and its cost when it ends. Given the run's ``proposal``, ``test``, ``run_key`` (``sample``'s key) and
     ``records``, the per-step figures are information and the coupled exact continuation on the run's own draws and keys
@@ -248,12 +271,26 @@ def timed_check(model: Model, data: Any, estimator: Estimator, centre: PyTree, p
     n = as_data_source(data).n
     coupled = proposal is not None and test is not None
     with PhaseClock("check", n, progress, stage="after sampling") as clock:
-        out = check_proxy(model, data, estimator, centre, positions, **{**options, "warn": options.get("warn", True) and not coupled})
+        out = check_proxy(
+            model, data, estimator, centre, positions, **{**options, "warn": options.get("warn", True) and not coupled}
+        )
         post = None
         if coupled:
-            post = check_posterior(model, data, proposal, test, estimator, positions, run_key=run_key, records=options.get("records"),
-                                   starts=options.get("num_draws", 100), temperature=options.get("temperature", 1.0),
-                                   warn=options.get("warn", True), stratum=options.get("stratum"), centre=centre)
+            post = check_posterior(
+                model,
+                data,
+                proposal,
+                test,
+                estimator,
+                positions,
+                run_key=run_key,
+                records=options.get("records"),
+                starts=options.get("num_draws", 100),
+                temperature=options.get("temperature", 1.0),
+                warn=options.get("warn", True),
+                stratum=options.get("stratum"),
+                centre=centre,
+            )
             if post is None and options.get("warn", True):  # it cannot run here: the per-step figures warn as before
                 warn_check(out)
         out = out._replace(posterior=post, seconds=out.seconds + (0.0 if post is None else post.seconds))
@@ -283,8 +320,11 @@ def warn_check(out: ProxyCheck) -> None:
             f"an {out.batch_size}-row minibatch mean with median excess kurtosis {out.excess_kurtosis:.3g} and skewness "
             f"{out.skewness:.3g}, a mean acceptance-probability error of {out.acceptance_error:.3g} > {out.acceptance_error_max:g} "
             f"per step; the exact residual s.d. is {out.sd_ratio:.3g}x the median residual_sd the run recorded"
-            + (missed_advice(out) if out.sd_ratio > MISSED_ROWS else
-               ": the minibatches saw the residuals, which are themselves far from normal at this batch size. Raise")
+            + (
+                missed_advice(out)
+                if out.sd_ratio > MISSED_ROWS
+                else ": the minibatches saw the residuals, which are themselves far from normal at this batch size. Raise"
+            )
             + " the batch size, or sample with an exact test (BarkerTest, MetropolisTest)",
             stacklevel=3,
         )
@@ -294,5 +334,7 @@ def missed_advice(out: ProxyCheck) -> str:
     """What to do about rows the minibatches missed: enable the exact stratum, or (already on) what is left."""
     if not out.stratum:
         return ", so its minibatches mostly missed the rows that matter. Enable the exact stratum (auto_sample(stratum=True)), raise"
-    return (f", so its minibatches mostly missed rows that matter, which the exact stratum (on, {out.stratum_rows} rows) "
-            "did not take: raise")
+    return (
+        f", so its minibatches mostly missed rows that matter, which the exact stratum (on, {out.stratum_rows} rows) "
+        "did not take: raise"
+    )

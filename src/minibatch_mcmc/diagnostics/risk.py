@@ -87,9 +87,7 @@ def _as_wall_times(wall_times: np.ndarray, r: int, t: int) -> np.ndarray:
     return w
 
 
-def risk_curve(
-    values: np.ndarray, wall_times: np.ndarray, reference: np.ndarray, num_points: int = 20
-) -> RiskCurve:
+def risk_curve(values: np.ndarray, wall_times: np.ndarray, reference: np.ndarray, num_points: int = 20) -> RiskCurve:
     """Risk vs wall-clock time of the running means of ``values (R, T, Q)`` (f(theta_t) of R repeated chains).
 
     ``wall_times`` is ``(T,)`` or ``(R, T)`` cumulative seconds at each draw.  At ``num_points`` times spaced

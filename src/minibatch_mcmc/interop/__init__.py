@@ -16,10 +16,21 @@ from minibatch_mcmc.interop.numpyro import (
     to_inference_data,
 )
 
-ON_DEMAND = {"MinibatchMH": "minibatch_mcmc.interop.numpyro_kernel", "as_sampling_algorithm": "minibatch_mcmc.interop.blackjax"}
+ON_DEMAND = {
+    "MinibatchMH": "minibatch_mcmc.interop.numpyro_kernel",
+    "as_sampling_algorithm": "minibatch_mcmc.interop.blackjax",
+}
 """Names whose module imports its peer library, -> that module, imported on first use (PEP 562 ``__getattr__``)."""
 
-__all__ = ["NumPyroModel", "constrained_result", "from_numpyro", "log_likelihood", "subsampled_loo", "to_inference_data", *ON_DEMAND]
+__all__ = [
+    "NumPyroModel",
+    "constrained_result",
+    "from_numpyro",
+    "log_likelihood",
+    "subsampled_loo",
+    "to_inference_data",
+    *ON_DEMAND,
+]
 
 
 def __getattr__(name: str):

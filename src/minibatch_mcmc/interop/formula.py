@@ -108,8 +108,10 @@ def check_no_missing(table) -> None:
     for column in table.columns:
         bad = np.asarray(table[column].isna())
         if bad.any():
-            raise ValueError(f"column {column!r} has {int(bad.sum())} missing value(s) (NaN/None), the first in row "
-                             f"{table.index[int(np.argmax(bad))]!r}; drop or fill them before fitting")
+            raise ValueError(
+                f"column {column!r} has {int(bad.sum())} missing value(s) (NaN/None), the first in row "
+                f"{table.index[int(np.argmax(bad))]!r}; drop or fill them before fitting"
+            )
 
 
 def formula_env(extra_namespace: dict | None):
@@ -132,17 +134,22 @@ def response_arrays(description, table, env, trials_column: str | None) -> tuple
         return values[:, 0], values[:, 1]
     if values.ndim == 2 and values.shape[1] != 1:
         levels = ", ".join(map(str, response.levels)) if response.levels is not None else f"{values.shape[1]} columns"
-        raise ValueError(f"response {response.name!r} is categorical ({levels}): write '{response.name}[level] ~ ...' "
-                         "for the level that counts as 1, or give a numeric column")
+        raise ValueError(
+            f"response {response.name!r} is categorical ({levels}): write '{response.name}[level] ~ ...' "
+            "for the level that counts as 1, or give a numeric column"
+        )
     trials = None if trials_column is None else np.asarray(table[trials_column], dtype=np.float64)
     return values.reshape(-1), trials
 
 
 def check_response(y: np.ndarray, trials: np.ndarray | None, family: str, name: str) -> None:
     """A ValueError when the response (or trials) cannot come from the family, naming the first bad value."""
+
     def refuse(values: np.ndarray, bad: np.ndarray, what: str) -> None:
         if bad.any():
-            raise ValueError(f"{family} needs {what}; {name} has {values[np.argmax(bad)]!r} (row {int(np.argmax(bad))})")
+            raise ValueError(
+                f"{family} needs {what}; {name} has {values[np.argmax(bad)]!r} (row {int(np.argmax(bad))})"
+            )
 
     if family == "bernoulli":
         refuse(y, (y != 0) & (y != 1), f"a 0/1 response (binomial with trials: '{name} | trials(n) ~ ...')")
@@ -150,7 +157,9 @@ def check_response(y: np.ndarray, trials: np.ndarray | None, family: str, name: 
         refuse(y, (y < 0) | (y != np.round(y)), "a response of non-negative integers")
     if family == "binomial":
         if trials is None:
-            raise ValueError("binomial needs trials: write 'y | trials(n) ~ ...' or 'p(y, n) ~ ...', or pass trials='n'")
+            raise ValueError(
+                "binomial needs trials: write 'y | trials(n) ~ ...' or 'p(y, n) ~ ...', or pass trials='n'"
+            )
         refuse(trials, (trials < 1) | (trials != np.round(trials)), "trials of positive integers")
         refuse(y, y > trials, "successes at most the trials")
     elif trials is not None:
@@ -217,14 +226,18 @@ def evaluate_factor(name: str, terms: list, table, env) -> tuple[GroupFactor, Fa
 
     components = terms[0].factor.components
     if not all(isinstance(c, Variable) for c in components):
-        raise ValueError(f"grouping factor {name!r} must name data columns (e.g. '(1 | g)' or '(1 | g:h)'); "
-                         "compute it as a column first")
+        raise ValueError(
+            f"grouping factor {name!r} must name data columns (e.g. '(1 | g)' or '(1 | g:h)'); "
+            "compute it as a column first"
+        )
     columns = tuple(c.name for c in components)
     codes, categories = pd.factorize(factor_key(table, columns), sort=True)  # the observed levels, sorted
     categories = pd.Index(categories)
     if len(categories) < 2:
-        raise ValueError(f"grouping factor {name!r} has {len(categories)} level(s) ({', '.join(map(str, categories))}); "
-                         "a group effect needs at least two levels")
+        raise ValueError(
+            f"grouping factor {name!r} has {len(categories)} level(s) ({', '.join(map(str, categories))}); "
+            "a group effect needs at least two levels"
+        )
     has_intercept = any(t.expr.name == "Intercept" for t in terms)
     blocks, labels, exprs = [], [], []
     for term in terms:
@@ -234,13 +247,19 @@ def evaluate_factor(name: str, terms: list, table, env) -> tuple[GroupFactor, Fa
         blocks.append(np.asarray(expr.data, dtype=np.float64).reshape(len(table), -1))
         labels.extend("1" if expr.name == "Intercept" else label for label in expr.labels)
         exprs.append(expr)
-    factor = GroupFactor(name=name, codes=np.asarray(codes, dtype=np.int64), z=np.column_stack(blocks),
-                         levels=tuple(str(c) for c in categories), terms=tuple(labels))
+    factor = GroupFactor(
+        name=name,
+        codes=np.asarray(codes, dtype=np.int64),
+        z=np.column_stack(blocks),
+        levels=tuple(str(c) for c in categories),
+        terms=tuple(labels),
+    )
     return factor, FactorSpec(name, columns, categories, tuple(exprs))
 
 
-def formula_design(formula: str, data, family: str = "bernoulli", *, offset=None, trials=None,
-                   extra_namespace: dict | None = None) -> FormulaDesign:
+def formula_design(
+    formula: str, data, family: str = "bernoulli", *, offset=None, trials=None, extra_namespace: dict | None = None
+) -> FormulaDesign:
     """Parse ``formula`` with ``formulae`` and build its ``GLMMDesign`` from ``data`` (DataFrame, dict, Parquet path).
 
     ``offset``/``trials``: a column name or an ``(N,)`` array (``trials`` also as ``y | trials(n)`` in the formula).
@@ -267,11 +286,26 @@ def formula_design(formula: str, data, family: str = "bernoulli", *, offset=None
     x = np.column_stack([common.design_matrix[:, s] for s in fixed]) if fixed else np.zeros((len(table), 0))
     factors = [evaluate_factor(name, terms, table, env) for name, terms in group_terms_by_factor(description).items()]
     offset_values = total_offset(common, offsets, table, offset)
-    design = GLMMDesign(y=y, x=np.asarray(x, dtype=np.float64), fixed=fixed_names(common, fixed),
-                        factors=tuple(f for f, _ in factors), offset=offset_values, trials=n_trials)
+    design = GLMMDesign(
+        y=y,
+        x=np.asarray(x, dtype=np.float64),
+        fixed=fixed_names(common, fixed),
+        factors=tuple(f for f, _ in factors),
+        offset=offset_values,
+        trials=n_trials,
+    )
     check_design(design)
-    return FormulaDesign(design, family, formula, common, fixed, offsets, offset if isinstance(offset, str) else None,
-                         tuple(s for _, s in factors), offset is not None and not isinstance(offset, str))
+    return FormulaDesign(
+        design,
+        family,
+        formula,
+        common,
+        fixed,
+        offsets,
+        offset if isinstance(offset, str) else None,
+        tuple(s for _, s in factors),
+        offset is not None and not isinstance(offset, str),
+    )
 
 
 def given_column(values, what: str, n: int) -> np.ndarray:
@@ -312,19 +346,34 @@ def new_rows(fitted: FormulaDesign, data, *, offset=None) -> NewRows:
     if fitted.offset_array and offset is None:
         raise ValueError("the fit's offset= was an array: pass the new rows' offset (predict(..., offset=...))")
     if fitted.offset_array is False and fitted.offset_column is None and offset is not None:
-        raise ValueError("offset= given for new rows, but the fit had no offset= argument (offset() terms are read from the data)")
-    needed = sorted({*(c for f in fitted.factors for c in f.columns), *fixed_columns(fitted),
-                     *([fitted.offset_column] if fitted.offset_column and offset is None else [])})
+        raise ValueError(
+            "offset= given for new rows, but the fit had no offset= argument (offset() terms are read from the data)"
+        )
+    needed = sorted(
+        {
+            *(c for f in fitted.factors for c in f.columns),
+            *fixed_columns(fitted),
+            *([fitted.offset_column] if fitted.offset_column and offset is None else []),
+        }
+    )
     table = read_table(data, needed)
     check_no_missing(table)
     n = len(table)
     common = None if fitted.common is None else fitted.common.evaluate_new_data(table)
-    x = np.column_stack([common.design_matrix[:, s] for s in fitted.fixed_slices]) if fitted.fixed_slices else np.zeros((n, 0))
+    x = (
+        np.column_stack([common.design_matrix[:, s] for s in fitted.fixed_slices])
+        if fitted.fixed_slices
+        else np.zeros((n, 0))
+    )
     given = table[fitted.offset_column] if offset is None and fitted.offset_column else offset
-    off = total_offset(common, fitted.offset_slices, table, None if given is None else np.asarray(given, dtype=np.float64))
+    off = total_offset(
+        common, fitted.offset_slices, table, None if given is None else np.asarray(given, dtype=np.float64)
+    )
     codes = tuple(factor_codes(factor_key(table, f.columns), f.categories) for f in fitted.factors)
-    z = tuple(np.column_stack([np.asarray(e.eval_new_data(table), dtype=np.float64).reshape(n, -1) for e in f.exprs])
-              for f in fitted.factors)
+    z = tuple(
+        np.column_stack([np.asarray(e.eval_new_data(table), dtype=np.float64).reshape(n, -1) for e in f.exprs])
+        for f in fitted.factors
+    )
     return NewRows(np.asarray(x, dtype=np.float64), off, codes, z)
 
 

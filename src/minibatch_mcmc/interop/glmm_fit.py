@@ -67,8 +67,9 @@ def flat_draws(draws: dict) -> dict:
     return {k: np.reshape(np.asarray(v, dtype=np.float64), (-1, *np.shape(v)[2:])) for k, v in draws.items()}
 
 
-def group_part(u: np.ndarray, sd: np.ndarray, codes: np.ndarray, z: np.ndarray, new_levels: str,
-               rng: np.random.Generator) -> np.ndarray:
+def group_part(
+    u: np.ndarray, sd: np.ndarray, codes: np.ndarray, z: np.ndarray, new_levels: str, rng: np.random.Generator
+) -> np.ndarray:
     """``(S, n)``: ``z_i . u[g(i)]`` per draw; a new level's effect 0 (``"zero"``) or ``N(0, sd^2)`` per draw (``"sample"``)."""
     s, g, k = u.shape
     fresh = int(codes.max(initial=g - 1)) + 1 - g
@@ -118,8 +119,9 @@ class GLMMResult(NamedTuple):
             table = az.summary(self.to_inference_data(), kind="all", round_to="none")
         return {**self.result.summary(posterior=False), "posterior": table}
 
-    def predict(self, new_data, *, kind: str = "mean", new_levels: str = "zero", seed: int = 0,
-                offset: Any = None) -> np.ndarray:
+    def predict(
+        self, new_data, *, kind: str = "mean", new_levels: str = "zero", seed: int = 0, offset: Any = None
+    ) -> np.ndarray:
         """``(S, n_new)`` draws of each new row's mean (``kind="mean"``) or linear predictor (``"linear"``).
 
         ``new_data``: a DataFrame, dict of arrays or Parquet path with the formula's columns (the response not needed);
@@ -140,10 +142,23 @@ class GLMMResult(NamedTuple):
         return eta if kind == "linear" else INVERSE_LINK[self.family](eta)
 
 
-def glmm(formula: str, data, family: str = "bernoulli", *, centred: bool | str = "auto", seed: int = 0,
-         num_samples: int = 1000, num_chains: int = 4, offset: Any = None, trials: Any = None,
-         prior: GLMMPrior = GLMMPrior(), extra_namespace: dict | None = None, progress: bool = True,
-         sample_as_written: bool = False, **sample_kwargs: Any) -> GLMMResult:
+def glmm(
+    formula: str,
+    data,
+    family: str = "bernoulli",
+    *,
+    centred: bool | str = "auto",
+    seed: int = 0,
+    num_samples: int = 1000,
+    num_chains: int = 4,
+    offset: Any = None,
+    trials: Any = None,
+    prior: GLMMPrior = GLMMPrior(),
+    extra_namespace: dict | None = None,
+    progress: bool = True,
+    sample_as_written: bool = False,
+    **sample_kwargs: Any,
+) -> GLMMResult:
     """Fit the GLMM ``formula`` (lme4/brms syntax, ``interop.formula``) to ``data`` with ``auto_sample``.
 
     Args:
@@ -170,8 +185,17 @@ def glmm(formula: str, data, family: str = "bernoulli", *, centred: bool | str =
         A ``GLMMResult``: named effects (``to_inference_data``, ``summary``) and ``predict`` for new rows.
     """
     fitted = formula_design(formula, data, family, offset=offset, trials=trials, extra_namespace=extra_namespace)
-    model, model_data = glmm_model(fitted.design, fitted.family, centred=centred, prior=prior,
-                                   sample_as_written=sample_as_written)
-    result, warm = auto_sample(model, model_data, initial_theta(model), num_samples=num_samples, num_chains=num_chains,
-                               key=seed, progress=progress, **sample_kwargs)
+    model, model_data = glmm_model(
+        fitted.design, fitted.family, centred=centred, prior=prior, sample_as_written=sample_as_written
+    )
+    result, warm = auto_sample(
+        model,
+        model_data,
+        initial_theta(model),
+        num_samples=num_samples,
+        num_chains=num_chains,
+        key=seed,
+        progress=progress,
+        **sample_kwargs,
+    )
     return GLMMResult(fitted, result, warm, centred, model.glmm.layout.centring)

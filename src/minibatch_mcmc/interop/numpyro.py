@@ -146,7 +146,9 @@ def build_trace(numpyro, model_for: Callable, unravel: Callable) -> Callable[[Py
                 return biject_to(site["fn"].support)(params[site["name"]])
             return None
 
-        return numpyro.handlers.trace(numpyro.handlers.substitute(model_for(batch), substitute_fn=constrain)).get_trace()
+        return numpyro.handlers.trace(
+            numpyro.handlers.substitute(model_for(batch), substitute_fn=constrain)
+        ).get_trace()
 
     return trace_at
 
@@ -169,7 +171,9 @@ def build_likelihood(numpyro, model_for: Callable, layout: Layout, unravel: Call
     return site_log_lik
 
 
-def build_constrain(numpyro, prior_model: Callable, names: tuple[str, ...], unravel: Callable) -> Callable[[PyTree], dict]:
+def build_constrain(
+    numpyro, prior_model: Callable, names: tuple[str, ...], unravel: Callable
+) -> Callable[[PyTree], dict]:
     """``constrain(theta)``: one unconstrained position (dict or flat) to ``{site: value}`` for ``names``
     (latent sites constrained, deterministic sites computed)."""
     constrain_fn = numpyro.infer.util.constrain_fn
@@ -207,7 +211,9 @@ def inspect_trace(numpyro, model_fn: Callable, args: tuple, kwargs: dict) -> dic
     def run():
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=re.escape(SUBSAMPLE_WARNING))
-            held["trace"] = numpyro.handlers.trace(numpyro.handlers.seed(model_fn, rng_seed=0)).get_trace(*args, **kwargs)
+            held["trace"] = numpyro.handlers.trace(numpyro.handlers.seed(model_fn, rng_seed=0)).get_trace(
+                *args, **kwargs
+            )
         return 0
 
     jax.eval_shape(run)
@@ -222,7 +228,11 @@ def as_arrays(value: Any) -> Any:
         pd = None
     if pd is not None and isinstance(value, (pd.DataFrame, pd.Series)):
         frame = value.to_frame() if isinstance(value, pd.Series) else value
-        bad = [str(c) for c, t in frame.dtypes.items() if not (pd.api.types.is_numeric_dtype(t) or pd.api.types.is_bool_dtype(t))]
+        bad = [
+            str(c)
+            for c, t in frame.dtypes.items()
+            if not (pd.api.types.is_numeric_dtype(t) or pd.api.types.is_bool_dtype(t))
+        ]
         if bad:
             raise ValueError(
                 f"the pandas columns {bad} are not numeric ({[str(frame[c].dtype) for c in bad]}): encode them as numbers "
@@ -268,9 +278,13 @@ def convert(model_fn: Callable, args: tuple, kwargs: dict, recognise: bool = Tru
     hide = list(layout.observed)
 
     def constrain_on(rows: dict, unravel: Callable | None = None) -> Callable:
-        return build_constrain(numpyro, numpyro.handlers.block(model_for(rows), hide=hide), layout.deterministic, unravel)
+        return build_constrain(
+            numpyro, numpyro.handlers.block(model_for(rows), hide=hide), layout.deterministic, unravel
+        )
 
-    start = start_and_checks(numpyro, model_for, build_likelihood(numpyro, model_for, layout, None), constrain_on, layout, trace, data)
+    start = start_and_checks(
+        numpyro, model_for, build_likelihood(numpyro, model_for, layout, None), constrain_on, layout, trace, data
+    )
     init = start.init
     _, unravel = ravel_pytree(init)
     prior_model = numpyro.handlers.block(model_for(first_rows(data, 1)), hide=hide)
@@ -291,8 +305,14 @@ def convert(model_fn: Callable, args: tuple, kwargs: dict, recognise: bool = Tru
     layout = layout._replace(deterministic=steady_deterministic(start.deterministic, layout))
     constrain = build_constrain(numpyro, prior_model, layout.latent + layout.deterministic, unravel)
     name = f"numpyro:{getattr(model_fn, '__name__', type(model_fn).__name__)}"
-    converted = NumPyroModel(Model(log_prior, log_lik, name, constrain=constrain), data, init, build_postprocess(constrain, init),
-                             site_log_lik, layout)
+    converted = NumPyroModel(
+        Model(log_prior, log_lik, name, constrain=constrain),
+        data,
+        init,
+        build_postprocess(constrain, init),
+        site_log_lik,
+        layout,
+    )
     return as_glm(converted, build_trace(numpyro, model_for, unravel), trace) if recognise else converted
 
 

@@ -69,7 +69,11 @@ def no_start_error(site_log_lik: Callable, data: dict, init: dict, layout: Layou
         if bad:
             name, row = min(bad, key=lambda b: b[1])
             value = {k: np.asarray(v[row]).tolist() for k, v in data.items()}
-            where = (f": the observed site {name!r} has a non-finite log-likelihood at row {row} (data {value}); "
-                     "check that row against the site's distribution and support")
+            where = (
+                f": the observed site {name!r} has a non-finite log-likelihood at row {row} (data {value}); "
+                "check that row against the site's distribution and support"
+            )
             break
-    return ValueError(f"NumPyro found no start with a finite log density and gradient for the latent sites {list(layout.latent)}{where}")
+    return ValueError(
+        f"NumPyro found no start with a finite log density and gradient for the latent sites {list(layout.latent)}{where}"
+    )

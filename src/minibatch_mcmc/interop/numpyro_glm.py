@@ -141,10 +141,12 @@ def group_sites(trace: dict, layout: Layout) -> dict[str, tuple[str, int]]:
 def glmm_message(groups: dict) -> str:
     """What a user with a mixed model (``u[g]``) should declare to reach the GLMM machinery."""
     listing = ", ".join(f"{s!r} (plate {p!r}, {g} levels)" for s, (p, g) in sorted(groups.items()))
-    return (f"from_numpyro: the latent sites {listing} are group effects (a mixed model): from_numpyro samples it as a "
-            "general model (a dense Taylor proxy in all the parameters, the penalty test). If its likelihood is a GLMM, "
-            "y ~ family(x . beta + z . u[g]), fit it with mm.glmm('y ~ x1 + ... + (1 | g)', data=df, family=...) (or "
-            "models.glmm.glmm_model): a proxy in predictor space with O(G) memory, and the exact tests' bounds")
+    return (
+        f"from_numpyro: the latent sites {listing} are group effects (a mixed model): from_numpyro samples it as a "
+        "general model (a dense Taylor proxy in all the parameters, the penalty test). If its likelihood is a GLMM, "
+        "y ~ family(x . beta + z . u[g]), fit it with mm.glmm('y ~ x1 + ... + (1 | g)', data=df, family=...) (or "
+        "models.glmm.glmm_model): a proxy in predictor space with O(G) memory, and the exact tests' bounds"
+    )
 
 
 def design_pass(eta_of: Callable, data: dict, n: int, d: int, key: jax.Array) -> tuple[np.ndarray, np.ndarray, float]:
@@ -167,8 +169,9 @@ def design_pass(eta_of: Callable, data: dict, n: int, d: int, key: jax.Array) ->
     return np.concatenate(xs), np.concatenate(os), gap
 
 
-def recognise_glm(site_at: Callable, site_log_lik: Callable, data: dict, init: dict, layout: Layout, trace: dict
-                  ) -> tuple[GLMForm | None, str]:
+def recognise_glm(
+    site_at: Callable, site_log_lik: Callable, data: dict, init: dict, layout: Layout, trace: dict
+) -> tuple[GLMForm | None, str]:
     """``(GLMForm, "")`` if the model is a GLM in its flat unconstrained parameters, else ``(None, why not)``.
 
     Args:
@@ -191,7 +194,10 @@ def recognise_glm(site_at: Callable, site_log_lik: Callable, data: dict, init: d
     flat0, unravel = ravel_pytree(init)
     d, n = int(flat0.size), layout.n
     if d > MAX_DIM or n * d > MAX_CELLS:
-        return None, f"d = {d} parameters over N = {n} rows is past the dense design's limits (d <= {MAX_DIM}, N d <= {MAX_CELLS})"
+        return (
+            None,
+            f"d = {d} parameters over N = {n} rows is past the dense design's limits (d <= {MAX_DIM}, N d <= {MAX_CELLS})",
+        )
     rows = probe(data, n)
     rng = np.random.default_rng(0)
     points = [jnp.asarray(np.asarray(flat0) + rng.standard_normal(d), flat0.dtype) for _ in range(PROBE_POINTS)]
@@ -203,7 +209,9 @@ def recognise_glm(site_at: Callable, site_log_lik: Callable, data: dict, init: d
     return None, why
 
 
-def try_family(family, natural, site, site_at, site_log_lik, unravel, data, rows, points, layout) -> tuple[GLMForm | None, str]:
+def try_family(
+    family, natural, site, site_at, site_log_lik, unravel, data, rows, points, layout
+) -> tuple[GLMForm | None, str]:
     """The ``GLMForm`` of ``family`` if the checks hold, else ``(None, why not)``."""
     d = int(points[0].size)
 
@@ -222,8 +230,14 @@ def try_family(family, natural, site, site_at, site_log_lik, unravel, data, rows
     fixed = {k: np.asarray(v) for k, v in read(zero, rows)[1].items()}
     for p in points:
         moved = {k: np.asarray(v) for k, v in read(p, rows)[1].items()}
-        if any(not np.allclose(moved[k], fixed[k], rtol=1e-6) or np.ptp(fixed[k]) > 1e-6 * np.abs(fixed[k]).max() for k in fixed):
-            return None, f"the {family} family's {sorted(fixed)} vary with the parameters or the rows (the bounds need them fixed)"
+        if any(
+            not np.allclose(moved[k], fixed[k], rtol=1e-6) or np.ptp(fixed[k]) > 1e-6 * np.abs(fixed[k]).max()
+            for k in fixed
+        ):
+            return (
+                None,
+                f"the {family} family's {sorted(fixed)} vary with the parameters or the rows (the bounds need them fixed)",
+            )
     fixed = {k: float(np.ravel(v)[0]) for k, v in fixed.items()}
     x, o, gap = design_pass(eta_of, data, layout.n, d, jax.random.key(1))
     if gap > 1.0:
@@ -241,15 +255,24 @@ def try_family(family, natural, site, site_at, site_log_lik, unravel, data, rows
     probe_glm = probe(glm_data, layout.n)
     for p in points:
         ours, theirs = np.asarray(log_lik(p, probe_glm)), np.asarray(site_log_lik(p, rows)[site])
-        if family == "probit":  # NumPyro's float32 ``1 - probs`` loses digits below log-density -7; ``log_ndtr`` does not
+        if (
+            family == "probit"
+        ):  # NumPyro's float32 ``1 - probs`` loses digits below log-density -7; ``log_ndtr`` does not
             ours, theirs = ours[theirs > -7.0], theirs[theirs > -7.0]
         if not np.allclose(ours, theirs, rtol=RTOL, atol=RTOL * (1.0 + np.abs(theirs).max())):
             return None, f"the {family} log-likelihood through eta does not match the observed site {site!r}'s"
-    spec = GLMSpec(family, precision=fixed.get("scale", 1.0) ** -2 if fixed else 1.0, offset=offset and family == "poisson",
-                   nu=fixed.get("df", 1.0), exact_default=True)
+    spec = GLMSpec(
+        family,
+        precision=fixed.get("scale", 1.0) ** -2 if fixed else 1.0,
+        offset=offset and family == "poisson",
+        nu=fixed.get("df", 1.0),
+        exact_default=True,
+    )
     extra = ", ".join([f"{k} = {v:.4g}" for k, v in fixed.items()] + (["offset"] if offset else []))
-    line = (f"from_numpyro: recognised a {family} GLM (site {site!r}, eta linear in the {d} unconstrained parameters"
-            f"{', ' + extra if extra else ''}): the exact tests' per-datum bounds apply")
+    line = (
+        f"from_numpyro: recognised a {family} GLM (site {site!r}, eta linear in the {d} unconstrained parameters"
+        f"{', ' + extra if extra else ''}): the exact tests' per-datum bounds apply"
+    )
     return GLMForm(spec, glm_data, log_lik, site, line), ""
 
 
@@ -261,8 +284,14 @@ def as_glm(converted: Any, trace_at: Callable, trace: dict) -> Any:
     if groups:  # a mixed model: the GLMM machinery's, not a dense GLM's
         warnings.warn(glmm_message(groups), stacklevel=4)
         return converted
-    form, _ = recognise_glm(lambda params, rows: trace_at(params, rows)[site], converted.site_log_lik, converted.data,
-                            converted.init, layout, trace)
+    form, _ = recognise_glm(
+        lambda params, rows: trace_at(params, rows)[site],
+        converted.site_log_lik,
+        converted.data,
+        converted.init,
+        layout,
+        trace,
+    )
     if form is None:
         return converted
     print(form.line, flush=True)
@@ -270,6 +299,10 @@ def as_glm(converted: Any, trace_at: Callable, trace: dict) -> Any:
     def log_lik(theta: Any, batch: dict) -> jax.Array:
         return form.log_lik(ravel_pytree(theta)[0] if isinstance(theta, dict) else theta, batch)
 
-    return converted._replace(model=converted.model._replace(log_lik=log_lik, glm=form.spec), data=form.data,
-                              init=ravel_pytree(converted.init)[0], site_log_lik=lambda theta, batch: {site: log_lik(theta, batch)},
-                              layout=layout._replace(data_names=tuple(form.data)))
+    return converted._replace(
+        model=converted.model._replace(log_lik=log_lik, glm=form.spec),
+        data=form.data,
+        init=ravel_pytree(converted.init)[0],
+        site_log_lik=lambda theta, batch: {site: log_lik(theta, batch)},
+        layout=layout._replace(data_names=tuple(form.data)),
+    )

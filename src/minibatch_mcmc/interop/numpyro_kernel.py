@@ -77,11 +77,19 @@ def tuning_windows(num_warmup: int, window_size: int = WarmupSettings().window_s
 def chosen_line(w: Warmup, n: int, num_warmup: int, steps: int | None) -> str:
     """What the warm-up chose, in one line: proposal and why, test and its first minibatch, the tuning steps."""
     rows = int(jnp.size(w.test.first_rows(jax.random.key(0), n)))
-    tuning = ("a given Warmup: no tuning" if steps is None else f"{w.kind} is not tuned (its scale comes from the Laplace fit)"
-              if w.kind in GLOBAL else f"scale tuned for {steps} steps")
-    return (f"MinibatchMH: proposal {w.kind} ({w.why}), test {w.test.name} ("
-            + (f"first minibatch {rows} of {n} rows" if rows else f"all {n} rows") + f"); {tuning}; "
-            f"num_warmup={num_warmup}: no further steps before sampling")
+    tuning = (
+        "a given Warmup: no tuning"
+        if steps is None
+        else f"{w.kind} is not tuned (its scale comes from the Laplace fit)"
+        if w.kind in GLOBAL
+        else f"scale tuned for {steps} steps"
+    )
+    return (
+        f"MinibatchMH: proposal {w.kind} ({w.why}), test {w.test.name} ("
+        + (f"first minibatch {rows} of {n} rows" if rows else f"all {n} rows")
+        + f"); {tuning}; "
+        f"num_warmup={num_warmup}: no further steps before sampling"
+    )
 
 
 class MinibatchMH(MCMCKernel):
@@ -158,7 +166,9 @@ class MinibatchMH(MCMCKernel):
         logging.getLogger(__name__).info(line)
         if self._progress:
             print(line, flush=True)
-        self._kernel = build_kernel(model, w.proposal, w.test, self.converted.layout.n, w.estimator)  # with its exact stratum
+        self._kernel = build_kernel(
+            model, w.proposal, w.test, self.converted.layout.n, w.estimator
+        )  # with its exact stratum
 
     def init(self, rng_key, num_warmup, init_params, model_args, model_kwargs):
         """Warm up once (host side), then each chain's state from ``init_params`` or a dispersed Laplace draw."""
@@ -183,8 +193,9 @@ class MinibatchMH(MCMCKernel):
             position = ravel_pytree(position)[0]
         chain = self._kernel.init(position)
         zero = jnp.zeros((), jnp.int32)
-        return MinibatchMHState(chain.position, chain, rng_key, zero, jnp.zeros((), bool), zero, zero,
-                                jnp.asarray(num_warmup, jnp.int32))
+        return MinibatchMHState(
+            chain.position, chain, rng_key, zero, jnp.zeros((), bool), zero, zero, jnp.asarray(num_warmup, jnp.int32)
+        )
 
     def step(self, state: MinibatchMHState) -> MinibatchMHState:
         """One MH step of one chain."""
@@ -192,8 +203,14 @@ class MinibatchMH(MCMCKernel):
         temperature = jnp.asarray(self._temperature, jnp.float32)
         chain, outcome = self._kernel.step(key, state.chain, self.converted.data, temperature)
         return MinibatchMHState(
-            chain.position, chain, state.rng_key, state.step + 1, outcome.accepted,
-            jnp.asarray(outcome.batch_size, jnp.int32), jnp.asarray(outcome.hidden_data, jnp.int32), state.warmup_left,
+            chain.position,
+            chain,
+            state.rng_key,
+            state.step + 1,
+            outcome.accepted,
+            jnp.asarray(outcome.batch_size, jnp.int32),
+            jnp.asarray(outcome.hidden_data, jnp.int32),
+            state.warmup_left,
         )
 
     def sample(self, state, model_args, model_kwargs):
@@ -205,7 +222,9 @@ class MinibatchMH(MCMCKernel):
 
         def passed(s: MinibatchMHState) -> MinibatchMHState:
             zero = jnp.zeros_like(s.batch_size)
-            return s._replace(warmup_left=s.warmup_left - 1, accepted=jnp.zeros_like(s.accepted), batch_size=zero, hidden_data=zero)
+            return s._replace(
+                warmup_left=s.warmup_left - 1, accepted=jnp.zeros_like(s.accepted), batch_size=zero, hidden_data=zero
+            )
 
         return jax.lax.cond(left > 0, passed, step, state)
 

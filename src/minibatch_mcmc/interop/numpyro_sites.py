@@ -58,7 +58,9 @@ def row_sizes(bound: inspect.BoundArguments) -> set[int]:
     return {int(a.shape[0]) for a in leaves if isinstance(a, (np.ndarray, jax.Array)) and a.ndim >= 1}
 
 
-def data_plates(trace: dict, bound: inspect.BoundArguments | None = None) -> tuple[tuple[str, ...], int, tuple[str, ...]]:
+def data_plates(
+    trace: dict, bound: inspect.BoundArguments | None = None
+) -> tuple[tuple[str, ...], int, tuple[str, ...]]:
     """``(plates, N, observed sites)``: the plate(s) holding the observations, or a ``ValueError`` naming why not.
 
     The data plate of a site is the plate around it whose size is the leading axis of an array argument (the
@@ -86,7 +88,9 @@ def data_plates(trace: dict, bound: inspect.BoundArguments | None = None) -> tup
         )
     n_of = {site: sizes[plate] for site, plate in in_plate.items()}
     if len(set(n_of.values())) > 1:
-        listing = ", ".join(f"{site!r} in plate {plate!r} (size {sizes[plate]})" for site, plate in sorted(in_plate.items()))
+        listing = ", ".join(
+            f"{site!r} in plate {plate!r} (size {sizes[plate]})" for site, plate in sorted(in_plate.items())
+        )
         raise ValueError(
             f"observed sites sit in plates of different sizes: {listing}; from_numpyro needs every observation "
             "in one plate over the same N data rows"
@@ -136,18 +140,24 @@ def data_arguments(bound: inspect.BoundArguments, n: int, plates: tuple[str, ...
 
 def deterministic_sites(trace: dict, plates: tuple[str, ...]) -> tuple[str, ...]:
     """Names of the ``numpyro.deterministic`` sites outside the data plates (those inside hold one value per row)."""
-    return tuple(sorted(
-        name for name, s in trace.items()
-        if s["type"] == "deterministic" and not any(f.name in plates for f in s.get("cond_indep_stack", ()))
-    ))
+    return tuple(
+        sorted(
+            name
+            for name, s in trace.items()
+            if s["type"] == "deterministic" and not any(f.name in plates for f in s.get("cond_indep_stack", ()))
+        )
+    )
 
 
 def row_deterministic_sites(trace: dict, plates: tuple[str, ...]) -> tuple[str, ...]:
     """Names of the ``numpyro.deterministic`` sites inside the data plates: one value per row, not recorded with the draws."""
-    return tuple(sorted(
-        name for name, s in trace.items()
-        if s["type"] == "deterministic" and any(f.name in plates for f in s.get("cond_indep_stack", ()))
-    ))
+    return tuple(
+        sorted(
+            name
+            for name, s in trace.items()
+            if s["type"] == "deterministic" and any(f.name in plates for f in s.get("cond_indep_stack", ()))
+        )
+    )
 
 
 def warn_row_deterministic(trace: dict, plates: tuple[str, ...]) -> None:

@@ -54,14 +54,23 @@ def median_try(numpyro, model: Callable, key: jax.Array, latent: tuple[str, ...]
     biject_to = numpyro.distributions.transforms.biject_to
     _, subkey = jax.random.split(key)  # the search's first split
     sites = trace(substitute(seed(model, subkey), substitute_fn=init_to_median())).get_trace()
-    sites = {k: v for k, v in sites.items() if v["type"] == "sample" and not v["is_observed"] and not v["fn"].support.is_discrete}
-    params = transform_fn({k: biject_to(v["fn"].support) for k, v in sites.items()}, {k: v["value"] for k, v in sites.items()},
-                          invert=True)
+    sites = {
+        k: v
+        for k, v in sites.items()
+        if v["type"] == "sample" and not v["is_observed"] and not v["fn"].support.is_discrete
+    }
+    params = transform_fn(
+        {k: biject_to(v["fn"].support) for k, v in sites.items()},
+        {k: v["value"] for k, v in sites.items()},
+        invert=True,
+    )
     pe, grad = jax.value_and_grad(lambda p: potential_energy(model, (), {}, p))(params)
     return {k: params[k] for k in latent}, jnp.isfinite(pe) & jnp.all(jnp.isfinite(ravel_pytree(grad)[0]))
 
 
-def numpyro_start(numpyro, model: Callable, key: jax.Array, proto: dict, latent: tuple[str, ...]) -> tuple[dict, jax.Array]:
+def numpyro_start(
+    numpyro, model: Callable, key: jax.Array, proto: dict, latent: tuple[str, ...]
+) -> tuple[dict, jax.Array]:
     """NumPyro's whole ``find_valid_initial_params`` search (its retries: only for a first try that is not valid; traceable)."""
     from numpyro.infer.initialization import init_to_median
     from numpyro.infer.util import find_valid_initial_params
@@ -70,11 +79,14 @@ def numpyro_start(numpyro, model: Callable, key: jax.Array, proto: dict, latent:
     return {name: params[name] for name in latent}, valid
 
 
-def check_values(numpyro, model_for: Callable, site_log_lik: Callable, constrain_on: Callable, layout: Layout, init: dict,
-                 data: dict) -> tuple:
+def check_values(
+    numpyro, model_for: Callable, site_log_lik: Callable, constrain_on: Callable, layout: Layout, init: dict, data: dict
+) -> tuple:
     """``(prior, likelihood, error, deterministic)`` of ``StartValues`` at ``init`` (traceable; ``data`` the full rows)."""
     infer = numpyro.infer.util
-    first, last, two = ({k: v[s] for k, v in data.items()} for s in (slice(0, 1), slice(-1, None), slice(0, min(2, layout.n))))
+    first, last, two = (
+        {k: v[s] for k, v in data.items()} for s in (slice(0, 1), slice(-1, None), slice(0, min(2, layout.n)))
+    )
 
     def site_sums(rows: dict) -> dict:
         prior = numpyro.handlers.block(model_for(rows), hide=list(layout.observed))
@@ -89,24 +101,42 @@ def check_values(numpyro, model_for: Callable, site_log_lik: Callable, constrain
     return (site_sums(first), site_sums(last)), likelihood, error, steady
 
 
-def start_and_checks(numpyro, model_for: Callable, site_log_lik: Callable, constrain_on: Callable, layout: Layout, trace: dict,
-                     data: dict) -> StartValues:
+def start_and_checks(
+    numpyro,
+    model_for: Callable,
+    site_log_lik: Callable,
+    constrain_on: Callable,
+    layout: Layout,
+    trace: dict,
+    data: dict,
+) -> StartValues:
     """The start on the full data and the checks' values at it, one compilation (a second one only for NumPyro's retries)."""
     proto, key, held = prototype(numpyro, trace, layout.latent), jax.random.PRNGKey(0), {}
 
     def fused(key: jax.Array, data: dict):
         init, valid = median_try(numpyro, model_for(data), key, layout.latent)
-        prior, likelihood, held["error"], steady = check_values(numpyro, model_for, site_log_lik, constrain_on, layout, init, data)
+        prior, likelihood, held["error"], steady = check_values(
+            numpyro, model_for, site_log_lik, constrain_on, layout, init, data
+        )
         return init, valid, prior, likelihood, steady
 
-    work = max(jnp.shape(v)[0] if jnp.ndim(v) else 1 for v in jax.tree_util.tree_leaves(data)) * ravel_pytree(proto)[0].size
-    init, valid, prior, likelihood, steady = jax.jit(fused, compiler_options=compile_options(work, ONE_OFF_WORK))(key, data)
+    work = (
+        max(jnp.shape(v)[0] if jnp.ndim(v) else 1 for v in jax.tree_util.tree_leaves(data))
+        * ravel_pytree(proto)[0].size
+    )
+    init, valid, prior, likelihood, steady = jax.jit(fused, compiler_options=compile_options(work, ONE_OFF_WORK))(
+        key, data
+    )
     if not bool(valid):  # NumPyro's search goes on from there with new keys
-        init, valid = jax.jit(lambda k, rows: numpyro_start(numpyro, model_for(rows), k, proto, layout.latent))(key, data)
+        init, valid = jax.jit(lambda k, rows: numpyro_start(numpyro, model_for(rows), k, proto, layout.latent))(
+            key, data
+        )
         if bool(valid):
+
             def checks(init: dict, data: dict):
-                prior, likelihood, held["error"], steady = check_values(numpyro, model_for, site_log_lik, constrain_on, layout, init,
-                                                                        data)
+                prior, likelihood, held["error"], steady = check_values(
+                    numpyro, model_for, site_log_lik, constrain_on, layout, init, data
+                )
                 return prior, likelihood, steady
 
             prior, likelihood, steady = jax.jit(checks)(init, data)

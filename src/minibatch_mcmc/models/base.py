@@ -102,6 +102,10 @@ def gaussian_prior(mean: float | jax.Array = 0.0, scale: float | jax.Array = 1.0
     def log_prior(theta: PyTree) -> jax.Array:
         flat, _ = ravel_pytree(theta)
         z = (flat - mean) / scale
-        return -0.5 * jnp.sum(z * z) - jnp.sum(jnp.log(scale * jnp.ones_like(flat))) - 0.5 * flat.size * jnp.log(2 * jnp.pi)
+        return (
+            -0.5 * jnp.sum(z * z)
+            - jnp.sum(jnp.log(scale * jnp.ones_like(flat)))
+            - 0.5 * flat.size * jnp.log(2 * jnp.pi)
+        )
 
     return log_prior

@@ -44,32 +44,42 @@ def same_values(a: np.ndarray, b: np.ndarray) -> bool:
         return False
     eps = float(np.finfo(a.dtype).eps) if np.issubdtype(a.dtype, np.floating) else 0.0
     both = np.isfinite(a) & np.isfinite(b)
-    close = np.abs(np.where(both, a, 0.0) - np.where(both, b, 0.0)) <= SAME_VALUES * eps * (1.0 + np.abs(np.where(both, a, 0.0)))
+    close = np.abs(np.where(both, a, 0.0) - np.where(both, b, 0.0)) <= SAME_VALUES * eps * (
+        1.0 + np.abs(np.where(both, a, 0.0))
+    )
     return bool(np.all(np.where(both, close, (a == b) | (np.isnan(a) & np.isnan(b)))))
 
 
 def impure_message(name: str, what: str, first: np.ndarray, second: np.ndarray) -> str:
     """The error for a ``log_lik`` or ``log_prior`` that gave two values for the same inputs."""
     shown = lambda v: np.array2string(np.ravel(np.asarray(v))[:SHOWN], precision=6)  # noqa: E731 - the first values
-    return (f"model {name!r}: {what} gave different values for the same theta and rows in two traces ({shown(first)}, then "
-            f"{shown(second)}): it must be a pure function of its arguments; draw random numbers with jax.random and an "
-            "explicit key, never with numpy (np.random inside the function is a constant fixed when JAX traces it, "
-            "different in every compiled function)")
+    return (
+        f"model {name!r}: {what} gave different values for the same theta and rows in two traces ({shown(first)}, then "
+        f"{shown(second)}): it must be a pure function of its arguments; draw random numbers with jax.random and an "
+        "explicit key, never with numpy (np.random inside the function is a constant fixed when JAX traces it, "
+        "different in every compiled function)"
+    )
 
 
 def check_values(name: str, rows: int, prior: Any, prior_again: Any, lik: Any, lik_again: Any) -> None:
     """One ``ValueError`` where the start's values break the contract (``rows``: the batch size ``log_lik`` was given)."""
     if np.shape(prior) != () or not np.issubdtype(np.asarray(prior).dtype, np.floating):
-        raise ValueError(f"model {name!r}: log_prior returned {describe(prior)}; it must return a floating-point scalar")
+        raise ValueError(
+            f"model {name!r}: log_prior returned {describe(prior)}; it must return a floating-point scalar"
+        )
     if not np.isfinite(prior):
         raise ValueError(f"model {name!r}: log_prior is {float(prior)} at the start; start inside the prior's support")
     if np.shape(lik) != (rows,) or not np.issubdtype(np.asarray(lik).dtype, np.floating):
-        raise ValueError(f"model {name!r}: log_lik(theta, batch) returned {describe(lik)} for a batch of {rows} rows; it must "
-                         f"return one floating-point value per row, shape ({rows},) (sum over each row's own axes, not the batch's)")
+        raise ValueError(
+            f"model {name!r}: log_lik(theta, batch) returned {describe(lik)} for a batch of {rows} rows; it must "
+            f"return one floating-point value per row, shape ({rows},) (sum over each row's own axes, not the batch's)"
+        )
     bad = np.flatnonzero(~np.isfinite(lik))
     if bad.size:
-        raise ValueError(f"model {name!r}: log_lik is not finite at the start for rows {bad[:SHOWN].tolist()} (values "
-                         f"{np.asarray(lik)[bad[:SHOWN]].tolist()}); check those rows and that the start is in the model's support")
+        raise ValueError(
+            f"model {name!r}: log_lik is not finite at the start for rows {bad[:SHOWN].tolist()} (values "
+            f"{np.asarray(lik)[bad[:SHOWN]].tolist()}); check those rows and that the start is in the model's support"
+        )
     if not same_values(prior, prior_again):
         raise ValueError(impure_message(name, "log_prior", prior, prior_again))
     if not same_values(lik, lik_again):
@@ -95,6 +105,8 @@ def check_model(model: Model, theta: PyTree, rows: PyTree) -> None:
         which = "log_lik" if traced else "log_prior"
         shapes = jax.tree_util.tree_map(lambda a: tuple(np.shape(a)), rows)
         pshapes = jax.tree_util.tree_map(lambda a: tuple(np.shape(a)), theta)
-        raise ValueError(f"model {model.name!r}: {which} failed on the start (shapes {pshapes}) and {size} rows of the data "
-                         f"(shapes {shapes}): {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}") from None
+        raise ValueError(
+            f"model {model.name!r}: {which} failed on the start (shapes {pshapes}) and {size} rows of the data "
+            f"(shapes {shapes}): {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
+        ) from None
     check_values(model.name, size, *(np.asarray(a) for a in out))

@@ -40,7 +40,9 @@ def gaussian_mean(settings: GaussianMeanSettings = GaussianMeanSettings()) -> Mo
         return -0.5 * jnp.sum(z * z, axis=-1) - batch.shape[-1] * (jnp.log(s) + 0.5 * jnp.log(2 * jnp.pi))
 
     return Model(
-        log_prior=log_prior, log_lik=log_lik, name="gaussian_mean",
+        log_prior=log_prior,
+        log_lik=log_lik,
+        name="gaussian_mean",
         check_shapes=shape_check("gaussian_mean", Dims("d"), Dims("b", "d")),
     )
 

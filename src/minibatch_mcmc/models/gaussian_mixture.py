@@ -31,11 +31,7 @@ def gaussian_mixture(settings: MixtureSettings = MixtureSettings()) -> Model:
     s1, s2, sx = (check_positive(float(v), name, why="a variance") for name, v in zip(settings._fields, settings))
 
     def log_prior(theta: jax.Array) -> jax.Array:
-        return (
-            -0.5 * (theta[0] ** 2 / s1 + theta[1] ** 2 / s2)
-            - 0.5 * jnp.log(s1 * s2)
-            - jnp.log(2 * jnp.pi)
-        )
+        return -0.5 * (theta[0] ** 2 / s1 + theta[1] ** 2 / s2) - 0.5 * jnp.log(s1 * s2) - jnp.log(2 * jnp.pi)
 
     def log_lik(theta: jax.Array, batch: jax.Array) -> jax.Array:
         x = batch
@@ -45,7 +41,9 @@ def gaussian_mixture(settings: MixtureSettings = MixtureSettings()) -> Model:
         return jnp.logaddexp(a, b)
 
     return Model(
-        log_prior=log_prior, log_lik=log_lik, name="gaussian_mixture",
+        log_prior=log_prior,
+        log_lik=log_lik,
+        name="gaussian_mixture",
         check_shapes=shape_check("gaussian_mixture", Dims(2), Dims("b")),
     )
 

@@ -43,15 +43,25 @@ def _prior(prior_scale: float | None):
 
 def probit_regression(prior_scale: float | None = None) -> Model:
     """Probit regression; ``prior_scale=None``: uniform prior, else ``N(0, scale^2)`` on every coefficient."""
-    return Model(log_prior=_prior(prior_scale), log_lik=probit_log_lik, name="probit_regression",
-                 check_shapes=shape_check("probit_regression", Dims("d"), REGRESSION_DATA), glm=GLMSpec("probit"))
+    return Model(
+        log_prior=_prior(prior_scale),
+        log_lik=probit_log_lik,
+        name="probit_regression",
+        check_shapes=shape_check("probit_regression", Dims("d"), REGRESSION_DATA),
+        glm=GLMSpec("probit"),
+    )
 
 
 def poisson_regression(prior_scale: float | None = None, offset: bool = False) -> Model:
     """Poisson regression with log link; ``offset=True``: data carry ``"offset"`` (log exposure) added to ``x . theta``."""
     spec = dict(REGRESSION_DATA, offset=Dims("b")) if offset else REGRESSION_DATA
-    return Model(log_prior=_prior(prior_scale), log_lik=poisson_log_lik, name="poisson_regression",
-                 check_shapes=shape_check("poisson_regression", Dims("d"), spec), glm=GLMSpec("poisson", offset=bool(offset)))
+    return Model(
+        log_prior=_prior(prior_scale),
+        log_lik=poisson_log_lik,
+        name="poisson_regression",
+        check_shapes=shape_check("poisson_regression", Dims("d"), spec),
+        glm=GLMSpec("poisson", offset=bool(offset)),
+    )
 
 
 def student_t_regression(nu: float = 4.0, sigma: float = 1.0, prior_scale: float | None = None) -> Model:
@@ -60,13 +70,18 @@ def student_t_regression(nu: float = 4.0, sigma: float = 1.0, prior_scale: float
     ``sigma`` is no GLM of this kind (its bounds would need the sup over them too)."""
     nu = check_positive(nu, "nu", why="the Student-t degrees of freedom")
     sigma = check_positive(sigma, "sigma", why="the Student-t scale")
-    return Model(log_prior=_prior(prior_scale), log_lik=lambda theta, batch: student_t_log_lik(theta, batch, nu, sigma),
-                 name="student_t_regression", check_shapes=shape_check("student_t_regression", Dims("d"), REGRESSION_DATA),
-                 glm=GLMSpec("student_t", precision=sigma**-2, nu=nu))
+    return Model(
+        log_prior=_prior(prior_scale),
+        log_lik=lambda theta, batch: student_t_log_lik(theta, batch, nu, sigma),
+        name="student_t_regression",
+        check_shapes=shape_check("student_t_regression", Dims("d"), REGRESSION_DATA),
+        glm=GLMSpec("student_t", precision=sigma**-2, nu=nu),
+    )
 
 
-def make_glm_data(key: jax.Array, n: int, d: int, family: str, theta_true: jax.Array | None = None,
-                  dtype=jnp.float32) -> tuple[dict, jax.Array]:
+def make_glm_data(
+    key: jax.Array, n: int, d: int, family: str, theta_true: jax.Array | None = None, dtype=jnp.float32
+) -> tuple[dict, jax.Array]:
     """Synthetic data ``{"x": (n, d), "y": (n,)}`` for ``family`` in ``("logistic", "probit", "poisson")``: standard
     normal covariates, true weights ``N(0, 1/d)`` (Poisson: ``N(0, 0.25/d)``, so counts stay moderate)."""
     if family not in ("logistic", "probit", "poisson"):

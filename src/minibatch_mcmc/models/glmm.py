@@ -115,8 +115,10 @@ def effect_weights(layout: GLMMLayout) -> tuple:
 def split_theta(layout: GLMMLayout, theta: jax.Array) -> tuple[jax.Array, tuple[jax.Array, ...], jax.Array]:
     """``(beta, (u_f on the eta scale, ...), phi)`` from the flat parameter (traceable): ``u = sd^(1 - w) e``."""
     blocks = effect_blocks(layout, theta)
-    us = tuple(e * jnp.exp((1.0 - jnp.asarray(w, theta.dtype)) * s[None, :])
-               for e, s, w in zip(blocks[1], blocks[2], effect_weights(layout)))
+    us = tuple(
+        e * jnp.exp((1.0 - jnp.asarray(w, theta.dtype)) * s[None, :])
+        for e, s, w in zip(blocks[1], blocks[2], effect_weights(layout))
+    )
     return blocks[0], us, blocks[3]
 
 
@@ -126,13 +128,13 @@ def effect_blocks(layout: GLMMLayout, theta: jax.Array) -> tuple[jax.Array, tupl
     beta = theta[:at]
     effects = []
     for g, k in zip(layout.levels, layout.columns):
-        effects.append(theta[at:at + g * k].reshape(g, k))
+        effects.append(theta[at : at + g * k].reshape(g, k))
         at += g * k
     log_sds = []
     for k in layout.columns:
-        log_sds.append(theta[at:at + k])
+        log_sds.append(theta[at : at + k])
         at += k
-    return beta, tuple(effects), tuple(log_sds), theta[at:at + len(layout.extras)]
+    return beta, tuple(effects), tuple(log_sds), theta[at : at + len(layout.extras)]
 
 
 def dimension(layout: GLMMLayout) -> int:
@@ -194,8 +196,9 @@ def check_response(family: str, y: np.ndarray, trials: np.ndarray | None) -> Non
         raise ValueError("family='binomial': every y must be at most its row's trials")
 
 
-def sampled_centring(design: GLMMDesign, family: str, centred: bool | str, sample_as_written: bool, scales: Scales
-                     ) -> tuple[np.ndarray, ...]:
+def sampled_centring(
+    design: GLMMDesign, family: str, centred: bool | str, sample_as_written: bool, scales: Scales
+) -> tuple[np.ndarray, ...]:
     """The weights the sampler works in (module docstring), warning where ``sample_as_written`` keeps a form measured poor."""
     if centred not in (True, False, "auto"):
         raise ValueError(f"centred={centred!r}: use True (centred), False (non-centred) or 'auto' (chosen per level)")
@@ -206,13 +209,23 @@ def sampled_centring(design: GLMMDesign, family: str, centred: bool | str, sampl
         return pilot.weights
     why = written_mismatch(pilot, bool(centred), tuple(f.name for f in design.factors))
     if why is not None:
-        warnings.warn(f"glmm_model: {why}; centred='auto' or sample_as_written=False samples each level in the "
-                      "parameterisation its data call for (the same posterior)", UserWarning, stacklevel=3)
+        warnings.warn(
+            f"glmm_model: {why}; centred='auto' or sample_as_written=False samples each level in the "
+            "parameterisation its data call for (the same posterior)",
+            UserWarning,
+            stacklevel=3,
+        )
     return fixed_centring(design, bool(centred))
 
 
-def glmm_model(design: GLMMDesign, family: str = "bernoulli", *, centred: bool | str = "auto",
-               prior: GLMMPrior = GLMMPrior(), sample_as_written: bool = False) -> tuple[Model, dict]:
+def glmm_model(
+    design: GLMMDesign,
+    family: str = "bernoulli",
+    *,
+    centred: bool | str = "auto",
+    prior: GLMMPrior = GLMMPrior(),
+    sample_as_written: bool = False,
+) -> tuple[Model, dict]:
     """The GLMM of ``design`` with ``family`` (module docstring: data keys, parameter layout, priors) and its data.
 
     ``centred``: ``"auto"``, or how the model is written (True centred, False non-centred); the sampler works in the
@@ -225,10 +238,17 @@ def glmm_model(design: GLMMDesign, family: str = "bernoulli", *, centred: bool |
     check_response(family, design.y, design.trials)
     scales = prior_scales(design, family, prior)
     weights = sampled_centring(design, family, centred, bool(sample_as_written), scales)
-    layout = GLMMLayout(family=family, fixed=int(np.shape(design.x)[1]), names=tuple(f.name for f in design.factors),
-                        levels=tuple(len(f.levels) for f in design.factors), columns=tuple(len(f.terms) for f in design.factors),
-                        extras=EXTRAS[family], centred=centred is not False, offset=design.offset is not None,
-                        centring=tuple(np.asarray(w, np.float32) for w in weights))
+    layout = GLMMLayout(
+        family=family,
+        fixed=int(np.shape(design.x)[1]),
+        names=tuple(f.name for f in design.factors),
+        levels=tuple(len(f.levels) for f in design.factors),
+        columns=tuple(len(f.terms) for f in design.factors),
+        extras=EXTRAS[family],
+        centred=centred is not False,
+        offset=design.offset is not None,
+        centring=tuple(np.asarray(w, np.float32) for w in weights),
+    )
     data = glmm_data(design, family)
 
     def split(theta: jax.Array) -> tuple[jax.Array, tuple[jax.Array, ...], jax.Array]:
@@ -255,9 +275,14 @@ def glmm_model(design: GLMMDesign, family: str = "bernoulli", *, centred: bool |
     for f, k in enumerate(layout.columns):
         spec[f"g_{f}"], spec[f"z_{f}"] = Dims("b"), Dims("b", k)
     spec.update({key: Dims("b") for key in ("offset", "trials") if key in data})
-    model = Model(log_prior=glmm_log_prior(layout, scales, prior), log_lik=log_lik,
-                  name=f"glmm_{family}", check_shapes=shape_check(f"glmm_{family}", Dims(dimension(layout)), spec),
-                  constrain=constrain, glmm=GLMMSpec(layout, split, density))
+    model = Model(
+        log_prior=glmm_log_prior(layout, scales, prior),
+        log_lik=log_lik,
+        name=f"glmm_{family}",
+        check_shapes=shape_check(f"glmm_{family}", Dims(dimension(layout)), spec),
+        constrain=constrain,
+        glmm=GLMMSpec(layout, split, density),
+    )
     return model, data
 
 

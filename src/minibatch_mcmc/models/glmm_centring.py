@@ -43,8 +43,9 @@ class Centring(NamedTuple):
     """Rows read by the pass (the pooled fit reads at most ``PILOT_ROWS`` more)."""
 
 
-def row_score_info(family: str, eta: np.ndarray, y: np.ndarray, trials: np.ndarray | None, extra: float
-                   ) -> tuple[np.ndarray, np.ndarray]:
+def row_score_info(
+    family: str, eta: np.ndarray, y: np.ndarray, trials: np.ndarray | None, extra: float
+) -> tuple[np.ndarray, np.ndarray]:
     """Each row's score ``d log p / d eta`` and Fisher information at ``eta`` (``extra``: sigma, or alpha for the negative binomial)."""
     if family in ("bernoulli", "binomial"):
         n = 1.0 if trials is None else trials
@@ -58,7 +59,9 @@ def row_score_info(family: str, eta: np.ndarray, y: np.ndarray, trials: np.ndarr
     r = y - eta
     if family == "gaussian":
         return r / extra**2, np.full_like(eta, 1.0 / extra**2)
-    return (PILOT_NU + 1.0) * r / (PILOT_NU * extra**2 + r * r), np.full_like(eta, (PILOT_NU + 1.0) / ((PILOT_NU + 3.0) * extra**2))
+    return (PILOT_NU + 1.0) * r / (PILOT_NU * extra**2 + r * r), np.full_like(
+        eta, (PILOT_NU + 1.0) / ((PILOT_NU + 3.0) * extra**2)
+    )
 
 
 def pilot_rows(n: int) -> np.ndarray:
@@ -66,8 +69,9 @@ def pilot_rows(n: int) -> np.ndarray:
     return np.unique(np.linspace(0, n - 1, min(n, PILOT_ROWS)).astype(np.int64)) if n else np.zeros(0, np.int64)
 
 
-def pooled_fit(design: GLMMDesign, family: str, loc: np.ndarray, scale: np.ndarray, iterations: int = 30
-               ) -> tuple[np.ndarray, float]:
+def pooled_fit(
+    design: GLMMDesign, family: str, loc: np.ndarray, scale: np.ndarray, iterations: int = 30
+) -> tuple[np.ndarray, float]:
     """``(beta, extra)``: the fixed effects without the groups (penalised IRLS, prior ``N(loc, scale^2)``) and sigma or alpha."""
     idx = pilot_rows(len(design.y))
     x, y = np.asarray(design.x, np.float64)[idx], np.asarray(design.y, np.float64)[idx]
@@ -104,8 +108,9 @@ def residual_scale(design: GLMMDesign, resid: np.ndarray, idx: np.ndarray) -> fl
     return float(spread) if spread > 0 else max(float(np.std(r)), 1e-6)
 
 
-def level_sums(design: GLMMDesign, family: str, beta: np.ndarray, extra: float
-               ) -> tuple[list[np.ndarray], list[np.ndarray]]:
+def level_sums(
+    design: GLMMDesign, family: str, beta: np.ndarray, extra: float
+) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """Per factor ``(G_f, k_f)`` sums over each level's rows of ``score z`` and ``information z^2`` at ``eta = x beta (+ offset)``."""
     n = len(design.y)
     scores = [np.zeros((len(f.levels), len(f.terms))) for f in design.factors]
@@ -172,9 +177,11 @@ def written_mismatch(centring: Centring, centred: bool, names: tuple[str, ...]) 
         if np.any(wrong):
             ratio = info * sd[None, :] ** 2
             worst = float(np.min(ratio[wrong]) if centred else np.max(ratio[wrong]))
-            parts.append(f"factor {name!r}: {int(np.sum(wrong))} of {w.size} effects (data/prior precision "
-                         f"{'down to' if centred else 'up to'} {worst:.3g}, group s.d. ~ {np.round(sd, 3).tolist()})")
+            parts.append(
+                f"factor {name!r}: {int(np.sum(wrong))} of {w.size} effects (data/prior precision "
+                f"{'down to' if centred else 'up to'} {worst:.3g}, group s.d. ~ {np.round(sd, 3).tolist()})"
+            )
     if not parts:
         return None
-    kind = ("centred, but the prior dominates" if centred else "non-centred, but the data dominate")
+    kind = "centred, but the prior dominates" if centred else "non-centred, but the data dominate"
     return f"sampling as written ({kind}): " + "; ".join(parts)

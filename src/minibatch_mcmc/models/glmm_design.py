@@ -61,7 +61,9 @@ def check_design(design: GLMMDesign) -> int:
         if codes.shape != (n,) or not np.issubdtype(codes.dtype, np.integer):
             raise ValueError(f"factor {f.name!r}: codes must be ({n},) integers; got {codes.shape} {codes.dtype}")
         if n and (codes.min() < 0 or codes.max() >= len(f.levels)):
-            raise ValueError(f"factor {f.name!r}: codes must lie in 0..{len(f.levels) - 1}; got {codes.min()}..{codes.max()}")
+            raise ValueError(
+                f"factor {f.name!r}: codes must lie in 0..{len(f.levels) - 1}; got {codes.min()}..{codes.max()}"
+            )
         if np.ndim(f.z) != 2 or np.shape(f.z) != (n, len(f.terms)):
             raise ValueError(f"factor {f.name!r}: z must have shape ({n}, {len(f.terms)}); got {np.shape(f.z)}")
     return n

@@ -68,8 +68,13 @@ def row_log_density(family: str, eta: jax.Array, phi: jax.Array, batch: dict) ->
         log_alpha = phi[0].astype(eta.dtype)
         alpha = jnp.exp(log_alpha)
         log_total = jnp.logaddexp(log_alpha, eta)  # log(alpha + mu)
-        return (gammaln(y + alpha) - gammaln(alpha) - gammaln(y + 1.0) + alpha * (log_alpha - log_total)
-                + y * (eta - log_total))
+        return (
+            gammaln(y + alpha)
+            - gammaln(alpha)
+            - gammaln(y + 1.0)
+            + alpha * (log_alpha - log_total)
+            + y * (eta - log_total)
+        )
     if family == "gaussian":
         log_sigma = phi[0].astype(eta.dtype)
         r = (y - eta) * jnp.exp(-log_sigma)
@@ -77,8 +82,13 @@ def row_log_density(family: str, eta: jax.Array, phi: jax.Array, batch: dict) ->
     if family == "student_t":
         log_sigma, nu = phi[0].astype(eta.dtype), 1.0 + jnp.exp(phi[1].astype(eta.dtype))
         r = (y - eta) * jnp.exp(-log_sigma)
-        return (gammaln(0.5 * (nu + 1.0)) - gammaln(0.5 * nu) - 0.5 * jnp.log(nu * math.pi) - log_sigma
-                - 0.5 * (nu + 1.0) * jnp.log1p(r * r / nu))
+        return (
+            gammaln(0.5 * (nu + 1.0))
+            - gammaln(0.5 * nu)
+            - 0.5 * jnp.log(nu * math.pi)
+            - log_sigma
+            - 0.5 * (nu + 1.0) * jnp.log1p(r * r / nu)
+        )
     raise ValueError(check_family(family))
 
 

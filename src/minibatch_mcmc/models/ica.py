@@ -41,14 +41,24 @@ def orthonormality_error(w: jax.Array) -> jax.Array:
 
 def ica(tolerance: float = 1e-4) -> Model:
     """ICA model: uniform prior on orthonormal ``W`` (``-inf`` if ``max|W^T W - I| > tolerance``) and the 4 cosh^2 likelihood."""
-    check_real(tolerance, "tolerance", 0.0, 1.0, low_open=True, high_open=True, why="the allowed max |W^T W - I| of a prior-support point")
+    check_real(
+        tolerance,
+        "tolerance",
+        0.0,
+        1.0,
+        low_open=True,
+        high_open=True,
+        why="the allowed max |W^T W - I| of a prior-support point",
+    )
 
     def log_prior(w: jax.Array) -> jax.Array:
         dtype = jnp.result_type(w, jnp.float32)
         return jnp.where(orthonormality_error(w) <= tolerance, 0.0, -jnp.inf).astype(dtype)
 
     return Model(
-        log_prior=log_prior, log_lik=ica_log_lik, name="ica",
+        log_prior=log_prior,
+        log_lik=ica_log_lik,
+        name="ica",
         check_shapes=shape_check("ica", Dims("D", "D"), {"x": Dims("b", "D")}),
     )
 

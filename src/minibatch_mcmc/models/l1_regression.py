@@ -56,8 +56,11 @@ def l1_regression(settings: L1RegressionSettings = L1RegressionSettings()) -> Mo
         return 0.5 * jnp.log(lam / (2.0 * jnp.pi)) - 0.5 * lam * r * r
 
     return Model(
-        log_prior=log_prior, log_lik=log_lik, name="l1_regression",
-        check_shapes=shape_check("l1_regression", Dims("d"), REGRESSION_DATA), glm=GLMSpec("gaussian", precision=float(lam)),
+        log_prior=log_prior,
+        log_lik=log_lik,
+        name="l1_regression",
+        check_shapes=shape_check("l1_regression", Dims("d"), REGRESSION_DATA),
+        glm=GLMSpec("gaussian", precision=float(lam)),
     )
 
 

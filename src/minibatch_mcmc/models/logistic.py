@@ -39,8 +39,11 @@ def logistic_regression(prior_scale: float | None = None) -> Model:
         check_positive(prior_scale, "prior_scale", why="or None for the uniform prior")
     prior = flat_prior() if prior_scale is None else gaussian_prior(0.0, prior_scale)
     return Model(
-        log_prior=prior, log_lik=logistic_log_lik, name="logistic_regression",
-        check_shapes=shape_check("logistic_regression", Dims("d"), REGRESSION_DATA), glm=GLMSpec("logistic"),
+        log_prior=prior,
+        log_lik=logistic_log_lik,
+        name="logistic_regression",
+        check_shapes=shape_check("logistic_regression", Dims("d"), REGRESSION_DATA),
+        glm=GLMSpec("logistic"),
     )
 
 

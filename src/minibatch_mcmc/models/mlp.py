@@ -105,6 +105,8 @@ def bayesian_mlp(sizes: Sequence[int] = PAPER_SIZES, prior_scale: float | None =
         prior_scale = check_positive(prior_scale, "prior_scale", why="or None for the uniform prior")
     prior = flat_prior() if prior_scale is None else gaussian_prior(0.0, prior_scale)
     return Model(
-        log_prior=prior, log_lik=mlp_log_lik, name="bayesian_mlp",
+        log_prior=prior,
+        log_lik=mlp_log_lik,
+        name="bayesian_mlp",
         check_shapes=shape_check("bayesian_mlp", layers, {"x": Dims("b", widths[0]), "y": Dims("b")}),
     )

@@ -47,7 +47,9 @@ REGRESSION_DATA = {"x": Dims("b", "d"), "y": Dims("b")}
 def _shape_and_kind(value: Any, model: str, what: str) -> tuple[tuple[int, ...], str]:
     """Shape and dtype kind of an array-like leaf (jax arrays and tracers are not copied)."""
     if isinstance(value, (jax.Array, np.ndarray)):
-        return tuple(value.shape), np.dtype(value.dtype).kind if not jax.dtypes.issubdtype(value.dtype, jax.dtypes.prng_key) else "O"
+        return tuple(value.shape), np.dtype(value.dtype).kind if not jax.dtypes.issubdtype(
+            value.dtype, jax.dtypes.prng_key
+        ) else "O"
     try:
         arr = np.asarray(value)
     except (ValueError, TypeError):
@@ -70,7 +72,9 @@ def _match(model: str, what: str, value: Any, spec: Dims, sizes: dict[str, int])
             ok = ok and given == want
     if not ok:
         names = ", ".join(f"{k}={v}" for k, v in sizes.items())
-        raise ValueError(f"{model}: {what} has shape {shape}; expected {expected}" + (f" (from {names})" if names else ""))
+        raise ValueError(
+            f"{model}: {what} has shape {shape}; expected {expected}" + (f" (from {names})" if names else "")
+        )
     sizes.update(bound)
 
 
@@ -94,7 +98,9 @@ def check_tree(model: str, what: str, value: PyTree, spec: PyTree, sizes: dict[s
         _match(model, f"{what}{path}", part, dims, sizes)
 
 
-def shape_check(model: str, theta: PyTree, batch: PyTree, sizes: dict[str, int] | None = None) -> Callable[[PyTree, PyTree], None]:
+def shape_check(
+    model: str, theta: PyTree, batch: PyTree, sizes: dict[str, int] | None = None
+) -> Callable[[PyTree, PyTree], None]:
     """A ``Model.check_shapes`` function: ``theta`` and ``batch`` against their specs (``batch`` rows named ``"b"``)."""
     fixed = dict(sizes or {})
 

@@ -31,7 +31,9 @@ def tied_mixture(num_components: int = 50, sigma_sq: float = 1.0) -> Model:
         return jax.nn.logsumexp(-0.5 * z * z / s2, axis=1) + const
 
     return Model(
-        log_prior=flat_prior(), log_lik=log_lik, name="tied_mixture",
+        log_prior=flat_prior(),
+        log_lik=log_lik,
+        name="tied_mixture",
         check_shapes=shape_check("tied_mixture", Dims(c), Dims("b")),
     )
 
@@ -44,7 +46,9 @@ def tied_mixture_truth(num_components: int = 50, spike: float = 2.0) -> np.ndarr
     return theta
 
 
-def make_tied_mixture_data(key: jax.Array, n: int, theta: np.ndarray, sigma_sq: float = 1.0, dtype=jnp.float32) -> jax.Array:
+def make_tied_mixture_data(
+    key: jax.Array, n: int, theta: np.ndarray, sigma_sq: float = 1.0, dtype=jnp.float32
+) -> jax.Array:
     """Draw ``n`` points from the mixture with means ``theta`` (each component with probability ``1/C``)."""
     theta = jnp.asarray(theta, dtype)
     c = check_int(int(theta.shape[0]), "num_components", low=1)

@@ -112,7 +112,9 @@ def variable_selection(n_features: int, lam: float, psi_shape: float = 0.0, psi_
         return selection_log_prior(theta, prior)
 
     return Model(
-        log_prior=log_prior, log_lik=selection_log_lik, name="variable_selection",
+        log_prior=log_prior,
+        log_lik=selection_log_lik,
+        name="variable_selection",
         check_shapes=shape_check(
             "variable_selection", {"beta": Dims("d"), "gamma": Dims("d")}, REGRESSION_DATA, {"d": prior.n_features}
         ),
@@ -225,7 +227,9 @@ def model_posterior_by_quadrature(
         cols = np.flatnonzero(m)
         nodes = np.stack(np.meshgrid(*([grid] * k), indexing="ij"), -1).reshape(-1, k)
         weights = np.prod(np.stack(np.meshgrid(*([w1] * k), indexing="ij"), -1).reshape(-1, k), axis=1)
-        loglik = np.concatenate([_grid_log_lik(nodes[i : i + 65536], x[:, cols], y) for i in range(0, len(nodes), 65536)])
+        loglik = np.concatenate(
+            [_grid_log_lik(nodes[i : i + 65536], x[:, cols], y) for i in range(0, len(nodes), 65536)]
+        )
         loglik /= temperature
         l1 = np.abs(nodes).sum(axis=1)
         a, b = prior.psi_shape, prior.psi_scale

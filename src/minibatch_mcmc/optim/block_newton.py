@@ -102,11 +102,15 @@ class ArrowMode(NamedTuple):
 def arrow_index(model: Model) -> ArrowIndex:
     """The arrow layout of a GLMM with one grouping factor; a ValueError for any other model."""
     if model.glmm is None:
-        raise ValueError(f"block Newton needs a GLMM (models.glmm.glmm_model); model {model.name!r} has no glmm structure")
+        raise ValueError(
+            f"block Newton needs a GLMM (models.glmm.glmm_model); model {model.name!r} has no glmm structure"
+        )
     layout = model.glmm.layout
     if len(layout.levels) != 1:
-        raise ValueError(f"block Newton handles one grouping factor; this GLMM has {len(layout.levels)} "
-                         f"({', '.join(layout.names)}): crossed factors couple their levels and break the arrow")
+        raise ValueError(
+            f"block Newton handles one grouping factor; this GLMM has {len(layout.levels)} "
+            f"({', '.join(layout.names)}): crossed factors couple their levels and break the arrow"
+        )
     g, k, p = layout.levels[0], layout.columns[0], layout.fixed
     d = p + g * k + k + len(layout.extras)
     levels = (p + np.arange(g * k)).reshape(g, k)
@@ -141,8 +145,14 @@ def derivative_pass(model: Model, index: ArrowIndex, temperature: float, chunk: 
         tan = tangents(index, flat.size, flat.dtype)
         data, value, grad, hv = source.arrays(), 0.0, np.zeros(flat.size), np.zeros((tan.shape[0], flat.size))
         for start in range(0, source.n, chunk):
-            v, g, h = jax.device_get(fn(flat, slice_rows(data, start, min(chunk, source.n - start)),
-                                        jnp.asarray(1.0 if start == 0 else 0.0, flat.dtype), tan))
+            v, g, h = jax.device_get(
+                fn(
+                    flat,
+                    slice_rows(data, start, min(chunk, source.n - start)),
+                    jnp.asarray(1.0 if start == 0 else 0.0, flat.dtype),
+                    tan,
+                )
+            )
             value, grad, hv = value + float(v), grad + np.asarray(g, np.float64), hv + np.asarray(h, np.float64)
         return value, grad, blocks_from(index, hv)
 
@@ -189,8 +199,10 @@ def factorise(index: ArrowIndex, blocks: ArrowBlocks, damping: float = 0.0) -> t
     itself was positive definite (no eigenvalue raised)."""
     for name, block in zip(ArrowBlocks._fields, blocks):
         if not np.all(np.isfinite(block)):
-            raise ValueError(f"the log posterior's Hessian block {name!r} has non-finite entries: the search left the region "
-                             "where the model's terms are finite (a group s.d. driven to 0 or to infinity: no mode in this parameterisation)")
+            raise ValueError(
+                f"the log posterior's Hessian block {name!r} has non-finite entries: the search left the region "
+                "where the model's terms are finite (a group s.d. driven to 0 or to infinity: no mode in this parameterisation)"
+            )
     a_levels, ok_levels = positive(blocks.a_levels, damping)
     chol_levels = np.linalg.cholesky(a_levels)
     m = np.linalg.solve(a_levels, blocks.cross)
@@ -232,8 +244,9 @@ def marginal_variances(factor: ArrowFactor) -> np.ndarray:
     return out
 
 
-def block_mode(model: Model, data: Any, theta0: Any, *, temperature: float = 1.0, max_steps: int = 50,
-               chunk: int = DEFAULT_CHUNK) -> ArrowMode:
+def block_mode(
+    model: Model, data: Any, theta0: Any, *, temperature: float = 1.0, max_steps: int = 50, chunk: int = DEFAULT_CHUNK
+) -> ArrowMode:
     """The posterior mode of a one-factor GLMM by damped Newton on its arrow Hessian, and its Laplace factor.
 
     Args:
@@ -247,7 +260,9 @@ def block_mode(model: Model, data: Any, theta0: Any, *, temperature: float = 1.0
     index, source = arrow_index(model), as_data_source(data)
     flat = jnp.asarray(theta0)
     if flat.ndim != 1 or flat.size != index.levels.size + index.globals_.size:
-        raise ValueError(f"theta0 must be the flat parameter of {index.levels.size + index.globals_.size} entries; got shape {flat.shape}")
+        raise ValueError(
+            f"theta0 must be the flat parameter of {index.levels.size + index.globals_.size} entries; got shape {flat.shape}"
+        )
     derivatives, value_of = derivative_pass(model, index, temperature, chunk), value_pass(model, temperature, chunk)
     start, passes, steps, radius = time.perf_counter(), 1, 0, None
     value, grad, blocks = derivatives(flat, source)
@@ -270,7 +285,9 @@ def block_mode(model: Model, data: Any, theta0: Any, *, temperature: float = 1.0
             trial = (np.asarray(flat, np.float64) + scaled).astype(flat.dtype)
             new, passes = value_of(jnp.asarray(trial), source), passes + 1
             predicted = grad @ scaled - 0.5 * quad(sub, used, scaled)
-            if np.isfinite(new) and new >= value - 10.0 * float(jnp.finfo(flat.dtype).eps) * abs(value):  # the passes' rounding
+            if np.isfinite(new) and new >= value - 10.0 * float(jnp.finfo(flat.dtype).eps) * abs(
+                value
+            ):  # the passes' rounding
                 if new - value >= 0.75 * predicted and radius <= dec:
                     radius *= 2.0
                 break
@@ -281,8 +298,18 @@ def block_mode(model: Model, data: Any, theta0: Any, *, temperature: float = 1.0
         value, grad, blocks = derivatives(flat, source)
         passes += 1
     factor, concave = factorise(index, blocks)
-    return ArrowMode(np.asarray(flat), value, grad, blocks, factor, dec, bool(concave and dec <= POLISH_DECREMENT),
-                     steps, passes, time.perf_counter() - start)
+    return ArrowMode(
+        np.asarray(flat),
+        value,
+        grad,
+        blocks,
+        factor,
+        dec,
+        bool(concave and dec <= POLISH_DECREMENT),
+        steps,
+        passes,
+        time.perf_counter() - start,
+    )
 
 
 def scale_count(model: Model) -> int:
@@ -295,15 +322,20 @@ def restricted(index: ArrowIndex, blocks: ArrowBlocks, keep: int | None) -> tupl
     """The arrow of the first ``keep`` global coordinates only (all of them for None): the others held fixed."""
     if keep is None:
         return index, blocks
-    return (ArrowIndex(index.levels, index.globals_[:keep]),
-            ArrowBlocks(blocks.a_levels, blocks.cross[:, :, :keep], blocks.a_globals[:keep, :keep]))
+    return (
+        ArrowIndex(index.levels, index.globals_[:keep]),
+        ArrowBlocks(blocks.a_levels, blocks.cross[:, :, :keep], blocks.a_globals[:keep, :keep]),
+    )
 
 
 def quad(blocks: ArrowBlocks, index: ArrowIndex, x: np.ndarray) -> float:
     """``x' A x`` from the blocks."""
     xl, xg = x[index.levels], x[index.globals_]
-    return float(np.einsum("gi,gij,gj->", xl, blocks.a_levels, xl) + 2.0 * np.einsum("gi,gic,c->", xl, blocks.cross, xg)
-                 + xg @ blocks.a_globals @ xg)
+    return float(
+        np.einsum("gi,gij,gj->", xl, blocks.a_levels, xl)
+        + 2.0 * np.einsum("gi,gic,c->", xl, blocks.cross, xg)
+        + xg @ blocks.a_globals @ xg
+    )
 
 
 def apply_factor(factor: ArrowFactor, z: np.ndarray) -> np.ndarray:

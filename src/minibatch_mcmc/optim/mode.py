@@ -100,12 +100,18 @@ def find_mode(
     flat0, unravel = start_point(theta0)
     start = time.perf_counter()
 
-    flat, adam_used = run_adam(model, arrays, n, flat0, unravel, key, temperature, adam_steps, min(batch_size, n), learning_rate)
+    flat, adam_used = run_adam(
+        model, arrays, n, flat0, unravel, key, temperature, adam_steps, min(batch_size, n), learning_rate
+    )
     threshold = tol * (1 + n)
     if flat0.size <= MAX_DENSE_DIM:
-        flat, last, steps, passes = run_newton(model, arrays, n, flat, unravel, temperature, newton_steps, threshold, chunk)
+        flat, last, steps, passes = run_newton(
+            model, arrays, n, flat, unravel, temperature, newton_steps, threshold, chunk
+        )
     else:
-        flat, last, steps, passes = run_lbfgs(model, arrays, n, flat, unravel, temperature, newton_steps, threshold, chunk)
+        flat, last, steps, passes = run_lbfgs(
+            model, arrays, n, flat, unravel, temperature, newton_steps, threshold, chunk
+        )
     grad_norm = float(np.linalg.norm(last.grad))
     return ModeResult(
         theta_hat=unravel(flat),
@@ -124,7 +130,9 @@ def start_point(theta0: PyTree) -> tuple[jax.Array, Callable[[jax.Array], PyTree
     """The flattened start and its unravel; a non-float or non-finite start is an error."""
     flat, unravel = ravel_pytree(theta0)
     if flat.size == 0 or not jnp.issubdtype(flat.dtype, jnp.floating):
-        raise ValueError(f"theta0 must be a non-empty pytree of floating-point arrays; got {flat.size} elements of dtype {flat.dtype}")
+        raise ValueError(
+            f"theta0 must be a non-empty pytree of floating-point arrays; got {flat.size} elements of dtype {flat.dtype}"
+        )
     bad = np.flatnonzero(~np.isfinite(np.asarray(flat)))
     if bad.size:
         raise ValueError(f"theta0 has a non-finite value {float(flat[bad[0]])} at flattened index {int(bad[0])}")
@@ -187,8 +195,12 @@ def run_adam(
 
     flat, bad_step, bad_value = run(flat0, arrays, jax.random.split(key, steps))
     if int(bad_step) >= 0:
-        where = ("at the start theta0" if int(bad_step) == 0 else f"in a region reached from a finite start theta0, at Adam step "
-                 f"{int(bad_step)} (position {np.asarray(flat).round(4).tolist()})")
+        where = (
+            "at the start theta0"
+            if int(bad_step) == 0
+            else f"in a region reached from a finite start theta0, at Adam step "
+            f"{int(bad_step)} (position {np.asarray(flat).round(4).tolist()})"
+        )
         raise ValueError(
             f"find_mode (Adam phase): non-finite minibatch log posterior or gradient {where} (log posterior estimate"
             f" {float(bad_value)}); check the model's support there (a prior or transform that excludes it) and that log_lik is "
@@ -260,7 +272,12 @@ def run_newton(
 
 
 def newton_loop(
-    value_fn: Callable, derivatives: Callable, arrays: PyTree, flat: jax.Array, max_steps: int, threshold: float,
+    value_fn: Callable,
+    derivatives: Callable,
+    arrays: PyTree,
+    flat: jax.Array,
+    max_steps: int,
+    threshold: float,
     stop: Callable[[jax.Array], bool] | None = None,
 ) -> tuple[jax.Array, FullPass, int, int]:
     """Trust-region Newton steps (``optim.trust_region``) with compiled passes ``full_pass_fns`` made (so several starts share
@@ -326,7 +343,9 @@ def run_lbfgs(
 
     current = checked_pass(derivatives, flat, arrays, "L-BFGS", "at the L-BFGS start point")
     state = opt.init(flat)
-    state = optax.tree.set(state, value=jnp.asarray(-current.value, flat.dtype), grad=jnp.asarray(-current.grad, flat.dtype))
+    state = optax.tree.set(
+        state, value=jnp.asarray(-current.value, flat.dtype), grad=jnp.asarray(-current.grad, flat.dtype)
+    )
     steps, passes = 0, 1
     while steps < max_steps and np.linalg.norm(current.grad) > threshold:
         flat, state = step(flat, state, arrays)
@@ -344,7 +363,9 @@ def laplace_covariance(hessian: np.ndarray) -> np.ndarray:
     bad = np.argwhere(~np.isfinite(h))
     if bad.size:
         i, j = (int(v) for v in bad[0])
-        raise ValueError(f"hessian has a non-finite entry {h[i, j]} at ({i}, {j}); the Laplace covariance needs finite sums")
+        raise ValueError(
+            f"hessian has a non-finite entry {h[i, j]} at ({i}, {j}); the Laplace covariance needs finite sums"
+        )
     neg = -0.5 * (h + h.T)
     lam = np.linalg.eigvalsh(neg)
     if lam[0] <= lam[-1] * h.shape[0] * np.finfo(np.float64).eps or lam[0] <= 0:

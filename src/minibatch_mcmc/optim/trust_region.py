@@ -88,7 +88,9 @@ def trust_step(grad: np.ndarray, hessian: np.ndarray, radius: float) -> TrustSte
     else:
         z = gt / (sign + multiplier(gt, sign, radius))
         short = radius - float(np.linalg.norm(z))
-        if short > 1e-9 * radius and not concave:  # no gradient along the convex directions: move along the most convex one
+        if (
+            short > 1e-9 * radius and not concave
+        ):  # no gradient along the convex directions: move along the most convex one
             z[int(np.argmin(lam))] += short
     step = vec @ (z / np.sqrt(curvature))
     predicted = float(grad @ step) - 0.5 * float(np.sum(lam / curvature * z**2))
@@ -134,8 +136,16 @@ def finite(out: Any) -> bool:
     return bool(np.isfinite(out.value) and np.all(np.isfinite(out.grad)) and np.all(np.isfinite(out.hessian)))
 
 
-def climb(evaluate: Callable[[np.ndarray, Any], Any], flat: np.ndarray, current: Any, *, max_steps: int, max_trials: int,
-          done: Callable[[Any], bool], radius: float | None = None) -> Climb:
+def climb(
+    evaluate: Callable[[np.ndarray, Any], Any],
+    flat: np.ndarray,
+    current: Any,
+    *,
+    max_steps: int,
+    max_trials: int,
+    done: Callable[[Any], bool],
+    radius: float | None = None,
+) -> Climb:
     """Trust-region Newton from ``flat`` (evaluated as ``current``: ``.value``, ``.grad``, ``.hessian``) until ``done(current)``.
 
     ``evaluate(trial, current)`` evaluates a trial point; the first radius is the first step's decrement (a full Newton

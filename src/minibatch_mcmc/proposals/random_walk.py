@@ -37,7 +37,9 @@ def _scale_factor(scale: Any, cov: Any, name: str) -> tuple[str, Any]:
         return "chol", _cholesky(cov, f"{name} cov")
     s = np.asarray(scale, dtype=np.float64)
     if s.ndim > 1 or not np.all(np.isfinite(s)) or np.any(s <= 0):
-        raise ValueError(f"{name} scale={scale!r} must be a positive finite scalar or 1-D vector of standard deviations")
+        raise ValueError(
+            f"{name} scale={scale!r} must be a positive finite scalar or 1-D vector of standard deviations"
+        )
     return "diag", s
 
 
@@ -132,7 +134,9 @@ def independence_t(mean: Any, cov: Any, df: float, scale: float = 1.0) -> Propos
     inv = np.linalg.inv(factor)
     mu = np.asarray(mean, dtype=np.float64).reshape(-1)
     if not np.all(np.isfinite(mu)) or mu.size != factor.shape[0]:
-        raise ValueError(f"independence_t mean must be {factor.shape[0]} finite numbers (the size of cov); got {mean!r}")
+        raise ValueError(
+            f"independence_t mean must be {factor.shape[0]} finite numbers (the size of cov); got {mean!r}"
+        )
 
     def log_q(flat: jax.Array) -> jax.Array:
         w = jnp.asarray(inv, flat.dtype) @ (flat - jnp.asarray(mu, flat.dtype))

@@ -41,7 +41,9 @@ class MoveProbabilities(NamedTuple):
         return 1.0 - self.birth - self.death
 
 
-def move_probabilities(k: jax.Array, n_features: int, probs: MoveProbabilities) -> tuple[jax.Array, jax.Array, jax.Array]:
+def move_probabilities(
+    k: jax.Array, n_features: int, probs: MoveProbabilities
+) -> tuple[jax.Array, jax.Array, jax.Array]:
     """``(p_birth(k), p_death(k), p_update(k))`` for a model of size ``k`` out of ``D`` features."""
     kf = jnp.asarray(k, jnp.float32)
     pb = jnp.where(kf < n_features, probs.birth, 0.0)
@@ -84,7 +86,9 @@ def reversible_jump(
     def sample(key: jax.Array, theta: dict) -> tuple[dict, jax.Array]:
         beta, gamma = theta["beta"], theta["gamma"]
         if beta.shape != (n,) or gamma.shape != (n,):
-            raise ValueError(f"reversible_jump(n_features={n}) got beta {beta.shape} and gamma {gamma.shape}; expected ({n},)")
+            raise ValueError(
+                f"reversible_jump(n_features={n}) got beta {beta.shape} and gamma {gamma.shape}; expected ({n},)"
+            )
         dtype = beta.dtype
         # one draw of uniforms (a single PRNG call keeps compilation cheap): move, normal, two index choices
         u = jax.random.uniform(key, (2 * n + 2,), jnp.float32, minval=jnp.finfo(jnp.float32).tiny)

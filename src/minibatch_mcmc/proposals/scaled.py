@@ -21,7 +21,9 @@ def scaled_random_walk(factor: jax.Array, scale: jax.Array) -> Proposal:
     """
     factor = jnp.asarray(factor)
     if factor.ndim not in (1, 2) or (factor.ndim == 2 and factor.shape[0] != factor.shape[1]):
-        raise ValueError(f"scaled_random_walk factor must be a (d, d) matrix or a (d,) vector; got shape {factor.shape}")
+        raise ValueError(
+            f"scaled_random_walk factor must be a (d, d) matrix or a (d,) vector; got shape {factor.shape}"
+        )
     if not jnp.issubdtype(factor.dtype, jnp.floating):
         raise ValueError(f"scaled_random_walk factor must be floating point; got dtype {factor.dtype}")
     if jnp.ndim(scale) != 0:
@@ -30,7 +32,9 @@ def scaled_random_walk(factor: jax.Array, scale: jax.Array) -> Proposal:
     def sample(key: jax.Array, theta: PyTree) -> tuple[PyTree, jax.Array]:
         flat, unravel = ravel_pytree(theta)
         if factor.shape[0] != flat.size:
-            raise ValueError(f"scaled_random_walk factor has dimension {factor.shape[0]} but the parameter has {flat.size} elements")
+            raise ValueError(
+                f"scaled_random_walk factor has dimension {factor.shape[0]} but the parameter has {flat.size} elements"
+            )
         z = jax.random.normal(key, flat.shape, flat.dtype)
         f = factor.astype(flat.dtype)
         step = f @ z if f.ndim == 2 else f * z

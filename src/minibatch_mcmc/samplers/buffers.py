@@ -50,6 +50,7 @@ def store(buffers: DrawBuffers | None, num_samples: int, start: int, pos: PyTree
 
 def block(buffers: DrawBuffers, start: int, end: int) -> tuple[list[np.ndarray], dict]:
     """Steps ``[start, end)`` in the ``(step, chain, ...)`` layout of a checkpoint chunk (views, not copies)."""
+
     def view(a: np.ndarray) -> np.ndarray:
         return np.swapaxes(a[:, start:end], 0, 1)
 
@@ -58,7 +59,10 @@ def block(buffers: DrawBuffers, start: int, end: int) -> tuple[list[np.ndarray],
 
 def finished(buffers: DrawBuffers, done: int, treedef: Any) -> tuple[PyTree, dict]:
     """The first ``done`` steps as ``(chain, draw, ...)`` arrays: the buffers themselves when full, else copies."""
+
     def take(a: np.ndarray) -> np.ndarray:
         return a if done == a.shape[1] else np.ascontiguousarray(a[:, :done])
 
-    return jax.tree_util.tree_unflatten(treedef, [take(a) for a in buffers.positions]), {k: take(v) for k, v in buffers.records.items()}
+    return jax.tree_util.tree_unflatten(treedef, [take(a) for a in buffers.positions]), {
+        k: take(v) for k, v in buffers.records.items()
+    }

@@ -248,9 +248,15 @@ def open_checkpoint(directory: str | os.PathLike, settings: dict, resume: bool) 
     chunk_files = sorted(p for p in path.iterdir() if CHUNK_PATTERN.match(p.name))
     if not settings_path.exists():
         if chunk_files:
-            raise ValueError(f"checkpoint directory {path} has chunk files but no {SETTINGS_FILE}; it cannot be resumed")
-        safe_files.write_bytes(settings_path, json.dumps(settings, indent=1, sort_keys=True).encode(), "the run's settings",
-                               "nothing was sampled yet")
+            raise ValueError(
+                f"checkpoint directory {path} has chunk files but no {SETTINGS_FILE}; it cannot be resumed"
+            )
+        safe_files.write_bytes(
+            settings_path,
+            json.dumps(settings, indent=1, sort_keys=True).encode(),
+            "the run's settings",
+            "nothing was sampled yet",
+        )
         return []
     saved = json.loads(settings_path.read_text())
     stored = json.loads(json.dumps(settings, sort_keys=True))  # normalise tuples to lists as on disk
@@ -262,7 +268,9 @@ def open_checkpoint(directory: str | os.PathLike, settings: dict, resume: bool) 
     expected = 0
     for c in chunks:
         if c.start != expected:
-            raise ValueError(f"checkpoint {path} is missing steps [{expected}, {c.start}); chunks must be contiguous from step 0")
+            raise ValueError(
+                f"checkpoint {path} is missing steps [{expected}, {c.start}); chunks must be contiguous from step 0"
+            )
         expected = c.end
     return chunks
 
@@ -292,7 +300,10 @@ def write_chunk(directory: str | os.PathLike, chunk: Chunk) -> Path:
 
     data_vars = {}
     for i, leaf in enumerate(chunk.positions):
-        data_vars[f"position_{i}"] = (("draw", "chain") + tuple(f"position_{i}_dim_{d}" for d in range(leaf.ndim - 2)), leaf)
+        data_vars[f"position_{i}"] = (
+            ("draw", "chain") + tuple(f"position_{i}_dim_{d}" for d in range(leaf.ndim - 2)),
+            leaf,
+        )
     for name, rec in chunk.records.items():
         data_vars[f"record_{name}"] = (("draw", "chain"), np.asarray(rec))
     data_vars["temperature"] = (("draw",), np.asarray(chunk.temperature, np.float64))
@@ -302,13 +313,23 @@ def write_chunk(directory: str | os.PathLike, chunk: Chunk) -> Path:
     path = Path(directory)
     run = _run_ids(path)[0]
     checksum = content_checksum({k: v[1] for k, v in data_vars.items()}, int(chunk.start), int(chunk.end), run)
-    attrs = {"start": int(chunk.start), "end": int(chunk.end), "wall_time": float(chunk.wall_time), "run": run, "sha256": checksum}
+    attrs = {
+        "start": int(chunk.start),
+        "end": int(chunk.end),
+        "wall_time": float(chunk.wall_time),
+        "run": run,
+        "sha256": checksum,
+    }
     ds = xr.Dataset(data_vars, attrs=attrs)
     final = path / f"chunk-{chunk.start:09d}-{chunk.end:09d}.nc"
     done = sum(1 for p in path.iterdir() if CHUNK_PATTERN.match(p.name))
-    safe = (f"the {done} finished chunk(s) before it are intact: free space and resume with resume=True (CLI: --resume) "
-            f"to continue from step {chunk.start}")
-    return safe_files.write_through_temp(final, lambda tmp: ds.to_netcdf(tmp, engine="h5netcdf"), "checkpoint chunk", safe)
+    safe = (
+        f"the {done} finished chunk(s) before it are intact: free space and resume with resume=True (CLI: --resume) "
+        f"to continue from step {chunk.start}"
+    )
+    return safe_files.write_through_temp(
+        final, lambda tmp: ds.to_netcdf(tmp, engine="h5netcdf"), "checkpoint chunk", safe
+    )
 
 
 def _load_dataset(path: Path) -> Any:
@@ -332,7 +353,9 @@ def read_chunk(path: str | os.PathLike, runs: tuple[str, ...] | None = None) -> 
     ds = _load_dataset(path)
     bad = f"checkpoint chunk {path}"
     if "sha256" not in ds.attrs or "run" not in ds.attrs:
-        raise ValueError(f"{bad} has no checksum (written before checkpoint format {FORMAT_VERSION}, or not by this library)")
+        raise ValueError(
+            f"{bad} has no checksum (written before checkpoint format {FORMAT_VERSION}, or not by this library)"
+        )
     start, end = int(ds.attrs["start"]), int(ds.attrs["end"])
     match = CHUNK_PATTERN.match(path.name)
     if match and (int(match.group(1)), int(match.group(2))) != (start, end):
@@ -341,7 +364,9 @@ def read_chunk(path: str | os.PathLike, runs: tuple[str, ...] | None = None) -> 
         raise ValueError(f"{bad} belongs to another run (its settings hash differs from {SETTINGS_FILE}'s); remove it")
     arrays = {k: ds[k].values for k in ds.data_vars}
     if content_checksum(arrays, start, end, str(ds.attrs["run"])) != ds.attrs["sha256"]:
-        raise ValueError(f"{bad} is corrupt: its contents do not match the checksum written with it; delete it and every later chunk")
+        raise ValueError(
+            f"{bad} is corrupt: its contents do not match the checksum written with it; delete it and every later chunk"
+        )
     n_pos = sum(1 for k in ds.data_vars if k.startswith("position_"))
     n_state = sum(1 for k in ds.data_vars if k.startswith("state_"))
     return Chunk(

@@ -135,11 +135,20 @@ class EpochRunner(NamedTuple):
 def epoch_sums(carry: tuple[jax.Array, PyTree, jax.Array], t: jax.Array, states: ChainState, rec: dict):
     """The ``StepHook`` update of an epoch: decisions, positions and non-finite steps summed over its steps."""
     acc, psum, bad = carry
-    return acc + rec["accepted"].astype(jnp.float32), jax.tree_util.tree_map(jnp.add, psum, states.position), bad | rec["nonfinite"]
+    return (
+        acc + rec["accepted"].astype(jnp.float32),
+        jax.tree_util.tree_map(jnp.add, psum, states.position),
+        bad | rec["nonfinite"],
+    )
 
 
 def make_epoch_runner(
-    model: Model, test: AcceptanceTest, n_data: int, batch_size: int, steps_per_epoch: int, temperature_factor: float = 1.0
+    model: Model,
+    test: AcceptanceTest,
+    n_data: int,
+    batch_size: int,
+    steps_per_epoch: int,
+    temperature_factor: float = 1.0,
 ) -> EpochRunner:
     """A jitted ``run(key, epoch, state, data, step_size) -> (state, stats)`` doing ``steps_per_epoch`` steps.
 
@@ -153,12 +162,16 @@ def make_epoch_runner(
     extra_factor = float(temperature_factor) / float(test.temperature_factor(n_data))
 
     def kernel_for(step_size: jax.Array):
-        return build_kernel(model, tempered_langevin(model.log_prior, step_size, batch_size, extra_factor), test, n_data)
+        return build_kernel(
+            model, tempered_langevin(model.log_prior, step_size, batch_size, extra_factor), test, n_data
+        )
 
     block = make_hooked_runner(kernel_for, 1, StepHook(epoch_sums), keep_draws=False)
 
     @jax.jit
-    def run(key: jax.Array, epoch: jax.Array, state: ChainState, data: PyTree, step_size: jax.Array) -> tuple[ChainState, EpochStats]:
+    def run(
+        key: jax.Array, epoch: jax.Array, state: ChainState, data: PyTree, step_size: jax.Array
+    ) -> tuple[ChainState, EpochStats]:
         states = jax.tree_util.tree_map(lambda a: jnp.asarray(a)[None], state)  # one chain
         steps = epoch * spe + jnp.arange(spe, dtype=jnp.int32)
         zero = (jnp.zeros(1, jnp.float32), jax.tree_util.tree_map(jnp.zeros_like, states.position), jnp.zeros(1, bool))
@@ -235,17 +248,23 @@ def run_langevin_epochs(
     elif tuple(runner[1:]) != wanted_runner:
         fields = EpochRunner._fields[1:]
         diff = [f for f, a, w in zip(fields, runner[1:], wanted_runner) if a != w]
-        raise ValueError(f"runner was built for a different {', '.join(diff)}; build one with make_epoch_runner for this run")
+        raise ValueError(
+            f"runner was built for a different {', '.join(diff)}; build one with make_epoch_runner for this run"
+        )
     run = runner.run
     state = ChainState(initial_position, jnp.asarray(model.log_prior(initial_position)))
     if not np.isfinite(float(state.log_prior)):
-        raise ValueError(f"the initial position has log prior {float(state.log_prior)}; start inside the prior's support")
+        raise ValueError(
+            f"the initial position has log prior {float(state.log_prior)}; start inside the prior's support"
+        )
     snaps, acc = [], np.empty(alphas.size)
     for epoch in range(alphas.size):
         state, stats = run(base_key, np.int32(epoch), state, arrays, np.float32(alphas[epoch]))
         acc[epoch], bad_epoch = jax.device_get((stats.acceptance_rate, stats.nonfinite))
         if bad_epoch:
-            raise FloatingPointError(f"non-finite log-likelihood ratio during epoch {epoch + 1}; check the data and the step size")
+            raise FloatingPointError(
+                f"non-finite log-likelihood ratio during epoch {epoch + 1}; check the data and the step size"
+            )
         if epoch + 1 in wanted:
             snaps.append(jax.device_get(state.position))
         if callback is not None:
@@ -314,7 +333,9 @@ def cmint(
     )
 
 
-def ensemble_predict_proba(predict_proba: Callable[[PyTree, Any], jax.Array], snapshots: Sequence[PyTree], x: Any) -> jax.Array:
+def ensemble_predict_proba(
+    predict_proba: Callable[[PyTree, Any], jax.Array], snapshots: Sequence[PyTree], x: Any
+) -> jax.Array:
     """The ensemble's prediction: the average of the snapshots' predictive probabilities at ``x``."""
     if len(snapshots) == 0:
         raise ValueError("the ensemble is empty: need at least one snapshot")

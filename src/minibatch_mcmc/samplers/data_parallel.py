@@ -81,8 +81,10 @@ def process_rows(data: PyTree) -> tuple[PyTree, np.ndarray]:
     process) all rows of in-memory arrays or a whole out-of-core source."""
     part = partition_of(data)
     if part is not None and part.count != jax.process_count():
-        raise ValueError(f"the rows were split over {part.count} processes but JAX runs {jax.process_count()}: call "
-                         "jax.distributed.initialize(...) in every process before opening them")
+        raise ValueError(
+            f"the rows were split over {part.count} processes but JAX runs {jax.process_count()}: call "
+            "jax.distributed.initialize(...) in every process before opening them"
+        )
     if part is not None:
         reader = data.reader
         rows = jax.tree_util.tree_unflatten(reader.treedef, reader.read_range(part.lo, part.hi))
@@ -107,9 +109,10 @@ def device_grid(devices: list[jax.Device], groups: int) -> np.ndarray:
         per.setdefault(d.process_index, []).append(d)
     uneven = {p: len(ds) for p, ds in per.items() if len(ds) % groups}
     if uneven:
-        raise ValueError(f"chain_groups={groups} must divide every process's number of devices; got {uneven} "
-                         "(process: devices)")
-    cols = [ds[k:k + groups] for p in sorted(per) for ds in [per[p]] for k in range(0, len(ds), groups)]
+        raise ValueError(
+            f"chain_groups={groups} must divide every process's number of devices; got {uneven} (process: devices)"
+        )
+    cols = [ds[k : k + groups] for p in sorted(per) for ds in [per[p]] for k in range(0, len(ds), groups)]
     grid = np.empty((groups, len(cols)), dtype=object)
     for s, col in enumerate(cols):
         grid[:, s] = col
@@ -122,14 +125,20 @@ def shard_bounds(process_bounds: np.ndarray, grid: np.ndarray) -> np.ndarray:
     for d in grid[0]:
         per[d.process_index] = per.get(d.process_index, 0) + 1
     if sorted(per) != list(range(len(process_bounds) - 1)):
-        raise ValueError(f"the devices {list(grid.ravel())} must include devices of every one of the "
-                         f"{len(process_bounds) - 1} processes that hold rows")
-    cuts = [process_bounds[p] + even_bounds(int(process_bounds[p + 1] - process_bounds[p]), per[p])[:-1] for p in sorted(per)]
+        raise ValueError(
+            f"the devices {list(grid.ravel())} must include devices of every one of the "
+            f"{len(process_bounds) - 1} processes that hold rows"
+        )
+    cuts = [
+        process_bounds[p] + even_bounds(int(process_bounds[p + 1] - process_bounds[p]), per[p])[:-1]
+        for p in sorted(per)
+    ]
     return np.concatenate(cuts + [process_bounds[-1:]]).astype(np.int64)
 
 
-def layout_shards(data: PyTree, batch_size: int, devices: Sequence[jax.Device] | None = None,
-                  chain_groups: int = 1) -> ShardLayout:
+def layout_shards(
+    data: PyTree, batch_size: int, devices: Sequence[jax.Device] | None = None, chain_groups: int = 1
+) -> ShardLayout:
     """Place this process's rows on its devices of a ``(CHAINS, AXIS)`` mesh (a shard's rows on each of its
     ``chain_groups`` devices) and allocate the minibatch over the shards."""
     grid = device_grid(mesh_devices(devices), chain_groups)
@@ -148,30 +157,39 @@ def layout_shards(data: PyTree, batch_size: int, devices: Sequence[jax.Device] |
     def global_leaf(leaf: np.ndarray) -> jax.Array:
         pieces = []
         for s, d in local:
-            block = leaf[bounds[s] - lo: bounds[s + 1] - lo]
+            block = leaf[bounds[s] - lo : bounds[s + 1] - lo]
             pad = np.repeat(block[-1:], width - block.shape[0], axis=0)
             pieces.append(jax.device_put(np.concatenate([block, pad]), d))
-        return jax.make_array_from_single_device_arrays((grid.shape[1] * width,) + leaf.shape[1:],
-                                                        NamedSharding(mesh, P(AXIS)), pieces)
+        return jax.make_array_from_single_device_arrays(
+            (grid.shape[1] * width,) + leaf.shape[1:], NamedSharding(mesh, P(AXIS)), pieces
+        )
 
     meta = np.stack([sizes, draws], axis=1).astype(np.int32)
     return ShardLayout(
-        mesh=mesh, sizes=sizes, draws=draws, rows=jax.tree_util.tree_map(global_leaf, rows),
-        meta=jax.make_array_from_single_device_arrays(meta.shape, NamedSharding(mesh, P(AXIS)),
-                                                      [jax.device_put(meta[s:s + 1], d) for s, d in local]),
+        mesh=mesh,
+        sizes=sizes,
+        draws=draws,
+        rows=jax.tree_util.tree_map(global_leaf, rows),
+        meta=jax.make_array_from_single_device_arrays(
+            meta.shape, NamedSharding(mesh, P(AXIS)), [jax.device_put(meta[s : s + 1], d) for s, d in local]
+        ),
     )
 
 
 def check_parts(proposal: Proposal, estimator: Estimator, n_data: int) -> None:
     """Refuse what the data-parallel kernel cannot run: a gradient proposal, an estimator drawing from other rows."""
     if proposal.gradient_batch_size is not None:
-        raise ValueError(f"proposal {proposal.name!r} reads a gradient minibatch (gradient_batch_size="
-                         f"{proposal.gradient_batch_size}); data-parallel sampling takes a gradient-free proposal "
-                         "(random_walk, an independence or proxy move)")
+        raise ValueError(
+            f"proposal {proposal.name!r} reads a gradient minibatch (gradient_batch_size="
+            f"{proposal.gradient_batch_size}); data-parallel sampling takes a gradient-free proposal "
+            "(random_walk, an independence or proxy move)"
+        )
     if estimator.population_size(n_data) != n_data:
-        raise ValueError(f"estimator {estimator.name!r} draws its minibatch from {estimator.population_size(n_data)} rows, "
-                         f"not the N={n_data} rows: data-parallel sampling takes plain() or a proxy without a stratum "
-                         "or importance weights (taylor_proxy, glm_proxy)")
+        raise ValueError(
+            f"estimator {estimator.name!r} draws its minibatch from {estimator.population_size(n_data)} rows, "
+            f"not the N={n_data} rows: data-parallel sampling takes plain() or a proxy without a stratum "
+            "or importance weights (taylor_proxy, glm_proxy)"
+        )
 
 
 def data_parallel_kernel(model: Model, proposal: Proposal, estimator: Estimator, most_draws: int) -> Kernel:
@@ -198,16 +216,24 @@ def data_parallel_kernel(model: Model, proposal: Proposal, estimator: Estimator,
         bad = summed.bad > 0
         accepted = (jnp.log(u) < delta - penalty(s2, dof + 1.0)) & ~bad
         zero = jnp.zeros((), dtype)
-        outcome = TestOutcome(accepted=accepted, batch_size=jax.lax.psum(shard.draws, AXIS), s2=s2, epsilon=zero,
-                              delta_star=delta, nonfinite=bad, residual_sd=zero)
+        outcome = TestOutcome(
+            accepted=accepted,
+            batch_size=jax.lax.psum(shard.draws, AXIS),
+            s2=s2,
+            epsilon=zero,
+            delta_star=delta,
+            nonfinite=bad,
+            residual_sd=zero,
+        )
         new = jax.tree_util.tree_map(lambda a, b: jnp.where(accepted, a, b), ChainState(candidate, lp_new), state)
         return new, outcome
 
     return Kernel(init=init, step=step)
 
 
-def make_block_runner(kernel: Kernel, mesh: Mesh, num_chains: int,
-                      compiler_options: dict | None = None) -> Callable[..., tuple[ChainState, PyTree]]:
+def make_block_runner(
+    kernel: Kernel, mesh: Mesh, num_chains: int, compiler_options: dict | None = None
+) -> Callable[..., tuple[ChainState, PyTree]]:
     """``run(base_key, states, rows, meta, steps, temps)``: the chains' steps on ``scan_steps``, jitted over the mesh,
     the chains split over ``CHAINS`` (each group's chains get their own keys of ``step_keys``' one per chain) and the
     rows over ``AXIS`` (with ``compiler_options``: ``compiling.compile_options``'s level for the run's work)."""
@@ -225,8 +251,9 @@ def make_block_runner(kernel: Kernel, mesh: Mesh, num_chains: int,
         states, out, _ = scan_steps(step_all, base_key, num_chains, states, shard, steps, temps)
         return states, out
 
-    mapped = jax.shard_map(block, mesh=mesh, in_specs=(P(), P(CHAINS), P(AXIS), P(AXIS), P(), P()),
-                           out_specs=(P(CHAINS), P(None, CHAINS)))
+    mapped = jax.shard_map(
+        block, mesh=mesh, in_specs=(P(), P(CHAINS), P(AXIS), P(AXIS), P(), P()), out_specs=(P(CHAINS), P(None, CHAINS))
+    )
     return jax.jit(mapped, compiler_options=compiler_options)
 
 
@@ -234,7 +261,8 @@ def place_states(states: ChainState, mesh: Mesh) -> ChainState:
     """The chains' states (numpy, all chains, the same in every process) as global arrays split over ``CHAINS``."""
     sharding = NamedSharding(mesh, P(CHAINS))
     return jax.tree_util.tree_map(
-        lambda a: jax.make_array_from_callback(np.shape(a), sharding, lambda idx, a=np.asarray(a): a[idx]), states)
+        lambda a: jax.make_array_from_callback(np.shape(a), sharding, lambda idx, a=np.asarray(a): a[idx]), states
+    )
 
 
 def local_copy(tree: PyTree) -> PyTree:

@@ -46,12 +46,28 @@ MANIFEST = "manifest.json"
 SAFE = "the blocks listed in manifest.json are intact"
 
 
-def run_manifest(num_chains: int, num_samples: int, block_size: int, batch_size: int, temperature: float, key: jax.Array,
-                 sizes: np.ndarray, draws: np.ndarray) -> dict:
+def run_manifest(
+    num_chains: int,
+    num_samples: int,
+    block_size: int,
+    batch_size: int,
+    temperature: float,
+    key: jax.Array,
+    sizes: np.ndarray,
+    draws: np.ndarray,
+) -> dict:
     """The settings a resumed run must repeat (JSON-able)."""
-    return {"num_chains": num_chains, "num_samples": num_samples, "block_size": block_size, "batch_size": batch_size,
-            "temperature": temperature, "key": np.asarray(jax.random.key_data(key)).tolist(),
-            "shard_sizes": sizes.tolist(), "shard_draws": draws.tolist(), "blocks": []}
+    return {
+        "num_chains": num_chains,
+        "num_samples": num_samples,
+        "block_size": block_size,
+        "batch_size": batch_size,
+        "temperature": temperature,
+        "key": np.asarray(jax.random.key_data(key)).tolist(),
+        "shard_sizes": sizes.tolist(),
+        "shard_draws": draws.tolist(),
+        "blocks": [],
+    }
 
 
 def read_manifest(directory: Path, settings: dict, resume: bool) -> list[list[int]]:
@@ -60,13 +76,17 @@ def read_manifest(directory: Path, settings: dict, resume: bool) -> list[list[in
     if not path.exists():
         return []
     if not resume:
-        raise ValueError(f"{directory} already holds a data-parallel run ({MANIFEST}); pass resume=True to continue it "
-                         "or choose an empty directory")
+        raise ValueError(
+            f"{directory} already holds a data-parallel run ({MANIFEST}); pass resume=True to continue it "
+            "or choose an empty directory"
+        )
     saved = json.loads(path.read_text())
     differ = sorted(k for k in settings if k != "blocks" and saved.get(k) != settings[k])
     if differ:
-        raise ValueError(f"cannot resume {directory}: settings differ from the saved run's in {differ} "
-                         f"(saved {[saved.get(k) for k in differ]}, given {[settings[k] for k in differ]})")
+        raise ValueError(
+            f"cannot resume {directory}: settings differ from the saved run's in {differ} "
+            f"(saved {[saved.get(k) for k in differ]}, given {[settings[k] for k in differ]})"
+        )
     return [list(b) for b in saved["blocks"]]
 
 
@@ -75,7 +95,9 @@ def block_file(directory: Path, start: int, end: int) -> Path:
     return directory / f"block-{start:08d}-{end:08d}.npz"
 
 
-def write_block(directory: Path, start: int, end: int, states: ChainState, out: tuple[PyTree, dict], settings: dict) -> None:
+def write_block(
+    directory: Path, start: int, end: int, states: ChainState, out: tuple[PyTree, dict], settings: dict
+) -> None:
     """Process 0: the block's draws, records and final states, then the manifest listing it."""
     if jax.process_index() != 0:
         return
@@ -90,7 +112,9 @@ def write_block(directory: Path, start: int, end: int, states: ChainState, out: 
     write_bytes(directory / MANIFEST, json.dumps(settings).encode(), "data-parallel manifest", SAFE)
 
 
-def read_block(directory: Path, start: int, end: int, like: tuple[ChainState, PyTree]) -> tuple[ChainState, tuple[PyTree, dict]]:
+def read_block(
+    directory: Path, start: int, end: int, like: tuple[ChainState, PyTree]
+) -> tuple[ChainState, tuple[PyTree, dict]]:
     """A written block's final states and ``(positions, records)``, shaped as ``like`` (states, one step's positions)."""
     with np.load(block_file(directory, start, end)) as f:
         got = dict(f)
@@ -167,10 +191,15 @@ def sample_data_parallel(
     dims = sum(int(np.size(a)) for a in jax.tree_util.tree_leaves(initial_position))
     run = make_block_runner(kernel, layout.mesh, num_chains, compile_options(num_chains * block * dims, RUN_WORK))
     base = as_key(key)
-    states = local_copy(jax.vmap(kernel.init)(jax.tree_util.tree_map(
-        lambda a: jnp.broadcast_to(a, (num_chains,) + jnp.shape(a)), initial_position)))
+    states = local_copy(
+        jax.vmap(kernel.init)(
+            jax.tree_util.tree_map(lambda a: jnp.broadcast_to(a, (num_chains,) + jnp.shape(a)), initial_position)
+        )
+    )
     directory = None if checkpoint_dir is None else Path(checkpoint_dir)
-    settings = run_manifest(num_chains, num_samples, block, int(batch_size), temperature, base, layout.sizes, layout.draws)
+    settings = run_manifest(
+        num_chains, num_samples, block, int(batch_size), temperature, base, layout.sizes, layout.draws
+    )
     done = []
     if directory is not None:
         directory.mkdir(parents=True, exist_ok=True)
@@ -186,7 +215,9 @@ def sample_data_parallel(
     while start < num_samples:
         end = min(start + block, num_samples)
         steps = jnp.arange(start, end, dtype=jnp.int32)
-        states, out = run(base, states, layout.rows, layout.meta, steps, jnp.full((end - start,), temperature, jnp.float32))
+        states, out = run(
+            base, states, layout.rows, layout.meta, steps, jnp.full((end - start,), temperature, jnp.float32)
+        )
         out = local_copy(out)
         check_finite(out[1], start)
         if directory is not None:
@@ -206,16 +237,28 @@ def check_finite(records: dict, start: int) -> None:
     bad = np.argwhere(np.asarray(records["nonfinite"]))
     if bad.size:
         t, c = bad[0]
-        raise FloatingPointError(f"a non-finite log-likelihood ratio at step {start + int(t)} of chain {int(c)}: "
-                                 "check the model's log_lik at the proposed positions")
+        raise FloatingPointError(
+            f"a non-finite log-likelihood ratio at step {start + int(t)} of chain {int(c)}: "
+            "check the model's log_lik at the proposed positions"
+        )
 
 
-def assemble(pieces: list[tuple[PyTree, dict]], n_data: int, temperature: float, num_samples: int, seconds: float) -> SampleResult:
+def assemble(
+    pieces: list[tuple[PyTree, dict]], n_data: int, temperature: float, num_samples: int, seconds: float
+) -> SampleResult:
     """The blocks' ``(step, chain)`` outputs joined into a ``SampleResult`` with ``(chain, draw)`` axes."""
+
     def join(*xs):
         return np.swapaxes(np.concatenate([np.asarray(x) for x in xs], axis=0), 0, 1)
 
     positions = jax.tree_util.tree_map(join, *[p for p, _ in pieces])
     records = {k: join(*[r[k] for _, r in pieces]) for k in RECORD_FIELDS}
-    return SampleResult(positions=positions, records=records, method="data_parallel_penalty", n_data=n_data,
-                        temperature=np.full(num_samples, temperature), wall_time=seconds, filled=())
+    return SampleResult(
+        positions=positions,
+        records=records,
+        method="data_parallel_penalty",
+        n_data=n_data,
+        temperature=np.full(num_samples, temperature),
+        wall_time=seconds,
+        filled=(),
+    )

@@ -53,7 +53,9 @@ def bad_rows_named(model: Model, source: DataSource, *positions: PyTree) -> Iter
         found = next((f for f in (first_nonfinite(model, source.arrays(), source.n, p) for p in positions) if f), None)
         if found is None or "non-finite" not in str(err):
             raise
-        raise ValueError(f"{err}; datum {found[0]} (row {found[0]} of the data) has log-likelihood {found[1]}: check that row") from err
+        raise ValueError(
+            f"{err}; datum {found[0]} (row {found[0]} of the data) has log-likelihood {found[1]}: check that row"
+        ) from err
 
 
 def replay_candidate(proposal: Proposal, base_key: jax.Array, step: int, chain: int, num_chains: int, position: PyTree):

@@ -47,8 +47,9 @@ class Finished(NamedTuple):
     """Seconds the finished blocks took (in an earlier, checkpointed run too)."""
 
 
-def make_block_runner(kernel: Kernel, num_chains: int, layout: ChainLayout | None = None,
-                      compiler_options: dict[str, Any] | None = None):
+def make_block_runner(
+    kernel: Kernel, num_chains: int, layout: ChainLayout | None = None, compiler_options: dict[str, Any] | None = None
+):
     """A jitted function ``(base_key, states, data, steps, temps)`` running one block of steps for all chains under ``lax.scan``.
 
     With a ``layout`` the chain axis of the states stays split over the devices of its mesh; the
@@ -59,7 +60,9 @@ def make_block_runner(kernel: Kernel, num_chains: int, layout: ChainLayout | Non
     return lambda base_key, states, data, steps, temps: run(base_key, states, data, steps, temps, 1.0)
 
 
-def _restore(chunks: list[checkpoint.Chunk], states: ChainState, temps: np.ndarray, num_samples: int, where: str) -> Finished:
+def _restore(
+    chunks: list[checkpoint.Chunk], states: ChainState, temps: np.ndarray, num_samples: int, where: str
+) -> Finished:
     """States, finished blocks and step counter from the chunks of a checkpoint."""
     done = chunks[-1].end
     if done > num_samples:
@@ -77,7 +80,9 @@ def _restore(chunks: list[checkpoint.Chunk], states: ChainState, temps: np.ndarr
     restored = jax.tree_util.tree_unflatten(treedef, [jnp.asarray(a, b.dtype) for a, b in zip(saved, leaves)])
     missing = sorted(set(RECORD_FIELDS) - set(chunks[0].records))
     if missing:
-        raise ValueError(f"cannot resume {where}: it was written without the records {missing} (an older version); start a new run")
+        raise ValueError(
+            f"cannot resume {where}: it was written without the records {missing} (an older version); start a new run"
+        )
     draws = None
     for c in chunks:
         draws = buffers.store(draws, num_samples, c.start, c.positions, {k: c.records[k] for k in RECORD_FIELDS})
@@ -117,8 +122,16 @@ def _write_block(checkpoint_dir, start: int, draws: DrawBuffers, temps: np.ndarr
     checkpoint.write_chunk(checkpoint_dir, chunk)
 
 
-def _run_pieces(run_block, states: ChainState, draws: DrawBuffers | None, num_samples: int, block_temps: np.ndarray,
-                done: int, bar: SamplingBar, diagnose) -> tuple[DrawBuffers, ChainState]:
+def _run_pieces(
+    run_block,
+    states: ChainState,
+    draws: DrawBuffers | None,
+    num_samples: int,
+    block_temps: np.ndarray,
+    done: int,
+    bar: SamplingBar,
+    diagnose,
+) -> tuple[DrawBuffers, ChainState]:
     """One block run in the pieces the bar asks for, each copied into the host buffers: the buffers and the final states."""
     at, length = 0, bar.piece(len(block_temps), done)
     while at < len(block_temps):
@@ -172,7 +185,9 @@ def _stack_result(
     """The finished blocks joined into ``(chain, draw, ...)`` arrays (reported through ``model.constrain`` if it has one)."""
     if finished.draws is None or not finished.done:
         raise KeyboardInterrupt("sampling interrupted before the first block finished; nothing to return")
-    all_pos, all_rec = buffers.finished(finished.draws, finished.done, jax.tree_util.tree_structure(finished.states.position))
+    all_pos, all_rec = buffers.finished(
+        finished.draws, finished.done, jax.tree_util.tree_structure(finished.states.position)
+    )
     draws = all_rec["accepted"].shape[1]
     exceeded = int(np.sum(all_rec["bound_exceeded"]))
     if exceeded:
@@ -239,9 +254,20 @@ def sample(
     Returns:
         The ``SampleResult``: draws with leading axes ``(chain, draw)``, the per-step records and the run's metadata.
     """
-    return sample_compiled(model, data, initial_position, proposal=proposal, test=test, num_samples=num_samples, estimator=estimator,
-                           key=key, num_chains=num_chains, temperature=temperature, batched_init=batched_init,
-                           run=merged_run(run, **run_options))
+    return sample_compiled(
+        model,
+        data,
+        initial_position,
+        proposal=proposal,
+        test=test,
+        num_samples=num_samples,
+        estimator=estimator,
+        key=key,
+        num_chains=num_chains,
+        temperature=temperature,
+        batched_init=batched_init,
+        run=merged_run(run, **run_options),
+    )
 
 
 def sample_compiled(
@@ -280,13 +306,22 @@ def sample_compiled(
         check_initial(model, arrays, source.n, positions, num_chains)
 
         if runner is not None and (devices is not None or runner.num_chains != num_chains):
-            raise ValueError(f"runner runs {runner.num_chains} chains on the default device; got num_chains={num_chains}, devices={devices!r}")
+            raise ValueError(
+                f"runner runs {runner.num_chains} chains on the default device; got num_chains={num_chains}, devices={devices!r}"
+            )
         kernel = build_kernel(model, proposal, test, source.n, estimator) if runner is None else runner.kernel
         finished = Finished(jax.jit(jax.vmap(kernel.init))(positions), None, 0, 0.0)  # compiled: op by op took seconds
         if checkpoint_dir is not None:
             settings = checkpoint.run_settings(
-                key=base_key, model=model, test=test, proposal=proposal, num_chains=num_chains, n_data=source.n, positions=positions,
-                estimator=estimator, data=arrays,
+                key=base_key,
+                model=model,
+                test=test,
+                proposal=proposal,
+                num_chains=num_chains,
+                n_data=source.n,
+                positions=positions,
+                estimator=estimator,
+                data=arrays,
             )
             finished = _restore_or_start(checkpoint_dir, settings, resume, finished.states, temps)
         run_key = base_key
@@ -306,9 +341,13 @@ def sample_compiled(
             finished, interrupted = _run_blocks(run_block, temps, block_size, finished, checkpoint_dir, bar, diagnose)
         except DataChangedError as err:  # the finished draws travel with the error, never lost
             if err.finished.done:
-                err.result = _stack_result(err.finished, model, test, source.n, temps, time.perf_counter() - start, True)
-                err.add_note(f"the {err.finished.done} finished steps are in this error's .result"
-                             + (f" and in {checkpoint_dir}" if checkpoint_dir is not None else ""))
+                err.result = _stack_result(
+                    err.finished, model, test, source.n, temps, time.perf_counter() - start, True
+                )
+                err.add_note(
+                    f"the {err.finished.done} finished steps are in this error's .result"
+                    + (f" and in {checkpoint_dir}" if checkpoint_dir is not None else "")
+                )
             raise
         finally:
             bar.close()

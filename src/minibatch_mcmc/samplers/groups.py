@@ -32,9 +32,19 @@ class ChainGroup(NamedTuple):
     estimator: Estimator | None
 
 
-def sample_groups(model: Model, data: PyTree, starts: PyTree, groups: Sequence[ChainGroup], *, test: AcceptanceTest,
-                  num_samples: int, key: jax.Array, temperature: Any = 1.0, run: RunOptions = RunOptions(),
-                  compiler_options: dict[str, Any] | None = None) -> SampleResult:
+def sample_groups(
+    model: Model,
+    data: PyTree,
+    starts: PyTree,
+    groups: Sequence[ChainGroup],
+    *,
+    test: AcceptanceTest,
+    num_samples: int,
+    key: jax.Array,
+    temperature: Any = 1.0,
+    run: RunOptions = RunOptions(),
+    compiler_options: dict[str, Any] | None = None,
+) -> SampleResult:
     """``sample`` per group from its rows of the batched ``starts``; one ``SampleResult`` in the original chain order."""
     ckpt, resume = run.checkpoint_dir, run.resume
     order = [c for g in groups for c in g.chains]
@@ -44,10 +54,23 @@ def sample_groups(model: Model, data: PyTree, starts: PyTree, groups: Sequence[C
     for k, g in enumerate(groups):
         idx, sub = np.asarray(g.chains), None if ckpt is None else Path(ckpt) / f"group-{k}"
         fresh = sub is not None and not sub.exists() and Path(ckpt).exists()  # a group the killed run had not reached
-        parts.append(sample_compiled(model, data, jax.tree_util.tree_map(lambda a: a[idx], starts), proposal=g.proposal, test=test,
-                                     estimator=g.estimator, num_samples=num_samples, num_chains=len(idx), key=jax.random.fold_in(key, k),
-                                     temperature=temperature, batched_init=True,
-                                     run=run._replace(checkpoint_dir=sub, resume=resume and not fresh), compiler_options=compiler_options))
+        parts.append(
+            sample_compiled(
+                model,
+                data,
+                jax.tree_util.tree_map(lambda a: a[idx], starts),
+                proposal=g.proposal,
+                test=test,
+                estimator=g.estimator,
+                num_samples=num_samples,
+                num_chains=len(idx),
+                key=jax.random.fold_in(key, k),
+                temperature=temperature,
+                batched_init=True,
+                run=run._replace(checkpoint_dir=sub, resume=resume and not fresh),
+                compiler_options=compiler_options,
+            )
+        )
     back = np.argsort(np.asarray(order))
 
     def join(*leaves: np.ndarray) -> np.ndarray:

@@ -70,7 +70,9 @@ def gradient_data_used(proposal: Proposal, n_data: int) -> int:
 def check_gradient_batch(proposal: Proposal) -> int | None:
     """``proposal.gradient_batch_size``: None or a non-negative integer."""
     b = proposal.gradient_batch_size
-    return None if b is None else check_int(b, "proposal.gradient_batch_size", 0, why="None for a gradient-free proposal")
+    return (
+        None if b is None else check_int(b, "proposal.gradient_batch_size", 0, why="None for a gradient-free proposal")
+    )
 
 
 def build_kernel(
@@ -94,7 +96,9 @@ def build_kernel(
     test.validate(n_population)
     grad_batch = check_gradient_batch(proposal)
     grad_rows = gradient_data_used(proposal, n_data)
-    grad_temperature_factor = float(test.temperature_factor(n_data))  # a test that tempers by itself (MINT): the drift follows it
+    grad_temperature_factor = float(
+        test.temperature_factor(n_data)
+    )  # a test that tempers by itself (MINT): the drift follows it
 
     def init(position: PyTree) -> ChainState:
         return ChainState(position=position, log_prior=jnp.asarray(model.log_prior(position)))

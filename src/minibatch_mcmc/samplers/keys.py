@@ -37,9 +37,13 @@ def as_run_key(key: jax.Array | int, num_chains: int) -> jax.Array:
         (jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key) and key.ndim == 1)
         or (key.dtype == np.uint32 and key.ndim == 2 and key.shape[1] == 2)
     ):
-        keys = key if jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key) else jax.random.wrap_key_data(jnp.asarray(key))
+        keys = (
+            key if jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key) else jax.random.wrap_key_data(jnp.asarray(key))
+        )
         if keys.shape != (num_chains,):
-            raise ValueError(f"a key array holds one key per chain; got {keys.shape[0]} keys for num_chains={num_chains}")
+            raise ValueError(
+                f"a key array holds one key per chain; got {keys.shape[0]} keys for num_chains={num_chains}"
+            )
         return keys
     return as_key(key)
 

@@ -44,11 +44,15 @@ class SubsampledLoo(NamedTuple):
     """The subsampled rows."""
 
 
-def point_log_lik(fn: Callable[[PyTree, PyTree], jax.Array], theta: PyTree, source: DataSource, chunk: int = 65_536) -> np.ndarray:
+def point_log_lik(
+    fn: Callable[[PyTree, PyTree], jax.Array], theta: PyTree, source: DataSource, chunk: int = 65_536
+) -> np.ndarray:
     """``fn(theta, rows)`` on all ``N`` rows, ``chunk`` rows at a time (one streamed pass)."""
     run = jax.jit(fn)
-    out = [np.asarray(run(theta, take(source.arrays(), jnp.arange(i, min(source.n, i + chunk)))))
-           for i in range(0, source.n, chunk)]
+    out = [
+        np.asarray(run(theta, take(source.arrays(), jnp.arange(i, min(source.n, i + chunk)))))
+        for i in range(0, source.n, chunk)
+    ]
     return np.concatenate(out).astype(np.float64)
 
 
@@ -79,12 +83,21 @@ def loo_subsample(
     source = as_data_source(data)
     fn = (lambda t, b: model.log_lik(t, b)) if site_log_lik is None else (lambda t, b: sum(site_log_lik(t, b).values()))
     mean = jax.tree_util.tree_map(  # summed in float64: a float32 sum over many draws drifts by posterior s.d.s
-        lambda a: jnp.asarray(np.asarray(a).mean(axis=(0, 1), dtype=np.float64), np.asarray(a).dtype), result.kernel_positions)
+        lambda a: jnp.asarray(np.asarray(a).mean(axis=(0, 1), dtype=np.float64), np.asarray(a).dtype),
+        result.kernel_positions,
+    )
     approx = point_log_lik(fn, mean, source)
     n = source.n
     m = min(check_int(m, "m", 2), n)
-    idata = log_likelihood_data(result, model, source, rows=m if m < n else None, draws=draws, key=key,
-                                site_log_lik=lambda t, b: {"obs": fn(t, b)})
+    idata = log_likelihood_data(
+        result,
+        model,
+        source,
+        rows=m if m < n else None,
+        draws=draws,
+        key=key,
+        site_log_lik=lambda t, b: {"obs": fn(t, b)},
+    )
     rows = np.asarray(idata.log_likelihood["row"].values)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -98,6 +111,11 @@ def loo_subsample(
     sum_sq = np.sum(approx**2) + n / m * np.sum(exact**2 - approx[rows] ** 2)
     spread = max(sum_sq / n - (total / n) ** 2, 0.0)
     return SubsampledLoo(
-        elpd_loo=float(total), se=float(np.sqrt(n * spread)), subsampling_se=float(np.sqrt(var_total)),
-        m=m, n_data=n, max_pareto_k=float(np.max(loo.pareto_k.values)), rows=rows,
+        elpd_loo=float(total),
+        se=float(np.sqrt(n * spread)),
+        subsampling_se=float(np.sqrt(var_total)),
+        m=m,
+        n_data=n,
+        max_pareto_k=float(np.max(loo.pareto_k.values)),
+        rows=rows,
     )

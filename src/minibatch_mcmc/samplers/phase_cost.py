@@ -14,8 +14,11 @@ from typing import IO, Any, NamedTuple
 
 from jax import monitoring
 
-COMPILE_EVENTS = ("/jax/core/compile/jaxpr_trace_duration", "/jax/core/compile/jaxpr_to_mlir_module_duration",
-                  "/jax/core/compile/backend_compile_duration")
+COMPILE_EVENTS = (
+    "/jax/core/compile/jaxpr_trace_duration",
+    "/jax/core/compile/jaxpr_to_mlir_module_duration",
+    "/jax/core/compile/backend_compile_duration",
+)
 """JAX's monitoring events whose durations count as compilation."""
 
 COMPILE_SECONDS = [0.0]
@@ -76,7 +79,9 @@ class PhaseClock:
 
     def cost(self, data: int, seconds: float | None = None) -> PhaseCost:
         """The phase's ``PhaseCost`` for ``data`` rows read (``seconds``: the measured wall time unless given), shown."""
-        c = PhaseCost(int(data), self.seconds if seconds is None else float(seconds), data / max(self.n, 1), self.compile_seconds)
+        c = PhaseCost(
+            int(data), self.seconds if seconds is None else float(seconds), data / max(self.n, 1), self.compile_seconds
+        )
         if self.bar is not None:
             self.bar.set_postfix_str(c.describe(), refresh=False)
             self.bar.update(1)

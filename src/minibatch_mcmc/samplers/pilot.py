@@ -19,8 +19,15 @@ from minibatch_mcmc.samplers.scaled_runner import scan_steps
 PyTree = Any
 
 
-def pilot_mu_std(model: Model, data: PyTree | DataSource, proposal: Proposal, position: PyTree, key: jax.Array | int,
-                 steps: int = 50, temperature: float = 1.0) -> np.ndarray:
+def pilot_mu_std(
+    model: Model,
+    data: PyTree | DataSource,
+    proposal: Proposal,
+    position: PyTree,
+    key: jax.Array | int,
+    steps: int = 50,
+    temperature: float = 1.0,
+) -> np.ndarray:
     """``|mu_std|`` of ``steps`` proposals along an exact Metropolis run from ``position`` (for ``design_conservative``).
 
     ``mu_std = |mu - mu_0| sqrt(N) / sd`` from the full-data mean and s.d. of the tempered log-likelihood ratios
@@ -54,7 +61,9 @@ def pilot_mu_std(model: Model, data: PyTree | DataSource, proposal: Proposal, po
     @jax.jit
     def run(base_key: jax.Array, thetas: PyTree, rows: PyTree) -> jax.Array:
         t = jnp.arange(steps, dtype=jnp.int32)
-        return scan_steps(step_all, base_key, 1, thetas, rows, t, jnp.ones(steps, jnp.float32), emit=lambda s, r: r["mu_std"])[1]
+        return scan_steps(
+            step_all, base_key, 1, thetas, rows, t, jnp.ones(steps, jnp.float32), emit=lambda s, r: r["mu_std"]
+        )[1]
 
     thetas = jax.tree_util.tree_map(lambda a: jnp.asarray(a)[None], position)  # one chain
     return np.asarray(run(as_key(key), thetas, source.arrays()), np.float64)[:, 0]

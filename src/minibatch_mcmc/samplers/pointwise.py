@@ -62,8 +62,10 @@ def pointwise_log_lik(
     lead = tuple(np.shape(leaves[0])[:2])
     flat = jax.tree_util.tree_map(lambda a: np.reshape(np.asarray(a), (-1, *np.shape(a)[2:])), positions)
     fn = jax.jit(jax.vmap(site_log_lik, in_axes=(0, None)))
-    parts = [fn(jax.tree_util.tree_map(lambda a: jnp.asarray(a[i : i + chunk]), flat), batch)
-             for i in range(0, lead[0] * lead[1], chunk)]
+    parts = [
+        fn(jax.tree_util.tree_map(lambda a: jnp.asarray(a[i : i + chunk]), flat), batch)
+        for i in range(0, lead[0] * lead[1], chunk)
+    ]
     joined = {k: np.concatenate([np.asarray(p[k]) for p in parts], dtype=np.float64) for k in parts[0]}
     return {k: v.reshape(lead + v.shape[1:]) for k, v in joined.items()}
 

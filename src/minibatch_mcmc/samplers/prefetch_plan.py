@@ -32,5 +32,7 @@ def prefetch_plan(test: AcceptanceTest, key: jax.Array | int, num_samples: int, 
 
     plan = np.asarray(jax.jit(jax.vmap(one_step))(np.arange(num_samples, dtype=np.int32)))
     if plan.shape[-1] == 0:
-        raise ValueError(f"test {test.name!r} reads no minibatch first (its first_rows is empty): there is nothing to prefetch")
+        raise ValueError(
+            f"test {test.name!r} reads no minibatch first (its first_rows is empty): there is nothing to prefetch"
+        )
     return plan

@@ -31,8 +31,16 @@ class SamplingBar:
     of the run and at its end, each written once (a redrawn bar would write every redraw again).
     """
 
-    def __init__(self, show: bool, total: int, done: int, name: str, interval: float = 0.5,
-                 payback: float = 4.0, file: IO | None = None):
+    def __init__(
+        self,
+        show: bool,
+        total: int,
+        done: int,
+        name: str,
+        interval: float = 0.5,
+        payback: float = 4.0,
+        file: IO | None = None,
+    ):
         self.interval = interval
         self.payback = payback
         self.total = total
@@ -56,7 +64,9 @@ class SamplingBar:
             return block_length
         if block_length * self.step_seconds <= 2 * self.interval:
             return block_length
-        if (self.total - done) * self.step_seconds <= self.payback * self.startup:  # a new compilation would not pay for itself
+        if (
+            self.total - done
+        ) * self.step_seconds <= self.payback * self.startup:  # a new compilation would not pay for itself
             return block_length
         return largest_divisor_at_most(block_length, self.interval / self.step_seconds)
 
@@ -87,8 +97,12 @@ class SamplingBar:
         """Log mode: one line with the steps done, acceptance, mean batch size, rate and startup."""
         rate = "" if self.step_seconds is None else f", {1 / max(self.step_seconds, 1e-12):.4g} steps/s"
         recs = self.recs or {"accepted": np.zeros(1), "batch_size": np.zeros(1)}
-        print(f"{self.name}: {self.done}/{self.total} steps, accept {float(np.mean(recs['accepted'])):.2f}, batch "
-              f"{np.mean(recs['batch_size']):.0f}{rate}, startup {self.startup or 0.0:.1f}s", file=sys.stderr, flush=True)
+        print(
+            f"{self.name}: {self.done}/{self.total} steps, accept {float(np.mean(recs['accepted'])):.2f}, batch "
+            f"{np.mean(recs['batch_size']):.0f}{rate}, startup {self.startup or 0.0:.1f}s",
+            file=sys.stderr,
+            flush=True,
+        )
         self.logged = self.done
 
     def close(self) -> None:

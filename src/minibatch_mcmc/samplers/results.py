@@ -11,8 +11,18 @@ import numpy as np
 PyTree = Any
 
 RECORD_FIELDS = (
-    "accepted", "batch_size", "hidden_data", "s2", "epsilon", "delta_star", "residual_sd", "pvalue_threshold", "half_width",
-    "expected_batch_size", "fallback", "bound_exceeded",
+    "accepted",
+    "batch_size",
+    "hidden_data",
+    "s2",
+    "epsilon",
+    "delta_star",
+    "residual_sd",
+    "pvalue_threshold",
+    "half_width",
+    "expected_batch_size",
+    "fallback",
+    "bound_exceeded",
 )
 """Per-step records kept for every step and chain (the fields of ``acceptance.base.TestOutcome`` but ``nonfinite``)."""
 
@@ -82,9 +92,13 @@ def constrain_draws(constrain: Callable[[PyTree], dict], positions: PyTree, chun
     total = lead[0] * lead[1]
     size = max(1, min(chunk, total))
 
-    def piece(i: int) -> dict:  # every piece has ``size`` draws (one compilation): the last is padded with its own last draw
+    def piece(
+        i: int,
+    ) -> dict:  # every piece has ``size`` draws (one compilation): the last is padded with its own last draw
         rows = np.minimum(np.arange(i, i + size), total - 1)
-        return jax.tree_util.tree_map(lambda a: np.asarray(a)[: min(size, total - i)], fn(jax.tree_util.tree_map(lambda a: a[rows], flat)))
+        return jax.tree_util.tree_map(
+            lambda a: np.asarray(a)[: min(size, total - i)], fn(jax.tree_util.tree_map(lambda a: a[rows], flat))
+        )
 
     parts = [piece(i) for i in range(0, total, size)]
     joined = jax.tree_util.tree_map(lambda *p: np.concatenate(p), *parts)
@@ -121,9 +135,14 @@ SUMMARY_KEYS = {
 }
 """What the less obvious ``summary()`` keys mean."""
 OPTIONAL_KEYS = {
-    "mean_epsilon": "epsilon", "mean_pvalue_threshold": "pvalue_threshold", "mean_half_width": "half_width",
-    "mean_expected_batch_size": "expected_batch_size", "fallback_steps": "fallback", "bound_exceeded_steps": "bound_exceeded",
-    "mean_residual_sd": "residual_sd", "max_residual_sd": "residual_sd",
+    "mean_epsilon": "epsilon",
+    "mean_pvalue_threshold": "pvalue_threshold",
+    "mean_half_width": "half_width",
+    "mean_expected_batch_size": "expected_batch_size",
+    "fallback_steps": "fallback",
+    "bound_exceeded_steps": "bound_exceeded",
+    "mean_residual_sd": "residual_sd",
+    "max_residual_sd": "residual_sd",
 }
 """``summary()`` keys -> the optional record each summarises: shown only when the run's test fills it (``filled``)."""
 
@@ -149,7 +168,10 @@ def posterior_table(positions: PyTree):
         import arviz as az
         import pandas as pd
 
-        tables = [az.summary(az.convert_to_dataset({name: as_float64(a)}), kind="all", round_to="none") for name, a in named.items()]
+        tables = [
+            az.summary(az.convert_to_dataset({name: as_float64(a)}), kind="all", round_to="none")
+            for name, a in named.items()
+        ]
         return pd.concat(tables)
 
 
@@ -188,9 +210,13 @@ def summarize(result: SampleResult, posterior: bool = True) -> dict:
         "hidden_data_per_test": float(np.mean(rec["hidden_data"])) if steps else float("nan"),
         "total_hidden_data": float(np.sum(rec["hidden_data"], dtype=np.float64)),
         "mean_epsilon": float(np.mean(rec["epsilon"])) if steps else float("nan"),
-        "mean_pvalue_threshold": float(np.mean(rec["pvalue_threshold"])) if steps and "pvalue_threshold" in rec else float("nan"),
+        "mean_pvalue_threshold": float(np.mean(rec["pvalue_threshold"]))
+        if steps and "pvalue_threshold" in rec
+        else float("nan"),
         "mean_half_width": float(np.mean(rec["half_width"])) if steps and "half_width" in rec else float("nan"),
-        "mean_expected_batch_size": float(np.mean(rec["expected_batch_size"])) if steps and "expected_batch_size" in rec else float("nan"),
+        "mean_expected_batch_size": float(np.mean(rec["expected_batch_size"]))
+        if steps and "expected_batch_size" in rec
+        else float("nan"),
         "fallback_steps": int(np.sum(rec["fallback"])) if "fallback" in rec else 0,
         "bound_exceeded_steps": int(np.sum(rec["bound_exceeded"])) if "bound_exceeded" in rec else 0,
         "mean_residual_sd": float(np.mean(rec["residual_sd"])) if steps and "residual_sd" in rec else float("nan"),
@@ -221,7 +247,9 @@ def to_inference_data(result: SampleResult, unconstrained: bool = False):
         warnings.simplefilter("ignore", FutureWarning)
         import arviz as az
 
-    posterior = {k: as_float64(v) for k, v in _names(result.kernel_positions if unconstrained else result.positions).items()}
+    posterior = {
+        k: as_float64(v) for k, v in _names(result.kernel_positions if unconstrained else result.positions).items()
+    }
     stats = {k: as_float64(v) for k, v in result.records.items()}
     stats["acceptance_rate"] = stats["accepted"].astype(np.float64)
     stats["temperature"] = np.broadcast_to(result.temperature, stats["accepted"].shape).copy()

@@ -45,11 +45,13 @@ def low_acceptance(accepted: np.ndarray) -> str | None:
     if not low.size:
         return None
     named = ", ".join(f"chain {c}: {rates[c]:.3g}" for c in low[:SHOWN]) + (" ..." if low.size > SHOWN else "")
-    return (f"{low.size} of {accepted.shape[0]} chains accepted less than {LOW_ACCEPTANCE:.0%} of their {steps} proposals "
-            f"({named}): their draws are (almost) their starting points, not the posterior. Likely causes: a log_lik that is "
-            "not a pure function of (theta, batch) (e.g. random numbers drawn with numpy, fixed when JAX traces it), a log "
-            "density that is -inf or NaN where the chain proposes, or a proposal step size far too large (tune it, or let "
-            "warmup/auto_sample tune it)")
+    return (
+        f"{low.size} of {accepted.shape[0]} chains accepted less than {LOW_ACCEPTANCE:.0%} of their {steps} proposals "
+        f"({named}): their draws are (almost) their starting points, not the posterior. Likely causes: a log_lik that is "
+        "not a pure function of (theta, batch) (e.g. random numbers drawn with numpy, fixed when JAX traces it), a log "
+        "density that is -inf or NaN where the chain proposes, or a proposal step size far too large (tune it, or let "
+        "warmup/auto_sample tune it)"
+    )
 
 
 def mostly_fallback(fallback: np.ndarray, name: str, n: int) -> str | None:
@@ -57,10 +59,12 @@ def mostly_fallback(fallback: np.ndarray, name: str, n: int) -> str | None:
     share = float(fallback.mean()) if fallback.size else 0.0
     if share <= MOSTLY_FALLBACK:
         return None
-    return (f"{name} fell back to the exact full-data test on {int(fallback.sum())} of {fallback.size} steps ({share:.0%}): "
-            f"its per-datum bounds expected more rows than its limit there, so those steps read all N = {n} rows and the run "
-            "cost about as much as full-data MH. Use a better proxy (a centre nearer the chains, order=2), smaller proposal "
-            "steps, or the penalty test (test='penalty'), which reads a minibatch whatever the bounds")
+    return (
+        f"{name} fell back to the exact full-data test on {int(fallback.sum())} of {fallback.size} steps ({share:.0%}): "
+        f"its per-datum bounds expected more rows than its limit there, so those steps read all N = {n} rows and the run "
+        "cost about as much as full-data MH. Use a better proxy (a centre nearer the chains, order=2), smaller proposal "
+        "steps, or the penalty test (test='penalty'), which reads a minibatch whatever the bounds"
+    )
 
 
 def over_cost(records: dict, name: str, n: int, promised: int) -> str | None:
@@ -70,27 +74,37 @@ def over_cost(records: dict, name: str, n: int, promised: int) -> str | None:
     expected = np.asarray(records["expected_batch_size"], np.float64)
     if promised == 0 and np.any(~fallback & (expected > 0)):
         promised_mean = float(expected[~fallback].mean())
-        what, why = "the Poisson mean its bounds expected on its thinned steps", (
-            f"{fallback.mean():.0%} of its steps fell back to the full-data test (all N rows), its bounds expecting more rows "
-            "than its limit where the chains went. Use a better proxy (a centre nearer the chains), smaller proposal steps, "
-            "or the penalty test (test='penalty')")
+        what, why = (
+            "the Poisson mean its bounds expected on its thinned steps",
+            (
+                f"{fallback.mean():.0%} of its steps fell back to the full-data test (all N rows), its bounds expecting more rows "
+                "than its limit where the chains went. Use a better proxy (a centre nearer the chains), smaller proposal steps, "
+                "or the penalty test (test='penalty')"
+            ),
+        )
     elif promised > 0:
         promised_mean, what = float(promised), "its first minibatch"
-        why = ("its minibatch estimate was too noisy where the chains went, so it read on. Use a better proxy "
-               "(control_variates.taylor_proxy, or auto_sample's warm-up), smaller proposal steps, or a larger first minibatch")
+        why = (
+            "its minibatch estimate was too noisy where the chains went, so it read on. Use a better proxy "
+            "(control_variates.taylor_proxy, or auto_sample's warm-up), smaller proposal steps, or a larger first minibatch"
+        )
     else:  # a full-data test promises all N rows
         return None
     mean = float(rows.mean()) if rows.size else 0.0
     if mean <= COST_FACTOR * max(promised_mean, 1.0):
         return None
-    return (f"{name} read {mean:.4g} rows per step on average ({mean / n:.1%} of N = {n}), {mean / promised_mean:.3g}x "
-            f"{what} ({promised_mean:.4g} rows): {why}")
+    return (
+        f"{name} read {mean:.4g} rows per step on average ({mean / n:.1%} of N = {n}), {mean / promised_mean:.3g}x "
+        f"{what} ({promised_mean:.4g} rows): {why}"
+    )
 
 
 def warn_run(records: dict, test: AcceptanceTest, n: int) -> None:
     """Warn, once each, about chains that accepted almost nothing, mostly-fallback exact tests and over-cost runs."""
-    messages = [low_acceptance(np.asarray(records["accepted"], bool)),
-                mostly_fallback(np.asarray(records["fallback"], bool), test.name, n)]
+    messages = [
+        low_acceptance(np.asarray(records["accepted"], bool)),
+        mostly_fallback(np.asarray(records["fallback"], bool), test.name, n),
+    ]
     if messages[1] is None:  # a mostly-fallback run is over cost for that reason, said once
         messages.append(over_cost(records, test.name, n, promised_rows(test, n)))
     for message in messages:

@@ -77,14 +77,20 @@ def _likelihood_error(err: Exception, data: PyTree, probe: PyTree, positions: Py
     """The error for ``model.log_lik`` failing at the start: the data column it missed, or the shapes it got."""
     if isinstance(err, KeyError):
         keys = sorted(probe) if isinstance(probe, dict) else type(probe).__name__
-        return ValueError(f"model.log_lik reads data column {err} but the data ({describe_data(data)}) have columns {keys}")
+        return ValueError(
+            f"model.log_lik reads data column {err} but the data ({describe_data(data)}) have columns {keys}"
+        )
     shapes = jax.tree_util.tree_map(lambda a: tuple(np.shape(a)), probe)
     pshapes = jax.tree_util.tree_map(lambda a: tuple(np.shape(a)[1:]), positions)
-    return ValueError(f"model.log_lik failed on a batch with data shapes {shapes} and a position with shapes {pshapes}; "
-                      f"check that the data and the parameter match the model: {err}")
+    return ValueError(
+        f"model.log_lik failed on a batch with data shapes {shapes} and a position with shapes {pshapes}; "
+        f"check that the data and the parameter match the model: {err}"
+    )
 
 
-def check_args(num_samples, num_chains, block_size, resume, checkpoint_dir, devices, data_sharding) -> tuple[int, int, int]:
+def check_args(
+    num_samples, num_chains, block_size, resume, checkpoint_dir, devices, data_sharding
+) -> tuple[int, int, int]:
     """``num_samples``, ``num_chains`` and ``block_size`` as ints, after checking them and the run options."""
     num_samples = check_int(num_samples, "num_samples", 1)
     num_chains = check_int(num_chains, "num_chains", 1)
@@ -102,7 +108,9 @@ def initial_positions(initial_position: PyTree, num_chains: int, batched_init: b
         positions = jax.tree_util.tree_map(jnp.asarray, initial_position)
         lead = {np.shape(x)[0] if np.ndim(x) else None for x in jax.tree_util.tree_leaves(positions)}
         if lead != {num_chains}:
-            raise ValueError(f"batched_init=True needs a leading axis of num_chains={num_chains} on every leaf; got {lead}")
+            raise ValueError(
+                f"batched_init=True needs a leading axis of num_chains={num_chains} on every leaf; got {lead}"
+            )
     else:
         positions = jax.tree_util.tree_map(
             lambda x: jnp.broadcast_to(jnp.asarray(x), (num_chains,) + np.shape(x)), initial_position

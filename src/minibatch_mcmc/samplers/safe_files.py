@@ -85,7 +85,9 @@ def _holder() -> str:
 def _not_writable(directory: Path, err: OSError) -> ValueError:
     """The refusal of a checkpoint directory this process cannot write to."""
     why = err.strerror or err
-    return ValueError(f"checkpoint directory {directory} is not writable ({why}); choose a directory this process can write to")
+    return ValueError(
+        f"checkpoint directory {directory} is not writable ({why}); choose a directory this process can write to"
+    )
 
 
 @contextlib.contextmanager
@@ -104,7 +106,9 @@ def run_lock(directory: str | os.PathLike) -> Iterator[None]:
         fd = os.open(path / LOCK_FILE, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
     except OSError as err:
         if err.errno == errno.ELOOP:
-            raise ValueError(f"{path / LOCK_FILE} is a symbolic link; remove it (a checkpoint directory's lock is a plain file)") from None
+            raise ValueError(
+                f"{path / LOCK_FILE} is a symbolic link; remove it (a checkpoint directory's lock is a plain file)"
+            ) from None
         raise _not_writable(path, err) from None
     try:
         if not _lock(fd, path):
@@ -128,13 +132,17 @@ def run_lock(directory: str | os.PathLike) -> Iterator[None]:
 def _lock(fd: int, path: Path) -> bool:
     """Take ``flock`` on ``fd`` without waiting; ``False`` if another holds it (unsupported: warn, ``True``)."""
     if fcntl is None:
-        warnings.warn(f"file locks are not available here: a second run started on {path} would not be refused", stacklevel=4)
+        warnings.warn(
+            f"file locks are not available here: a second run started on {path} would not be refused", stacklevel=4
+        )
         return True
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError as err:
         if err.errno in (errno.EAGAIN, errno.EWOULDBLOCK, errno.EACCES):
             return False
-        warnings.warn(f"cannot lock {path / LOCK_FILE} ({err.strerror}): a second run started on {path} would not be refused",
-                      stacklevel=4)
+        warnings.warn(
+            f"cannot lock {path / LOCK_FILE} ({err.strerror}): a second run started on {path} would not be refused",
+            stacklevel=4,
+        )
     return True

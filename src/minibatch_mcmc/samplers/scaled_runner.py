@@ -67,9 +67,18 @@ StepFn = Callable[[jax.Array, jax.Array, Any, PyTree, jax.Array, PyTree], tuple[
 """``step_all(t, keys, states, data, temp, carry) -> (states, records)``: one step of all chains."""
 
 
-def scan_steps(step_all: StepFn, base_key: jax.Array, num_chains: int, states: Any, data: PyTree, steps: jax.Array,
-               temps: jax.Array, carry: PyTree = (), hook: StepHook | None = None,
-               emit: Callable[[Any, dict], PyTree] | None = step_draws) -> tuple[Any, PyTree, PyTree]:
+def scan_steps(
+    step_all: StepFn,
+    base_key: jax.Array,
+    num_chains: int,
+    states: Any,
+    data: PyTree,
+    steps: jax.Array,
+    temps: jax.Array,
+    carry: PyTree = (),
+    hook: StepHook | None = None,
+    emit: Callable[[Any, dict], PyTree] | None = step_draws,
+) -> tuple[Any, PyTree, PyTree]:
     """The library's one sampling loop: ``step_all`` at each of ``steps`` under ``lax.scan``.
 
     Step ``t`` gets ``keys.step_keys(base_key, t, num_chains)``, one key per chain; ``hook`` folds each step into
@@ -89,14 +98,20 @@ def scan_steps(step_all: StepFn, base_key: jax.Array, num_chains: int, states: A
     return states, out, carry
 
 
-def kernel_steps(kernel_for_scale: Callable[[jax.Array], Kernel], scale: jax.Array, hook: StepHook | None,
-                 keep_on_chains: Callable[[PyTree], PyTree]) -> StepFn:
+def kernel_steps(
+    kernel_for_scale: Callable[[jax.Array], Kernel],
+    scale: jax.Array,
+    hook: StepHook | None,
+    keep_on_chains: Callable[[PyTree], PyTree],
+) -> StepFn:
     """``step_all`` of the kernel at ``scale`` (or the hook's) vmapped over the chains, with its ``RECORD_FIELDS``."""
     fixed = kernel_for_scale(scale) if hook is None or hook.scale is None else None
 
     def step_all(t, keys, states, data, temp, carry):
         kernel = fixed if fixed is not None else kernel_for_scale(hook.scale(carry, scale))
-        new_states, outcome = jax.vmap(kernel.step, in_axes=(0, 0, None, None))(keep_on_chains(keys), states, data, temp)
+        new_states, outcome = jax.vmap(kernel.step, in_axes=(0, 0, None, None))(
+            keep_on_chains(keys), states, data, temp
+        )
         rec = {k: getattr(outcome, k) for k in RECORD_FIELDS}
         rec["nonfinite"] = outcome.nonfinite
         return keep_on_chains(new_states), rec
@@ -132,8 +147,13 @@ def make_scaled_runner(
     return ScaledRunner(kernel_for_scale, run_block, num_chains, chunk, lambda: traces[0])
 
 
-def make_hooked_runner(kernel_for_scale: Callable[[jax.Array], Kernel], num_chains: int, hook: StepHook,
-                       keep_draws: bool = True, compiler_options: dict[str, Any] | None = None):
+def make_hooked_runner(
+    kernel_for_scale: Callable[[jax.Array], Kernel],
+    num_chains: int,
+    hook: StepHook,
+    keep_draws: bool = True,
+    compiler_options: dict[str, Any] | None = None,
+):
     """The block runner with ``hook`` carried through it, jitted: ``(base_key, states, data, steps, temps, scale, carry)
     -> (states, positions, records, carry)`` (positions and records None unless ``keep_draws``)."""
 
@@ -161,7 +181,9 @@ def at_scale(runner: ScaledRunner, scale: float, like: PyTree) -> BoundRunner:
     def run_block(base_key, states, data, steps, temps) -> Block:
         steps, temps, pieces = np.asarray(steps), np.asarray(temps), []  # sliced on the host: no compiled slices
         for at in range(0, len(steps), runner.chunk):
-            states, pos, recs = runner.run_block(base_key, states, data, steps[at : at + runner.chunk], temps[at : at + runner.chunk], s)
+            states, pos, recs = runner.run_block(
+                base_key, states, data, steps[at : at + runner.chunk], temps[at : at + runner.chunk], s
+            )
             pieces.append((pos, recs))
         if len(pieces) == 1:
             return states, pieces[0][0], pieces[0][1]

@@ -80,7 +80,9 @@ def place(tree: PyTree, sharding: Any) -> PyTree:
     Every process holds the same full host copy, so each process fills its own shards from it.
     """
     leaves, treedef = jax.tree_util.tree_flatten(tree)
-    shardings = [sharding] * len(leaves) if isinstance(sharding, jax.sharding.Sharding) else treedef.flatten_up_to(sharding)
+    shardings = (
+        [sharding] * len(leaves) if isinstance(sharding, jax.sharding.Sharding) else treedef.flatten_up_to(sharding)
+    )
     if all(s.is_fully_addressable for s in shardings):
         return jax.device_put(tree, sharding)
     return jax.tree_util.tree_unflatten(treedef, [_global_leaf(x, s) for x, s in zip(leaves, shardings)])

@@ -37,8 +37,10 @@ def allocate(sizes: np.ndarray, batch_size: int) -> np.ndarray:
     if sizes.ndim != 1 or sizes.size < 1 or np.any(sizes < 1):
         raise ValueError(f"shard sizes {sizes.tolist()} must be a non-empty list of positive row counts")
     if batch_size < 2 * sizes.size:
-        raise ValueError(f"batch_size={batch_size} is below 2 rows for each of the {sizes.size} shards: use at least "
-                         f"{2 * sizes.size} (each shard estimates its variance from its own draws)")
+        raise ValueError(
+            f"batch_size={batch_size} is below 2 rows for each of the {sizes.size} shards: use at least "
+            f"{2 * sizes.size} (each shard estimates its variance from its own draws)"
+        )
     share = batch_size * sizes / sizes.sum()
     m = np.maximum(np.floor(share).astype(np.int64), 2)
     order = np.argsort(-(share - np.floor(share)), kind="stable")
@@ -63,15 +65,19 @@ def stratum_sums(terms: jax.Array, valid: jax.Array, n_rows: jax.Array, count: j
     mean_z = jnp.sum(z) / m
     v = jnp.maximum(jnp.sum(z * z) - m * mean_z * mean_z, 0.0) / (m - 1.0)
     variance = n * n * v / m
-    return StratumSums(total=n * (shift + mean_z), variance=variance, dof_term=variance * variance / (m - 1.0),
-                       bad=bad.astype(dtype))
+    return StratumSums(
+        total=n * (shift + mean_z), variance=variance, dof_term=variance * variance / (m - 1.0), bad=bad.astype(dtype)
+    )
 
 
 def combine(summed: StratumSums) -> tuple[jax.Array, jax.Array, jax.Array]:
     """The estimate of the whole sum, its estimated variance and Satterthwaite's degrees of freedom, from the shards'
     ``StratumSums`` summed (the degrees of freedom are infinite when the variance is 0)."""
-    dof = jnp.where(summed.dof_term > 0, summed.variance * summed.variance / jnp.where(summed.dof_term > 0, summed.dof_term, 1.0),
-                    jnp.inf)
+    dof = jnp.where(
+        summed.dof_term > 0,
+        summed.variance * summed.variance / jnp.where(summed.dof_term > 0, summed.dof_term, 1.0),
+        jnp.inf,
+    )
     return summed.total, summed.variance, dof
 
 

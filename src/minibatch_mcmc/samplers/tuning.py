@@ -122,14 +122,22 @@ def tune_chains(
         weights = np.asarray(marks(steps.reshape(-1))).reshape(weights.shape)
     state = jax.vmap(runner.kernel_for_scale(scale_array(initial_scale, positions)).init)(positions)
     da = dual_averaging_init(initial_scale)
-    mu, log_scale, coarse = float(da.log_scale), float(da.log_scale), (num_windows + 3) // 4  # mu: the start itself (module docstring)
+    mu, log_scale, coarse = (
+        float(da.log_scale),
+        float(da.log_scale),
+        (num_windows + 3) // 4,
+    )  # mu: the start itself (module docstring)
     acceptance, data_used = np.full(num_windows, math.nan), 0
     for w in range(num_windows):
-        state, _, recs = runner.run_block(key, state, arrays, steps[w], temps, scale_array(math.exp(log_scale), positions))
+        state, _, recs = runner.run_block(
+            key, state, arrays, steps[w], temps, scale_array(math.exp(log_scale), positions)
+        )
         recs = jax.device_get({k: recs[k] for k in ("accepted", "batch_size", "hidden_data", "nonfinite")})
         if np.any(recs["nonfinite"]):
-            raise ValueError(f"tune_chains: a non-finite log-likelihood ratio in window {w} (scale near {math.exp(log_scale):.4g});"
-                             " check the model's support or lower initial_scale")
+            raise ValueError(
+                f"tune_chains: a non-finite log-likelihood ratio in window {w} (scale near {math.exp(log_scale):.4g});"
+                " check the model's support or lower initial_scale"
+            )
         data_used += int(np.sum(recs["batch_size"], dtype=np.int64) + np.sum(recs["hidden_data"], dtype=np.int64))
         if not weights[w].any():
             continue
@@ -139,10 +147,19 @@ def tune_chains(
             log_scale = float(da.log_scale_avg if w == coarse - 1 else da.log_scale)
         else:  # Robbins-Monro on the window's acceptance rate, gain ROBBINS_MONRO_GAIN / k
             log_scale += ROBBINS_MONRO_GAIN * (rate - target_accept) / (w - coarse + 1)
-    return TuneResult(scale=math.exp(log_scale), position=state.position, state=state, acceptance=acceptance, data_used=data_used,
-                      seconds=time.perf_counter() - start, compilations=runner.compilations())
+    return TuneResult(
+        scale=math.exp(log_scale),
+        position=state.position,
+        state=state,
+        acceptance=acceptance,
+        data_used=data_used,
+        seconds=time.perf_counter() - start,
+        compilations=runner.compilations(),
+    )
 
 
 def untuned(position: Any) -> TuneResult:
     """What the warm-up's tuning phase returns for a proposal with nothing to tune: scale 1, no acceptance measured, no cost."""
-    return TuneResult(scale=1.0, position=position, state=None, acceptance=np.array([math.nan]), data_used=0, seconds=0.0)
+    return TuneResult(
+        scale=1.0, position=position, state=None, acceptance=np.array([math.nan]), data_used=0, seconds=0.0
+    )

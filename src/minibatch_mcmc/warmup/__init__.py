@@ -13,15 +13,15 @@ other; other modes, ``multistart.py``; the no-mode check, ``no_mode.py``), the e
 """
 
 from minibatch_mcmc.warmup.api import (
-                                       AUTO_CANDIDATES,
-                                       DEFAULT_PROPOSAL,
-                                       DEFAULT_TEST,
-                                       PROPOSALS,
-                                       TARGET_ACCEPT,
-                                       Warmup,
-                                       decision_rule,
-                                       default_test,
-                                       warmup,
+    AUTO_CANDIDATES,
+    DEFAULT_PROPOSAL,
+    DEFAULT_TEST,
+    PROPOSALS,
+    TARGET_ACCEPT,
+    Warmup,
+    decision_rule,
+    default_test,
+    warmup,
 )
 from minibatch_mcmc.warmup.auto import auto_sample, stored_warmup
 from minibatch_mcmc.warmup.context import WarmupContext, WarmupSettings

@@ -133,11 +133,20 @@ class Warmup(NamedTuple):
     def summary(self) -> dict:
         """Per phase (``sampling`` and ``check`` too): passes over ``N``, rows read, seconds and compile seconds; the warm-up's
         totals, and ``fit_seconds``, every phase's (``fit_cost`` adds ``from_numpyro``'s conversion and prints the table)."""
-        phases = {k: {"passes": c.passes, "rows": c.data, "seconds": c.seconds, "compile_seconds": c.compile_seconds}
-                  for k, c in self.cost.items()}
+        phases = {
+            k: {"passes": c.passes, "rows": c.data, "seconds": c.seconds, "compile_seconds": c.compile_seconds}
+            for k, c in self.cost.items()
+        }
         total_passes = float(sum(c.passes for k, c in self.cost.items() if k not in AFTER_WARMUP))
-        return {"phases": phases, "total_passes": total_passes, "total_rows": self.total_data, "total_seconds": self.total_seconds,
-                "fit_seconds": fit_cost(warm=self).seconds, "proposal": self.kind, "why": self.why}
+        return {
+            "phases": phases,
+            "total_passes": total_passes,
+            "total_rows": self.total_data,
+            "total_seconds": self.total_seconds,
+            "fit_seconds": fit_cost(warm=self).seconds,
+            "proposal": self.kind,
+            "why": self.why,
+        }
 
 
 @timed_setup
@@ -205,22 +214,52 @@ def warmup(
     num_chains = None if num_chains is None else check_int(num_chains, "num_chains", 1)
     num_samples = None if num_samples is None else check_int(num_samples, "num_samples", 1)
     if s.target_accept is not None and kind in GLOBAL + ("auto", None):
-        raise ValueError(f"target_accept={s.target_accept!r} has no effect with proposal={kind!r}, which is not tuned: leave it None, "
-                         f"or name a tuned proposal ({', '.join(repr(k) for k in KINDS if k not in GLOBAL)})")
-    source, sized = as_data_source(data), test is None  # the default test's minibatch is sized for a global move (below)
+        raise ValueError(
+            f"target_accept={s.target_accept!r} has no effect with proposal={kind!r}, which is not tuned: leave it None, "
+            f"or name a tuned proposal ({', '.join(repr(k) for k in KINDS if k not in GLOBAL)})"
+        )
+    source, sized = (
+        as_data_source(data),
+        test is None,
+    )  # the default test's minibatch is sized for a global move (below)
     test = default_test(source.n, model) if test is None else named_test(test)
     rule = decision_rule(test)
     k_mode, k_tune, k_centre = jax.random.split(as_key(key), 3)
-    found = find_centre(model, source, theta0, as_key(key), k_mode, temperature=temperature, order=s.order,
-                        newton_steps=s.newton_steps, num_starts=s.num_starts, progress=progress,
-                        stratum=check_bool(s.stratum, "stratum") and not needs_bounds(test))  # exact tests need no stratum
-    cov, proxy, modes, influence, cost, mode_theta = found.covariance, found.proxy, found.modes, found.influence, found.cost, found.theta_hat
+    found = find_centre(
+        model,
+        source,
+        theta0,
+        as_key(key),
+        k_mode,
+        temperature=temperature,
+        order=s.order,
+        newton_steps=s.newton_steps,
+        num_starts=s.num_starts,
+        progress=progress,
+        stratum=check_bool(s.stratum, "stratum") and not needs_bounds(test),
+    )  # exact tests need no stratum
+    cov, proxy, modes, influence, cost, mode_theta = (
+        found.covariance,
+        found.proxy,
+        found.modes,
+        found.influence,
+        found.cost,
+        found.theta_hat,
+    )
     chol = cholesky_factor(cov, cov.shape[0])
-    ctx = WarmupContext(model, source, test, estimator_for(test, model, source, proxy, chol, influence), temperature, rule)
+    ctx = WarmupContext(
+        model, source, test, estimator_for(test, model, source, proxy, chol, influence), temperature, rule
+    )
     if sized and needs_bounds(test):  # a GLM's exact default, kept where it reads at most the penalty test's rows
-        ctx = exact_or_penalty(ctx, proxy, chol, influence, default_test(source.n), jax.random.fold_in(k_tune, 3), progress)
+        ctx = exact_or_penalty(
+            ctx, proxy, chol, influence, default_test(source.n), jax.random.fold_in(k_tune, 3), progress
+        )
         test, rule = ctx.test, ctx.rule
-    kind, why = (kind, "named") if kind is not None else default_kind(0 if influence is None else influence.rows.size, len(modes))
+    kind, why = (
+        (kind, "named")
+        if kind is not None
+        else default_kind(0 if influence is None else influence.rows.size, len(modes))
+    )
     if kind == "auto":
         with PhaseClock("choose", source.n, progress) as clock:
             kind, data = choose_by_efficiency(ctx, chol, mode_theta, k_tune, AUTO_CANDIDATES)
@@ -234,7 +273,9 @@ def warmup(
         if kind in GLOBAL:  # nothing to tune: the Laplace fit sets the move
             tuned = untuned(mode_theta)
         else:
-            reused = num_chains is not None and not s.recentre and len(modes) <= 1  # all chains, on the runner sampling reuses
+            reused = (
+                num_chains is not None and not s.recentre and len(modes) <= 1
+            )  # all chains, on the runner sampling reuses
             if reused:
                 starts = laplace_starts(proxy.centre, cov, modes, num_chains, jax.random.fold_in(k_tune, 1))
                 move, counted = make, tuned_steps(kind)
@@ -242,8 +283,18 @@ def warmup(
                 starts = jax.tree_util.tree_map(lambda a: jnp.asarray(a)[None], mode_theta)
                 move, counted = proposal_for(tuned_kind, proxy, model, chol, temperature, rule), None
             with bad_rows_named(model, source, mode_theta):
-                tuned, bound = tune(ctx, move, starts, k_tune, target, tuned_kind, s.num_windows, s.window_size, counted,
-                                    num_samples if reused else None)
+                tuned, bound = tune(
+                    ctx,
+                    move,
+                    starts,
+                    k_tune,
+                    target,
+                    tuned_kind,
+                    s.num_windows,
+                    s.window_size,
+                    counted,
+                    num_samples if reused else None,
+                )
             runner = bound if reused else None
     cost["tuning"] = clock.cost(tuned.data_used)
     if s.recentre:
@@ -254,9 +305,21 @@ def warmup(
         make = proposal_for(kind, proxy, model, chol, temperature, rule)
     if sized and kind in GLOBAL and contract(test).sized_batch:
         with PhaseClock("batch", source.n, progress) as clock:
-            choice = choose_batch_size(model, source, ctx.estimator, proxy.centre, chol, test.batch_size,
-                                       jax.random.fold_in(k_tune, 2), temperature=temperature, sigma_max=test.sigma_max)
-        ctx, cost["batch"] = ctx._replace(test=test._replace(batch_size=choice.batch_size)), clock.cost(choice.data_used)
+            choice = choose_batch_size(
+                model,
+                source,
+                ctx.estimator,
+                proxy.centre,
+                chol,
+                test.batch_size,
+                jax.random.fold_in(k_tune, 2),
+                temperature=temperature,
+                sigma_max=test.sigma_max,
+            )
+        ctx, cost["batch"] = (
+            ctx._replace(test=test._replace(batch_size=choice.batch_size)),
+            clock.cost(choice.data_used),
+        )
     kernels, cost["proxy"] = mode_kernels(ctx, modes[1:], s.order, kind, float(tuned.scale), cost["proxy"])
     return Warmup(
         centre=proxy.centre,

@@ -111,27 +111,67 @@ def auto_sample(
     use_compilation_cache()  # before anything compiles: a new process reads what an earlier one compiled
     check_int(check_draws, "check_draws", 0)
     k_warm, k_start, k_run = jax.random.split(as_key(key), 3)
-    options = dict(test=test, proposal=proposal, order=order, temperature=temperature, recentre=recentre, num_starts=num_starts,
-                   newton_steps=newton_steps, stratum=stratum)
+    options = dict(
+        test=test,
+        proposal=proposal,
+        order=order,
+        temperature=temperature,
+        recentre=recentre,
+        num_starts=num_starts,
+        newton_steps=newton_steps,
+        stratum=stratum,
+    )
     run = merged_run(run, **run_options)._replace(progress=progress)
     reason = None if test is not None or proposal is not None or temperature != 1.0 else small_groups(model, data)
     if reason is not None:  # a GLMM with small groups: full-data NUTS (warmup.full_data)
         return routed_fit(model, data, theta0, reason, num_samples, num_chains, k_run, run)
     if all(x is None for x in (run.checkpoint_dir, run.devices, run.data_sharding)):
-        options.update(num_chains=num_chains, num_samples=num_samples)  # tuning on the runner sampling reuses (not with recentre)
-    with run_directory(run.checkpoint_dir, run.resume, (SETTINGS_FILE, WARMUP_SETTINGS)):  # refused at once, or locked throughout
-        return _warm_and_sample(model, data, theta0, (k_warm, k_start, k_run), options, num_samples, num_chains, temperature,
-                                check_draws, run)
+        options.update(
+            num_chains=num_chains, num_samples=num_samples
+        )  # tuning on the runner sampling reuses (not with recentre)
+    with run_directory(
+        run.checkpoint_dir, run.resume, (SETTINGS_FILE, WARMUP_SETTINGS)
+    ):  # refused at once, or locked throughout
+        return _warm_and_sample(
+            model,
+            data,
+            theta0,
+            (k_warm, k_start, k_run),
+            options,
+            num_samples,
+            num_chains,
+            temperature,
+            check_draws,
+            run,
+        )
 
 
-def routed_fit(model: Model, data: PyTree | DataSource, theta0: PyTree, reason: str, num_samples: int, num_chains: int,
-               key: jax.Array, run: RunOptions) -> tuple[SampleResult, Warmup]:
+def routed_fit(
+    model: Model,
+    data: PyTree | DataSource,
+    theta0: PyTree,
+    reason: str,
+    num_samples: int,
+    num_chains: int,
+    key: jax.Array,
+    run: RunOptions,
+) -> tuple[SampleResult, Warmup]:
     """``auto_sample`` routed to full-data NUTS (``warmup.full_data``), said in one warning line: its run, and a ``Warmup``
     whose ``cost`` holds NUTS's ``adaptation`` and ``sampling`` and whose ``kind`` is ``"full_data_nuts"``."""
     announce_route(reason, run)
     result, cost = full_data_nuts(model, data, theta0, num_samples=num_samples, num_chains=num_chains, key=key)
-    return result, Warmup(centre=theta0, covariance=np.empty((0, 0)), proxy=None, proposal=None, scale=math.nan, test=None,
-                          acceptance=float(np.mean(result.records["accepted"])), cost=cost, kind="full_data_nuts", why="rule: " + reason)
+    return result, Warmup(
+        centre=theta0,
+        covariance=np.empty((0, 0)),
+        proxy=None,
+        proposal=None,
+        scale=math.nan,
+        test=None,
+        acceptance=float(np.mean(result.records["accepted"])),
+        cost=cost,
+        kind="full_data_nuts",
+        why="rule: " + reason,
+    )
 
 
 def _warm_and_sample(model, data, theta0, keys, options, num_samples, num_chains, temperature, check_draws, run):
@@ -143,11 +183,26 @@ def _warm_and_sample(model, data, theta0, keys, options, num_samples, num_chains
         result = _sample(model, data, w, k_start, k_run, num_samples, num_chains, temperature, run)
     sampled = sampling_cost(result)._replace(seconds=clock.seconds, compile_seconds=clock.compile_seconds)
     w = w._replace(cost={**w.cost, "sampling": sampled})
-    if check_draws and not w.mode_kernels and not needs_bounds(w.test):  # an exact test's draws do not rest on the proxy
-        checked, cost = timed_check(model, data, w.estimator, w.proxy.centre, result.kernel_positions, num_draws=check_draws,
-                                    temperature=temperature, records=result.records, rule=decision_rule(w.test), progress=progress,
-                                    key=jax.random.fold_in(k_run, 29), stratum=bool(options["stratum"]), proposal=w.proposal,
-                                    test=w.test, run_key=k_run)
+    if (
+        check_draws and not w.mode_kernels and not needs_bounds(w.test)
+    ):  # an exact test's draws do not rest on the proxy
+        checked, cost = timed_check(
+            model,
+            data,
+            w.estimator,
+            w.proxy.centre,
+            result.kernel_positions,
+            num_draws=check_draws,
+            temperature=temperature,
+            records=result.records,
+            rule=decision_rule(w.test),
+            progress=progress,
+            key=jax.random.fold_in(k_run, 29),
+            stratum=bool(options["stratum"]),
+            proposal=w.proposal,
+            test=w.test,
+            run_key=k_run,
+        )
         w = w._replace(proxy_check=checked, cost={**w.cost, "check": cost})
     return result, w
 
@@ -161,43 +216,125 @@ def _sample(model, data, w, k_start, k_run, num_samples, num_chains, temperature
     if w.mode_kernels:  # chain c in mode c mod M, with that mode's proxy and proposal
         m = len(w.modes)
         kernels = [(w.estimator, w.proposal)] + list(w.mode_kernels)
-        groups = [ChainGroup(tuple(range(k, num_chains, m)), kernels[k][1], kernels[k][0]) for k in range(min(m, num_chains))]
-        return sample_groups(model, data, starts, groups, test=w.test, num_samples=num_samples, key=k_run, temperature=temperature,
-                             run=run, compiler_options=options)
+        groups = [
+            ChainGroup(tuple(range(k, num_chains, m)), kernels[k][1], kernels[k][0]) for k in range(min(m, num_chains))
+        ]
+        return sample_groups(
+            model,
+            data,
+            starts,
+            groups,
+            test=w.test,
+            num_samples=num_samples,
+            key=k_run,
+            temperature=temperature,
+            run=run,
+            compiler_options=options,
+        )
     return sample_compiled(
-        model, data, starts, proposal=w.proposal, test=w.test, estimator=w.estimator, num_samples=num_samples,
-        num_chains=num_chains, key=k_run, temperature=temperature, batched_init=True, run=run, runner=w.runner,
+        model,
+        data,
+        starts,
+        proposal=w.proposal,
+        test=w.test,
+        estimator=w.estimator,
+        num_samples=num_samples,
+        num_chains=num_chains,
+        key=k_run,
+        temperature=temperature,
+        batched_init=True,
+        run=run,
+        runner=w.runner,
         compiler_options=options,
     )
 
 
-def stored_warmup(model: Model, data: PyTree | DataSource, theta0: PyTree, key: jax.Array, options: dict, directory, resume: bool,
-                  progress: bool = False) -> Warmup:
+def stored_warmup(
+    model: Model,
+    data: PyTree | DataSource,
+    theta0: PyTree,
+    key: jax.Array,
+    options: dict,
+    directory,
+    resume: bool,
+    progress: bool = False,
+) -> Warmup:
     """``warmup(...)``, saved in the checkpoint ``directory`` (a new run), or restored from it (``resume``)."""
     if directory is None:
         return warmup(model, data, theta0, key=key, progress=progress, **options)
     source = as_data_source(data)
-    settings = {"seed": fingerprint(key), "model": fingerprint(model), "theta0": fingerprint(theta0),
-                "options": fingerprint(options), "data": data_fingerprint(source.arrays(), source.n)}
-    types, refs = LIBRARY_TYPES + (LocalMode,), {"model": model}  # a stratified proxy holds the model: supplied again on load
+    settings = {
+        "seed": fingerprint(key),
+        "model": fingerprint(model),
+        "theta0": fingerprint(theta0),
+        "options": fingerprint(options),
+        "data": data_fingerprint(source.arrays(), source.n),
+    }
+    types, refs = (
+        LIBRARY_TYPES + (LocalMode,),
+        {"model": model},
+    )  # a stratified proxy holds the model: supplied again on load
     saved = load_warmup(directory, settings, types, refs) if resume else None
     if saved is not None:
         return restored(model, source.n, saved, options)
     w = warmup(model, data, theta0, key=key, progress=progress, **options)
-    save_warmup(directory, settings, {"proxy": w.proxy, "covariance": w.covariance, "scale": w.scale, "acceptance": w.acceptance,
-                                      "cost": w.cost, "modes": w.modes, "mode_proxies": [k[0] for k in w.mode_kernels], "kind": w.kind,
-                                      "why": w.why, "estimator": w.estimator, "influence": w.influence, "test": w.test}, types, refs)
+    save_warmup(
+        directory,
+        settings,
+        {
+            "proxy": w.proxy,
+            "covariance": w.covariance,
+            "scale": w.scale,
+            "acceptance": w.acceptance,
+            "cost": w.cost,
+            "modes": w.modes,
+            "mode_proxies": [k[0] for k in w.mode_kernels],
+            "kind": w.kind,
+            "why": w.why,
+            "estimator": w.estimator,
+            "influence": w.influence,
+            "test": w.test,
+        },
+        types,
+        refs,
+    )
     return w
 
 
 def restored(model: Model, n: int, saved: dict, options: dict) -> Warmup:
     """The ``Warmup`` from its saved parts: the proposal rebuilt from the proxy, covariance, kind and tuned scale."""
     proxy, cov, kind = saved["proxy"], saved["covariance"], saved["kind"]
-    test = saved["test"] if "test" in saved else default_test(n) if options["test"] is None else named_test(options["test"])
+    test = (
+        saved["test"]
+        if "test" in saved
+        else default_test(n)
+        if options["test"] is None
+        else named_test(options["test"])
+    )
     rule = decision_rule(test)
     make = proposal_for(kind, proxy, model, cholesky_factor(cov, cov.shape[0]), options["temperature"], rule)
-    kernels = tuple((p, proposal_for(kind, p, model, cholesky_factor(m.covariance, cov.shape[0]), options["temperature"], rule)(saved["scale"]))
-                    for p, m in zip(saved["mode_proxies"], saved["modes"][1:]))
-    return Warmup(centre=proxy.centre, covariance=cov, proxy=proxy, proposal=make(saved["scale"]), scale=saved["scale"],
-                  acceptance=saved["acceptance"], test=test, cost=saved["cost"], modes=saved["modes"], mode_kernels=kernels,
-                  kind=kind, why=saved.get("why", "named"), estimator=saved["estimator"], influence=saved["influence"])
+    kernels = tuple(
+        (
+            p,
+            proposal_for(kind, p, model, cholesky_factor(m.covariance, cov.shape[0]), options["temperature"], rule)(
+                saved["scale"]
+            ),
+        )
+        for p, m in zip(saved["mode_proxies"], saved["modes"][1:])
+    )
+    return Warmup(
+        centre=proxy.centre,
+        covariance=cov,
+        proxy=proxy,
+        proposal=make(saved["scale"]),
+        scale=saved["scale"],
+        acceptance=saved["acceptance"],
+        test=test,
+        cost=saved["cost"],
+        modes=saved["modes"],
+        mode_kernels=kernels,
+        kind=kind,
+        why=saved.get("why", "named"),
+        estimator=saved["estimator"],
+        influence=saved["influence"],
+    )

@@ -82,8 +82,9 @@ def laplace_pairs(factor: np.ndarray, moves: int, rng: np.random.Generator) -> t
     return z[0] @ np.asarray(factor, np.float64).T, z[1] @ np.asarray(factor, np.float64).T
 
 
-def residual_matrix(model: Model, estimator: Estimator, rows: PyTree, centre: PyTree, at: np.ndarray,
-                    moved: np.ndarray) -> np.ndarray:
+def residual_matrix(
+    model: Model, estimator: Estimator, rows: PyTree, centre: PyTree, at: np.ndarray, moved: np.ndarray
+) -> np.ndarray:
     """The test's residuals ``d_i = e_i(theta, theta')`` over ``rows`` per move ``(centre + at, centre + moved)`` (flat
     offsets; float64, shape ``(moves, rows)``, a move with a non-finite residual dropped; a residual within its row's
     float32 resolution counted as 0, as ``proxy_check`` counts it)."""
@@ -93,7 +94,9 @@ def residual_matrix(model: Model, estimator: Estimator, rows: PyTree, centre: Py
         d = estimator.log_ratio(model, unravel(flat + a), unravel(flat + b))(rows)
         return without_rounding(d, model, flat, unravel, rows)  # as the check counts them
 
-    work = 2 * at.shape[0] * jax.tree_util.tree_leaves(rows)[0].shape[0] * flat.size  # both ends of every move, every row
+    work = (
+        2 * at.shape[0] * jax.tree_util.tree_leaves(rows)[0].shape[0] * flat.size
+    )  # both ends of every move, every row
     run = jax.jit(jax.vmap(one), compiler_options=compile_options(work, ONE_OFF_WORK))
     d = np.asarray(run(jnp.asarray(at, flat.dtype), jnp.asarray(moved, flat.dtype)), np.float64)
     return d[np.all(np.isfinite(d), axis=1)]
@@ -106,21 +109,34 @@ def power_sums(d: np.ndarray) -> np.ndarray:
     return np.stack([np.sum(d, axis=1), np.sum(d2, axis=1), np.sum(d2 * d, axis=1), np.sum(d2 * d2, axis=1)], axis=1)
 
 
-def residual_sums(model: Model, estimator: Estimator, rows: PyTree, centre: PyTree, at: np.ndarray,
-                  moved: np.ndarray) -> np.ndarray:
+def residual_sums(
+    model: Model, estimator: Estimator, rows: PyTree, centre: PyTree, at: np.ndarray, moved: np.ndarray
+) -> np.ndarray:
     """``power_sums`` of ``residual_matrix``: what ``normality.minibatch_shape`` reads."""
     return power_sums(residual_matrix(model, estimator, rows, centre, at, moved))
 
 
-def choose_batch_size(model: Model, source: DataSource, estimator: Estimator, centre: PyTree, factor: np.ndarray,
-                      batch_size: int, key: jax.Array, *, temperature: float = 1.0, sigma_max: float = SIGMA_MAX) -> BatchChoice:
+def choose_batch_size(
+    model: Model,
+    source: DataSource,
+    estimator: Estimator,
+    centre: PyTree,
+    factor: np.ndarray,
+    batch_size: int,
+    key: jax.Array,
+    *,
+    temperature: float = 1.0,
+    sigma_max: float = SIGMA_MAX,
+) -> BatchChoice:
     """The smallest minibatch from ``batch_size`` up whose predicted per-step error is at most ``PREDICTED_MAX`` (module
     docstring) for the penalty test with ``sigma_max``; ``factor`` is the Laplace covariance's lower Cholesky factor (flat
     order), ``centre`` the proxy's centre."""
     n_pop = estimator.population_size(source.n)
     if batch_size >= n_pop:
         return BatchChoice(int(batch_size), 0.0, 0.0, 0)
-    rng = np.random.default_rng(np.asarray(jax.random.key_data(key)).ravel().tolist())  # numpy's: jax.random compiles per shape
+    rng = np.random.default_rng(
+        np.asarray(jax.random.key_data(key)).ravel().tolist()
+    )  # numpy's: jax.random compiles per shape
     rows = min(n_pop, ROWS)
     idx = np.arange(n_pop) if rows == n_pop else np.sort(rng.choice(n_pop, rows, replace=False))
     sample = take(estimator.population(source.arrays()), jnp.asarray(idx, jnp.int32))
@@ -143,8 +159,9 @@ def size_grid(batch_size: int, n_pop: int) -> list[int]:
     return sizes
 
 
-def smallest_batch(d: np.ndarray, order: np.ndarray, n_pop: int, batch_size: int, temperature: float,
-                   sigma_max: float = SIGMA_MAX) -> BatchChoice:
+def smallest_batch(
+    d: np.ndarray, order: np.ndarray, n_pop: int, batch_size: int, temperature: float, sigma_max: float = SIGMA_MAX
+) -> BatchChoice:
     """The first of ``size_grid(batch_size, n_pop)`` whose predicted per-step error (``step_error``, from the residuals
     ``d`` of sampled rows at each move, simulated in ``order``) is at most ``PREDICTED_MAX``, found by bisection (the error
     falls with ``m``; the simulations share their rows and orders), else the last, with a warning that names the
@@ -175,5 +192,7 @@ def smallest_batch(d: np.ndarray, order: np.ndarray, n_pop: int, batch_size: int
             f"estimate's median skewness {skew:.3g}, excess kurtosis {kurt:.3g}: the proxy leaves large or heavy-tailed "
             f"residuals at posterior-scale moves. Sampling at m={m}; for an exact chain pass an exact test (test='smh', "
             "'mhss' or 'tunamh' for a GLM: logistic, probit, Poisson, Gaussian or Student-t regression with nu and sigma fixed; "
-            "or MetropolisTest)", stacklevel=4)
+            "or MetropolisTest)",
+            stacklevel=4,
+        )
     return BatchChoice(m, error, at(0).error, 0, skew, kurt, rows)

@@ -54,16 +54,31 @@ def with_rows(influence: Influence, rows: np.ndarray) -> Influence:
     return influence._replace(rows=merged, deviation=deviation)
 
 
-def find_centre(model: Model, source: DataSource, theta0: PyTree, key: jax.Array, k_mode: jax.Array, *, temperature: float, order: int,
-                newton_steps: int, num_starts: int, stratum: bool, progress: bool = False) -> Centre:
+def find_centre(
+    model: Model,
+    source: DataSource,
+    theta0: PyTree,
+    key: jax.Array,
+    k_mode: jax.Array,
+    *,
+    temperature: float,
+    order: int,
+    newton_steps: int,
+    num_starts: int,
+    stratum: bool,
+    progress: bool = False,
+) -> Centre:
     """Mode, covariance, proxy, other modes and stratum (``key``: the warm-up's key, ``k_mode`` the mode search's)."""
     if int(ravel_pytree(theta0)[0].size) > MAX_DENSE_DIM:
         raise ValueError(
             f"the warm-up needs the Hessian at the mode for the Laplace covariance; the model has more than "
             f"{MAX_DENSE_DIM} parameters for a dense Hessian: build the proxy with taylor_proxy(order=1) and tune by hand"
-            + ("; for this GLMM with one grouping factor, optim.block_newton.block_mode finds the mode and an arrow-shaped "
-               "Laplace fit without a dense Hessian, and control_variates.arrow_hmc runs proxy HMC with it as the mass"
-               if model.glmm is not None and len(model.glmm.layout.levels) == 1 else "")
+            + (
+                "; for this GLMM with one grouping factor, optim.block_newton.block_mode finds the mode and an arrow-shaped "
+                "Laplace fit without a dense Hessian, and control_variates.arrow_hmc runs proxy HMC with it as the mass"
+                if model.glmm is not None and len(model.glmm.layout.levels) == 1
+                else ""
+            )
         )
     first_rows = take(source.arrays(), jnp.arange(min(2, source.n)))  # the same rows in every process of a split source
     check_model(model, theta0, first_rows)  # one clear line before any pass
@@ -71,16 +86,34 @@ def find_centre(model: Model, source: DataSource, theta0: PyTree, key: jax.Array
     starts = num_starts + num_starts % 2
     with PhaseClock("mode", n, progress) as clock:
         with bad_rows_named(model, source, theta0):
-            found = lean_mode(model, source, theta0, key=k_mode, probe_key=jax.random.fold_in(key, 20), temperature=temperature,
-                              num_starts=starts, newton_steps=newton_steps, order=order)
+            found = lean_mode(
+                model,
+                source,
+                theta0,
+                key=k_mode,
+                probe_key=jax.random.fold_in(key, 20),
+                temperature=temperature,
+                num_starts=starts,
+                newton_steps=newton_steps,
+                order=order,
+            )
             mode, probe = found.mode, found.probe
         check_mode(model, mode, n, newton_steps, found.rising)
         cov = laplace_covariance(mode.hessian)
         first = LocalMode(mode.theta_hat, mode.log_posterior, cov)
         modes, used = (), mode.data_used
         if num_starts:
-            search = modes_from_ends(model, source, first, found.ends, temperature, newton_steps, 0, 0.0,
-                                     slack=0.0 if found.filtered else distance(found.start_end, first))
+            search = modes_from_ends(
+                model,
+                source,
+                first,
+                found.ends,
+                temperature,
+                newton_steps,
+                0,
+                0.0,
+                slack=0.0 if found.filtered else distance(found.start_end, first),
+            )
             warn_several_modes(search.modes)
             modes, used = search.modes, used + search.data_used
     if model.glmm is not None and order == 2:  # a GLMM's proxy in predictor space: its own pass after the mode's
@@ -94,8 +127,15 @@ def find_centre(model: Model, source: DataSource, theta0: PyTree, key: jax.Array
     influence = None
     if stratum:  # its own key, so the other phases' keys are those of a run without it
         with PhaseClock("influence", n, progress) as clock:
-            influence = influential_rows(model, source, proxy, cholesky_factor(cov, cov.shape[0]), key=jax.random.fold_in(key, 20),
-                                         temperature=temperature, first=probe)
+            influence = influential_rows(
+                model,
+                source,
+                proxy,
+                cholesky_factor(cov, cov.shape[0]),
+                key=jax.random.fold_in(key, 20),
+                temperature=temperature,
+                first=probe,
+            )
         cost["influence"] = clock.cost(influence.data_used)
         if isinstance(proxy, GLMMProxy):  # the rows of levels whose effects move far at posterior scale, exact
             influence = with_rows(influence, level_stratum(proxy, source))

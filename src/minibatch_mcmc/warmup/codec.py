@@ -48,11 +48,40 @@ from minibatch_mcmc.models.base import GLMMLayout, GLMSpec
 from minibatch_mcmc.samplers.phase_cost import PhaseCost
 
 LIBRARY_TYPES: tuple[type, ...] = (
-    AustereMH, AustereDesign, DesignChoice, DesignTable, ErrorDesign, ErrorEstimate, ResidualBounds, CorrectionSampler,
-    CorrectionTable, SkewCorrectionTable, BarkerTest, MetropolisTest, MHMinibatch, MHMinibatchSkew, SkewSampler, MHSS,
-    MHSubLhd, MINT, MINTSettings, NaiveMinibatch, NoTest, PenaltyTest, ScalableMH,
-    PlainDifference, GLMProxy, ImportanceProxy, Influence, StratifiedProxy, TaylorProxy, GLMSpec, PhaseCost, GLMMProxy,
-    PairBlock, GLMMLayout,
+    AustereMH,
+    AustereDesign,
+    DesignChoice,
+    DesignTable,
+    ErrorDesign,
+    ErrorEstimate,
+    ResidualBounds,
+    CorrectionSampler,
+    CorrectionTable,
+    SkewCorrectionTable,
+    BarkerTest,
+    MetropolisTest,
+    MHMinibatch,
+    MHMinibatchSkew,
+    SkewSampler,
+    MHSS,
+    MHSubLhd,
+    MINT,
+    MINTSettings,
+    NaiveMinibatch,
+    NoTest,
+    PenaltyTest,
+    ScalableMH,
+    PlainDifference,
+    GLMProxy,
+    ImportanceProxy,
+    Influence,
+    StratifiedProxy,
+    TaylorProxy,
+    GLMSpec,
+    PhaseCost,
+    GLMMProxy,
+    PairBlock,
+    GLMMLayout,
 )
 """The NamedTuples of this library below the warm-up's layer that a saved warm-up may hold (the caller adds its own)."""
 
@@ -80,7 +109,10 @@ def _encode(obj: Any, allowed: dict[str, type], refs: dict[str, Any], arrays: di
         name = type_name(type(obj))
         if allowed.get(name) is not type(obj):
             raise TypeError(f"{where} is a {name}, which a saved warm-up cannot hold")
-        return {"namedtuple": name, "fields": {f: _encode(getattr(obj, f), allowed, refs, arrays, f"{where}.{f}") for f in obj._fields}}
+        return {
+            "namedtuple": name,
+            "fields": {f: _encode(getattr(obj, f), allowed, refs, arrays, f"{where}.{f}") for f in obj._fields},
+        }
     if type(obj) in (list, tuple):
         return {type(obj).__name__: [_encode(v, allowed, refs, arrays, f"{where}[{i}]") for i, v in enumerate(obj)]}
     if type(obj) is dict:
@@ -123,7 +155,9 @@ def _decode(node: Any, arrays: Any, allowed: dict[str, type], refs: dict[str, An
     if "namedtuple" in node:
         cls = allowed.get(node["namedtuple"])
         if cls is None:
-            raise ValueError(f"the saved warm-up holds a {node['namedtuple']!r}, which is not one of the classes it may hold")
+            raise ValueError(
+                f"the saved warm-up holds a {node['namedtuple']!r}, which is not one of the classes it may hold"
+            )
         return cls(**{f: _decode(v, arrays, allowed, refs) for f, v in node["fields"].items()})
     if "list" in node or "tuple" in node:
         items = [_decode(v, arrays, allowed, refs) for v in node.get("list", node.get("tuple"))]

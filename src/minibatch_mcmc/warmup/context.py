@@ -45,8 +45,12 @@ class WarmupSettings(NamedTuple):
 def merged_settings(settings: WarmupSettings | None, **knobs: Any) -> WarmupSettings:
     """``settings`` (default: ``WarmupSettings()``) with each knob given as a keyword (not None) in its place."""
     if settings is not None and not isinstance(settings, WarmupSettings):
-        raise TypeError(f"settings={settings!r} is not a WarmupSettings: build one with WarmupSettings(num_windows=..., ...)")
+        raise TypeError(
+            f"settings={settings!r} is not a WarmupSettings: build one with WarmupSettings(num_windows=..., ...)"
+        )
     unknown = sorted(set(knobs) - set(WarmupSettings._fields))
     if unknown:
         raise TypeError(f"{unknown} are not warm-up settings; they are {', '.join(WarmupSettings._fields)}")
-    return (WarmupSettings() if settings is None else settings)._replace(**{k: v for k, v in knobs.items() if v is not None})
+    return (WarmupSettings() if settings is None else settings)._replace(
+        **{k: v for k, v in knobs.items() if v is not None}
+    )

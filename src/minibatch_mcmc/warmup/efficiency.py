@@ -88,8 +88,15 @@ def measure_efficiency(
     )
 
 
-def most_efficient(kernels: dict[str, Kernel], data: PyTree, centre: PyTree, chol: np.ndarray, key: jax.Array,
-                   temperature: float = 1.0, num_chains: int = 8) -> tuple[str, int, float]:
+def most_efficient(
+    kernels: dict[str, Kernel],
+    data: PyTree,
+    centre: PyTree,
+    chol: np.ndarray,
+    key: jax.Array,
+    temperature: float = 1.0,
+    num_chains: int = 8,
+) -> tuple[str, int, float]:
     """The name of the kernel with the most effective draws per second from ``num_chains`` starts drawn from
     ``N(centre, chol chol')``, with the data read and seconds spent measuring them all."""
     t0 = time.perf_counter()
@@ -102,10 +109,19 @@ def most_efficient(kernels: dict[str, Kernel], data: PyTree, centre: PyTree, cho
     return best, sum(f.data_used for f in found.values()), time.perf_counter() - t0
 
 
-def choose_by_efficiency(ctx: WarmupContext, chol: np.ndarray, centre: PyTree, key: jax.Array, candidates: tuple[str, ...]) -> tuple[str, int]:
+def choose_by_efficiency(
+    ctx: WarmupContext, chol: np.ndarray, centre: PyTree, key: jax.Array, candidates: tuple[str, ...]
+) -> tuple[str, int]:
     """The kind of ``candidates`` with the most effective draws per second, from 8 Laplace-drawn starts, and the rows read."""
-    kernels = {k: build_kernel(ctx.model, proposal_for(k, ctx.estimator, ctx.model, chol, ctx.temperature, ctx.rule)(1.0), ctx.test,
-                               ctx.source.n, ctx.estimator)
-               for k in candidates}
+    kernels = {
+        k: build_kernel(
+            ctx.model,
+            proposal_for(k, ctx.estimator, ctx.model, chol, ctx.temperature, ctx.rule)(1.0),
+            ctx.test,
+            ctx.source.n,
+            ctx.estimator,
+        )
+        for k in candidates
+    }
     best, data, _ = most_efficient(kernels, ctx.source.arrays(), centre, chol, key, ctx.temperature)
     return best, data

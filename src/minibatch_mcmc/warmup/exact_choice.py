@@ -36,8 +36,9 @@ def needs_bounds(test: AcceptanceTest) -> bool:
     return contract(test).reads_bounds
 
 
-def estimator_for(test: AcceptanceTest, model: Model, source: DataSource, proxy: Proxy, chol: np.ndarray,
-                  influence: Influence | None) -> Estimator:
+def estimator_for(
+    test: AcceptanceTest, model: Model, source: DataSource, proxy: Proxy, chol: np.ndarray, influence: Influence | None
+) -> Estimator:
     """The warm-up's estimator: for an exact test the GLM proxy at the proxy's centre with bounds whitened by the Laplace
     factor ``chol`` (a model that is no known GLM is refused, naming what to supply); else the proxy, stratified
     by the rows it cannot see, and drawn by its rows' weights where some were found and the weights help."""
@@ -69,16 +70,28 @@ def exact_rows(estimator: Estimator, chol: np.ndarray, key: jax.Array, pairs: in
     return float(estimator.norm_sum * jnp.mean(factor))
 
 
-def exact_or_penalty(ctx: WarmupContext, proxy: Proxy, chol: np.ndarray, influence: Influence | None, penalty: AcceptanceTest,
-                     key: jax.Array, progress: bool) -> WarmupContext:
+def exact_or_penalty(
+    ctx: WarmupContext,
+    proxy: Proxy,
+    chol: np.ndarray,
+    influence: Influence | None,
+    penalty: AcceptanceTest,
+    key: jax.Array,
+    progress: bool,
+) -> WarmupContext:
     """``ctx`` with its exact default test kept where ``exact_rows`` predicts at most ``penalty.batch_size`` rows per step,
     else with ``penalty`` and its estimator; a line says which (always when it falls back)."""
     rows = exact_rows(ctx.estimator, chol, key)
     keep = rows <= penalty.batch_size
     if progress or not keep:
-        print(f"warm-up: test {ctx.test.name if keep else penalty.name} (a GLM: the exact test's bounds predict {rows:.3g} rows "
-              f"per step, the penalty test reads {penalty.batch_size})", flush=True)
+        print(
+            f"warm-up: test {ctx.test.name if keep else penalty.name} (a GLM: the exact test's bounds predict {rows:.3g} rows "
+            f"per step, the penalty test reads {penalty.batch_size})",
+            flush=True,
+        )
     if keep:
         return ctx
     rule = "barker" if penalty.decision_rule == "barker" else "metropolis"
-    return ctx._replace(test=penalty, estimator=estimator_for(penalty, ctx.model, ctx.source, proxy, chol, influence), rule=rule)
+    return ctx._replace(
+        test=penalty, estimator=estimator_for(penalty, ctx.model, ctx.source, proxy, chol, influence), rule=rule
+    )

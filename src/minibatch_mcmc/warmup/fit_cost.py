@@ -32,7 +32,9 @@ class FitCost(NamedTuple):
     def table(self) -> str:
         """One line per phase (passes, rows, seconds, compile seconds), then the total."""
         lines = [f"  {'phase':<13}{'passes':>9}{'rows':>15}{'seconds':>10}{'compiling':>11}"]
-        rows = list(self.phases.items()) + [("total", PhaseCost(self.rows, self.seconds, self.passes, self.compile_seconds))]
+        rows = list(self.phases.items()) + [
+            ("total", PhaseCost(self.rows, self.seconds, self.passes, self.compile_seconds))
+        ]
         for name, c in rows:
             lines.append(f"  {name:<13}{c.passes:>9.2f}{c.data:>15,}{c.seconds:>10.2f}{c.compile_seconds:>11.2f}")
         return "\n".join(lines)
@@ -62,8 +64,13 @@ def fit_cost(converted: Any = None, warm: Any = None, result: Any = None, before
     if result is not None and "sampling" not in phases:
         phases["sampling"] = sampling_cost(result)
     known = lambda v: 0.0 if math.isnan(v) else float(v)  # noqa: E731
-    return FitCost(phases, sum(c.seconds for c in phases.values()), int(sum(c.data for c in phases.values())),
-                   sum(known(c.passes) for c in phases.values()), sum(known(c.compile_seconds) for c in phases.values()))
+    return FitCost(
+        phases,
+        sum(c.seconds for c in phases.values()),
+        int(sum(c.data for c in phases.values())),
+        sum(known(c.passes) for c in phases.values()),
+        sum(known(c.compile_seconds) for c in phases.values()),
+    )
 
 
 def timed_setup(fn: Callable) -> Callable:
@@ -76,8 +83,12 @@ def timed_setup(fn: Callable) -> Callable:
         seconds, compiling = time.perf_counter() - t0, COMPILE_SECONDS[0] - c0
         rest = lambda f: sum(f(c) for c in w.cost.values())  # noqa: E731
         known = lambda v: 0.0 if math.isnan(v) else v  # noqa: E731
-        setup = PhaseCost(0, max(seconds - rest(lambda c: c.seconds), 0.0), 0.0,
-                          max(compiling - rest(lambda c: known(c.compile_seconds)), 0.0))
+        setup = PhaseCost(
+            0,
+            max(seconds - rest(lambda c: c.seconds), 0.0),
+            0.0,
+            max(compiling - rest(lambda c: known(c.compile_seconds)), 0.0),
+        )
         return w._replace(cost={**w.cost, "setup": setup})
 
     return wrapped

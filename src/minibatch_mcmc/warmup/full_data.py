@@ -47,8 +47,10 @@ def small_groups(model: Model, data: Any) -> str | None:
     for f, (name, levels) in enumerate(zip(model.glmm.layout.names, model.glmm.layout.levels)):
         median = float(np.median(np.bincount(np.asarray(arrays[f"g_{f}"]), minlength=levels)))
         if median < SMALL_GROUP_ROWS:
-            return (f"factor {name!r} has a median of {median:g} rows per level (fewer than {SMALL_GROUP_ROWS}): every "
-                    f"step would read about every row, so full-data NUTS samples it (name a proposal to keep the minibatch sampler)")
+            return (
+                f"factor {name!r} has a median of {median:g} rows per level (fewer than {SMALL_GROUP_ROWS}): every "
+                f"step would read about every row, so full-data NUTS samples it (name a proposal to keep the minibatch sampler)"
+            )
     return None
 
 
@@ -69,15 +71,25 @@ def nuts_records(accept: np.ndarray, steps: np.ndarray, n: int) -> dict:
     return records
 
 
-def full_data_nuts(model: Model, data: Any, theta0: PyTree, *, num_samples: int, num_chains: int, key: jax.Array,
-                   num_warmup: int = NUTS_WARMUP) -> tuple[SampleResult, dict]:
+def full_data_nuts(
+    model: Model,
+    data: Any,
+    theta0: PyTree,
+    *,
+    num_samples: int,
+    num_chains: int,
+    key: jax.Array,
+    num_warmup: int = NUTS_WARMUP,
+) -> tuple[SampleResult, dict]:
     """NumPyro NUTS on ``log p0 + sum_i log p(y_i | theta)`` over all rows: the run, and its ``adaptation`` and
     ``sampling`` costs (``PhaseCost``: rows read by the gradients, passes over ``N``, seconds)."""
     try:
         from numpyro.infer import MCMC, NUTS
     except ImportError as err:  # an optional extra
-        raise ImportError("this GLMM's groups are small and full-data NUTS samples it: install NumPyro "
-                          "(pip install 'minibatch-mcmc[numpyro]'), or name a proposal to keep the minibatch sampler") from err
+        raise ImportError(
+            "this GLMM's groups are small and full-data NUTS samples it: install NumPyro "
+            "(pip install 'minibatch-mcmc[numpyro]'), or name a proposal to keep the minibatch sampler"
+        ) from err
     source = as_data_source(data)
     rows = jax.tree_util.tree_map(jnp.asarray, source.arrays())
     flat0, unravel = ravel_pytree(theta0)
@@ -87,9 +99,17 @@ def full_data_nuts(model: Model, data: Any, theta0: PyTree, *, num_samples: int,
         return -(model.log_prior(theta) + jnp.sum(model.log_lik(theta, rows)))
 
     k_init, k_run = jax.random.split(key)
-    starts = flat0[None, :] + jax.random.uniform(k_init, (num_chains, flat0.size), flat0.dtype, -INIT_RADIUS, INIT_RADIUS)
-    mcmc = MCMC(NUTS(potential_fn=potential), num_warmup=num_warmup, num_samples=num_samples, num_chains=num_chains,
-                chain_method="vectorized", progress_bar=False)
+    starts = flat0[None, :] + jax.random.uniform(
+        k_init, (num_chains, flat0.size), flat0.dtype, -INIT_RADIUS, INIT_RADIUS
+    )
+    mcmc = MCMC(
+        NUTS(potential_fn=potential),
+        num_warmup=num_warmup,
+        num_samples=num_samples,
+        num_chains=num_chains,
+        chain_method="vectorized",
+        progress_bar=False,
+    )
     cost = {}
     for phase in ("adaptation", "sampling"):
         start = time.perf_counter()
@@ -105,7 +125,14 @@ def full_data_nuts(model: Model, data: Any, theta0: PyTree, *, num_samples: int,
     kernel = jax.vmap(jax.vmap(unravel))(jnp.asarray(draws))
     kernel = jax.tree_util.tree_map(np.asarray, kernel)
     positions = kernel if model.constrain is None else constrain_draws(model.constrain, kernel)
-    result = SampleResult(positions=positions, records=nuts_records(np.asarray(fields["accept_prob"]), np.asarray(fields["num_steps"]), source.n),
-                          method="full_data_nuts", n_data=source.n, temperature=np.ones(num_samples), wall_time=cost["sampling"].seconds,
-                          unconstrained=None if model.constrain is None else kernel, filled=())
+    result = SampleResult(
+        positions=positions,
+        records=nuts_records(np.asarray(fields["accept_prob"]), np.asarray(fields["num_steps"]), source.n),
+        method="full_data_nuts",
+        n_data=source.n,
+        temperature=np.ones(num_samples),
+        wall_time=cost["sampling"].seconds,
+        unconstrained=None if model.constrain is None else kernel,
+        filled=(),
+    )
     return result, cost

@@ -48,12 +48,16 @@ MoveBuilder = Callable[[Proxy, Model, np.ndarray, float, str], Callable[[Any], P
 """``(proxy, model, chol, temperature, rule) -> (scale -> Proposal)``."""
 
 
-def random_walk_move(proxy: Proxy, model: Model, chol: np.ndarray, temperature: float, rule: str) -> Callable[[Any], Proposal]:
+def random_walk_move(
+    proxy: Proxy, model: Model, chol: np.ndarray, temperature: float, rule: str
+) -> Callable[[Any], Proposal]:
     """``scale -> `` the random walk shaped by the Laplace covariance ``chol chol'``."""
     return lambda scale: scaled_random_walk(jnp.asarray(chol, jnp.float32), scale)
 
 
-def langevin_move(proxy: Proxy, model: Model, chol: np.ndarray, temperature: float, rule: str) -> Callable[[Any], Proposal]:
+def langevin_move(
+    proxy: Proxy, model: Model, chol: np.ndarray, temperature: float, rule: str
+) -> Callable[[Any], Proposal]:
     """``scale -> `` the proxy-gradient MALA preconditioned by the Laplace covariance, ``scale`` its step size."""
     cov = chol @ chol.T
     return lambda scale: proxy_langevin(proxy, model.log_prior, scale, cov=cov, temperature=temperature)
@@ -72,7 +76,9 @@ def independence_move(df: float | None) -> MoveBuilder:
 def hmc(proxy: Proxy, model: Model, chol: np.ndarray, temperature: float, rule: str) -> Proposal:
     """Proxy HMC: ``HMC_STEPS`` (a GLMM: ``GLMM_HMC_STEPS``) leapfrog steps over ``HMC_LENGTH[rule]`` on the proxy posterior, Laplace-preconditioned."""
     steps = HMC_STEPS if model.glmm is None else GLMM_HMC_STEPS
-    return proxy_hmc(proxy, model.log_prior, HMC_LENGTH[rule] / steps, steps, cov=chol @ chol.T, temperature=temperature)
+    return proxy_hmc(
+        proxy, model.log_prior, HMC_LENGTH[rule] / steps, steps, cov=chol @ chol.T, temperature=temperature
+    )
 
 
 def hmc_move(proxy: Proxy, model: Model, chol: np.ndarray, temperature: float, rule: str) -> Callable[[Any], Proposal]:
@@ -81,7 +87,9 @@ def hmc_move(proxy: Proxy, model: Model, chol: np.ndarray, temperature: float, r
     return lambda scale: fixed
 
 
-def mixture_move(proxy: Proxy, model: Model, chol: np.ndarray, temperature: float, rule: str) -> Callable[[Any], Proposal]:
+def mixture_move(
+    proxy: Proxy, model: Model, chol: np.ndarray, temperature: float, rule: str
+) -> Callable[[Any], Proposal]:
     """``scale -> `` proxy HMC, or with probability ``LOCAL_WEIGHT`` the random walk at ``scale``."""
     fixed, walk = hmc(proxy, model, chol, temperature, rule), random_walk_move(proxy, model, chol, temperature, rule)
     return lambda scale: mixture([fixed, walk(scale)], [1.0 - LOCAL_WEIGHT, LOCAL_WEIGHT])
@@ -139,7 +147,12 @@ KINDS: dict[str, ProposalKind] = {
 """Name -> the kind; a new proposal is its module, its test and one row here (``warmup.PROPOSALS`` adds ``"auto"``)."""
 GLOBAL = tuple(name for name, k in KINDS.items() if k.is_global)
 """Kinds whose settings come from the Laplace fit alone: no scale to tune."""
-TARGET_ACCEPT = {("metropolis", "langevin"): 0.574, ("metropolis", "random_walk"): 0.234, ("barker", "langevin"): 0.347, ("barker", "random_walk"): 0.159}
+TARGET_ACCEPT = {
+    ("metropolis", "langevin"): 0.574,
+    ("metropolis", "random_walk"): 0.234,
+    ("barker", "langevin"): 0.347,
+    ("barker", "random_walk"): 0.159,
+}
 """Default target acceptance rates by ``(rule, ProposalKind.target)``: the optimal diffusion-limit scalings (Roberts and Rosenthal for Metropolis;
 the same optimisation with Barker's acceptance function, which MHminibatch approximates, gives 0.159 and 0.347:
 its acceptance never exceeds 1/2 for small moves, so a Metropolis target would drive the scale to 0)."""

@@ -103,27 +103,57 @@ def adam_batch(n: int) -> int:
     return int(min(n, MAX_BATCH, max(MIN_BATCH, ADAM_ROWS * n // ADAM_STEPS)))
 
 
-def lean_mode(model: Model, source: DataSource, theta0: PyTree, *, key: jax.Array, probe_key: jax.Array, temperature: float = 1.0,
-              num_starts: int = 8, newton_steps: int = 10, order: int = 2, tol: float = 1e-6, learning_rate: float = 0.05) -> LeanMode:
+def lean_mode(
+    model: Model,
+    source: DataSource,
+    theta0: PyTree,
+    *,
+    key: jax.Array,
+    probe_key: jax.Array,
+    temperature: float = 1.0,
+    num_starts: int = 8,
+    newton_steps: int = 10,
+    order: int = 2,
+    tol: float = 1e-6,
+    learning_rate: float = 0.05,
+) -> LeanMode:
     """The mode reached from ``theta0``, the Taylor proxy at the last Newton point, and the other starts' Adam ends."""
     start = time.perf_counter()
     flat0, unravel = start_point(theta0)
     n, arrays, d = source.n, source.arrays(), int(flat0.size)
     b = adam_batch(n)
-    search = adam_ends(model, arrays, n, np.asarray(flat0)[None], unravel, key, temperature, ADAM_STEPS, b, learning_rate,
-                       shared=True, dispersed=num_starts)  # key split into the starts' and Adam's inside
+    search = adam_ends(
+        model,
+        arrays,
+        n,
+        np.asarray(flat0)[None],
+        unravel,
+        key,
+        temperature,
+        ADAM_STEPS,
+        b,
+        learning_rate,
+        shared=True,
+        dispersed=num_starts,
+    )  # key split into the starts' and Adam's inside
     ends, ok = search.ends, search.ok
-    if not ok[0]:  # a row non-finite at theta0 itself (bad_rows_named then names it) is the start's fault, not a region's
+    if not ok[
+        0
+    ]:  # a row non-finite at theta0 itself (bad_rows_named then names it) is the start's fault, not a region's
         step = 0 if first_nonfinite(model, arrays, n, theta0) is not None else int(search.first_bad[0])
         raise ValueError(nonfinite_search(step, search.stopped[0], flat_names(theta0)))
     chunk = min(DEFAULT_CHUNK, n)
     part = chunk_pass(model, unravel, order)
     keep = kept_rows(n)
     steps_dirs, bulk_idx = probe_plan(np.eye(d), probe_key, n, min(BULK_ROWS, chunk))
-    bulk_rows = take(arrays, jnp.asarray(np.resize(bulk_idx, chunk), jnp.int32))  # tiled to a chunk: the pass's one compilation
+    bulk_rows = take(
+        arrays, jnp.asarray(np.resize(bulk_idx, chunk), jnp.int32)
+    )  # tiled to a chunk: the pass's one compilation
     bulk_weight = np.ones(chunk, np.float32)
 
-    def pass_at(flat: jax.Array, factor: np.ndarray | None, hessian: np.ndarray | None = None) -> tuple[PassOut, np.ndarray | None]:
+    def pass_at(
+        flat: jax.Array, factor: np.ndarray | None, hessian: np.ndarray | None = None
+    ) -> tuple[PassOut, np.ndarray | None]:
         """One streamed pass at ``flat`` (with the influence probes when a Laplace factor is given, and the log-likelihood
         at the far points along the least-curved direction of a previous pass's ``hessian``)."""
         steps = probe_steps(factor, probe_key) if factor is not None else np.zeros_like(steps_dirs)
@@ -132,17 +162,39 @@ def lean_mode(model: Model, source: DataSource, theta0: PyTree, *, key: jax.Arra
         far_arg = jnp.asarray(np.zeros((2, d)) + np.asarray(flat) if far is None else far, flat.dtype)
         bulk = None
         if factor is not None:
-            bulk = np.median(np.asarray(part(bulk_rows, bulk_weight, flat, pts, far_arg)[1][0], np.float64), axis=1, keepdims=True)
+            bulk = np.median(
+                np.asarray(part(bulk_rows, bulk_weight, flat, pts, far_arg)[1][0], np.float64), axis=1, keepdims=True
+            )
         sums, top = stream(part, arrays, n, chunk, flat, pts, bulk, keep, temperature, far_arg)
         p0, g0, h0 = sums.pop("prior")
         far_sums = sums.pop("far")
-        out = PassOut(float(p0) + sums["value"] / temperature, g0 + sums["grad"] / temperature, h0 + sums["hess"] / temperature, sums, top,
-                      far=None if far is None else (far, far_sums))
+        out = PassOut(
+            float(p0) + sums["value"] / temperature,
+            g0 + sums["grad"] / temperature,
+            h0 + sums["hess"] / temperature,
+            sums,
+            top,
+            far=None if far is None else (far, far_sums),
+        )
         return out, steps
 
-    small = d <= MAX_ENSEMBLE_DIM  # else plain trust-region passes from Adam's end (a d x d eigendecomposition per iteration)
-    climbed = climb_all(model, arrays, n, np.concatenate([ends[:1], ends[1:][ok[1:]]]), unravel, jax.random.fold_in(key, 1),
-                        temperature, flat0.dtype) if small else None
+    small = (
+        d <= MAX_ENSEMBLE_DIM
+    )  # else plain trust-region passes from Adam's end (a d x d eigendecomposition per iteration)
+    climbed = (
+        climb_all(
+            model,
+            arrays,
+            n,
+            np.concatenate([ends[:1], ends[1:][ok[1:]]]),
+            unravel,
+            jax.random.fold_in(key, 1),
+            temperature,
+            flat0.dtype,
+        )
+        if small
+        else None
+    )
     sub_rows = climbed.rows if small else 0
     others = climbed.points[basin_filter(climbed, SEPARATION)] if small else ends[1:][ok[1:]]
     # Adam's end (from 0.3 N rows) is the better start where it lies within sqrt(2 d (N/m - 1)) s.d.s of the subsample mode
@@ -153,16 +205,20 @@ def lean_mode(model: Model, source: DataSource, theta0: PyTree, *, key: jax.Arra
     t_last = time.perf_counter()
     current, steps = pass_at(flat, None)
     if not current.finite:
-        raise ValueError(f"the mode search (Newton phase): non-finite full-data log posterior, gradient or Hessian at the subsample "
-                         f"search's end point (log posterior {current.value}), reached from a finite start: "
-                         f"{at_point(np.asarray(flat, np.float64), flat_names(theta0))}. "
-                         "Check the model's support there (a prior or transform that excludes it) and that log_lik is numerically stable")
+        raise ValueError(
+            f"the mode search (Newton phase): non-finite full-data log posterior, gradient or Hessian at the subsample "
+            f"search's end point (log posterior {current.value}), reached from a finite start: "
+            f"{at_point(np.asarray(flat, np.float64), flat_names(theta0))}. "
+            "Check the model's support there (a prior or transform that excludes it) and that log_lik is numerically stable"
+        )
     threshold, x, width = tol * (1 + n), np.asarray(flat, np.float64), climbed.points.shape[0] if small else 1
     passes, taken, trials, radius = 1, 0, 0, max(decrement(current.grad, current.hessian), 1e-3)
     current = current._replace(steps=steps)
     while taken < newton_steps and trials < 2 * newton_steps and not near(current, threshold):
         if small:
-            sur = surrogate_climb(climbed.evaluate, climbed.sample, climbed.m, width, x, current, radius, SURROGATE_STEPS, flat0.dtype)
+            sur = surrogate_climb(
+                climbed.evaluate, climbed.sample, climbed.m, width, x, current, radius, SURROGATE_STEPS, flat0.dtype
+            )
             trial, predicted, sub_rows = sur.point, sur.predicted, sub_rows + sur.rows
         else:
             plain = trust_step(current.grad, current.hessian, radius)
@@ -179,8 +235,14 @@ def lean_mode(model: Model, source: DataSource, theta0: PyTree, *, key: jax.Arra
             break
     flat, steps = jnp.asarray(x, flat0.dtype), current.steps
     last_seconds = time.perf_counter() - t_last
-    rising = rising_direction(model, unravel, climbed, x, current.hessian, flat0.dtype) if small and near(current, threshold) else None
-    if rising is not None:  # confirmed on the full data at the far point (a rare category's rows may be missing from the subsample)
+    rising = (
+        rising_direction(model, unravel, climbed, x, current.hessian, flat0.dtype)
+        if small and near(current, threshold)
+        else None
+    )
+    if (
+        rising is not None
+    ):  # confirmed on the full data at the far point (a rare category's rows may be missing from the subsample)
         far_value = read_far(current, rising[1])  # read by the last pass where its direction was the same
         if far_value is None:
             far_out = pass_at(jnp.asarray(rising[1], flat0.dtype), None)[0]
@@ -189,13 +251,32 @@ def lean_mode(model: Model, source: DataSource, theta0: PyTree, *, key: jax.Arra
         noise = ROUNDING * float(np.finfo(np.float32).eps) * (abs(current.sums["value"]) + 1.0)
         rising = rising[0] if np.isfinite(far_value) and far_value > current.sums["value"] + noise else None
     grad_norm = float(np.linalg.norm(current.grad))
-    mode = ModeResult(theta_hat=unravel(flat), log_posterior=current.value, grad_norm=grad_norm, hessian=current.hessian,
-                      data_used=ADAM_STEPS * b + sub_rows + passes * n, seconds=time.perf_counter() - start,
-                      newton_steps_taken=taken, converged=near(current, threshold), gradient=current.grad)
+    mode = ModeResult(
+        theta_hat=unravel(flat),
+        log_posterior=current.value,
+        grad_norm=grad_norm,
+        hessian=current.hessian,
+        data_used=ADAM_STEPS * b + sub_rows + passes * n,
+        seconds=time.perf_counter() - start,
+        newton_steps_taken=taken,
+        converged=near(current, threshold),
+        gradient=current.grad,
+    )
     proxy = proxy_from_sums(current.sums, unravel(flat), order, n)
     probe = None if current.top is None else ProbeRound(steps, current.top[0], current.top[1], int(bulk_idx.size))
-    return LeanMode(mode, proxy, others, climbed.points[0] if far else ends[0], probe, ADAM_STEPS * b, passes, last_seconds, sub_rows,
-                    small, rising)
+    return LeanMode(
+        mode,
+        proxy,
+        others,
+        climbed.points[0] if far else ends[0],
+        probe,
+        ADAM_STEPS * b,
+        passes,
+        last_seconds,
+        sub_rows,
+        small,
+        rising,
+    )
 
 
 def far_points(flat: np.ndarray, hessian: np.ndarray | None) -> np.ndarray | None:
@@ -244,16 +325,22 @@ def near(current: PassOut, threshold: float) -> bool:
 def at_point(point: np.ndarray, names: list[str]) -> str:
     """A flat point in words: its ``SHOWN`` coordinates of largest magnitude, by name."""
     big = np.argsort(-np.abs(point))[:SHOWN]
-    return ", ".join(f"{names[i]} = {point[i]:.4g}" for i in sorted(big)) + (" (the largest)" if point.size > SHOWN else "")
+    return ", ".join(f"{names[i]} = {point[i]:.4g}" for i in sorted(big)) + (
+        " (the largest)" if point.size > SHOWN else ""
+    )
 
 
 def nonfinite_search(step: int, point: np.ndarray, names: list[str]) -> str:
     """The error for the Adam phase meeting a non-finite value: at the start ``theta0``, or in a region reached from it."""
     if step <= 0:
-        return ("the mode search (Adam phase): non-finite minibatch log posterior or gradient at the start theta0; check theta0 "
-                "and the model's support")
-    return (f"the mode search (Adam phase) reached a region where the minibatch log posterior or its gradient is non-finite, at "
-            f"Adam step {step} of {ADAM_STEPS}, from a finite start theta0: it stopped at {at_point(point, names)}. The model is "
-            "NaN or infinite there: give the parameters a prior (or a constraining transform) that excludes that region, make "
-            "log_lik numerically stable there (e.g. jax.nn.log_sigmoid or logsumexp instead of the log of a probability), or "
-            "start nearer the mode")
+        return (
+            "the mode search (Adam phase): non-finite minibatch log posterior or gradient at the start theta0; check theta0 "
+            "and the model's support"
+        )
+    return (
+        f"the mode search (Adam phase) reached a region where the minibatch log posterior or its gradient is non-finite, at "
+        f"Adam step {step} of {ADAM_STEPS}, from a finite start theta0: it stopped at {at_point(point, names)}. The model is "
+        "NaN or infinite there: give the parameters a prior (or a constraining transform) that excludes that region, make "
+        "log_lik numerically stable there (e.g. jax.nn.log_sigmoid or logsumexp instead of the log of a probability), or "
+        "start nearer the mode"
+    )

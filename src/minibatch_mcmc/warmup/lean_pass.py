@@ -61,8 +61,18 @@ def chunk_pass(model: Model, unravel: Callable, order: int) -> Callable:
     return jax.jit(part)
 
 
-def stream(part: Callable, arrays: PyTree, n: int, chunk: int, c: jax.Array, points: jax.Array, bulk: np.ndarray | None,
-           keep: int, temperature: float, far: jax.Array) -> tuple[dict, tuple | None]:
+def stream(
+    part: Callable,
+    arrays: PyTree,
+    n: int,
+    chunk: int,
+    c: jax.Array,
+    points: jax.Array,
+    bulk: np.ndarray | None,
+    keep: int,
+    temperature: float,
+    far: jax.Array,
+) -> tuple[dict, tuple | None]:
     """Float64 sums over all rows (and the log prior's parts at ``c``, key ``"prior"``), and (with a ``bulk`` level) the largest
     deviations of the rows' residuals: one ``host_reduce`` pass (over several processes, one all-gather of each one's
     sums and largest deviations)."""
@@ -76,8 +86,15 @@ def stream(part: Callable, arrays: PyTree, n: int, chunk: int, c: jax.Array, poi
         if bulk is not None:
             e, scale = resid
             new = ch.first - ch.start
-            top = add_deviations(top, np.asarray(e, np.float64)[:, new:], bulk, ch.first, keep, temperature,
-                                 rounding_floor(scale, temperature)[new:])
+            top = add_deviations(
+                top,
+                np.asarray(e, np.float64)[:, new:],
+                bulk,
+                ch.first,
+                keep,
+                temperature,
+                rounding_floor(scale, temperature)[new:],
+            )
         return sums, top, tuple(np.asarray(a, np.float64) for a in prior)
 
     def final(acc: tuple) -> tuple:

@@ -13,6 +13,7 @@ A unimodal posterior thus costs the Adam minibatches and at most one pass per st
 A polished point is a new mode if Newton converged to a strictly concave point ``SEPARATION`` s.d.s from
 every known mode, with a Laplace mass at least ``MIN_MASS`` of the heaviest.
 """
+
 from __future__ import annotations
 
 import time
@@ -95,9 +96,20 @@ class AdamEnds(NamedTuple):
     """The point each start stopped at: where it met the non-finite value (it stays there), else its last iterate."""
 
 
-def adam_ends(model: Model, arrays: PyTree, n: int, starts: jax.Array, unravel, key: jax.Array, temperature: float,
-              steps: int, b: int, learning_rate: float, shared: bool = False,
-              dispersed: int | None = None) -> AdamEnds:
+def adam_ends(
+    model: Model,
+    arrays: PyTree,
+    n: int,
+    starts: jax.Array,
+    unravel,
+    key: jax.Array,
+    temperature: float,
+    steps: int,
+    b: int,
+    learning_rate: float,
+    shared: bool = False,
+    dispersed: int | None = None,
+) -> AdamEnds:
     """Vmapped minibatch Adam (cosine-decayed rate) from each start: the mean of the last quarter of iterates, and finiteness.
 
     ``shared``: every start reads the same minibatch at each step (``steps * b`` rows read in all, not per start).
@@ -138,24 +150,44 @@ def adam_ends(model: Model, arrays: PyTree, n: int, starts: jax.Array, unravel, 
         return jax.vmap(one_start, in_axes=(0, 0, None))(starts, keys, arrays)
 
     options = compile_options(count * steps * b * starts.shape[1], ONE_OFF_WORK)  # rows evaluated x d
-    ends, ok, bad, last = jax.jit(search, compiler_options=options)(starts, key, arrays)  # the rows an argument, not a constant
+    ends, ok, bad, last = jax.jit(search, compiler_options=options)(
+        starts, key, arrays
+    )  # the rows an argument, not a constant
     return AdamEnds(np.asarray(ends, np.float64), np.asarray(ok), np.asarray(bad), np.asarray(last, np.float64))
 
 
-def polish(value_fn: Callable, derivatives: Callable, source: DataSource, unravel: Callable, target: jax.Array,
-           newton_steps: int, modes: list[LocalMode]) -> tuple[ModeResult | None, int]:
+def polish(
+    value_fn: Callable,
+    derivatives: Callable,
+    source: DataSource,
+    unravel: Callable,
+    target: jax.Array,
+    newton_steps: int,
+    modes: list[LocalMode],
+) -> tuple[ModeResult | None, int]:
     """Full-data Newton from ``target`` on the search's compiled passes (``find_mode`` with no Adam phase, not recompiled).
 
     Returns the result and the rows read; the result is None when a step enters a known mode's basin (within
     ``SEPARATION`` Laplace s.d.s of one): that path leads to a mode already found, so it is not followed to the end."""
     start, threshold = time.perf_counter(), POLISH_TOL * (1 + source.n)
     known = lambda flat: not is_new(np.asarray(flat, np.float64), modes)  # noqa: E731 - inside a known basin
-    flat, last, steps, passes = newton_loop(value_fn, derivatives, source.arrays(), target, newton_steps, threshold, stop=known)
+    flat, last, steps, passes = newton_loop(
+        value_fn, derivatives, source.arrays(), target, newton_steps, threshold, stop=known
+    )
     if known(flat):
         return None, passes * source.n
     grad_norm = float(np.linalg.norm(last.grad))
-    return ModeResult(unravel(flat), last.value, grad_norm, last.hessian, passes * source.n, time.perf_counter() - start, steps,
-                      polished(last, threshold), last.grad), passes * source.n
+    return ModeResult(
+        unravel(flat),
+        last.value,
+        grad_norm,
+        last.hessian,
+        passes * source.n,
+        time.perf_counter() - start,
+        steps,
+        polished(last, threshold),
+        last.grad,
+    ), passes * source.n
 
 
 def distance(flat: np.ndarray, mode: LocalMode) -> float:
@@ -180,29 +212,46 @@ def as_local(mode: ModeResult) -> LocalMode | None:
     return LocalMode(mode.theta_hat, float(mode.log_posterior), np.linalg.inv(neg))
 
 
-def modes_from_ends(model: Model, source: DataSource, first: LocalMode, ends: np.ndarray, temperature: float,
-                    newton_steps: int, used: int, start: float, slack: float = 0.0) -> ModeSearch:
+def modes_from_ends(
+    model: Model,
+    source: DataSource,
+    first: LocalMode,
+    ends: np.ndarray,
+    temperature: float,
+    newton_steps: int,
+    used: int,
+    start: float,
+    slack: float = 0.0,
+) -> ModeSearch:
     """The modes that Adam's finite end points ``ends`` lead to besides ``first``; ``used`` rows and the clock ``start`` so far.
 
     An end within ``SEPARATION + slack`` s.d.s of a known mode is in its basin (``slack``: how far Adam's end from the
     start stopped from ``first``, the minibatch error every end carries)."""
     flat0, unravel = ravel_pytree(first.theta)
     modes = [first]
-    ends, read = chord_filter(model, source, first, np.asarray([e for e in ends if is_new(e, modes, slack)]), temperature)
+    ends, read = chord_filter(
+        model, source, first, np.asarray([e for e in ends if is_new(e, modes, slack)]), temperature
+    )
     used += read
     if ends.shape[0] == 0:
         return ModeSearch((first,), used, time.perf_counter() - start)
-    value_fn, derivatives = full_pass_fns(model, unravel, temperature, source.n, DEFAULT_CHUNK, with_hessian=True)  # one compilation
+    value_fn, derivatives = full_pass_fns(
+        model, unravel, temperature, source.n, DEFAULT_CHUNK, with_hessian=True
+    )  # one compilation
     for end in ends:
         if not is_new(end, modes, slack):
             continue
         try:  # one full pass: where a Newton step from the end point lands
-            here = checked_pass(derivatives, jnp.asarray(end, flat0.dtype), source.arrays(), "multi-start", "at an Adam end point")
+            here = checked_pass(
+                derivatives, jnp.asarray(end, flat0.dtype), source.arrays(), "multi-start", "at an Adam end point"
+            )
             used += source.n
             target = end + newton_direction(here.hessian, here.grad)
             if not is_new(target, modes):  # in a known mode's basin: Adam's end was only short of it
                 continue
-            polished, read = polish(value_fn, derivatives, source, unravel, jnp.asarray(target, flat0.dtype), newton_steps, modes)
+            polished, read = polish(
+                value_fn, derivatives, source, unravel, jnp.asarray(target, flat0.dtype), newton_steps, modes
+            )
         except ValueError:  # a start in a region of non-finite density: not a mode
             continue
         used += read
@@ -215,7 +264,9 @@ def modes_from_ends(model: Model, source: DataSource, first: LocalMode, ends: np
     return ModeSearch(tuple(kept), used, time.perf_counter() - start)
 
 
-def chord_filter(model: Model, source: DataSource, first: LocalMode, ends: np.ndarray, temperature: float) -> tuple[np.ndarray, int]:
+def chord_filter(
+    model: Model, source: DataSource, first: LocalMode, ends: np.ndarray, temperature: float
+) -> tuple[np.ndarray, int]:
     """The ``ends`` (flat, float64) that ``CHORD_PASSES`` chord steps ``x + Sigma g(x)`` (``Sigma`` the first mode's Laplace
     covariance, ``g`` the full-data gradient, every end on one pass) leave outside its basin, and the rows read.
 
@@ -230,7 +281,9 @@ def chord_filter(model: Model, source: DataSource, first: LocalMode, ends: np.nd
 
     @jax.jit
     def gradients(points: jax.Array) -> jax.Array:
-        lik = full_data_tree_sum(lambda rows: jax.vmap(jax.grad(lambda x: log_lik_sum(x, rows)))(points), arrays, n, DEFAULT_CHUNK)
+        lik = full_data_tree_sum(
+            lambda rows: jax.vmap(jax.grad(lambda x: log_lik_sum(x, rows)))(points), arrays, n, DEFAULT_CHUNK
+        )
         return lik + jax.vmap(jax.grad(log_prior))(points)
 
     cov, read, points, left = np.asarray(first.covariance, np.float64), 0, ends, np.arange(ends.shape[0])
@@ -252,8 +305,10 @@ def describe(modes: tuple[LocalMode, ...]) -> str:
     lines = []
     for i, m in enumerate(modes):
         flat = np.asarray(ravel_pytree(m.theta)[0], np.float64)
-        lines.append(f"mode {i}: theta = {np.array2string(flat, precision=4, threshold=8)}, log density {m.log_posterior:.6g},"
-                     f" Laplace mass {np.exp(m.log_mass - heaviest):.3g} of the heaviest")
+        lines.append(
+            f"mode {i}: theta = {np.array2string(flat, precision=4, threshold=8)}, log density {m.log_posterior:.6g},"
+            f" Laplace mass {np.exp(m.log_mass - heaviest):.3g} of the heaviest"
+        )
     return "; ".join(lines)
 
 

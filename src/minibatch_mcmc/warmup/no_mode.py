@@ -53,7 +53,9 @@ def flat_names(theta: PyTree) -> list[str]:
     for path, leaf in jax.tree_util.tree_flatten_with_path(theta)[0]:
         stem = "theta" + jax.tree_util.keystr(path)
         shape = np.shape(leaf)
-        names += [f"{stem}[{', '.join(map(str, i))}]" if shape else stem for i in np.ndindex(*shape)] if shape else [stem]
+        names += (
+            [f"{stem}[{', '.join(map(str, i))}]" if shape else stem for i in np.ndindex(*shape)] if shape else [stem]
+        )
     return names
 
 
@@ -108,7 +110,9 @@ def funnel(model: Model, mode: ModeResult, step: np.ndarray) -> tuple[int, list[
 
 def funnel_cause(names: list[str], flat: np.ndarray, scale: int, group: list[int]) -> str:
     """The cause and the fix for a funnel: the scale parameter, its value, and its group effects."""
-    effects = ", ".join(names[j] for j in group[:SHOWN]) + (f" and {len(group) - SHOWN} more" if len(group) > SHOWN else "")
+    effects = ", ".join(names[j] for j in group[:SHOWN]) + (
+        f" and {len(group) - SHOWN} more" if len(group) > SHOWN else ""
+    )
     return (
         f"the posterior has a funnel (hierarchical scale parameter {names[scale]} goes to 0 with the group effects {effects}: "
         f"its unconstrained value is {flat[scale]:.4g} and falling, and the log posterior grows without bound as the effects "
@@ -130,7 +134,8 @@ def check_mode(model: Model, mode: ModeResult, n: int, newton_steps: int, rising
             f"the warm-up found no usable posterior mode: the log-likelihood keeps rising without a maximum along a direction "
             f"(probed out to {RISE_SDS[-1]:g} Laplace s.d.s) and the search stopped only where the curvature vanishes. Diverging "
             f"parameters: {diverging(rising, names, flat, 'direction')}. Likely cause: {likely_cause(model, mode, rising, n)}. Give these "
-            "parameters a proper prior with a smaller scale, or drop the separating feature")
+            "parameters a proper prior with a smaller scale, or drop the separating feature"
+        )
     if mode.converged or mode.hessian is None or mode.gradient is None:
         return
     grad = np.asarray(mode.gradient, np.float64)
@@ -144,14 +149,20 @@ def check_mode(model: Model, mode: ModeResult, n: int, newton_steps: int, rising
             stacklevel=3,
         )
         return
-    where = "the log posterior is not concave there" if not concave else f"its local quadratic puts a mode {decrement:.4g} Laplace s.d.s further on (Newton decrement)"
+    where = (
+        "the log posterior is not concave there"
+        if not concave
+        else f"its local quadratic puts a mode {decrement:.4g} Laplace s.d.s further on (Newton decrement)"
+    )
     names, found = flat_names(mode.theta_hat), funnel(model, mode, step)
-    cause = (funnel_cause(names, flat, *found) if found is not None else
-             f"{likely_cause(model, mode, step, n)}. Give these parameters a proper prior with a smaller scale, or drop the "
-             "separating feature; if the posterior is proper and the mode is only far, raise newton_steps (of warmup or auto_sample)")
+    cause = (
+        funnel_cause(names, flat, *found)
+        if found is not None
+        else f"{likely_cause(model, mode, step, n)}. Give these parameters a proper prior with a smaller scale, or drop the "
+        "separating feature; if the posterior is proper and the mode is only far, raise newton_steps (of warmup or auto_sample)"
+    )
     raise NoModeError(
         f"the warm-up found no posterior mode: after {newton_steps} full-data Newton steps the log posterior "
         f"({mode.log_posterior:.6g}) still increases and {where}. Diverging parameters: "
         f"{diverging(step, names, flat)}. Likely cause: {cause}"
     )
-

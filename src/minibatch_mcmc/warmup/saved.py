@@ -31,8 +31,13 @@ WARMUP_FORMAT = 3
 """Version of the saved warm-up; 1 was a pickle, 2 held ``TaylorProxy`` fields since removed: neither is read."""
 
 
-def save_warmup(directory: str | os.PathLike, settings: dict, payload: Any, types: tuple[type, ...] = LIBRARY_TYPES,
-                refs: dict[str, Any] | None = None) -> Path | None:
+def save_warmup(
+    directory: str | os.PathLike,
+    settings: dict,
+    payload: Any,
+    types: tuple[type, ...] = LIBRARY_TYPES,
+    refs: dict[str, Any] | None = None,
+) -> Path | None:
     """Write ``payload`` (``types``: the NamedTuples it may hold; ``refs``: objects supplied again on load) and its
     ``settings`` crash-safely; warn and write nothing if it cannot be encoded."""
     path = Path(directory)
@@ -48,12 +53,18 @@ def save_warmup(directory: str | os.PathLike, settings: dict, payload: Any, type
     safe = "the warm-up was not saved (a resumed run redoes it)"
     path.mkdir(parents=True, exist_ok=True)
     safe_files.write_bytes(path / WARMUP_ARRAYS, blob, "the saved warm-up", safe)
-    safe_files.write_bytes(path / WARMUP_SETTINGS, json.dumps(record, indent=1, sort_keys=True).encode(), "the saved warm-up", safe)
+    safe_files.write_bytes(
+        path / WARMUP_SETTINGS, json.dumps(record, indent=1, sort_keys=True).encode(), "the saved warm-up", safe
+    )
     return path / WARMUP_ARRAYS
 
 
-def load_warmup(directory: str | os.PathLike, settings: dict, types: tuple[type, ...] = LIBRARY_TYPES,
-                refs: dict[str, Any] | None = None) -> Any | None:
+def load_warmup(
+    directory: str | os.PathLike,
+    settings: dict,
+    types: tuple[type, ...] = LIBRARY_TYPES,
+    refs: dict[str, Any] | None = None,
+) -> Any | None:
     """The saved warm-up if ``directory`` holds one found with ``settings``; ``None`` if it holds none (or one in the old,
     unread pickle format, with a warning)."""
     path = Path(directory)
@@ -62,11 +73,16 @@ def load_warmup(directory: str | os.PathLike, settings: dict, types: tuple[type,
     try:
         saved = json.loads((path / WARMUP_SETTINGS).read_text())
     except (ValueError, UnicodeDecodeError) as err:
-        raise ValueError(f"{path / WARMUP_SETTINGS} is corrupt and cannot be read ({err}); delete it to redo the warm-up") from None
+        raise ValueError(
+            f"{path / WARMUP_SETTINGS} is corrupt and cannot be read ({err}); delete it to redo the warm-up"
+        ) from None
     if not isinstance(saved, dict) or saved.get("format") != WARMUP_FORMAT:
         found = saved.get("format", 1) if isinstance(saved, dict) else 1
-        warnings.warn(f"the warm-up saved in {path} is in an earlier format ({found}; this version reads {WARMUP_FORMAT}), "
-                      "which is not read; it is redone", stacklevel=3)
+        warnings.warn(
+            f"the warm-up saved in {path} is in an earlier format ({found}; this version reads {WARMUP_FORMAT}), "
+            "which is not read; it is redone",
+            stacklevel=3,
+        )
         return None
     given = json.loads(json.dumps(settings, sort_keys=True))
     diffs = setting_differences(saved["settings"], given)
@@ -75,9 +91,13 @@ def load_warmup(directory: str | os.PathLike, settings: dict, types: tuple[type,
         raise ValueError(f"cannot resume with the warm-up saved in {path}: it was found with other settings ({what})")
     blob = (path / WARMUP_ARRAYS).read_bytes() if (path / WARMUP_ARRAYS).is_file() else b""
     if hashlib.sha256(blob).hexdigest() != saved["sha256"]:
-        raise ValueError(f"{path / WARMUP_ARRAYS} does not match the digest in {WARMUP_SETTINGS}: it is corrupt or was replaced")
+        raise ValueError(
+            f"{path / WARMUP_ARRAYS} does not match the digest in {WARMUP_SETTINGS}: it is corrupt or was replaced"
+        )
     try:
         with np.load(io.BytesIO(blob), allow_pickle=False) as arrays:
             return decode(saved["tree"], arrays, types, refs)
     except (ValueError, KeyError, TypeError, OSError) as err:  # an object array, a missing key, a class not allowed
-        raise ValueError(f"the warm-up saved in {path} cannot be restored ({err}); delete {WARMUP_SETTINGS} to redo it") from None
+        raise ValueError(
+            f"the warm-up saved in {path} cannot be restored ({err}); delete {WARMUP_SETTINGS} to redo it"
+        ) from None

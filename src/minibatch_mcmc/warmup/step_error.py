@@ -55,8 +55,9 @@ def orders(rows: int, rng: np.random.Generator) -> np.ndarray:
     return np.argsort(rng.random((DRAWS, rows)), axis=1)
 
 
-def move_error(d: np.ndarray, order: np.ndarray, n_pop: int, batch_size: int, sigma_max: float,
-               temperature: float) -> tuple[float, float]:
+def move_error(
+    d: np.ndarray, order: np.ndarray, n_pop: int, batch_size: int, sigma_max: float, temperature: float
+) -> tuple[float, float]:
     """For one move's residuals ``d`` over the sampled rows: the mean over ``order``'s rows of ``|a(Delta* - u_B) - a(Delta)|``
     and of the rows read, ``Delta = T / K`` with ``T`` the residual sum over the ``n_pop`` rows the sample stands for. A
     minibatch still too noisy after ``MAX_CHUNKS`` chunks (or all sampled rows) counts as decided there (its noise and
@@ -82,8 +83,9 @@ def move_error(d: np.ndarray, order: np.ndarray, n_pop: int, batch_size: int, si
     return float(np.mean(error)), float(np.mean(rows))
 
 
-def step_error(residuals: np.ndarray, order: np.ndarray, n_pop: int, batch_size: int, sigma_max: float,
-               temperature: float = 1.0) -> StepError:
+def step_error(
+    residuals: np.ndarray, order: np.ndarray, n_pop: int, batch_size: int, sigma_max: float, temperature: float = 1.0
+) -> StepError:
     """The predicted per-step error and rows per test at ``batch_size``, from the residuals ``(moves, R)`` of ``R`` sampled
     rows of ``n_pop`` at each move (module docstring)."""
     if residuals.shape[0] == 0:

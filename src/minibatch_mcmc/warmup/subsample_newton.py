@@ -109,12 +109,17 @@ def evaluator(model: Model, unravel: Callable, temperature: float, scale: float)
         if m <= EVAL_ROWS:
             return derivatives(one, points, rows)
         blocks = m // EVAL_ROWS  # the rows EVAL_ROWS at a time: memory S x d x EVAL_ROWS whatever m
-        head = jax.tree_util.tree_map(lambda a: a[:blocks * EVAL_ROWS].reshape((blocks, EVAL_ROWS) + a.shape[1:]), rows)
+        head = jax.tree_util.tree_map(
+            lambda a: a[: blocks * EVAL_ROWS].reshape((blocks, EVAL_ROWS) + a.shape[1:]), rows
+        )
         add = lambda a, b: jax.tree_util.tree_map(jnp.add, a, b)  # noqa: E731
-        acc, _ = jax.lax.scan(lambda acc, r: (add(acc, derivatives(lik, points, r)), None),
-                              derivatives(lambda flat, _: log_prior(flat), points, None), head)
+        acc, _ = jax.lax.scan(
+            lambda acc, r: (add(acc, derivatives(lik, points, r)), None),
+            derivatives(lambda flat, _: log_prior(flat), points, None),
+            head,
+        )
         if m > blocks * EVAL_ROWS:
-            acc = add(acc, derivatives(lik, points, jax.tree_util.tree_map(lambda a: a[blocks * EVAL_ROWS:], rows)))
+            acc = add(acc, derivatives(lik, points, jax.tree_util.tree_map(lambda a: a[blocks * EVAL_ROWS :], rows)))
         return acc
 
     return jax.jit(all_points)
@@ -134,11 +139,22 @@ def evaluate_all(fn: Callable, points: np.ndarray, rows: PyTree, dtype) -> list[
 
 def at_mode(e: Evaluation) -> bool:
     """Within ``SUB_DECREMENT`` of a strictly concave subsample mode."""
-    return bool(np.all(np.linalg.eigvalsh(-0.5 * (e.hessian + e.hessian.T)) > 0)) and decrement(e.grad, e.hessian) <= SUB_DECREMENT
+    return (
+        bool(np.all(np.linalg.eigvalsh(-0.5 * (e.hessian + e.hessian.T)) > 0))
+        and decrement(e.grad, e.hessian) <= SUB_DECREMENT
+    )
 
 
-def climb_all(model: Model, arrays: PyTree, n: int, starts: np.ndarray, unravel: Callable, key: jax.Array, temperature: float,
-              dtype) -> SubClimb:
+def climb_all(
+    model: Model,
+    arrays: PyTree,
+    n: int,
+    starts: np.ndarray,
+    unravel: Callable,
+    key: jax.Array,
+    temperature: float,
+    dtype,
+) -> SubClimb:
     """Trust-region Newton from every start on one subsample of ``subsample_rows(N)`` rows, all starts per evaluation."""
     m = subsample_rows(n)
     idx = subsample_index(key, n, m)
@@ -178,7 +194,11 @@ def basin_filter(climbed: SubClimb, separation: float) -> np.ndarray:
     precision = -0.5 * (first.hessian + first.hessian.T)
     if not np.all(np.linalg.eigvalsh(precision) > 0):
         return np.asarray(others, np.int64)
-    far = [i for i in others if float(np.sqrt(max((d := climbed.points[i] - climbed.points[0]) @ precision @ d, 0.0))) > separation]
+    far = [
+        i
+        for i in others
+        if float(np.sqrt(max((d := climbed.points[i] - climbed.points[0]) @ precision @ d, 0.0))) > separation
+    ]
     return np.asarray(far, np.int64)
 
 
@@ -190,8 +210,9 @@ class Surrogate(NamedTuple):
     rows: int
 
 
-def surrogate_climb(fn: Callable, rows: PyTree, m: int, width: int, x0: np.ndarray, full: Any, radius: float, max_iters: int,
-                    dtype) -> Surrogate:
+def surrogate_climb(
+    fn: Callable, rows: PyTree, m: int, width: int, x0: np.ndarray, full: Any, radius: float, max_iters: int, dtype
+) -> Surrogate:
     """Trust-region Newton from ``x0`` on ``S(x) = E(x) + (V0 - E0) + (G0 - e0)'(x - x0) + (x - x0)'(H0 - h0)(x - x0) / 2``.
 
     ``E`` is the subsample log posterior (``fn`` on ``rows``, ``m`` of them, evaluated as ``width`` copies: the
@@ -199,6 +220,7 @@ def surrogate_climb(fn: Callable, rows: PyTree, m: int, width: int, x0: np.ndarr
     full-data ones (``full``): ``S`` has the full posterior's value, gradient and Hessian at ``x0`` (its first step is
     the full-data Newton step) and the subsample's estimate of how they change away from it (the curved ridge of a
     hierarchical model, a scale parameter's non-quadratic log posterior)."""
+
     def at(x: np.ndarray) -> Evaluation:
         return evaluate_all(fn, np.repeat(x[None], width, axis=0), rows, dtype)[0]
 
@@ -207,11 +229,18 @@ def surrogate_climb(fn: Callable, rows: PyTree, m: int, width: int, x0: np.ndarr
 
     def corrected(x: np.ndarray, e: Evaluation) -> Evaluation:
         delta = x - x0
-        return Evaluation(e.value + dv + float(dg @ delta) + 0.5 * float(delta @ dh @ delta), e.grad + dg + dh @ delta, e.hessian + dh)
+        return Evaluation(
+            e.value + dv + float(dg @ delta) + 0.5 * float(delta @ dh @ delta), e.grad + dg + dh @ delta, e.hessian + dh
+        )
 
-    x, current = np.asarray(x0, np.float64), Evaluation(float(full.value), np.asarray(full.grad, np.float64), np.asarray(full.hessian, np.float64))
+    x, current = (
+        np.asarray(x0, np.float64),
+        Evaluation(float(full.value), np.asarray(full.grad, np.float64), np.asarray(full.hessian, np.float64)),
+    )
     inner, trials = radius, 0
-    while trials < max_iters and (trials == 0 or decrement(current.grad, current.hessian) > SURROGATE_DECREMENT):  # one step at least
+    while trials < max_iters and (
+        trials == 0 or decrement(current.grad, current.hessian) > SURROGATE_DECREMENT
+    ):  # one step at least
         s = trust_step(current.grad, current.hessian, inner)
         trial, out = x + s.step, metric_length(x + s.step - x0, full.hessian)
         if out > radius:  # back to the outer trust region's boundary, along the ray from x0
@@ -231,8 +260,9 @@ def surrogate_climb(fn: Callable, rows: PyTree, m: int, width: int, x0: np.ndarr
     return Surrogate(x, float(current.value - full.value), (1 + trials) * m)
 
 
-def rising_direction(model: Model, unravel: Callable, climbed: SubClimb, flat: np.ndarray, hessian: np.ndarray,
-                     dtype) -> tuple[np.ndarray, np.ndarray] | None:
+def rising_direction(
+    model: Model, unravel: Callable, climbed: SubClimb, flat: np.ndarray, hessian: np.ndarray, dtype
+) -> tuple[np.ndarray, np.ndarray] | None:
     """The posterior's least-curved direction at ``flat``, signed so the log-likelihood rises along it, and the point
     ``RISE_SDS[-1]`` Laplace s.d.s out along it, where the subsample log-likelihood keeps rising, beyond rounding, out to there (a
     likelihood with no maximum there: separable classes); else None. Probes on the subsample only (``len(RISE_SDS)``
@@ -253,6 +283,8 @@ def rising_direction(model: Model, unravel: Callable, climbed: SubClimb, flat: n
         u = -u
     values = [here] + [lik(flat + t * sd * u) for t in RISE_SDS]
     noise = ROUNDING * float(np.finfo(np.float32).eps) * (abs(here) + 1.0)
-    climbs = values[-1] > values[0] + noise  # a flat likelihood (a parameter only the prior sees, e.g. a prior scale) is no separation
+    climbs = (
+        values[-1] > values[0] + noise
+    )  # a flat likelihood (a parameter only the prior sees, e.g. a prior scale) is no separation
     rising = all(np.isfinite(values)) and climbs and all(b >= a - noise for a, b in zip(values, values[1:]))
     return (u, flat + RISE_SDS[-1] * sd * u) if rising else None

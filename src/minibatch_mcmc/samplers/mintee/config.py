@@ -82,13 +82,20 @@ class Ladder(NamedTuple):
     energy_levels: tuple[float, ...]
 
 
-
 def validate_config(config: MINTEEConfig) -> None:
     """Checks that do not depend on ``n``: ladder length, ratio, probabilities, band, sizes, layout."""
     k = check_int(config.num_chains, "num_chains K", 2)
     check_int(config.smallest_batch, "smallest_batch m_{K-1}", 2)
     check_real(config.gamma, "gamma", 1.0, low_open=True, why="batch sizes grow down the ladder: m_k = gamma m_(k+1)")
-    check_real(config.alpha, "alpha", 0.0, 1.0, low_open=True, high_open=True, why="lambda = alpha tau < tau, distinct temperatures")
+    check_real(
+        config.alpha,
+        "alpha",
+        0.0,
+        1.0,
+        low_open=True,
+        high_open=True,
+        why="lambda = alpha tau < tau, distinct temperatures",
+    )
     check_real(config.p_ee, "p_ee", 0.0, 1.0)
     check_real(config.energy_gap, "energy_gap c", 0.0, low_open=True)
     check_real(config.initial_step, "initial_step", 0.0, low_open=True)
@@ -148,11 +155,9 @@ def resolve_ladder(n_data: int, config: MINTEEConfig) -> Ladder:
     return Ladder(batch_sizes=sizes, temperatures=tuple(temps), energy_levels=levels)
 
 
-
 def energy_ring_index(energy: jax.Array, levels: jax.Array) -> jax.Array:
     """Ring ``I = j`` with ``H_j <= h < H_{j+1}`` (``h < H_1`` is ring 0, ``h >= H_{K-1}`` ring ``K-1``)."""
     return jnp.sum(energy >= levels[1:]).astype(jnp.int32)
-
 
 
 def full_data_energy(model: Model, data: PyTree, theta: PyTree) -> float:

@@ -135,7 +135,9 @@ def ee_jump(
     )
     u = jax.random.uniform(k_u, (), jnp.float32, minval=1e-12)
     acc = (jnp.log(u) < log_r) & jnp.isfinite(log_r)
-    fresh = ctx.paired and not bufs.full_cold and bufs.extra != 0  # the current state's energy was re-estimated on keys_p
+    fresh = (
+        ctx.paired and not bufs.full_cold and bufs.extra != 0
+    )  # the current state's energy was re-estimated on keys_p
     new = ch._replace(
         theta=jnp.where(acc, theta_p, ch.theta),
         energy=jnp.where(acc, h_k, e_k),

@@ -79,8 +79,16 @@ def mintee(
     @jax.jit
     def run_block(state: MINTEEState, t0: jax.Array):
         steps = t0 + jnp.arange(length, dtype=jnp.int32)
-        state, out, _ = scan_steps(lambda t, keys, st, data, temp, carry: sweep(st, keys, t), k_run, len(ladder.batch_sizes),
-                                   state, (), steps, jnp.zeros(length, jnp.float32), emit=emit)
+        state, out, _ = scan_steps(
+            lambda t, keys, st, data, temp, carry: sweep(st, keys, t),
+            k_run,
+            len(ladder.batch_sizes),
+            state,
+            (),
+            steps,
+            jnp.zeros(length, jnp.float32),
+            emit=emit,
+        )
         return state, out
 
     t_compile = time.perf_counter()
@@ -93,7 +101,10 @@ def mintee(
         state, out = compiled(state, jnp.int32(b * length))
         outs.append(jax.device_get(out))
         if progress:
-            print(f"mintee: sweep {min((b + 1) * length, total)}/{total} at {time.perf_counter() - t_start:.1f} s", flush=True)
+            print(
+                f"mintee: sweep {min((b + 1) * length, total)}/{total} at {time.perf_counter() - t_start:.1f} s",
+                flush=True,
+            )
     wall = time.perf_counter() - t_start
     cat = jax.tree_util.tree_map(lambda *xs: np.concatenate(xs, axis=0)[:total], *outs)
     records = {f: np.asarray(v).T for f, v in cat["records"].items()}
@@ -131,9 +142,7 @@ def mintee(
     all_positions = None
     if keep_all_chains:
         flat_all = np.swapaxes(cat["all"], 0, 1)
-        all_positions = jax.tree_util.tree_map(
-            np.asarray, jax.vmap(jax.vmap(unravel))(jnp.asarray(flat_all))
-        )
+        all_positions = jax.tree_util.tree_map(np.asarray, jax.vmap(jax.vmap(unravel))(jnp.asarray(flat_all)))
     return MINTEEResult(
         lowest=lowest,
         records=records,

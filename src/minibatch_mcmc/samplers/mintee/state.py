@@ -172,7 +172,9 @@ class Rings(NamedTuple):
 
 def chain_of(state: MINTEEState, j: Any) -> Chain:
     """Chain ``j``'s slice of the ladder state."""
-    return Chain(state.position[j], state.energy[j], state.batch_keys[j], state.log_step[j], state.tries[j], state.accepts[j])
+    return Chain(
+        state.position[j], state.energy[j], state.batch_keys[j], state.log_step[j], state.tries[j], state.accepts[j]
+    )
 
 
 def rings_of(state: MINTEEState, j: Any) -> Rings:

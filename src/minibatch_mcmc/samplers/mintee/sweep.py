@@ -79,7 +79,9 @@ def move_and_ring_keys(keys: jax.Array) -> tuple[jax.Array, jax.Array]:
     return jax.vmap(split_step)(keys)
 
 
-def sweep_loop(ctx: Context, ladder: Ladder, starts: tuple[int, ...], state: MINTEEState, keys: jax.Array, t: jax.Array):
+def sweep_loop(
+    ctx: Context, ladder: Ladder, starts: tuple[int, ...], state: MINTEEState, keys: jax.Array, t: jax.Array
+):
     """One sweep, levels unrolled from the hottest chain down (Algorithm 2)."""
     k_chains = len(ladder.batch_sizes)
     k_move, k_ring = move_and_ring_keys(keys)
@@ -107,12 +109,16 @@ def stacked_levels(ladder: Ladder, starts: tuple[int, ...]) -> Level:
     )
 
 
-def sweep_padded(ctx: Context, ladder: Ladder, starts: tuple[int, ...], state: MINTEEState, keys: jax.Array, t: jax.Array):
+def sweep_padded(
+    ctx: Context, ladder: Ladder, starts: tuple[int, ...], state: MINTEEState, keys: jax.Array, t: jax.Array
+):
     """One sweep, ``level_step`` vmapped over the chains with minibatches padded to ``max_k m_k``."""
     k_chains = len(ladder.batch_sizes)
     k_move, k_ring = move_and_ring_keys(keys)
     shift = jnp.minimum(jnp.arange(k_chains) + 1, k_chains - 1)
-    uppers = Rings(state.ring_position[shift], state.ring_energy[shift], state.ring_keys[shift], state.ring_count[shift])
+    uppers = Rings(
+        state.ring_position[shift], state.ring_energy[shift], state.ring_keys[shift], state.ring_count[shift]
+    )
     bufs = padded_buffers(ladder)
     step = jax.vmap(lambda k, lv, ch, up: level_step(ctx, k, t, lv, ch, up, bufs))
     chs, records, add = step(k_move, stacked_levels(ladder, starts), chain_of(state, slice(None)), uppers)
@@ -128,7 +134,9 @@ def init_state(ctx: Context, ladder: Ladder, initial_step: float, key: jax.Array
     energies, bkeys = [], []
     for j in range(k_chains):
         kj = jax.random.bits(jax.random.fold_in(key, j), (4,), jnp.uint32)
-        energies.append(-(ctx.n / m_all[j]) * batch_loglik(ctx, theta0, kj, 0, m_all[j], max(m_all) if ctx.padded else m_all[j]))
+        energies.append(
+            -(ctx.n / m_all[j]) * batch_loglik(ctx, theta0, kj, 0, m_all[j], max(m_all) if ctx.padded else m_all[j])
+        )
         bkeys.append(kj)
     temps = jnp.asarray(ladder.temperatures, jnp.float32)
     return MINTEEState(
