@@ -30,6 +30,9 @@ demo: $(STAMP)
 # test_sampling_t1, test_warmup, test_mhsublhd and test_mhminibatch from 198.5 to 152.5 CPU seconds (user+sys, one
 # file per process, old and new run side by side on the shared 2-core box at load 9-30): the suite's whole time was
 # not measured again.
+# Measured again late on 2026-11-27 on an idle box, fresh clone, 1,390 fast cases: `make test TEST_JOBS=3` took 12:27
+# (tests 11:13), the tests alone with two workers 10:38, so two stay the default; 12 more cases then went to
+# SLOW_CASES (~80 worker-seconds by that run's --durations; not measured again).
 TEST_JOBS ?= 2
 
 test: lint
