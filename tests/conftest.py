@@ -80,7 +80,7 @@ SLOW_CASES = (
     "tests/control_variates/test_sampling_t1.py::test_conjugate_posterior_at_temperature_one[mhminibatch-order2]",
     # 2026-11-27, late: the CI budget again (fresh-clone make test 11:52 with 1,390 fast cases). Each case below is one
     # parametrisation of a test whose other parametrisations stay fast, on the same code path with another test or
-    # setting; its seconds are its call in that run (pytest --durations, -n 2). Together ~95 worker-seconds.
+    # setting; its seconds are its call in that run (pytest --durations, -n 2). Together ~125 worker-seconds.
     "tests/samplers/test_same_draws.py::test_same_draws_as_reference[rj_mhminibatch]",  # 8.97s; mhminibatch stays
     "tests/samplers/test_same_draws.py::test_same_draws_as_reference[langevin_austere]",  # 7.10s; langevin_mhminibatch stays
     "tests/samplers/test_same_draws.py::test_same_draws_as_reference[langevin_sublhd]",  # 6.44s; langevin_mhminibatch stays
@@ -93,6 +93,12 @@ SLOW_CASES = (
     "tests/acceptance/test_numerics.py::test_minibatch_tests_at_a_billion_scale_factor[austere_c]",  # 5.92s; three others stay
     "tests/control_variates/test_glmm_proxy.py::test_centred_equals_dense_taylor[student_t]",  # 7.62s; [bernoulli] stays
     "tests/control_variates/test_glmm_proxy.py::test_residual_estimator_unbiased[student_t-None]",  # 6.67s; [bernoulli-None] stays
+    "tests/samplers/test_same_draws.py::test_same_draws_as_reference[austere_nc]",  # 6.34s; austere (c) by test_decisions_exact
+    "tests/samplers/test_same_draws.py::test_same_draws_as_reference[mhminibatch_delta]",  # 5.69s; [mhminibatch] stays
+    "tests/samplers/test_same_draws.py::test_same_draws_as_reference[langevin_epochs_mhminibatch]",  # 5.54s; langevin_mhminibatch stays
+    "tests/samplers/test_same_draws.py::test_same_draws_as_reference[austere_c]",  # 5.09s; test_decisions_exact[austere] stays
+    "tests/acceptance/test_properties.py::test_acceptance_test_properties[austere]",  # 7.99s; test_decisions_exact[austere] stays
+    "tests/acceptance/test_mhminibatch.py::test_acceptance_probability_matches_barker[0.8-20.0]",  # 5.85s; two others stay
 )
 """Cases moved to ``make test-slow`` for ``make test``'s time budget: every case whose call took 7.5 s or more in a
 full fast run on the 2-core machine (``pytest -m "not slow" -n 2 --dist loadfile --durations=60``, 2026-11-27, 972 s
