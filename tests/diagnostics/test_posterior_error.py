@@ -19,8 +19,8 @@ from helpers_posterior import linear_data, linear_model, linear_posterior, stude
 
 from minibatch_mcmc.acceptance import mh_minibatch, naive_minibatch, penalty_test
 from minibatch_mcmc.acceptance.exact import MetropolisTest
-from minibatch_mcmc.diagnostics.exact_twin import coupled_accept, exact_continuation, start_steps
-from minibatch_mcmc.diagnostics.posterior_error import check_posterior, too_few_draws
+from minibatch_mcmc.diagnostics.exact_twin import coupled_accept, exact_continuation, start_steps, too_few_draws
+from minibatch_mcmc.diagnostics.posterior_error import check_posterior
 from minibatch_mcmc.models import exact_posterior, gaussian_mean
 from minibatch_mcmc.proposals import random_walk
 from minibatch_mcmc.samplers.driver import sample
@@ -164,22 +164,24 @@ def test_an_exact_run_is_skipped_with_its_reason():
         check_posterior(model, x, prop, MetropolisTest(), None, res.kernel_positions, run_key=None, records=None)
 
 
-@pytest.mark.parametrize("samples", [20, 33, 34, 35, 100])
+@pytest.mark.parametrize("samples", [20, 31, 32, 33, 34, 100])
 def test_a_run_too_short_for_the_continuations_is_skipped_not_refused(samples):
     """A short run (20 draws, 16 steps) used to end the whole fit in a ValueError from the check; now the check is
-    skipped with the reason exactly when no start in the second half leaves ``steps`` draws after it, the rule
-    ``start_steps`` itself enforces (checked against it at 33/34/35 draws, where it flips for 16 steps)."""
-
-    def start_steps_refuses(n: int) -> bool:
-        try:
-            start_steps(2, n, 5, 16)
-        except ValueError:
-            return True
-        return False
-
+    skipped with the reason exactly when no start in the second half (from draw ``samples // 2``) leaves 16 draws after
+    it: below ``2 * 16 + 1 = 33`` draws, counted here by hand (at 32 the second half starts at 16, and 16 + 16 > 31;
+    at 33 it starts at 16 and 16 + 16 = 32 is the last draw). ``start_steps`` refuses exactly those runs."""
+    first_start, last_start = samples // 2, samples - 1 - 16
+    too_short = last_start < first_start
+    assert too_short == (samples < 33)
     why = too_few_draws(samples, 16)
-    assert bool(why) == start_steps_refuses(samples)
-    assert not why or (f"{samples} draws" in why and "at least 34" in why)
+    assert bool(why) == too_short
+    assert not why or (f"{samples} draws" in why and "at least 33" in why)
+    if too_short:
+        with pytest.raises(ValueError, match="at least 33"):
+            start_steps(2, samples, 5, 16)
+    else:
+        chain, step = start_steps(2, samples, 5, 16)
+        assert step.min() >= samples // 2 and step.max() + 16 <= samples - 1
 
 
 def _auto(model, data, theta0, **kw):

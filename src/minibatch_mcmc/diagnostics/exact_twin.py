@@ -143,13 +143,22 @@ def residual_pass(model: Model, estimator: Estimator, n_pop: int, centre: PyTree
     return run
 
 
+def too_few_draws(samples: int, steps: int) -> str:
+    """Why ``samples`` draws per chain leave no start in their second half with ``steps`` draws after it, or empty."""
+    if samples - 1 - steps >= samples // 2:
+        return ""
+    return (
+        f"the run has {samples} draws per chain and the check continues {steps} steps from draws in their second half: "
+        f"it needs at least {2 * steps + 1}; draw more to have the posterior checked"
+    )
+
+
 def start_steps(chains: int, samples: int, count: int, steps: int) -> tuple[np.ndarray, np.ndarray]:
     """``(chain, step)`` of ``count`` starts evenly spaced over the second half of every chain, each ``steps`` before its end."""
+    why = too_few_draws(samples, steps)
+    if why:
+        raise ValueError(why)
     first, last = samples // 2, samples - 1 - steps
-    if last < first:
-        raise ValueError(
-            f"the check continues {steps} steps from draws in the second half; {samples} draws per chain are too few"
-        )
     grid = last - first + 1
     pick = np.unique(np.linspace(0, chains * grid - 1, min(count, chains * grid)).round().astype(int))
     return pick // grid, first + pick % grid

@@ -50,7 +50,7 @@ from minibatch_mcmc.checks import check_int
 from minibatch_mcmc.control_variates.base import Estimator
 from minibatch_mcmc.data.arrays import as_data_source
 from minibatch_mcmc.data.host import is_host_data
-from minibatch_mcmc.diagnostics.exact_twin import COUPLED, exact_continuation, from_the_run, start_steps
+from minibatch_mcmc.diagnostics.exact_twin import COUPLED, exact_continuation, from_the_run, start_steps, too_few_draws
 from minibatch_mcmc.models.base import Model
 from minibatch_mcmc.proposals.base import Proposal
 from minibatch_mcmc.samplers.keys import as_run_key
@@ -185,16 +185,6 @@ def nothing_to_check(test: AcceptanceTest, records: dict) -> str:
     if contract(test).reads_bounds and not np.any(np.asarray(records.get("bound_exceeded", 0))):
         return f"the run's test ({test.name}) is exact where its per-row bounds hold, and they held at every step"
     return ""
-
-
-def too_few_draws(samples: int, steps: int) -> str:
-    """Why a run of ``samples`` draws per chain is too short for ``steps``-step continuations from its second half, or empty."""
-    if samples - 1 - steps >= samples // 2:
-        return ""
-    return (
-        f"the run has {samples} draws per chain and the check continues {steps} steps from draws in their second half: "
-        f"it needs at least {2 * steps + 2}; draw more to have the posterior checked"
-    )
 
 
 def check_posterior(
