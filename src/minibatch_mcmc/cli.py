@@ -13,6 +13,7 @@ from typing import Sequence
 from minibatch_mcmc.acceptance.registry import TESTS
 from minibatch_mcmc.checks import check_int
 from minibatch_mcmc.cli_inputs import BATCH_SIZE, SIGMA, devices_arg, model_test, sample_test, user_model
+from minibatch_mcmc.cli_launch import add_launch_arguments, launch_settings, start_processes
 from minibatch_mcmc.data.indexing import MAX_DATA
 from minibatch_mcmc.warmup import PROPOSALS
 
@@ -92,6 +93,9 @@ def _cmd_sample(args: argparse.Namespace) -> int:
     """Sample your model (``--model``/``--data``: warm-up, then the chains) or the Section 6.1 mixture."""
     if args.resume and not args.checkpoint:
         raise ValueError("--resume needs --checkpoint DIR (the directory of the interrupted run)")
+    if args.model is None and launch_settings(args) is not None:
+        raise ValueError("--coordinator/--num-processes/--process-id/--distributed split --data: they need --model")
+    processes = start_processes(args)  # jax.distributed first, before anything compiles
     if args.proposal is not None and args.model is None:
         raise ValueError(
             f"--proposal {args.proposal} applies to --model; the mixture samples by random walk (--proposal-sd)"
@@ -114,7 +118,7 @@ def _cmd_sample(args: argparse.Namespace) -> int:
         from minibatch_mcmc.warmup import auto_sample, fit_cost
 
         with PhaseClock("load", 1) as clock:  # reading the data file and any NumPyro conversion
-            model, data, start = user_model(args)
+            model, data, start = user_model(args, split=processes > 1)
         kind = {} if args.proposal is None else {"proposal": args.proposal}
         print(
             f"{model.name}: K={args.temperature:g}, test {common['test'].name if common['test'] else 'default'}, "
@@ -128,7 +132,16 @@ def _cmd_sample(args: argparse.Namespace) -> int:
         print(fit_cost(warm=w, before={"load": clock.cost(0)}).table())
     else:
         result = mixture(args, common)
+    if processes > 1 and not is_first_process():  # every process holds the same draws: process 0 writes them
+        return 0
     return report(args, result)
+
+
+def is_first_process() -> bool:
+    """Whether this is process 0 of ``jax.distributed`` (or the only process)."""
+    import jax
+
+    return jax.process_index() == 0
 
 
 def mixture(args: argparse.Namespace, common: dict):
@@ -318,6 +331,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--name", default="sample", help="run name: output goes to OUT/NAME (default: sample)")
     sp.add_argument("--out", default="runs", help="output folder (default: runs)")
     sp.add_argument("--no-progress", action="store_true")
+    add_launch_arguments(sp)
     sp.set_defaults(func=_cmd_sample)
     c = sub.add_parser("correction", help="max CDF error of the correction distribution C_sigma")
     c.add_argument("--sigma", type=float, default=1.0)

@@ -64,13 +64,16 @@ def load_model(spec: str):
     return getattr(module, attr)
 
 
-def load_data(path: str, out_of_core: bool = False):
+def load_data(path: str, out_of_core: bool = False, split: bool = False):
     """``.npy`` -> an array; ``.npz`` -> ``{name: array}``; ``.parquet`` (a file or a folder of files) -> ``{column: array}``.
 
     Read into memory, or with ``out_of_core`` opened as host data sources that read rows on demand: a
     memory-mapped ``.npy`` or uncompressed ``.npz`` (``data.open_npy``/``open_npz``) and streamed Parquet
-    (``data.open_parquet``). A compressed ``.npz`` cannot be mapped: it is read into memory, with a note.
+    (``data.open_parquet``). A compressed ``.npz`` cannot be mapped: it is read into memory, with a note. With ``split``
+    (several ``jax.distributed`` processes) each process opens only its rows (``data.shards``: row ranges, row groups).
     """
+    if split:
+        return split_data(Path(path))
     import numpy as np
 
     where = Path(path)
@@ -107,6 +110,25 @@ def load_data(path: str, out_of_core: bool = False):
     raise ValueError(f"--data {path}: expected a .npy, .npz or .parquet file (or a folder of Parquet files)")
 
 
+def split_data(where: Path):
+    """This process's rows of ``--data`` (``.npy``, uncompressed ``.npz``, Parquet), never the whole table."""
+    from minibatch_mcmc.data import open_npz
+    from minibatch_mcmc.data.shards import open_npy_rows, open_parquet_rows, partition_rows
+
+    if not where.exists():
+        raise ValueError(f"--data {where}: no such file or folder")
+    if where.suffix == ".npy":
+        return open_npy_rows(where)
+    if where.suffix == ".npz" and not npz_compressed(where):
+        return partition_rows(open_npz(where, check_finite=False))
+    if where.suffix == ".parquet" or where.is_dir():
+        return open_parquet_rows(str(where))
+    raise ValueError(
+        f"--data {where}: several processes each read their own rows of a .npy, an uncompressed .npz (np.savez) or "
+        "Parquet file(s)"
+    )
+
+
 def npz_compressed(path: Path) -> bool:
     """Whether any member of the ``.npz`` archive at ``path`` is compressed (a file that is no zip archive: False)."""
     import zipfile
@@ -118,9 +140,9 @@ def npz_compressed(path: Path) -> bool:
         return False
 
 
-def user_model(args: argparse.Namespace):
-    """``(Model, data, start)`` from ``--model``/``--data``: a ``Model`` reads the file out of core; a NumPyro model
-    is converted with the file's arrays, read into memory, as its arguments."""
+def user_model(args: argparse.Namespace, split: bool = False):
+    """``(Model, data, start)`` from ``--model``/``--data``: a ``Model`` reads the file out of core (with ``split``,
+    only this process's rows); a NumPyro model is converted with the file's arrays, read into memory, as its arguments."""
     import inspect
 
     import numpy as np
@@ -138,7 +160,12 @@ def user_model(args: argparse.Namespace):
             "--columns applies to a NumPyro model; a Model reads the file's columns by their names, out of "
             "core (store a covariate matrix as one list column of a Parquet file, or as one .npz array)"
         )
-    data = load_data(args.data, out_of_core=isinstance(target, Model))  # from_numpyro traces on whole arrays
+    if split and not isinstance(target, Model):
+        raise ValueError(
+            f"--model {args.model} is a NumPyro model, which is converted on the whole data in every process; over "
+            "several processes give a minibatch_mcmc Model (--model MODULE:NAME --dim D), which reads only its rows"
+        )
+    data = load_data(args.data, out_of_core=isinstance(target, Model), split=split)  # from_numpyro needs whole arrays
     if isinstance(target, Model):
         if args.dim is None:
             raise ValueError("a Model given by --model needs --dim D (the chains start at zeros(D))")

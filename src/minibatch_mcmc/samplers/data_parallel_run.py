@@ -144,6 +144,7 @@ def sample_data_parallel(
     block_size: int | None = None,
     checkpoint_dir: str | Path | None = None,
     resume: bool = False,
+    batched_init: bool = False,
 ) -> SampleResult:
     """Sample with the rows split over devices and processes, each step's minibatch stratified over them.
 
@@ -155,7 +156,8 @@ def sample_data_parallel(
     Args:
         model: The ``Model``.
         data: This process's rows: a row-partitioned source (several processes), or arrays or a whole source (one).
-        initial_position: The start, the same for every chain.
+        initial_position: The start, the same for every chain (with ``batched_init``: one per chain, leading axis
+            ``num_chains``).
         proposal: A gradient-free ``Proposal``, the same in every process.
         batch_size: Rows per step over all shards (at least 2 per shard).
         num_samples: Steps (draws) per chain.
@@ -170,6 +172,7 @@ def sample_data_parallel(
         block_size: Steps per compiled block (and per checkpoint); all steps if None.
         checkpoint_dir: A directory every process sees: process 0 writes each block there.
         resume: Continue the run saved in ``checkpoint_dir`` (the same settings), drawing what an uninterrupted run draws.
+        batched_init: ``initial_position`` holds one start per chain (``auto_sample``'s dispersed Laplace draws).
 
     Returns:
         A ``SampleResult`` whose records fill ``accepted``, ``batch_size``, ``s2`` and ``delta_star`` (positions through
@@ -188,14 +191,14 @@ def sample_data_parallel(
         raise ValueError(f"num_chains={num_chains} must be a multiple of chain_groups={groups}")
     layout = layout_shards(data, check_int(batch_size, "batch_size", 2), devices, groups)
     kernel = data_parallel_kernel(model, proposal, estimator, int(layout.draws.max()))
+    starts = (
+        chain_starts(initial_position, num_chains) if batched_init else broadcast_chains(initial_position, num_chains)
+    )
+    initial_position = jax.tree_util.tree_map(lambda a: a[0], starts)  # one chain's, the shape of one draw
     dims = sum(int(np.size(a)) for a in jax.tree_util.tree_leaves(initial_position))
     run = make_block_runner(kernel, layout.mesh, num_chains, compile_options(num_chains * block * dims, RUN_WORK))
     base = as_key(key)
-    states = local_copy(
-        jax.vmap(kernel.init)(
-            jax.tree_util.tree_map(lambda a: jnp.broadcast_to(a, (num_chains,) + jnp.shape(a)), initial_position)
-        )
-    )
+    states = local_copy(jax.vmap(kernel.init)(starts))
     directory = None if checkpoint_dir is None else Path(checkpoint_dir)
     settings = run_manifest(
         num_chains, num_samples, block, int(batch_size), temperature, base, layout.sizes, layout.draws
@@ -230,6 +233,21 @@ def sample_data_parallel(
     if model.constrain is None:
         return result
     return result._replace(positions=constrain_draws(model.constrain, result.positions), unconstrained=result.positions)
+
+
+def broadcast_chains(position: PyTree, num_chains: int) -> PyTree:
+    """One start repeated for ``num_chains`` chains (a leading axis)."""
+    return jax.tree_util.tree_map(lambda a: jnp.broadcast_to(a, (num_chains,) + jnp.shape(a)), position)
+
+
+def chain_starts(starts: PyTree, num_chains: int) -> PyTree:
+    """Per-chain starts (``batched_init``), refused unless every leaf's leading axis is ``num_chains``."""
+    sizes = {int(np.shape(a)[0]) if np.ndim(a) else 0 for a in jax.tree_util.tree_leaves(starts)}
+    if sizes != {num_chains}:
+        raise ValueError(
+            f"batched_init=True takes one start per chain: leading axes {sorted(sizes)}, expected num_chains={num_chains}"
+        )
+    return jax.tree_util.tree_map(jnp.asarray, starts)
 
 
 def check_finite(records: dict, start: int) -> None:

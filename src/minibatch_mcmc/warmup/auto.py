@@ -21,6 +21,7 @@ from minibatch_mcmc.models.base import Model
 from minibatch_mcmc.samplers.checkpoint import (
     SETTINGS_FILE,
     WARMUP_SETTINGS,
+    check_start,
     data_fingerprint,
     fingerprint,
     run_directory,
@@ -32,6 +33,7 @@ from minibatch_mcmc.samplers.phase_cost import PhaseClock
 from minibatch_mcmc.samplers.results import SampleResult
 from minibatch_mcmc.samplers.run_options import RunOptions, merged_run
 from minibatch_mcmc.warmup.api import Warmup, default_test, warmup
+from minibatch_mcmc.warmup.auto_parallel import checked_split, parallel_options, runs_data_parallel, sample_split
 from minibatch_mcmc.warmup.codec import LIBRARY_TYPES
 from minibatch_mcmc.warmup.exact_choice import needs_bounds
 from minibatch_mcmc.warmup.fit_cost import sampling_cost
@@ -66,6 +68,7 @@ def auto_sample(
     newton_steps: int = 10,
     stratum: bool = True,
     check_draws: int = 100,
+    data_parallel: bool | None = None,
     run: RunOptions | None = None,
     **run_options: Any,
 ) -> tuple[SampleResult, Warmup]:
@@ -98,6 +101,10 @@ def auto_sample(
         stratum: Make the rows the proxy cannot see exact at every test.
         check_draws: Draws on which the proxy is checked after sampling (Pareto-k, one streamed pass; a warning when it
             fails); 0 skips the check.
+        data_parallel: Sample with each process holding only its rows (``warmup.auto_parallel``): None (default) when
+            ``data`` is this process's rows of a table split over ``P > 1`` processes (``data.open_npy_rows``,
+            ``open_parquet_rows``, ``open_parquet_files``); True also splits in-memory rows over one process's devices.
+            Then the warm-up runs with the penalty test and no exact stratum, and its passes are data-parallel.
         run: How sampling runs, one ``RunOptions`` (``sample``'s; its ``progress`` replaced by ``progress``). With
             ``checkpoint_dir`` the warm-up is saved there, and ``resume=True`` restores it instead of redoing it.
         **run_options: Any other field of ``RunOptions`` by name (``checkpoint_dir``, ``resume``, ``devices``,
@@ -125,13 +132,17 @@ def auto_sample(
     reason = None if test is not None or proposal is not None or temperature != 1.0 else small_groups(model, data)
     if reason is not None:  # a GLMM with small groups: full-data NUTS (warmup.full_data)
         return routed_fit(model, data, theta0, reason, num_samples, num_chains, k_run, run)
-    if all(x is None for x in (run.checkpoint_dir, run.devices, run.data_sharding)):
+    split = runs_data_parallel(data, data_parallel)
+    if split:  # the penalty test on a fixed minibatch stratified over the shards, no exact stratum
+        options = parallel_options(options, run)
+    elif all(x is None for x in (run.checkpoint_dir, run.devices, run.data_sharding)):
         options.update(
             num_chains=num_chains, num_samples=num_samples
         )  # tuning on the runner sampling reuses (not with recentre)
-    with run_directory(
-        run.checkpoint_dir, run.resume, (SETTINGS_FILE, WARMUP_SETTINGS)
-    ):  # refused at once, or locked throughout
+    if split and jax.process_index() > 0 and run.checkpoint_dir is not None:  # process 0 locks and writes the directory
+        check_start(run.checkpoint_dir, run.resume, (SETTINGS_FILE, WARMUP_SETTINGS))
+    held = None if split and jax.process_index() > 0 else run.checkpoint_dir
+    with run_directory(held, run.resume, (SETTINGS_FILE, WARMUP_SETTINGS)):  # refused at once, or locked throughout
         return _warm_and_sample(
             model,
             data,
@@ -143,6 +154,7 @@ def auto_sample(
             temperature,
             check_draws,
             run,
+            split,
         )
 
 
@@ -174,16 +186,22 @@ def routed_fit(
     )
 
 
-def _warm_and_sample(model, data, theta0, keys, options, num_samples, num_chains, temperature, check_draws, run):
+def _warm_and_sample(model, data, theta0, keys, options, num_samples, num_chains, temperature, check_draws, run, split):
     """``auto_sample``'s warm-up (or its restoration) and sampling, in the checkpoint directory's lock if it has one."""
     k_warm, k_start, k_run = keys
     progress = run.progress
-    w = stored_warmup(model, data, theta0, k_warm, options, run.checkpoint_dir, run.resume, progress)
+    write = not split or jax.process_index() == 0  # data-parallel: process 0 writes the directory every process sees
+    w = stored_warmup(model, data, theta0, k_warm, options, run.checkpoint_dir, run.resume, progress, write)
     with PhaseClock("sampling", 1) as clock:  # the starts, the run, its draws constrained: all of sample's seconds
-        result = _sample(model, data, w, k_start, k_run, num_samples, num_chains, temperature, run)
+        if split:
+            result = sample_split(model, data, w, (k_start, k_run), num_samples, num_chains, temperature, run)
+        else:
+            result = _sample(model, data, w, k_start, k_run, num_samples, num_chains, temperature, run)
     sampled = sampling_cost(result)._replace(seconds=clock.seconds, compile_seconds=clock.compile_seconds)
     w = w._replace(cost={**w.cost, "sampling": sampled})
-    if (
+    if split and check_draws:  # the proxy's check alone: the coupled continuation runs sample's kernel, not this one
+        w = checked_split(model, data, w, result, check_draws, temperature, progress, jax.random.fold_in(k_run, 29))
+    elif (
         check_draws and not w.mode_kernels and not needs_bounds(w.test)
     ):  # an exact test's draws do not rest on the proxy
         checked, cost = timed_check(
@@ -258,8 +276,10 @@ def stored_warmup(
     directory,
     resume: bool,
     progress: bool = False,
+    write: bool = True,
 ) -> Warmup:
-    """``warmup(...)``, saved in the checkpoint ``directory`` (a new run), or restored from it (``resume``)."""
+    """``warmup(...)``, saved in the checkpoint ``directory`` (a new run; not with ``write=False``: data-parallel
+    processes but 0), or restored from it (``resume``)."""
     if directory is None:
         return warmup(model, data, theta0, key=key, progress=progress, **options)
     source = as_data_source(data)
@@ -278,6 +298,8 @@ def stored_warmup(
     if saved is not None:
         return restored(model, source.n, saved, options)
     w = warmup(model, data, theta0, key=key, progress=progress, **options)
+    if not write:
+        return w
     save_warmup(
         directory,
         settings,
