@@ -222,3 +222,29 @@ def test_auto_sample_data_parallel_in_one_process_samples_the_posterior(tmp_path
     assert np.all(chk.ess > MEAN_POWER_ESS), chk.ess
     assert np.all(np.abs(chk.z_mean()) < 4), (chk.mean, chk.exact_mean, chk.se_mean)
     assert np.all(np.abs(chk.z_var()) < 4), (chk.var, chk.exact_var, chk.se_var)
+
+
+def test_data_parallel_is_never_routed_to_full_data_nuts(monkeypatch):
+    """A data-parallel ``auto_sample`` skips the small-groups rule (full-data NUTS needs every row in every process) and
+    goes to the warm-up with the penalty test and no stratum; would catch a GLMM over split rows sent to NUTS."""
+    import importlib
+
+    auto = importlib.import_module("minibatch_mcmc.warmup.auto")
+    seen = []
+
+    class Stop(Exception):
+        pass
+
+    def warm_and_sample(model, data, theta0, keys, options, *rest):
+        seen.append(options)
+        raise Stop
+
+    monkeypatch.setattr(auto, "small_groups", lambda model, data: "every level has 2 rows")
+    monkeypatch.setattr(auto, "_warm_and_sample", warm_and_sample)
+    rows = {"x": np.zeros((10, 2), np.float32), "y": np.zeros(10, np.float32)}
+    from minibatch_mcmc.models import logistic_regression
+
+    with pytest.raises(Stop):
+        auto.auto_sample(logistic_regression(), rows, np.zeros(2), num_samples=1, data_parallel=True)
+    ((options,),) = [seen]
+    assert options["test"] == "penalty" and options["stratum"] is False and "num_chains" not in options

@@ -129,10 +129,11 @@ def auto_sample(
         stratum=stratum,
     )
     run = merged_run(run, **run_options)._replace(progress=progress)
-    reason = None if test is not None or proposal is not None or temperature != 1.0 else small_groups(model, data)
+    split = runs_data_parallel(data, data_parallel)  # rows split between processes: never full-data NUTS
+    named = split or test is not None or proposal is not None or temperature != 1.0
+    reason = None if named else small_groups(model, data)
     if reason is not None:  # a GLMM with small groups: full-data NUTS (warmup.full_data)
         return routed_fit(model, data, theta0, reason, num_samples, num_chains, k_run, run)
-    split = runs_data_parallel(data, data_parallel)
     if split:  # the penalty test on a fixed minibatch stratified over the shards, no exact stratum
         options = parallel_options(options, run)
     elif all(x is None for x in (run.checkpoint_dir, run.devices, run.data_sharding)):
