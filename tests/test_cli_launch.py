@@ -111,3 +111,15 @@ def test_split_data_opens_this_process_rows(tmp_path):
     assert (part.lo, part.hi, part.count) == (0, 6, 1)
     with pytest.raises(ValueError, match="uncompressed .npz"):
         load_data(str(tmp_path / "c.npz"), out_of_core=True, split=True)
+
+
+def test_a_numpyro_model_is_refused_over_several_processes(tmp_path):
+    """Over several processes ``--model`` must be a ``Model``: a NumPyro model function is converted on whole arrays,
+    which every process would read; refused naming the model before any row is read."""
+    from minibatch_mcmc.cli_inputs import user_model
+
+    (tmp_path / "m.py").write_text("def model(x):\n    pass\n")
+    np.save(tmp_path / "x.npy", np.zeros((4, 2), np.float32))
+    args = argparse.Namespace(model=f"{tmp_path / 'm.py'}:model", data=str(tmp_path / "x.npy"), dim=None, columns=None)
+    with pytest.raises(ValueError, match="m.py:model is a NumPyro model.*give a minibatch_mcmc Model"):
+        user_model(args, split=True)
