@@ -22,31 +22,39 @@ SCRIPT = textwrap.dedent(
     """
     import json, sys
     import jax, jax.numpy as jnp, numpy as np
-    from jax.sharding import PartitionSpec as P
     from minibatch_mcmc import mh_minibatch, random_walk, sample
     from minibatch_mcmc.models import gaussian_mixture, make_mixture_data
-    from minibatch_mcmc.samplers.driver import make_block_runner
-    from minibatch_mcmc.samplers.kernel import build_kernel
-    from minibatch_mcmc.samplers.sharding import chain_layout, shard_chains
+    from minibatch_mcmc.samplers import driver
+    from minibatch_mcmc.samplers.sharding import chain_layout
+
+    def keeping_states(make):  # make_block_runner whose runners also keep the states each block returns
+        def made(*args, **kwargs):
+            run = make(*args, **kwargs)
+            def block(*block_args):
+                out = run(*block_args)
+                kept.append(out[0])
+                return out
+            return block
+        return made
 
     data = make_mixture_data(jax.random.key(0), 3000)
     out = {"devices": len(jax.devices())}
+    kept = []
     for name, test in (("mhminibatch", mh_minibatch(50)),):
         kw = dict(proposal=random_walk(scale=0.25), test=test, num_samples=40, temperature=30.0,
                   progress=False, block_size=40, num_chains=8, key=11)
         plain = sample(gaussian_mixture(), data, jnp.zeros(2), **kw)
+        driver.make_block_runner = keeping_states(driver.make_block_runner)  # the sharded run's own block states
         split = sample(gaussian_mixture(), data, jnp.zeros(2), devices="all", **kw)
         arrays = {"pos": plain.positions, **{f"rec_{k}": v for k, v in plain.records.items()}}
         arrays.update({f"split/pos": split.positions, **{f"split/rec_{k}": v for k, v in split.records.items()}})
         np.savez(sys.argv[1], **{k: np.asarray(v) for k, v in arrays.items()})
         out[name] = {"accept": float(plain.records["accepted"].mean())}
-    # the chain axis of the states stays split over the mesh inside the jitted block
+    # the chain axis of the states stays split over the mesh inside the jitted block (the sharded run's last block)
     layout = chain_layout("all", 8)
-    kernel = build_kernel(gaussian_mixture(), random_walk(scale=0.25), mh_minibatch(50), 3000)
-    states = shard_chains(jax.vmap(kernel.init)(jnp.zeros((8, 2))), layout)
-    new, pos, _ = make_block_runner(kernel, 8, layout)(jax.random.key(0), states, data, jnp.arange(3), jnp.ones(3) * 30.0)
-    out["state_sharded"] = bool(new.position.sharding.is_equivalent_to(layout.chains, 2))
-    out["shards"] = len(new.position.addressable_shards)
+    out["blocks"] = len(kept)
+    out["state_sharded"] = bool(kept[-1].position.sharding.is_equivalent_to(layout.chains, 2))
+    out["shards"] = len(kept[-1].position.addressable_shards)
     try:
         sample(gaussian_mixture(), data, jnp.zeros(2), proposal=random_walk(scale=0.25), test=mh_minibatch(50),
                num_samples=2, num_chains=6, devices=4, progress=False)
@@ -83,6 +91,7 @@ def test_sharded_draws_are_identical_to_unsharded(four_devices):
 
 
 def test_chain_axis_stays_split_over_the_mesh(four_devices):
+    assert four_devices["blocks"] == 1  # the states the sharded run's one block returned
     assert four_devices["state_sharded"]
     assert four_devices["shards"] == 4
 
