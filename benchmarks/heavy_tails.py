@@ -39,6 +39,8 @@ warned, its largest estimated s.d. error, its seconds.
 
     .venv/bin/python benchmarks/heavy_tails.py --n 100000 [--cases robust rare] [--results docs/results/heavy_tails.json]
         [--reference mh --ref-draws 3000] [--methods uniform importance] [--name heavy_tails]  (the table's name: cases run in two processes write two tables)
+        [--no-check]  (the check after sampling skipped: its columns say "not run")
+        [--warmup-only]  (each case's warm-up alone: its passes over N per phase, one table)
 """
 
 from __future__ import annotations
@@ -271,9 +273,9 @@ def min_ess(draws: np.ndarray) -> float:
     return float(np.min(az.ess(az.convert_to_dataset(draws)).to_array().values))
 
 
-def run_method(model, data, w, estimator, key, draws, sized_seconds, size: bool = True) -> dict:
+def run_method(model, data, w, estimator, key, draws, sized_seconds, size: bool = True, check: bool = True) -> dict:
     """Size the penalty test's minibatch for ``estimator`` (``size``; else the test's own 50 rows, the prediction there
-    recorded), sample 4 chains from Laplace starts, and time it all."""
+    recorded), sample 4 chains from Laplace starts, and time it all (``check``: then run the check after sampling)."""
     t = time.perf_counter()
     chol = np.linalg.cholesky(w.covariance)
     test, predicted = w.test, float("nan")
@@ -301,8 +303,8 @@ def run_method(model, data, w, estimator, key, draws, sized_seconds, size: bool 
     )
     rec = {k: np.asarray(v) for k, v in res.records.items()}
     seconds = time.perf_counter() - t + sized_seconds
-    check = None
-    if hasattr(
+    run_check, check = check, None
+    if run_check and hasattr(
         test, "batch_size"
     ):  # the check after sampling, on the run's own draws and keys (an exact test needs none)
         with warnings.catch_warnings(record=True) as caught:
@@ -365,6 +367,42 @@ def reference_row(name: str, n: int, label: str, ref: np.ndarray, seconds: float
     ] * 8
 
 
+PASS_COLUMNS = [
+    "case",
+    "N",
+    "warm-up passes",
+    "mode",
+    "proxy",
+    "influence",
+    "tuning",
+    "batch",
+    "stratum rows",
+    "seconds",
+]
+
+
+def passes_table(args) -> None:
+    """Each case's warm-up (``key=0``, the default test): its passes over N in all and per phase (``mode``: Adam, the
+    subsample climb and every Newton pass but the last, which builds the proxy and is the ``proxy`` phase)."""
+    rows = []
+    for name in args.cases:
+        model, data, theta0 = CASES[name](args.n, np.random.default_rng(0))
+        t = time.perf_counter()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            w = warmup(model, data, jnp.asarray(theta0, jnp.float32), key=0)
+        phase = lambda k: f"{w.cost[k].passes:.3f}" if k in w.cost else ""  # noqa: E731
+        stratum = 0 if w.influence is None else int(w.influence.rows.size)
+        rows.append(
+            [name, args.n, f"{warmup_passes(w):.2f}"]
+            + [phase(k) for k in ("mode", "proxy", "influence", "tuning", "batch")]
+            + [str(stratum), f"{time.perf_counter() - t:.1f}"]
+        )
+        print(" | ".join(map(str, rows[-1])), flush=True)
+        values = {f"{args.name}.{r[0]}_passes": float(r[2]) for r in rows}
+        save(args.results, args.name, config=args, tables={args.name: table(PASS_COLUMNS, rows)}, values=values)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=100_000)
@@ -376,8 +414,19 @@ def main() -> None:
     parser.add_argument("--ref-draws", type=int, default=3000, help="exact Metropolis draws per chain (--reference mh)")
     parser.add_argument("--methods", nargs="+", default=["uniform", "importance", "smh"])
     parser.add_argument("--name", default="heavy_tails", help="the results' experiment and table name")
+    parser.add_argument(
+        "--no-check", action="store_true", help="skip the check after sampling (its columns left empty: 'not run')"
+    )
+    parser.add_argument(
+        "--warmup-only",
+        action="store_true",
+        help="only the warm-up of each case: its passes over N phase by phase (one table, no sampling, no reference)",
+    )
     add_results_option(parser)
     args = parser.parse_args()
+    if args.warmup_only:
+        passes_table(args)
+        return
     rows, values = [], {}
     for name in args.cases:
         model, data, theta0 = CASES[name](args.n, np.random.default_rng(0))
@@ -393,7 +442,17 @@ def main() -> None:
             w = warmup(model, data, jnp.asarray(theta0, jnp.float32), key=0, test="smh" if method == "smh" else None)
             passes = warmup_passes(w)
             est, note = method_estimator(method, model, data, w)
-            out = run_method(model, data, w, est, 1, args.draws, time.perf_counter() - t, size=method != "unsized")
+            out = run_method(
+                model,
+                data,
+                w,
+                est,
+                1,
+                args.draws,
+                time.perf_counter() - t,
+                size=method != "unsized",
+                check=not args.no_check,
+            )
             if ref is None:  # the exact Metropolis reference, with the first method's warm-up
                 ref, ref_seconds = mh_reference(model, data, w, args.ref_draws)
                 rows.append(reference_row(name, args.n, f"exact MH ({args.ref_draws} x 4)", ref, ref_seconds))
@@ -417,7 +476,7 @@ def main() -> None:
                     f"{sd_err:.3f}",
                     f"{z:.1f}",
                     f"{100 * sd_se:.1f}%",
-                    "n/a" if check is None else ("yes" if said else "no"),
+                    ("not run" if args.no_check else "n/a") if check is None else ("yes" if said else "no"),
                     "" if check is None else f"{100 * np.max(np.abs(check.sd_error)):.1f}%",
                     "" if check is None else f"{check.seconds:.1f}",
                     f"{out['predicted']:.3g}",

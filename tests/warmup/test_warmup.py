@@ -29,7 +29,7 @@ def glm():
 
 def test_warmup_finds_mode_and_reports_cost(glm):
     """From theta0 = (3, 3), many posterior s.d.s away, the warm-up's centre is within the lean Newton passes'
-    stopping decrement (0.2 s.d.) of the quadrature mode, MALA's tuned acceptance under MHminibatch is near the
+    stopping decrement (``NEWTON_DECREMENT`` s.d.s) of the quadrature mode, MALA's tuned acceptance under MHminibatch is near the
     Barker-MALA optimum, and every phase reports rows, passes over N, seconds and compile seconds (summary() adds them up)."""
     data, mean, var, mode = glm
     w = warmup(
