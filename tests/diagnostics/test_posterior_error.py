@@ -121,7 +121,7 @@ def test_exact_twin_retraces_the_run_on_its_keys():
     draws = np.asarray(res.kernel_positions, np.float64)
     chain, step = start_steps(4, draws.shape[1], 64, 8)
     assert set(chain) == {0, 1, 2, 3} and step.min() >= draws.shape[1] // 2 and step.max() + 8 < draws.shape[1]
-    path, accepted = exact_continuation(
+    path, accepted, _ = exact_continuation(
         model,
         x,
         prop,
