@@ -7,6 +7,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers_cauchy import cauchy_rows_data, cauchy_rows_model, mode_and_factor
 
 from minibatch_mcmc.acceptance import penalty_test
 from minibatch_mcmc.control_variates import taylor_proxy
@@ -100,3 +101,44 @@ def test_an_estimate_that_strays_sends_every_later_step_to_every_row(run, monkey
         monkeypatch.setattr(twin_sums, name, 0.0)
     strayed = _check(run)
     assert 260 <= strayed.passes < 261, strayed.passes
+
+
+@pytest.mark.slow
+def test_rows_the_heavy_set_misses_are_caught_by_the_audit(monkeypatch):
+    """Five Cauchy rows among 2^16 Gaussian ones (``helpers_cauchy``; a Taylor proxy at the float64 mode is exact on the
+    Gaussian rows, so only the five carry residuals), the penalty test on 20 rows missing them. With the default heavy
+    set the five are in it and the twin samples (under 100 passes); with a heavy set of one row the other four are left
+    to a sample of 6,144 rows that mostly misses them, their s.e. reads 0, and the first step's audit must send the
+    twin back to every row (over 256 passes). Both make the full-data twin's decisions: a twin that trusted the sample
+    would take the minibatch's side where the four rows decide, and its s.d. estimate for ``a`` would move by several
+    of its s.e. (the run misses the rows: about +20% in ``a``'s s.d.)."""
+    data, _ = cauchy_rows_data(N)
+    model, (mode, factor) = cauchy_rows_model(), mode_and_factor(data)
+    centre = jnp.asarray(mode, jnp.float32)
+    estimator = taylor_proxy(model, data, centre)
+    proposal = random_walk(scale=jnp.asarray(1.5 * np.diag(factor), jnp.float32))
+    starts = jnp.asarray(mode + np.diag(factor) * np.random.default_rng(1).standard_normal((4, 2)), jnp.float32)
+    res = sample(
+        model,
+        data,
+        starts,
+        proposal=proposal,
+        test=penalty_test(20),
+        estimator=estimator,
+        num_samples=100,
+        num_chains=4,
+        key=0,
+        batched_init=True,
+        progress=False,
+    )
+    run = (model, data, proposal, estimator, centre, res)
+    sampled = _check(run)
+    monkeypatch.setattr(twin_sums, "HEAVY_ROWS", 1)
+    audited = _check(run)
+    monkeypatch.setattr(exact_twin, "sampling_plan", lambda *a: twin_sums.Sampling(0, 0, 0))
+    full = _check(run)
+    assert sampled.passes < 100 and audited.passes > 256, (sampled.passes, audited.passes)
+    for out in (sampled, audited):
+        np.testing.assert_allclose(out.mean_bias, full.mean_bias, atol=1e-3)
+        np.testing.assert_allclose(out.sd_error, full.sd_error, atol=1e-3)
+    assert full.disagreement > 0
