@@ -234,7 +234,7 @@ def exact_continuation(
     decide = jax.jit(decide, compiler_options=compile_options(float(k) * d, CONTINUATION_WORK))
     states = jax.jit(jax.vmap(lambda x: kernel.init(unravel(x))), compiler_options=small)(starts)
     cs, js = jnp.asarray(chain, jnp.int32), jnp.asarray(step, jnp.int32)
-    plan = sampling_plan(n_pop, steps, centre)
+    plan = sampling_plan(n_pop, k, steps, centre)
     if plan.rows:
         reader, reading = sampled_reader(model, exact, centre, k, d, steps, plan, n_pop), first_reading()
     else:
@@ -260,10 +260,10 @@ def exact_continuation(
     return jnp.stack(path, axis=1), jnp.stack(accepted, axis=1), evaluations
 
 
-def twin_plan(estimator: Estimator | None, centre: PyTree, n: int, steps: int) -> tuple[Sampling, int]:
+def twin_plan(estimator: Estimator | None, centre: PyTree, n: int, starts: int, steps: int) -> tuple[Sampling, int]:
     """How the twin reads the rows (``twin_sums.sampling_plan``) and how many rows it reads them from."""
     n_pop = (plain() if estimator is None or centre is None else estimator).population_size(n)
-    return sampling_plan(n_pop, steps, centre), n_pop
+    return sampling_plan(n_pop, starts, steps, centre), n_pop
 
 
 def sampled_reader(model, exact, centre, k: int, d: int, steps: int, plan: Sampling, n_pop: int):

@@ -247,7 +247,7 @@ def check_posterior(
     if why:
         zero = np.zeros(len(names))
         return PosteriorError(names, zero, zero, zero, zero, 0, 0, zero, 0.0, 0, time.perf_counter() - t0, n, 0.0, why)
-    starts = affordable_starts(starts, steps, *twin_plan(estimator, centre, n, steps))
+    starts = affordable_starts(starts, steps, *twin_plan(estimator, centre, n, starts, steps))
     draws = flat_draws(positions)
     late = draws[:, draws.shape[1] // 2 :]
     run_mean, sd = late.reshape(-1, late.shape[2]).mean(0), late.reshape(-1, late.shape[2]).std(0)

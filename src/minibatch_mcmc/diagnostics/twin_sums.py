@@ -17,8 +17,8 @@ about ``6e-7`` per decision). Heavy tails outside ``H`` could make that more fre
 against full sums: the first step also reads every row for ``AUDIT_STARTS`` other starts, and every start that reads
 every row later is compared too. One full sum more than ``AUDIT_Z`` s.e. (plus ``SLACK``) from its estimate and every
 later step reads every row for every start, as before. Without a proxy (``centre`` None: the plain ratios' spread is the
-whole log-likelihood's), for a single step, or with fewer than ``SAMPLE_FACTOR`` gathered blocks of rows, every step
-reads every row (``exact_twin``'s streamed pass for all starts at once).
+whole log-likelihood's), for a single step, with fewer than ``SAMPLE_FACTOR`` gathered blocks of rows or at most
+``PROBE_STARTS + AUDIT_STARTS`` starts, every step reads every row (``exact_twin``'s streamed pass for all starts at once).
 
 One compiled function reads every row set (``gathered_sums``): ``FULL_STARTS`` starts on ``L = m + |H|`` gathered rows
 (padded to a multiple of its chunk), called per block of ``L`` rows for a full pass. Row evaluations per check:
@@ -88,11 +88,12 @@ class Sampling(NamedTuple):
     block: int
 
 
-def sampling_plan(n_pop: int, steps: int, centre: PyTree) -> Sampling:
-    """``Sampling`` for ``n_pop`` rows (module docstring): none without a proxy, for a single step or too few rows."""
+def sampling_plan(n_pop: int, starts: int, steps: int, centre: PyTree) -> Sampling:
+    """``Sampling`` for ``n_pop`` rows (module docstring): none without a proxy, for a single step, too few rows, or no
+    start left to sample beyond the first step's probe and audit starts (nothing would audit the samples)."""
     m = min(MAX_SAMPLED, max(MIN_SAMPLED, n_pop // SAMPLED_SHARE))
     block = -(-(m + HEAVY_ROWS) // CHUNK) * CHUNK
-    if centre is None or steps < 2 or n_pop < SAMPLE_FACTOR * block:
+    if centre is None or steps < 2 or n_pop < SAMPLE_FACTOR * block or starts <= PROBE_STARTS + AUDIT_STARTS:
         return Sampling(0, 0, 0)
     return Sampling(block - HEAVY_ROWS, HEAVY_ROWS, block)
 
