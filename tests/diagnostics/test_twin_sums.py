@@ -92,6 +92,7 @@ def test_sampled_twin_decides_as_the_full_data_twin_at_a_fraction_of_the_rows(ru
     assert sampled.disagreement == full.disagreement > 0
 
 
+@pytest.mark.slow
 def test_an_estimate_that_strays_sends_every_later_step_to_every_row(run, monkeypatch):
     """With the decision and audit margins at 0 s.e. (so the first audited start's full sum lies outside its estimate's
     interval, ``SLACK`` shrunk to 0 as well), the twin must stop sampling after the first step: every later step reads
