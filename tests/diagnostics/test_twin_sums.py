@@ -78,8 +78,8 @@ def _check(run, **kw):
 
 def test_sampled_twin_decides_as_the_full_data_twin_at_a_fraction_of_the_rows(run, monkeypatch):
     """32 starts x 8 steps at N = 2^16: reading every row at every step costs 256 passes; sampled, the twin reads every
-    row only for the 16 first-step probe and audit starts and for undecided starts, plus 32 x 8,192 gathered rows a
-    step (32 passes in all), so well under 100 passes. Its estimates equal the full-data twin's to float32 summation
+    row only for the 8 first-step probe and audit starts and for undecided starts, plus 32 x 8,192 gathered rows a
+    step (40 passes in all), so well under 100 passes. Its estimates equal the full-data twin's to float32 summation
     (1e-3 of an s.d.): one decision taken differently would move a start's final position by a random-walk step (1.2
     s.d.), its estimate by ~1.2 / 32 s.d.; the run's decisions differ from the exact ones at some steps, so the twins
     do move apart from the run. On the original code the check read 256 passes (and more from the run)."""

@@ -8,12 +8,12 @@ Each step is three compiled functions called from the host, each compiled once f
 the run's kernel proposing (``build_kernel`` with ``ProposeOnly``: the proposal, prior, proposal ratio and the control
 variate's known sum, nothing read per row; fast compilation; also each start's threshold on ``Delta``,
 ``exact_threshold``), the step's sums of residuals, and the decision. With a proxy and enough rows the sums are read
-from a sample of the rows wherever it settles the decision (``twin_sums``: about ``16 N + K T N / 64`` row evaluations
-per check); otherwise by one streamed pass over the rows for all ``K`` starts at once (the starts vmapped inside each
-chunk, so each step reads the data once: ``T`` reads of ``N`` per check, ``K T N`` row evaluations). Compiled apart, the small functions skip LLVM's optimisation and the pass's per-row
-body is compiled once (equal chunks, the last one overlapping and masked; ``PASS_ELEMENTS``), where one fused program
-compiled the proposal at full optimisation and the row body three times (the first row's shift, the loop, the
-remainder chunk).
+from a sample of the rows wherever it settles the decision (``twin_sums``: about ``8 N + K T m`` row evaluations, ``m``
+a few thousand rows or ``N / 256``, per check); otherwise by one streamed pass over the rows for all ``K`` starts at
+once (the starts vmapped inside each chunk, so each step reads the data once: ``T`` reads of ``N`` per check, ``K T N``
+row evaluations). Compiled apart, the small functions skip LLVM's optimisation and the pass's per-row body is compiled
+once (equal chunks, the last one overlapping and masked; ``PASS_ELEMENTS``), where one fused program compiled the
+proposal at full optimisation and the row body three times (the first row's shift, the loop, the remainder chunk).
 """
 
 from __future__ import annotations
