@@ -24,8 +24,8 @@ One compiled function reads every row set (``gathered_sums``): ``FULL_STARTS`` s
 (padded to a multiple of its chunk), called per block of ``L`` rows for a full pass. Row evaluations per check:
 ``(PROBE_STARTS + AUDIT_STARTS) N + K T L``, plus the larger samples and ``FULL_STARTS N`` per group of starts left
 open in a step, against ``K T N``. On the Student-t regression at ``N = 10^6`` (``K = 100``, ``T = 16``: 1,600
-decisions) the check read 50 passes, 49 of them planned, against 1,600 (``benchmarks/posterior_check.py --cost``); at
-``K = 32`` its estimates equalled those of reading every row at every step, as at ``N = 10^5``.
+decisions) the check read 25 passes against 1,600 (``benchmarks/posterior_check.py --cost``); at ``K = 32`` its
+estimates equalled those of reading every row at every step, as at ``N = 10^5``.
 """
 
 from __future__ import annotations
