@@ -184,21 +184,28 @@ def pick(tree: PyTree, rows: np.ndarray) -> PyTree:
 
 def full_sums(reader: StepReader, data: PyTree, currents, candidates, which: np.ndarray, top: bool = False):
     """``(Lambda, bad, rowmax)`` for the starts ``which`` over every row (blocks of ``plan.block`` rows, the last
-    padded with weight 0), ``rowmax`` each row's largest ``|r_i|`` over them (with ``top``, else None)."""
+    padded with weight 0), ``rowmax`` each row's largest ``|r_i|`` over them (with ``top``, else None). Each block is
+    put on the device once and its calls for every group of starts dispatched before their results are read."""
     n, size = reader.n_pop, reader.plan.block
     lam, bad = np.zeros(which.size), np.zeros(which.size, bool)
     rowmax = np.zeros(-(-n // size) * size, np.float32) if top else None
-    zero = np.zeros(size, np.float32)
-    for s, (group, real) in zip(range(0, which.size, FULL_STARTS), groups(which)):
-        c, m = pick(currents, group), pick(candidates, group)
-        for start in range(0, n, size):
-            at = start + np.arange(size)
-            got = reader.gathered(data, np.minimum(at, n - 1).astype(np.int32), (at < n).astype(np.float32), zero, c, m)
-            lam[s : s + real] += np.asarray(got[0], np.float64)[:real]
-            bad[s : s + real] |= np.asarray(got[3])[:real]
+    zero = jax.device_put(np.zeros(size, np.float32))
+    parts = [(s, real, pick(currents, group), pick(candidates, group)) for s, (group, real) in starts_of(which)]
+    for start in range(0, n, size):
+        at = start + np.arange(size)
+        idx, w = jax.device_put(np.minimum(at, n - 1).astype(np.int32)), jax.device_put((at < n).astype(np.float32))
+        got = [reader.gathered(data, idx, w, zero, c, m) for _, _, c, m in parts]
+        for (s, real, _, _), out in zip(parts, got):
+            lam[s : s + real] += np.asarray(out[0], np.float64)[:real]
+            bad[s : s + real] |= np.asarray(out[3])[:real]
             if top:
-                rowmax[start : start + size] = np.maximum(rowmax[start : start + size], np.asarray(got[4]))
+                rowmax[start : start + size] = np.maximum(rowmax[start : start + size], np.asarray(out[4]))
     return lam, bad, None if rowmax is None else rowmax[:n]
+
+
+def starts_of(which: np.ndarray):
+    """``(offset, (group, real))`` for ``groups(which)``: where each group's real starts go in ``which``'s order."""
+    return zip(range(0, which.size, FULL_STARTS), groups(which))
 
 
 def draw_rows(plan: Sampling, reading: Reading, n_pop: int, seed: tuple, heavy: bool):
@@ -220,12 +227,14 @@ def sampled_sums(reader: StepReader, reading: Reading, seed: tuple, data: PyTree
     k = jax.tree_util.tree_leaves(currents)[0].shape[0]
     n = reader.n_pop
     out, m = np.zeros((4, k)), 0
+    parts = [(s, real, pick(currents, group), pick(candidates, group)) for s, (group, real) in starts_of(np.arange(k))]
     for j in range(blocks):
-        idx, a, b = draw_rows(reader.plan, reading, n, seed + (j,), blocks == 1)
-        m += idx.size - int(a.sum())
-        for s, (group, real) in zip(range(0, k, FULL_STARTS), groups(np.arange(k))):
-            got = reader.gathered(data, idx, a, b, pick(currents, group), pick(candidates, group))
-            out[:, s : s + real] += np.stack([np.asarray(g, np.float64)[:real] for g in got[:4]])
+        rows = draw_rows(reader.plan, reading, n, seed + (j,), blocks == 1)
+        m += rows[0].size - int(rows[1].sum())
+        idx, a, b = (jax.device_put(v) for v in rows)
+        got = [reader.gathered(data, idx, a, b, c, to) for _, _, c, to in parts]
+        for (s, real, _, _), res in zip(parts, got):
+            out[:, s : s + real] += np.stack([np.asarray(g, np.float64)[:real] for g in res[:4]])
     mean = out[1] / m
     var = np.maximum(out[2] / m - mean * mean, 0.0) * m / (m - 1)
     return out[0], n * mean, n * np.sqrt(var / m), out[3] > 0, k * blocks * reader.plan.block
