@@ -13,10 +13,10 @@ check (``ProxyCheck.acceptance_error``, which warned above 0.02) and its seconds
 
 ``--cost``: the check's seconds, compile seconds and row evaluations (in passes over ``N``) on one fit of the Student-t
 regression at each ``--n``, side by side in one process, each way run ``--repeats`` times alternately: the code of
-``--baseline`` (a commit; its ``posterior_error.py`` loaded from git) both ways it had (stepping both chains anew with
-``coupled_run``, the standalone check's way, and the run's draws and keys with ``exact_continuation``, auto_sample's),
-and the one path now (``exact_twin``). Run it with ``MINIBATCH_MCMC_COMPILATION_CACHE=off`` so that every compilation
-is paid (as a new fit pays it).
+``--baseline`` (a commit; its ``posterior_error.py`` and ``exact_twin.py`` loaded from git: every row read at every
+step) and the code now (``twin_sums``: a sample of the rows where it settles the decision), each asked for ``--starts``
+starts (``auto_sample``'s ``check_draws``), on the run's own draws and keys. Run it with
+``MINIBATCH_MCMC_COMPILATION_CACHE=off`` so that every compilation is paid (as a new fit pays it).
 
     MINIBATCH_MCMC_COMPILATION_CACHE=off PYTHONPATH=src .venv/bin/python benchmarks/posterior_check.py --cost \
         --n 100000 1000000 --results docs/results/posterior_check_cost.json
@@ -185,28 +185,39 @@ COST = [
     "warned",
 ]
 WAYS = (
-    ("before: both chains stepped (coupled_run)", "before", False),
-    ("before: the run's draws and keys", "before", True),
-    ("after: one path (exact_twin)", "after", True),
+    ("before: every row at every step", "before"),
+    ("after: rows sampled where they settle the decision (twin_sums)", "after"),
 )
 
 
 def baseline(rev: str):
-    """``posterior_error`` as it was at commit ``rev`` (loaded from git into a module of its own)."""
+    """``posterior_error`` as it was at commit ``rev``, with that commit's ``exact_twin`` (both loaded from git into
+    modules of their own)."""
     root = Path(__file__).resolve().parents[1]
-    text = subprocess.run(
-        ["git", "show", f"{rev}:src/minibatch_mcmc/diagnostics/posterior_error.py"],
-        cwd=root,
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
-    path = Path(tempfile.mkdtemp()) / "posterior_error_before.py"
-    path.write_text(text)
-    spec = importlib.util.spec_from_file_location("posterior_error_before", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    folder = Path(tempfile.mkdtemp())
+
+    def load(name: str, replace: tuple = ()):
+        text = subprocess.run(
+            ["git", "show", f"{rev}:src/minibatch_mcmc/diagnostics/{name}.py"],
+            cwd=root,
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+        for a, b in replace:
+            text = text.replace(a, b)
+        path = folder / f"{name}_before.py"
+        path.write_text(text)
+        spec = importlib.util.spec_from_file_location(f"{name}_before", path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[f"{name}_before"] = module
+        spec.loader.exec_module(module)
+        return module
+
+    load("exact_twin")
+    return load(
+        "posterior_error", (("from minibatch_mcmc.diagnostics.exact_twin import", "from exact_twin_before import"),)
+    )
 
 
 def cost_case(args) -> int:
@@ -230,9 +241,8 @@ def cost_case(args) -> int:
         run_key = jax.random.split(as_key(0), 3)[2]  # auto_sample's sampling key (its third split of ``key``)
         sampled = w.cost["sampling"]
         for r in range(args.repeats):
-            for way, code, own in WAYS:
+            for way, code in WAYS:
                 check = before.check_posterior if code == "before" else check_posterior
-                run = {"run_key": run_key, "records": res.records} if own else {"key": 1}
                 c0 = COMPILE_SECONDS[0]
                 with warnings.catch_warnings(record=True) as caught:
                     warnings.simplefilter("always")
@@ -243,9 +253,10 @@ def cost_case(args) -> int:
                         w.test,
                         w.estimator,
                         res.kernel_positions,
-                        starts=100,
+                        starts=args.starts,
                         centre=w.proxy.centre,
-                        **run,
+                        run_key=run_key,
+                        records=res.records,
                     )
                 compiling = COMPILE_SECONDS[0] - c0
                 said = [c for c in caught if "moved the posterior" in str(c.message)]
@@ -267,8 +278,15 @@ def cost_case(args) -> int:
                         "yes" if said else "no",
                     ]
                 )
-                key = f"posterior_check_cost.{n}.{code}{'_own' if own and code == 'before' else ''}.{r}"
-                values.update({f"{key}.seconds": f"{out.seconds:.1f}", f"{key}.compile_seconds": f"{compiling:.1f}"})
+                key = f"posterior_check_cost.{n}.{code}.{r}"
+                values.update(
+                    {
+                        f"{key}.seconds": f"{out.seconds:.1f}",
+                        f"{key}.compile_seconds": f"{compiling:.1f}",
+                        f"{key}.passes": f"{out.data_used / n:.0f}",
+                        f"{key}.of_sampling": f"{out.seconds / sampled.seconds:.2f}",
+                    }
+                )
                 print(rows[-1], flush=True)
     save(
         args.results,
@@ -285,7 +303,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--n", type=int, nargs="+", default=[100_000], help="rows (several with --cost)")
     p.add_argument("--cost", action="store_true", help="the check's seconds before/after on one fit (module docstring)")
     p.add_argument("--repeats", type=int, default=1)
-    p.add_argument("--baseline", default="4532f73", help="with --cost: the commit whose check is 'before'")
+    p.add_argument("--baseline", default="52d4236", help="with --cost: the commit whose check is 'before'")
+    p.add_argument("--starts", type=int, default=100, help="with --cost: starts asked for (auto_sample's check_draws)")
     add_results_option(p)
     args = p.parse_args(argv)
     if args.cost:

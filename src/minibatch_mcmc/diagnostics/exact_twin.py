@@ -6,12 +6,14 @@ random numbers (``coupled_accept``). So it coincides with the run until their de
 
 Each step is three compiled functions called from the host, each compiled once for all ``K`` starts and all ``T`` steps:
 the run's kernel proposing (``build_kernel`` with ``ProposeOnly``: the proposal, prior, proposal ratio and the control
-variate's known sum, nothing read per row; fast compilation), one streamed pass over the rows for all ``K`` starts at
+variate's known sum, nothing read per row; fast compilation; also each start's threshold on ``Delta``,
+``exact_threshold``), the step's sums of residuals, and the decision. With a proxy and enough rows the sums are read
+from a sample of the rows wherever it settles the decision (``twin_sums``: about ``8 N + K T m`` row evaluations, ``m``
+a few thousand rows or ``N / 256``, per check); otherwise by one streamed pass over the rows for all ``K`` starts at
 once (the starts vmapped inside each chunk, so each step reads the data once: ``T`` reads of ``N`` per check, ``K T N``
-row evaluations), and the decision. Compiled apart, the small functions skip LLVM's optimisation and the pass's per-row
-body is compiled once (equal chunks, the last one overlapping and masked; ``PASS_ELEMENTS``), where one fused program
-compiled the proposal at full optimisation and the row body three times (the first row's shift, the loop, the
-remainder chunk).
+row evaluations). Compiled apart, the small functions skip LLVM's optimisation and the pass's per-row body is compiled
+once (equal chunks, the last one overlapping and masked; ``PASS_ELEMENTS``), where one fused program compiled the
+proposal at full optimisation and the row body three times (the first row's shift, the loop, the remainder chunk).
 """
 
 from __future__ import annotations
@@ -43,6 +45,15 @@ from minibatch_mcmc.control_variates.base import Estimator, plain
 from minibatch_mcmc.control_variates.influence import without_rounding
 from minibatch_mcmc.data.arrays import slice_rows, take
 from minibatch_mcmc.data.passes import DEFAULT_CHUNK
+from minibatch_mcmc.diagnostics.twin_sums import (
+    Sampling,
+    StepReader,
+    first_reading,
+    gathered_sums,
+    planned_evaluations,
+    read_step,
+    sampling_plan,
+)
 from minibatch_mcmc.models.base import Model
 from minibatch_mcmc.proposals.base import Proposal
 from minibatch_mcmc.samplers.kernel import build_kernel, gradient_data_used
@@ -67,27 +78,38 @@ COUPLED = (PenaltyTest, MHMinibatch, NaiveMinibatch)
 """Tests whose random numbers ``coupled_accept`` reuses; any other test's exact twin draws its own (weaker coupling)."""
 
 
-def coupled_accept(test: Any, key: jax.Array, delta: jax.Array) -> jax.Array:
-    """The exact decision at ``delta`` from the uniforms ``test`` draws from ``key``: ``log u < Delta`` on the penalty
-    test's (or the naive test's) ``u``; for MHminibatch ``Delta + N(0, sigma^2) + X_corr > 0`` on its normal and
-    correction uniforms (Barker's rule, up to the correction table's CDF error)."""
+def coupled_threshold(test: Any, key: jax.Array, dtype: Any) -> jax.Array:
+    """``tau``: the exact decision at ``Delta`` is ``Delta > tau``, from the uniforms ``test`` draws from ``key``:
+    ``tau = log u`` on the penalty test's (or the naive test's) ``u``; for MHminibatch ``-(N(0, sigma^2) + X_corr)`` on
+    its normal and correction uniforms (Barker's rule, up to the correction table's CDF error)."""
     if isinstance(test, NaiveMinibatch):
-        return jnp.log(order_and_uniform(key, delta.dtype)[1]) < delta
-    u = uniform_from_bits(random_inputs(key)[1], delta.dtype)
+        return jnp.log(order_and_uniform(key, dtype)[1])
+    u = uniform_from_bits(random_inputs(key)[1], dtype)
     if isinstance(test, PenaltyTest):
-        return jnp.log(u[0]) < delta
+        return jnp.log(u[0])
     x_n = jnp.sqrt(2.0) * jax.scipy.special.erfinv(2.0 * u[0] - 1.0) * test.sigma
-    return delta + x_n + correction_from_uniforms(u[1], u[2], test.correction).astype(delta.dtype) > 0
+    return -(x_n + correction_from_uniforms(u[1], u[2], test.correction).astype(dtype))
+
+
+def exact_threshold(test: Any, key: jax.Array, dtype: Any) -> jax.Array:
+    """``coupled_threshold`` for the tests it knows; for any other, that of the full-data test of its rule on its own
+    draws from ``key`` (``BarkerTest``'s logistic for Barker's rule, else ``MetropolisTest``'s uniform, as they draw
+    them)."""
+    if isinstance(test, COUPLED):
+        return coupled_threshold(test, key, dtype)
+    if test.decision_rule == "barker":
+        return -jax.random.logistic(key, (), dtype)
+    return jnp.log(jax.random.uniform(key, (), dtype, minval=jnp.finfo(dtype).tiny))
+
+
+def coupled_accept(test: Any, key: jax.Array, delta: jax.Array) -> jax.Array:
+    """The exact decision at ``delta`` on the run's random numbers: ``delta > coupled_threshold``."""
+    return delta > coupled_threshold(test, key, delta.dtype)
 
 
 def exact_accept(test: Any, key: jax.Array, delta: jax.Array) -> jax.Array:
-    """``coupled_accept`` for the tests it knows; for any other, the full-data test of its rule on its own draws from
-    ``key`` (``BarkerTest``'s logistic for Barker's rule, else ``MetropolisTest``'s uniform, as they draw them)."""
-    if isinstance(test, COUPLED):
-        return coupled_accept(test, key, delta)
-    if test.decision_rule == "barker":
-        return delta + jax.random.logistic(key, (), delta.dtype) > 0
-    return jnp.log(jax.random.uniform(key, (), delta.dtype, minval=jnp.finfo(delta.dtype).tiny)) < delta
+    """The exact decision at ``delta``: ``delta > exact_threshold`` (monotone in ``delta``)."""
+    return delta > exact_threshold(test, key, delta.dtype)
 
 
 class ProposeOnly(NamedTuple):
@@ -182,7 +204,8 @@ def exact_continuation(
     centre: PyTree = None,
 ) -> tuple:
     """The exact chains from ``starts`` (the run's draws at ``step`` of ``chain``) on the keys the run drew at steps
-    ``step + 1 .. step + steps``: each step's flattened positions ``(K, T, d)`` and decisions ``(K, T)`` (module docstring)."""
+    ``step + 1 .. step + steps``: each step's flattened positions ``(K, T, d)``, decisions ``(K, T)`` and the row
+    evaluations it made (module docstring; ``twin_sums`` for which rows each step reads)."""
     run_estimator = plain() if estimator is None else estimator
     exact = run_estimator if centre is not None else plain()
     kernel = build_kernel(model, proposal, ProposeOnly(known=centre is not None), n, run_estimator)
@@ -195,7 +218,8 @@ def exact_continuation(
         def one(state, c, j):
             key = step_keys(base, j + t, num_chains)[c]
             moved, outcome = kernel.step(key, state, rows, temp)
-            return moved, outcome.delta_star, split_step(key)[1]
+            k_test = split_step(key)[1]
+            return moved, outcome.delta_star, k_test, exact_threshold(test, k_test, outcome.delta_star.dtype)
 
         return jax.vmap(one)(states, cs, js)
 
@@ -208,21 +232,49 @@ def exact_continuation(
 
     propose = jax.jit(propose, compiler_options=small)
     decide = jax.jit(decide, compiler_options=compile_options(float(k) * d, CONTINUATION_WORK))
-    chunk = max(64, PASS_ELEMENTS // k) if jax.default_backend() == "cpu" else DEFAULT_CHUNK
-    pass_ = residual_pass(model, exact, n_pop, centre, chunk)
-    sums = jax.jit(
-        lambda rows, currents, candidates: pass_(exact.population(rows), currents, candidates),
-        compiler_options=compile_options(float(k) * steps * n * d, CONTINUATION_WORK),
-    )
     states = jax.jit(jax.vmap(lambda x: kernel.init(unravel(x))), compiler_options=small)(starts)
     cs, js = jnp.asarray(chain, jnp.int32), jnp.asarray(step, jnp.int32)
-    path, accepted = [], []
+    plan = sampling_plan(n_pop, k, steps, centre)
+    if plan.rows:
+        reader, reading = sampled_reader(model, exact, centre, k, d, steps, plan, n_pop), first_reading()
+    else:
+        chunk = max(64, PASS_ELEMENTS // k) if jax.default_backend() == "cpu" else DEFAULT_CHUNK
+        pass_ = residual_pass(model, exact, n_pop, centre, chunk)
+        sums = jax.jit(
+            lambda rows, currents, candidates: pass_(exact.population(rows), currents, candidates),
+            compiler_options=compile_options(float(k) * steps * n * d, CONTINUATION_WORK),
+        )
+    path, accepted, evaluations = [], [], 0
     for t in range(1, steps + 1):
-        moved, free, k_test = propose(jnp.int32(t), states, cs, js, run_key, data)
-        states, flat, acc = decide(states, moved, free, k_test, *sums(data, states.position, moved.position))
+        moved, free, k_test, tau = propose(jnp.int32(t), states, cs, js, run_key, data)
+        if plan.rows:
+            at, to = (jax.tree_util.tree_map(np.asarray, p) for p in (states.position, moved.position))
+            edge = (np.asarray(tau, np.float64) - np.asarray(free, np.float64)) * temperature
+            lam, bad, reading = read_step(reader, reading, t, data, at, to, edge)
+            lam, bad, evaluations = jnp.asarray(lam, jnp.float32), jnp.asarray(bad), reading.rows
+        else:
+            (lam, bad), evaluations = sums(data, states.position, moved.position), evaluations + k * n_pop
+        states, flat, acc = decide(states, moved, free, k_test, lam, bad)
         path.append(flat)
         accepted.append(acc)
-    return jnp.stack(path, axis=1), jnp.stack(accepted, axis=1)
+    return jnp.stack(path, axis=1), jnp.stack(accepted, axis=1), evaluations
+
+
+def twin_plan(estimator: Estimator | None, centre: PyTree, n: int, starts: int, steps: int) -> tuple[Sampling, int]:
+    """How the twin reads the rows (``twin_sums.sampling_plan``) and how many rows it reads them from."""
+    n_pop = (plain() if estimator is None or centre is None else estimator).population_size(n)
+    return sampling_plan(n_pop, starts, steps, centre), n_pop
+
+
+def sampled_reader(model, exact, centre, k: int, d: int, steps: int, plan: Sampling, n_pop: int):
+    """``twin_sums.StepReader``: its gathered sums compiled for ``FULL_STARTS`` starts."""
+    run = gathered_sums(model, exact, centre)
+    work = float(planned_evaluations(plan, k, steps, n_pop)) * d
+    gathered = jax.jit(
+        lambda rows, *args: run(exact.population(rows), *args),
+        compiler_options=compile_options(work, CONTINUATION_WORK),
+    )
+    return StepReader(gathered, plan, n_pop, 0)
 
 
 def from_the_run(

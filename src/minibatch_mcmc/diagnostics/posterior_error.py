@@ -25,9 +25,12 @@ starts, the decision). A run whose test is exact has nothing to check: the check
 (``PosteriorError.skipped``).
 
 Rule: a mean is flagged when ``|error| - Z_SE * s.e. > MEAN_TOLERANCE`` posterior s.d., an s.d. when its relative error
-``|ratio - 1| - Z_SE * s.e. > SD_TOLERANCE``. Cost: ``T`` streamed reads of the rows (each for all ``K`` starts) and
-``K T`` row evaluations per row (``PosteriorError.passes``), plus the run's minibatch rows; past ``MAX_EVALUATIONS``
-the starts are cut (the s.e. grows as ``1 / sqrt(K)``; the warning states ``K`` and each s.e.) down to ``MIN_STARTS``.
+``|ratio - 1| - Z_SE * s.e. > SD_TOLERANCE``. Cost (``PosteriorError.passes``, plus the run's minibatch rows): with a
+proxy and enough rows, every row for 8 starts at the first step, then per step a sample of about ``N / 256`` rows (at
+least 8,192) and every row only for a start whose decision the sample leaves open (``twin_sums``: the same decisions as
+every row's, to a sampled estimate off by 5 of its s.e., and audited); else ``K T`` passes, one streamed read a step for
+all starts. Past ``MAX_EVALUATIONS`` planned the starts are cut (the s.e. grows as ``1 / sqrt(K)``; the warning states
+``K`` and each s.e.) down to ``MIN_STARTS``.
 It needs the rows in memory (a host-streamed source returns None: ``proxy_check``'s per-step figures then warn as before).
 """
 
@@ -50,7 +53,15 @@ from minibatch_mcmc.checks import check_int
 from minibatch_mcmc.control_variates.base import Estimator
 from minibatch_mcmc.data.arrays import as_data_source
 from minibatch_mcmc.data.host import is_host_data
-from minibatch_mcmc.diagnostics.exact_twin import COUPLED, exact_continuation, from_the_run, start_steps, too_few_draws
+from minibatch_mcmc.diagnostics.exact_twin import (
+    COUPLED,
+    exact_continuation,
+    from_the_run,
+    start_steps,
+    too_few_draws,
+    twin_plan,
+)
+from minibatch_mcmc.diagnostics.twin_sums import Sampling, planned_evaluations
 from minibatch_mcmc.models.base import Model
 from minibatch_mcmc.proposals.base import Proposal
 from minibatch_mcmc.samplers.keys import as_run_key
@@ -76,7 +87,7 @@ steps than the run needs. The steps cost exact passes only (the run's side is re
 RHO_MAX = 0.9
 """Largest lag-1 autocorrelation divided out: slower chains get ``1 - 0.9^T`` (the check then says it is too short)."""
 MAX_EVALUATIONS = 1 << 28
-"""Row evaluations (``K T N``) above which the starts are cut, down to ``MIN_STARTS``."""
+"""Planned row evaluations (``twin_sums.planned_evaluations``) above which the starts are cut, down to ``MIN_STARTS``."""
 MIN_STARTS = 32
 """Fewest starts: below this the s.e. is too coarse to resolve the tolerances."""
 
@@ -103,7 +114,8 @@ class PosteriorError(NamedTuple):
     disagreement: float
     """Fraction of the steps at which the two chains coincided and their decisions differed: the per-step error."""
     data_used: int
-    """Row evaluations: ``K T N`` exact, plus the run's minibatch rows."""
+    """Row evaluations: the exact twin's (``K T N`` where it reads every row at every step), plus the run's minibatch
+    rows."""
     seconds: float
     """Wall time of the continuation."""
     n_data: int = 0
@@ -118,7 +130,7 @@ class PosteriorError(NamedTuple):
 
     @property
     def passes(self) -> float:
-        """Row evaluations in passes over ``N``: ``K T`` plus the run's rows (the rows are read ``T`` times, once a step)."""
+        """Row evaluations in passes over ``N`` (``K T`` plus the run's rows where every row is read at every step)."""
         return self.data_used / max(self.n_data, 1)
 
     @property
@@ -177,6 +189,13 @@ def estimate(run: np.ndarray, exact: np.ndarray, centre: np.ndarray, sd: np.ndar
     return dm / sd, mean_se, ratio - 1.0, sd_se
 
 
+def affordable_starts(starts: int, steps: int, plan: Sampling, n_pop: int) -> int:
+    """The most starts, up to ``starts``, whose planned row evaluations (``twin_sums.planned_evaluations``) stay within
+    ``MAX_EVALUATIONS``; never below ``MIN_STARTS`` (nor above ``starts``)."""
+    fits = [k for k in range(MIN_STARTS, starts + 1) if planned_evaluations(plan, k, steps, n_pop) <= MAX_EVALUATIONS]
+    return max(fits, default=min(starts, MIN_STARTS))
+
+
 def nothing_to_check(test: AcceptanceTest, records: dict) -> str:
     """Why a run's draws carry no minibatch error (its test decides exactly), or empty: a full-data test, or an exact
     bound-based test (``reads_bounds``) whose bounds held at every step."""
@@ -228,7 +247,7 @@ def check_posterior(
     if why:
         zero = np.zeros(len(names))
         return PosteriorError(names, zero, zero, zero, zero, 0, 0, zero, 0.0, 0, time.perf_counter() - t0, n, 0.0, why)
-    starts = int(max(MIN_STARTS, min(starts, MAX_EVALUATIONS // (steps * n)))) if starts > MIN_STARTS else starts
+    starts = affordable_starts(starts, steps, *twin_plan(estimator, centre, n, starts, steps))
     draws = flat_draws(positions)
     late = draws[:, draws.shape[1] // 2 :]
     run_mean, sd = late.reshape(-1, late.shape[2]).mean(0), late.reshape(-1, late.shape[2]).std(0)
@@ -237,7 +256,7 @@ def check_posterior(
     flat0, unravel = ravel_pytree(first)
     chain, step = start_steps(draws.shape[0], draws.shape[1], starts, steps)
     x0 = draws[chain, step]
-    path, accepted = exact_continuation(
+    path, accepted, evaluations = exact_continuation(
         model,
         source.arrays(),
         proposal,
@@ -270,7 +289,7 @@ def check_posterior(
         steps,
         lag1(late),
         float(np.mean(split)),
-        int(k * steps * n + rows),
+        int(evaluations + rows),
         time.perf_counter() - t0,
         n,
         COMPILE_SECONDS[0] - c0,

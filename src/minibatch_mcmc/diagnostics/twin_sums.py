@@ -1,0 +1,303 @@
+"""The exact twin's per-step sums of residuals, read from a sample of the rows wherever that settles its decision.
+
+The twin (``exact_twin``) accepts a move when ``Delta = free + Lambda / temperature`` clears a threshold drawn from the
+run's random numbers, ``Lambda = sum_i r_i`` the proxy's residuals over every row. Most decisions are settled without
+reading every row. At the first step every row is read for ``PROBE_STARTS`` starts: the rows with the largest
+``|r_i|`` at any of their moves form a heavy set ``H`` (``HEAVY_ROWS``), read at every step. The rest is estimated from
+``m`` rows drawn uniformly with replacement afresh at each step (about ``n / SAMPLED_SHARE``):
+
+    Lambda ~ sum_H r_i + n mean_j(r_j 1[j not in H]),   s.e.  s = n sd_j(r_j 1[j not in H]) / sqrt(m).
+
+The exact rule accepts when ``Lambda`` exceeds an edge (``exact_twin.exact_threshold``: the decision is monotone in
+``Delta``). A start whose estimate is more than ``Z s + SLACK`` from its edge (``DECISION_Z``) takes the estimate's side;
+any other is estimated again from ``STAGE_GROWTH`` times more fresh draws (and so on while that is under
+``1 / STAGE_FACTOR`` of the rows), then, still open or with a non-finite term sampled, reads every row. So the
+twin decides as the full-data rule does except when an estimate is off by more than ``Z`` s.e. (for a normal estimate
+about ``6e-7`` per decision). Heavy tails outside ``H`` could make that more frequent, so the estimates are audited
+against full sums: the first step also reads every row for ``AUDIT_STARTS`` other starts, and every start that reads
+every row later is compared too. One full sum more than ``AUDIT_Z`` s.e. (plus ``SLACK``) from its estimate and every
+later step reads every row for every start, as before. Without a proxy (``centre`` None: the plain ratios' spread is the
+whole log-likelihood's), for a single step, with fewer than ``SAMPLE_FACTOR`` gathered blocks of rows or at most
+``PROBE_STARTS + AUDIT_STARTS`` starts, every step reads every row (``exact_twin``'s streamed pass for all starts at once).
+
+One compiled function reads every row set (``gathered_sums``): ``FULL_STARTS`` starts on ``L = m + |H|`` gathered rows
+(padded to a multiple of its chunk), called per block of ``L`` rows for a full pass. Row evaluations per check:
+``(PROBE_STARTS + AUDIT_STARTS) N + K T L``, plus the larger samples and ``FULL_STARTS N`` per group of starts left
+open in a step, against ``K T N``. On the Student-t regression at ``N = 10^6`` (``K = 100``, ``T = 16``: 1,600
+decisions) the check read 25 passes against 1,600 (``benchmarks/posterior_check.py --cost``); at ``K = 32`` its
+estimates equalled those of reading every row at every step, as at ``N = 10^5``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.flatten_util import ravel_pytree
+
+from minibatch_mcmc.control_variates.base import Estimator
+from minibatch_mcmc.control_variates.influence import without_rounding
+from minibatch_mcmc.data.arrays import take
+from minibatch_mcmc.models.base import Model
+
+PyTree = Any
+
+SAMPLED_SHARE = 256
+"""``m`` is about ``n / SAMPLED_SHARE`` rows, within ``[MIN_SAMPLED, MAX_SAMPLED]`` (then raised to fill the gathered
+block): a smaller sample leaves more decisions open, each a larger sample, then a full pass. On the Student-t regression
+at ``N = 10^6`` with ``K = 100`` at ``n / 64`` no decision was left open: the samples (33 passes) cost twice the
+first step's full reads (16)."""
+MIN_SAMPLED = 4096
+"""Fewest rows a sampled estimate uses."""
+MAX_SAMPLED = 1 << 16
+"""Most rows a sampled estimate uses."""
+SAMPLE_FACTOR = 8
+"""Rows are sampled only where there are at least this many times the gathered block (``m + |H|``)."""
+HEAVY_ROWS = 2048
+"""``|H|``: rows with the largest residual at the first step's moves, read at every step."""
+CHUNK = 4096
+"""Rows per chunk of the gathered function (``FULL_STARTS`` starts x a chunk's terms stay in cache; measured on the
+Student-t regression at ``N = 10^6``, 8 starts: 0.75 s a pass at 4,096 rows, 0.98 s at 16,384)."""
+DECISION_Z = 5.0
+"""An estimate decides when the decision is the same ``DECISION_Z`` s.e. (plus ``SLACK``) either side of it."""
+AUDIT_Z = 4.0
+"""Each full sum must lie within this many s.e. (plus ``SLACK``) of its estimate, or every later step reads every row
+(a normal estimate strays that far about 6e-5 of the time)."""
+PROBE_STARTS = 4
+"""Starts whose first step reads every row and gives the heavy set."""
+AUDIT_STARTS = 4
+"""Further starts whose first step reads every row, to audit the estimates on moves the heavy set was not chosen on
+(every later full read audits too). With 8 and 8, these 16 passes were half the check's reads at ``N = 10^6``."""
+SLACK = 1e-3
+"""Nats added to each interval: a sampled s.e. of 0 (every residual sampled zero) still leaves room for rows unsampled.
+A decision within it of the edge is read on every row (at 1e-2 those were about 1% of the decisions, at 1e-3 0.1%;
+a decision changed by less than it moves an acceptance probability by less than it)."""
+STAGE_GROWTH = 8
+"""A start the sample leaves undecided is estimated again from this many times more fresh draws (then 8 times more,
+...) while that costs under ``1 / STAGE_FACTOR`` of a pass; only then are all its rows read."""
+STAGE_FACTOR = 4
+"""A larger sample is drawn only while it is at most ``1 / STAGE_FACTOR`` of the rows."""
+FULL_STARTS = 2
+"""Starts per call of the gathered function: an undecided start costs this many starts' full pass."""
+
+
+class Sampling(NamedTuple):
+    """The sample's size ``m`` (0: every row at every step), the heavy set's size and the gathered rows per call."""
+
+    rows: int
+    heavy: int
+    block: int
+
+
+def sampling_plan(n_pop: int, starts: int, steps: int, centre: PyTree) -> Sampling:
+    """``Sampling`` for ``n_pop`` rows (module docstring): none without a proxy, for a single step, too few rows, or no
+    start left to sample beyond the first step's probe and audit starts (nothing would audit the samples)."""
+    m = min(MAX_SAMPLED, max(MIN_SAMPLED, n_pop // SAMPLED_SHARE))
+    block = -(-(m + HEAVY_ROWS) // CHUNK) * CHUNK
+    if centre is None or steps < 2 or n_pop < SAMPLE_FACTOR * block or starts <= PROBE_STARTS + AUDIT_STARTS:
+        return Sampling(0, 0, 0)
+    return Sampling(block - HEAVY_ROWS, HEAVY_ROWS, block)
+
+
+def planned_evaluations(plan: Sampling, starts: int, steps: int, n_pop: int) -> int:
+    """Row evaluations the twin makes if no start is left undecided (``K T N`` without sampling)."""
+    if not plan.rows:
+        return starts * steps * n_pop
+    return min(starts, PROBE_STARTS + AUDIT_STARTS) * n_pop + starts * steps * plan.block
+
+
+def gathered_sums(model: Model, estimator: Estimator, centre: PyTree) -> Callable:
+    """``(population, idx, exact, sampled, currents, candidates) -> (sum exact r, sum sampled r, sum sampled r^2, bad,
+    rowmax)``: per start, sums over the gathered rows ``idx`` weighted by ``exact`` and ``sampled`` (``idx``'s length a
+    multiple of ``CHUNK``), whether a weighted term was not finite, and per row its largest ``|r_i|`` over the starts
+    (infinite where not finite). Each term within its row's float32 resolution counts as 0 (``without_rounding``)."""
+    flat_c, unravel_c = ravel_pytree(centre)
+
+    def terms(current: PyTree, candidate: PyTree, rows: PyTree) -> jax.Array:
+        return without_rounding(estimator.log_ratio(model, current, candidate)(rows), model, flat_c, unravel_c, rows)
+
+    many = jax.vmap(terms, in_axes=(0, 0, None))
+
+    def run(population, idx, exact, sampled, currents, candidates):
+        k = jax.tree_util.tree_leaves(currents)[0].shape[0]
+
+        def body(i, acc):
+            at, a, b = (jax.lax.dynamic_slice_in_dim(v, i * CHUNK, CHUNK) for v in (idx, exact, sampled))
+            v = many(currents, candidates, take(population, at))
+            finite = jnp.isfinite(v)
+            bad = jnp.any(~finite & ((a > 0) | (b > 0)), axis=1)
+            top = jnp.max(jnp.where(finite, jnp.abs(v), jnp.inf), axis=0)
+            v = jnp.where(finite, v, 0.0)
+            return (
+                acc[0] + v @ a,
+                acc[1] + v @ b,
+                acc[2] + (v * v) @ b,
+                acc[3] | bad,
+                jax.lax.dynamic_update_slice_in_dim(acc[4], top, i * CHUNK, 0),
+            )
+
+        zero = jnp.zeros((k,), jnp.float32)
+        start = (zero, zero, zero, jnp.zeros((k,), bool), jnp.zeros(idx.shape, jnp.float32))
+        return jax.lax.fori_loop(0, idx.shape[0] // CHUNK, body, start)
+
+    return run
+
+
+class StepReader(NamedTuple):
+    """What a step's sums come from (``read_step``)."""
+
+    gathered: Callable
+    """``gathered_sums`` jitted for ``FULL_STARTS`` starts, taking ``data``."""
+    plan: Sampling
+    n_pop: int
+    seed: int
+
+
+class Reading(NamedTuple):
+    """What the twin has read so far: the heavy set (population indices, and a mask), whether every step from now on
+    reads every row (a failed audit), and the row evaluations."""
+
+    heavy: np.ndarray
+    in_heavy: np.ndarray
+    full: bool
+    rows: int
+
+
+def first_reading() -> Reading:
+    """Nothing read yet."""
+    return Reading(np.zeros(0, np.int64), np.zeros(0, bool), False, 0)
+
+
+def groups(which: np.ndarray):
+    """``which`` in groups of ``FULL_STARTS``, the last padded by repeating its first: ``(group, real)`` pairs."""
+    for s in range(0, which.size, FULL_STARTS):
+        part = which[s : s + FULL_STARTS]
+        yield np.resize(part, FULL_STARTS), part.size
+
+
+def pick(tree: PyTree, rows: np.ndarray) -> PyTree:
+    """Rows ``rows`` of every leaf, on the host (no eager device operation to compile)."""
+    return jax.tree_util.tree_map(lambda a: np.asarray(a)[rows], tree)
+
+
+def full_sums(reader: StepReader, data: PyTree, currents, candidates, which: np.ndarray, top: bool = False):
+    """``(Lambda, bad, rowmax)`` for the starts ``which`` over every row (blocks of ``plan.block`` rows, the last
+    padded with weight 0), ``rowmax`` each row's largest ``|r_i|`` over them (with ``top``, else None). Each block is
+    put on the device once and its calls for every group of starts dispatched before their results are read."""
+    n, size = reader.n_pop, reader.plan.block
+    lam, bad = np.zeros(which.size), np.zeros(which.size, bool)
+    rowmax = np.zeros(-(-n // size) * size, np.float32) if top else None
+    zero = jax.device_put(np.zeros(size, np.float32))
+    parts = [(s, real, pick(currents, group), pick(candidates, group)) for s, (group, real) in starts_of(which)]
+    for start in range(0, n, size):
+        at = start + np.arange(size)
+        idx, w = jax.device_put(np.minimum(at, n - 1).astype(np.int32)), jax.device_put((at < n).astype(np.float32))
+        got = [reader.gathered(data, idx, w, zero, c, m) for _, _, c, m in parts]
+        for (s, real, _, _), out in zip(parts, got):
+            lam[s : s + real] += np.asarray(out[0], np.float64)[:real]
+            bad[s : s + real] |= np.asarray(out[3])[:real]
+            if top:
+                rowmax[start : start + size] = np.maximum(rowmax[start : start + size], np.asarray(out[4]))
+    return lam, bad, None if rowmax is None else rowmax[:n]
+
+
+def starts_of(which: np.ndarray):
+    """``(offset, (group, real))`` for ``groups(which)``: where each group's real starts go in ``which``'s order."""
+    return zip(range(0, which.size, FULL_STARTS), groups(which))
+
+
+def draw_rows(plan: Sampling, reading: Reading, n_pop: int, seed: tuple, heavy: bool):
+    """The rows a sampled call gathers: with ``heavy`` the heavy set then ``m`` uniform draws, else ``m + |H|`` draws
+    (sorted, padded to ``plan.block``); and their weights: 1 on the heavy rows for the exact sum, 1 on drawn rows
+    outside ``H`` for the sampled sums."""
+    top = reading.heavy if heavy else np.zeros(0, np.int64)
+    drawn = np.sort(np.random.default_rng(seed).integers(0, n_pop, plan.block - top.size))
+    idx = np.concatenate([top, drawn]).astype(np.int32)
+    exact = np.concatenate([np.ones(top.size), np.zeros(drawn.size)]).astype(np.float32)
+    sampled = np.concatenate([np.zeros(top.size), ~reading.in_heavy[drawn]]).astype(np.float32)
+    return idx, exact, sampled
+
+
+def sampled_sums(reader: StepReader, reading: Reading, seed: tuple, data: PyTree, currents, candidates, blocks: int):
+    """For the starts given: the heavy rows' sum (0 unless ``blocks`` is 1: the heavy set is read with the first
+    block only), the estimate of the rest of ``Lambda`` from ``blocks`` blocks of uniform draws, its s.e., the
+    non-finite flag, and the row evaluations."""
+    k = jax.tree_util.tree_leaves(currents)[0].shape[0]
+    n = reader.n_pop
+    out, m = np.zeros((4, k)), 0
+    parts = [(s, real, pick(currents, group), pick(candidates, group)) for s, (group, real) in starts_of(np.arange(k))]
+    for j in range(blocks):
+        rows = draw_rows(reader.plan, reading, n, seed + (j,), blocks == 1)
+        m += rows[0].size - int(rows[1].sum())
+        idx, a, b = (jax.device_put(v) for v in rows)
+        got = [reader.gathered(data, idx, a, b, c, to) for _, _, c, to in parts]
+        for (s, real, _, _), res in zip(parts, got):
+            out[:, s : s + real] += np.stack([np.asarray(g, np.float64)[:real] for g in res[:4]])
+    mean = out[1] / m
+    var = np.maximum(out[2] / m - mean * mean, 0.0) * m / (m - 1)
+    return out[0], n * mean, n * np.sqrt(var / m), out[3] > 0, k * blocks * reader.plan.block
+
+
+def heaviest(rowmax: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray]:
+    """The ``count`` rows with the largest residual seen (sorted indices) and their mask."""
+    top = np.sort(np.argpartition(-np.nan_to_num(rowmax, nan=np.inf), count - 1)[:count])
+    mask = np.zeros(rowmax.size, bool)
+    mask[top] = True
+    return top, mask
+
+
+def strays(full: np.ndarray, est: np.ndarray, se: np.ndarray) -> bool:
+    """Whether a full sum lies more than ``AUDIT_Z`` s.e. plus ``SLACK`` from its sampled estimate."""
+    return bool(np.any(np.abs(full - est) > AUDIT_Z * se + SLACK))
+
+
+def read_step(reader: StepReader, reading: Reading, t: int, data: PyTree, currents, candidates, edge: np.ndarray):
+    """Step ``t``'s ``(Lambda, bad)`` per start and the reading after it (module docstring); ``edge``: per start the
+    ``Lambda`` above which the exact rule accepts (``(tau - free) * temperature``)."""
+    k = jax.tree_util.tree_leaves(currents)[0].shape[0]
+    every, n = np.arange(k), reader.n_pop
+    if reading.full:
+        lam, bad, _ = full_sums(reader, data, currents, candidates, every)
+        return lam, bad, reading._replace(rows=reading.rows + k * n)
+    lam, bad, rows = np.zeros(k), np.zeros(k, bool), reading.rows
+    known, compare = np.zeros(k, bool), np.zeros(k, bool)
+    if t == 1:
+        probe, audit = every[:PROBE_STARTS], every[PROBE_STARTS : PROBE_STARTS + AUDIT_STARTS]
+        lam[probe], bad[probe], rowmax = full_sums(reader, data, currents, candidates, probe, top=True)
+        heavy, in_heavy = heaviest(rowmax, reader.plan.heavy)
+        reading = reading._replace(heavy=heavy, in_heavy=in_heavy)
+        if audit.size:
+            lam[audit], bad[audit], _ = full_sums(reader, data, currents, candidates, audit)
+        known[probe], known[audit], compare[audit] = True, True, True
+        rows += (probe.size + audit.size) * n
+    heavy_sum, rest_sum, se, sbad, used = sampled_sums(reader, reading, (reader.seed, t), data, currents, candidates, 1)
+    est, rows = heavy_sum + rest_sum, rows + used
+    open_ = np.zeros(k, bool)
+    blocks = 1
+    while True:
+        width = DECISION_Z * se + SLACK
+        open_ = ((np.abs(est - edge) <= width) | sbad) & ~known
+        blocks *= STAGE_GROWTH
+        if not open_.any() or STAGE_FACTOR * blocks * reader.plan.block > n:
+            break
+        which = every[open_ & (np.abs(est - edge) > SLACK)]  # within SLACK no sample settles it
+        if not which.size:
+            break
+        seed = (reader.seed, t, blocks)
+        got = sampled_sums(reader, reading, seed, data, pick(currents, which), pick(candidates, which), blocks)
+        est[which], se[which], sbad[which], rows = heavy_sum[which] + got[1], got[2], got[3], rows + got[4]
+    redo = every[open_]
+    if redo.size:
+        lam[redo], bad[redo], _ = full_sums(reader, data, currents, candidates, redo)
+        known[redo], compare[redo], rows = True, True, rows + redo.size * n
+    compare &= ~bad & ~sbad
+    rest = every[~known]
+    lam[rest], bad[rest] = est[rest], sbad[rest]
+    if strays(lam[compare], est[compare], se[compare]):
+        reading = reading._replace(full=True)
+        if rest.size:
+            lam[rest], bad[rest], _ = full_sums(reader, data, currents, candidates, rest)
+            rows += rest.size * n
+    return lam, bad, reading._replace(rows=rows)

@@ -1,0 +1,145 @@
+"""The exact twin reading a sample of the rows where it settles the decision (``diagnostics.twin_sums``): the same
+decisions as reading every row at every step, at a fraction of the row evaluations, and every row read again as soon
+as an estimate strays from a full sum."""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from helpers_cauchy import cauchy_rows_data, cauchy_rows_model, mode_and_factor
+
+from minibatch_mcmc.acceptance import penalty_test
+from minibatch_mcmc.control_variates import taylor_proxy
+from minibatch_mcmc.diagnostics import exact_twin, twin_sums
+from minibatch_mcmc.diagnostics.posterior_error import check_posterior
+from minibatch_mcmc.models import logistic_regression
+from minibatch_mcmc.proposals import random_walk
+from minibatch_mcmc.samplers.driver import sample
+
+N = 1 << 16
+"""Rows: the fewest at which the twin samples (``SAMPLE_FACTOR * MIN_SAMPLED`` is half of it)."""
+
+
+@pytest.fixture(scope="module")
+def run():
+    """A logistic regression (d = 4) sampled with the penalty test on 20 rows and a first-order Taylor proxy at its
+    float64 mode (residuals large enough that the minibatch and exact decisions differ at some steps), a random walk
+    at 1.2 posterior s.d. (4 x 60 draws): the run the check continues."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((N, 4)).astype(np.float32)
+    y = (rng.random(N) < 1 / (1 + np.exp(-x @ np.array([1.0, -0.5, 0.3, 0.0])))).astype(np.float32)
+    b, xd = np.zeros(4), x.astype(np.float64)
+    for _ in range(10):
+        p = 1 / (1 + np.exp(-xd @ b))
+        hess = -(xd.T * (p * (1 - p))) @ xd
+        b = b - np.linalg.solve(hess, xd.T @ (y - p))
+    sd = np.sqrt(np.diag(np.linalg.inv(-hess)))
+    model, data, centre = logistic_regression(), {"x": x, "y": y}, jnp.asarray(b, jnp.float32)
+    estimator, proposal = (
+        taylor_proxy(model, data, centre, order=1),
+        random_walk(scale=jnp.asarray(1.2 * sd, jnp.float32)),
+    )
+    starts = jnp.asarray(b + sd * rng.standard_normal((4, 4)), jnp.float32)
+    res = sample(
+        model,
+        data,
+        starts,
+        proposal=proposal,
+        test=penalty_test(20),
+        estimator=estimator,
+        num_samples=60,
+        num_chains=4,
+        key=0,
+        batched_init=True,
+        progress=False,
+    )
+    return model, data, proposal, estimator, centre, res
+
+
+def _check(run, **kw):
+    model, data, proposal, estimator, centre, res = run
+    return check_posterior(
+        model,
+        data,
+        proposal,
+        penalty_test(20),
+        estimator,
+        res.kernel_positions,
+        run_key=0,
+        records=res.records,
+        starts=32,
+        steps=8,
+        centre=centre,
+        warn=False,
+        **kw,
+    )
+
+
+def test_sampled_twin_decides_as_the_full_data_twin_at_a_fraction_of_the_rows(run, monkeypatch):
+    """32 starts x 8 steps at N = 2^16: reading every row at every step costs 256 passes; sampled, the twin reads every
+    row only for the 8 first-step probe and audit starts and for undecided starts, plus 32 x 8,192 gathered rows a
+    step (40 passes in all), so well under 100 passes. Its estimates equal the full-data twin's to float32 summation
+    (1e-3 of an s.d.): one decision taken differently would move a start's final position by a random-walk step (1.2
+    s.d.), its estimate by ~1.2 / 32 s.d.; the run's decisions differ from the exact ones at some steps, so the twins
+    do move apart from the run. On the original code the check read 256 passes (and more from the run)."""
+    sampled = _check(run)
+    monkeypatch.setattr(exact_twin, "sampling_plan", lambda *a: twin_sums.Sampling(0, 0, 0))
+    full = _check(run)
+    assert full.passes > 256 and sampled.passes < 100, (full.passes, sampled.passes)
+    np.testing.assert_allclose(sampled.mean_bias, full.mean_bias, atol=1e-3)
+    np.testing.assert_allclose(sampled.sd_error, full.sd_error, atol=1e-3)
+    assert sampled.disagreement == full.disagreement > 0
+
+
+@pytest.mark.slow
+def test_an_estimate_that_strays_sends_every_later_step_to_every_row(run, monkeypatch):
+    """With the decision and audit margins at 0 s.e. (so the first audited start's full sum lies outside its estimate's
+    interval, ``SLACK`` shrunk to 0 as well), the twin must stop sampling after the first step: every later step reads
+    every row for every start: 32 x 8 = 256 passes, plus the first step's sample (32 x 8,192 rows: 4 passes) and the
+    run's own rows (under a pass)."""
+    for name in ("AUDIT_Z", "DECISION_Z", "SLACK"):
+        monkeypatch.setattr(twin_sums, name, 0.0)
+    strayed = _check(run)
+    assert 260 <= strayed.passes < 261, strayed.passes
+
+
+@pytest.mark.slow
+def test_rows_the_heavy_set_misses_are_caught_by_the_audit(monkeypatch):
+    """Five Cauchy rows among 2^16 Gaussian ones (``helpers_cauchy``; a Taylor proxy at the float64 mode is exact on the
+    Gaussian rows, so only the five carry residuals), the penalty test on 20 rows missing them. With the default heavy
+    set the five are in it and the twin samples (under 100 passes); with a heavy set of one row the other four are left
+    to a sample of 6,144 rows that mostly misses them, their s.e. reads 0, and the first step's audit must send the
+    twin back to every row (over 256 passes). Both make the full-data twin's decisions: a twin that trusted the sample
+    would take the minibatch's side where the four rows decide, and its s.d. estimate for ``a`` would move by several
+    of its s.e. (the run misses the rows: about +20% in ``a``'s s.d.)."""
+    data, _ = cauchy_rows_data(N)
+    model, (mode, factor) = cauchy_rows_model(), mode_and_factor(data)
+    centre = jnp.asarray(mode, jnp.float32)
+    estimator = taylor_proxy(model, data, centre)
+    proposal = random_walk(scale=jnp.asarray(1.5 * np.diag(factor), jnp.float32))
+    starts = jnp.asarray(mode + np.diag(factor) * np.random.default_rng(1).standard_normal((4, 2)), jnp.float32)
+    res = sample(
+        model,
+        data,
+        starts,
+        proposal=proposal,
+        test=penalty_test(20),
+        estimator=estimator,
+        num_samples=100,
+        num_chains=4,
+        key=0,
+        batched_init=True,
+        progress=False,
+    )
+    run = (model, data, proposal, estimator, centre, res)
+    sampled = _check(run)
+    monkeypatch.setattr(twin_sums, "HEAVY_ROWS", 1)
+    audited = _check(run)
+    monkeypatch.setattr(exact_twin, "sampling_plan", lambda *a: twin_sums.Sampling(0, 0, 0))
+    full = _check(run)
+    assert sampled.passes < 100 and audited.passes > 256, (sampled.passes, audited.passes)
+    for out in (sampled, audited):
+        np.testing.assert_allclose(out.mean_bias, full.mean_bias, atol=1e-3)
+        np.testing.assert_allclose(out.sd_error, full.sd_error, atol=1e-3)
+    assert full.disagreement > 0
