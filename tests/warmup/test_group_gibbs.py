@@ -62,7 +62,9 @@ def test_newton_proposal_density_is_the_normal_it_draws_from():
     )
 
 
-@pytest.mark.parametrize("family", ["bernoulli", "student_t"])
+@pytest.mark.parametrize(
+    "family", ["bernoulli", pytest.param("student_t", marks=pytest.mark.slow)]
+)  # its two extras: 77 s at load 30
 def test_globals_fit_is_the_targets_gradient_and_hessian(family):
     """The globals move's gradient and Hessian, assembled from each row's derivatives in ``(eta, phi)`` and the chain
     rule through ``u = e^s a``, equal autodiff of the non-centred target (prior in ``(beta, u, s, phi)``, the
