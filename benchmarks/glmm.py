@@ -28,11 +28,9 @@ on a CPU):
     python benchmarks/glmm.py --n 10000000 --groups 100000 --methods ours --draws 250 --name glmm_large --results ...
 
 (at ``G = 10^5`` the draws of the group effects alone are ``chains x draws x G`` numbers: 250 draws keep them at 0.4 GB).
-Where the median group has fewer than 100 rows (``--sizes tail`` at ``N / G = 100``) ``mm.glmm`` routes to full-data
-NUTS (``warmup.full_data``: the row's "of which" says so, its "rows per test" are NUTS's rows per draw); at 100 rows or
-more the warm-up still refuses ``d > MAX_DENSE_DIM = 4096`` parameters (``warmup.centre``: a dense Hessian), so
-``G >= 4096`` fails there (a failed method is a row, with its error; its message names the arrow-Hessian route,
-``optim.block_newton``, which ``benchmarks/glmm_big.py`` measures).
+Where the median group has fewer than 100 rows (``--sizes tail`` at ``N / G = 100``), or the model has more than
+``MAX_DENSE_DIM = 4096`` parameters, ``mm.glmm`` samples level by level (``warmup.gibbs_route``: the row's "of which"
+says ``group_gibbs``, its "rows per test" are the rows one sweep reads, ``passes per sweep x N``).
 """
 
 from __future__ import annotations

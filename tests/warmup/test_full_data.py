@@ -1,9 +1,8 @@
-"""``warmup.full_data``: a GLMM whose groups are small goes to full-data NUTS (issue 31's many small groups).
+"""``warmup.full_data``: the rule for a GLMM whose groups are small (issue 31's many small groups), and the routed fit.
 
-The fast tests fail on the code before (no ``warmup.full_data``; ``auto_sample`` ran the minibatch sampler, whose
-chains disagreed at 40 levels of 75 rows, R-hat 1.4): they would catch the rule reading the wrong factor or counting
-rows per level wrongly, a large-group GLMM or a plain model routed, and ``auto_sample`` not routing (or routing when the
-user named a proposal). The slow one checks the routed fit's posterior against NUTS on the model written by hand.
+The fast test would catch the rule reading the wrong factor or counting rows per level wrongly, or a large-group GLMM
+or a plain model routed (``tests/warmup/test_gibbs_route.py`` checks where ``auto_sample`` sends them: the
+level-by-level Gibbs sampler). The slow one checks the routed fit's posterior against NUTS on the model written by hand.
 """
 
 from __future__ import annotations
@@ -12,7 +11,7 @@ import numpy as np
 import pytest
 
 import minibatch_mcmc as mm
-from minibatch_mcmc.models.glmm import glmm_model, initial_theta
+from minibatch_mcmc.models.glmm import glmm_model
 from minibatch_mcmc.models.glmm_design import GLMMDesign, GroupFactor
 from minibatch_mcmc.models.logistic import logistic_regression
 from minibatch_mcmc.warmup.full_data import SMALL_GROUP_ROWS, small_groups
@@ -45,34 +44,6 @@ def test_rule_names_the_factor_and_its_median_rows():
     model, data = glmm_model(design([300] * 4, second=100))  # the second factor: 12 rows per level
     assert "'h'" in small_groups(model, data)
     assert small_groups(logistic_regression(), {"x": np.zeros((10, 2)), "y": np.zeros(10)}) is None
-
-
-def test_auto_sample_routes_small_groups_unless_a_proposal_is_named(monkeypatch):
-    """``auto_sample`` hands a small-group GLMM to full-data NUTS with one warning naming the rule, before any warm-up;
-    with a proposal named, or groups of many rows, it takes the minibatch path (both stubbed: no compilation)."""
-    from minibatch_mcmc.warmup import auto as api
-
-    def stub(name):
-        def fail(*args, **kwargs):
-            raise RuntimeError(name)
-
-        return fail
-
-    monkeypatch.setattr(api, "full_data_nuts", stub("nuts path"))
-    monkeypatch.setattr(api, "stored_warmup", stub("minibatch path"))
-    small, large = glmm_model(design([50] * 20)), glmm_model(design([400] * 5))
-    with (
-        pytest.warns(UserWarning, match="full-data NUTS.*factor 'g' has a median of 50 rows"),
-        pytest.raises(RuntimeError, match="nuts path"),
-    ):
-        mm.auto_sample(small[0], small[1], initial_theta(small[0]), num_samples=10, progress=False)
-    with pytest.raises(ValueError, match=r"full-data NUTS.*checkpoint_dir"):  # NUTS takes no checkpoint: refused, named
-        mm.auto_sample(
-            small[0], small[1], initial_theta(small[0]), num_samples=10, progress=False, checkpoint_dir="unused"
-        )
-    for (model, data), named in ((small, {"proposal": "proxy_hmc"}), (small, {"test": "penalty"}), (large, {})):
-        with pytest.raises(RuntimeError, match="minibatch path"):
-            mm.auto_sample(model, data, initial_theta(model), num_samples=10, progress=False, **named)
 
 
 def hand_written_nuts(d: GLMMDesign, draws: int, seed: int) -> dict:
@@ -114,10 +85,10 @@ def test_routed_glmm_agrees_with_hand_written_nuts():
     pytest.importorskip("numpyro")
     d = design([50] * 30, seed=3)
     df = pd.DataFrame({"y": d.y, "x1": d.x[:, 1], "g": np.asarray(d.factors[0].levels)[d.factors[0].codes]})
-    with pytest.warns(UserWarning, match="full-data NUTS"):
-        res = mm.glmm("y ~ x1 + (1 | g)", df, "bernoulli", seed=1, num_samples=5000, progress=False)
+    with pytest.warns(UserWarning, match="level-by-level Gibbs"):
+        res = mm.glmm("y ~ x1 + (1 | g)", df, "bernoulli", seed=1, num_samples=20_000, progress=False)
     assert (
-        res.warmup.kind == "full_data_nuts" and res.centred == "auto"
+        res.warmup.kind == "group_gibbs" and res.centred == "auto"
     )  # the default: each level in its own centring weight
     ours = res.to_inference_data().posterior
     ref = hand_written_nuts(d, 5000, seed=2)

@@ -1,10 +1,10 @@
 """``auto_sample``: the warm-up (``api.warmup``), or its saved copy in a checkpoint directory, then sampling with the frozen
-settings and the check of the posterior after it; or, for a GLMM with many small groups, full-data NUTS (``full_data``).
+settings and the check of the posterior after it; or, for a GLMM with many parameters or many small groups, the
+level-by-level Gibbs sampler (``gibbs_route``).
 """
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import jax
@@ -37,7 +37,7 @@ from minibatch_mcmc.warmup.auto_parallel import checked_split, parallel_options,
 from minibatch_mcmc.warmup.codec import LIBRARY_TYPES
 from minibatch_mcmc.warmup.exact_choice import needs_bounds
 from minibatch_mcmc.warmup.fit_cost import sampling_cost
-from minibatch_mcmc.warmup.full_data import announce_route, full_data_nuts, small_groups
+from minibatch_mcmc.warmup.gibbs_route import gibbs_fit, gibbs_reason
 from minibatch_mcmc.warmup.laplace_moves import (
     proposal_for,
 )
@@ -74,8 +74,9 @@ def auto_sample(
 ) -> tuple[SampleResult, Warmup]:
     """Warm up (mode, Laplace, proxy, rows it cannot see, tuning), then sample ``num_chains`` chains with the frozen settings.
 
-    A GLMM whose median level has few rows (``warmup.full_data.small_groups``) is sampled by full-data NUTS instead when
-    neither ``test`` nor ``proposal`` is named (one warning says why; ``Warmup.kind`` is ``"full_data_nuts"``).
+    A GLMM with more than ``MAX_DENSE_DIM`` parameters, or whose median level has few rows
+    (``warmup.full_data.small_groups``) when neither ``test`` nor ``proposal`` is named, is sampled level by level
+    instead (``warmup.gibbs_route``: one warning says why; ``Warmup.kind`` is ``"group_gibbs"``).
 
     Without ``checkpoint_dir``, ``devices`` or ``recentre``, a tuned scale is tuned on all the chains with the kernel
     sampling runs (one compilation for both), and sampling goes on from the tuned chains; else from dispersed Laplace
@@ -129,11 +130,11 @@ def auto_sample(
         stratum=stratum,
     )
     run = merged_run(run, **run_options)._replace(progress=progress)
-    split = runs_data_parallel(data, data_parallel)  # rows split between processes: never full-data NUTS
+    split = runs_data_parallel(data, data_parallel)  # rows split between processes: never a route that reads every row
     named = split or test is not None or proposal is not None or temperature != 1.0
-    reason = None if named else small_groups(model, data)
-    if reason is not None:  # a GLMM with small groups: full-data NUTS (warmup.full_data)
-        return routed_fit(model, data, theta0, reason, num_samples, num_chains, k_run, run)
+    reason = None if split else gibbs_reason(model, data, named)
+    if reason is not None:  # a GLMM with many parameters or small groups: level by level (warmup.gibbs_route)
+        return gibbs_fit(model, data, theta0, reason, num_samples, num_chains, k_run, run, temperature)
     if split:  # the penalty test on a fixed minibatch stratified over the shards, no exact stratum
         options = parallel_options(options, run)
     elif all(x is None for x in (run.checkpoint_dir, run.devices, run.data_sharding)):
@@ -157,34 +158,6 @@ def auto_sample(
             run,
             split,
         )
-
-
-def routed_fit(
-    model: Model,
-    data: PyTree | DataSource,
-    theta0: PyTree,
-    reason: str,
-    num_samples: int,
-    num_chains: int,
-    key: jax.Array,
-    run: RunOptions,
-) -> tuple[SampleResult, Warmup]:
-    """``auto_sample`` routed to full-data NUTS (``warmup.full_data``), said in one warning line: its run, and a ``Warmup``
-    whose ``cost`` holds NUTS's ``adaptation`` and ``sampling`` and whose ``kind`` is ``"full_data_nuts"``."""
-    announce_route(reason, run)
-    result, cost = full_data_nuts(model, data, theta0, num_samples=num_samples, num_chains=num_chains, key=key)
-    return result, Warmup(
-        centre=theta0,
-        covariance=np.empty((0, 0)),
-        proxy=None,
-        proposal=None,
-        scale=math.nan,
-        test=None,
-        acceptance=float(np.mean(result.records["accepted"])),
-        cost=cost,
-        kind="full_data_nuts",
-        why="rule: " + reason,
-    )
 
 
 def _warm_and_sample(model, data, theta0, keys, options, num_samples, num_chains, temperature, check_draws, run, split):

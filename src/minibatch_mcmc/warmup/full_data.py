@@ -1,4 +1,4 @@
-"""Full-data NUTS where the minibatch sampler cannot serve: a GLMM whose groups are small (issue 31).
+"""Where the minibatch sampler cannot serve a GLMM whose groups are small (issue 31): the rule, and full-data NUTS.
 
 Where the levels of a grouping factor have few rows each (median below ``SMALL_GROUP_ROWS``), each group's effect is
 held about as much by its prior as by its rows. The proxy in predictor space is then off by a term of order one per
@@ -7,9 +7,10 @@ row to decide it; the Laplace fit at the joint mode also lies far out along the 
 and there is no mode at all centred (the funnel). Measured in ``docs/notes-on-the-papers.md`` ("Many small groups"):
 at 40 levels of 75 rows the default fit read a third of the rows per test and its chains disagreed (R-hat 1.4, the
 group s.d.'s posterior s.d. several times NUTS's), and with the exact full-data Metropolis test the same proposal
-still mixed too slowly (R-hat 1.35). ``auto_sample`` therefore routes such a GLMM, when the user named neither a test
-nor a proposal, to NumPyro's NUTS on the full-data log posterior (its own step-size and diagonal mass adaptation),
-with one warning line saying why; naming a proposal or a test keeps the minibatch sampler.
+still mixed too slowly (R-hat 1.35). ``auto_sample`` routes such a GLMM, when the user named neither a test nor a
+proposal, to the level-by-level Gibbs sampler (``warmup.gibbs_route``, measured against this module's NUTS: "Many
+small groups: level-by-level Gibbs"); ``full_data_nuts``, NumPyro's NUTS on the full-data log posterior (its own
+step-size and diagonal mass adaptation), stays as the reference it is measured against.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ INIT_RADIUS = 2.0
 
 
 def small_groups(model: Model, data: Any) -> str | None:
-    """Why a GLMM goes to full-data NUTS (one line naming the factor and its median rows per level), or None."""
+    """Why a GLMM leaves the minibatch sampler (one line naming the factor and its median rows per level), or None."""
     if model.glmm is None:
         return None
     arrays = as_data_source(data).arrays()
@@ -49,7 +50,7 @@ def small_groups(model: Model, data: Any) -> str | None:
         if median < SMALL_GROUP_ROWS:
             return (
                 f"factor {name!r} has a median of {median:g} rows per level (fewer than {SMALL_GROUP_ROWS}): every "
-                f"step would read about every row, so full-data NUTS samples it (name a proposal to keep the minibatch sampler)"
+                f"step of the minibatch sampler would read about every row (name a proposal to keep it)"
             )
     return None
 

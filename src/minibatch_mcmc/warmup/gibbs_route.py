@@ -1,0 +1,192 @@
+"""``auto_sample``'s route for GLMMs the minibatch sampler cannot serve: the level-by-level Gibbs sampler (issue 31).
+
+A GLMM with more parameters than a dense Laplace fit allows (``d > MAX_DENSE_DIM``), or whose median level has few
+rows (``full_data.small_groups``), is sampled by ``warmup.group_gibbs``'s sweeps: every level's effects from its own
+rows, the globals from all rows, the location and scale ridges by data-free moves. Nothing in it is ``O(d^2)``
+(memory ``O(N + G k^2)`` per chain), it needs no mode (there may be none: the funnel), and every move is exact.
+``docs/notes-on-the-papers.md`` ("Many small groups: level-by-level Gibbs") says why this design and what it measured
+against full-data NUTS.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import warnings
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from minibatch_mcmc.control_variates.taylor import MAX_DENSE_DIM
+from minibatch_mcmc.data.arrays import as_data_source
+from minibatch_mcmc.models.base import Model
+from minibatch_mcmc.models.glmm import dimension
+from minibatch_mcmc.samplers.phase_cost import PhaseCost
+from minibatch_mcmc.samplers.results import SampleResult, constrain_draws
+from minibatch_mcmc.samplers.run_options import RunOptions
+from minibatch_mcmc.warmup.api import Warmup
+from minibatch_mcmc.warmup.full_data import nuts_records, small_groups
+from minibatch_mcmc.warmup.group_gibbs import (
+    Problem,
+    from_flat,
+    location_pairs,
+    passes_per_sweep,
+    sweep,
+    to_flat,
+)
+
+PyTree = Any
+
+GIBBS_WARMUP = 200
+"""Sweeps per chain before the draws kept: the Newton moves reach the posterior in tens; the rest tune ``rho``."""
+TARGET_ACCEPT = 0.6
+"""The acceptance ``rho`` is tuned towards (per factor, the mean over its levels; the globals' move), from ``rho = 0``."""
+BLOCK = 25
+"""Sweeps per compiled block (one compilation serves the warm-up and the draws)."""
+INIT_RADIUS = 1.0
+"""Chains start uniformly within this distance of ``theta0`` in each unconstrained coordinate."""
+
+
+def gibbs_reason(model: Model, data: Any, named: bool) -> str | None:
+    """Why ``auto_sample`` samples this GLMM level by level (one line), or None: ``d > MAX_DENSE_DIM`` always (nothing
+    else serves it), small groups when the user named neither test nor proposal (``named`` False)."""
+    if model.glmm is None:
+        return None
+    d = dimension(model.glmm.layout)
+    if d > MAX_DENSE_DIM:
+        why = f"d = {d:,} parameters, more than a dense Laplace fit allows ({MAX_DENSE_DIM})"
+        return why + (": the named test and proposal are not used" if named else "")
+    small = None if named else small_groups(model, data)
+    return small
+
+
+def announce_gibbs(reason: str, run: RunOptions, temperature: float) -> None:
+    """The one warning line of a fit routed to the Gibbs sampler; a ValueError naming what it does not take."""
+    given = [k for k in ("checkpoint_dir", "data_sharding", "devices") if run._asdict()[k] is not None]
+    if given or temperature != 1.0:
+        extra = given + ([f"temperature={temperature}"] if temperature != 1.0 else [])
+        raise ValueError(f"auto_sample samples this GLMM level by level ({reason}), which takes none of {extra}")
+    warnings.warn(
+        f"auto_sample: level-by-level Gibbs (each group's effects from its own rows), not the minibatch sampler: "
+        f"{reason}",
+        UserWarning,
+        stacklevel=4,
+    )
+
+
+def problem_for(model: Model, arrays: dict) -> Problem:
+    """The sweep's ``Problem`` for a GLMM ``model`` and its rows."""
+    layout = model.glmm.layout
+    return Problem(layout, model.glmm.row_log_density, model.log_prior, location_pairs(layout, arrays))
+
+
+def block_runner(problem: Problem, num_chains: int):
+    """``(states, t, count, data, base_key, adapt) -> ((states, t, count), (flat draws, acceptance))``: ``BLOCK`` sweeps
+    of every chain, ``rho = 1 - exp(-t)`` per chain and move, ``t`` tuned towards ``TARGET_ACCEPT`` while ``adapt``."""
+    layout = problem.layout
+
+    def one(key, state, rho, data):
+        return sweep(problem, key, state, rho, data)
+
+    def body(carry, _, data, base_key, adapt):
+        states, t, count = carry
+        keys = jax.random.split(jax.random.fold_in(base_key, count), num_chains)
+        new, stats = jax.vmap(one, in_axes=(0, 0, 0, None))(keys, states, 1.0 - jnp.exp(-t), data)
+        rates = jnp.concatenate([stats.effects, stats.globals_[:, None]], axis=1)
+        gain = 1.0 / jnp.sqrt(1.0 + count.astype(t.dtype))
+        t = jnp.where(adapt, jnp.maximum(0.0, t + gain * (TARGET_ACCEPT - rates)), t)
+        flat = jax.vmap(lambda s: to_flat(layout, s))(new)
+        return (new, t, count + 1), (flat, stats.globals_)
+
+    @jax.jit
+    def run(states, t, count, data, base_key, adapt):
+        return jax.lax.scan(lambda c, x: body(c, x, data, base_key, adapt), (states, t, count), None, length=BLOCK)
+
+    return run
+
+
+def group_gibbs(
+    model: Model,
+    data: Any,
+    theta0: jax.Array,
+    *,
+    num_samples: int,
+    num_chains: int,
+    key: jax.Array,
+    num_warmup: int = GIBBS_WARMUP,
+) -> tuple[SampleResult, dict]:
+    """``num_chains`` chains of ``num_warmup`` tuning sweeps then ``num_samples`` kept sweeps: the run, and its
+    ``adaptation`` and ``sampling`` costs (``PhaseCost``: rows read, passes over ``N``, seconds)."""
+    source = as_data_source(data)
+    arrays = source.arrays()
+    problem = problem_for(model, arrays)
+    rows = jax.tree_util.tree_map(jnp.asarray, arrays)
+    flat0 = jnp.asarray(theta0)
+    k_init, k_warm, k_run = jax.random.split(key, 3)
+    starts = flat0[None, :] + jax.random.uniform(
+        k_init, (num_chains, flat0.size), flat0.dtype, -INIT_RADIUS, INIT_RADIUS
+    )
+    states = jax.vmap(lambda th: from_flat(problem.layout, th))(starts)
+    t = jnp.zeros((num_chains, len(problem.layout.levels) + 1), flat0.dtype)
+    run = block_runner(problem, num_chains)
+    per_sweep = passes_per_sweep(problem.layout) * source.n * num_chains
+    cost, draws, moved = {}, [], []
+    for phase, sweeps, base, adapt in (
+        ("adaptation", num_warmup, k_warm, True),
+        ("sampling", num_samples, k_run, False),
+    ):
+        start, count, done = time.perf_counter(), jnp.zeros((), jnp.int32), 0
+        while done < sweeps:
+            (states, t, count), (flat, acc) = run(states, t, count, rows, base, adapt)
+            if not adapt:
+                draws.append(np.asarray(flat))
+                moved.append(np.asarray(acc))
+            done += BLOCK
+        jax.block_until_ready(states)
+        cost[phase] = PhaseCost(per_sweep * done, time.perf_counter() - start, per_sweep * done / max(source.n, 1))
+    kernel = np.swapaxes(np.concatenate(draws), 0, 1)[:, :num_samples]
+    accepted = np.swapaxes(np.concatenate(moved), 0, 1)[:, :num_samples]
+    positions = kernel if model.constrain is None else constrain_draws(model.constrain, kernel)
+    records = nuts_records(accepted, np.full(accepted.shape, passes_per_sweep(problem.layout)), source.n)
+    result = SampleResult(
+        positions=positions,
+        records=records,
+        method="group_gibbs",
+        n_data=source.n,
+        temperature=np.ones(num_samples),
+        wall_time=cost["sampling"].seconds,
+        unconstrained=None if model.constrain is None else kernel,
+        filled=(),
+    )
+    return result, cost
+
+
+def gibbs_fit(
+    model: Model,
+    data: Any,
+    theta0: jax.Array,
+    reason: str,
+    num_samples: int,
+    num_chains: int,
+    key: jax.Array,
+    run: RunOptions,
+    temperature: float,
+) -> tuple[SampleResult, Warmup]:
+    """``auto_sample`` routed here (one warning line): the run, and a ``Warmup`` whose ``cost`` holds the sweeps'
+    ``adaptation`` and ``sampling`` and whose ``kind`` is ``"group_gibbs"``."""
+    announce_gibbs(reason, run, temperature)
+    result, cost = group_gibbs(model, data, theta0, num_samples=num_samples, num_chains=num_chains, key=key)
+    return result, Warmup(
+        centre=theta0,
+        covariance=np.empty((0, 0)),
+        proxy=None,
+        proposal=None,
+        scale=math.nan,
+        test=None,
+        acceptance=float(np.mean(result.records["accepted"])),
+        cost=cost,
+        kind="group_gibbs",
+        why="rule: " + reason,
+    )

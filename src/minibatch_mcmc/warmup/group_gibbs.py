@@ -1,0 +1,320 @@
+"""One sweep of Metropolis-within-Gibbs for a GLMM with many groups (issue 31): each level's effects from its own rows.
+
+Given the globals (fixed effects ``beta``, the group s.d.s, the family's ``phi``) the levels of a factor are
+conditionally independent, and level ``g``'s effects ``u_g`` (on the ``eta`` scale) have the conditional density
+``N(u_g; 0, diag sd^2) prod_{i in g} p(y_i | eta_i)``: exact, from the level's rows only. A sweep, for one chain:
+
+1. per factor, every level's effects at once: a Newton proposal from the conditional's own gradient and
+   (Fisher-clipped) curvature at the current point, ``u' = m + rho (u - m) + sqrt(1 - rho^2) P^{-1/2} xi`` with
+   ``m = u + P^{-1} grad`` (``rho = 0``: the local Laplace fit; ``rho`` tuned up where that is accepted too
+   rarely), and each level's own MH decision with the reverse proposal built at ``u'``. Gradients and curvatures are
+   segment sums of per-row derivatives in ``eta``, so the whole factor costs two passes over the rows, whatever ``G``;
+2. the location ridge, data-free: where a fixed-effect column equals a factor's effect column on every row (the
+   intercept and ``(1 | g)``, ``x1`` and ``(x1 | g)``), ``beta_j + delta`` with ``u_{g l} - delta`` leaves every
+   ``eta_i`` unchanged, so ``delta``'s conditional is the prior's alone: a Newton-independence MH step on it;
+3. the scale given the effects, data-free: ``log sd`` given ``u`` (the centred update; the prior's alone);
+4. the globals given the standardised effects ``a = u / sd`` (the non-centred update, which moves ``sd`` where the
+   data, not the effects' spread, hold it), ``beta`` and ``phi`` with them: one Newton MH step on the
+   ``p + sum k_f + e`` globals from the full-data gradient and Hessian (three passes: the fit at both ends and the
+   log-likelihood difference, summed row by row so float32 keeps it).
+
+Steps 3 and 4 update the s.d. in both parameterisations in one sweep (interweaving), so neither the funnel (levels
+that say little) nor the ridge ``u = sd a`` (levels that say much) holds the chain. Every step is an exact MH step
+for the joint posterior in some coordinates (the Jacobian ``prod e^{s}`` of ``u = sd a`` in step 4), so the sweep
+leaves the posterior invariant; ``tests/warmup/test_group_gibbs.py`` checks it against exact references.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from minibatch_mcmc.models.base import GLMMLayout
+from minibatch_mcmc.models.glmm import effect_blocks, effect_weights, linear_predictor, split_theta
+
+PyTree = Any
+PREC_FLOOR = 1e-6
+"""The smallest eigenvalue a globals move's precision keeps (relative to its largest, plus this absolute)."""
+
+
+class GibbsState(NamedTuple):
+    """One chain's position in the coordinates the sweep works in: effects on the ``eta`` scale."""
+
+    beta: jax.Array
+    us: tuple
+    log_sds: tuple
+    phi: jax.Array
+
+
+class Problem(NamedTuple):
+    """What a sweep reads besides the rows: the layout, the family's row density, the model's prior, the location pairs."""
+
+    layout: GLMMLayout
+    density: Callable
+    log_prior: Callable
+    shifts: tuple
+    """``(j, f, l)``: fixed column ``j`` equals factor ``f``'s effect column ``l`` on every row (step 2)."""
+
+
+class SweepStats(NamedTuple):
+    """Each step's acceptance in one sweep: per factor the mean over levels, the location, scale and globals moves."""
+
+    effects: jax.Array
+    shift: jax.Array
+    scale: jax.Array
+    globals_: jax.Array
+
+
+class Fit(NamedTuple):
+    """A Newton proposal's ingredients at a point: the target's gradient and a positive-definite precision."""
+
+    grad: jax.Array
+    prec: jax.Array
+
+
+def from_flat(layout: GLMMLayout, theta: jax.Array) -> GibbsState:
+    """The model's flat parameter (``models.glmm`` layout) in the sweep's coordinates."""
+    beta, us, phi = split_theta(layout, theta)
+    return GibbsState(beta, us, effect_blocks(layout, theta)[2], phi)
+
+
+def to_flat(layout: GLMMLayout, state: GibbsState) -> jax.Array:
+    """The model's flat parameter from the sweep's coordinates: each effect ``e = u sd^-(1 - w)``."""
+    es = [
+        (u * jnp.exp(-(1.0 - jnp.asarray(w, u.dtype)) * s[None, :])).reshape(-1)
+        for u, s, w in zip(state.us, state.log_sds, effect_weights(layout))
+    ]
+    return jnp.concatenate([state.beta, *es, *state.log_sds, state.phi])
+
+
+def prior_u(problem: Problem, state: GibbsState) -> jax.Array:
+    """The log prior in ``(beta, u, log sd, phi)``: the model's, less the log-Jacobian of ``e -> u``."""
+    jac = sum(
+        jnp.sum((1.0 - jnp.asarray(w, s.dtype)) * s[None, :])
+        for s, w in zip(state.log_sds, effect_weights(problem.layout))
+    )
+    return problem.log_prior(to_flat(problem.layout, state)) - jac
+
+
+def row_terms(problem: Problem, state: GibbsState, data: dict) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """Each row's log density and its first and second derivatives in ``eta``."""
+    eta = linear_predictor(problem.layout, state.beta, state.us, data)
+
+    def total(e):
+        return jnp.sum(problem.density(e, state.phi, data))
+
+    d1, d2 = jax.jvp(jax.grad(total), (eta,), (jnp.ones_like(eta),))
+    return problem.density(eta, state.phi, data), d1, d2
+
+
+def clipped_prec(hess: jax.Array) -> jax.Array:
+    """``-hess`` with its eigenvalues held above ``PREC_FLOOR`` times the largest (a small symmetric matrix)."""
+    vals, vecs = jnp.linalg.eigh(-0.5 * (hess + hess.T))
+    floor = PREC_FLOOR * (1.0 + jnp.max(jnp.abs(vals)))
+    return (vecs * jnp.maximum(vals, floor)) @ vecs.T
+
+
+def newton_draw(key: jax.Array, x: jax.Array, fit: Fit, rho: jax.Array) -> jax.Array:
+    """``m + rho (x - m) + sqrt(1 - rho^2) P^{-1/2} xi`` with ``m = x + P^{-1} grad`` (batched over leading axes)."""
+    chol = jnp.linalg.cholesky(fit.prec)
+    mean = x + jax.scipy.linalg.cho_solve((chol, True), fit.grad[..., None])[..., 0]
+    xi = jax.random.normal(key, x.shape, x.dtype)
+    noise = jax.scipy.linalg.solve_triangular(jnp.swapaxes(chol, -1, -2), xi[..., None], lower=False)[..., 0]
+    rho = jnp.asarray(rho, x.dtype)
+    return mean + rho * (x - mean) + jnp.sqrt(1.0 - rho * rho) * noise
+
+
+def newton_log_q(to: jax.Array, frm: jax.Array, fit: Fit, rho: jax.Array) -> jax.Array:
+    """``log q(to | frm)`` of ``newton_draw`` from ``frm`` with ``fit`` at ``frm``, up to a constant shared by both directions."""
+    chol = jnp.linalg.cholesky(fit.prec)
+    mean = frm + jax.scipy.linalg.cho_solve((chol, True), fit.grad[..., None])[..., 0]
+    rho = jnp.asarray(rho, to.dtype)
+    r = to - mean - rho * (frm - mean)
+    w = jnp.einsum("...ji,...j->...i", chol, r)  # L' r: (L' r)'(L' r) = r' P r
+    logdet = jnp.sum(jnp.log(jnp.diagonal(chol, axis1=-2, axis2=-1)), axis=-1)
+    return -0.5 * jnp.sum(w * w, axis=-1) / (1.0 - rho * rho) + logdet
+
+
+def with_effects(state: GibbsState, f: int, u: jax.Array) -> GibbsState:
+    """``state`` with factor ``f``'s effects replaced."""
+    return state._replace(us=tuple(u if i == f else v for i, v in enumerate(state.us)))
+
+
+def level_fit(problem: Problem, state: GibbsState, f: int, data: dict) -> tuple[Fit, jax.Array]:
+    """Every level's ``Fit`` of factor ``f`` (prior included, curvature Fisher-clipped) and each row's log density."""
+    dens, d1, d2 = row_terms(problem, state, data)
+    z, g = data[f"z_{f}"].astype(d1.dtype), data[f"g_{f}"]
+    levels = problem.layout.levels[f]
+    inv_var = jnp.exp(-2.0 * state.log_sds[f])
+    grad = jax.ops.segment_sum(z * d1[:, None], g, levels) - state.us[f] * inv_var[None, :]
+    outer = z[:, :, None] * z[:, None, :] * jnp.maximum(-d2, 0.0)[:, None, None]
+    prec = jax.ops.segment_sum(outer, g, levels) + jnp.diag(inv_var)[None]
+    return Fit(grad, prec), dens
+
+
+def effects_step(problem: Problem, key: jax.Array, state: GibbsState, f: int, rho: jax.Array, data: dict):
+    """Step 1 for factor ``f``: each level's Newton MH move, decided on its own rows; the new state and the acceptance."""
+    u = state.us[f]
+    fit, dens = level_fit(problem, state, f, data)
+    k_draw, k_accept = jax.random.split(key)
+    proposed = newton_draw(k_draw, u, fit, rho)
+    moved = with_effects(state, f, proposed)
+    fit_new, dens_new = level_fit(problem, moved, f, data)
+    levels = problem.layout.levels[f]
+    inv_var = jnp.exp(-2.0 * state.log_sds[f])
+    log_lik = jax.ops.segment_sum(dens_new - dens, data[f"g_{f}"], levels)
+    log_prior = -0.5 * jnp.sum((proposed * proposed - u * u) * inv_var[None, :], axis=1)
+    log_alpha = log_lik + log_prior + newton_log_q(u, proposed, fit_new, rho) - newton_log_q(proposed, u, fit, rho)
+    accept = jnp.log(jax.random.uniform(k_accept, (levels,), u.dtype)) < log_alpha
+    return with_effects(state, f, jnp.where(accept[:, None], proposed, u)), jnp.mean(accept.astype(u.dtype))
+
+
+def newton_mh(key: jax.Array, x: jax.Array, fit: Callable, rho: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """One Newton MH step on a small vector ``x``: ``fit(point) -> (Fit, value)`` with ``value`` such that
+    ``sum(value(x') - value(x))`` is the target's change (per-row values, summed after differencing, keep float32
+    accurate over many rows). The new ``x`` and whether it moved."""
+    k_draw, k_accept = jax.random.split(key)
+    here, value_here = fit(x)
+    proposed = newton_draw(k_draw, x, here, rho)
+    there, value_there = fit(proposed)
+    change = jnp.sum(value_there - value_here)
+    log_alpha = change + newton_log_q(x, proposed, there, rho) - newton_log_q(proposed, x, here, rho)
+    accept = jnp.isfinite(log_alpha) & (jnp.log(jax.random.uniform(k_accept, (), x.dtype)) < log_alpha)
+    return jnp.where(accept, proposed, x), accept.astype(x.dtype)
+
+
+def autodiff_fit(target: Callable) -> Callable:
+    """``fit`` for ``newton_mh`` from a cheap scalar ``target`` (gradient and Hessian by autodiff)."""
+
+    def fit(point):
+        return Fit(jax.grad(target)(point), clipped_prec(jax.hessian(target)(point))), target(point)
+
+    return fit
+
+
+def shifted(problem: Problem, state: GibbsState, delta: jax.Array) -> GibbsState:
+    """Step 2's move: ``beta_j + delta_c`` and ``u_f[:, l] - delta_c`` for each location pair ``c``."""
+    beta, us = state.beta, list(state.us)
+    for c, (j, f, l) in enumerate(problem.shifts):
+        beta = beta.at[j].add(delta[c])
+        us[f] = us[f].at[:, l].add(-delta[c])
+    return state._replace(beta=beta, us=tuple(us))
+
+
+def globals_vector(state: GibbsState) -> jax.Array:
+    """``(beta, log sd_1, ..., log sd_F, phi)``: what step 4 moves."""
+    return jnp.concatenate([state.beta, *state.log_sds, state.phi])
+
+
+def with_globals(layout: GLMMLayout, state: GibbsState, x: jax.Array, standard: tuple) -> GibbsState:
+    """``state`` at the globals ``x``, its effects ``u = sd a`` from the standardised effects ``standard``."""
+    at = layout.fixed
+    log_sds = []
+    for k in layout.columns:
+        log_sds.append(x[at : at + k])
+        at += k
+    us = tuple(a * jnp.exp(s)[None, :] for a, s in zip(standard, log_sds))
+    return GibbsState(x[: layout.fixed], us, tuple(log_sds), x[at:])
+
+
+def row_curvature(problem: Problem, eta: jax.Array, phi: jax.Array, data: dict):
+    """Each row's log density, its gradient in ``v_i = (eta_i, phi)`` ``(1 + e, N)`` and Hessian ``(1 + e, 1 + e, N)``."""
+    phi_rows = jnp.broadcast_to(phi[:, None], (phi.shape[0], eta.shape[0]))
+
+    def total(v):
+        return jnp.sum(problem.density(v[0], v[1:], data))
+
+    v = jnp.concatenate([eta[None], phi_rows])
+    grad = jax.grad(total)
+    columns = [jax.jvp(grad, (v,), (jnp.zeros_like(v).at[a].set(1.0),))[1] for a in range(v.shape[0])]
+    return problem.density(eta, phi, data), grad(v), jnp.stack(columns, axis=1)
+
+
+def globals_fit(problem: Problem, state: GibbsState, data: dict) -> Callable:
+    """Step 4's ``fit`` for ``newton_mh``: at globals ``x`` (effects ``u = e^s a``, ``a`` from ``state``), the target's
+    gradient and clipped Hessian from each row's derivatives in ``(eta, phi)`` and the chain rule (``eta`` is linear in
+    ``beta``; ``d eta / d s_fl = d^2 eta / d s_fl^2 = z_fl u_fl``), and the row densities with the prior as its values."""
+    layout = problem.layout
+    standard = tuple(u * jnp.exp(-s)[None, :] for u, s in zip(state.us, state.log_sds))
+    jacobian = np.array([g for g, k in zip(layout.levels, layout.columns) for _ in range(k)], np.float32)
+    extras = len(layout.extras)
+
+    def prior_part(x):
+        at = with_globals(layout, state, x, standard)
+        return prior_u(problem, at) + jnp.sum(jnp.asarray(jacobian, x.dtype) * jnp.concatenate(at.log_sds))
+
+    def fit(x):
+        at = with_globals(layout, state, x, standard)
+        eta = linear_predictor(layout, at.beta, at.us, data)
+        dens, grad, hess = row_curvature(problem, eta, at.phi, data)
+        scale_cols = [data[f"z_{f}"].astype(eta.dtype) * u[data[f"g_{f}"]] for f, u in enumerate(at.us)]
+        d_eta = jnp.pad(jnp.concatenate([data["x"].astype(eta.dtype), *scale_cols], axis=1), ((0, 0), (0, extras)))
+        m = d_eta.shape[1]
+        d_phi = jnp.broadcast_to(jnp.eye(extras, m, m - extras, dtype=eta.dtype), (eta.shape[0], extras, m))
+        rows_j = jnp.concatenate([d_eta[:, None, :], d_phi], axis=1)  # (N, 1 + e, m): d (eta_i, phi) / d x
+        second = jnp.concatenate(
+            [jnp.zeros(layout.fixed, eta.dtype), *[jnp.sum(grad[0][:, None] * c, axis=0) for c in scale_cols]]
+        )
+        g = jnp.einsum("an,nam->m", grad, rows_j) + jax.grad(prior_part)(x)
+        h = jnp.einsum("nam,abn,nbc->mc", rows_j, hess, rows_j) + jnp.diag(jnp.pad(second, (0, extras)))
+        h = h + jax.hessian(prior_part)(x)
+        return Fit(g, clipped_prec(h)), jnp.concatenate([dens, prior_part(x)[None]])
+
+    return fit
+
+
+def globals_step(problem: Problem, key: jax.Array, state: GibbsState, rho: jax.Array, data: dict):
+    """Step 4: the globals given the standardised effects ``a = u / sd``, one Newton MH step (``globals_fit``)."""
+    standard = tuple(u * jnp.exp(-s)[None, :] for u, s in zip(state.us, state.log_sds))
+    x, moved = newton_mh(key, globals_vector(state), globals_fit(problem, state, data), rho)
+    return with_globals(problem.layout, state, x, standard), moved
+
+
+def sweep(problem: Problem, key: jax.Array, state: GibbsState, rho: jax.Array, data: dict):
+    """Steps 1-4 for one chain (``rho``: per factor, then the globals'); the new state and its ``SweepStats``."""
+    layout = problem.layout
+    keys = jax.random.split(key, len(layout.levels) + 3)
+    rates = []
+    for f in range(len(layout.levels)):
+        state, rate = effects_step(problem, keys[f], state, f, rho[f], data)
+        rates.append(rate)
+    zero = jnp.zeros((), state.beta.dtype)
+    shift_moved = jnp.ones((), state.beta.dtype)
+    if problem.shifts:
+
+        def along(delta):
+            return prior_u(problem, shifted(problem, state, delta))
+
+        start = jnp.zeros(len(problem.shifts), state.beta.dtype)
+        delta, shift_moved = newton_mh(keys[-3], start, autodiff_fit(along), zero)
+        state = shifted(problem, state, delta)
+
+    def scale_target(s):
+        at = with_globals(layout, state, jnp.concatenate([state.beta, s, state.phi]), ())
+        return prior_u(problem, at._replace(us=state.us))
+
+    s, scale_moved = newton_mh(keys[-2], jnp.concatenate(state.log_sds), autodiff_fit(scale_target), zero)
+    state = with_globals(layout, state, jnp.concatenate([state.beta, s, state.phi]), ())._replace(us=state.us)
+    state, moved = globals_step(problem, keys[-1], state, rho[-1], data)
+    return state, SweepStats(jnp.stack(rates), shift_moved, scale_moved, moved)
+
+
+def passes_per_sweep(layout: GLMMLayout) -> int:
+    """Full passes over the rows one sweep reads: two per factor, two for the globals."""
+    return 2 * len(layout.levels) + 2
+
+
+def location_pairs(layout: GLMMLayout, data: dict) -> tuple:
+    """Step 2's pairs ``(j, f, l)``: fixed column ``j`` equal to factor ``f``'s column ``l`` on every row (numpy)."""
+    x = np.asarray(data["x"])
+    pairs = []
+    for f, k in enumerate(layout.columns):
+        z = np.asarray(data[f"z_{f}"])
+        for l in range(k):
+            same = [j for j in range(x.shape[1]) if np.array_equal(x[:, j], z[:, l])]
+            if same:
+                pairs.append((same[0], f, l))
+    return tuple(pairs)
