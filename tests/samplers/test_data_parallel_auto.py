@@ -224,9 +224,9 @@ def test_auto_sample_data_parallel_in_one_process_samples_the_posterior(tmp_path
     assert np.all(np.abs(chk.z_var()) < 4), (chk.var, chk.exact_var, chk.se_var)
 
 
-def test_data_parallel_is_never_routed_to_full_data_nuts(monkeypatch):
-    """A data-parallel ``auto_sample`` skips the small-groups rule (full-data NUTS needs every row in every process) and
-    goes to the warm-up with the penalty test and no stratum; would catch a GLMM over split rows sent to NUTS."""
+def test_data_parallel_is_never_routed_to_level_by_level_gibbs(monkeypatch):
+    """A data-parallel ``auto_sample`` skips the GLMM route (``warmup.gibbs_route``, whose sweeps read every row in one
+    process) and goes to the warm-up with the penalty test and no stratum; would catch a GLMM over split rows sent there."""
     import importlib
 
     auto = importlib.import_module("minibatch_mcmc.warmup.auto")
@@ -239,7 +239,7 @@ def test_data_parallel_is_never_routed_to_full_data_nuts(monkeypatch):
         seen.append(options)
         raise Stop
 
-    monkeypatch.setattr(auto, "small_groups", lambda model, data: "every level has 2 rows")
+    monkeypatch.setattr(auto, "gibbs_reason", lambda model, data, named: "every level has 2 rows")
     monkeypatch.setattr(auto, "_warm_and_sample", warm_and_sample)
     rows = {"x": np.zeros((10, 2), np.float32), "y": np.zeros(10, np.float32)}
     from minibatch_mcmc.models import logistic_regression
