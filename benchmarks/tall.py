@@ -43,6 +43,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from tall_check import hwm_mib, watch  # noqa: E402
 
+CPU_TICK = 0.05
+"""Seconds between two readings of the fit's CPU clock (its phases' CPU seconds are read off them)."""
 CHUNK = 1 << 20
 """Rows per chunk of the plain numpy pass."""
 PRIOR_SCALE = 10.0
@@ -65,6 +67,29 @@ def watched() -> tuple[dict, threading.Event]:
     peaks, stop = {}, threading.Event()
     threading.Thread(target=watch, args=(peaks, stop), daemon=True).start()
     return peaks, stop
+
+
+def clocked() -> tuple[list, threading.Event]:
+    """Start a thread recording ``(wall, CPU)`` clock pairs of this process every ``CPU_TICK`` seconds; the list and its
+    stop event."""
+    marks, stop = [], threading.Event()
+
+    def run() -> None:
+        while not stop.wait(CPU_TICK):
+            marks.append((time.perf_counter(), time.process_time()))
+
+    threading.Thread(target=run, daemon=True).start()
+    return marks, stop
+
+
+def phase_cpu(marks: list, start: tuple[float, float], seconds: list[float]) -> list[float]:
+    """CPU seconds of consecutive phases of the given wall ``seconds`` from ``start`` (wall, CPU): the CPU clock read off
+    the recorded ``marks`` (linear between two) at each phase's wall boundaries."""
+    import numpy as np
+
+    walls, cpus = (np.array([start[i]] + [m[i] for m in marks]) for i in (0, 1))
+    edges = start[0] + np.cumsum([0.0] + list(seconds))
+    return [float(v) for v in np.diff(np.interp(edges, walls, cpus))]
 
 
 def npy_chunks(path: Path):
@@ -161,6 +186,7 @@ def child_fit(fmt: str, path: Path, samples: int, chains: int) -> dict:
     from minibatch_mcmc.warmup import auto_sample, fit_cost
 
     peaks, stop = watched()
+    marks, tick = clocked()
     t0, c0, load0 = time.perf_counter(), time.process_time(), os.getloadavg()[0]
     data = open_source(fmt, path)
     opened = PhaseCost(data.n, time.perf_counter() - t0, 1.0, math.nan)  # the validation scan reads every row once
@@ -177,7 +203,10 @@ def child_fit(fmt: str, path: Path, samples: int, chains: int) -> dict:
         )
     clock, cpu = time.perf_counter() - t0, time.process_time() - c0
     stop.set()
+    tick.set()
+    marks.append((time.perf_counter(), time.process_time()))
     cost = fit_cost(warm=w, before={"open": opened})
+    cpus = phase_cpu(marks, (t0, c0), [c.seconds for c in cost.phases.values()])
     theta = np.load(path / "theta.npy")
     mean = np.asarray(res.positions).reshape(-1, 10).mean(0)
     return {
@@ -188,7 +217,10 @@ def child_fit(fmt: str, path: Path, samples: int, chains: int) -> dict:
         "fit_s": cost.seconds,
         "passes": cost.passes,
         "ess": min_ess(res.positions),
-        "phases": {k: {"seconds": c.seconds, "rows": c.data, "passes": c.passes} for k, c in cost.phases.items()},
+        "phases": {
+            k: {"seconds": c.seconds, "cpu_s": u, "rows": c.data, "passes": c.passes}
+            for (k, c), u in zip(cost.phases.items(), cpus)
+        },
         "proposal": w.kind,
         "test": w.test.name,
         "check_ok": bool(w.proxy_check.ok),
