@@ -102,12 +102,39 @@ def autodiff_sums(model: Model, rows: PyTree, weight: jax.Array, c: jax.Array, o
     return sums, lambda points: probe_residuals(model, proxy, points, rows), term_scale(model, c, unravel, rows)
 
 
-def chunk_pass(model: Model, unravel: Callable, order: int) -> Callable:
-    """``(rows, weight, c, points, far, bulk=None, probes=True, far_on=True) -> (sums of l_i, its gradient and Hessian at
-    c and its values at the two ``far`` points, (residuals at points, each row's deviation from ``bulk`` less its rounding
-    floor), the log prior with its gradient and Hessian at c)``, jitted once: ``probes=False`` skips the residuals (zeros),
-    ``far_on=False`` the far points (the value at ``c`` for both). The prior, read from one chunk per pass, costs no
-    compilation of its own."""
+def packed(sums: dict) -> jax.Array:
+    """A chunk's sums as one vector (one transfer a chunk): value, gradient, Hessian (row-major), the two far values."""
+    return jnp.concatenate([sums["value"][None], sums["grad"], sums["hess"].reshape(-1), sums["far"]])
+
+
+def unpacked(flat: np.ndarray, d: int) -> dict:
+    """``packed``'s sums by name."""
+    return {
+        "value": flat[0],
+        "grad": flat[1 : 1 + d],
+        "hess": flat[1 + d : 1 + d + d * d].reshape(d, d),
+        "far": flat[-2:],
+    }
+
+
+class ChunkPass(NamedTuple):
+    """The jitted chunk function ``(rows, weight, c, points, far, bulk, probes, far_on) -> (packed sums, (residuals at
+    points, each row's deviation from ``bulk`` less its rounding floor), the log prior with its gradient and Hessian at
+    c)``; called, the same with the sums by name."""
+
+    jitted: Callable
+
+    def __call__(self, rows, weight, c, points, far, bulk=None, probes=True, far_on=True) -> tuple:
+        """The sums of l_i, its gradient and Hessian at ``c`` and its values at the two ``far`` points (by name), the
+        probes' residuals and deviations (zeros with ``probes=False``), the log prior's parts."""
+        level = jnp.zeros((points.shape[0], 1), c.dtype) if bulk is None else jnp.asarray(bulk, c.dtype)
+        flat, probe, prior = self.jitted(rows, weight, c, points, far, level, jnp.asarray(probes), jnp.asarray(far_on))
+        return unpacked(flat, c.shape[0]), probe, prior
+
+
+def chunk_pass(model: Model, unravel: Callable, order: int) -> ChunkPass:
+    """The chunk function of one pass, jitted once: ``probes=False`` skips the residuals (zeros), ``far_on=False`` the far
+    points (the value at ``c`` for both). The prior, read from one chunk per pass, costs no compilation of its own."""
 
     def log_prior(x: jax.Array) -> jax.Array:
         return jnp.asarray(model.log_prior(unravel(x)), x.dtype)
@@ -132,19 +159,13 @@ def chunk_pass(model: Model, unravel: Callable, order: int) -> Callable:
         skipped = lambda: (jnp.zeros((points.shape[0], size), c.dtype), jnp.zeros(size, c.dtype))  # noqa: E731
         probe = jax.lax.cond(probes, probed, skipped)
         prior = (log_prior(c), jax.grad(log_prior)(c), jax.hessian(log_prior)(c))
-        return sums, probe, prior
+        return packed(sums), probe, prior
 
-    jitted = jax.jit(run)
-
-    def part(rows, weight, c, points, far, bulk=None, probes=True, far_on=True):
-        level = jnp.zeros((points.shape[0], 1), c.dtype) if bulk is None else jnp.asarray(bulk, c.dtype)
-        return jitted(rows, weight, c, points, far, level, jnp.asarray(probes), jnp.asarray(far_on))
-
-    return part
+    return ChunkPass(jax.jit(run))
 
 
 def stream(
-    part: Callable,
+    part: ChunkPass,
     arrays: PyTree,
     n: int,
     chunk: int,
@@ -159,18 +180,19 @@ def stream(
     deviations of the rows' residuals: one ``host_reduce`` pass (over several processes, one all-gather of each one's
     sums and largest deviations)."""
 
-    level = None if bulk is None else jnp.asarray(bulk, c.dtype)
+    d = int(c.shape[0])
+    level = jnp.zeros((points.shape[0], 1), c.dtype) if bulk is None else jnp.asarray(bulk, c.dtype)
     probes = jnp.asarray(bulk is not None)
     far_on = jnp.asarray(not np.array_equal(np.asarray(far), np.broadcast_to(np.asarray(c), np.shape(far))))
 
     def fold(acc: tuple, ch: Chunk) -> tuple:
         sums, top, _ = acc
         size = jax.tree_util.tree_leaves(ch.rows)[0].shape[0]
-        piece, probe, prior = part(
+        flat, probe, prior = part.jitted(
             ch.rows, ch.fresh(size).astype(np.float32), c, points, far, level, probes, far_on
         )
-        piece = {k: np.asarray(v, np.float64) for k, v in jax.device_get(piece).items()}
-        sums = piece if sums is None else {k: sums[k] + piece[k] for k in sums}
+        piece = np.asarray(flat, np.float64)
+        sums = piece if sums is None else sums + piece
         if bulk is not None:  # each row's deviation less its floor, reduced in the jitted pass: divided by K here
             new = ch.first - ch.start
             top = add_deviations(top, np.asarray(probe[1], np.float64)[None, new:], 0.0, ch.first, keep, temperature)
@@ -180,9 +202,10 @@ def stream(
         return acc[0], padded_top(acc[1], keep), tuple(np.asarray(a, np.float64) for a in acc[2])
 
     def merge(a: tuple, b: tuple) -> tuple:
-        return {k: a[0][k] + b[0][k] for k in a[0]}, merge_tops(a[1], b[1], keep), a[2]
+        return a[0] + b[0], merge_tops(a[1], b[1], keep), a[2]
 
     empty = (np.zeros(0), np.zeros(0, np.int64))
-    sums, top, prior = host_reduce(fold, (None, empty, None), arrays, n, chunk, merge=merge, final=final)
+    flat, top, prior = host_reduce(fold, (None, empty, None), arrays, n, chunk, merge=merge, final=final)
+    sums = unpacked(flat, d)
     sums["prior"] = prior
     return sums, (unpadded(top) if bulk is not None else None)
