@@ -311,9 +311,9 @@ def results(records: list[dict], hmcecs: list[dict]) -> tuple[dict, dict]:
 
     label = lambda r: f"N = {r['n']:.0e}, {r['format']}"  # noqa: E731
     phases = list(dict.fromkeys(k for r in records for k in r["fit"]["phases"]))
-    cell = lambda p: f"{p['seconds']:.1f} s ({p['passes']:.3g})"  # noqa: E731
+    cell = lambda p: f"{p['seconds']:.1f} s; {p.get('cpu_s', math.nan):.1f} CPU s ({p['passes']:.3g})"  # noqa: E731
     rows = [
-        [f"{k}: seconds (passes over N)"]
+        [f"{k}: seconds; CPU seconds (passes over N)"]
         + [cell(r["fit"]["phases"][k]) if k in r["fit"]["phases"] else "-" for r in records]
         for k in phases
     ]

@@ -11,8 +11,10 @@ residuals as the family's remainder in ``delta eta = x . (p - c)`` (``glm_famili
 rounding, where ``l_i(p) - l_i(c) - q_i`` carried float32 cancellation), by its series alone (no transcendental per
 probe) where every ``|delta eta|`` of the chunk is below ``glm_families.SERIES_LIMIT``, as at large ``N``. Each row's
 deviation ``max_p |e_i(p) - bulk(p)|`` less its rounding floor is reduced in the jitted function, so the host receives one
-number per row instead of one per probe. On the d = 10 logistic regression of ``benchmarks/tall.py``, 16,384 rows a
-chunk: 7.1 ms a chunk with the probes before, XXX after.
+number per row instead of one per probe. On the d = 10 logistic regression of ``benchmarks/tall.py`` in 16,384-row chunks
+(the fastest of 2^13 to 2^16 with the probes; CPU seconds on the loaded 2-core machine): 430 ns a row with the probes
+before, 200 after, and 66 without them (a plain numpy log-likelihood + gradient pass: 110); the logistic sums are the
+same floats as autodiff's.
 """
 
 from __future__ import annotations
