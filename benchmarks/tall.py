@@ -12,7 +12,10 @@ each source (``open_npy``: a memory map; ``open_parquet``: 4M-row shards of 64k-
 - ``fit``: opening the source (its validation scan, a pass) and ``auto_sample(logistic_regression(10.0), ...)`` with its
   defaults (4 chains x ``--samples``, the post-sampling check included); ``fit_cost`` gives each phase's seconds, rows and
   passes over N (``open`` first), beside the child's own clock around the whole fit; min bulk ESS over the 10
-  coordinates (ArviZ) over those seconds gives ESS/s. Peak memory: ``ru_maxrss`` and ``VmHWM`` of the child (the parent
+  coordinates (ArviZ) over those seconds gives ESS/s. CPU seconds per phase are read off the child's CPU clock (sampled
+  every ``CPU_TICK`` s) at the phases' wall boundaries laid end to end: ``proxy`` (the mode search's last pass) is carved
+  out of ``mode``'s time, so their split is approximate and their sum exact; each streamed Newton pass's own CPU seconds
+  are timed around it. Peak memory: ``ru_maxrss`` and ``VmHWM`` of the child (the parent
   imports no JAX or data, so a peak inherited through ``exec`` is small), and the largest ``RssAnon``/``RssFile`` seen
   every 0.2 s.
 
@@ -183,8 +186,17 @@ def child_fit(fmt: str, path: Path, samples: int, chains: int) -> dict:
 
     from minibatch_mcmc.models import logistic_regression
     from minibatch_mcmc.samplers.phase_cost import PhaseCost
-    from minibatch_mcmc.warmup import auto_sample, fit_cost
+    from minibatch_mcmc.warmup import auto_sample, fit_cost, lean
 
+    passes_cpu, stream = [], lean.stream
+
+    def timed_stream(*args, **kwargs):  # each streamed Newton pass's CPU seconds (the phases' are read off the clock)
+        c = time.process_time()
+        out = stream(*args, **kwargs)
+        passes_cpu.append(time.process_time() - c)
+        return out
+
+    lean.stream = timed_stream
     peaks, stop = watched()
     marks, tick = clocked()
     t0, c0, load0 = time.perf_counter(), time.process_time(), os.getloadavg()[0]
@@ -221,6 +233,7 @@ def child_fit(fmt: str, path: Path, samples: int, chains: int) -> dict:
             k: {"seconds": c.seconds, "cpu_s": u, "rows": c.data, "passes": c.passes}
             for (k, c), u in zip(cost.phases.items(), cpus)
         },
+        "newton_passes_cpu_s": passes_cpu,
         "proposal": w.kind,
         "test": w.test.name,
         "check_ok": bool(w.proxy_check.ok),
@@ -322,6 +335,8 @@ def results(records: list[dict], hmcecs: list[dict]) -> tuple[dict, dict]:
         ["**whole fit** (sum of the phases; the child's own clock)"]
         + [f"**{r['fit']['fit_s']:.1f} s** ({r['fit']['clock_s']:.1f} s)" for r in records],
         ["passes over N, in all"] + [f"{r['fit']['passes']:.2f}" for r in records],
+        ["streamed Newton passes (in mode and proxy): CPU seconds each"]
+        + [", ".join(f"{v:.1f}" for v in r["fit"].get("newton_passes_cpu_s", [])) or "-" for r in records],
         ["plain numpy pass: read only; log-lik + gradient"]
         + [f"{r['floor']['read_s']:.1f} s; {r['floor']['pass_s']:.1f} s" for r in records],
         [f"target: {FLOOR_PASSES} numpy passes + {FLOOR_SLACK:.0f} s (fit / target)"]
