@@ -12,7 +12,10 @@ each source (``open_npy``: a memory map; ``open_parquet``: 4M-row shards of 64k-
 - ``fit``: opening the source (its validation scan, a pass) and ``auto_sample(logistic_regression(10.0), ...)`` with its
   defaults (4 chains x ``--samples``, the post-sampling check included); ``fit_cost`` gives each phase's seconds, rows and
   passes over N (``open`` first), beside the child's own clock around the whole fit; min bulk ESS over the 10
-  coordinates (ArviZ) over those seconds gives ESS/s. Peak memory: ``ru_maxrss`` and ``VmHWM`` of the child (the parent
+  coordinates (ArviZ) over those seconds gives ESS/s. CPU seconds per phase are read off the child's CPU clock (sampled
+  every ``CPU_TICK`` s) at the phases' wall boundaries laid end to end: ``proxy`` (the mode search's last pass) is carved
+  out of ``mode``'s time, so their split is approximate and their sum exact; each streamed Newton pass's own CPU seconds
+  are timed around it. Peak memory: ``ru_maxrss`` and ``VmHWM`` of the child (the parent
   imports no JAX or data, so a peak inherited through ``exec`` is small), and the largest ``RssAnon``/``RssFile`` seen
   every 0.2 s.
 
@@ -43,6 +46,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from tall_check import hwm_mib, watch  # noqa: E402
 
+CPU_TICK = 0.05
+"""Seconds between two readings of the fit's CPU clock (its phases' CPU seconds are read off them)."""
 CHUNK = 1 << 20
 """Rows per chunk of the plain numpy pass."""
 PRIOR_SCALE = 10.0
@@ -65,6 +70,29 @@ def watched() -> tuple[dict, threading.Event]:
     peaks, stop = {}, threading.Event()
     threading.Thread(target=watch, args=(peaks, stop), daemon=True).start()
     return peaks, stop
+
+
+def clocked() -> tuple[list, threading.Event]:
+    """Start a thread recording ``(wall, CPU)`` clock pairs of this process every ``CPU_TICK`` seconds; the list and its
+    stop event."""
+    marks, stop = [], threading.Event()
+
+    def run() -> None:
+        while not stop.wait(CPU_TICK):
+            marks.append((time.perf_counter(), time.process_time()))
+
+    threading.Thread(target=run, daemon=True).start()
+    return marks, stop
+
+
+def phase_cpu(marks: list, start: tuple[float, float], seconds: list[float]) -> list[float]:
+    """CPU seconds of consecutive phases of the given wall ``seconds`` from ``start`` (wall, CPU): the CPU clock read off
+    the recorded ``marks`` (linear between two) at each phase's wall boundaries."""
+    import numpy as np
+
+    walls, cpus = (np.array([start[i]] + [m[i] for m in marks]) for i in (0, 1))
+    edges = start[0] + np.cumsum([0.0] + list(seconds))
+    return [float(v) for v in np.diff(np.interp(edges, walls, cpus))]
 
 
 def npy_chunks(path: Path):
@@ -158,9 +186,19 @@ def child_fit(fmt: str, path: Path, samples: int, chains: int) -> dict:
 
     from minibatch_mcmc.models import logistic_regression
     from minibatch_mcmc.samplers.phase_cost import PhaseCost
-    from minibatch_mcmc.warmup import auto_sample, fit_cost
+    from minibatch_mcmc.warmup import auto_sample, fit_cost, lean
 
+    passes_cpu, stream = [], lean.stream
+
+    def timed_stream(*args, **kwargs):  # each streamed Newton pass's CPU seconds (the phases' are read off the clock)
+        c = time.process_time()
+        out = stream(*args, **kwargs)
+        passes_cpu.append(time.process_time() - c)
+        return out
+
+    lean.stream = timed_stream
     peaks, stop = watched()
+    marks, tick = clocked()
     t0, c0, load0 = time.perf_counter(), time.process_time(), os.getloadavg()[0]
     data = open_source(fmt, path)
     opened = PhaseCost(data.n, time.perf_counter() - t0, 1.0, math.nan)  # the validation scan reads every row once
@@ -177,7 +215,10 @@ def child_fit(fmt: str, path: Path, samples: int, chains: int) -> dict:
         )
     clock, cpu = time.perf_counter() - t0, time.process_time() - c0
     stop.set()
+    tick.set()
+    marks.append((time.perf_counter(), time.process_time()))
     cost = fit_cost(warm=w, before={"open": opened})
+    cpus = phase_cpu(marks, (t0, c0), [c.seconds for c in cost.phases.values()])
     theta = np.load(path / "theta.npy")
     mean = np.asarray(res.positions).reshape(-1, 10).mean(0)
     return {
@@ -188,7 +229,11 @@ def child_fit(fmt: str, path: Path, samples: int, chains: int) -> dict:
         "fit_s": cost.seconds,
         "passes": cost.passes,
         "ess": min_ess(res.positions),
-        "phases": {k: {"seconds": c.seconds, "rows": c.data, "passes": c.passes} for k, c in cost.phases.items()},
+        "phases": {
+            k: {"seconds": c.seconds, "cpu_s": u, "rows": c.data, "passes": c.passes}
+            for (k, c), u in zip(cost.phases.items(), cpus)
+        },
+        "newton_passes_cpu_s": passes_cpu,
         "proposal": w.kind,
         "test": w.test.name,
         "check_ok": bool(w.proxy_check.ok),
@@ -279,9 +324,9 @@ def results(records: list[dict], hmcecs: list[dict]) -> tuple[dict, dict]:
 
     label = lambda r: f"N = {r['n']:.0e}, {r['format']}"  # noqa: E731
     phases = list(dict.fromkeys(k for r in records for k in r["fit"]["phases"]))
-    cell = lambda p: f"{p['seconds']:.1f} s ({p['passes']:.3g})"  # noqa: E731
+    cell = lambda p: f"{p['seconds']:.1f} s; {p.get('cpu_s', math.nan):.1f} CPU s ({p['passes']:.3g})"  # noqa: E731
     rows = [
-        [f"{k}: seconds (passes over N)"]
+        [f"{k}: seconds; CPU seconds (passes over N)"]
         + [cell(r["fit"]["phases"][k]) if k in r["fit"]["phases"] else "-" for r in records]
         for k in phases
     ]
@@ -290,6 +335,8 @@ def results(records: list[dict], hmcecs: list[dict]) -> tuple[dict, dict]:
         ["**whole fit** (sum of the phases; the child's own clock)"]
         + [f"**{r['fit']['fit_s']:.1f} s** ({r['fit']['clock_s']:.1f} s)" for r in records],
         ["passes over N, in all"] + [f"{r['fit']['passes']:.2f}" for r in records],
+        ["streamed Newton passes (in mode and proxy): CPU seconds each"]
+        + [", ".join(f"{v:.1f}" for v in r["fit"].get("newton_passes_cpu_s", [])) or "-" for r in records],
         ["plain numpy pass: read only; log-lik + gradient"]
         + [f"{r['floor']['read_s']:.1f} s; {r['floor']['pass_s']:.1f} s" for r in records],
         [f"target: {FLOOR_PASSES} numpy passes + {FLOOR_SLACK:.0f} s (fit / target)"]

@@ -67,3 +67,22 @@ def test_no_spill_when_it_fits_or_is_refused(table):
     assert fits.reader.spill_folder is None and refused.reader.spill_folder is None
     refused.reader.gather(np.arange(0, N, GROUP))
     assert refused.reader.decoded_groups > N // GROUP
+
+
+def test_a_spilled_range_is_one_contiguous_read(table, tmp_path, monkeypatch):
+    """A streamed pass's contiguous block of a spilled table is read as a range of the spill's files, equal to the ``.npy``
+    rows (across row-group boundaries, to the last row); a block whose row groups are not all spilled is gathered.
+    Before, every block went through ``gather`` (a sort, a split by row group and a fancy index of the map per block)."""
+    with pytest.warns(UserWarning, match="decoded once"):
+        src = open_parquet(table / "t.parquet", cache_bytes=20_000, spill_dir=tmp_path)
+    reader = src.reader
+    npy = open_npy({"x": table / "x.npy", "y": table / "y.npy"}).reader
+    gathered = []
+    monkeypatch.setattr(reader, "gather", lambda idx: gathered.append(idx) or type(reader).gather(reader, idx))
+    for start, stop in [(0, 500), (499, 1701), (5000, N), (123, 124)]:
+        got, want = reader.read_range(start, stop), npy.read_range(start, stop)
+        assert all(np.array_equal(a, b) for a, b in zip(got, want)), (start, stop)
+    assert not gathered
+    reader._spill.done[3] = False  # a row group not (yet) spilled: its block is gathered
+    got = reader.read_range(1400, 1600)
+    assert len(gathered) == 1 and all(np.array_equal(a, b) for a, b in zip(got, npy.read_range(1400, 1600)))

@@ -72,12 +72,18 @@ def softplus_derivatives(eta: jax.Array) -> tuple[jax.Array, ...]:
     return p, pq, d3, d4, d5, d6
 
 
-def softplus_remainder(eta_c: jax.Array, delta: jax.Array, order: int) -> jax.Array:
-    """``s(eta_c + delta) - sum_{j <= order} s^(j)(eta_c) delta^j / j!``, accurate to rounding relative to itself."""
-    der = softplus_derivatives(eta_c)
+def softplus_series(der: tuple[jax.Array, ...], delta: jax.Array, order: int) -> jax.Array:
+    """The softplus remainder's series through ``delta^6`` (``der``: ``softplus_derivatives``), for ``|delta| < SERIES_LIMIT``."""
     series = jnp.zeros_like(delta)
     for j in range(6, order, -1):  # Horner-free: terms are tiny and all of one sign pattern
         series = series + der[j - 1] * delta**j / math.factorial(j)
+    return series
+
+
+def softplus_remainder(eta_c: jax.Array, delta: jax.Array, order: int) -> jax.Array:
+    """``s(eta_c + delta) - sum_{j <= order} s^(j)(eta_c) delta^j / j!``, accurate to rounding relative to itself."""
+    der = softplus_derivatives(eta_c)
+    series = softplus_series(der, delta, order)
     # s(eta_c + delta) - s(eta_c) = log1p(p (e^delta - 1)), accurate for any delta
     small = jnp.abs(delta) < SERIES_LIMIT
     safe = jnp.where(small, SERIES_LIMIT, delta)
@@ -92,11 +98,17 @@ def softplus_remainder(eta_c: jax.Array, delta: jax.Array, order: int) -> jax.Ar
     return jnp.where(small, series, direct)
 
 
-def exp_remainder(delta: jax.Array, order: int) -> jax.Array:
-    """``e^delta - sum_{j <= order} delta^j / j!`` (series through ``delta^(order + 7)`` for small ``|delta|``)."""
+def exp_series(delta: jax.Array, order: int) -> jax.Array:
+    """``sum_{order < j <= order + 7} delta^j / j!``: ``exp_remainder`` for ``|delta| < SERIES_LIMIT``."""
     series = jnp.zeros_like(delta)
     for j in range(order + 7, order, -1):
         series = series + delta**j / math.factorial(j)
+    return series
+
+
+def exp_remainder(delta: jax.Array, order: int) -> jax.Array:
+    """``e^delta - sum_{j <= order} delta^j / j!`` (series through ``delta^(order + 7)`` for small ``|delta|``)."""
+    series = exp_series(delta, order)
     small = jnp.abs(delta) < SERIES_LIMIT
     safe = jnp.where(small, SERIES_LIMIT, delta)
     direct = jnp.expm1(safe) - safe
@@ -179,6 +191,53 @@ def remainder_fn(
         return lambda eta_c, delta, y, order: -0.5 * precision * delta * delta if order == 1 else jnp.zeros_like(delta)
     if family == "probit":
         return lambda eta_c, delta, y, order: probit_remainder(eta_c, delta, 2.0 * y.astype(delta.dtype) - 1.0, order)
+    raise ValueError(f"family={family!r}: the GLM proxies know {FAMILIES}")
+
+
+def series_remainder(family: str) -> Callable[[jax.Array, jax.Array, jax.Array, int], jax.Array] | None:
+    """``remainder_fn(family)`` for ``|delta| < SERIES_LIMIT`` alone, as its series (no transcendental per ``delta``):
+    logistic and Poisson; None for the other families."""
+    if family == "logistic":
+        return lambda eta_c, delta, y, order: -softplus_series(softplus_derivatives(eta_c), delta, order)
+    if family == "poisson":
+        return lambda eta_c, delta, y, order: -jnp.exp(eta_c) * exp_series(delta, order)
+    return None
+
+
+def logistic_eta_derivatives(eta: jax.Array, y: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """``f' = y - p`` and ``f'' = -p (1 - p)`` of ``f = y eta - softplus(eta)``, ``p = sigmoid(eta)``."""
+    p = jax.nn.sigmoid(eta)
+    return y - p, -p * (1.0 - p)
+
+
+def probit_eta_derivatives(eta: jax.Array, y: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """``f' = s lam(s eta)`` and ``f''`` of ``f = log Phi(s eta)``, ``s = 2 y - 1`` (``s^2 = 1``)."""
+    s = 2.0 * y - 1.0
+    d1, d2, _ = log_ndtr_derivatives(s * eta)
+    return s * d1, d2
+
+
+def poisson_eta_derivatives(eta: jax.Array, y: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """``f' = y - e^eta`` and ``f'' = -e^eta`` of ``f = y eta - e^eta``."""
+    mu = jnp.exp(eta)
+    return y - mu, -mu
+
+
+def eta_derivatives(
+    family: str, precision: float = 1.0, nu: float = 1.0
+) -> Callable[[jax.Array, jax.Array], tuple[jax.Array, jax.Array]]:
+    """``(eta, y) -> (f'(eta; y), f''(eta; y))`` of ``family``'s per-row log-likelihood, row by row (``precision``: the
+    Gaussian's, or the Student-t's ``1 / sigma^2``; ``nu``: the Student-t's degrees of freedom; ``y`` in ``eta``'s dtype)."""
+    if family == "logistic":
+        return logistic_eta_derivatives
+    if family == "probit":
+        return probit_eta_derivatives
+    if family == "poisson":
+        return poisson_eta_derivatives
+    if family == "gaussian":
+        return lambda eta, y: (precision * (y - eta), jnp.full_like(eta, -precision))
+    if family == "student_t":
+        return lambda eta, y: student_t_derivatives(y - eta, nu, precision)[:2]
     raise ValueError(f"family={family!r}: the GLM proxies know {FAMILIES}")
 
 

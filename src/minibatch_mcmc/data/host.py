@@ -193,7 +193,6 @@ class HostData:
 
     def slice(self, start: jax.Array | int, size: int) -> PyTree:
         """Contiguous rows ``[start, start + size)`` of every column (a host read of one block)."""
-        start = jnp.asarray(start, jnp.int32)
 
         def read(s: np.ndarray) -> PyTree:
             s = np.asarray(s)
@@ -201,8 +200,9 @@ class HostData:
             cols = [np.stack([b[j] for b in blocks]) for j in range(len(self.reader.specs))]
             return self._to_tree(cols, s.shape + (size,))
 
-        if not isinstance(start, jax.core.Tracer):
-            return jax.tree_util.tree_map(jnp.asarray, read(np.asarray(start)))
+        if not isinstance(start, jax.core.Tracer):  # a host read, then a transfer: no device op per block
+            return jax.device_put(read(np.asarray(start)))
+        start = jnp.asarray(start, jnp.int32)
         return jax.pure_callback(read, self.result_shapes(start.shape + (size,)), start, vmap_method="broadcast_all")
 
     def validate(self, check_finite: bool = True, chunk: int = SCAN_CHUNK, rows: tuple[int, int] | None = None) -> int:

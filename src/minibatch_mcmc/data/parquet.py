@@ -331,7 +331,15 @@ class ParquetReader:
         return out
 
     def read_range(self, start: int, stop: int) -> list[np.ndarray]:
-        """Contiguous rows ``[start, stop)`` of every column."""
+        """Contiguous rows ``[start, stop)`` of every column: where all their row groups are spilled, one contiguous read
+        of the spill's files (a streamed pass reads a block as from a ``.npy``), else ``gather``."""
+        spill = self._spill
+        if spill is not None and 0 <= start < stop <= self.n:
+            first, last = np.searchsorted(self._starts, [start, stop - 1], side="right") - 1
+            if spill.done[first : last + 1].all():
+                check_unchanged(self.stamps, self.where)
+                cols = spill.reader.read_range(start, stop)
+                return [cols[i] for i in sorted(self._slot, key=self._slot.get)]
         return self.gather(np.arange(start, stop, dtype=np.int64))
 
     def row_group_starts(self) -> np.ndarray:

@@ -27,7 +27,7 @@ import optax
 from jax.flatten_util import ravel_pytree
 
 from minibatch_mcmc.compiling import ONE_OFF_WORK, compile_options
-from minibatch_mcmc.data.arrays import DataSource, take
+from minibatch_mcmc.data.arrays import DataSource, gathers_rows, take
 from minibatch_mcmc.data.indexing import chunk_indices
 from minibatch_mcmc.data.passes import DEFAULT_CHUNK, full_data_tree_sum
 from minibatch_mcmc.models.base import Model
@@ -123,12 +123,14 @@ def adam_ends(
     def estimate(flat, batch):
         return log_prior(flat) + (n / b) * log_lik_sum(flat, batch)
 
-    def one_start(flat, keys, arrays):
+    def minibatch(k, arrays, read):
+        return read if read is not None else take(arrays, chunk_indices(k, jnp.zeros((), jnp.int32), b, n)[0])
+
+    def one_start(flat, keys, arrays, read):
         def one(carry, x):
             flat, state, ok, total, bad = carry
-            i, k = x
-            idx, _ = chunk_indices(k, jnp.zeros((), jnp.int32), b, n)
-            value, grad = jax.value_and_grad(estimate)(flat, take(arrays, idx))
+            i, k, rows = x
+            value, grad = jax.value_and_grad(estimate)(flat, minibatch(k, arrays, rows))
             ok = ok & jnp.isfinite(value) & jnp.all(jnp.isfinite(grad))
             bad = jnp.where((bad < 0) & ~ok, i, bad)
             updates, new_state = opt.update(-jnp.where(ok, grad, 0.0), state, flat)
@@ -137,21 +139,30 @@ def adam_ends(
             return (flat, new_state, ok, total, bad), None
 
         init = (flat, opt.init(flat), jnp.asarray(True), jnp.zeros_like(flat), jnp.asarray(-1, jnp.int32))
-        (last, _, ok, total, bad), _ = jax.lax.scan(one, init, (jnp.arange(steps, dtype=jnp.int32), keys))
+        (last, _, ok, total, bad), _ = jax.lax.scan(one, init, (jnp.arange(steps, dtype=jnp.int32), keys, read))
         return total / tail, ok, bad, last
 
-    def search(starts, key, arrays):
+    def step_keys(key):
+        k_starts, key = jax.random.split(key) if dispersed is not None else (None, key)
+        per_start = jax.random.split(key, count)
+        return k_starts, jax.vmap(lambda k: jax.random.split(key if shared else k, steps))(per_start)
+
+    def search(starts, key, arrays, read):
+        k_starts, keys = step_keys(key)
         if dispersed is not None:  # 2u is exact in any float type: the points dispersed_points draws, cast
-            k_starts, key = jax.random.split(key)
             half = 2.0 * jax.random.uniform(k_starts, (dispersed // 2, starts.shape[1]), minval=-1.0, maxval=1.0)
             starts = jnp.concatenate([starts, jnp.concatenate([half, -half]).astype(starts.dtype)])
-        per_start = jax.random.split(key, count)
-        keys = jax.vmap(lambda k: jax.random.split(key if shared else k, steps))(per_start)
-        return jax.vmap(one_start, in_axes=(0, 0, None))(starts, keys, arrays)
+        return jax.vmap(one_start, in_axes=(0, 0, None, None))(starts, keys, arrays, read)
 
+    read = None
+    if shared and gathers_rows(arrays):  # every step's rows read on the host first: no callback, a cacheable program
+        idx = jax.jit(
+            lambda k: jax.vmap(lambda s: chunk_indices(s, jnp.zeros((), jnp.int32), b, n)[0])(step_keys(k)[1][0])
+        )
+        read = jax.tree_util.tree_map(lambda a: a.reshape((steps, b) + a.shape[1:]), take(arrays, idx(key).reshape(-1)))
     options = compile_options(count * steps * b * starts.shape[1], ONE_OFF_WORK)  # rows evaluated x d
     ends, ok, bad, last = jax.jit(search, compiler_options=options)(
-        starts, key, arrays
+        starts, key, None if read is not None else arrays, read
     )  # the rows an argument, not a constant
     return AdamEnds(np.asarray(ends, np.float64), np.asarray(ok), np.asarray(bad), np.asarray(last, np.float64))
 
