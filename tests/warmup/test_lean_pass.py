@@ -11,6 +11,7 @@ import pytest
 
 from minibatch_mcmc.control_variates.influence import probe_points
 from minibatch_mcmc.models import logistic_regression, poisson_regression, probit_regression, student_t_regression
+from minibatch_mcmc.models.base import Model
 from minibatch_mcmc.models.l1_regression import L1RegressionSettings, l1_regression
 from minibatch_mcmc.warmup.lean_pass import chunk_pass, glm_rows, stream
 
@@ -114,7 +115,7 @@ def test_glm_pass_against_float64_autodiff_other_families(name):
 
 def test_a_pass_without_probes_sums_the_same():
     """A pass without a bulk level (no probes, its far points at the centre: both skipped) gives the sums of one with
-    them and no deviations, its far sums the centre's value; with them, the largest deviation is the row whose float64
+    them and no deviations, its far rises 0; with them, the largest deviation is the row whose float64
     residual is largest (a row 40x out included)."""
     model, rows = logistic_regression(), data("logistic")
     rows["x"][5] *= 40.0
@@ -127,5 +128,46 @@ def test_a_pass_without_probes_sums_the_same():
     assert none is None and int(top[1][0]) == int(np.argmax(np.abs(ref["resid"]).max(0)))
     for k in ("value", "grad", "hess"):
         np.testing.assert_array_equal(plain[k], probed[k])
-    np.testing.assert_array_equal(plain["far"], [plain["value"]] * 2)
-    assert np.all(probed["far"] < probed["value"])
+    np.testing.assert_array_equal(plain["far"], [0.0, 0.0])
+    assert np.all(probed["far"] < 0.0)
+
+
+def test_far_rise_on_a_huge_log_likelihood_is_within_rounding():
+    """The far points' rise ``sum_i (l_i(far) - l_i(c))`` on a Gaussian model over Cauchy noise (1e5 rows, a
+    log-likelihood of about -1e10, where one float32 ulp of the sum is 1,024 nats) against float64: within three
+    root-sum-squares of each row's rounding (three half-ulps of its own ``|l_i|`` at each point: ~7,500 nats, dominated
+    by the largest row; the code's error was ~160). Would catch the rise read as the difference of two float32 sums, whose rounding (XLA's sums in a
+    chunk) reached 2.2e4 nats here and made a Gaussian model's mode a false 'keeps rising' ``NoModeError``."""
+    rng = np.random.default_rng(0)
+    n = 100_000
+    x = np.column_stack([np.ones(n), rng.standard_normal((n, 2))]).astype(np.float32)
+    y = (x @ np.array([0.5, -1.0, 2.0]) + rng.standard_cauchy(n)).astype(np.float32)
+
+    def log_lik(theta, rows):
+        r = rows["y"] - rows["x"] @ theta
+        return -0.5 * r * r
+
+    model = Model(lambda t: jnp.sum(-0.5 * t * t), log_lik, "gaussian_known_noise")
+    x64, y64 = x.astype(np.float64), y.astype(np.float64)
+    h = x64.T @ x64
+    mode = np.linalg.solve(h, x64.T @ y64)
+    lam, vec = np.linalg.eigh(h)
+    step = 64.0 * vec[:, 0] / np.sqrt(lam[0])
+    far = np.stack([mode + step, mode - step])
+    c = jnp.asarray(mode, jnp.float32)
+    c64 = np.asarray(c, np.float64)
+    far32 = jnp.asarray(far, jnp.float32)
+
+    def rows_ll(t: np.ndarray) -> np.ndarray:
+        return -0.5 * (y64 - x64 @ t) ** 2
+
+    here = rows_ll(c64)
+    part = chunk_pass(model, lambda t: t, 2)
+    sums, _ = stream(part, {"x": x, "y": y}, n, 16_384, c, probe_points(c, np.zeros((1, 3))), None, 50, 1.0, far32)
+    for k in range(2):
+        there = rows_ll(np.asarray(far32[k], np.float64))
+        exact = float(np.sum(there - here))
+        unit = 3.0 * (EPS32 / 2.0) * (np.abs(there) + np.abs(here))  # r = y - x . t, then r * r, at each point
+        tol = 3.0 * np.sqrt(np.sum(unit**2))  # three s.d.s of independent per-row roundings
+        assert abs(sums["far"][k] - exact) <= tol, (k, sums["far"][k], exact, tol)
+        assert exact < -1000.0  # the fall the rise must not hide

@@ -246,13 +246,12 @@ def lean_mode(
     if (
         rising is not None
     ):  # confirmed on the full data at the far point (a rare category's rows may be missing from the subsample)
-        far_value = read_far(current, rising[1])  # read by the last pass where its direction was the same
-        if far_value is None:
-            far_out = pass_at(jnp.asarray(rising[1], flat0.dtype), None)[0]
+        rise = read_far(current, rising[1])  # read by the last pass where its direction was the same
+        if rise is None:  # a pass at the centre whose far points are rising_direction's (same Hessian, same centre)
+            rise = read_far(pass_at(jnp.asarray(x, flat0.dtype), None, current.hessian)[0], rising[1])
             passes += 1
-            far_value = far_out.sums["value"] if far_out.finite else np.nan
         noise = ROUNDING * float(np.finfo(np.float32).eps) * (abs(current.sums["value"]) + 1.0)
-        rising = rising[0] if np.isfinite(far_value) and far_value > current.sums["value"] + noise else None
+        rising = rising[0] if rise is not None and np.isfinite(rise) and rise > noise else None
     grad_norm = float(np.linalg.norm(current.grad))
     mode = ModeResult(
         theta_hat=unravel(flat),
@@ -295,9 +294,9 @@ def far_points(flat: np.ndarray, hessian: np.ndarray | None) -> np.ndarray | Non
 
 
 def read_far(current: PassOut, point: np.ndarray) -> float | None:
-    """The full-data log-likelihood sum at ``point`` (``rising_direction``'s far point) where the pass that made
-    ``current`` read it: one of its far points within ``FAR_MATCH`` of ``point``'s distance from the pass's centre; else
-    None."""
+    """The full-data log-likelihood's rise from the centre to ``point`` (``rising_direction``'s far point) where the pass
+    that made ``current`` read it: one of its far points within ``FAR_MATCH`` of ``point``'s distance from the pass's
+    centre; else None."""
     if current.far is None:
         return None
     points, sums = current.far

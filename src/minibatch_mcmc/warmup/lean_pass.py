@@ -105,7 +105,7 @@ def autodiff_sums(model: Model, rows: PyTree, weight: jax.Array, c: jax.Array, o
 
 
 def packed(sums: dict) -> jax.Array:
-    """A chunk's sums as one vector (one transfer a chunk): value, gradient, Hessian (row-major), the two far values."""
+    """A chunk's sums as one vector (one transfer a chunk): value, gradient, Hessian (row-major), the two far rises."""
     return jnp.concatenate([sums["value"][None], sums["grad"], sums["hess"].reshape(-1), sums["far"]])
 
 
@@ -127,7 +127,7 @@ class ChunkPass(NamedTuple):
     jitted: Callable
 
     def __call__(self, rows, weight, c, points, far, bulk=None, probes=True, far_on=True) -> tuple:
-        """The sums of l_i, its gradient and Hessian at ``c`` and its values at the two ``far`` points (by name), the
+        """The sums of l_i, its gradient and Hessian at ``c`` and its rises to the two ``far`` points (by name), the
         probes' residuals and deviations (zeros with ``probes=False``), the log prior's parts."""
         level = jnp.zeros((points.shape[0], 1), c.dtype) if bulk is None else jnp.asarray(bulk, c.dtype)
         flat, probe, prior = self.jitted(rows, weight, c, points, far, level, jnp.asarray(probes), jnp.asarray(far_on))
@@ -136,7 +136,10 @@ class ChunkPass(NamedTuple):
 
 def chunk_pass(model: Model, unravel: Callable, order: int) -> ChunkPass:
     """The chunk function of one pass, jitted once: ``probes=False`` skips the residuals (zeros), ``far_on=False`` the far
-    points (the value at ``c`` for both). The prior, read from one chunk per pass, costs no compilation of its own."""
+    points (rises of 0). A far point's rise is ``sum_i w_i (l_i(far) - l_i(c))``, each row's difference taken before the
+    sum: the difference of two float32 sums of ``l_i`` carries their rounding, which on a log-likelihood of -1.1e10
+    (a Gaussian model on Cauchy noise, 1e5 rows) reached 2.2e4 nats, ten times the true fall at 64 s.d.s. The prior,
+    read from one chunk per pass, costs no compilation of its own."""
 
     def log_prior(x: jax.Array) -> jax.Array:
         return jnp.asarray(model.log_prior(unravel(x)), x.dtype)
@@ -145,11 +148,11 @@ def chunk_pass(model: Model, unravel: Callable, order: int) -> ChunkPass:
         glm = glm_rows(model, rows, c.shape[0])
         sums, residuals, scale = (glm_sums if glm else autodiff_sums)(model, rows, weight, c, order, unravel)
 
-        def chunk_sum(x: jax.Array) -> jax.Array:
-            return jnp.sum(weight * model.log_lik(unravel(x), rows))
+        def rises() -> jax.Array:
+            here = model.log_lik(unravel(c), rows)
+            return jax.vmap(lambda x: jnp.sum(weight * (model.log_lik(unravel(x), rows) - here)))(far)
 
-        value = sums["value"]
-        sums["far"] = jax.lax.cond(far_on, lambda: jax.vmap(chunk_sum)(far), lambda: jnp.stack([value, value]))
+        sums["far"] = jax.lax.cond(far_on, rises, lambda: jnp.zeros(2, sums["value"].dtype))
 
         def probed() -> tuple[jax.Array, jax.Array]:
             e = residuals(points).astype(c.dtype)
