@@ -204,3 +204,37 @@ def test_numpyro_glm_default_matches_quadrature(family):
     assert np.all(np.abs(chk.z_mean()) < 4) and np.all(np.abs(chk.z_var()) < 4), (chk.z_mean(), chk.z_var())
     s = res.summary(posterior=False)
     assert s["data_per_test"] < 1 and s["fallback_steps"] == 0 and s["bound_exceeded_steps"] == 0, s
+
+
+COMPILES = [0]
+"""XLA backend compilations since this module was imported."""
+
+
+def count_backend_compiles(event: str, duration: float, **_) -> None:
+    """Monitoring listener: count XLA backend compilations."""
+    if event == "/jax/core/compile/backend_compile_duration":
+        COMPILES[0] += 1
+
+
+jax.monitoring.register_event_duration_secs_listener(count_backend_compiles)
+
+
+def logistic_abc(z, y=None):
+    """A logistic regression with an intercept on three columns."""
+    a = numpyro.sample("a", dist.Normal(0.0, 1.0))
+    b = numpyro.sample("b", dist.Normal(0.0, 1.0).expand([3]).to_event(1))
+    with numpyro.plate("rows", z.shape[0]):
+        numpyro.sample("y", dist.Bernoulli(logits=a + z @ b), obs=y)
+
+
+def test_recognition_compiles_whole_checks_not_single_operations():
+    """Fails if the GLM checks run operation by operation again (each a compilation: 93 for a logistic model in a fresh
+    process before they were compiled as whole functions, ~19 after); 97 rows and 3 columns, shapes no other test here
+    uses, so no operation is already compiled."""
+    rng = np.random.default_rng(5)
+    z = rng.standard_normal((97, 3)).astype(np.float32)
+    y = (rng.uniform(size=97) < 0.5).astype(np.float32)
+    before = COMPILES[0]
+    conv = from_numpyro(logistic_abc, z, y)
+    assert conv.model.glm == GLMSpec("logistic", exact_default=True)
+    assert COMPILES[0] - before <= 35, COMPILES[0] - before

@@ -116,10 +116,15 @@ def glm_log_lik(family: str, fixed: dict) -> Callable[[jax.Array, dict], jax.Arr
     return log_lik
 
 
+def probe_index(n: int) -> np.ndarray:
+    """The first and last ``PROBE_ROWS`` rows' indices (all rows if fewer)."""
+    return np.unique(np.r_[np.arange(min(n, PROBE_ROWS)), np.arange(max(0, n - PROBE_ROWS), n)])
+
+
 def probe(data: dict, n: int) -> dict:
-    """The first and last ``PROBE_ROWS`` rows (all rows if fewer)."""
-    idx = np.unique(np.r_[np.arange(min(n, PROBE_ROWS)), np.arange(max(0, n - PROBE_ROWS), n)])
-    return jax.tree_util.tree_map(lambda a: a[idx], data)
+    """The first and last ``PROBE_ROWS`` rows (all rows if fewer), gathered in one compiled function."""
+    idx = probe_index(n)
+    return jax.jit(lambda rows: jax.tree_util.tree_map(lambda a: a[idx], rows))(data)
 
 
 def affine_gap(eta: jax.Array, x: jax.Array, o: jax.Array, theta: jax.Array) -> jax.Array:
@@ -149,13 +154,13 @@ def glmm_message(groups: dict) -> str:
     )
 
 
-def design_pass(eta_of: Callable, data: dict, n: int, d: int, key: jax.Array) -> tuple[np.ndarray, np.ndarray, float]:
-    """``X`` (N, d), ``o`` (N,) and the largest affine gap at one random point, chunk by chunk over every row."""
-    zero = jnp.zeros(d)
-    point = jax.random.normal(key, (d,))
+def design_pass(eta_of: Callable, data: dict, n: int, d: int, key: int) -> tuple[np.ndarray, np.ndarray, float]:
+    """``X`` (N, d), ``o`` (N,) and the largest affine gap at one random point (``jax.random.key(key)``'s normal draw),
+    chunk by chunk over every row."""
 
     @jax.jit
     def chunk(rows):
+        zero, point = jnp.zeros(d), jax.random.normal(jax.random.key(key), (d,))
         x = jax.jacfwd(lambda th: eta_of(th, rows))(zero)
         o = eta_of(zero, rows)
         return x, o, affine_gap(eta_of(point, rows), x, o, point)
@@ -167,6 +172,31 @@ def design_pass(eta_of: Callable, data: dict, n: int, d: int, key: jax.Array) ->
         os.append(np.asarray(o, np.float32))
         gap = max(gap, float(g))
     return np.concatenate(xs), np.concatenate(os), gap
+
+
+def split_fixed(fixed: dict, held: dict) -> dict:
+    """The traced values of a family's fixed parameters; ``held`` gets every name in order, with the constant ones' values
+    (NumPy, Python: as they are, not rounded to a compiled output's dtype) and None for the traced ones."""
+    held.update({k: None if isinstance(v, jax.Array) else np.asarray(v) for k, v in fixed.items()})
+    return {k: v for k, v in fixed.items() if isinstance(v, jax.Array)}
+
+
+def probe_checks(read: Callable, eta_of: Callable, rows: dict, points: list, d: int) -> tuple[list, dict, list]:
+    """At the probe ``rows``, one compiled function: the affine gap at each point (``x``, ``o`` at zero) and the family's
+    fixed parameters at zero and at each point (NumPy arrays)."""
+    held: list[dict] = [{} for _ in range(len(points) + 1)]
+
+    @jax.jit
+    def checks(rows, points):
+        zero = jnp.zeros(d)
+        x = jax.jacfwd(lambda th: eta_of(th, rows))(zero)
+        o = eta_of(zero, rows)
+        gaps = [affine_gap(eta_of(p, rows), x, o, p) for p in points]
+        return gaps, [split_fixed(read(th, rows)[1], h) for th, h in zip([zero, *points], held)]
+
+    gaps, fixed = checks(rows, points)
+    fixed = [{k: np.asarray(f[k]) if c is None else c for k, c in h.items()} for f, h in zip(fixed, held)]
+    return [float(g) for g in gaps], fixed[0], fixed[1:]
 
 
 def recognise_glm(
@@ -222,14 +252,10 @@ def try_family(
         b = int(jax.tree_util.tree_leaves(batch)[0].shape[0])
         return jnp.broadcast_to(read(theta, batch)[0], (b,))
 
-    zero = jnp.zeros(d)
-    x_p = jax.jacfwd(lambda th: eta_of(th, rows))(zero)
-    o_p = eta_of(zero, rows)
-    if max(float(affine_gap(eta_of(p, rows), x_p, o_p, p)) for p in points) > 1.0:
+    gaps, fixed, moved_at = probe_checks(read, eta_of, rows, points, d)
+    if max(gaps) > 1.0:
         return None, f"eta of the observed site {site!r} ({family}) is not affine in the unconstrained parameters"
-    fixed = {k: np.asarray(v) for k, v in read(zero, rows)[1].items()}
-    for p in points:
-        moved = {k: np.asarray(v) for k, v in read(p, rows)[1].items()}
+    for moved in moved_at:
         if any(
             not np.allclose(moved[k], fixed[k], rtol=1e-6) or np.ptp(fixed[k]) > 1e-6 * np.abs(fixed[k]).max()
             for k in fixed
@@ -239,28 +265,32 @@ def try_family(
                 f"the {family} family's {sorted(fixed)} vary with the parameters or the rows (the bounds need them fixed)",
             )
     fixed = {k: float(np.ravel(v)[0]) for k, v in fixed.items()}
-    x, o, gap = design_pass(eta_of, data, layout.n, d, jax.random.key(1))
+    x, o, gap = design_pass(eta_of, data, layout.n, d, 1)
     if gap > 1.0:
         return None, f"eta of the observed site {site!r} ({family}) is not affine in the parameters on every row"
-    y = np.asarray(site_at(unravel(zero), data)["value"], np.float32)
+    y = np.asarray(jax.jit(lambda rows: site_at(unravel(jnp.zeros(d)), rows)["value"])(data), np.float32)
     offset = bool(np.any(np.abs(o) > RTOL * (1.0 + np.abs(o).max())))
     if offset and family in ("logistic", "probit"):
         return None, f"the {family} predictor has an offset (eta(0) != 0), which its bounds do not cover"
-    glm_data = {"x": jnp.asarray(x), "y": jnp.asarray(y)}
+    glm_data = {"x": x, "y": y}
     if offset and family == "poisson":
-        glm_data["offset"] = jnp.asarray(o)
+        glm_data["offset"] = o
     elif offset:  # a location family: the offset moves y
-        glm_data["y"] = jnp.asarray(y - o)
+        glm_data["y"] = y - o
     log_lik = glm_log_lik(family, fixed)
-    probe_glm = probe(glm_data, layout.n)
-    for p in points:
-        ours, theirs = np.asarray(log_lik(p, probe_glm)), np.asarray(site_log_lik(p, rows)[site])
+    idx = probe_index(layout.n)
+    pairs = jax.jit(
+        lambda points, probe_glm, rows: [(log_lik(p, probe_glm), site_log_lik(p, rows)[site]) for p in points]
+    )(points, {k: v[idx] for k, v in glm_data.items()}, rows)
+    for ours, theirs in pairs:
+        ours, theirs = np.asarray(ours), np.asarray(theirs)
         if (
             family == "probit"
         ):  # NumPyro's float32 ``1 - probs`` loses digits below log-density -7; ``log_ndtr`` does not
             ours, theirs = ours[theirs > -7.0], theirs[theirs > -7.0]
         if not np.allclose(ours, theirs, rtol=RTOL, atol=RTOL * (1.0 + np.abs(theirs).max())):
             return None, f"the {family} log-likelihood through eta does not match the observed site {site!r}'s"
+    glm_data = {k: jnp.asarray(v) for k, v in glm_data.items()}
     spec = GLMSpec(
         family,
         precision=fixed.get("scale", 1.0) ** -2 if fixed else 1.0,

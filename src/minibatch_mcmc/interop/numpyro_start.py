@@ -14,6 +14,7 @@ from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.flatten_util import ravel_pytree
 
 from minibatch_mcmc.compiling import ONE_OFF_WORK, compile_options
@@ -38,10 +39,10 @@ class StartValues(NamedTuple):
 
 
 def prototype(numpyro, trace: dict, latent: tuple[str, ...]) -> dict:
-    """Zeros of each latent site's unconstrained shape."""
+    """Zeros of each latent site's unconstrained shape (NumPy: nothing compiled to make them)."""
     biject_to = numpyro.distributions.transforms.biject_to
     shapes = {k: biject_to(trace[k]["fn"].support).inverse_shape(jnp.shape(trace[k]["value"])) for k in latent}
-    return {k: jnp.zeros(shape, jnp.result_type(float)) for k, shape in shapes.items()}
+    return {k: np.zeros(shape, jnp.result_type(float)) for k, shape in shapes.items()}
 
 
 def median_try(numpyro, model: Callable, key: jax.Array, latent: tuple[str, ...]) -> tuple[dict, jax.Array]:
@@ -111,26 +112,23 @@ def start_and_checks(
     data: dict,
 ) -> StartValues:
     """The start on the full data and the checks' values at it, one compilation (a second one only for NumPyro's retries)."""
-    proto, key, held = prototype(numpyro, trace, layout.latent), jax.random.PRNGKey(0), {}
+    proto, held = prototype(numpyro, trace, layout.latent), {}
 
-    def fused(key: jax.Array, data: dict):
-        init, valid = median_try(numpyro, model_for(data), key, layout.latent)
+    def fused(data: dict):
+        init, valid = median_try(numpyro, model_for(data), jax.random.PRNGKey(0), layout.latent)
         prior, likelihood, held["error"], steady = check_values(
             numpyro, model_for, site_log_lik, constrain_on, layout, init, data
         )
         return init, valid, prior, likelihood, steady
 
-    work = (
-        max(jnp.shape(v)[0] if jnp.ndim(v) else 1 for v in jax.tree_util.tree_leaves(data))
-        * ravel_pytree(proto)[0].size
+    work = max(jnp.shape(v)[0] if jnp.ndim(v) else 1 for v in jax.tree_util.tree_leaves(data)) * sum(
+        np.size(v) for v in proto.values()
     )
-    init, valid, prior, likelihood, steady = jax.jit(fused, compiler_options=compile_options(work, ONE_OFF_WORK))(
-        key, data
-    )
+    init, valid, prior, likelihood, steady = jax.jit(fused, compiler_options=compile_options(work, ONE_OFF_WORK))(data)
     if not bool(valid):  # NumPyro's search goes on from there with new keys
-        init, valid = jax.jit(lambda k, rows: numpyro_start(numpyro, model_for(rows), k, proto, layout.latent))(
-            key, data
-        )
+        init, valid = jax.jit(
+            lambda rows: numpyro_start(numpyro, model_for(rows), jax.random.PRNGKey(0), proto, layout.latent)
+        )(data)
         if bool(valid):
 
             def checks(init: dict, data: dict):
