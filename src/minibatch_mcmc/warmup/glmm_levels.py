@@ -144,8 +144,10 @@ def level_correction(proxy: GLMMProxy, grids: tuple[LevelGrid, ...], theta: jax.
     """What the grids add to ``proxy.proxy_sum(theta)``: per level, its interpolated ``V_g(w_g) - V_g(0)`` (``value`` is
     relative to the centre knot) less its quadratic ``gz w + hzz w^2 / 2``, at ``w_g = du_g + (hzx_g / hzz_g) . dbeta``:
     the level's effect move plus the fixed effects' move as its rows see it on average (weighted by ``h``; exactly the
-    intercept's, so that a move along the ridge ``beta_0 + c``, ``u - c``, which leaves every ``eta``, adds nothing)
-    (traceable)."""
+    intercept's, so that a move along the ridge ``beta_0 + c``, ``u - c``, which leaves every ``eta``, adds nothing);
+    with the proxy's per-level cubic sums, the third-order cross term ``sum_i t_i s_i^2 x_i . dbeta / 2`` is made exact
+    (the interpolant weighs ``x`` by ``h``, the term by ``t``: without it the slopes' step from a subsample's mode was
+    0.7 s.d.s short at ``N = 6e4``, ``G = 50``) (traceable)."""
     db, dus, _ = proxy.deltas(theta)
     total = jnp.zeros((), theta.dtype)
     for grid in grids:
@@ -156,4 +158,7 @@ def level_correction(proxy: GLMMProxy, grids: tuple[LevelGrid, ...], theta: jax.
         )  # the fixed effects' move seen by the level's rows: all of the intercept's
         quadratic = proxy.gz[grid.factor][:, 0] * du + 0.5 * proxy.hzz[grid.factor][:, 0, 0] * du * du
         total = total + jnp.sum(hermite(grid, du) - quadratic)
+        if proxy.tzzx:  # the fixed effects' third-order cross term weighted by t, not h: exact in its leading order
+            cross = proxy.tzzx[grid.factor][:, 0, 0, :] - proxy.tzzz[grid.factor][:, 0, 0, :] * weight
+            total = total + 0.5 * jnp.sum(du * du * (cross @ db))
     return total

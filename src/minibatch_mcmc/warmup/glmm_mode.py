@@ -325,7 +325,7 @@ def glmm_mode(
     while passes <= 2 * newton_steps and taken_steps < newton_steps and not at_mode(g, h):
         radius = max(decrement(g, h), 1e-3) if radius is None else radius
         if grids:  # from the subsample's mode: each level's own log-likelihood on its grid (glmm_levels)
-            arrays = {**fields(second_order(proxy)), "grids": tuple(tuple(gr)[1:] for gr in grids)}
+            arrays = {**fields(proxy), "grids": tuple(tuple(gr)[1:] for gr in grids)}  # its cubic sums: the cross term
             trial, predicted, _ = climb(fn_grid, arrays, x, GRID_REACH * radius, dtype)
         else:
             trial, predicted = full_climb(fn, proxy, x, radius, dtype)
