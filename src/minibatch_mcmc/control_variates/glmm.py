@@ -111,6 +111,8 @@ class GLMMProxy(NamedTuple):
     """Per factor ``(G_f, k_f, k_f, p)``: ``sum t z z x`` per level."""
     cubic: tuple = ()
     """Per factor ``(G_f,)``: 1 where the level's rows carry the cubic terms, else 0."""
+    log_lik: float = float("nan")
+    """``sum_i l_i(c)``: the log-likelihood at the centre (the GLMM mode search's trust-region test reads it)."""
 
     def flat_centre(self) -> tuple[jax.Array, Callable[[jax.Array], PyTree]]:
         """The centre as a flat vector and the function back to a parameter (the identity: GLMM parameters are flat)."""
@@ -270,7 +272,12 @@ class GLMMProxy(NamedTuple):
 
 
 def glmm_proxy(
-    model: Model, data: Any, centre: PyTree, chunk: int = DEFAULT_CHUNK, cubic_info: float | None = CUBIC_INFO
+    model: Model,
+    data: Any,
+    centre: PyTree,
+    chunk: int = DEFAULT_CHUNK,
+    cubic_info: float | None = CUBIC_INFO,
+    each: Callable[[PyTree, int], None] | None = None,
 ) -> GLMMProxy:
     """The GLMM proxy of ``model`` (``model.glmm`` set) around ``centre``, from one streamed pass (sums in float64).
 
@@ -281,6 +288,7 @@ def glmm_proxy(
         chunk: rows per read of the pass.
         cubic_info: the levels with at least this much information per effect get the per-level cubic (module
             docstring, ``CUBIC_INFO``); None: a purely second-order proxy.
+        each: called as ``each(rows, start)`` on every chunk the pass reads (``glmm_sums.streamed_sums``).
     """
     if model.glmm is None:
         raise ValueError(
@@ -290,7 +298,7 @@ def glmm_proxy(
     if not np.all(np.isfinite(np.asarray(flat))):
         raise ValueError(f"the proxy centre has NaN or inf entries: {np.asarray(flat)}")
     layout, source = model.glmm.layout, as_data_source(data)
-    sums = streamed_sums(layout, model.glmm.row_log_density, model.glmm.split(flat), source, chunk)
+    sums = streamed_sums(layout, model.glmm.row_log_density, model.glmm.split(flat), source, chunk, each)
     for name, value in sums.items():
         arrays = value[2:] if name.startswith("pair_") else (value,)
         if not all(np.all(np.isfinite(a)) for a in arrays):
@@ -321,6 +329,7 @@ def glmm_proxy(
         mz=tuple(cast(sums[f"mz_{f}"]) for f in factors),
         pairs=pairs,
         setup_data=source.n,
+        log_lik=float(sums["value"]),
         **cubic_terms(sums, len(layout.levels), cubic_info, cast),
     )
 

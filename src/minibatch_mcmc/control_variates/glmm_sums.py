@@ -119,11 +119,17 @@ def reduce_pairs(keys: np.ndarray, sums: np.ndarray) -> tuple[np.ndarray, np.nda
 
 
 def streamed_sums(
-    layout: GLMMLayout, density: Callable, centre_split: tuple, source: DataSource, chunk: int = DEFAULT_CHUNK
+    layout: GLMMLayout,
+    density: Callable,
+    centre_split: tuple,
+    source: DataSource,
+    chunk: int = DEFAULT_CHUNK,
+    each: Callable[[PyTree, int], None] | None = None,
 ) -> dict:
     """Every sum of the module docstring over all rows, in float64, from one pass over ``source`` in chunks of ``chunk`` rows.
 
-    Pair sums come back as ``pair_<f>_<f'>``: ``(levels of f, levels of f', sums (P, k_f, k_f'))`` over the observed pairs."""
+    Pair sums come back as ``pair_<f>_<f'>``: ``(levels of f, levels of f', sums (P, k_f, k_f'))`` over the observed pairs.
+    ``each(rows, start)``, if given, is called on every chunk read (another reduction made by the same pass)."""
     if chunk < 1:
         raise ValueError(f"chunk={chunk!r} must be a positive number of rows")
     part = jax.jit(chunk_sums(layout, density, *centre_split))
@@ -134,6 +140,8 @@ def streamed_sums(
     for start in range(0, source.n, chunk):
         size = min(chunk, source.n - start)
         rows = slice_rows(data, start, size)
+        if each is not None:
+            each(rows, start)
         piece = jax.device_get(part(rows))
         fixed = {k: np.asarray(v, np.float64) for k, v in piece.items() if not k.startswith("pair_")}
         total = fixed if total is None else {k: total[k] + v for k, v in fixed.items()}

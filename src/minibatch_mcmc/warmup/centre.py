@@ -2,9 +2,11 @@
 see, each phase's cost measured (``samplers.phase_cost``).
 
 ``warmup.lean.lean_mode`` finds the mode (one vmapped minibatch Adam for the start and the multi-start points, Newton
-passes whose last one is also the proxy pass and the first influence round). A GLMM (``Model.glmm``) at order 2 gets
-the proxy in predictor space (``control_variates.glmm``) from a pass of its own after the mode's, and the rows of its
-levels whose effects move far at posterior scale join the exact stratum (``control_variates.glmm.level_stratum``).
+passes whose last one is also the proxy pass and the first influence round). A GLMM (``Model.glmm``) at order 2 finds
+its mode from its own structure (``warmup.glmm_mode``: Newton on the proxy in predictor space, on a subsample, then on
+full passes whose last one builds the proxy; no multi-start search: where it does not converge, the lean search as for
+any model, with the proxy in predictor space from a pass of its own after the mode's), and the rows of its levels whose
+effects move far at posterior scale join the exact stratum (``control_variates.glmm.level_stratum``).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from minibatch_mcmc.models.contract import check_model
 from minibatch_mcmc.optim.mode import laplace_covariance
 from minibatch_mcmc.samplers.diagnose import bad_rows_named
 from minibatch_mcmc.samplers.phase_cost import PhaseClock, PhaseCost
+from minibatch_mcmc.warmup.glmm_mode import glmm_mode
 from minibatch_mcmc.warmup.lean import lean_mode
 from minibatch_mcmc.warmup.multistart import LocalMode, distance, modes_from_ends, warn_several_modes
 from minibatch_mcmc.warmup.no_mode import check_mode
@@ -82,8 +85,36 @@ def find_centre(
         )
     first_rows = take(source.arrays(), jnp.arange(min(2, source.n)))  # the same rows in every process of a split source
     check_model(model, theta0, first_rows)  # one clear line before any pass
-    n, cost, probe = source.n, {}, None
+    n, cost, probe, tried = source.n, {}, None, 0
     starts = num_starts + num_starts % 2
+    if model.glmm is not None and order == 2:
+        with PhaseClock("mode", n, progress) as clock:
+            with bad_rows_named(model, source, theta0):
+                structured = glmm_mode(
+                    model,
+                    source,
+                    theta0,
+                    k_mode,
+                    temperature=temperature,
+                    newton_steps=newton_steps,
+                    probe_key=jax.random.fold_in(key, 20),
+                )
+        if structured.mode.converged:  # the last pass built the proxy: reported as its own phase
+            mode, pass_seconds = structured.mode, clock.seconds / max(structured.passes, 1)
+            cost["mode"] = clock.cost(mode.data_used - n, clock.seconds - pass_seconds)
+            cost["proxy"] = PhaseCost(n, pass_seconds, 1.0, 0.0)
+            cov = laplace_covariance(mode.hessian)
+            return finish(
+                model,
+                source,
+                key,
+                Centre(mode.theta_hat, cov, structured.proxy, (), None, cost),
+                structured.probe,
+                temperature,
+                stratum,
+                progress,
+            )
+        tried = structured.mode.data_used  # not converged: the lean search as for any model, these rows counted too
     with PhaseClock("mode", n, progress) as clock:
         with bad_rows_named(model, source, theta0):
             found = lean_mode(
@@ -101,7 +132,7 @@ def find_centre(
         check_mode(model, mode, n, newton_steps, found.rising)
         cov = laplace_covariance(mode.hessian)
         first = LocalMode(mode.theta_hat, mode.log_posterior, cov)
-        modes, used = (), mode.data_used
+        modes, used = (), mode.data_used + tried
         if num_starts:
             search = modes_from_ends(
                 model,
@@ -124,19 +155,36 @@ def find_centre(
     else:  # the last Newton pass is the proxy pass: reported as its own phase
         cost["mode"] = clock.cost(used - n, clock.seconds - found.last_pass_seconds)
         proxy, cost["proxy"] = found.proxy, PhaseCost(n, found.last_pass_seconds, 1.0, 0.0)
-    influence = None
-    if stratum:  # its own key, so the other phases' keys are those of a run without it
-        with PhaseClock("influence", n, progress) as clock:
-            influence = influential_rows(
-                model,
-                source,
-                proxy,
-                cholesky_factor(cov, cov.shape[0]),
-                key=jax.random.fold_in(key, 20),
-                temperature=temperature,
-                first=probe,
-            )
-        cost["influence"] = clock.cost(influence.data_used)
-        if isinstance(proxy, GLMMProxy):  # the rows of levels whose effects move far at posterior scale, exact
-            influence = with_rows(influence, level_stratum(proxy, source))
-    return Centre(mode.theta_hat, cov, proxy, modes, influence, cost)
+    return finish(
+        model, source, key, Centre(mode.theta_hat, cov, proxy, modes, None, cost), probe, temperature, stratum, progress
+    )
+
+
+def finish(
+    model: Model,
+    source: DataSource,
+    key: jax.Array,
+    centre: Centre,
+    probe: Any,
+    temperature: float,
+    stratum: bool,
+    progress: bool,
+) -> Centre:
+    """``centre`` with the rows its proxy cannot see (``influence``) when ``stratum``, their search's cost in its table."""
+    if not stratum:
+        return centre
+    cov, proxy, n = centre.covariance, centre.proxy, source.n
+    with PhaseClock("influence", n, progress) as clock:  # its own key: the other phases' keys are a run's without it
+        influence = influential_rows(
+            model,
+            source,
+            proxy,
+            cholesky_factor(cov, cov.shape[0]),
+            key=jax.random.fold_in(key, 20),
+            temperature=temperature,
+            first=probe,
+        )
+    centre.cost["influence"] = clock.cost(influence.data_used)
+    if isinstance(proxy, GLMMProxy):  # the rows of levels whose effects move far at posterior scale, exact
+        influence = with_rows(influence, level_stratum(proxy, source))
+    return centre._replace(influence=influence)

@@ -1,0 +1,163 @@
+"""A GLMM warm-up's passes over ``N`` phase by phase, two versions of the library side by side in one run.
+
+The model and data are ``benchmarks/glmm.py``'s (logistic, ``y ~ x1 + x2 + x3 + (1 | g)``, group intercepts of s.d.
+0.5, ``--sizes equal`` or ``tail``; ``--sizes unequal``: the issue's 16-group shape, groups of very unequal size, the
+largest ``RATIO`` times the smallest). For each configuration and each version one fresh process (so neither
+version's compilations serve the other; the two run at the same time, so their seconds share the machine) builds the
+design and model (``mm.glmm``'s steps: ``formula_design``, ``glmm_model``, centring ``"auto"``) and runs
+``warmup.warmup`` as ``auto_sample`` would (4 chains, the default test and proposal); it reports each phase's passes
+over ``N`` (rows read / ``N``), its seconds, and the largest distance between the two versions' modes in Laplace
+s.d.s. The versions are git revisions (``--before``, default ``main``; ``--after``, default ``HEAD``), each read by
+``git archive``:
+
+    python benchmarks/glmm_warmup_passes.py --n 200000 --groups 1000 16 --sizes equal unequal \\
+        --results docs/results/glmm_warmup_passes.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+RATIO = 3000.0
+"""``--sizes unequal``: the largest group's rows over the smallest's."""
+PHASES = ("mode", "proxy", "influence", "tuning", "batch", "setup")
+COLUMNS = [
+    "N",
+    "G",
+    "sizes",
+    "version",
+    *(f"{p} passes" for p in PHASES),
+    "total passes",
+    "warm-up s",
+    "mode off (s.d.)",
+]
+
+
+def sizes_for(n: int, groups: int, kind: str, rng: np.random.Generator) -> np.ndarray:
+    """Group sizes: ``glmm.py``'s ``equal``/``tail``, or ``unequal``: geometric weights, the largest ``RATIO`` times the
+    smallest (16 groups at ``N = 2e5``: 41 % of the rows down to 28 rows)."""
+    if kind != "unequal":
+        from glmm import group_sizes
+
+        return group_sizes(n, groups, kind, rng)
+    w = rng.permutation(RATIO ** (-np.arange(groups) / max(groups - 1, 1)))
+    sizes = np.maximum(np.round(w / w.sum() * n).astype(np.int64), 1)
+    sizes[np.argmax(sizes)] += n - sizes.sum()
+    return sizes
+
+
+def worker(n: int, groups: int, kind: str, out: str) -> None:
+    """One version's warm-up (module docstring), its phases' costs and mode written to ``out`` (JSON)."""
+    import jax
+    import pandas as pd
+
+    from minibatch_mcmc.interop.formula import formula_design
+    from minibatch_mcmc.models.glmm import glmm_model, initial_theta
+    from minibatch_mcmc.warmup import warmup
+
+    rng = np.random.default_rng(0)
+    g = rng.permutation(np.repeat(np.arange(groups), sizes_for(n, groups, kind, rng))).astype(np.int32)
+    x = rng.normal(size=(n, 3)).astype(np.float32)
+    eta = -0.5 + x @ np.array([0.5, -0.3, 0.2]) + rng.normal(0.0, 0.5, groups)[g]
+    df = pd.DataFrame({"x1": x[:, 0], "x2": x[:, 1], "x3": x[:, 2], "g": g})
+    df["y"] = (rng.random(n) < 1.0 / (1.0 + np.exp(-eta))).astype(np.int64)
+    fitted = formula_design("y ~ x1 + x2 + x3 + (1 | g)", df, "bernoulli")
+    model, data = glmm_model(fitted.design, fitted.family, centred="auto")
+    warm = warmup(model, data, initial_theta(model), key=jax.random.key(1), num_chains=4, num_samples=1000)
+    summary = warm.summary()
+    result = {
+        "phases": {k: v["passes"] for k, v in summary["phases"].items()},
+        "total": summary["total_passes"],
+        "seconds": summary["total_seconds"],
+        "mode": np.asarray(warm.centre, np.float64).tolist(),
+        "sd": np.sqrt(np.diag(warm.covariance)).tolist(),
+    }
+    Path(out).write_text(json.dumps(result))
+
+
+def run_versions(versions: dict, n: int, groups: int, kind: str) -> dict:
+    """``worker`` in a fresh process per version (on the library at its ``src``), the versions at the same time."""
+    with tempfile.TemporaryDirectory() as tmp:
+        procs = {}
+        for name, src in versions.items():
+            out = Path(tmp) / f"{len(procs)}.json"
+            cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", "--n", str(n), "--groups", str(groups)]
+            cmd += ["--sizes", kind, "--out", str(out)]
+            procs[name] = (subprocess.Popen(cmd, env={**os.environ, "PYTHONPATH": str(src)}), out)
+        for name, (proc, _) in procs.items():
+            if proc.wait() != 0:
+                raise RuntimeError(f"the {name} worker failed (exit {proc.returncode})")
+        return {name: json.loads(out.read_text()) for name, (_, out) in procs.items()}
+
+
+def main() -> None:
+    """Each configuration, both versions; the table printed and (``--results``) saved after each."""
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--n", type=int, nargs="+", default=[200_000])
+    ap.add_argument("--groups", type=int, nargs="+", default=[1000])
+    ap.add_argument("--sizes", nargs="+", default=["equal"], choices=("equal", "tail", "unequal"))
+    ap.add_argument("--before", default="main", help="git revision of the 'before' version")
+    ap.add_argument("--after", default="HEAD", help="git revision of the 'after' version")
+    ap.add_argument("--name", default="glmm_warmup_passes")
+    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--out", default=None, help=argparse.SUPPRESS)
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from bench_results import add_results_option, save, table
+
+    add_results_option(ap)
+    args = ap.parse_args()
+    if args.worker:
+        worker(args.n[0], args.groups[0], args.sizes[0], args.out)
+        return
+    machine = f"{platform.machine()}, {os.cpu_count()} cores, load average at start {os.getloadavg()[0]:.1f}"
+    rows, values = [], {}
+    with tempfile.TemporaryDirectory() as tmp:
+        versions = {}
+        for label, ref in (("before", args.before), ("after", args.after)):
+            short = subprocess.run(["git", "rev-parse", "--short", ref], cwd=ROOT, capture_output=True, text=True)
+            archive = subprocess.run(["git", "archive", ref, "src"], cwd=ROOT, capture_output=True, check=True)
+            (Path(tmp) / label).mkdir()
+            subprocess.run(["tar", "-x", "-C", str(Path(tmp) / label)], input=archive.stdout, check=True)
+            versions[f"{label} ({short.stdout.strip()})"] = Path(tmp) / label / "src"
+        for n in args.n:
+            for groups, kind in zip(args.groups, args.sizes):
+                got = run_versions(versions, n, groups, kind)
+                modes = [np.asarray(r["mode"]) for r in got.values()]
+                off = float(np.max(np.abs(modes[0] - modes[1]) / np.asarray(next(iter(got.values()))["sd"])))
+                for name, r in got.items():
+                    row = [f"{n:.0e}", str(groups), kind, name]
+                    row += [f"{r['phases'].get(p, float('nan')):.2f}" for p in PHASES]
+                    row += [f"{r['total']:.2f}", f"{r['seconds']:.1f}", f"{off:.2f}"]
+                    rows.append(row)
+                    values[f"{args.name}.{n}.{groups}.{kind}.{name.split()[0]}.passes"] = f"{r['total']:.2f}"
+                    print(dict(zip(COLUMNS, row)), flush=True)
+                save(
+                    args.results,
+                    args.name,
+                    config=args,
+                    tables={args.name: table(COLUMNS, rows)},
+                    values=values,
+                    extra={"machine": machine, "complete": False},
+                )
+    save(
+        args.results,
+        args.name,
+        config=args,
+        tables={args.name: table(COLUMNS, rows)},
+        values=values,
+        extra={"machine": machine, "complete": True, "load average at end": os.getloadavg()[0]},
+    )
+
+
+if __name__ == "__main__":
+    main()
