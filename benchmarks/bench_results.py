@@ -9,6 +9,7 @@ run does not overwrite the committed ``docs/results/NAME.json``).
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -18,7 +19,7 @@ import repository  # noqa: F401  (the repository root on sys.path, for reproduct
 
 from reproductions.results import jsonable, results_payload, save_results, table
 
-__all__ = ["add_results_option", "command", "save", "table"]
+__all__ = ["add_results_option", "command", "save", "save_rows", "table"]
 
 
 def add_results_option(parser: argparse.ArgumentParser) -> None:
@@ -54,3 +55,16 @@ def save(
     out = save_results(path, payload)
     print(f"results written to {out}")
     return out
+
+
+def save_rows(
+    args: argparse.Namespace, columns: list[str], rows: list, values: Mapping[str, Any], machine: str, complete: bool
+) -> Path | None:
+    """``save`` the one table ``args.name`` so far: after each configuration with ``complete=False`` (a run cut off
+    keeps its finished rows), at the end with ``complete=True`` and the load average."""
+    extra: dict[str, Any] = {"machine": machine, "complete": complete}
+    if complete:
+        extra["load average at end"] = os.getloadavg()[0]
+    return save(
+        args.results, args.name, config=args, tables={args.name: table(columns, rows)}, values=values, extra=extra
+    )

@@ -46,7 +46,7 @@ import jax.numpy as jnp
 import numpy as np
 import numpyro
 import numpyro.distributions as dist
-from bench_results import add_results_option, save, table
+from bench_results import add_results_option, save_rows
 from numpyro.infer import HMCECS, MCMC, NUTS, SVI, Trace_ELBO
 from numpyro.infer.autoguide import AutoDelta
 
@@ -340,23 +340,11 @@ def main() -> None:
                         label = f"{args.name}.{n}.{name}.{auto.replace('auto_sample', 'auto')}"
                         values[f"{label}_over_{other}"] = f"{rate[auto] / rate[other]:.2f}"
                         values[f"{label}_sq_over_{other}"] = f"{rate_sq[auto] / rate_sq[other]:.2f}"
-            save(
-                args.results,
-                args.name,
-                config=args,
-                tables={args.name: table(COLUMNS, rows)},
-                values=values,
-                extra={"machine": machine, "complete": False},
+            save_rows(
+                args, COLUMNS, rows, values, machine, complete=False
             )  # each finished model kept if a later one is cut off
     print(f"load average at end {os.getloadavg()}")
-    save(
-        args.results,
-        args.name,
-        config=args,
-        tables={args.name: table(COLUMNS, rows)},
-        values=values,
-        extra={"machine": machine, "complete": True},
-    )
+    save_rows(args, COLUMNS, rows, values, machine, complete=True)
 
 
 if __name__ == "__main__":

@@ -46,7 +46,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pandas as pd
-from bench_results import add_results_option, save, table
+from bench_results import add_results_option, save_rows
 
 import minibatch_mcmc as mm
 from minibatch_mcmc.interop.formula import formula_design
@@ -423,22 +423,8 @@ def main() -> None:
     for n in args.n:
         for groups in args.groups:
             configuration(n, groups, args, rows, values)
-            save(
-                args.results,
-                args.name,
-                config=args,
-                tables={args.name: table(COLUMNS, rows)},
-                values=values,
-                extra={"machine": machine, "complete": False},
-            )
-    save(
-        args.results,
-        args.name,
-        config=args,
-        tables={args.name: table(COLUMNS, rows)},
-        values=values,
-        extra={"machine": machine, "complete": True, "load average at end": os.getloadavg()[0]},
-    )
+            save_rows(args, COLUMNS, rows, values, machine, complete=False)
+    save_rows(args, COLUMNS, rows, values, machine, complete=True)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ import time
 
 import jax
 import numpy as np
-from bench_results import add_results_option, save, table
+from bench_results import add_results_option, save_rows
 from glmm import GROUP_SD, PeakRSS, formula, simulate
 
 import minibatch_mcmc as mm
@@ -190,22 +190,8 @@ def main() -> None:
     for n, groups in zip(args.n, args.groups):
         for centred in args.centred:
             one(n, groups, centred, rows, values, args.name, args)
-            save(
-                args.results,
-                args.name,
-                config=args,
-                tables={args.name: table(COLUMNS, rows)},
-                values=values,
-                extra={"machine": machine, "complete": False},
-            )
-    save(
-        args.results,
-        args.name,
-        config=args,
-        tables={args.name: table(COLUMNS, rows)},
-        values=values,
-        extra={"machine": machine, "complete": True, "load average at end": os.getloadavg()[0]},
-    )
+            save_rows(args, COLUMNS, rows, values, machine, complete=False)
+    save_rows(args, COLUMNS, rows, values, machine, complete=True)
 
 
 if __name__ == "__main__":

@@ -112,7 +112,7 @@ def main() -> None:
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--out", default=None, help=argparse.SUPPRESS)
     sys.path.insert(0, str(ROOT / "benchmarks"))
-    from bench_results import add_results_option, save, table
+    from bench_results import add_results_option, save_rows
 
     add_results_option(ap)
     args = ap.parse_args()
@@ -141,22 +141,8 @@ def main() -> None:
                     rows.append(row)
                     values[f"{args.name}.{n}.{groups}.{kind}.{name.split()[0]}.passes"] = f"{r['total']:.2f}"
                     print(dict(zip(COLUMNS, row)), flush=True)
-                save(
-                    args.results,
-                    args.name,
-                    config=args,
-                    tables={args.name: table(COLUMNS, rows)},
-                    values=values,
-                    extra={"machine": machine, "complete": False},
-                )
-    save(
-        args.results,
-        args.name,
-        config=args,
-        tables={args.name: table(COLUMNS, rows)},
-        values=values,
-        extra={"machine": machine, "complete": True, "load average at end": os.getloadavg()[0]},
-    )
+                save_rows(args, COLUMNS, rows, values, machine, complete=False)
+    save_rows(args, COLUMNS, rows, values, machine, complete=True)
 
 
 if __name__ == "__main__":
