@@ -47,8 +47,9 @@ class PassOut(NamedTuple):
     """The influence probes' steps the pass used (None: none)."""
     far: tuple[np.ndarray, np.ndarray] | None = None
     """The points ``RISE_SDS[-1]`` Laplace s.d.s out both ways along the previous pass's least-curved direction and the
-    full-data log-likelihood sums there (read in the same pass): ``rising_direction``'s confirmation, without a pass of its
-    own where the final direction is the same (None: no previous Hessian)."""
+    full-data log-likelihood's rise from the centre to each, ``sum_i (l_i(far) - l_i(c))`` (read in the same pass):
+    ``rising_direction``'s confirmation, without a pass of its own where the final direction is the same (None: no
+    previous Hessian)."""
 
     @property
     def finite(self) -> bool:
