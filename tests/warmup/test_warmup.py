@@ -14,7 +14,6 @@ from minibatch_mcmc.diagnostics import check_moments
 from minibatch_mcmc.models import logistic_regression
 from minibatch_mcmc.samplers import sample
 from minibatch_mcmc.warmup import TARGET_ACCEPT, auto_sample, decision_rule, warmup
-from minibatch_mcmc.warmup.lean import NEWTON_DECREMENT
 
 EARLIER_DEFAULT = dict(proposal="langevin", test="mhminibatch")
 """``auto_sample``'s default before issue 21 (proxy-gradient MALA, tuned, with MHminibatch on 50 rows)."""
@@ -28,9 +27,10 @@ def glm():
 
 
 def test_warmup_finds_mode_and_reports_cost(glm):
-    """From theta0 = (3, 3), many posterior s.d.s away, the warm-up's centre is within the lean Newton passes'
-    stopping decrement (``NEWTON_DECREMENT`` s.d.s) of the quadrature mode, MALA's tuned acceptance under MHminibatch is near the
-    Barker-MALA optimum, and every phase reports rows, passes over N, seconds and compile seconds (summary() adds them up)."""
+    """From theta0 = (3, 3), many posterior s.d.s away, the warm-up's centre is within half a posterior s.d. of the
+    quadrature mode (the lean warm-up's documented stop, a number here, not read from the code), MALA's tuned acceptance
+    under MHminibatch is near the Barker-MALA optimum, and every phase reports rows, passes over N, seconds and compile
+    seconds (summary() adds them up)."""
     data, mean, var, mode = glm
     w = warmup(
         logistic_regression(prior_scale=5.0),
@@ -40,7 +40,7 @@ def test_warmup_finds_mode_and_reports_cost(glm):
         test="mhminibatch",
         proposal="langevin",
     )
-    assert np.max(np.abs(np.asarray(w.centre) - mode) / np.sqrt(var)) < NEWTON_DECREMENT
+    assert np.max(np.abs(np.asarray(w.centre) - mode) / np.sqrt(var)) < 0.5
     assert abs(w.acceptance - TARGET_ACCEPT[("barker", "langevin")]) < 0.15
     assert set(w.cost) == {"mode", "proxy", "influence", "tuning", "setup"} and w.influence.rows.size == 0
     assert w.cost["proxy"].data == 5_000 and w.total_data > 5_000 and w.total_seconds > 0
