@@ -227,6 +227,45 @@ def test_two_processes_resume_from_process_zeros_checkpoint(tmp_path):
     np.testing.assert_array_equal(got[0]["again"], got[1]["again"])
 
 
+UNWRITABLE = textwrap.dedent(
+    """
+    import sys, time
+    pid, count, port, path, out = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], *sys.argv[4:6]
+    import jax
+    jax.distributed.initialize(coordinator_address=f"127.0.0.1:{port}", num_processes=count, process_id=pid,
+                               heartbeat_timeout_seconds=600)
+    import numpy as np
+    from minibatch_mcmc import random_walk
+    from minibatch_mcmc.data.shards import open_npy_rows
+    from minibatch_mcmc.samplers.data_parallel_run import sample_data_parallel
+    from minibatch_mcmc.models import gaussian_mean
+    t0, error = time.perf_counter(), ""
+    try:
+        sample_data_parallel(gaussian_mean(), open_npy_rows(path + "/x.npy"), np.asarray([1.0, -0.5], np.float32),
+                             proposal=random_walk(0.1), batch_size=100, num_samples=40, num_chains=2, temperature=40.0,
+                             key=5, block_size=20, checkpoint_dir=path + "/ck")
+    except Exception as err:
+        error = f"{type(err).__name__}: {err}"
+    np.savez(f"{out}-{pid}.npz", error=error, seconds=time.perf_counter() - t0)
+    """
+)
+
+
+@pytest.mark.slow  # two subprocesses, one short run each: ~1 minute on the loaded two-core machine
+def test_a_failed_checkpoint_write_stops_every_process(tmp_path):
+    """Process 0 cannot write the first block (its file's name is taken by a directory): both processes stop with an
+    error naming the block's steps and the directory, within the run's time, none waiting on process 0. Would catch the
+    other process waiting for the writer until the coordinator's heartbeat timeout (set to 10 minutes here, past the
+    test's limit: the workers are killed and the test fails)."""
+    write_problem(tmp_path)
+    (tmp_path / "ck" / "block-00000000-00000020.npz" / "taken").mkdir(parents=True)
+    run_workers(UNWRITABLE, 2, [str(tmp_path), str(tmp_path / "res")], timeout=240)
+    got = [dict(np.load(f"{tmp_path / 'res'}-{i}.npz")) for i in range(2)]
+    assert "CheckpointWriteError" in str(got[0]["error"]) and "block-00000000-00000020.npz" in str(got[0]["error"])
+    assert "could not write the data-parallel checkpoint block of steps [0, 20)" in str(got[1]["error"])
+    assert str(tmp_path / "ck") in str(got[1]["error"])
+
+
 GROUPS = textwrap.dedent(
     """
     import os, sys

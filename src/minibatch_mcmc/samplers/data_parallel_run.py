@@ -5,7 +5,8 @@ A checkpoint directory holds ``manifest.json`` (the run's settings: chains, step
 sizes and draws, the key's data, the blocks written so far) and one ``block-START-END.npz`` per finished block (its
 positions and records and the chains' states after it). Only process 0 writes; every process reads the directory on
 resume, so it must be one directory every process sees (a shared file system); all processes wait for each block's
-file before going on. The manifest is rewritten after each block's file, so a block missing from it (a crash between
+file before going on, and learn in that same wait whether process 0 could write it: a failed write stops every process
+with an error at once, not only process 0 while the others wait for it until the coordinator's timeout. The manifest is rewritten after each block's file, so a block missing from it (a crash between
 the two) is written again.
 """
 
@@ -110,6 +111,26 @@ def write_block(
     write_bytes(block_file(directory, start, end), buf.getvalue(), "data-parallel block", SAFE)
     settings["blocks"].append([start, end])
     write_bytes(directory / MANIFEST, json.dumps(settings).encode(), "data-parallel manifest", SAFE)
+
+
+def write_agreed(
+    directory: Path, start: int, end: int, states: ChainState, out: tuple[PyTree, dict], settings: dict
+) -> None:
+    """``write_block``, then one all-gather of whether it worked: the block is on disk before any process goes on."""
+    failure: Exception | None = None
+    try:
+        write_block(directory, start, end, states, out, settings)
+    except Exception as err:  # any failure of the writer must reach the processes waiting on it
+        failure = err
+    if jax.process_count() > 1:
+        ok = multihost_utils.process_allgather(np.asarray(failure is None, np.int32))
+        if failure is None and not np.all(ok):
+            raise RuntimeError(
+                f"process 0 could not write the data-parallel checkpoint block of steps [{start}, {end}) in "
+                f"{directory} (its own error says why); {SAFE}"
+            )
+    if failure is not None:
+        raise failure
 
 
 def read_block(
@@ -224,9 +245,7 @@ def sample_data_parallel(
         out = local_copy(out)
         check_finite(out[1], start)
         if directory is not None:
-            write_block(directory, start, end, local_copy(states), out, settings)
-            if jax.process_count() > 1:  # the block is on disk before any process goes on (or returns)
-                multihost_utils.sync_global_devices(f"data-parallel block {start}")
+            write_agreed(directory, start, end, local_copy(states), out, settings)
         pieces.append(out)
         start = end
     result = assemble(pieces, layout.n_data, temperature, num_samples, time.perf_counter() - t0)
