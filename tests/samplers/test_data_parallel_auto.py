@@ -145,6 +145,45 @@ def test_two_cli_processes_sample_the_posterior_and_resume(tmp_path):
     np.testing.assert_array_equal(first, got)  # the checkpoint changes nothing drawn
 
 
+@pytest.mark.slow  # two CLI processes start, open their rows and stop before the warm-up: ~30 s on the loaded machine
+def test_a_checkpoint_directory_process_zero_cannot_lock_stops_both_processes(tmp_path):
+    """Another run holds the checkpoint directory's lock: process 0 is refused it, and process 1 (which only reads the
+    directory) stops as well, at once, its error naming process 0 and the directory. Would catch process 1 going on into
+    the warm-up's collective passes without process 0: on the old code it stopped there 30 s later with the runtime's
+    "Gloo context initialization failed: DEADLINE_EXCEEDED", naming neither the directory nor the lock."""
+    import fcntl
+
+    write_logistic(tmp_path)
+    ck = tmp_path / "ck"
+    ck.mkdir()
+    port = free_port()
+    flags = " ".join(f for f in os.environ.get("XLA_FLAGS", "").split() if "device_count" not in f)
+    env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=flags)
+    with open(ck / ".lock", "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)  # another run, alive
+        procs = [
+            subprocess.Popen(
+                sample_command(tmp_path, i, port, "--checkpoint", str(ck)),
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for i in range(2)
+        ]
+        errs = []
+        for p in procs:
+            try:
+                errs.append(p.communicate(timeout=240)[1])
+            finally:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+    assert all(p.returncode not in (0, None) for p in procs), [p.returncode for p in procs]
+    assert "lock" in errs[0].lower(), errs[0][-2000:]
+    assert f"process [0] could not use the checkpoint directory {ck}" in errs[1], errs[1][-2000:]
+
+
 def test_data_parallel_is_chosen_by_the_source_or_by_name(tmp_path):
     """In one process: in-memory rows and a source split over one process run as before unless ``data_parallel=True``;
     a value that is no bool is refused naming it. Would catch ``auto_sample`` switching every split source (a single

@@ -255,6 +255,20 @@ def allgather_host(tree: PyTree) -> PyTree:
     return jax.tree_util.tree_map(gather, tree)
 
 
+def agree(failure: Exception | None, what: str) -> None:
+    """One all-gather of whether each process could ``what``: a process that failed raises its own error, and every other
+    process one naming those that failed, so none waits in a later collective for a process that has stopped."""
+    if jax.process_count() > 1:
+        ok = np.asarray(multihost_utils.process_allgather(np.asarray(failure is None, np.int32))).reshape(-1)
+        if failure is None and not ok.all():
+            raise RuntimeError(
+                f"process {np.flatnonzero(ok == 0).tolist()} could not {what} (its own error says why); this "
+                f"process ({jax.process_index()}) stops too"
+            )
+    if failure is not None:
+        raise failure
+
+
 def combine_processes(tree: PyTree, combine: Callable[[PyTree, PyTree], PyTree]) -> PyTree:
     """``combine`` of every process's ``tree``, folded in process order (the same result in every process).
 

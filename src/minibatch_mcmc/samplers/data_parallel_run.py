@@ -21,12 +21,12 @@ from typing import Any, Sequence
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.experimental import multihost_utils
 
 from minibatch_mcmc.checks import check_int, check_positive
 from minibatch_mcmc.compiling import RUN_WORK, compile_options, use_compilation_cache
 from minibatch_mcmc.control_variates.base import Estimator, plain
 from minibatch_mcmc.data.host import is_host_data
+from minibatch_mcmc.data.shards import agree
 from minibatch_mcmc.models.base import Model
 from minibatch_mcmc.proposals.base import Proposal
 from minibatch_mcmc.samplers.data_parallel import (
@@ -122,15 +122,7 @@ def write_agreed(
         write_block(directory, start, end, states, out, settings)
     except Exception as err:  # any failure of the writer must reach the processes waiting on it
         failure = err
-    if jax.process_count() > 1:
-        ok = multihost_utils.process_allgather(np.asarray(failure is None, np.int32))
-        if failure is None and not np.all(ok):
-            raise RuntimeError(
-                f"process 0 could not write the data-parallel checkpoint block of steps [{start}, {end}) in "
-                f"{directory} (its own error says why); {SAFE}"
-            )
-    if failure is not None:
-        raise failure
+    agree(failure, f"write the data-parallel checkpoint block of steps [{start}, {end}) in {directory}; {SAFE}")
 
 
 def read_block(
