@@ -158,3 +158,23 @@ def test_each_level_moves_to_its_exact_conditional():
             assert abs(got.mean() - mean) < 5 * sd / np.sqrt(chains), (level, c, got.mean(), mean)
             se_sd = np.sqrt((m4 - sd**4) / chains) / (2 * sd)
             assert abs(got.std() - sd) < 5 * se_sd, (level, c, got.std(), sd)
+
+
+def test_spread_weights_are_the_priors_share_of_each_effects_precision():
+    """``spread_weights`` on a Gaussian random intercept, where a level's data information is exactly
+    ``n_g / sigma^2``: each weight equals ``1 / (1 + n_g sd^2 / sigma^2)`` (float32 rounding), so a weight built from
+    the total precision instead of the data's, or with ``sd`` in place of ``sd^2``, fails."""
+    sizes = [1, 4, 30, 200]
+    codes = np.repeat(np.arange(len(sizes)), sizes).astype(np.int32)
+    y = np.random.default_rng(2).normal(size=codes.size)
+    ones = np.ones((codes.size, 1))
+    factor = GroupFactor("g", codes, ones, tuple(f"s{k}" for k in range(len(sizes))), ("1",))
+    model, data = glmm_model(GLMMDesign(y=y, x=ones, fixed=("Intercept",), factors=(factor,)), "gaussian")
+    problem = problem_for(model, data)
+    layout = problem.layout
+    theta = np.zeros(dimension(layout), np.float32)
+    theta[-2:] = [np.log(0.6), np.log(1.5)]  # log sd, log sigma
+    state = gg.from_flat(layout, jnp.asarray(theta))
+    got = np.asarray(gg.spread_weights(problem, state, jax.tree_util.tree_map(jnp.asarray, data))[0])[:, 0]
+    want = 1.0 / (1.0 + np.asarray(sizes) * 0.36 / 2.25)
+    np.testing.assert_allclose(got, want, rtol=1e-5)
