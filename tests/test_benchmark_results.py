@@ -307,3 +307,23 @@ def test_tall_check_shares_and_memory_bound(bench):
         and values["tall_check.warmup_s"] == "80"
         and values["tall_check.bound_mib"] == "956"
     )
+
+
+def test_glmm_agreement_standard_errors_hold_for_antithetic_chains(bench):
+    """``glmm.agreement``'s z's are calibrated where NUTS's draws are antithetic: two independent runs of 4 Gaussian
+    AR(1) chains with coefficient -0.6 (bulk ESS about 4 times the draws, the squared deviations' about 0.47 times),
+    200 effects each, should give a largest |z| over 200 near 2.9 for the means and the s.d.s (above 4.0 with
+    probability about 1.3%). The s.d.'s standard error from the draws' bulk ESS, ``sd / sqrt(2 ESS_bulk)``, is about
+    3 times too small here and gives a largest z near 8: that fails."""
+    glmm = bench("glmm")
+    rng = np.random.default_rng(0)
+
+    def run():
+        x = np.empty((4, 500, 200))
+        x[:, 0] = rng.normal(size=(4, 200))
+        for t in range(1, 500):
+            x[:, t] = -0.6 * x[:, t - 1] + np.sqrt(1 - 0.36) * rng.normal(size=(4, 200))
+        return glmm.effect_stats({"e": x})
+
+    _, _, z_mean, z_sd = glmm.agreement(run(), run())
+    assert 1.5 < z_mean < 4.0 and 1.5 < z_sd < 4.0, (z_mean, z_sd)

@@ -63,12 +63,19 @@ def test_newton_proposal_density_is_the_normal_it_draws_from():
 
 
 @pytest.mark.parametrize(
-    "family", ["bernoulli", pytest.param("student_t", marks=pytest.mark.slow)]
-)  # its two extras: 77 s at load 30
-def test_globals_fit_is_the_targets_gradient_and_hessian(family):
+    ("family", "partial"),
+    [
+        ("bernoulli", False),
+        ("bernoulli", True),
+        pytest.param("student_t", True, marks=pytest.mark.slow),  # its two extras: 77 s at load 30
+    ],
+)
+def test_globals_fit_is_the_targets_gradient_and_hessian(family, partial):
     """The globals move's gradient and Hessian, assembled from each row's derivatives in ``(eta, phi)`` and the chain
-    rule through ``u = e^s a``, equal autodiff of the non-centred target (prior in ``(beta, u, s, phi)``, the
-    ``G sum s`` Jacobian, all rows' log densities) in float64, random slopes and the Student-t's two extras included."""
+    rule through ``u = e^{v s} a``, equal autodiff of the target in ``(beta, s, phi)`` at fixed ``a`` (prior in
+    ``(beta, u, s, phi)``, the ``sum_g v_g s`` Jacobian, all rows' log densities) in float64, random slopes and the
+    Student-t's two extras included; with ``partial`` each effect has its own weight ``v`` in (0, 1), so a Jacobian
+    left at ``G sum s`` or a second derivative ``z v u`` in place of ``z v^2 u`` fails."""
     with jax.enable_x64(True):
         model, data = glmm_model(slope_design([3, 8, 20], family=family), family)
         problem = problem_for(model, data)
@@ -76,16 +83,18 @@ def test_globals_fit_is_the_targets_gradient_and_hessian(family):
         layout = problem.layout
         theta = jnp.asarray(np.random.default_rng(2).normal(0.0, 0.4, dimension(layout)))
         state = gg.from_flat(layout, theta)
-        standard = tuple(u * jnp.exp(-s)[None, :] for u, s in zip(state.us, state.log_sds))
+        v = np.random.default_rng(3).uniform(0.05, 0.95, (3, 2)) if partial else np.ones((3, 2))
+        spread = (jnp.asarray(v),)
+        standard = tuple(u * jnp.exp(-jnp.asarray(v) * s[None, :]) for u, s in zip(state.us, state.log_sds))
 
         def target(x):
-            at = gg.with_globals(layout, state, x, standard)
-            jac = layout.levels[0] * jnp.sum(at.log_sds[0])
+            at = gg.with_globals(layout, state, x, standard, spread)
+            jac = jnp.sum(jnp.asarray(v) * at.log_sds[0][None, :])
             eta = linear_predictor(layout, at.beta, at.us, rows)
             return gg.prior_u(problem, at) + jac + jnp.sum(problem.density(eta, at.phi, rows))
 
         x = gg.globals_vector(state)
-        fit, _ = jax.jit(lambda v: gg.globals_fit(problem, state, rows)(v))(x)
+        fit, _ = jax.jit(lambda p: gg.globals_fit(problem, state, rows, spread if partial else ())(p))(x)
         want = jax.jit(lambda v: (jax.grad(target)(v), gg.clipped_prec(jax.hessian(target)(v))))(x)
         np.testing.assert_allclose(fit.grad, want[0], rtol=1e-9, atol=1e-9)
         np.testing.assert_allclose(fit.prec, want[1], rtol=1e-9, atol=1e-8)
@@ -149,3 +158,23 @@ def test_each_level_moves_to_its_exact_conditional():
             assert abs(got.mean() - mean) < 5 * sd / np.sqrt(chains), (level, c, got.mean(), mean)
             se_sd = np.sqrt((m4 - sd**4) / chains) / (2 * sd)
             assert abs(got.std() - sd) < 5 * se_sd, (level, c, got.std(), sd)
+
+
+def test_spread_weights_are_the_priors_share_of_each_effects_precision():
+    """``spread_weights`` on a Gaussian random intercept, where a level's data information is exactly
+    ``n_g / sigma^2``: each weight equals ``1 / (1 + n_g sd^2 / sigma^2)`` (float32 rounding), so a weight built from
+    the total precision instead of the data's, or with ``sd`` in place of ``sd^2``, fails."""
+    sizes = [1, 4, 30, 200]
+    codes = np.repeat(np.arange(len(sizes)), sizes).astype(np.int32)
+    y = np.random.default_rng(2).normal(size=codes.size)
+    ones = np.ones((codes.size, 1))
+    factor = GroupFactor("g", codes, ones, tuple(f"s{k}" for k in range(len(sizes))), ("1",))
+    model, data = glmm_model(GLMMDesign(y=y, x=ones, fixed=("Intercept",), factors=(factor,)), "gaussian")
+    problem = problem_for(model, data)
+    layout = problem.layout
+    theta = np.zeros(dimension(layout), np.float32)
+    theta[-2:] = [np.log(0.6), np.log(1.5)]  # log sd, log sigma
+    state = gg.from_flat(layout, jnp.asarray(theta))
+    got = np.asarray(gg.spread_weights(problem, state, jax.tree_util.tree_map(jnp.asarray, data))[0])[:, 0]
+    want = 1.0 / (1.0 + np.asarray(sizes) * 0.36 / 2.25)
+    np.testing.assert_allclose(got, want, rtol=1e-5)

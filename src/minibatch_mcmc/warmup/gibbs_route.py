@@ -33,8 +33,10 @@ from minibatch_mcmc.warmup.group_gibbs import (
     from_flat,
     location_pairs,
     passes_per_sweep,
+    spread_weights,
     sweep,
     to_flat,
+    unit_spread,
 )
 
 PyTree = Any
@@ -83,17 +85,18 @@ def problem_for(model: Model, arrays: dict) -> Problem:
 
 
 def block_runner(problem: Problem, num_chains: int):
-    """``(states, t, count, data, base_key, adapt) -> ((states, t, count), (flat draws, acceptance))``: ``BLOCK`` sweeps
-    of every chain, ``rho = 1 - exp(-t)`` per chain and move, ``t`` tuned towards ``TARGET_ACCEPT`` while ``adapt``."""
+    """``(states, t, count, data, base_key, adapt, spread) -> ((states, t, count), (flat draws, acceptance))``: ``BLOCK``
+    sweeps of every chain, ``rho = 1 - exp(-t)`` per chain and move, ``t`` tuned towards ``TARGET_ACCEPT`` while
+    ``adapt``; ``spread`` each chain's step-4 weights (``group_gibbs.spread_weights``), held fixed in the block."""
     layout = problem.layout
 
-    def one(key, state, rho, data):
-        return sweep(problem, key, state, rho, data)
+    def one(key, state, rho, data, spread):
+        return sweep(problem, key, state, rho, data, spread)
 
-    def body(carry, _, data, base_key, adapt):
+    def body(carry, _, data, base_key, adapt, spread):
         states, t, count = carry
         keys = jax.random.split(jax.random.fold_in(base_key, count), num_chains)
-        new, stats = jax.vmap(one, in_axes=(0, 0, 0, None))(keys, states, 1.0 - jnp.exp(-t), data)
+        new, stats = jax.vmap(one, in_axes=(0, 0, 0, None, 0))(keys, states, 1.0 - jnp.exp(-t), data, spread)
         rates = jnp.concatenate([stats.effects, stats.globals_[:, None]], axis=1)
         gain = 1.0 / jnp.sqrt(1.0 + count.astype(t.dtype))
         t = jnp.where(adapt, jnp.maximum(0.0, t + gain * (TARGET_ACCEPT - rates)), t)
@@ -101,10 +104,26 @@ def block_runner(problem: Problem, num_chains: int):
         return (new, t, count + 1), (flat, stats.globals_)
 
     @jax.jit
-    def run(states, t, count, data, base_key, adapt):
-        return jax.lax.scan(lambda c, x: body(c, x, data, base_key, adapt), (states, t, count), None, length=BLOCK)
+    def run(states, t, count, data, base_key, adapt, spread):
+        return jax.lax.scan(
+            lambda c, x: body(c, x, data, base_key, adapt, spread), (states, t, count), None, length=BLOCK
+        )
 
     return run
+
+
+def chain_spreads(problem: Problem, partial: bool):
+    """``(states, data) -> each chain's step-4 weights``: ``spread_weights`` at its state (``partial``, compiled once),
+    else all 1 (the plain non-centred update)."""
+    if partial:
+        return jax.jit(jax.vmap(lambda st, data: spread_weights(problem, st, data), in_axes=(0, None)))
+    ones = unit_spread(problem.layout)
+
+    def unit(states, data):
+        num = jax.tree_util.tree_leaves(states)[0].shape[0]
+        return tuple(jnp.broadcast_to(jnp.asarray(v), (num,) + v.shape) for v in ones)
+
+    return unit
 
 
 def group_gibbs(
@@ -116,9 +135,11 @@ def group_gibbs(
     num_chains: int,
     key: jax.Array,
     num_warmup: int = GIBBS_WARMUP,
+    partial: bool = True,
 ) -> tuple[SampleResult, dict]:
     """``num_chains`` chains of ``num_warmup`` tuning sweeps then ``num_samples`` kept sweeps: the run, and its
-    ``adaptation`` and ``sampling`` costs (``PhaseCost``: rows read, passes over ``N``, seconds)."""
+    ``adaptation`` and ``sampling`` costs (``PhaseCost``: rows read, passes over ``N``, seconds). ``partial``: step 4's
+    weights re-read from each chain's state after every warm-up block and fixed for the draws (False: all 1)."""
     source = as_data_source(data)
     arrays = source.arrays()
     problem = problem_for(model, arrays)
@@ -133,14 +154,18 @@ def group_gibbs(
     run = block_runner(problem, num_chains)
     per_sweep = passes_per_sweep(problem.layout) * source.n * num_chains
     cost, draws, moved = {}, [], []
+    spreads = chain_spreads(problem, partial)
+    spread = chain_spreads(problem, False)(states, rows)
     for phase, sweeps, base, adapt in (
         ("adaptation", num_warmup, k_warm, True),
         ("sampling", num_samples, k_run, False),
     ):
         start, count, done = time.perf_counter(), jnp.zeros((), jnp.int32), 0
         while done < sweeps:
-            (states, t, count), (flat, acc) = run(states, t, count, rows, base, adapt)
-            if not adapt:
+            (states, t, count), (flat, acc) = run(states, t, count, rows, base, adapt, spread)
+            if adapt:
+                spread = spreads(states, rows)
+            else:
                 draws.append(np.asarray(flat))
                 moved.append(np.asarray(acc))
             done += BLOCK

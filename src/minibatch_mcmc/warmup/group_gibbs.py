@@ -13,14 +13,17 @@ conditionally independent, and level ``g``'s effects ``u_g`` (on the ``eta`` sca
    intercept and ``(1 | g)``, ``x1`` and ``(x1 | g)``), ``beta_j + delta`` with ``u_{g l} - delta`` leaves every
    ``eta_i`` unchanged, so ``delta``'s conditional is the prior's alone: a Newton-independence MH step on it;
 3. the scale given the effects, data-free: ``log sd`` given ``u`` (the centred update; the prior's alone);
-4. the globals given the standardised effects ``a = u / sd`` (the non-centred update, which moves ``sd`` where the
-   data, not the effects' spread, hold it), ``beta`` and ``phi`` with them: one Newton MH step on the
+4. the globals given the partly standardised effects ``a = u sd^-v`` (the non-centred update, which moves ``sd`` where
+   the data, not the effects' spread, hold it), ``beta`` and ``phi`` with them: one Newton MH step on the
    ``p + sum k_f + e`` globals from the full-data gradient and Hessian (three passes: the fit at both ends and the
-   log-likelihood difference, summed row by row so float32 keeps it).
+   log-likelihood difference, summed row by row so float32 keeps it). The weights ``v`` are fixed per effect
+   (``spread_weights``, set during the warm-up): ``v = 1`` is the plain non-centred update, and ``v = 1 / (1 + I sd^2)``
+   (partial non-centring, Papaspiliopoulos, Roberts and Skold) leaves the effects the data pin where they are, so that
+   a level of many rows does not hold ``sd`` while the tiny levels' effects scale with it.
 
 Steps 3 and 4 update the s.d. in both parameterisations in one sweep (interweaving), so neither the funnel (levels
 that say little) nor the ridge ``u = sd a`` (levels that say much) holds the chain. Every step is an exact MH step
-for the joint posterior in some coordinates (the Jacobian ``prod e^{s}`` of ``u = sd a`` in step 4), so the sweep
+for the joint posterior in some coordinates (the Jacobian ``prod e^{v s}`` of ``u = sd^v a`` in step 4), so the sweep
 leaves the posterior invariant; ``tests/warmup/test_group_gibbs.py`` checks it against exact references.
 """
 
@@ -172,6 +175,19 @@ def effects_step(problem: Problem, key: jax.Array, state: GibbsState, f: int, rh
     return with_effects(state, f, jnp.where(accept[:, None], proposed, u)), jnp.mean(accept.astype(u.dtype))
 
 
+def spread_weights(problem: Problem, state: GibbsState, data: dict) -> tuple:
+    """Step 4's weights at ``state``: per effect ``v = 1 / (1 + I sd^2)``, the prior's share of its conditional precision
+    (``I`` the data's clipped curvature from ``level_fit``): near 0 where the data pin the effect, near 1 where the
+    prior does."""
+    out = []
+    for f in range(len(problem.layout.levels)):
+        fit, _ = level_fit(problem, state, f, data)
+        var = jnp.exp(2.0 * state.log_sds[f])[None, :]
+        info = jnp.maximum(jnp.diagonal(fit.prec, axis1=-2, axis2=-1) - 1.0 / var, 0.0)
+        out.append(1.0 / (1.0 + info * var))
+    return tuple(out)
+
+
 def newton_mh(key: jax.Array, x: jax.Array, fit: Callable, rho: jax.Array) -> tuple[jax.Array, jax.Array]:
     """One Newton MH step on a small vector ``x``: ``fit(point) -> (Fit, value)`` with ``value`` such that
     ``sum(value(x') - value(x))`` is the target's change (per-row values, summed after differencing, keep float32
@@ -209,14 +225,27 @@ def globals_vector(state: GibbsState) -> jax.Array:
     return jnp.concatenate([state.beta, *state.log_sds, state.phi])
 
 
-def with_globals(layout: GLMMLayout, state: GibbsState, x: jax.Array, standard: tuple) -> GibbsState:
-    """``state`` at the globals ``x``, its effects ``u = sd a`` from the standardised effects ``standard``."""
+def unit_spread(layout: GLMMLayout) -> tuple:
+    """Step 4's spread weights all 1: every effect fully standardised, ``a = u / sd``."""
+    return tuple(np.ones((g, k), np.float32) for g, k in zip(layout.levels, layout.columns))
+
+
+def standardised(state: GibbsState, spread: tuple) -> tuple:
+    """Each factor's partly standardised effects ``a = u sd^-v`` for the spread weights ``v`` (``(G_f, k_f)`` each)."""
+    return tuple(u * jnp.exp(-jnp.asarray(v, u.dtype) * s[None, :]) for u, s, v in zip(state.us, state.log_sds, spread))
+
+
+def with_globals(
+    layout: GLMMLayout, state: GibbsState, x: jax.Array, standard: tuple, spread: tuple = ()
+) -> GibbsState:
+    """``state`` at the globals ``x``, its effects ``u = sd^v a`` from ``standard`` (``spread`` empty: ``v = 1``)."""
     at = layout.fixed
     log_sds = []
     for k in layout.columns:
         log_sds.append(x[at : at + k])
         at += k
-    us = tuple(a * jnp.exp(s)[None, :] for a, s in zip(standard, log_sds))
+    spread = spread or unit_spread(layout)
+    us = tuple(a * jnp.exp(jnp.asarray(v, a.dtype) * s[None, :]) for a, s, v in zip(standard, log_sds, spread))
     return GibbsState(x[: layout.fixed], us, tuple(log_sds), x[at:])
 
 
@@ -233,30 +262,38 @@ def row_curvature(problem: Problem, eta: jax.Array, phi: jax.Array, data: dict):
     return problem.density(eta, phi, data), grad(v), jnp.stack(columns, axis=1)
 
 
-def globals_fit(problem: Problem, state: GibbsState, data: dict) -> Callable:
-    """Step 4's ``fit`` for ``newton_mh``: at globals ``x`` (effects ``u = e^s a``, ``a`` from ``state``), the target's
-    gradient and clipped Hessian from each row's derivatives in ``(eta, phi)`` and the chain rule (``eta`` is linear in
-    ``beta``; ``d eta / d s_fl = d^2 eta / d s_fl^2 = z_fl u_fl``), and the row densities with the prior as its values."""
+def globals_fit(problem: Problem, state: GibbsState, data: dict, spread: tuple = ()) -> Callable:
+    """Step 4's ``fit`` for ``newton_mh``: at globals ``x`` (effects ``u = e^{v s} a``, ``a`` from ``state``, ``v`` the
+    ``spread`` weights, default 1), the target's gradient and clipped Hessian from each row's derivatives in
+    ``(eta, phi)`` and the chain rule (``eta`` is linear in ``beta``; ``d eta / d s_fl = z_fl v u_fl``,
+    ``d^2 eta / d s_fl^2 = z_fl v^2 u_fl``), and the row densities with the prior as its values."""
     layout = problem.layout
-    standard = tuple(u * jnp.exp(-s)[None, :] for u, s in zip(state.us, state.log_sds))
-    jacobian = np.array([g for g, k in zip(layout.levels, layout.columns) for _ in range(k)], np.float32)
+    spread = spread or unit_spread(layout)
+    standard = standardised(state, spread)
+    jacobian = jnp.concatenate([jnp.sum(jnp.asarray(v), axis=0) for v in spread])  # sum_g v per column
     extras = len(layout.extras)
 
     def prior_part(x):
-        at = with_globals(layout, state, x, standard)
-        return prior_u(problem, at) + jnp.sum(jnp.asarray(jacobian, x.dtype) * jnp.concatenate(at.log_sds))
+        at = with_globals(layout, state, x, standard, spread)
+        return prior_u(problem, at) + jnp.sum(jacobian.astype(x.dtype) * jnp.concatenate(at.log_sds))
 
     def fit(x):
-        at = with_globals(layout, state, x, standard)
+        at = with_globals(layout, state, x, standard, spread)
         eta = linear_predictor(layout, at.beta, at.us, data)
         dens, grad, hess = row_curvature(problem, eta, at.phi, data)
-        scale_cols = [data[f"z_{f}"].astype(eta.dtype) * u[data[f"g_{f}"]] for f, u in enumerate(at.us)]
+        vs = [jnp.asarray(v, eta.dtype) for v in spread]
+        scale_cols = [
+            data[f"z_{f}"].astype(eta.dtype) * (v * u)[data[f"g_{f}"]] for f, (u, v) in enumerate(zip(at.us, vs))
+        ]
+        curl_cols = [
+            data[f"z_{f}"].astype(eta.dtype) * (v * v * u)[data[f"g_{f}"]] for f, (u, v) in enumerate(zip(at.us, vs))
+        ]
         d_eta = jnp.pad(jnp.concatenate([data["x"].astype(eta.dtype), *scale_cols], axis=1), ((0, 0), (0, extras)))
         m = d_eta.shape[1]
         d_phi = jnp.broadcast_to(jnp.eye(extras, m, m - extras, dtype=eta.dtype), (eta.shape[0], extras, m))
         rows_j = jnp.concatenate([d_eta[:, None, :], d_phi], axis=1)  # (N, 1 + e, m): d (eta_i, phi) / d x
         second = jnp.concatenate(
-            [jnp.zeros(layout.fixed, eta.dtype), *[jnp.sum(grad[0][:, None] * c, axis=0) for c in scale_cols]]
+            [jnp.zeros(layout.fixed, eta.dtype), *[jnp.sum(grad[0][:, None] * c, axis=0) for c in curl_cols]]
         )
         g = jnp.einsum("an,nam->m", grad, rows_j) + jax.grad(prior_part)(x)
         h = jnp.einsum("nam,abn,nbc->mc", rows_j, hess, rows_j) + jnp.diag(jnp.pad(second, (0, extras)))
@@ -266,15 +303,18 @@ def globals_fit(problem: Problem, state: GibbsState, data: dict) -> Callable:
     return fit
 
 
-def globals_step(problem: Problem, key: jax.Array, state: GibbsState, rho: jax.Array, data: dict):
-    """Step 4: the globals given the standardised effects ``a = u / sd``, one Newton MH step (``globals_fit``)."""
-    standard = tuple(u * jnp.exp(-s)[None, :] for u, s in zip(state.us, state.log_sds))
-    x, moved = newton_mh(key, globals_vector(state), globals_fit(problem, state, data), rho)
-    return with_globals(problem.layout, state, x, standard), moved
+def globals_step(problem: Problem, key: jax.Array, state: GibbsState, rho: jax.Array, data: dict, spread: tuple = ()):
+    """Step 4: the globals given the partly standardised effects ``a = u sd^-v`` (``spread`` weights ``v``, default 1:
+    ``a = u / sd``), one Newton MH step (``globals_fit``)."""
+    spread = spread or unit_spread(problem.layout)
+    standard = standardised(state, spread)
+    x, moved = newton_mh(key, globals_vector(state), globals_fit(problem, state, data, spread), rho)
+    return with_globals(problem.layout, state, x, standard, spread), moved
 
 
-def sweep(problem: Problem, key: jax.Array, state: GibbsState, rho: jax.Array, data: dict):
-    """Steps 1-4 for one chain (``rho``: per factor, then the globals'); the new state and its ``SweepStats``."""
+def sweep(problem: Problem, key: jax.Array, state: GibbsState, rho: jax.Array, data: dict, spread: tuple = ()):
+    """Steps 1-4 for one chain (``rho``: per factor, then the globals'; ``spread``: step 4's weights, default 1); the
+    new state and its ``SweepStats``."""
     layout = problem.layout
     keys = jax.random.split(key, len(layout.levels) + 3)
     rates = []
@@ -298,7 +338,7 @@ def sweep(problem: Problem, key: jax.Array, state: GibbsState, rho: jax.Array, d
 
     s, scale_moved = newton_mh(keys[-2], jnp.concatenate(state.log_sds), autodiff_fit(scale_target), zero)
     state = with_globals(layout, state, jnp.concatenate([state.beta, s, state.phi]), ())._replace(us=state.us)
-    state, moved = globals_step(problem, keys[-1], state, rho[-1], data)
+    state, moved = globals_step(problem, keys[-1], state, rho[-1], data, spread)
     return state, SweepStats(jnp.stack(rates), shift_moved, scale_moved, moved)
 
 
