@@ -83,7 +83,7 @@ def to_disk(data: dict) -> tuple[object, float, float]:
     return open_npy({name: folder / f"{name}.npy" for name in data}), written, cpu
 
 
-def child(n: int, draws: int, chains: int, source: str = "memory") -> dict:
+def child(n: int, draws: int, chains: int, source: str = "memory", test: str | None = None) -> dict:
     """One fit in this process (``source="npy"``: its rows read out of core from ``.npy`` files): seconds by phase
     and what JAX compiled."""
     import jax
@@ -110,7 +110,9 @@ def child(n: int, draws: int, chains: int, source: str = "memory") -> dict:
     conv = from_numpyro(logistic, *data)
     converted = time.perf_counter()
     rows, written, written_cpu = (conv.data, 0.0, 0.0) if source == "memory" else to_disk(conv.data)
-    res, w = auto_sample(conv.model, rows, conv.init, num_samples=draws, num_chains=chains, key=1, progress=False)
+    res, w = auto_sample(
+        conv.model, rows, conv.init, num_samples=draws, num_chains=chains, key=1, progress=False, test=test
+    )
     jax.block_until_ready(res.positions)
     end = time.perf_counter() - written  # the files' writing left out
     phases = {k: c.seconds for k, c in w.cost.items()}
@@ -159,7 +161,13 @@ def hmcecs_child(n: int, chains: int, warmup: int, draws: int) -> dict:
 
 
 def run_child(
-    n: int, draws: int, chains: int, cache: str, hmcecs: tuple[int, int] | None = None, source: str = "memory"
+    n: int,
+    draws: int,
+    chains: int,
+    cache: str,
+    hmcecs: tuple[int, int] | None = None,
+    source: str = "memory",
+    test: str | None = None,
 ) -> dict:
     """``child`` (or, given ``hmcecs=(warm-up, draws)``, ``hmcecs_child``) in a fresh Python process with the cache
     setting ``cache`` (a directory, or ``off``)."""
@@ -179,7 +187,8 @@ def run_child(
             "--source",
             source,
         ]
-        + extra,
+        + extra
+        + ([] if test is None else ["--test", test]),
         env=env,
         capture_output=True,
         text=True,
@@ -273,6 +282,7 @@ def main() -> None:
     ap.add_argument(
         "--source", choices=["memory", "npy"], default="memory", help="npy: the rows read out of core from .npy files"
     )
+    ap.add_argument("--test", default=None, help="auto_sample's test by name (default: its own)")
     ap.add_argument("--rescore", default=None, metavar="FILE", help="rebuild the tables of a saved results file")
     ap.add_argument("--name", default="compile_cache")
     from bench_results import add_results_option, save, table
@@ -283,7 +293,7 @@ def main() -> None:
         if args.hmcecs_child is not None:
             print(json.dumps(hmcecs_child(args.child, args.chains, *args.hmcecs_child)))
         else:
-            print(json.dumps(child(args.child, args.draws, args.chains, args.source)))
+            print(json.dumps(child(args.child, args.draws, args.chains, args.source, args.test)))
         return
     if args.rescore:  # the tables and figures of a saved run, rebuilt by this code: nothing is run
         saved = json.loads(Path(args.rescore).read_text())
@@ -304,7 +314,7 @@ def main() -> None:
         with tempfile.TemporaryDirectory(prefix="mm-compile-cache-") as tmp:
             cache = tmp if args.cache == "on" else "off"
             for label in ["cold"] + [f"warm{i}" for i in range(args.warm)]:
-                runs[f"{n}.{label}"] = run_child(n, args.draws, args.chains, cache, source=args.source)
+                runs[f"{n}.{label}"] = run_child(n, args.draws, args.chains, cache, source=args.source, test=args.test)
                 print(label, {k: v for k, v in runs[f"{n}.{label}"].items() if k != "by_name"}, flush=True)
     rows, values = summarise(runs, args.n, args.warm, args.name, args.cache)
     for r in rows:
