@@ -163,8 +163,9 @@ def test_mhminibatch_draws_identical_to_in_memory_on_every_source(sources, in_me
     assert not (bad := mismatches(flat_draws(res), flat_draws(in_memory_run), 40, N)), (
         bad
     )  # decisions exact, floats to rounding (draws_tolerance)
-    # the plan replays the driver's keys: every step's first chunk was a planned read
-    assert src.reader.hits + src.reader.misses == 40 and src.reader.hits >= 1
+    # the plan replays the driver's keys: every step's first chunk was a planned read, read by the planned runner and
+    # again when the chunk (the whole run: 40 steps) was rerun on the source since some steps grew past it
+    assert src.reader.hits + src.reader.misses in (40, 80) and src.reader.hits >= 1
 
 
 def test_generator_writes_npy_and_parquet_chunkwise(tmp_path):

@@ -48,7 +48,9 @@ def test_every_step_of_a_run_asks_for_its_planned_rows(tmp_path, test):
     )
     res = sample(gaussian_mean(), src, jnp.zeros(2), **kw)
     src.reader.close()
-    assert src.reader.hits + src.reader.misses == STEPS
+    # every planned read asked for: once on the planned runner's rows, and once more where the chunk (here the whole
+    # run) is rerun on the source because a step read past its first minibatch (samplers.planned_runner)
+    assert src.reader.hits + src.reader.misses in (STEPS, 2 * STEPS)
     in_memory = sample(gaussian_mean(), x, jnp.zeros(2), **kw)
     assert not (bad := mismatches(flat_draws(res), flat_draws(in_memory), STEPS, N)), (
         bad

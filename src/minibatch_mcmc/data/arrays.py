@@ -10,6 +10,7 @@ import numpy as np
 
 from minibatch_mcmc.data.host import HostData, is_host_data
 from minibatch_mcmc.data.indexing import MAX_DATA
+from minibatch_mcmc.data.planned import PlannedRows, planned_take
 
 PyTree = Any
 
@@ -99,7 +100,17 @@ def split_copies(rows: PyTree) -> tuple[PyTree, jax.Array | None]:
 def gathers_rows(tree: PyTree) -> bool:
     """Whether a data pytree is read by gathering rows (``HostData``, ``RowsExcept``, ``RowsRepeated``) rather than as
     arrays."""
-    return is_host_data(tree) or isinstance(tree, (RowsExcept, RowsRepeated))
+    return is_host_data(tree) or isinstance(tree, (RowsExcept, RowsRepeated, PlannedRows))
+
+
+def row_ids(tree: PyTree, idx: jax.Array) -> jax.Array:
+    """The rows of the underlying data at positions ``idx`` of a population (``RowsExcept``, ``RowsRepeated``, or the
+    data itself: ``idx`` unchanged)."""
+    if isinstance(tree, RowsExcept):
+        return row_ids(tree.tree, rest_index(tree.rows, idx))
+    if isinstance(tree, RowsRepeated):
+        return row_ids(tree.tree, repeat_index(tree.ends, idx)[0])
+    return idx
 
 
 def take(tree: PyTree, idx: jax.Array) -> PyTree:
@@ -111,12 +122,14 @@ def take(tree: PyTree, idx: jax.Array) -> PyTree:
         return {**take(tree.tree, row), COPIES: copies}
     if is_host_data(tree):
         return tree.take(idx)
+    if isinstance(tree, PlannedRows):
+        return planned_take(tree, idx)
     return jax.tree_util.tree_map(lambda a: jnp.take(a, idx, axis=0), tree)
 
 
 def slice_rows(tree: PyTree, start: jax.Array | int, size: int) -> PyTree:
     """Contiguous rows ``[start, start + size)`` of every leaf (``start`` may be traced, ``size`` static)."""
-    if isinstance(tree, (RowsExcept, RowsRepeated)):
+    if isinstance(tree, (RowsExcept, RowsRepeated, PlannedRows)):
         return take(tree, start + jnp.arange(size, dtype=jnp.int32))
     if is_host_data(tree):
         return tree.slice(start, size)

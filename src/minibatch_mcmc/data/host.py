@@ -179,6 +179,11 @@ class HostData:
         ]
         return jax.tree_util.tree_unflatten(self.reader.treedef, out)
 
+    def rows(self, idx: np.ndarray) -> PyTree:
+        """Rows ``idx`` (any shape) of every column read on the host now: numpy arrays of the dtypes JAX gives them."""
+        idx = np.asarray(idx)
+        return self._to_tree(self.reader.gather(idx.reshape(-1).astype(np.int64)), idx.shape)
+
     def take(self, idx: jax.Array) -> PyTree:
         """Rows ``idx`` (any shape) of every column, read on the host by a ``pure_callback``."""
         idx = jnp.asarray(idx, jnp.int32)

@@ -30,7 +30,7 @@ from minibatch_mcmc.samplers.results import RECORD_FIELDS, SampleResult, constra
 from minibatch_mcmc.samplers.run_checks import warn_run
 from minibatch_mcmc.samplers.run_options import RunOptions, merged_run
 from minibatch_mcmc.samplers.run_start import check_args, check_initial, initial_positions, temperature_schedule
-from minibatch_mcmc.samplers.scaled_runner import BoundRunner, make_scaled_runner
+from minibatch_mcmc.samplers.scaled_runner import BoundRunner, at_scale, make_scaled_runner
 from minibatch_mcmc.samplers.sharding import ChainLayout, chain_layout, place, place_data, shard_chains, to_host
 
 PyTree = Any
@@ -56,8 +56,14 @@ def make_block_runner(
     keys are split over all ``num_chains`` before that, so they do not depend on the layout.
     ``compiler_options`` go to XLA (``compiling.compile_options``).
     """
-    run = make_scaled_runner(lambda scale: kernel, num_chains, layout, compiler_options=compiler_options).run_block
-    return lambda base_key, states, data, steps, temps: run(base_key, states, data, steps, temps, 1.0)
+    runner = make_scaled_runner(lambda scale: kernel, num_chains, layout, compiler_options=compiler_options)
+
+    def run(base_key, states, data, steps, temps):
+        if is_host_data(data) and runner.planned() is not None:  # no host callback compiled: JAX's cache keeps it
+            return at_scale(runner, 1.0, states.position).run_block(base_key, states, data, steps, temps)
+        return runner.run_block(base_key, states, data, steps, temps, 1.0)
+
+    return run
 
 
 def _restore(

@@ -15,6 +15,7 @@ import jax.numpy as jnp
 from minibatch_mcmc.acceptance.base import AcceptanceTest, Statistics, TestOutcome
 from minibatch_mcmc.checks import check_int
 from minibatch_mcmc.control_variates.base import Estimator, plain, uses_all_rows
+from minibatch_mcmc.data.arrays import row_ids
 from minibatch_mcmc.models.base import Model
 from minibatch_mcmc.proposals.base import GradientFn, Proposal
 from minibatch_mcmc.samplers.keys import gradient_key, split_step
@@ -34,6 +35,10 @@ class Kernel(NamedTuple):
 
     init: Callable[[PyTree], ChainState]
     step: Callable[[jax.Array, ChainState, PyTree, jax.Array], tuple[ChainState, TestOutcome]]
+    first_rows: Callable[[jax.Array], jax.Array] | None = None
+    """``first_rows(key)``: the rows of the data the step with ``key`` reads first (its test's first minibatch),
+    known before it runs, so an out-of-core run can read them ahead (``samplers.planned_runner``); None when the step
+    reads rows it cannot name before (a gradient's minibatch). Empty for a test that reads no minibatch first."""
 
 
 def minibatch_grad_log_target(
@@ -132,4 +137,8 @@ def build_kernel(
         )
         return new_state, outcome
 
-    return Kernel(init=init, step=step)
+    def first_rows(key: jax.Array) -> jax.Array:
+        _, k_test = split_step(key)
+        return row_ids(estimator.population(None), test.first_rows(k_test, n_population))
+
+    return Kernel(init=init, step=step, first_rows=first_rows if grad_batch is None else None)

@@ -10,6 +10,7 @@ length is a multiple of it reuses the same compiled scan.
 
 from __future__ import annotations
 
+import functools
 from functools import partial
 from typing import Any, Callable, NamedTuple
 
@@ -17,8 +18,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from minibatch_mcmc.data.host import is_host_data
 from minibatch_mcmc.samplers.kernel import ChainState, Kernel
 from minibatch_mcmc.samplers.keys import step_keys
+from minibatch_mcmc.samplers.planned_runner import PlannedRunner, make_planned_runner, run_planned
 from minibatch_mcmc.samplers.results import RECORD_FIELDS
 from minibatch_mcmc.samplers.sharding import ChainLayout
 
@@ -37,6 +40,9 @@ class ScaledRunner(NamedTuple):
     """Steps per call of the compiled scan when bound with ``at_scale``."""
     compilations: Callable[[], int]
     """How many times ``run_block`` has been traced (each trace is one compilation)."""
+    planned: Callable[[], PlannedRunner | None] = lambda: None
+    """The runner of an out-of-core source with no host callback (``planned_runner``), built at its first call; None
+    where the kernel reads no rows it can name first, or the chains are split over devices. ``run_on`` chooses."""
 
 
 class BoundRunner(NamedTuple):
@@ -78,23 +84,27 @@ def scan_steps(
     carry: PyTree = (),
     hook: StepHook | None = None,
     emit: Callable[[Any, dict], PyTree] | None = step_draws,
+    step_data: PyTree | None = None,
 ) -> tuple[Any, PyTree, PyTree]:
     """The library's one sampling loop: ``step_all`` at each of ``steps`` under ``lax.scan``.
 
     Step ``t`` gets ``keys.step_keys(base_key, t, num_chains)``, one key per chain; ``hook`` folds each step into
     ``carry``. Returns the final states, ``emit(states, records)`` of every step stacked (None if ``emit`` is None)
-    and the carry.
+    and the carry. ``step_data`` (leading axis ``len(steps)``), where given, is step ``t``'s data in place of ``data``.
     """
 
-    def one_step(c: tuple[Any, PyTree, PyTree], x: tuple[jax.Array, jax.Array]):
+    def one_step(c: tuple[Any, PyTree, PyTree], x: tuple):
         states, data, extra = c
-        t, temp = x
-        new_states, rec = step_all(t, step_keys(base_key, t, num_chains), states, data, temp, extra)
+        t, temp, own = x
+        new_states, rec = step_all(
+            t, step_keys(base_key, t, num_chains), states, data if step_data is None else own, temp, extra
+        )
         if hook is not None:
             extra = hook.update(extra, t, new_states, rec)
         return (new_states, data, extra), (None if emit is None else emit(new_states, rec))
 
-    (states, _, carry), out = jax.lax.scan(one_step, (states, data, carry), (steps, temps))
+    xs = (steps, temps, step_data)
+    (states, _, carry), out = jax.lax.scan(one_step, (states, data, carry), xs)
     return states, out, carry
 
 
@@ -103,13 +113,15 @@ def kernel_steps(
     scale: jax.Array,
     hook: StepHook | None,
     keep_on_chains: Callable[[PyTree], PyTree],
+    data_axis: int | None = None,
 ) -> StepFn:
-    """``step_all`` of the kernel at ``scale`` (or the hook's) vmapped over the chains, with its ``RECORD_FIELDS``."""
+    """``step_all`` of the kernel at ``scale`` (or the hook's) vmapped over the chains, with its ``RECORD_FIELDS``
+    (``data_axis=0``: the data split over the chains, each chain's planned rows)."""
     fixed = kernel_for_scale(scale) if hook is None or hook.scale is None else None
 
     def step_all(t, keys, states, data, temp, carry):
         kernel = fixed if fixed is not None else kernel_for_scale(hook.scale(carry, scale))
-        new_states, outcome = jax.vmap(kernel.step, in_axes=(0, 0, None, None))(
+        new_states, outcome = jax.vmap(kernel.step, in_axes=(0, 0, data_axis, None))(
             keep_on_chains(keys), states, data, temp
         )
         rec = {k: getattr(outcome, k) for k in RECORD_FIELDS}
@@ -144,7 +156,36 @@ def make_scaled_runner(
         states, (positions, recs), _ = scan_steps(step_all, base_key, num_chains, states, data, steps, temps)
         return states, positions, recs
 
-    return ScaledRunner(kernel_for_scale, run_block, num_chains, chunk, lambda: traces[0])
+    def planned_block(base_key, states, rows, steps, temps, scale):
+        step_all = kernel_steps(kernel_for_scale, scale, None, keep_on_chains, data_axis=0)
+        states, (positions, recs), _ = scan_steps(
+            step_all, base_key, num_chains, states, (), steps, temps, step_data=rows
+        )
+        return states, positions, recs
+
+    planned = functools.cache(
+        lambda: (
+            None
+            if layout is not None
+            else make_planned_runner(kernel_for_scale, num_chains, planned_block, compiler_options)
+        )
+    )
+    return ScaledRunner(kernel_for_scale, run_block, num_chains, chunk, lambda: traces[0], planned)
+
+
+def run_on(runner: ScaledRunner, base_key, states, data, steps, temps, scale) -> list[Block]:
+    """``runner.run_block`` on ``steps`` (numpy) in calls of at most ``runner.chunk`` steps, an out-of-core ``data`` on
+    the planned runner where there is one (no host callback compiled: ``planned_runner``): each call's block."""
+    planned = runner.planned() if is_host_data(data) else None
+    if planned is not None:
+        return run_planned(planned, runner.run_block, runner.chunk, base_key, states, data, steps, temps, scale)
+    pieces = []
+    for at in range(0, len(steps), runner.chunk):
+        states, pos, recs = runner.run_block(
+            base_key, states, data, steps[at : at + runner.chunk], temps[at : at + runner.chunk], scale
+        )
+        pieces.append((states, pos, recs))
+    return pieces
 
 
 def make_hooked_runner(
@@ -179,12 +220,9 @@ def at_scale(runner: ScaledRunner, scale: float, like: PyTree) -> BoundRunner:
     s = scale_array(scale, like)
 
     def run_block(base_key, states, data, steps, temps) -> Block:
-        steps, temps, pieces = np.asarray(steps), np.asarray(temps), []  # sliced on the host: no compiled slices
-        for at in range(0, len(steps), runner.chunk):
-            states, pos, recs = runner.run_block(
-                base_key, states, data, steps[at : at + runner.chunk], temps[at : at + runner.chunk], s
-            )
-            pieces.append((pos, recs))
+        steps, temps = np.asarray(steps), np.asarray(temps)  # sliced on the host: no compiled slices
+        blocks = run_on(runner, base_key, states, data, steps, temps, s)
+        states, pieces = blocks[-1][0], [(pos, recs) for _, pos, recs in blocks]
         if len(pieces) == 1:
             return states, pieces[0][0], pieces[0][1]
         pieces = jax.device_get(pieces)

@@ -32,7 +32,7 @@ from minibatch_mcmc.checks import check_int, check_positive, check_probability
 from minibatch_mcmc.data.arrays import DataSource, as_data_source
 from minibatch_mcmc.samplers.kernel import ChainState
 from minibatch_mcmc.samplers.keys import as_key, split_step, step_keys
-from minibatch_mcmc.samplers.scaled_runner import ScaledRunner, scale_array
+from minibatch_mcmc.samplers.scaled_runner import ScaledRunner, run_on, scale_array
 
 PyTree = Any
 
@@ -129,9 +129,8 @@ def tune_chains(
     )  # mu: the start itself (module docstring)
     acceptance, data_used = np.full(num_windows, math.nan), 0
     for w in range(num_windows):
-        state, _, recs = runner.run_block(
-            key, state, arrays, steps[w], temps, scale_array(math.exp(log_scale), positions)
-        )
+        scale = scale_array(math.exp(log_scale), positions)
+        ((state, _, recs),) = run_on(runner, key, state, arrays, steps[w], temps, scale)  # one window: one call
         recs = jax.device_get({k: recs[k] for k in ("accepted", "batch_size", "hidden_data", "nonfinite")})
         if np.any(recs["nonfinite"]):
             raise ValueError(
