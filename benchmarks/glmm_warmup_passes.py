@@ -4,13 +4,13 @@ The model and data are ``benchmarks/glmm.py``'s (logistic, ``y ~ x1 + x2 + x3 + 
 0.5, ``--sizes equal`` or ``tail``; ``--sizes unequal``: the issue's 16-group shape, groups of very unequal size, the
 largest ``RATIO`` times the smallest; ``--sizes issue``: ``glmm_proxy.simulated_design``, the issue's own shape, 16
 intercepts of s.d. 0.3 on geometric group sizes from 30 rows, 7 covariates, written non-centred with a half-normal
-prior on the s.d., as ``glmm_centring.py`` fits it; ``--groups`` is ignored there). For each configuration and each version one fresh process (so neither
-version's compilations serve the other; the two run at the same time, so their seconds share the machine) builds the
-design and model (``mm.glmm``'s steps: ``formula_design``, ``glmm_model``, centring ``"auto"``) and runs
-``warmup.warmup`` as ``auto_sample`` would (4 chains, the default test and proposal); it reports each phase's passes
-over ``N`` (rows read / ``N``), its seconds, and the largest distance between the two versions' centres (``Warmup.centre``, the proxy's) in Laplace
-s.d.s. The versions are git revisions (``--before``, default ``main``; ``--after``, default ``HEAD``), each read by
-``git archive``:
+prior on the s.d., as ``glmm_centring.py`` fits it; ``--groups`` is ignored there). For each configuration and each
+version one fresh process (so neither version's compilations serve the other; the two run at the same time, so their
+seconds share the machine) builds the design and model (``mm.glmm``'s steps: ``formula_design``, ``glmm_model``,
+centring ``"auto"``) and runs ``warmup.warmup`` as ``auto_sample`` would (4 chains, the default test and proposal); it
+reports each phase's passes over ``N`` (rows read / ``N``), its seconds, and the largest distance between the two
+versions' centres (``Warmup.centre``, the proxy's) in Laplace s.d.s. The versions are git revisions (``--before``,
+default ``main``; ``--after``, default ``HEAD``), each read by ``git archive``:
 
     python benchmarks/glmm_warmup_passes.py --n 200000 --groups 1000 16 --sizes equal unequal \\
         --results docs/results/glmm_warmup_passes.json
