@@ -2,13 +2,15 @@
 
 The model and data are ``benchmarks/glmm.py``'s (logistic, ``y ~ x1 + x2 + x3 + (1 | g)``, group intercepts of s.d.
 0.5, ``--sizes equal`` or ``tail``; ``--sizes unequal``: the issue's 16-group shape, groups of very unequal size, the
-largest ``RATIO`` times the smallest). For each configuration and each version one fresh process (so neither
-version's compilations serve the other; the two run at the same time, so their seconds share the machine) builds the
-design and model (``mm.glmm``'s steps: ``formula_design``, ``glmm_model``, centring ``"auto"``) and runs
-``warmup.warmup`` as ``auto_sample`` would (4 chains, the default test and proposal); it reports each phase's passes
-over ``N`` (rows read / ``N``), its seconds, and the largest distance between the two versions' modes in Laplace
-s.d.s. The versions are git revisions (``--before``, default ``main``; ``--after``, default ``HEAD``), each read by
-``git archive``:
+largest ``RATIO`` times the smallest; ``--sizes issue``: ``glmm_proxy.simulated_design``, the issue's own shape, 16
+intercepts of s.d. 0.3 on geometric group sizes from 30 rows, 7 covariates, written non-centred with a half-normal
+prior on the s.d., as ``glmm_centring.py`` fits it; ``--groups`` is ignored there). For each configuration and each
+version one fresh process (so neither version's compilations serve the other; the two run at the same time, so their
+seconds share the machine) builds the design and model (``mm.glmm``'s steps: ``formula_design``, ``glmm_model``,
+centring ``"auto"``) and runs ``warmup.warmup`` as ``auto_sample`` would (4 chains, the default test and proposal); it
+reports each phase's passes over ``N`` (rows read / ``N``), its seconds, and the largest distance between the two
+versions' centres (``Warmup.centre``, the proxy's) in Laplace s.d.s. The versions are git revisions (``--before``,
+default ``main``; ``--after``, default ``HEAD``), each read by ``git archive``:
 
     python benchmarks/glmm_warmup_passes.py --n 200000 --groups 1000 16 --sizes equal unequal \\
         --results docs/results/glmm_warmup_passes.json
@@ -39,7 +41,7 @@ COLUMNS = [
     *(f"{p} passes" for p in PHASES),
     "total passes",
     "warm-up s",
-    "mode off (s.d.)",
+    "centre off (s.d.)",
 ]
 
 
@@ -58,13 +60,19 @@ def sizes_for(n: int, groups: int, kind: str, rng: np.random.Generator) -> np.nd
 
 def worker(n: int, groups: int, kind: str, out: str) -> None:
     """One version's warm-up (module docstring), its phases' costs and mode written to ``out`` (JSON)."""
-    import jax
     import pandas as pd
 
     from minibatch_mcmc.interop.formula import formula_design
-    from minibatch_mcmc.models.glmm import glmm_model, initial_theta
-    from minibatch_mcmc.warmup import warmup
+    from minibatch_mcmc.models.glmm import glmm_model
 
+    if kind == "issue":
+        from glmm_proxy import simulated_design
+
+        from minibatch_mcmc.models.glmm import GLMMPrior
+
+        prior = GLMMPrior(sd="half_normal", sd_scale=1.0)
+        model, data = glmm_model(simulated_design(n), "bernoulli", centred=False, prior=prior)
+        return finish(model, data, out)
     rng = np.random.default_rng(0)
     g = rng.permutation(np.repeat(np.arange(groups), sizes_for(n, groups, kind, rng))).astype(np.int32)
     x = rng.normal(size=(n, 3)).astype(np.float32)
@@ -73,6 +81,16 @@ def worker(n: int, groups: int, kind: str, out: str) -> None:
     df["y"] = (rng.random(n) < 1.0 / (1.0 + np.exp(-eta))).astype(np.int64)
     fitted = formula_design("y ~ x1 + x2 + x3 + (1 | g)", df, "bernoulli")
     model, data = glmm_model(fitted.design, fitted.family, centred="auto")
+    finish(model, data, out)
+
+
+def finish(model, data, out: str) -> None:
+    """The warm-up as ``auto_sample`` runs it, its phases' costs and mode written to ``out`` (JSON)."""
+    import jax
+
+    from minibatch_mcmc.models.glmm import initial_theta
+    from minibatch_mcmc.warmup import warmup
+
     warm = warmup(model, data, initial_theta(model), key=jax.random.key(1), num_chains=4, num_samples=1000)
     summary = warm.summary()
     result = {
@@ -105,7 +123,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, nargs="+", default=[200_000])
     ap.add_argument("--groups", type=int, nargs="+", default=[1000])
-    ap.add_argument("--sizes", nargs="+", default=["equal"], choices=("equal", "tail", "unequal"))
+    ap.add_argument("--sizes", nargs="+", default=["equal"], choices=("equal", "tail", "unequal", "issue"))
     ap.add_argument("--before", default="main", help="git revision of the 'before' version")
     ap.add_argument("--after", default="HEAD", help="git revision of the 'after' version")
     ap.add_argument("--name", default="glmm_warmup_passes")
