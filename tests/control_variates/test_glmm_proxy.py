@@ -109,9 +109,12 @@ def test_non_centred_ridge_is_exact():
 @pytest.mark.parametrize("family", ["bernoulli", "poisson", "student_t"])
 def test_level_cubic_is_the_third_order_term(family):
     """Every level given the cubic (``cubic_info=0``), centred: moving one factor's effects by ``ds`` and ``beta`` by
-    ``da``, the known sum from the centre beyond the quadratic's is ``D3(ds, ds, ds) / 6 + D3(ds, ds, da) / 2``, ``D3`` the full-data
-    log-likelihood's third directional derivative from nested jax.jvp (float64), to 1e-8 relative; a cubic sum missing its
-    ``z x`` part, off by the factor 3 of ``s^2 a``, or on another factor's levels would be off by O(1) of it."""
+    ``da``, the known sum from the centre beyond the quadratic's is the whole cubic ``D3(d, d, d) / 6``, ``d = ds + da``,
+    ``D3`` the full-data log-likelihood's third directional derivative from nested jax.jvp (float64), to 1e-8 relative; a
+    cubic sum missing its ``z x`` or ``x x`` parts (before: ``D3(ds, ds, ds) / 6 + D3(ds, ds, da) / 2`` alone, which left
+    ``t s a^2`` in every residual and on issue 31's 16 groups, where the intercept moves as far as a large level's effect,
+    residuals of 7e-4 nats on every row), off by the factor 3 of ``s^2 a``, or on another factor's levels would be off by
+    O(1) of what it misses."""
     with jax.enable_x64(True):
         model, data, centre = float64_model(family, 300, centred=True)
         proxy = glmm_proxy(model, data, centre, cubic_info=0.0)
@@ -140,9 +143,12 @@ def test_level_cubic_is_the_third_order_term(family):
             da = np.zeros(centre.shape)
             da[: layout.fixed] = rng.normal(0.0, 0.1, layout.fixed)
             ds, da = jnp.asarray(ds), jnp.asarray(da)
-            want = d3(ds, ds, ds) / 6.0 + d3(ds, ds, da) / 2.0
-            got = float(proxy.known_sum(centre, centre + ds + da) - square.known_sum(centre, centre + ds + da))
+            d = ds + da
+            want = d3(d, d, d) / 6.0
+            got = float(proxy.known_sum(centre, centre + d) - square.known_sum(centre, centre + d))
             assert abs(got - want) <= 1e-8 * (1.0 + abs(want)), (f, got, want)
+            partial = d3(ds, ds, ds) / 6.0 + d3(ds, ds, da) / 2.0  # the terms in the level's move alone
+            assert abs(want - partial) > 1e3 * 1e-8 * (1.0 + abs(want))  # what the x terms add is far above it
             assert abs(want) > 1e-4  # the cubic is far above the tolerance at these moves
 
 

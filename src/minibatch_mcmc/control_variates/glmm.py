@@ -20,7 +20,10 @@ proxy equals the dense Taylor proxy term by term.
 
 For the test (``known_sum`` and the residuals of ``log_ratio``), per level with enough data (``CUBIC_INFO``) each row's
 quadratic also gets the two leading cubic terms in the level's effect move ``s_i = z_fi . du_f[g_f(i)]``: ``t_i (s_i^3 / 6 + s_i^2 a_i / 2)`` with ``t_i`` the third ``eta``
-derivative at the centre and ``a_i = x_i . dbeta`` (per-level sums ``tzzz``, ``tzzx``: memory ``O(G k^2 (k + p))``). A
+derivative at the centre and ``a_i = x_i . dbeta`` (per-level sums ``tzzz``, ``tzzx``: memory ``O(G k^2 (k + p))``), and
+where small (``glmm_sums.x_cubic``) the rest of the cubic in ``s_i + a_i``: ``t s a^2 / 2`` there, ``t a^3 / 6`` on every
+row (``tzxx``, ``txxx``; without, a move along the intercept-effect ridge left 7e-4 nats in most rows of issue 31's 16
+groups at N = 327,346: a capped stratum, 706 rows per test). A
 level's effect moves by about ``1 / sqrt(I_g)`` at posterior scale (``I_g`` the level's information), far more than
 ``x . dbeta``, so the cubic remainder of a second-order proxy, ``t s^3 / 6``, puts ``~ G^3 / N`` into the minibatch
 estimate's variance at fixed ``N``: the minibatch the test needs grew with ``G``. With the cubic in the known sum the
@@ -47,7 +50,7 @@ from jax.flatten_util import ravel_pytree
 
 from minibatch_mcmc.control_variates.base import minibatch_rows, plain, uses_all_rows
 from minibatch_mcmc.control_variates.glm_families import remainder_fn
-from minibatch_mcmc.control_variates.glmm_sums import eta_third, row_coefficients, streamed_sums
+from minibatch_mcmc.control_variates.glmm_sums import cubic_terms, eta_third, row_coefficients, streamed_sums, x_cubic
 from minibatch_mcmc.control_variates.taylor import TaylorProxy, taylor_proxy
 from minibatch_mcmc.data.arrays import as_data_source
 from minibatch_mcmc.data.passes import DEFAULT_CHUNK
@@ -109,6 +112,10 @@ class GLMMProxy(NamedTuple):
     """Per factor ``(G_f, k_f, k_f, k_f)``: ``sum t z z z`` per level (0 where the level has no cubic; empty: no cubic)."""
     tzzx: tuple = ()
     """Per factor ``(G_f, k_f, k_f, p)``: ``sum t z z x`` per level."""
+    tzxx: tuple = ()
+    """Per factor ``(G_f, k_f, p, p)``: ``sum t z x x`` per level (where ``glmm_sums.x_cubic``; else empty)."""
+    txxx: tuple = ()
+    """``(sum t x x x,)`` over all rows, ``(p, p, p)`` (where ``glmm_sums.x_cubic``; else empty)."""
     cubic: tuple = ()
     """Per factor ``(G_f,)``: 1 where the level's rows carry the cubic terms, else 0."""
     log_lik: float = float("nan")
@@ -160,6 +167,12 @@ class GLMMProxy(NamedTuple):
         for du, t3, t2x in zip(dus, self.tzzz, self.tzzx):
             total = total + jnp.einsum("gabc,ga,gb,gc->", t3, du, du, du) / 6.0
             total = total + jnp.einsum("gabp,ga,gb,p->", t2x, du, du, db) / 2.0
+        if self.cubic and x_cubic(self.layout):
+            if not self.txxx:
+                raise ValueError("a GLMM proxy saved without its tzxx/txxx sums: rebuild its warm-up")
+            for du, t1 in zip(dus, self.tzxx):
+                total = total + jnp.einsum("gapq,ga,p,q->", t1, du, db, db) / 2.0
+            total = total + jnp.einsum("pqr,p,q,r->", self.txxx[0], db, db, db) / 6.0
         return total
 
     def proxy_sum(self, theta: PyTree) -> jax.Array:
@@ -176,14 +189,17 @@ class GLMMProxy(NamedTuple):
         return self.linear(diff) + 0.5 * self.bilinear(diff, total) + self.cubic_sum(v1) - self.cubic_sum(v0)
 
     def row_cubic(self, v: Deltas, rows: PyTree, third: jax.Array) -> jax.Array:
-        """Each row's cubic term ``t_i (s_i^3 / 6 + s_i^2 a_i / 2)`` (0 for a level without it)."""
+        """Each row's cubic term ``t_i (s_i^3 / 6 + s_i^2 a_i / 2)`` (0 for a level without it), with ``x_cubic``
+        ``+ t_i (s_i a_i^2 / 2)`` on those levels and ``t_i a_i^3 / 6`` on every row: the whole cubic in ``delta_i``."""
         db, dus, _ = v
         a = rows["x"].astype(db.dtype) @ db
-        out = jnp.zeros_like(a)
+        full = x_cubic(self.layout)
+        out = a * a * a / 6.0 if full else jnp.zeros_like(a)
         for f, mask in enumerate(self.cubic):
             codes = rows[f"g_{f}"]
             s = jnp.sum(rows[f"z_{f}"].astype(db.dtype) * dus[f][codes], axis=-1)
-            out = out + mask.astype(db.dtype)[codes] * s * s * (s / 6.0 + a / 2.0)
+            cross = s * a * a / 2.0 if full else 0.0
+            out = out + mask.astype(db.dtype)[codes] * (s * s * (s / 6.0 + a / 2.0) + cross)
         return third * out
 
     def row_delta(self, v: Deltas, rows: PyTree) -> jax.Array:
@@ -332,22 +348,6 @@ def glmm_proxy(
         log_lik=float(sums["value"]),
         **cubic_terms(sums, len(layout.levels), cubic_info, cast),
     )
-
-
-def cubic_terms(sums: dict, factors: int, cubic_info: float | None, cast: Callable) -> dict:
-    """``GLMMProxy``'s ``tzzz``, ``tzzx`` and ``cubic``: the levels whose every effect has ``cubic_info`` units of
-    information keep their cubic sums, the others 0 (no cubic at all for ``cubic_info=None``)."""
-    if cubic_info is None:
-        return {}
-    masks = [
-        np.all(-np.diagonal(sums[f"hzz_{f}"], axis1=1, axis2=2) >= cubic_info, axis=1).astype(np.float64)
-        for f in range(factors)
-    ]
-    return {
-        "tzzz": tuple(cast(sums[f"tzzz_{f}"] * m[:, None, None, None]) for f, m in enumerate(masks)),
-        "tzzx": tuple(cast(sums[f"tzzx_{f}"] * m[:, None, None, None]) for f, m in enumerate(masks)),
-        "cubic": tuple(cast(m) for m in masks),
-    }
 
 
 def proxy_for(model: Model, data: Any, centre: PyTree, order: int = 2) -> GLMMProxy | TaylorProxy:

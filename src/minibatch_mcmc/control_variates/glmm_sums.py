@@ -5,7 +5,8 @@ Per row, with ``f_i(eta, phi)`` the family's log-density of ``y_i``: ``a_i = df/
 ``h_i = d2f/deta2``, ``m_i = d2f/deta dphi`` (e,), ``K_i = d2f/dphi2`` (e, e), all at ``(eta_i(c), phi(c))``. Sums:
 global ``gx = sum a x``, ``hxx = sum h x x'``, ``mx = sum x m'``, ``gphi = sum b``, ``kphi = sum K``; per factor and
 level (segment sums by the level code) ``gz = sum a z``, ``hzx = sum h z x'``, ``hzz = sum h z z'``, ``mz = sum z m'``,
-and with ``t_i = d3f/deta3`` the per-level cubic's ``tzzz = sum t z z z`` and ``tzzx = sum t z z x``;
+and with ``t_i = d3f/deta3`` the per-level cubic's ``tzzz = sum t z z z`` and ``tzzx = sum t z z x``, and where
+``x_cubic`` allows ``tzxx = sum t z x x'`` per level and ``txxx = sum t x x x`` over all rows (the cubic in ``x . dbeta``);
 per pair of factors and observed pair of levels ``sum h z_f z_f'^T``. Device arrays stay O(G k (p + k + e)); the pair
 sums are reduced on the host to the pairs that occur (at most ``min(N, G_f G_f')``).
 """
@@ -69,6 +70,17 @@ def eta_third(density: Callable, eta: jax.Array, phi: jax.Array, rows: PyTree) -
     return jax.jvp(d2, (eta,), (ones,))[1]
 
 
+MAX_CUBIC_CELLS = 1 << 23
+"""Most entries of ``tzxx`` and ``txxx`` together (``G k p^2 + p^3``; 32 MiB of float32) for which the proxy carries the
+cubic's terms in ``x . dbeta`` (``x_cubic``); past it the per-level cubic has its terms in the level's move alone."""
+
+
+def x_cubic(layout: GLMMLayout) -> bool:
+    """Whether the per-level cubic has all its terms (``tzxx``, ``txxx``: at most ``MAX_CUBIC_CELLS`` entries)."""
+    p = layout.fixed
+    return p**3 + sum(g * k * p * p for g, k in zip(layout.levels, layout.columns)) <= MAX_CUBIC_CELLS
+
+
 def segment(values: jax.Array, codes: jax.Array, levels: int) -> jax.Array:
     """Sum of ``values`` (rows first) over the rows of each level."""
     return jax.ops.segment_sum(values, codes, num_segments=levels)
@@ -78,6 +90,8 @@ def chunk_sums(
     layout: GLMMLayout, density: Callable, beta: jax.Array, us: tuple, phi: jax.Array
 ) -> Callable[[PyTree], dict]:
     """Per chunk of rows: its fixed-shape sums, and per pair of factors each row's ``h z_f z_f'^T`` (reduced on the host)."""
+
+    full = x_cubic(layout)
 
     def part(rows: PyTree) -> dict:
         eta = linear_predictor(layout, beta, us, rows)
@@ -103,6 +117,11 @@ def chunk_sums(
             tzz = (t[:, None] * z)[:, :, None] * z[:, None, :]
             out[f"tzzz_{f}"] = segment(tzz[:, :, :, None] * z[:, None, None, :], codes, g)
             out[f"tzzx_{f}"] = segment(tzz[:, :, :, None] * x[:, None, None, :], codes, g)
+            if full:
+                txx = (t[:, None] * x)[:, :, None] * x[:, None, :]
+                out[f"tzxx_{f}"] = segment(z[:, :, None, None] * txx[:, None, :, :], codes, g)
+        if full:
+            out["txxx"] = jnp.einsum("i,ia,ib,ic->abc", t, x, x, x)
         for f, f2 in itertools.combinations(range(len(zs)), 2):
             out[f"pair_{f}_{f2}"] = (h[:, None] * zs[f])[:, :, None] * zs[f2][:, None, :]
         return out
@@ -158,3 +177,21 @@ def streamed_sums(
     for (f, f2), (keys, sums) in pair_acc.items():
         total[f"pair_{f}_{f2}"] = (keys // layout.levels[f2], keys % layout.levels[f2], sums)
     return total
+
+
+def cubic_terms(sums: dict, factors: int, cubic_info: float | None, cast: Callable) -> dict:
+    """``GLMMProxy``'s ``tzzz``, ``tzzx`` (``tzxx``, ``txxx`` where ``x_cubic``) and ``cubic``: the levels whose every
+    effect has ``cubic_info`` units of information keep their cubic sums, the others 0 (none for ``cubic_info=None``)."""
+    if cubic_info is None:
+        return {}
+    masks = [
+        np.all(-np.diagonal(sums[f"hzz_{f}"], axis1=1, axis2=2) >= cubic_info, axis=1).astype(np.float64)
+        for f in range(factors)
+    ]
+    return {
+        "tzzz": tuple(cast(sums[f"tzzz_{f}"] * m[:, None, None, None]) for f, m in enumerate(masks)),
+        "tzzx": tuple(cast(sums[f"tzzx_{f}"] * m[:, None, None, None]) for f, m in enumerate(masks)),
+        "tzxx": tuple(cast(sums[f"tzxx_{f}"] * m[:, None, None, None]) for f, m in enumerate(masks) if "txxx" in sums),
+        "txxx": (cast(sums["txxx"]),) if "txxx" in sums else (),
+        "cubic": tuple(cast(m) for m in masks),
+    }

@@ -39,6 +39,7 @@ from minibatch_mcmc.warmup.auto_parallel import checked_split, parallel_options,
 from minibatch_mcmc.warmup.codec import LIBRARY_TYPES
 from minibatch_mcmc.warmup.exact_choice import needs_bounds
 from minibatch_mcmc.warmup.fit_cost import sampling_cost
+from minibatch_mcmc.warmup.full_data import nuts_fit, small_data
 from minibatch_mcmc.warmup.gibbs_route import gibbs_fit, gibbs_reason
 from minibatch_mcmc.warmup.laplace_moves import (
     proposal_for,
@@ -78,7 +79,9 @@ def auto_sample(
 
     A GLMM with more than ``MAX_DENSE_DIM`` parameters, or whose median level has few rows
     (``warmup.full_data.small_groups``) when neither ``test`` nor ``proposal`` is named, is sampled level by level
-    instead (``warmup.gibbs_route``: one warning says why; ``Warmup.kind`` is ``"group_gibbs"``).
+    instead (``warmup.gibbs_route``: one warning says why; ``Warmup.kind`` is ``"group_gibbs"``). Any other model with at
+    most ``SMALL_DATA_ROWS`` rows (``warmup.full_data.small_data``), no test, proposal, ``recentre``, checkpoint or devices
+    named, is sampled by full-data NUTS (``Warmup.kind`` ``"full_data_nuts"``; one warning).
 
     Without ``checkpoint_dir``, ``devices`` or ``recentre``, a tuned scale is tuned on all the chains with the kernel
     sampling runs (one compilation for both), and sampling goes on from the tuned chains; else from dispersed Laplace
@@ -137,6 +140,10 @@ def auto_sample(
     reason = None if split else gibbs_reason(model, data, named)
     if reason is not None:  # a GLMM with many parameters or small groups: level by level (warmup.gibbs_route)
         return gibbs_fit(model, data, theta0, reason, num_samples, num_chains, k_run, run, temperature)
+    kept = named or recentre or any(v is not None for v in (run.checkpoint_dir, run.devices, run.data_sharding))
+    few = None if split or kept else small_data(data)
+    if few is not None:  # so few rows that a minibatch cannot pay off: full-data NUTS (warmup.full_data)
+        return nuts_fit(model, data, theta0, few, num_samples, num_chains, k_run, run)
     if split:  # the penalty test on a fixed minibatch stratified over the shards, no exact stratum
         options = parallel_options(options, run)
     elif all(x is None for x in (run.checkpoint_dir, run.devices, run.data_sharding)):

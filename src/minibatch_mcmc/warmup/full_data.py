@@ -29,6 +29,7 @@ from minibatch_mcmc.models.base import Model
 from minibatch_mcmc.samplers.phase_cost import PhaseCost
 from minibatch_mcmc.samplers.results import RECORD_FIELDS, SampleResult, constrain_draws
 from minibatch_mcmc.samplers.run_options import RunOptions
+from minibatch_mcmc.warmup.api import Warmup
 
 PyTree = Any
 
@@ -38,6 +39,46 @@ NUTS_WARMUP = 500
 """NUTS's adaptation steps per chain (NumPyro's and Stan's usual count is 500 to 1000)."""
 INIT_RADIUS = 2.0
 """Chains start uniformly within this distance of ``theta0`` in each unconstrained coordinate (Stan's default box)."""
+
+
+SMALL_DATA_ROWS = 200
+"""Up to this many rows ``auto_sample`` samples any model by full-data NUTS when no test or proposal is named: the default
+test's 50-row minibatch is then a quarter of the rows or more and the exact stratum (capped at ``N - 50`` rows) cannot
+take what the proxy misses. On the non-centred funnel of 5 groups x 20 rows (a NumPyro model via ``from_numpyro``) the
+minibatch sampler gave the group s.d. 1.78 +- 1.47 (R-hat 1.29, one warning of a capped stratum) where its posterior
+by quadrature is 0.16 +- 0.19."""
+
+
+def small_data(data: Any) -> str | None:
+    """Why ``auto_sample`` samples by full-data NUTS for want of rows (one line), or None."""
+    n = as_data_source(data).n
+    if n > SMALL_DATA_ROWS:
+        return None
+    return (
+        f"N = {n} rows (at most {SMALL_DATA_ROWS}): a minibatch sampler reads about every row at each step here "
+        "(name a test or a proposal to keep it)"
+    )
+
+
+def nuts_fit(
+    model: Model, data: Any, theta0: PyTree, reason: str, num_samples: int, num_chains: int, key: jax.Array, run
+) -> tuple[SampleResult, Warmup]:
+    """``auto_sample`` routed to full-data NUTS (one warning line): the run, and a ``Warmup`` whose ``cost`` holds NUTS's
+    ``adaptation`` and ``sampling`` and whose ``kind`` is ``"full_data_nuts"``."""
+    announce_route(reason, run)
+    result, cost = full_data_nuts(model, data, theta0, num_samples=num_samples, num_chains=num_chains, key=key)
+    return result, Warmup(
+        centre=theta0,
+        covariance=np.empty((0, 0)),
+        proxy=None,
+        proposal=None,
+        scale=float("nan"),
+        test=None,
+        acceptance=float(np.mean(result.records["accepted"])),
+        cost=cost,
+        kind="full_data_nuts",
+        why="rule: " + reason,
+    )
 
 
 def small_groups(model: Model, data: Any) -> str | None:
@@ -59,7 +100,7 @@ def announce_route(reason: str, run: RunOptions) -> None:
     """The one warning line of a routed fit; a ValueError naming the run options full-data NUTS does not take."""
     given = [k for k in ("checkpoint_dir", "data_sharding", "devices") if run._asdict()[k] is not None]
     if given:
-        raise ValueError(f"auto_sample routes this GLMM to full-data NUTS ({reason}), which takes none of {given}")
+        raise ValueError(f"auto_sample routes this model to full-data NUTS ({reason}), which takes none of {given}")
     warnings.warn(f"auto_sample: full-data NUTS, not the minibatch sampler: {reason}", UserWarning, stacklevel=4)
 
 
@@ -88,7 +129,7 @@ def full_data_nuts(
         from numpyro.infer import MCMC, NUTS
     except ImportError as err:  # an optional extra
         raise ImportError(
-            "this GLMM's groups are small and full-data NUTS samples it: install NumPyro "
+            "full-data NUTS samples this model (small groups or few rows): install NumPyro "
             "(pip install 'minibatch-mcmc[numpyro]'), or name a proposal to keep the minibatch sampler"
         ) from err
     source = as_data_source(data)
