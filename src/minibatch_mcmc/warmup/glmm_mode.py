@@ -275,7 +275,7 @@ def sub_climb(
 
 
 def cubic_masks(proxy: GLMMProxy) -> tuple:
-    """Per factor, 1 for the levels with ``CUBIC_INFO`` of information in every effect (``glmm.cubic_terms``' rule)."""
+    """Per factor, 1 for the levels with ``CUBIC_INFO`` of information in every effect (``glmm_sums.cubic_terms``' rule)."""
     return tuple(
         jnp.asarray(np.all(-np.diagonal(np.asarray(h), axis1=1, axis2=2) >= CUBIC_INFO, axis=1), proxy.centre.dtype)
         for h in proxy.hzz
