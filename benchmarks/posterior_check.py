@@ -237,6 +237,7 @@ def cost_case(args) -> int:
     rows, values = [], {}
     for n in args.n:
         model, data = student_t_model(), student_t_data(n)
+        fit_cpu = time.process_time()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             res, w = auto_sample(
@@ -249,6 +250,8 @@ def cost_case(args) -> int:
                 key=0,
                 check_draws=0,
             )
+        fit_cpu = time.process_time() - fit_cpu
+        values[f"posterior_check_cost.{n}.fit_cpu_seconds"] = f"{fit_cpu:.1f}"  # warm-up and sampling
         run_key = jax.random.split(as_key(0), 3)[2]  # auto_sample's sampling key (its third split of ``key``)
         sampled = w.cost["sampling"]
         for r in range(args.repeats):

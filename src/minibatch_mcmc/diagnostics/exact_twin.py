@@ -259,12 +259,11 @@ def exact_continuation(
     advance = jax.jit(advance, compiler_options=small)
     fixed = Fixed(np.asarray(starts), np.asarray(chain, np.int32), np.asarray(step, np.int32), run_key)
 
-    def begun(fixed: Fixed, rows: PyTree) -> Pending:
-        states = jax.vmap(lambda x: kernel.init(unravel(x)))(fixed.starts)
-        return Pending(states, *propose(jnp.int32(1), states, fixed.chain, fixed.step, fixed.base, rows))
-
-    # what ``advance`` hands on, as host zeros (traced for its shapes only, nothing compiled); unread at ``t = 1``
-    pending = jax.tree_util.tree_map(lambda a: np.zeros(a.shape, a.dtype), jax.eval_shape(begun, fixed, data))
+    # what ``advance`` hands on, as host zeros of the starts' states' shapes (only ``init`` traced, nothing compiled);
+    # unread at ``t = 1``. A candidate's state has its start's structure, ``Delta`` the log prior's dtype.
+    shapes = jax.eval_shape(jax.vmap(lambda x: kernel.init(unravel(x))), fixed.starts)
+    zeros = jax.tree_util.tree_map(lambda a: np.zeros(a.shape, a.dtype), shapes)
+    pending = Pending(zeros, zeros, zeros.log_prior, zeros.log_prior)
     plan = sampling_plan(n_pop, k, steps, centre)
     if plan.rows:
         reader, reading = sampled_reader(model, exact, centre, k, d, steps, plan, n_pop), first_reading()
