@@ -4,14 +4,18 @@ A start is the run's draw at step ``j`` of chain ``c``; the twin steps ``T`` tim
 ``j + 1 .. j + T`` (``keys.step_keys``), with the run's own proposal and the exact full-data decision on the run's test's
 random numbers (``coupled_accept``). So it coincides with the run until their decisions first differ.
 
-Each step is three compiled functions called from the host, each compiled once for all ``K`` starts and all ``T`` steps:
-the run's kernel proposing (``build_kernel`` with ``ProposeOnly``: the proposal, prior, proposal ratio and the control
-variate's known sum, nothing read per row; fast compilation; also each start's threshold on ``Delta``,
-``exact_threshold``), the step's sums of residuals, and the decision. With a proxy and enough rows the sums are read
-from a sample of the rows wherever it settles the decision (``twin_sums``: about ``8 N + K T m`` row evaluations, ``m``
+The twin is two compiled functions called from the host, each compiled once for all ``K`` starts, all ``T`` steps and
+every sample, larger sample and full read (nothing else is compiled: host arrays in, no eager operation). The step
+(``advance``): the previous step's decision (``Delta > tau`` on the threshold its proposal drew; none at the first step,
+which takes the starts' states) and the run's kernel proposing (``build_kernel`` with ``ProposeOnly``: the proposal,
+prior, proposal ratio and the control variate's known sum, nothing read per row; fast compilation; also each start's
+threshold ``tau``, ``exact_threshold``). Then the step's sums of residuals. Init, proposing and deciding were three
+programs (4 compilations a check warm, 13 in a fresh process with the eager conversions; now 2).
+
+With a proxy and enough rows the sums are read from a sample of the rows wherever it settles the decision (``twin_sums``: about ``8 N + K T m`` row evaluations, ``m``
 a few thousand rows or ``N / 256``, per check); otherwise by one streamed pass over the rows for all ``K`` starts at
 once (the starts vmapped inside each chunk, so each step reads the data once: ``T`` reads of ``N`` per check, ``K T N``
-row evaluations). Compiled apart, the small functions skip LLVM's optimisation and the pass's per-row body is compiled
+row evaluations). Compiled apart from the sums, the step skips LLVM's optimisation and the pass's per-row body is compiled
 once (equal chunks, the last one overlapping and masked; ``PASS_ELEMENTS``), where one fused program compiled the
 proposal at full optimisation and the row body three times (the first row's shift, the loop, the remainder chunk).
 """
