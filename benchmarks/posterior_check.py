@@ -174,20 +174,31 @@ COST = [
     "way",
     "repeat",
     "check s",
+    "check CPU s",
     "compiling s",
+    "compilations",
     "passes over N",
     "starts x steps",
     "sampling s",
+    "check / sampling",
     "largest |mean error| (s.d.)",
     "its s.e.",
     "largest |s.d. error|",
     "its s.e.",
     "warned",
 ]
-WAYS = (
-    ("before: every row at every step", "before"),
-    ("after: rows sampled where they settle the decision (twin_sums)", "after"),
-)
+WAYS = (("before: the check at --baseline", "before"), ("after: the check now", "after"))
+BACKEND_COMPILES = [0]
+"""XLA backend compilations since import (``count_backend``)."""
+
+
+def count_backend(event: str, duration: float, **_) -> None:
+    """Monitoring listener: count XLA backend compilations."""
+    if event == "/jax/core/compile/backend_compile_duration":
+        BACKEND_COMPILES[0] += 1
+
+
+jax.monitoring.register_event_duration_secs_listener(count_backend)
 
 
 def baseline(rev: str):
@@ -226,6 +237,7 @@ def cost_case(args) -> int:
     rows, values = [], {}
     for n in args.n:
         model, data = student_t_model(), student_t_data(n)
+        fit_cpu = time.process_time()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             res, w = auto_sample(
@@ -238,12 +250,14 @@ def cost_case(args) -> int:
                 key=0,
                 check_draws=0,
             )
+        fit_cpu = time.process_time() - fit_cpu
+        values[f"posterior_check_cost.{n}.fit_cpu_seconds"] = f"{fit_cpu:.1f}"  # warm-up and sampling
         run_key = jax.random.split(as_key(0), 3)[2]  # auto_sample's sampling key (its third split of ``key``)
         sampled = w.cost["sampling"]
         for r in range(args.repeats):
             for way, code in WAYS:
                 check = before.check_posterior if code == "before" else check_posterior
-                c0 = COMPILE_SECONDS[0]
+                c0, n0, cpu0 = COMPILE_SECONDS[0], BACKEND_COMPILES[0], time.process_time()
                 with warnings.catch_warnings(record=True) as caught:
                     warnings.simplefilter("always")
                     out = check(
@@ -258,19 +272,23 @@ def cost_case(args) -> int:
                         run_key=run_key,
                         records=res.records,
                     )
-                compiling = COMPILE_SECONDS[0] - c0
+                compiling, cpu = COMPILE_SECONDS[0] - c0, time.process_time() - cpu0
+                compiles = BACKEND_COMPILES[0] - n0
                 said = [c for c in caught if "moved the posterior" in str(c.message)]
                 i, j = int(np.argmax(np.abs(out.mean_bias))), int(np.argmax(np.abs(out.sd_error)))
                 rows.append(
                     [
                         f"{n:,}",
-                        way,
+                        way.replace("--baseline", args.baseline),
                         r,
                         f"{out.seconds:.1f}",
+                        f"{cpu:.1f}",
                         f"{compiling:.1f}",
+                        compiles,
                         f"{out.data_used / n:.0f}",
                         f"{out.starts} x {out.steps}",
                         f"{sampled.seconds:.1f}",
+                        f"{out.seconds / sampled.seconds:.2f}",
                         f"{abs(out.mean_bias[i]):.3f}",
                         f"{out.mean_se[i]:.3f}",
                         f"{100 * abs(out.sd_error[j]):.1f}%",
@@ -283,6 +301,9 @@ def cost_case(args) -> int:
                     {
                         f"{key}.seconds": f"{out.seconds:.1f}",
                         f"{key}.compile_seconds": f"{compiling:.1f}",
+                        f"{key}.cpu_seconds": f"{cpu:.1f}",
+                        f"{key}.compilations": f"{compiles}",
+                        f"{key}.sampling_seconds": f"{sampled.seconds:.1f}",
                         f"{key}.passes": f"{out.data_used / n:.0f}",
                         f"{key}.of_sampling": f"{out.seconds / sampled.seconds:.2f}",
                     }

@@ -4,6 +4,7 @@ as an estimate strays from a full sum."""
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -90,6 +91,32 @@ def test_sampled_twin_decides_as_the_full_data_twin_at_a_fraction_of_the_rows(ru
     np.testing.assert_allclose(sampled.mean_bias, full.mean_bias, atol=1e-3)
     np.testing.assert_allclose(sampled.sd_error, full.sd_error, atol=1e-3)
     assert sampled.disagreement == full.disagreement > 0
+
+
+COMPILES = [0]
+"""XLA backend compilations since this module was imported."""
+
+
+def count_backend_compiles(event: str, duration: float, **_) -> None:
+    """Monitoring listener: count XLA backend compilations."""
+    if event == "/jax/core/compile/backend_compile_duration":
+        COMPILES[0] += 1
+
+
+jax.monitoring.register_event_duration_secs_listener(count_backend_compiles)
+
+
+def test_the_check_compiles_two_programs_whatever_it_reads(run):
+    """The check compiles the twin's step (the starts' states, the decision and the next candidates: ``advance``) and
+    the gathered residual sums, once each, however many steps, starts, larger samples and full reads it makes (this run
+    reads more than its planned 40 passes: some decisions are left open and read again); no eager operation. Fails if
+    the step is split into separate programs again (the original compiled init, proposing and deciding apart: 4
+    programs, 13 compilations in a fresh process) or if a shape changes between steps or rounds (one compilation more
+    per new shape)."""
+    before = COMPILES[0]
+    out = _check(run)
+    assert out.passes > 40, out.passes
+    assert COMPILES[0] - before <= 2, COMPILES[0] - before
 
 
 @pytest.mark.slow

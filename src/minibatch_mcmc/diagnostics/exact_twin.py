@@ -4,14 +4,18 @@ A start is the run's draw at step ``j`` of chain ``c``; the twin steps ``T`` tim
 ``j + 1 .. j + T`` (``keys.step_keys``), with the run's own proposal and the exact full-data decision on the run's test's
 random numbers (``coupled_accept``). So it coincides with the run until their decisions first differ.
 
-Each step is three compiled functions called from the host, each compiled once for all ``K`` starts and all ``T`` steps:
-the run's kernel proposing (``build_kernel`` with ``ProposeOnly``: the proposal, prior, proposal ratio and the control
-variate's known sum, nothing read per row; fast compilation; also each start's threshold on ``Delta``,
-``exact_threshold``), the step's sums of residuals, and the decision. With a proxy and enough rows the sums are read
-from a sample of the rows wherever it settles the decision (``twin_sums``: about ``8 N + K T m`` row evaluations, ``m``
+The twin is two compiled functions called from the host, each compiled once for all ``K`` starts, all ``T`` steps and
+every sample, larger sample and full read (nothing else is compiled: host arrays in, no eager operation). The step
+(``advance``): the previous step's decision (``Delta > tau`` on the threshold its proposal drew; none at the first step,
+which takes the starts' states) and the run's kernel proposing (``build_kernel`` with ``ProposeOnly``: the proposal,
+prior, proposal ratio and the control variate's known sum, nothing read per row; fast compilation; also each start's
+threshold ``tau``, ``exact_threshold``). Then the step's sums of residuals. Init, proposing and deciding were three
+programs (4 compilations a check warm, 13 in a fresh process with the eager conversions; now 2).
+
+With a proxy and enough rows the sums are read from a sample of the rows wherever it settles the decision (``twin_sums``: about ``8 N + K T m`` row evaluations, ``m``
 a few thousand rows or ``N / 256``, per check); otherwise by one streamed pass over the rows for all ``K`` starts at
 once (the starts vmapped inside each chunk, so each step reads the data once: ``T`` reads of ``N`` per check, ``K T N``
-row evaluations). Compiled apart, the small functions skip LLVM's optimisation and the pass's per-row body is compiled
+row evaluations). Compiled apart from the sums, the step skips LLVM's optimisation and the pass's per-row body is compiled
 once (equal chunks, the last one overlapping and masked; ``PASS_ELEMENTS``), where one fused program compiled the
 proposal at full optimisation and the row body three times (the first row's shift, the loop, the remainder chunk).
 """
@@ -112,6 +116,25 @@ def exact_accept(test: Any, key: jax.Array, delta: jax.Array) -> jax.Array:
     return delta > exact_threshold(test, key, delta.dtype)
 
 
+class Pending(NamedTuple):
+    """What one call of the twin's step function hands the next: the states, each start's candidate, the data-free part
+    of its ``Delta`` and its threshold (``exact_threshold``)."""
+
+    states: Any
+    moved: Any
+    free: jax.Array
+    tau: jax.Array
+
+
+class Fixed(NamedTuple):
+    """The twin's inputs every step reads: the starts (flat), their chains and steps in the run, the run's key."""
+
+    starts: np.ndarray
+    chain: np.ndarray
+    step: np.ndarray
+    base: jax.Array
+
+
 class ProposeOnly(NamedTuple):
     """A test that accepts every candidate and hands back the data-free part of ``Delta`` (``psi``, plus the control
     variate's known sum with ``known``) as ``delta_star``: the run's kernel with it proposes and reads no row."""
@@ -210,7 +233,7 @@ def exact_continuation(
     exact = run_estimator if centre is not None else plain()
     kernel = build_kernel(model, proposal, ProposeOnly(known=centre is not None), n, run_estimator)
     k, d = starts.shape
-    temp = jnp.asarray(temperature, jnp.float32)
+    temp = np.float32(temperature)  # a host scalar: no eager conversion to compile
     n_pop = exact.population_size(n)
     small = compile_options(float(k) * steps * d * max(1, gradient_data_used(proposal, n)), CONTINUATION_WORK)
 
@@ -219,21 +242,32 @@ def exact_continuation(
             key = step_keys(base, j + t, num_chains)[c]
             moved, outcome = kernel.step(key, state, rows, temp)
             k_test = split_step(key)[1]
-            return moved, outcome.delta_star, k_test, exact_threshold(test, k_test, outcome.delta_star.dtype)
+            return moved, outcome.delta_star, exact_threshold(test, k_test, outcome.delta_star.dtype)
 
         return jax.vmap(one)(states, cs, js)
 
-    def decide(states, moved, free: jax.Array, k_test: jax.Array, lam: jax.Array, bad: jax.Array):
-        accepted = jax.vmap(lambda key, delta: exact_accept(test, key, delta))(k_test, lam / temp + free) & ~bad
+    def advance(t: jax.Array, pending: Pending, lam: jax.Array, bad: jax.Array, fixed: Fixed, rows: PyTree):
+        """Step ``t - 1``'s decision (none at ``t = 1``: the starts' states) and step ``t``'s candidates."""
+        fresh = jax.vmap(lambda x: kernel.init(unravel(x)))(fixed.starts)
+        first = t == 1
+        states = jax.tree_util.tree_map(lambda a, b: jnp.where(first, a, b), fresh, pending.states)
+        accepted = (lam / temp + pending.free > pending.tau) & ~bad & ~first
         states = jax.tree_util.tree_map(
-            lambda new, old: jnp.where(accepted.reshape((-1,) + (1,) * (new.ndim - 1)), new, old), moved, states
+            lambda new, old: jnp.where(accepted.reshape((-1,) + (1,) * (new.ndim - 1)), new, old),
+            pending.moved,
+            states,
         )
-        return states, jax.vmap(lambda p: ravel_pytree(p)[0])(states.position), accepted
+        flat = jax.vmap(lambda p: ravel_pytree(p)[0])(states.position)
+        return Pending(states, *propose(t, states, fixed.chain, fixed.step, fixed.base, rows)), flat, accepted
 
-    propose = jax.jit(propose, compiler_options=small)
-    decide = jax.jit(decide, compiler_options=compile_options(float(k) * d, CONTINUATION_WORK))
-    states = jax.jit(jax.vmap(lambda x: kernel.init(unravel(x))), compiler_options=small)(starts)
-    cs, js = jnp.asarray(chain, jnp.int32), jnp.asarray(step, jnp.int32)
+    advance = jax.jit(advance, compiler_options=small)
+    fixed = Fixed(np.asarray(starts), np.asarray(chain, np.int32), np.asarray(step, np.int32), run_key)
+
+    # what ``advance`` hands on, as host zeros of the starts' states' shapes (only ``init`` traced, nothing compiled);
+    # unread at ``t = 1``. A candidate's state has its start's structure, ``Delta`` the log prior's dtype.
+    shapes = jax.eval_shape(jax.vmap(lambda x: kernel.init(unravel(x))), fixed.starts)
+    zeros = jax.tree_util.tree_map(lambda a: np.zeros(a.shape, a.dtype), shapes)
+    pending = Pending(zeros, zeros, zeros.log_prior, zeros.log_prior)
     plan = sampling_plan(n_pop, k, steps, centre)
     if plan.rows:
         reader, reading = sampled_reader(model, exact, centre, k, d, steps, plan, n_pop), first_reading()
@@ -245,19 +279,23 @@ def exact_continuation(
             compiler_options=compile_options(float(k) * steps * n * d, CONTINUATION_WORK),
         )
     path, accepted, evaluations = [], [], 0
-    for t in range(1, steps + 1):
-        moved, free, k_test, tau = propose(jnp.int32(t), states, cs, js, run_key, data)
+    lam, bad = np.zeros(k, np.float32), np.ones(k, bool)
+    for t in range(1, steps + 2):
+        pending, flat, acc = advance(np.int32(t), pending, lam, bad, fixed, data)
+        if t > 1:
+            path.append(np.asarray(flat))
+            accepted.append(np.asarray(acc))
+        if t > steps:
+            break
+        states, moved, free, tau = pending.states, pending.moved, pending.free, pending.tau
         if plan.rows:
             at, to = (jax.tree_util.tree_map(np.asarray, p) for p in (states.position, moved.position))
             edge = (np.asarray(tau, np.float64) - np.asarray(free, np.float64)) * temperature
             lam, bad, reading = read_step(reader, reading, t, data, at, to, edge)
-            lam, bad, evaluations = jnp.asarray(lam, jnp.float32), jnp.asarray(bad), reading.rows
+            lam, bad, evaluations = np.asarray(lam, np.float32), np.asarray(bad), reading.rows
         else:
             (lam, bad), evaluations = sums(data, states.position, moved.position), evaluations + k * n_pop
-        states, flat, acc = decide(states, moved, free, k_test, lam, bad)
-        path.append(flat)
-        accepted.append(acc)
-    return jnp.stack(path, axis=1), jnp.stack(accepted, axis=1), evaluations
+    return np.stack(path, axis=1), np.stack(accepted, axis=1), evaluations
 
 
 def twin_plan(estimator: Estimator | None, centre: PyTree, n: int, starts: int, steps: int) -> tuple[Sampling, int]:

@@ -42,7 +42,6 @@ import warnings
 from typing import Any, NamedTuple
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
 
@@ -166,6 +165,19 @@ def parameter_names(positions: PyTree) -> tuple:
     return tuple(names)
 
 
+def flat_layout(position: PyTree) -> tuple[Any, Any]:
+    """``(dtype, unravel)`` of ``ravel_pytree`` on one position, traced for its shapes only: no eager reshape or
+    concatenation to compile (its ``unravel`` holds only the leaves' sizes, shapes and dtypes)."""
+    got = []
+
+    def flat(p: PyTree) -> jax.Array:
+        raveled, unravel = ravel_pytree(p)
+        got.append(unravel)
+        return raveled
+
+    return jax.eval_shape(flat, position).dtype, got[0]
+
+
 def lag1(x: np.ndarray) -> np.ndarray:
     """Lag-1 autocorrelation of each column of ``(chains, samples, d)`` draws, pooled over chains, in ``[0, RHO_MAX]``."""
     c = x - x.mean(axis=1, keepdims=True)
@@ -252,8 +264,7 @@ def check_posterior(
     late = draws[:, draws.shape[1] // 2 :]
     run_mean, sd = late.reshape(-1, late.shape[2]).mean(0), late.reshape(-1, late.shape[2]).std(0)
     sd = np.maximum(sd, np.finfo(np.float32).tiny)
-    first = jax.tree_util.tree_map(lambda a: jnp.asarray(np.asarray(a)[0, 0]), positions)
-    flat0, unravel = ravel_pytree(first)
+    dtype, unravel = flat_layout(jax.tree_util.tree_map(lambda a: np.asarray(a)[0, 0], positions))
     chain, step = start_steps(draws.shape[0], draws.shape[1], starts, steps)
     x0 = draws[chain, step]
     path, accepted, evaluations = exact_continuation(
@@ -263,7 +274,7 @@ def check_posterior(
         test,
         estimator,
         n,
-        jnp.asarray(x0, flat0.dtype),
+        np.asarray(x0, dtype),  # host arrays in: no eager conversion to compile
         chain,
         step,
         as_run_key(run_key, draws.shape[0]),
