@@ -111,11 +111,6 @@ def coupled_accept(test: Any, key: jax.Array, delta: jax.Array) -> jax.Array:
     return delta > coupled_threshold(test, key, delta.dtype)
 
 
-def exact_accept(test: Any, key: jax.Array, delta: jax.Array) -> jax.Array:
-    """The exact decision at ``delta``: ``delta > exact_threshold`` (monotone in ``delta``)."""
-    return delta > exact_threshold(test, key, delta.dtype)
-
-
 class Pending(NamedTuple):
     """What one call of the twin's step function hands the next: the states, each start's candidate, the data-free part
     of its ``Delta`` and its threshold (``exact_threshold``)."""
