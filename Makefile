@@ -38,10 +38,22 @@ demo: $(STAMP)
 # 2026-11-28, 01:41, idle box, fresh clone: 9:32 in all (tests 8:29, 1,411 fast cases, all passed), after from_numpyro's
 # GLM recognition compiled whole checks (67 -> 11 compiles a conversion) and the lean pass skipped unused work: under
 # the budget by 28 s. The next fresh clone of the same tree (02:05) took 12:02 (tests 10:47): not reliably under.
+# 2026-11-28, 03:30 (issue 30, measured on the shared 2-core box at load 12-24, so in CPU seconds, user+sys, one
+# process per file; the suite's whole time was not measured again): --no-loadscope-reorder and tests/conftest.py's
+# COSTLY_FILES now hand the workers the costliest files first. xdist's own order (most cases first) left the files of
+# one to four costly cases for the end, among them test_data_parallel_sampling (one case, 39.3 CPU s in three
+# processes), test_warmup (4 cases, 35.1), test_sharding (4, 27.5) and test_resume; a worker ran those while the other
+# had nothing left. Collecting, which each worker does for the whole suite, also stopped building data and compiling
+# at import in test_same_draws, test_shapes, test_fuzz and test_checkpoint_integrity: their imports 12.5 -> 1.8 CPU s,
+# about 9-11 worker-seconds less in all (the data is now made by the one worker that runs the file); collecting the
+# whole fast suite (pytest --co, what each worker does first) 27.1 -> 18.5 CPU s, side by side.
+# Tried, not adopted: XLA_FLAGS=--xla_backend_optimization_level=0 for the whole session took test_same_draws and
+# test_mhsublhd from 133.5 to 123.2 CPU s (-8%, both passed), but it would test other compiled code than users run and
+# make test_compiling's fast-versus-full comparison compare a program with itself.
 TEST_JOBS ?= 2
 
 test: lint
-	$(BIN)/python -m pytest -q -m "not slow" -n $(TEST_JOBS) --dist loadfile
+	$(BIN)/python -m pytest -q -m "not slow" -n $(TEST_JOBS) --dist loadfile --no-loadscope-reorder
 
 # The linter and the formatter's check (ruff, configured in pyproject.toml's [tool.ruff]); `make test` runs them first
 # (`ruff format src tests benchmarks reproductions` formats the tree).

@@ -106,10 +106,71 @@ in all), and shorter ones whose behaviour a faster fast case checks (named in th
 id with spaces is cut at the first space). A case of a file written since belongs on its own ``@pytest.mark.slow``."""
 
 
+COSTLY_FILES = (
+    "tests/control_variates/test_glmm_proxy.py",  # 23.4
+    "tests/proposals/test_langevin.py",  # 22.4
+    "tests/control_variates/test_sampling_t1.py",  # 19.7
+    "tests/warmup/test_no_mode.py",  # 19.4
+    "tests/acceptance/test_properties.py",  # 18.6
+    "tests/samplers/test_sharding.py",  # 18.1 (the whole file 27.5 CPU s alone)
+    "tests/samplers/test_mintee.py",  # 18.1 (the whole file 33.9 CPU s alone)
+    "tests/interop/test_numpyro.py",  # 17.9
+    "tests/samplers/test_same_draws.py",  # 17.4
+    "tests/warmup/test_warmup.py",  # 15.8 (the whole file 35.1 CPU s alone)
+    "tests/acceptance/test_mhminibatch.py",  # 13.0
+    "tests/acceptance/test_mhss.py",  # 12.8
+    "tests/acceptance/test_smh.py",  # 12.7
+    "tests/samplers/test_data_parallel_sampling.py",  # 12.6 (the whole file 39.3 CPU s alone: three processes)
+    "tests/acceptance/test_mhsublhd.py",  # 11.5
+    "tests/acceptance/test_decisions_exact.py",  # 11.3
+    "tests/samplers/test_resume.py",  # 10.2
+    "tests/control_variates/test_importance.py",  # 8.5
+    "tests/data/test_changed_files.py",  # 8.4
+    "tests/test_compiling.py",  # 7.5
+    "tests/test_docs_snippets.py",  # 7.5
+    "tests/samplers/test_prefetch_plan.py",  # 7.1
+    "tests/interop/test_numpyro_outputs.py",  # 7.0
+    "tests/samplers/test_fuzz.py",  # 7.0
+    "tests/interop/test_blackjax.py",  # 6.7
+    "tests/optim/test_mode.py",  # 6.5
+    "tests/test_compilation_cache.py",  # 6.1
+    "tests/samplers/test_driver.py",  # 6.1
+    "tests/samplers/test_checkpoint_integrity.py",  # 5.8
+    "tests/warmup/test_warmup_faults.py",  # 5.7
+    "tests/reproductions/test_irls_experiment.py",  # 5.6
+    "tests/acceptance/test_austere.py",  # 5.4
+    "tests/models/test_ica.py",  # 5.3
+    "tests/samplers/test_pilot.py",  # 5.2
+    "tests/samplers/test_scaled_runner.py",  # 5.2
+    "tests/acceptance/test_mhminibatch_skew.py",  # 5.1
+    "tests/samplers/test_tuning.py",  # 5.1
+    "tests/diagnostics/test_check_at_scale.py",  # 5.1
+    "tests/acceptance/test_numerics.py",  # 5.0
+)
+"""The test files that cost most, costliest first: ``make test`` runs them first (``--dist loadfile
+--no-loadscope-reorder`` hands the workers whole files in collection order), so the files left for the end are small
+and the two workers finish together. pytest-xdist's own order (most cases first) left the costly files of one to four
+cases, a module fixture each, for the end: one worker ran them while the other had nothing left. Each number is the
+sum of the file's fast cases (setup or call) among the 80 longest of a full ``-n 2 --durations=80`` run (2026-11-27),
+in seconds: it sets the order only; a file missing here runs after these, its files ordered by number of cases."""
+
+
+def run_order(items) -> list:
+    """``items`` with the ``COSTLY_FILES`` first in that order, then the other files by number of cases (most first),
+    each file's cases in their own order."""
+    rank = {path: i for i, path in enumerate(COSTLY_FILES)}
+    files: dict[str, list] = {}
+    for item in items:
+        files.setdefault(item.nodeid.split("::", 1)[0], []).append(item)
+    order = sorted(files, key=lambda f: (rank.get(f, len(rank)), -len(files[f]) if f not in rank else 0))
+    return [item for f in order for item in files[f]]
+
+
 def pytest_collection_modifyitems(config, items):
-    """Mark the ``SLOW_CASES`` slow (before ``-m "not slow"`` deselects)."""
+    """Mark the ``SLOW_CASES`` slow (before ``-m "not slow"`` deselects); put the ``COSTLY_FILES`` first."""
     import pytest
 
     for item in items:
         if item.nodeid.startswith(SLOW_CASES):
             item.add_marker(pytest.mark.slow)
+    items[:] = run_order(items)

@@ -65,13 +65,13 @@ def _sampler_cases() -> dict[str, Callable[[], dict[str, np.ndarray]]]:
     from minibatch_mcmc.acceptance.austere_design import design_adaptive, design_table
     from minibatch_mcmc.proposals import langevin, random_walk
 
+    # The data, and the adaptive test's design table, are built when a case runs, not when the cases are listed:
+    # pytest lists them in every worker while collecting, runs each in one.
     def mix(test, temperature=30.0, proposal=None):
-        model, data, start = _mixture()
-        return lambda: _run(model, data, start, proposal or random_walk(scale=0.3), test, temperature)
+        return lambda: _run(*_mixture(), proposal or random_walk(scale=0.3), test, temperature)
 
     def logi(test, proposal=None):
-        model, data, start = _logistic()
-        return lambda: _run(model, data, start, proposal or random_walk(scale=0.05), test, 1.0)
+        return lambda: _run(*_logistic(), proposal or random_walk(scale=0.05), test, 1.0)
 
     def adaptive():
         table = design_table(N_DATA, [0.0, 0.5, 2.0, 8.0], batch_sizes=(50, 100), epsilons=(0.01, 0.1), n_paths=200)
@@ -84,7 +84,7 @@ def _sampler_cases() -> dict[str, Callable[[], dict[str, np.ndarray]]]:
         "mhminibatch_delta": mix(acc.mh_minibatch(batch_size=40, sigma=1.2, delta=0.2)),
         "mhminibatch_logistic": logi(acc.mh_minibatch(batch_size=30)),
         "austere_c": mix(acc.austere_mh(batch_size=50, epsilon=0.05)),
-        "austere_nc": mix(adaptive()),
+        "austere_nc": lambda: mix(adaptive())(),
         "mhsublhd": mix(acc.mh_sublhd()),
         "mhsublhd_fpc": mix(acc.mh_sublhd(batch_size=60, gamma=2.0, delta=0.05, finite_population=True)),
         "mhsublhd_range": logi(acc.mh_sublhd(range_bound=lambda stats: jnp.asarray(50.0))),

@@ -1,5 +1,6 @@
 """Checkpoints are never resumed silently wrong: corrupt, truncated or foreign chunks, other data, missing directories."""
 
+import functools
 import os
 import shutil
 
@@ -15,7 +16,14 @@ from minibatch_mcmc.models import gaussian_mixture, make_mixture_data
 from minibatch_mcmc.samplers import checkpoint
 
 N = 400
-DATA = make_mixture_data(jax.random.key(1), N)
+
+
+@functools.cache
+def mixture_data() -> jax.Array:
+    """The runs' data, made on first use (not in every worker's collection)."""
+    return make_mixture_data(jax.random.key(1), N)
+
+
 KW = dict(
     proposal=random_walk(scale=0.15),
     test=mh_minibatch(50),
@@ -31,7 +39,8 @@ def _chunks(path):
     return sorted(path / p for p in os.listdir(path) if checkpoint.CHUNK_PATTERN.match(p))
 
 
-def _run(path, data=DATA, **kw):
+def _run(path, data=None, **kw):
+    data = mixture_data() if data is None else data
     return sample(gaussian_mixture(), data, jnp.zeros(2), checkpoint_dir=path, **{**KW, **kw})
 
 
@@ -101,7 +110,7 @@ def test_foreign_and_renamed_chunks_are_refused(copy, tmp_path):
 
 
 def test_resume_on_other_data_of_the_same_size_names_the_data(copy, tmp_path):
-    other = np.asarray(DATA)[::-1].copy()  # the same rows in another order: same N, dtype and shape
+    other = np.asarray(mixture_data())[::-1].copy()  # the same rows in another order: same N, dtype and shape
     with pytest.raises(ValueError, match=r"data.rows_sha256: checkpoint has \"[0-9a-f]{64}\", this call has") as info:
         _run(copy, data=jnp.asarray(other), resume=True)
     assert "are not the data the checkpoint was written with" in str(info.value)
@@ -111,7 +120,7 @@ def test_resume_on_other_data_of_the_same_size_names_the_data(copy, tmp_path):
 
 
 def test_same_data_from_a_file_resumes(finished_run, copy, tmp_path):
-    np.save(tmp_path / "x.npy", np.asarray(DATA))
+    np.save(tmp_path / "x.npy", np.asarray(mixture_data()))
     again = _run(copy, data=open_npy(tmp_path / "x.npy"), resume=True, num_samples=30)
     np.testing.assert_array_equal(np.asarray(again.positions), finished_run[1])
 
