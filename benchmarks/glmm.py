@@ -305,6 +305,12 @@ def agreement(stats: dict, ref: dict) -> tuple[float, float, float, float]:
     return mean_err, sd_err, z_mean, z_sd
 
 
+def phase_note(found: dict) -> str:
+    """Each phase's seconds, printed as soon as a method ends (a run stopped before the table still shows them)."""
+    parts = [f"{k} {found[k]:.1f} s" for k in ("convert", "warm-up", "sampling", "check") if k in found]
+    return f": {', '.join(parts)}" if parts else ""
+
+
 def cell(value, fmt: str) -> str:
     """A number formatted, or ``-`` where there is none."""
     return "-" if value is None or (isinstance(value, float) and np.isnan(value)) else format(value, fmt)
@@ -346,7 +352,10 @@ def configuration(n: int, groups: int, args, rows: list, values: dict) -> None:
                 continue
         found[method]["peak"] = mem.peak
         found[method]["of which"] += device_peak()
-        print(f"  (N={n}, G={groups}: {method} took {found[method]['seconds']:.1f} s)", flush=True)
+        print(
+            f"  (N={n}, G={groups}: {method} took {found[method]['seconds']:.1f} s{phase_note(found[method])})",
+            flush=True,
+        )
     stats = {m: effect_stats(r["draws"]()) for m, r in found.items()}
     ref = stats.get("NUTS")
     rate = {m: float(min(s[0].min() for s in stats[m].values())) / found[m]["seconds"] for m in found}
