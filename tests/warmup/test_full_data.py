@@ -33,13 +33,20 @@ def design(sizes: list[int], second: int | None = None, seed: int = 0) -> GLMMDe
 
 
 def test_rule_names_the_factor_and_its_median_rows():
-    """Median rows per level below ``SMALL_GROUP_ROWS`` routes, naming the factor; a long tail with a large median, a
-    factor of large levels, and a model without groups do not."""
+    """Median rows per level below ``SMALL_GROUP_ROWS`` routes, naming the factor, and so do many levels of more rows
+    (``G^2 / n`` above ``JOINT_MOVE_ROWS``); a long tail with a large median, a few levels of enough rows, a factor of
+    large levels, and a model without groups do not. Would catch the rule reading the mean, not the median, or only
+    the rows per level (600 levels of 110 rows, the shape that sampled wrongly at ``G = 1000``, would pass)."""
     small = [SMALL_GROUP_ROWS - 40] * 9 + [2000]  # one big level: the mean is large, the median is not
     model, data = glmm_model(design(small))
     why = small_groups(model, data)
     assert why is not None and "'g'" in why and f"median of {SMALL_GROUP_ROWS - 40} rows" in why
     model, data = glmm_model(design([3, 4] + [SMALL_GROUP_ROWS + 10] * 5))  # tiny levels, but the median is large
+    assert small_groups(model, data) is None
+    model, data = glmm_model(design([SMALL_GROUP_ROWS + 10] * 600))  # G^2 / n = 3273: a joint move's test needs more
+    why = small_groups(model, data)
+    assert why is not None and "600 levels" in why and f"{600**2 / (SMALL_GROUP_ROWS + 10):.0f} rows per" in why
+    model, data = glmm_model(design([SMALL_GROUP_ROWS + 10] * 150))  # G^2 / n = 205: the minibatch sampler's
     assert small_groups(model, data) is None
     model, data = glmm_model(design([300] * 4, second=100))  # the second factor: 12 rows per level
     assert "'h'" in small_groups(model, data)

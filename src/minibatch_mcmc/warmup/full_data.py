@@ -34,7 +34,11 @@ from minibatch_mcmc.warmup.api import Warmup
 PyTree = Any
 
 SMALL_GROUP_ROWS = 100
-"""A GLMM factor whose median level has fewer rows than this is sampled by full-data NUTS (module docstring)."""
+"""A GLMM factor whose median level has fewer rows than this is sampled level by level (module docstring)."""
+JOINT_MOVE_ROWS = 3000
+"""A GLMM factor of ``G`` levels of a median ``n`` rows with ``G^2 / n`` above this is sampled level by level too:
+a minibatch estimate of a joint move of its effects needs rows per test of that order (docs/notes-on-the-papers.md,
+"Many small groups"); measured fine at 1,000 (``G = n = 1000``), wrong at 10,000 (``G = 1000``, ``n = 100``)."""
 NUTS_WARMUP = 500
 """NUTS's adaptation steps per chain (NumPyro's and Stan's usual count is 500 to 1000)."""
 INIT_RADIUS = 2.0
@@ -92,6 +96,12 @@ def small_groups(model: Model, data: Any) -> str | None:
             return (
                 f"factor {name!r} has a median of {median:g} rows per level (fewer than {SMALL_GROUP_ROWS}): every "
                 f"step of the minibatch sampler would read about every row (name a proposal to keep it)"
+            )
+        if levels**2 / median > JOINT_MOVE_ROWS:
+            return (
+                f"factor {name!r} has {levels} levels of a median of {median:g} rows: a joint move of its effects "
+                f"needs about levels^2 / rows = {levels**2 / median:.0f} rows per minibatch test (more than "
+                f"{JOINT_MOVE_ROWS}; name a proposal to keep the minibatch sampler)"
             )
     return None
 
