@@ -17,30 +17,35 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def cpu_env() -> dict:
+    """This process's environment for a CPU JAX worker with one device (any simulated device count dropped)."""
+    flags = " ".join(f for f in os.environ.get("XLA_FLAGS", "").split() if "device_count" not in f)
+    return dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=flags)
+
+
+def run_commands(commands: list[list[str]], timeout: float) -> list[tuple[int, str, str]]:
+    """Start every command at once (``cpu_env``), wait for each (killed past ``timeout``): ``(returncode, out, err)``."""
+    procs = [
+        subprocess.Popen(c, env=cpu_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for c in commands
+    ]
+    got = []
+    for p in procs:
+        try:
+            out, err = p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            out, err = p.communicate()
+        got.append((p.returncode, out, err))
+    return got
+
+
 def run_workers(script: str, count: int, args: list[str], timeout: float = 180) -> None:
     """Start ``count`` CPU processes (one device each) running ``script PID COUNT PORT *args``; all must exit 0."""
     port = free_port()
-    flags = " ".join(f for f in os.environ.get("XLA_FLAGS", "").split() if "device_count" not in f)
-    env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=flags)
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-c", script, str(i), str(count), str(port), *args],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for i in range(count)
-    ]
-    errs = []
-    for p in procs:
-        try:
-            errs.append(p.communicate(timeout=timeout)[1])
-        finally:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-    assert all(p.returncode == 0 for p in procs), "\n".join(e[-1500:] for e in errs)
+    got = run_commands(
+        [[sys.executable, "-c", script, str(i), str(count), str(port), *args] for i in range(count)], timeout
+    )
+    assert all(code == 0 for code, _, _ in got), "\n".join(err[-1500:] for _, _, err in got)
 
 
 U32, U64 = 2.0**-24, 2.0**-53

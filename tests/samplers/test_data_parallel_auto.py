@@ -4,14 +4,12 @@ process over in-memory rows and through ``minibatch-mcmc sample`` over two ``jax
 file; the draws against a logistic regression's posterior computed by quadrature in float64, and a resume of the
 finished run from process 0's checkpoint directory."""
 
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-from processes import free_port
+from processes import free_port, run_commands
 
 from minibatch_mcmc.diagnostics import check_moments
 from minibatch_mcmc.samplers.run_options import RunOptions
@@ -88,23 +86,10 @@ def sample_command(tmp: Path, pid: int, port: int, *extra: str) -> list[str]:
 def launch(tmp: Path, *extra: str) -> list[str]:
     """Both processes of one run; their standard outputs (both must exit 0)."""
     port = free_port()
-    flags = " ".join(f for f in os.environ.get("XLA_FLAGS", "").split() if "device_count" not in f)
-    env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=flags)
-    procs = [
-        subprocess.Popen(sample_command(tmp, i, port, *extra), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        for i in range(2)
-    ]
-    outs = []
-    for p in procs:
-        try:
-            out, err = p.communicate(timeout=900)
-        finally:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-        assert p.returncode == 0, err.decode()[-3000:]
-        outs.append(out.decode())
-    return outs
+    got = run_commands([sample_command(tmp, i, port, *extra) for i in range(2)], timeout=900)
+    for code, _, err in got:
+        assert code == 0, err[-3000:]
+    return [out for _, out, _ in got]
 
 
 def draws(path: Path) -> np.ndarray:
@@ -157,29 +142,11 @@ def test_a_checkpoint_directory_process_zero_cannot_lock_stops_both_processes(tm
     ck = tmp_path / "ck"
     ck.mkdir()
     port = free_port()
-    flags = " ".join(f for f in os.environ.get("XLA_FLAGS", "").split() if "device_count" not in f)
-    env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=flags)
     with open(ck / ".lock", "w") as held:
         fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)  # another run, alive
-        procs = [
-            subprocess.Popen(
-                sample_command(tmp_path, i, port, "--checkpoint", str(ck)),
-                env=env,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
-            for i in range(2)
-        ]
-        errs = []
-        for p in procs:
-            try:
-                errs.append(p.communicate(timeout=240)[1])
-            finally:
-                if p.poll() is None:
-                    p.kill()
-                    p.wait()
-    assert all(p.returncode not in (0, None) for p in procs), [p.returncode for p in procs]
+        got = run_commands([sample_command(tmp_path, i, port, "--checkpoint", str(ck)) for i in range(2)], timeout=240)
+    assert all(code not in (0, None) for code, _, _ in got), [code for code, _, _ in got]
+    errs = [err for _, _, err in got]
     assert "lock" in errs[0].lower(), errs[0][-2000:]
     assert f"process [0] could not use the checkpoint directory {ck}" in errs[1], errs[1][-2000:]
 

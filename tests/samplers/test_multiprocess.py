@@ -1,8 +1,6 @@
 """Several JAX processes on this machine (CPU, ``jax.distributed`` on 127.0.0.1): one sharded ``sample`` across two, and
 the full-data passes of a row-partitioned source (each process reading only its rows) against one process's."""
 
-import os
-import subprocess
 import sys
 import textwrap
 
@@ -13,7 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from draws_tolerance import mismatches
-from processes import free_port, logistic_abs_sums, run_workers, sum_bound
+from processes import free_port, logistic_abs_sums, run_commands, run_workers, sum_bound
 
 from minibatch_mcmc import mh_minibatch, random_walk, sample
 from minibatch_mcmc.control_variates.taylor import TaylorProxy, taylor_proxy
@@ -42,29 +40,10 @@ WORKER = textwrap.dedent(
 @pytest.mark.slow  # two subprocesses importing JAX and compiling: ~35 s on a loaded machine
 def test_two_processes_draw_what_one_process_draws(tmp_path):
     port = free_port()
-    flags = " ".join(
-        f for f in os.environ.get("XLA_FLAGS", "").split() if "device_count" not in f
-    )  # one device a process
-    env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=flags)
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-c", WORKER, str(i), str(port), str(tmp_path / f"p{i}.npy")],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for i in range(2)
-    ]
-    errs = []
-    for p in procs:
-        try:
-            errs.append(p.communicate(timeout=180)[1])
-        finally:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-    assert all(p.returncode == 0 for p in procs), "\n".join(e[-1500:] for e in errs)
+    got = run_commands(
+        [[sys.executable, "-c", WORKER, str(i), str(port), str(tmp_path / f"p{i}.npy")] for i in range(2)], timeout=180
+    )
+    assert all(code == 0 for code, _, _ in got), "\n".join(err[-1500:] for _, _, err in got)
     single = sample(
         gaussian_mixture(),
         make_mixture_data(jax.random.key(1), 2000),
