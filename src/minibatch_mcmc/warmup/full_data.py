@@ -71,7 +71,13 @@ def nuts_fit(
     ``adaptation`` and ``sampling`` and whose ``kind`` is ``"full_data_nuts"``."""
     announce_route(reason, run)
     result, cost = full_data_nuts(model, data, theta0, num_samples=num_samples, num_chains=num_chains, key=key)
-    return result, Warmup(
+    return result, routed_warmup(theta0, result, cost, "full_data_nuts", reason)
+
+
+def routed_warmup(theta0: PyTree, result: SampleResult, cost: dict, kind: str, reason: str) -> Warmup:
+    """The ``Warmup`` of a fit routed away from the minibatch sampler: no proxy, proposal or test; ``cost`` and ``kind``
+    the route's, ``acceptance`` its draws' mean."""
+    return Warmup(
         centre=theta0,
         covariance=np.empty((0, 0)),
         proxy=None,
@@ -80,7 +86,7 @@ def nuts_fit(
         test=None,
         acceptance=float(np.mean(result.records["accepted"])),
         cost=cost,
-        kind="full_data_nuts",
+        kind=kind,
         why="rule: " + reason,
     )
 

@@ -10,7 +10,6 @@ against full-data NUTS.
 
 from __future__ import annotations
 
-import math
 import time
 import warnings
 from typing import Any
@@ -27,7 +26,7 @@ from minibatch_mcmc.samplers.phase_cost import PhaseCost
 from minibatch_mcmc.samplers.results import SampleResult, constrain_draws
 from minibatch_mcmc.samplers.run_options import RunOptions
 from minibatch_mcmc.warmup.api import Warmup
-from minibatch_mcmc.warmup.full_data import nuts_records, small_groups
+from minibatch_mcmc.warmup.full_data import nuts_records, routed_warmup, small_groups
 from minibatch_mcmc.warmup.group_gibbs import (
     Problem,
     from_flat,
@@ -203,15 +202,4 @@ def gibbs_fit(
     ``adaptation`` and ``sampling`` and whose ``kind`` is ``"group_gibbs"``."""
     announce_gibbs(reason, run, temperature)
     result, cost = group_gibbs(model, data, theta0, num_samples=num_samples, num_chains=num_chains, key=key)
-    return result, Warmup(
-        centre=theta0,
-        covariance=np.empty((0, 0)),
-        proxy=None,
-        proposal=None,
-        scale=math.nan,
-        test=None,
-        acceptance=float(np.mean(result.records["accepted"])),
-        cost=cost,
-        kind="group_gibbs",
-        why="rule: " + reason,
-    )
+    return result, routed_warmup(theta0, result, cost, "group_gibbs", reason)
