@@ -269,6 +269,17 @@ def agree(failure: Exception | None, what: str) -> None:
         raise failure
 
 
+def agreed(what: str, fn: Callable[[], Any]) -> Any:
+    """``fn()``, then ``agree`` on whether it worked in every process: its value, or an error in every process."""
+    try:
+        value = fn()
+    except Exception as err:  # the others must learn of it before this process stops
+        agree(err, what)
+        raise
+    agree(None, what)
+    return value
+
+
 def combine_processes(tree: PyTree, combine: Callable[[PyTree, PyTree], PyTree]) -> PyTree:
     """``combine`` of every process's ``tree``, folded in process order (the same result in every process).
 

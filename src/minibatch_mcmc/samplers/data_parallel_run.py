@@ -6,8 +6,8 @@ sizes and draws, the key's data, the blocks written so far) and one ``block-STAR
 positions and records and the chains' states after it). Only process 0 writes; every process reads the directory on
 resume, so it must be one directory every process sees (a shared file system); all processes wait for each block's
 file before going on, and learn in that same wait whether process 0 could write it: a failed write stops every process
-with an error at once, not only process 0 while the others wait for it until the coordinator's timeout. The manifest is rewritten after each block's file, so a block missing from it (a crash between
-the two) is written again.
+with an error at once, not only process 0 while the others wait for it until the coordinator's timeout. The manifest
+is rewritten after each block's file, so a block missing from it (a crash between the two) is written again.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from minibatch_mcmc.checks import check_int, check_positive
 from minibatch_mcmc.compiling import RUN_WORK, compile_options, use_compilation_cache
 from minibatch_mcmc.control_variates.base import Estimator, plain
 from minibatch_mcmc.data.host import is_host_data
-from minibatch_mcmc.data.shards import agree
+from minibatch_mcmc.data.shards import agreed
 from minibatch_mcmc.models.base import Model
 from minibatch_mcmc.proposals.base import Proposal
 from minibatch_mcmc.samplers.data_parallel import (
@@ -111,18 +111,6 @@ def write_block(
     write_bytes(block_file(directory, start, end), buf.getvalue(), "data-parallel block", SAFE)
     settings["blocks"].append([start, end])
     write_bytes(directory / MANIFEST, json.dumps(settings).encode(), "data-parallel manifest", SAFE)
-
-
-def write_agreed(
-    directory: Path, start: int, end: int, states: ChainState, out: tuple[PyTree, dict], settings: dict
-) -> None:
-    """``write_block``, then one all-gather of whether it worked: the block is on disk before any process goes on."""
-    failure: Exception | None = None
-    try:
-        write_block(directory, start, end, states, out, settings)
-    except Exception as err:  # any failure of the writer must reach the processes waiting on it
-        failure = err
-    agree(failure, f"write the data-parallel checkpoint block of steps [{start}, {end}) in {directory}; {SAFE}")
 
 
 def read_block(
@@ -237,7 +225,11 @@ def sample_data_parallel(
         out = local_copy(out)
         check_finite(out[1], start)
         if directory is not None:
-            write_agreed(directory, start, end, local_copy(states), out, settings)
+            kept = local_copy(states)  # the block is on disk, or every process stops, before any goes on
+            agreed(
+                f"write the data-parallel checkpoint block of steps [{start}, {end}) in {directory}; {SAFE}",
+                lambda: write_block(directory, start, end, kept, out, settings),
+            )
         pieces.append(out)
         start = end
     result = assemble(pieces, layout.n_data, temperature, num_samples, time.perf_counter() - t0)

@@ -17,7 +17,7 @@ from minibatch_mcmc.checks import check_int
 from minibatch_mcmc.compiling import RUN_WORK, compile_options, use_compilation_cache
 from minibatch_mcmc.control_variates.proposals import cholesky_factor
 from minibatch_mcmc.data.arrays import DataSource, as_data_source
-from minibatch_mcmc.data.shards import agree
+from minibatch_mcmc.data.shards import agreed
 from minibatch_mcmc.diagnostics.proxy_check import timed_check
 from minibatch_mcmc.models.base import Model
 from minibatch_mcmc.samplers.checkpoint import (
@@ -150,19 +150,8 @@ def auto_sample(
         options.update(
             num_chains=num_chains, num_samples=num_samples
         )  # tuning on the runner sampling reuses (not with recentre)
-    held = None if split and jax.process_index() > 0 else run.checkpoint_dir
     with contextlib.ExitStack() as stack:  # the directory refused at once (in every process), or locked throughout
-        failure = None
-        try:
-            if split and jax.process_index() > 0 and run.checkpoint_dir is not None:  # process 0 locks and writes it
-                check_start(run.checkpoint_dir, run.resume, (SETTINGS_FILE, WARMUP_SETTINGS))
-            stack.enter_context(run_directory(held, run.resume, (SETTINGS_FILE, WARMUP_SETTINGS)))
-        except Exception as err:  # data-parallel: the other processes must not wait for this one's warm-up passes
-            failure = err
-        if split:
-            agree(failure, f"use the checkpoint directory {run.checkpoint_dir}")
-        elif failure is not None:
-            raise failure
+        enter_directory(stack, run, split)
         return _warm_and_sample(
             model,
             data,
@@ -178,20 +167,35 @@ def auto_sample(
         )
 
 
+def enter_directory(stack: contextlib.ExitStack, run: RunOptions, split: bool) -> None:
+    """The checkpoint directory refused at once or locked on ``stack``; data-parallel, process 0 locks it, the others
+    check it, and every process learns whether all could (none waits in the warm-up's passes for one that stopped)."""
+    markers = (SETTINGS_FILE, WARMUP_SETTINGS)
+
+    def lock() -> None:
+        stack.enter_context(run_directory(run.checkpoint_dir, run.resume, markers))
+
+    def check() -> None:  # process 0 locks and writes the directory every process sees
+        if run.checkpoint_dir is not None:
+            check_start(run.checkpoint_dir, run.resume, markers)
+
+    if not split:
+        lock()
+    else:
+        agreed(f"use the checkpoint directory {run.checkpoint_dir}", check if jax.process_index() > 0 else lock)
+
+
 def _warm_and_sample(model, data, theta0, keys, options, num_samples, num_chains, temperature, check_draws, run, split):
     """``auto_sample``'s warm-up (or its restoration) and sampling, in the checkpoint directory's lock if it has one."""
     k_warm, k_start, k_run = keys
     progress = run.progress
     write = not split or jax.process_index() == 0  # data-parallel: process 0 writes the directory every process sees
-    failure, w = None, None
-    try:
-        w = stored_warmup(model, data, theta0, k_warm, options, run.checkpoint_dir, run.resume, progress, write)
-    except Exception as err:
-        if not split:
-            raise
-        failure = err
-    if split:  # process 0 alone saves the warm-up: the others learn whether it could before sampling with it
-        agree(failure, f"warm up or save the warm-up in {run.checkpoint_dir}")
+
+    def stored() -> Warmup:
+        return stored_warmup(model, data, theta0, k_warm, options, run.checkpoint_dir, run.resume, progress, write)
+
+    # data-parallel: process 0 alone saves the warm-up, and the others learn whether it could before sampling with it
+    w = agreed(f"warm up or save the warm-up in {run.checkpoint_dir}", stored) if split else stored()
     with PhaseClock("sampling", 1) as clock:  # the starts, the run, its draws constrained: all of sample's seconds
         if split:
             result = sample_split(model, data, w, (k_start, k_run), num_samples, num_chains, temperature, run)
