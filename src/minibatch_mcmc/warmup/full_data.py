@@ -182,15 +182,20 @@ def full_data_nuts(
     fields = mcmc.get_extra_fields(group_by_chain=True)
     kernel = jax.vmap(jax.vmap(unravel))(jnp.asarray(draws))
     kernel = jax.tree_util.tree_map(np.asarray, kernel)
-    positions = kernel if model.constrain is None else constrain_draws(model.constrain, kernel)
-    result = SampleResult(
-        positions=positions,
-        records=nuts_records(np.asarray(fields["accept_prob"]), np.asarray(fields["num_steps"]), source.n),
-        method="full_data_nuts",
-        n_data=source.n,
-        temperature=np.ones(num_samples),
-        wall_time=cost["sampling"].seconds,
+    records = nuts_records(np.asarray(fields["accept_prob"]), np.asarray(fields["num_steps"]), source.n)
+    return routed_result(model, kernel, records, "full_data_nuts", source.n, cost["sampling"].seconds), cost
+
+
+def routed_result(model: Model, kernel: PyTree, records: dict, method: str, n: int, seconds: float) -> SampleResult:
+    """The ``SampleResult`` of a routed fit's draws (``kernel``: unconstrained, ``(chains, draws, ...)``) at
+    temperature 1."""
+    return SampleResult(
+        positions=kernel if model.constrain is None else constrain_draws(model.constrain, kernel),
+        records=records,
+        method=method,
+        n_data=n,
+        temperature=np.ones(np.shape(records["accepted"])[1]),
+        wall_time=seconds,
         unconstrained=None if model.constrain is None else kernel,
         filled=(),
     )
-    return result, cost

@@ -23,10 +23,10 @@ from minibatch_mcmc.data.arrays import as_data_source
 from minibatch_mcmc.models.base import Model
 from minibatch_mcmc.models.glmm import dimension
 from minibatch_mcmc.samplers.phase_cost import PhaseCost
-from minibatch_mcmc.samplers.results import SampleResult, constrain_draws
+from minibatch_mcmc.samplers.results import SampleResult
 from minibatch_mcmc.samplers.run_options import RunOptions
 from minibatch_mcmc.warmup.api import Warmup
-from minibatch_mcmc.warmup.full_data import nuts_records, routed_warmup, small_groups
+from minibatch_mcmc.warmup.full_data import nuts_records, routed_result, routed_warmup, small_groups
 from minibatch_mcmc.warmup.group_gibbs import (
     Problem,
     from_flat,
@@ -172,19 +172,8 @@ def group_gibbs(
         cost[phase] = PhaseCost(per_sweep * done, time.perf_counter() - start, per_sweep * done / max(source.n, 1))
     kernel = np.swapaxes(np.concatenate(draws), 0, 1)[:, :num_samples]
     accepted = np.swapaxes(np.concatenate(moved), 0, 1)[:, :num_samples]
-    positions = kernel if model.constrain is None else constrain_draws(model.constrain, kernel)
     records = nuts_records(accepted, np.full(accepted.shape, passes_per_sweep(problem.layout)), source.n)
-    result = SampleResult(
-        positions=positions,
-        records=records,
-        method="group_gibbs",
-        n_data=source.n,
-        temperature=np.ones(num_samples),
-        wall_time=cost["sampling"].seconds,
-        unconstrained=None if model.constrain is None else kernel,
-        filled=(),
-    )
-    return result, cost
+    return routed_result(model, kernel, records, "group_gibbs", source.n, cost["sampling"].seconds), cost
 
 
 def gibbs_fit(
