@@ -256,8 +256,8 @@ def allgather_host(tree: PyTree) -> PyTree:
 
 
 def agree(failure: Exception | None, what: str) -> None:
-    """One all-gather of whether each process could ``what``: a process that failed raises its own error, and every other
-    process one naming those that failed, so none waits in a later collective for a process that has stopped."""
+    """One all-gather of whether each process could ``what``: a process that failed raises its own error, and every
+    other process one naming those that failed, so none waits in a later collective for a process that has stopped."""
     if jax.process_count() > 1:
         ok = np.asarray(multihost_utils.process_allgather(np.asarray(failure is None, np.int32))).reshape(-1)
         if failure is None and not ok.all():

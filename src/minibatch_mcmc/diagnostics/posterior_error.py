@@ -4,10 +4,10 @@ A minibatch test errs at each step (``proxy_check``'s per-step acceptance-probab
 whether that moved a posterior mean or s.d. The check takes ``K`` thinned draws of the finished run, which follow the
 minibatch chain's stationary law ``pi_eps``, and from each runs ``T`` steps of two chains that share every random
 number (the proposal's noise, the test's uniforms): one steps with the run's own kernel, the other with the same
-proposal and the exact full-data decision on every row's own log-likelihood ratio (``Delta > exact_twin.exact_threshold``: the
-Metropolis rule on the penalty or naive test's uniform, Barker's rule on MHminibatch's normal and correction draws, an
-exact test's own draws for other tests). The run's chain stays in ``pi_eps``; the exact one drifts towards the posterior
-``pi``. For ``f`` a parameter or its square about the run's mean,
+proposal and the exact full-data decision on every row's own log-likelihood ratio (``Delta`` above
+``exact_twin.exact_threshold``: the Metropolis rule on the penalty or naive test's uniform, Barker's rule on
+MHminibatch's normal and correction draws, an exact test's own draws for other tests). The run's chain stays in
+``pi_eps``; the exact one drifts towards the posterior ``pi``. For ``f`` a parameter or its square about the run's mean,
 
     E f(X_T exact) - E f(X_T run) = (pi f - pi_eps f) (1 - rho^T)
 
