@@ -24,7 +24,11 @@ def test_demo_rejects_too_many_rows(capsys, tmp_path):
 
 def test_demo_runs_auto_sample_with_its_defaults_at_tall_n(monkeypatch, tmp_path):
     """The demo shows the default the README recommends (``auto_sample``: no proposal or test named) on 10^6 rows;
-    it would catch a demo that still ran the earlier default (MHminibatch beside Barker on the mixture)."""
+    it would catch a demo that still ran the earlier default (MHminibatch beside Barker on the mixture). The rows are
+    zeros of the shape the demo asks ``make_logistic_data`` for: generating the real 10^6 rows took 3 CPU s, and
+    ``auto_sample`` is stopped before it reads them."""
+    import numpy as np
+
     calls = []
 
     class Stop(Exception):
@@ -34,7 +38,11 @@ def test_demo_runs_auto_sample_with_its_defaults_at_tall_n(monkeypatch, tmp_path
         calls.append((model.name, data["y"].shape[0], start.shape, options))
         raise Stop
 
+    def rows(key, n, d):  # make_logistic_data's shapes and dtypes, without generating the rows
+        return {"x": np.zeros((n, d), np.float32), "y": np.zeros(n, np.int32)}, np.zeros(d, np.float32)
+
     monkeypatch.setattr(importlib.import_module("minibatch_mcmc.warmup"), "auto_sample", spy)
+    monkeypatch.setattr(importlib.import_module("minibatch_mcmc.models"), "make_logistic_data", rows)
     with pytest.raises(Stop):
         main(["demo", "--out", str(tmp_path), "--no-progress"])
     ((name, n, shape, options),) = calls
