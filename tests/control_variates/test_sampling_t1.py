@@ -37,18 +37,19 @@ def _check(res, mean, var, burn=500):
 
 
 @pytest.mark.parametrize(
-    "make_test, order, max_data",
+    "make_test, order, max_data, draws",
     [
-        (lambda: mh_minibatch(batch_size=20), 2, 20),
-        (lambda: mh_minibatch(batch_size=20), 1, 60),
-        (lambda: austere_mh(batch_size=20, epsilon=0.01), 2, 40),
+        (lambda: mh_minibatch(batch_size=20), 2, 20, 6000),
+        (lambda: mh_minibatch(batch_size=20), 1, 60, 6000),  # ESS 4,050-4,100 at 6,000
+        # ESS 5,800-6,250 at 6,000 draws, 4,350-4,700 at 4,500 (3,000: 2,830, too few): 4,500 keeps 1.4x the 3,200
+        (lambda: austere_mh(batch_size=20, epsilon=0.01), 2, 40, 4500),
         # the residuals of this exact proxy are float32 rounding, at most 2.8e-6 measured over posterior-scaled
         # moves: 1e-5 is a valid range bound for them (a user's bound must bound the residuals, not the raw ratios)
-        (lambda: mh_sublhd(batch_size=20, range_bound=lambda stats: jnp.asarray(1e-5)), 2, 2000),
+        (lambda: mh_sublhd(batch_size=20, range_bound=lambda stats: jnp.asarray(1e-5)), 2, 2000, 6000),
     ],
     ids=["mhminibatch-order2", "mhminibatch-order1", "austere", "mhsublhd"],
 )
-def test_conjugate_posterior_at_temperature_one(conjugate, make_test, order, max_data):
+def test_conjugate_posterior_at_temperature_one(conjugate, make_test, order, max_data, draws):
     """N = 10^5 at K = 1 with a posterior-scaled random walk: each test with the proxy matches the closed-form
     posterior (the second-order proxy of a Gaussian likelihood is exact, so this checks the data-free sum and
     its tempering; the first-order one leaves real residuals), reading at most ``max_data`` points per test."""
@@ -62,7 +63,7 @@ def test_conjugate_posterior_at_temperature_one(conjugate, make_test, order, max
         proposal=random_walk(scale=1.7 * sd),
         test=make_test(),
         estimator=proxy,
-        num_samples=6000,
+        num_samples=draws,
         num_chains=8,
         key=7,
         progress=False,
@@ -95,7 +96,9 @@ def test_glm_posterior_with_proxy_langevin(glm, test_name):
         proposal=proxy_langevin(proxy, model.log_prior, 1.2, cov=cov),
         test=test,
         estimator=proxy,
-        num_samples=6000,
+        # ESS: MHminibatch 4,500 at 6,000 draws; the naive test (acceptance 0.84) 9,100 at 6,000 and 4,600-5,000 at
+        # 3,500, still 1.4x the 3,200 that _check asks for
+        num_samples=6000 if test_name == "mhminibatch" else 3500,
         num_chains=4,
         key=3,
         progress=False,
