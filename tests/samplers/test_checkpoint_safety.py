@@ -3,6 +3,7 @@ it, a directory that cannot be written, a full disk. Each is one clear outcome, 
 what was finished survives."""
 
 import errno
+import functools
 import hashlib
 import importlib
 import json
@@ -22,7 +23,15 @@ from minibatch_mcmc.samplers import checkpoint
 from minibatch_mcmc.samplers.safe_files import LOCK_FILE, CheckpointWriteError
 
 N = 400
-DATA = make_mixture_data(jax.random.key(1), N)
+
+
+@functools.cache
+def mixture_rows() -> jax.Array:
+    """The ``N`` rows every run here samples, made on first use: at import they cost every pytest-xdist worker 1.3 CPU s
+    while collecting, also the one that does not run this file."""
+    return make_mixture_data(jax.random.key(1), N)
+
+
 KW = dict(
     proposal=random_walk(scale=0.15), test=mh_minibatch(50), key=3, temperature=20.0, block_size=10, progress=False
 )
@@ -33,13 +42,15 @@ def _chunks(path):
 
 
 def _run(path, num_samples=30, **kw):
-    return sample(gaussian_mixture(), DATA, jnp.zeros(2), num_samples=num_samples, checkpoint_dir=path, **{**KW, **kw})
+    return sample(
+        gaussian_mixture(), mixture_rows(), jnp.zeros(2), num_samples=num_samples, checkpoint_dir=path, **{**KW, **kw}
+    )
 
 
 @pytest.fixture(scope="module")
 def straight():
     """The draws of an uninterrupted run of 30 steps without a checkpoint."""
-    return np.asarray(sample(gaussian_mixture(), DATA, jnp.zeros(2), num_samples=30, **KW).positions)
+    return np.asarray(sample(gaussian_mixture(), mixture_rows(), jnp.zeros(2), num_samples=30, **KW).positions)
 
 
 def test_links_planted_at_every_temporary_name_are_never_followed(tmp_path, straight):
