@@ -2,7 +2,7 @@
 
 On ``benchmarks/glmm.py``'s rows (``--sizes tail``, logistic, ``y ~ x1 + x2 + x3 + (1 | g)``), at ``mm.glmm``'s start
 (``initial_theta``, chains spread as ``gibbs_route`` spreads them), every piece compiled once and then timed as the
-mean of ``--reps`` calls, vmapped over ``--chains`` chains as ``gibbs_route.block_runner`` runs them:
+median of ``--reps`` calls, vmapped over ``--chains`` chains as ``gibbs_route.block_runner`` runs them:
 
 - ``row derivatives``: each row's log density and its first two derivatives in ``eta`` (one pass's work);
 - ``effects step``: step 1, every level's Newton MH move (two level fits, two passes);
@@ -12,6 +12,9 @@ mean of ``--reps`` calls, vmapped over ``--chains`` chains as ``gibbs_route.bloc
 - ``globals step``: step 4 (two fits);
 - ``sweep``: steps 1 to 4 (the data-free steps 2 and 3 are the rest);
 - ``spread weights``: the warm-up's per-block re-read of step 4's weights.
+
+The process's peak resident memory while the pieces ran (``glmm.PeakRSS``; the rows, the DataFrame and the design
+count) is the value ``NAME.peak_rss_gb``.
 
     python benchmarks/gibbs_sweep_profile.py --n 1000000 --groups 10000 --results docs/results/gibbs_sweep_profile.json
 """
@@ -26,8 +29,9 @@ import time
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from bench_results import add_results_option, save_rows
-from glmm import formula, simulate
+from glmm import PeakRSS, formula, simulate
 
 from minibatch_mcmc.data.arrays import as_data_source
 from minibatch_mcmc.interop.formula import formula_design
@@ -38,13 +42,18 @@ from minibatch_mcmc.warmup.gibbs_route import INIT_RADIUS, chain_spreads, proble
 COLUMNS = ["N", "G", "chains", "step", "ms per call (all chains)", "passes over N per chain"]
 
 
-def timed(fn, args: tuple, reps: int) -> float:
-    """Milliseconds per call of the compiled ``fn`` (compiled and run once first)."""
-    jax.block_until_ready(fn(*args))
-    start = time.perf_counter()
-    for _ in range(reps):
+def timed(fns: list, args: tuple, reps: int) -> list[float]:
+    """Median milliseconds per call of each compiled function in ``fns`` on ``args`` (each compiled and run once
+    first), the calls interleaved so that a shared machine's changing load falls on all of them alike."""
+    for fn in fns:
         jax.block_until_ready(fn(*args))
-    return (time.perf_counter() - start) / reps * 1e3
+    times = [[] for _ in fns]
+    for _ in range(reps):
+        for fn, out in zip(fns, times):
+            start = time.perf_counter()
+            jax.block_until_ready(fn(*args))
+            out.append(time.perf_counter() - start)
+    return [float(np.median(t)) * 1e3 for t in times]
 
 
 def variant(replacement: str) -> object:
@@ -64,7 +73,7 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=1_000_000)
     ap.add_argument("--groups", type=int, default=10_000)
     ap.add_argument("--chains", type=int, default=4)
-    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--name", default="gibbs_sweep_profile")
     add_results_option(ap)
     args = ap.parse_args()
@@ -97,16 +106,17 @@ def main() -> None:
             (keys, states, rho),
             2,
         ),
-        ("globals fit", fit_with(gg.globals_fit), (states, spread), 1),
         (
-            "globals fit without the rows' Hessian",
-            fit_with(variant("h = jnp.zeros((m, m), eta.dtype)")),
-            (states, spread),
-            1,
-        ),
-        (
-            "globals fit, J' H J as one 3-operand einsum (before)",
-            fit_with(variant('h = jnp.einsum("nam,abn,nbc->mc", rows_j, hess, rows_j)')),
+            (
+                "globals fit",
+                "globals fit without the rows' Hessian",
+                "globals fit, J' H J as one 3-operand einsum (before)",
+            ),
+            [
+                fit_with(gg.globals_fit),
+                fit_with(variant("h = jnp.zeros((m, m), eta.dtype)")),
+                fit_with(variant('h = jnp.einsum("nam,abn,nbc->mc", rows_j, hess, rows_j)')),
+            ],
             (states, spread),
             1,
         ),
@@ -125,11 +135,18 @@ def main() -> None:
         ("spread weights", chain_spreads(problem, True), (states, rows), 1),
     ]
     rows_out, values = [], {}
-    for name, fn, fn_args, passes in pieces:
-        ms = timed(fn, fn_args, args.reps)
-        rows_out.append([f"{args.n:.0e}", f"{args.groups:.0e}", str(args.chains), name, f"{ms:.0f}", str(passes)])
-        values[f"{args.name}.{name.replace(' ', '_')}_ms"] = f"{ms:.0f}"
-        print(" | ".join(rows_out[-1]), flush=True)
+    with PeakRSS() as mem:
+        for names, fns, fn_args, passes in pieces:
+            names, fns = (names, fns) if isinstance(names, tuple) else ((names,), [fns])
+            for name, ms in zip(names, timed(fns, fn_args, args.reps)):
+                rows_out.append(
+                    [f"{args.n:.0e}", f"{args.groups:.0e}", str(args.chains), name, f"{ms:.0f}", str(passes)]
+                )
+                key = name.split(",")[0].replace(" ", "_").replace("'", "")
+                values[f"{args.name}.{key}_ms"] = f"{ms:.0f}"
+                print(" | ".join(rows_out[-1]), flush=True)
+    values[f"{args.name}.peak_rss_gb"] = f"{mem.peak:.2f}"
+    print(f"peak RSS {mem.peak:.2f} GB (the process's, rows and design included)", flush=True)
     save_rows(args, COLUMNS, rows_out, values, machine, complete=True)
 
 
