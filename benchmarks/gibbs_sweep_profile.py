@@ -25,6 +25,7 @@ import argparse
 import inspect
 import os
 import platform
+import re
 import time
 
 import jax
@@ -142,7 +143,7 @@ def main() -> None:
                 rows_out.append(
                     [f"{args.n:.0e}", f"{args.groups:.0e}", str(args.chains), name, f"{ms:.0f}", str(passes)]
                 )
-                key = name.split(",")[0].replace(" ", "_").replace("'", "")
+                key = re.sub(r"\W+", "_", name).strip("_")  # a key render_results.py's value markers accept
                 values[f"{args.name}.{key}_ms"] = f"{ms:.0f}"
                 print(" | ".join(rows_out[-1]), flush=True)
     values[f"{args.name}.peak_rss_gb"] = f"{mem.peak:.2f}"
