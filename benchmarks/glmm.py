@@ -25,9 +25,10 @@ on a CPU):
 
     python benchmarks/glmm.py --n 100000 1000000 --groups 100 1000 --results docs/results/glmm_gpu.json
     python benchmarks/glmm.py --n 1000000 --groups 10000 --sizes tail --name glmm_tail --results docs/results/glmm_tail.json
-    python benchmarks/glmm.py --n 10000000 --groups 100000 --methods ours --draws 250 --name glmm_large --results ...
+    python benchmarks/glmm_large.py --n 10000000 --groups 100000 --chains 2 --warmup 50 --draws 50 --results ...
 
-(at ``G = 10^5`` the draws of the group effects alone are ``chains x draws x G`` numbers: 250 draws keep them at 0.4 GB).
+(``N = 10^7``, ``G = 10^5``: ``glmm_large.py`` runs ``mm.glmm``'s Gibbs route with a shorter warm-up than its 200 sweeps,
+which on a CPU take hours there; at ``G = 10^5`` the draws of the group effects are ``chains x draws x G`` numbers).
 Where the median group has fewer than 100 rows (``--sizes tail`` at ``N / G = 100``), or the model has more than
 ``MAX_DENSE_DIM = 4096`` parameters, ``mm.glmm`` samples level by level (``warmup.gibbs_route``: the row's "of which"
 says ``group_gibbs``, its "rows per test" are the rows one sweep reads, ``passes per sweep x N``).
