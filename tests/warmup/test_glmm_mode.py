@@ -134,3 +134,21 @@ def test_one_pass_surrogate_climbs_to_the_mode():
     end, (_, _, h_end) = polish(fn, proxy, x, g, h, jnp.float32, 1.0)
     assert np.max(np.abs(end - mode) / sd) <= 0.05, np.abs(end - mode) / sd
     np.testing.assert_allclose(np.sqrt(np.diag(np.linalg.inv(-h_end))), sd, rtol=0.02)
+
+
+def test_coordinate_steps_against_the_dense_inverse():
+    """``coordinate_steps`` (from the Cholesky factor of ``-H``) equals ``max |C g| / sqrt(diag C)`` with ``C = (-H)^{-1}``
+    from numpy's dense inverse, on an arrow-shaped ``-H`` (``d = 60``); inf where ``-H`` is indefinite. Catches a
+    variance taken from the rows of ``L^{-1}`` instead of its columns, or a step without the second solve."""
+    rng = np.random.default_rng(5)
+    d, p = 60, 3
+    neg = np.diag(rng.uniform(2.0, 50.0, d))
+    cross = rng.normal(0.0, 0.5, (d - p, p))
+    neg[: d - p, d - p :], neg[d - p :, : d - p] = cross, cross.T
+    neg[d - p :, d - p :] += 200.0 * np.eye(p)
+    g = rng.normal(0.0, 3.0, d)
+    cov = np.linalg.inv(neg)
+    want = np.max(np.abs(cov @ g) / np.sqrt(np.diag(cov)))
+    assert abs(coordinate_steps(g, -neg) - want) <= 1e-10 * want
+    neg[0, 0] = -1.0
+    assert coordinate_steps(g, -neg) == float("inf")
