@@ -82,11 +82,17 @@ def decrement(grad: np.ndarray, hessian: np.ndarray) -> float:
 
 def metric_length(step: np.ndarray, hessian: np.ndarray) -> float:
     """``||step||_B``: a step's length in Laplace s.d.s (in the local curvature's units where not concave)."""
+    return length_in(hessian)(step)
+
+
+def length_in(hessian: np.ndarray) -> Callable[[np.ndarray], float]:
+    """``step -> ||step||_B`` with ``B`` factored once (a climb measures every trial from its start's ``B``)."""
     factor = concave_factor(hessian)
     if factor is not None:
-        return float(np.linalg.norm(factor.T @ step))
+        return lambda step: float(np.linalg.norm(factor.T @ step))
     lam, vec, curvature = metric(hessian)
-    return float(np.linalg.norm(np.sqrt(curvature) * (vec.T @ step)))
+    root = np.sqrt(curvature)
+    return lambda step: float(np.linalg.norm(root * (vec.T @ step)))
 
 
 def multiplier(gt: np.ndarray, sign: np.ndarray, radius: float) -> float:

@@ -53,7 +53,7 @@ from minibatch_mcmc.data.arrays import DataSource, take
 from minibatch_mcmc.data.passes import DEFAULT_CHUNK
 from minibatch_mcmc.models.base import Model
 from minibatch_mcmc.optim.mode import ModeResult
-from minibatch_mcmc.optim.trust_region import concave_factor, decrement, gain, metric_length, next_radius, trust_step
+from minibatch_mcmc.optim.trust_region import concave_factor, decrement, gain, length_in, next_radius, trust_step
 from minibatch_mcmc.warmup.glmm_levels import LevelGrid, grid_knots, grid_reader, level_correction
 from minibatch_mcmc.warmup.lean import BULK_ROWS, laplace_factor
 from minibatch_mcmc.warmup.subsample_newton import subsample_index
@@ -150,13 +150,13 @@ def climb(fn: Callable, arrays: dict, x0: np.ndarray, radius: float, dtype) -> t
         return float(v), np.asarray(g, np.float64), np.asarray(h, np.float64)
 
     start = at(x0)
-    x, current, inner = np.asarray(x0, np.float64), start, radius
+    x, current, inner, from_start = np.asarray(x0, np.float64), start, radius, length_in(start[2])
     for _ in range(CLIMB_STEPS):
-        if np.all(np.isfinite(current[2])) and decrement(current[1], current[2]) <= CLIMB_DECREMENT:
+        s = trust_step(current[1], current[2], inner)  # its decrement: ``decrement``'s, one factorisation for both
+        if np.all(np.isfinite(current[2])) and s.decrement <= CLIMB_DECREMENT:
             break
-        s = trust_step(current[1], current[2], inner)
         trial = x + s.step
-        out = metric_length(trial - x0, start[2])
+        out = from_start(trial - x0)
         if out > radius:
             trial = x0 + (trial - x0) * (radius / out)
         step = trial - x
@@ -272,7 +272,7 @@ def sub_climb(
         v_new, g_new, h_new = evaluate(fn, new, trial, dtype, temperature)
         read += m
         taken, ratio = gain(value, v_new if np.isfinite(v_new) else np.nan, predicted)
-        radius = next_radius(radius, ratio, min(metric_length(trial - x, h), radius))
+        radius = next_radius(radius, ratio, min(length_in(h)(trial - x), radius))
         if taken:
             x, proxy, value, g, h = trial, new, v_new, g_new, h_new
     return x, proxy, (value, g, h), read
@@ -373,7 +373,7 @@ def glmm_mode(
         passes += 1
         v_new, g_new, h_new = evaluate(fn, new, trial, dtype, temperature)
         ok, ratio = gain(value, v_new if np.isfinite(v_new) else np.nan, predicted)
-        radius = next_radius(radius, ratio, min(metric_length(trial - x, h), radius))
+        radius = next_radius(radius, ratio, min(length_in(h)(trial - x), radius))
         if ok:
             x, proxy, found, value, g, h, taken_steps = trial, new, new_found, v_new, g_new, h_new, taken_steps + 1
             grids = ()  # centred on the point left
