@@ -63,3 +63,57 @@ def test_climb_reaches_the_ridge_mode_of_scipy():
     )
     assert done(out.current) and out.trials <= 30
     assert abs(out.current.value + best.fun) < 1e-6  # a decrement of 1e-3 leaves at most 5e-7 nats
+
+
+def eigen_step(g, h, radius):
+    """The eigenbasis step of the module docstring for a concave ``h``, written out in float64: ``mu`` from the
+    boundary condition by root finding, independent of the Cholesky route."""
+    lam, vec = np.linalg.eigh(-h)
+    gt = (vec.T @ g) / np.sqrt(lam)
+    dec = np.linalg.norm(gt)
+    mu = (
+        0.0
+        if dec <= radius
+        else scipy.optimize.brentq(lambda m: np.linalg.norm(gt / (1 + m)) - radius, 0.0, dec / radius)
+    )
+    z = gt / (1 + mu)
+    return vec @ (z / np.sqrt(lam)), g @ (vec @ (z / np.sqrt(lam))) - 0.5 * z @ z, np.linalg.norm(z), dec
+
+
+def test_concave_route_matches_the_eigenbasis_step_at_d_1004():
+    """At a GLMM-sized ``d = 1004`` (arrow-shaped ``-H``: 1,000 group diagonals, 4 dense fixed-effect rows and columns),
+    inside and on the boundary, the Cholesky route's step, predicted rise, length and decrement agree with the
+    eigenbasis step (to float64 rounding relative to the condition number). Catches a wrong ``1 + mu`` (e.g. the
+    boundary step not shortened to ``radius``, or a predicted rise with ``H`` and not ``B``), or a transposed factor."""
+    rng = np.random.default_rng(3)
+    d, p = 1004, 4
+    neg = np.diag(rng.uniform(5.0, 400.0, d))
+    cross = rng.normal(0.0, 1.0, (d - p, p))
+    neg[: d - p, d - p :], neg[d - p :, : d - p] = cross, cross.T
+    neg[d - p :, d - p :] = np.diag(np.full(p, 1e4)) + 0.1
+    g = rng.normal(0.0, 10.0, d)
+    for radius in (1e6, 0.5):
+        s = trust_step(g, -neg, radius)
+        step, predicted, length, dec = eigen_step(g, -neg, radius)
+        np.testing.assert_allclose(s.step, step, rtol=1e-8, atol=1e-12 * np.abs(step).max())
+        assert abs(s.predicted - predicted) <= 1e-9 * abs(predicted) and s.concave
+        assert abs(s.length - length) <= 1e-9 * length and abs(s.decrement - dec) <= 1e-9 * dec
+        assert abs(metric_length(s.step, -neg) - length) <= 1e-9 * length
+        assert abs(decrement(g, -neg) - dec) <= 1e-9 * dec
+    assert abs(length - 0.5) < 1e-9  # the boundary step has the radius's length
+
+
+def test_concave_points_need_no_eigendecomposition(monkeypatch):
+    """Where ``-H`` is positive definite the step, decrement and length come from one Cholesky: with numpy's
+    ``eigh``/``eigvalsh`` made to fail, they still run (the issue-31 GLMM warm-up spent most of its 1,458 s in
+    ``d = 1004`` eigendecompositions). Fails on the eigenbasis-only code."""
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("an eigendecomposition at a concave point")
+
+    monkeypatch.setattr(np.linalg, "eigh", refuse)
+    monkeypatch.setattr(np.linalg, "eigvalsh", refuse)
+    h, g = -np.array([[4.0, 1.0], [1.0, 2.0]]), np.array([1.0, -1.0])
+    s = trust_step(g, h, 0.1)
+    assert abs(s.length - 0.1) < 1e-12 and abs(metric_length(s.step, h) - 0.1) < 1e-12
+    assert abs(decrement(g, h) - np.sqrt(g @ np.linalg.solve(-h, g))) < 1e-12

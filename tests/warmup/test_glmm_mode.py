@@ -134,3 +134,46 @@ def test_one_pass_surrogate_climbs_to_the_mode():
     end, (_, _, h_end) = polish(fn, proxy, x, g, h, jnp.float32, 1.0)
     assert np.max(np.abs(end - mode) / sd) <= 0.05, np.abs(end - mode) / sd
     np.testing.assert_allclose(np.sqrt(np.diag(np.linalg.inv(-h_end))), sd, rtol=0.02)
+
+
+def test_coordinate_steps_against_the_dense_inverse():
+    """``coordinate_steps`` (from the Cholesky factor of ``-H``) equals ``max |C g| / sqrt(diag C)`` with ``C = (-H)^{-1}``
+    from numpy's dense inverse, on an arrow-shaped ``-H`` (``d = 60``); inf where ``-H`` is indefinite. Catches a
+    variance taken from the rows of ``L^{-1}`` instead of its columns, or a step without the second solve."""
+    rng = np.random.default_rng(5)
+    d, p = 60, 3
+    neg = np.diag(rng.uniform(2.0, 50.0, d))
+    cross = rng.normal(0.0, 0.5, (d - p, p))
+    neg[: d - p, d - p :], neg[d - p :, : d - p] = cross, cross.T
+    neg[d - p :, d - p :] += 200.0 * np.eye(p)
+    g = rng.normal(0.0, 3.0, d)
+    cov = np.linalg.inv(neg)
+    want = np.max(np.abs(cov @ g) / np.sqrt(np.diag(cov)))
+    assert abs(coordinate_steps(g, -neg) - want) <= 1e-10 * want
+    neg[0, 0] = -1.0
+    assert coordinate_steps(g, -neg) == float("inf")
+
+
+def test_a_climb_factors_its_start_hessian_once(monkeypatch):
+    """``climb`` measures every trial from its start in the start's metric: with an indefinite start Hessian (the
+    eigenbasis route) it factors that Hessian once, not once per trial (issue 31: the subsample climb from
+    ``initial_theta`` at ``d = 1004`` spent tens of minutes in these repeated ``eigh`` calls). A 2-d concave quadratic
+    ``f(x) = -x'Ax/2 + b'x`` read with the indefinite start: ``eigh`` calls counted. Fails on the per-trial code."""
+    import minibatch_mcmc.optim.trust_region as tr
+    from minibatch_mcmc.warmup.glmm_mode import climb
+
+    a, b = np.array([[3.0, 0.5], [0.5, 1.0]]), np.array([1.0, -2.0])
+    indefinite = np.array([[-3.0, 0.0], [0.0, 1.0]])
+
+    def fn(x, arrays):
+        x = np.asarray(x, np.float64)
+        h = indefinite if np.allclose(x, 5.0) else -a
+        evaluations.append(1)
+        return -0.5 * x @ a @ x + b @ x, b - a @ x, h
+
+    calls, evaluations = [], []
+    eigh = np.linalg.eigh
+    monkeypatch.setattr(tr.np.linalg, "eigh", lambda m: calls.append(1) or eigh(m))
+    end, _, _ = climb(fn, {}, np.array([5.0, 5.0]), 100.0, jnp.float64)
+    np.testing.assert_allclose(end, np.linalg.solve(a, b), atol=1e-6)
+    assert len(calls) < len(evaluations), (len(calls), len(evaluations))  # per trial before: 2 or 3

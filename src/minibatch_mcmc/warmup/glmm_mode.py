@@ -34,6 +34,7 @@ from typing import Any, Callable, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+import scipy.linalg
 from jax.flatten_util import ravel_pytree
 
 from minibatch_mcmc.control_variates.glmm import CUBIC_INFO, GLMMProxy, PairBlock, glmm_proxy
@@ -52,7 +53,7 @@ from minibatch_mcmc.data.arrays import DataSource, take
 from minibatch_mcmc.data.passes import DEFAULT_CHUNK
 from minibatch_mcmc.models.base import Model
 from minibatch_mcmc.optim.mode import ModeResult
-from minibatch_mcmc.optim.trust_region import decrement, gain, metric_length, next_radius, trust_step
+from minibatch_mcmc.optim.trust_region import concave_factor, decrement, gain, length_in, next_radius, trust_step
 from minibatch_mcmc.warmup.glmm_levels import LevelGrid, grid_knots, grid_reader, level_correction
 from minibatch_mcmc.warmup.lean import BULK_ROWS, laplace_factor
 from minibatch_mcmc.warmup.subsample_newton import subsample_index
@@ -149,13 +150,13 @@ def climb(fn: Callable, arrays: dict, x0: np.ndarray, radius: float, dtype) -> t
         return float(v), np.asarray(g, np.float64), np.asarray(h, np.float64)
 
     start = at(x0)
-    x, current, inner = np.asarray(x0, np.float64), start, radius
+    x, current, inner, from_start = np.asarray(x0, np.float64), start, radius, length_in(start[2])
     for _ in range(CLIMB_STEPS):
-        if np.all(np.isfinite(current[2])) and decrement(current[1], current[2]) <= CLIMB_DECREMENT:
+        s = trust_step(current[1], current[2], inner)  # its decrement: ``decrement``'s, one factorisation for both
+        if np.all(np.isfinite(current[2])) and s.decrement <= CLIMB_DECREMENT:
             break
-        s = trust_step(current[1], current[2], inner)
         trial = x + s.step
-        out = metric_length(trial - x0, start[2])
+        out = from_start(trial - x0)
         if out > radius:
             trial = x0 + (trial - x0) * (radius / out)
         step = trial - x
@@ -171,17 +172,20 @@ def climb(fn: Callable, arrays: dict, x0: np.ndarray, radius: float, dtype) -> t
 
 
 def converged(grad: np.ndarray, hessian: np.ndarray, limit: float) -> bool:
-    """A strictly concave point within ``limit`` Laplace s.d.s of its local quadratic's mode."""
-    return bool(np.all(np.linalg.eigvalsh(-0.5 * (hessian + hessian.T)) > 0)) and decrement(grad, hessian) <= limit
+    """A strictly concave point (``concave_factor``) within ``limit`` Laplace s.d.s of its local quadratic's mode."""
+    return concave_factor(hessian) is not None and decrement(grad, hessian) <= limit
 
 
 def coordinate_steps(grad: np.ndarray, hessian: np.ndarray) -> float:
-    """The largest Newton step in one coordinate, in that coordinate's Laplace s.d. (inf where not strictly concave)."""
-    precision = -0.5 * (hessian + hessian.T)
-    if not np.all(np.linalg.eigvalsh(precision) > 0):
+    """The largest Newton step in one coordinate, in that coordinate's Laplace s.d. (inf where not strictly concave):
+    from the Cholesky factor ``L`` of ``-H``, the step ``L'^{-1} L^{-1} g`` and the variances, the column sums of
+    ``L^{-1}``'s squares (no eigendecomposition, no inverse)."""
+    factor = concave_factor(hessian)
+    if factor is None:
         return float("inf")
-    cov = np.linalg.inv(precision)
-    return float(np.max(np.abs(cov @ grad) / np.sqrt(np.diag(cov))))
+    white = scipy.linalg.solve_triangular(factor, np.eye(factor.shape[0]), lower=True)  # L^{-1}
+    step = white.T @ (white @ grad)
+    return float(np.max(np.abs(step) / np.sqrt(np.sum(white**2, axis=0))))
 
 
 def at_mode(grad: np.ndarray, hessian: np.ndarray) -> bool:
@@ -268,7 +272,7 @@ def sub_climb(
         v_new, g_new, h_new = evaluate(fn, new, trial, dtype, temperature)
         read += m
         taken, ratio = gain(value, v_new if np.isfinite(v_new) else np.nan, predicted)
-        radius = next_radius(radius, ratio, min(metric_length(trial - x, h), radius))
+        radius = next_radius(radius, ratio, min(length_in(h)(trial - x), radius))
         if taken:
             x, proxy, value, g, h = trial, new, v_new, g_new, h_new
     return x, proxy, (value, g, h), read
@@ -369,7 +373,7 @@ def glmm_mode(
         passes += 1
         v_new, g_new, h_new = evaluate(fn, new, trial, dtype, temperature)
         ok, ratio = gain(value, v_new if np.isfinite(v_new) else np.nan, predicted)
-        radius = next_radius(radius, ratio, min(metric_length(trial - x, h), radius))
+        radius = next_radius(radius, ratio, min(length_in(h)(trial - x), radius))
         if ok:
             x, proxy, found, value, g, h, taken_steps = trial, new, new_found, v_new, g_new, h_new, taken_steps + 1
             grids = ()  # centred on the point left
