@@ -13,10 +13,9 @@ check (``ProxyCheck.acceptance_error``, which warned above 0.02) and its seconds
 
 ``--cost``: the check's seconds, compile seconds and row evaluations (in passes over ``N``) on one fit of the Student-t
 regression at each ``--n``, side by side in one process, each way run ``--repeats`` times alternately: the code of
-``--baseline`` (a commit; its ``posterior_error.py`` and ``exact_twin.py`` loaded from git: every row read at every
-step) and the code now (``twin_sums``: a sample of the rows where it settles the decision), each asked for ``--starts``
-starts (``auto_sample``'s ``check_draws``), on the run's own draws and keys. Run it with
-``MINIBATCH_MCMC_COMPILATION_CACHE=off`` so that every compilation is paid (as a new fit pays it).
+``--baseline`` (a commit; its ``posterior_error.py``, ``exact_twin.py`` and ``twin_sums.py`` loaded from git) and the
+code now, each asked for ``--starts`` starts (``auto_sample``'s ``check_draws``), on the run's own draws and keys. Run
+it with ``MINIBATCH_MCMC_COMPILATION_CACHE=off`` so that every compilation is paid (as a new fit pays it).
 
     MINIBATCH_MCMC_COMPILATION_CACHE=off PYTHONPATH=src .venv/bin/python benchmarks/posterior_check.py --cost \
         --n 100000 1000000 --results docs/results/posterior_check_cost.json
@@ -202,8 +201,8 @@ jax.monitoring.register_event_duration_secs_listener(count_backend)
 
 
 def baseline(rev: str):
-    """``posterior_error`` as it was at commit ``rev``, with that commit's ``exact_twin`` (both loaded from git into
-    modules of their own)."""
+    """``posterior_error`` as it was at commit ``rev``, with that commit's ``exact_twin`` and ``twin_sums`` (where it has
+    one), all loaded from git into modules of their own."""
     root = Path(__file__).resolve().parents[1]
     folder = Path(tempfile.mkdtemp())
 
@@ -225,9 +224,15 @@ def baseline(rev: str):
         spec.loader.exec_module(module)
         return module
 
-    load("exact_twin")
+    twin = (("from minibatch_mcmc.diagnostics.twin_sums import", "from twin_sums_before import"),)
+    has_sums = subprocess.run(["git", "cat-file", "-e", f"{rev}:src/minibatch_mcmc/diagnostics/twin_sums.py"], cwd=root)
+    if has_sums.returncode == 0:
+        load("twin_sums")
+    load("exact_twin", twin if has_sums.returncode == 0 else ())
     return load(
-        "posterior_error", (("from minibatch_mcmc.diagnostics.exact_twin import", "from exact_twin_before import"),)
+        "posterior_error",
+        (("from minibatch_mcmc.diagnostics.exact_twin import", "from exact_twin_before import"),)
+        + (twin if has_sums.returncode == 0 else ()),
     )
 
 

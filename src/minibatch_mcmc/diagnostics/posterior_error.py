@@ -27,7 +27,7 @@ starts, the decision). A run whose test is exact has nothing to check: the check
 Rule: a mean is flagged when ``|error| - Z_SE * s.e. > MEAN_TOLERANCE`` posterior s.d., an s.d. when its relative error
 ``|ratio - 1| - Z_SE * s.e. > SD_TOLERANCE``. Cost (``PosteriorError.passes``, plus the run's minibatch rows): with a
 proxy and enough rows, every row for 8 starts at the first step, then per step a sample of about ``N / 256`` rows (at
-least 8,192) and every row only for a start whose decision the sample leaves open (``twin_sums``: the same decisions as
+least 3,072) and every row only for a start whose decision the sample leaves open (``twin_sums``: the same decisions as
 every row's, to a sampled estimate off by 5 of its s.e., and audited); else ``K T`` passes, one streamed read a step for
 all starts. Past ``MAX_EVALUATIONS`` planned the starts are cut (the s.e. grows as ``1 / sqrt(K)``; the warning states
 ``K`` and each s.e.) down to ``MIN_STARTS``.
