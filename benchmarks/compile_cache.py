@@ -14,7 +14,8 @@ and seconds spent tracing, lowering and compiling (or reading from the cache). `
 
 Each fit also reports the min bulk ESS of its draws (``first_fit.min_ess``) and ESS per second of the fit. With
 ``--hmcecs`` one more fresh process runs ``first_fit.py``'s HMCECS on the same data (its SVI MAP counted,
-``--hmcecs-warmup`` + ``--hmcecs-draws`` steps, 4 chains), and every fit's ESS/s is given as a multiple of HMCECS's
+``--hmcecs-warmup`` + ``--hmcecs-draws`` steps, 4 chains) between the cold fit and the warm ones, so that the two
+libraries' fits alternate and see the same load, and every fit's ESS/s is given as a multiple of HMCECS's
 (issue 33: at least 30x with the cache warm, the cold figure beside it). ``--source npy`` writes the rows to ``.npy``
 files (after the conversion; the writing's seconds left out of the fit's) and fits them out of core (``open_npy``).
 
@@ -308,14 +309,15 @@ def main() -> None:
     print(f"load average at start {os.getloadavg()}", flush=True)
     runs = {}
     for n in args.n:
-        if args.hmcecs:
-            runs[f"{n}.hmcecs"] = run_child(n, args.draws, args.chains, "off", (args.hmcecs_warmup, args.hmcecs_draws))
-            print(runs[f"{n}.hmcecs"], flush=True)
         with tempfile.TemporaryDirectory(prefix="mm-compile-cache-") as tmp:
             cache = tmp if args.cache == "on" else "off"
             for label in ["cold"] + [f"warm{i}" for i in range(args.warm)]:
                 runs[f"{n}.{label}"] = run_child(n, args.draws, args.chains, cache, source=args.source, test=args.test)
                 print(label, {k: v for k, v in runs[f"{n}.{label}"].items() if k != "by_name"}, flush=True)
+                if label == "cold" and args.hmcecs:  # between the cold and the warm fits: the load both see alike
+                    hmcecs = run_child(n, args.draws, args.chains, "off", (args.hmcecs_warmup, args.hmcecs_draws))
+                    runs[f"{n}.hmcecs"] = hmcecs
+                    print(hmcecs, flush=True)
     rows, values = summarise(runs, args.n, args.warm, args.name, args.cache)
     for r in rows:
         print(" | ".join(r))

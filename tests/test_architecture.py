@@ -48,6 +48,8 @@ HOOKS = (
     "log_ratio",
     "known_sum",
     "residual_bounds",
+    "row_draw",
+    "rows_ahead",
     "log_lik_sum",
 )
 PARTS = ("test", "proposal", "model", "estimator")

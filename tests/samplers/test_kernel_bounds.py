@@ -38,6 +38,9 @@ class BoundedPlain(NamedTuple):
             per_datum=lambda rows: jnp.abs(rows) * step, total=jnp.float32(15.0) * step, largest=5.0 * step
         )
 
+    def row_draw(self):
+        return None
+
     def log_lik_sum(self, model, key, data, n_data, batch_size):
         return PlainDifference().log_lik_sum(model, key, data, n_data, batch_size)
 

@@ -6,7 +6,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from minibatch_mcmc.acceptance import naive_minibatch, penalty_test
+from minibatch_mcmc.acceptance import naive_minibatch, penalty_test, scalable_mh, tunamh
+from minibatch_mcmc.acceptance.thinning import ROWS_AHEAD
+from minibatch_mcmc.control_variates import glm_proxy
 from minibatch_mcmc.data.memmap import open_npy
 from minibatch_mcmc.models import logistic_regression
 from minibatch_mcmc.proposals import random_walk
@@ -81,6 +83,47 @@ def test_grown_minibatch_reruns_on_the_source(tmp_path):
     disk = sample(logistic_regression(10.0), source, start, progress=False, **kwargs)
     memory = sample(logistic_regression(10.0), rows, start, progress=False, **kwargs)
     assert memory.records["batch_size"].max() > 20  # the case: some steps grew
+    np.testing.assert_array_equal(disk.records["batch_size"], memory.records["batch_size"])
+    np.testing.assert_array_equal(disk.records["accepted"], memory.records["accepted"])
+    np.testing.assert_allclose(disk.positions, memory.positions, rtol=1e-5, atol=1e-6)
+
+
+def bounded_run(rows: dict, test, step: float) -> dict:
+    """``sample``'s settings for an exact bound-based test on the logistic rows: the GLM proxy's bounds and rows drawn by
+    its alias table (a state-free ``row_draw``), a random walk of scale ``step``."""
+    centre = jnp.asarray([0.5, -0.3, 0.2], jnp.float32)
+    estimator = glm_proxy(rows, centre, family="logistic")
+    return dict(proposal=random_walk(step), test=test, estimator=estimator, num_samples=60, num_chains=2, key=3)
+
+
+@pytest.mark.slow  # two block programs compiled: ~40-80 s on the loaded 2-core machine
+@pytest.mark.parametrize("build", [scalable_mh, tunamh], ids=["smh", "tunamh"])
+def test_bound_based_tests_plan_their_rows(tmp_path, monkeypatch, build):
+    """Scalable MH and TunaMH on an out-of-core source trace no host callback (their first rows, named from each step's
+    key by the contract's ``rows_ahead``, are read between chunks) and draw what the run on the rows in memory draws:
+    rows named from another key, or drawn otherwise than the pass draws them, would change the accepted moves."""
+    rows = logistic_rows(2000)
+    kwargs = bounded_run(rows, build(), 0.03)
+    seen = callbacks_traced(monkeypatch)
+    disk = sample(logistic_regression(10.0), on_disk(tmp_path, rows), START, progress=False, **kwargs)
+    assert seen == []
+    memory = sample(logistic_regression(10.0), rows, START, progress=False, **kwargs)
+    assert disk.records["batch_size"].max() > 1 and 0.1 < disk.records["accepted"].mean() < 0.95  # power
+    np.testing.assert_array_equal(disk.records["batch_size"], memory.records["batch_size"])
+    np.testing.assert_array_equal(disk.records["accepted"], memory.records["accepted"])
+    np.testing.assert_allclose(disk.positions, memory.positions, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.slow  # three block programs compiled (planned, callback, in memory): ~60-120 s on the loaded machine
+def test_bound_based_steps_past_their_planned_rows_rerun_on_the_source(tmp_path):
+    """With a step large enough that some TunaMH steps read more than ``ROWS_AHEAD`` rows or fall back to the full data,
+    their chunks are rerun on the source: the draws and rows read are still the in-memory run's (a step kept from the
+    planned run would have used substituted rows)."""
+    rows = logistic_rows(2000)
+    kwargs = bounded_run(rows, tunamh(), 0.12)
+    disk = sample(logistic_regression(10.0), on_disk(tmp_path, rows), START, progress=False, **kwargs)
+    memory = sample(logistic_regression(10.0), rows, START, progress=False, **kwargs)
+    assert memory.records["batch_size"].max() > ROWS_AHEAD  # the case: some steps read past their planned rows
     np.testing.assert_array_equal(disk.records["batch_size"], memory.records["batch_size"])
     np.testing.assert_array_equal(disk.records["accepted"], memory.records["accepted"])
     np.testing.assert_allclose(disk.positions, memory.positions, rtol=1e-5, atol=1e-6)

@@ -45,11 +45,13 @@ from minibatch_mcmc.acceptance.base import (
 )
 from minibatch_mcmc.acceptance.streaming import decision_dtype
 from minibatch_mcmc.acceptance.thinning import (
+    Draw,
     bound_outcome,
     bound_rate,
     loop_settings,
     poisson_count,
     require_bounds,
+    rows_ahead,
     thinned_pass,
 )
 from minibatch_mcmc.checks import check_positive, check_real
@@ -78,7 +80,7 @@ class MHSS(NamedTuple):
         """Accept with the extended-space MH probability (``min(1, e^Delta)`` on a full-data step)."""
         require_bounds(stats, "MH-SS and TunaMH")
         dtype = decision_dtype(stats)
-        k_count, k_u, k_rows, k_u2 = jax.random.split(key, 4)
+        k_count, k_u, k_rows, k_u2 = mhss_keys(key)
         tiny = jnp.finfo(dtype).tiny
         a = data_free_delta(stats).astype(dtype)
         log_u = jnp.log(jax.random.uniform(k_u, (), dtype, minval=tiny))
@@ -109,6 +111,16 @@ class MHSS(NamedTuple):
         accepted = jnp.where(full, log_u < delta_full, thinned) & prior_ok & ~bad
         delta_star = jnp.where(prior_ok, jnp.where(full, delta_full, a + pas.score), -jnp.inf)
         return bound_outcome(accepted, pas, delta_star, bad, mean, full)
+
+
+def mhss_keys(key: jax.Array) -> jax.Array:
+    """A step's keys: its Poisson count's, its first uniform's, its thinned pass's rows' and its second uniform's."""
+    return jax.random.split(key, 4)
+
+
+def mhss_rows_ahead(test: MHSS, key: jax.Array, n_data: int, draw: Draw | None) -> jax.Array:
+    """The rows the step with ``key`` reads first (``thinning.rows_ahead``): its contract's ``rows_ahead``."""
+    return rows_ahead(mhss_keys(key)[2], n_data, draw, test.chunk_size)
 
 
 def mhss(chi: float = 0.0, chunk_size: int = 8, max_expected: float | None = None) -> MHSS:

@@ -12,15 +12,18 @@ from __future__ import annotations
 
 from typing import Any, Callable, NamedTuple
 
+import jax
+
 from minibatch_mcmc.acceptance.austere import AustereMH, austere_mh
 from minibatch_mcmc.acceptance.base import AcceptanceTest
 from minibatch_mcmc.acceptance.exact import BarkerTest, MetropolisTest
 from minibatch_mcmc.acceptance.mhminibatch import MHMinibatch, mh_minibatch
-from minibatch_mcmc.acceptance.mhss import MHSS, mhss, tunamh
+from minibatch_mcmc.acceptance.mhss import MHSS, mhss, mhss_rows_ahead, tunamh
 from minibatch_mcmc.acceptance.mhsublhd import MHSubLhd, mh_sublhd
 from minibatch_mcmc.acceptance.naive import NaiveMinibatch, naive_minibatch
 from minibatch_mcmc.acceptance.penalty import PenaltyTest, penalty_test
-from minibatch_mcmc.acceptance.smh import ScalableMH, scalable_mh
+from minibatch_mcmc.acceptance.smh import ScalableMH, scalable_mh, smh_rows_ahead
+from minibatch_mcmc.acceptance.thinning import Draw
 from minibatch_mcmc.checks import check_choice
 
 
@@ -33,6 +36,11 @@ class Contract(NamedTuple):
     sized_batch: bool = False
     """The warm-up may set its ``batch_size`` (``test._replace(batch_size=...)``) when it chose the test itself and the
     move is global (``warmup.batch_choice`` predicts the normal-mean bound of the penalty test's minibatch)."""
+    rows_ahead: Callable[[Any, jax.Array, int, Draw | None], jax.Array] | None = None
+    """``rows_ahead(test, key, n_data, draw)``: the rows a bound-based step with test key ``key`` reads first, named
+    before it runs from the key and the bounds' state-free ``draw`` (``Estimator.row_draw``) alone, a fixed number
+    (``thinning.ROWS_AHEAD``) of them; an out-of-core run reads them ahead (``samplers.planned_runner``). None: the
+    test's ``first_rows`` names them."""
     records: tuple[str, ...] | None = None
     """The records of ``OPTIONAL_RECORDS`` the test fills (the others stay 0 in every step): ``summary()`` reports only
     these; ``None`` (a type with no row): not declared, every record is reported."""
@@ -70,6 +78,11 @@ class RegisteredTest(NamedTuple):
     """What it needs from the warm-up (rows of the same ``kind`` declare the same)."""
 
 
+def bounded(ahead: Callable[[Any, jax.Array, int, Draw | None], jax.Array]) -> Contract:
+    """The contract of a bound-based exact test whose first rows ``ahead`` names."""
+    return Contract(reads_bounds=True, records=BOUNDED, rows_ahead=ahead)
+
+
 def defaults(build: Callable[[], AcceptanceTest]) -> Callable[[int, float], AcceptanceTest]:
     """``from_options`` of a test with neither a minibatch size nor a noise level: its defaults, whatever ``(m, sigma)``."""
     return lambda m, sigma: build()
@@ -92,11 +105,9 @@ TESTS: dict[str, RegisteredTest] = {
             lambda m, sigma: penalty_test(batch_size=m, sigma_max=sigma),
             contract=Contract(sized_batch=True, records=MINIBATCH_CLT),
         ),
-        RegisteredTest(
-            "smh", ScalableMH, scalable_mh, defaults(scalable_mh), contract=Contract(reads_bounds=True, records=BOUNDED)
-        ),
-        RegisteredTest("mhss", MHSS, mhss, defaults(mhss), contract=Contract(reads_bounds=True, records=BOUNDED)),
-        RegisteredTest("tunamh", MHSS, tunamh, defaults(tunamh), contract=Contract(reads_bounds=True, records=BOUNDED)),
+        RegisteredTest("smh", ScalableMH, scalable_mh, defaults(scalable_mh), contract=bounded(smh_rows_ahead)),
+        RegisteredTest("mhss", MHSS, mhss, defaults(mhss), contract=bounded(mhss_rows_ahead)),
+        RegisteredTest("tunamh", MHSS, tunamh, defaults(tunamh), contract=bounded(mhss_rows_ahead)),
         RegisteredTest(
             "austere",
             AustereMH,

@@ -43,11 +43,13 @@ from minibatch_mcmc.acceptance.base import (
 )
 from minibatch_mcmc.acceptance.streaming import decision_dtype
 from minibatch_mcmc.acceptance.thinning import (
+    Draw,
     bound_outcome,
     bound_rate,
     loop_settings,
     poisson_count,
     require_bounds,
+    rows_ahead,
     thinned_pass,
 )
 
@@ -70,7 +72,7 @@ class ScalableMH(NamedTuple):
         """Accept with probability ``min(1, e^a) prod_i min(1, e^(r_i / K))`` (or ``min(1, e^Delta)`` on a full-data step)."""
         require_bounds(stats, "ScalableMH")
         dtype = decision_dtype(stats)
-        k_count, k_u, k_rows = jax.random.split(key, 3)
+        k_count, k_u, k_rows = smh_keys(key)
         a = data_free_delta(stats).astype(dtype)
         log_u = jnp.log(jax.random.uniform(k_u, (), dtype, minval=jnp.finfo(dtype).tiny))
         rate, b_max = bound_rate(stats, dtype)
@@ -87,6 +89,16 @@ class ScalableMH(NamedTuple):
         accepted = jnp.where(full, log_u < delta_full, (log_u < a) & ~pas.stopped) & prior_ok & ~bad
         delta_star = jnp.where(prior_ok, jnp.where(full, delta_full, a), -jnp.inf)
         return bound_outcome(accepted, pas, delta_star, bad, rate, full)
+
+
+def smh_keys(key: jax.Array) -> jax.Array:
+    """A step's keys: its Poisson count's, its uniform's and its thinned pass's rows'."""
+    return jax.random.split(key, 3)
+
+
+def smh_rows_ahead(test: ScalableMH, key: jax.Array, n_data: int, draw: Draw | None) -> jax.Array:
+    """The rows the step with ``key`` reads first (``thinning.rows_ahead``): its contract's ``rows_ahead``."""
+    return rows_ahead(smh_keys(key)[2], n_data, draw, test.chunk_size)
 
 
 def scalable_mh(chunk_size: int = 8, max_expected: float | None = None) -> ScalableMH:

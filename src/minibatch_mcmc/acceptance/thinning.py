@@ -22,7 +22,13 @@ from minibatch_mcmc.data.arrays import take
 BOUND_SLACK = 1e-4
 """Relative slack before an evaluated ``|r_i|`` counts as above its bound (float32 rounding of both sides)."""
 
+ROWS_AHEAD = 32
+"""Rows of a bound-based step named before it runs (``rows_ahead``, rounded up to whole chunks): an out-of-core run
+reads them ahead, and a step that reads more is run again on the source (``samplers.planned_runner``)."""
+
 Mark = Callable[[jax.Array, jax.Array, jax.Array, jax.Array], tuple[jax.Array, jax.Array]]
+Draw = Callable[[jax.Array, int], jax.Array]
+"""``draw(key, count)``: rows drawn in proportion to their bounds (``ResidualBounds.draw``)."""
 """``mark(r, b, u, valid) -> (score, stop)``: a chunk's contribution to the test's score and whether to stop reading."""
 
 
@@ -85,6 +91,23 @@ def loop_settings(chunk_size: int, max_expected: float | None) -> tuple[int, flo
     return chunk_size, None if max_expected is None else check_positive(max_expected, "max_expected")
 
 
+def picked_rows(key: jax.Array, read: jax.Array, n_data: int, draw: Draw | None, chunk_size: int) -> tuple:
+    """``(rows, mark_key)`` of the loop iteration that starts after ``read`` rows: ``chunk_size`` rows drawn by ``draw``
+    (uniformly without one) from ``key`` and ``read`` alone, never from the state."""
+    k_pick, k_mark = jax.random.split(jax.random.fold_in(key, read))
+    if draw is None:
+        return jax.random.randint(k_pick, (chunk_size,), 0, n_data, jnp.int32), k_mark  # exactly uniform
+    return draw(k_pick, chunk_size), k_mark
+
+
+def rows_ahead(key: jax.Array, n_data: int, draw: Draw | None, chunk_size: int) -> jax.Array:
+    """The rows a thinned pass with ``key`` reads in its first ``ceil(ROWS_AHEAD / chunk_size)`` iterations, in order:
+    every row of a step that reads at most that many (a full-data step reads others, and says so by ``fallback``)."""
+    chunks = -(-ROWS_AHEAD // chunk_size)
+    reads = [picked_rows(key, jnp.int32(j * chunk_size), n_data, draw, chunk_size)[0] for j in range(chunks)]
+    return jnp.concatenate(reads).astype(jnp.int32)
+
+
 def thinned_pass(
     key: jax.Array,
     stats: Statistics,
@@ -110,11 +133,7 @@ def thinned_pass(
         read, stopped, total, score, bad, over = carry
         pos = read + offsets
         valid = pos < limit
-        k_pick, k_mark = jax.random.split(jax.random.fold_in(key, read))
-        if bounds.draw is None:
-            picked = jax.random.randint(k_pick, (c,), 0, n, jnp.int32)  # exactly uniform, unlike floor(u * N)
-        else:
-            picked = bounds.draw(k_pick, c)
+        picked, k_mark = picked_rows(key, read, n, bounds.draw, c)
         idx = jnp.where(full, jnp.minimum(pos, n - 1), picked)
         rows = take(stats.data, idx)
         r = stats.log_ratio(rows).astype(dtype) / temp

@@ -49,6 +49,11 @@ class Estimator(Protocol):
         """Bounds on every ``|log_ratio_i|`` and their data-free sum, for bound-based tests (None when it has none)."""
         ...
 
+    def row_draw(self) -> Callable[[jax.Array, int], jax.Array] | None:
+        """The bounds' ``draw``, the same for every pair ``(theta, theta')`` (so a step's rows can be named before it
+        runs); None when rows are drawn uniformly or there are no bounds."""
+        ...
+
     def log_lik_sum(
         self, model: Model, key: jax.Array, data: PyTree, n_data: int, batch_size: int
     ) -> tuple[Callable[[PyTree], jax.Array], float]:
@@ -100,10 +105,16 @@ def uses_all_rows(batch_size: int, n_data: int) -> bool:
     return batch_size == 0 or batch_size >= n_data
 
 
+def no_row_draw() -> None:
+    """The ``row_draw`` of an estimator whose bounds draw no rows (or that has no bounds)."""
+    return None
+
+
 class PlainDifference(NamedTuple):
     """The per-datum log-likelihood ratios themselves (no control variate)."""
 
     name: str = "plain"
+    row_draw = staticmethod(no_row_draw)
 
     def log_ratio(self, model: Model, current: PyTree, candidate: PyTree) -> Callable[[PyTree], jax.Array]:
         """``log p(x_i|theta') - log p(x_i|theta)`` row by row."""

@@ -134,8 +134,12 @@ class GLMProxy(NamedTuple):
             per_datum=lambda batch: self.row_weights(batch) * m,
             total=self.norm_sum * m,
             largest=largest * m,
-            draw=None if self.alias is None else self.draw,
+            draw=self.row_draw(),
         )
+
+    def row_draw(self) -> Callable[[jax.Array, int], jax.Array] | None:
+        """``draw`` with an alias table (the row weights do not depend on ``(theta, theta')``), else None: uniform rows."""
+        return None if self.alias is None else self.draw
 
     def draw(self, key: jax.Array, count: int) -> jax.Array:
         """``count`` rows drawn with probability proportional to their weights (the alias table; ``alias`` set)."""

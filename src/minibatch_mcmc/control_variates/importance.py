@@ -40,7 +40,7 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 
 from minibatch_mcmc.checks import check_int, check_positive
-from minibatch_mcmc.control_variates.base import Estimator
+from minibatch_mcmc.control_variates.base import Estimator, no_row_draw
 from minibatch_mcmc.data.arrays import RowsRepeated, as_data_source, slice_rows, split_copies
 from minibatch_mcmc.models.base import Model
 
@@ -78,6 +78,7 @@ class ImportanceProxy(NamedTuple):
     variance_ratio: float = math.nan
     """Predicted variance of the estimate relative to uniform rows (held-out probe moves; NaN: not predicted)."""
     name: str = "importance"
+    row_draw = staticmethod(no_row_draw)
 
     def log_ratio(self, model: Model, current: PyTree, candidate: PyTree) -> Callable[[PyTree], jax.Array]:
         """``r_i / n_i`` for rows gathered from ``population`` (their ``COPIES`` column)."""

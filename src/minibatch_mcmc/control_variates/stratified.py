@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from minibatch_mcmc.control_variates.base import Proxy, minibatch_rows, plain, uses_all_rows
+from minibatch_mcmc.control_variates.base import Proxy, minibatch_rows, no_row_draw, plain, uses_all_rows
 from minibatch_mcmc.data.arrays import RowsExcept, as_data_source, take
 from minibatch_mcmc.models.base import Model
 
@@ -39,6 +39,7 @@ class StratifiedProxy(NamedTuple):
     model: Model
     """The model whose per-datum log-likelihood the stratum is evaluated with."""
     name: str = "taylor+stratum"
+    row_draw = staticmethod(no_row_draw)
 
     def log_ratio(self, model: Model, current: PyTree, candidate: PyTree) -> Callable[[PyTree], jax.Array]:
         """The proxy's residuals (read by the test on rows of ``population`` only)."""

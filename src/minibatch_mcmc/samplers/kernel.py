@@ -13,6 +13,7 @@ import jax
 import jax.numpy as jnp
 
 from minibatch_mcmc.acceptance.base import AcceptanceTest, Statistics, TestOutcome
+from minibatch_mcmc.acceptance.registry import contract
 from minibatch_mcmc.checks import check_int
 from minibatch_mcmc.control_variates.base import Estimator, plain, uses_all_rows
 from minibatch_mcmc.data.arrays import row_ids
@@ -36,8 +37,8 @@ class Kernel(NamedTuple):
     init: Callable[[PyTree], ChainState]
     step: Callable[[jax.Array, ChainState, PyTree, jax.Array], tuple[ChainState, TestOutcome]]
     first_rows: Callable[[jax.Array], jax.Array] | None = None
-    """``first_rows(key)``: the rows of the data the step with ``key`` reads first (its test's first minibatch),
-    known before it runs, so an out-of-core run can read them ahead (``samplers.planned_runner``); None when the step
+    """``first_rows(key)``: the rows of the data the step with ``key`` reads first (its test's first minibatch, or the
+    first rows of a bound-based test's thinned pass: its contract's ``rows_ahead``), known before it runs, so an out-of-core run can read them ahead (``samplers.planned_runner``); None when the step
     reads rows it cannot name before (a gradient's minibatch). Empty for a test that reads no minibatch first."""
 
 
@@ -137,8 +138,12 @@ def build_kernel(
         )
         return new_state, outcome
 
+    ahead = contract(test).rows_ahead
+
     def first_rows(key: jax.Array) -> jax.Array:
         _, k_test = split_step(key)
-        return row_ids(estimator.population(None), test.first_rows(k_test, n_population))
+        if ahead is None:
+            return row_ids(estimator.population(None), test.first_rows(k_test, n_population))
+        return row_ids(estimator.population(None), ahead(test, k_test, n_population, estimator.row_draw()))
 
     return Kernel(init=init, step=step, first_rows=first_rows if grad_batch is None else None)

@@ -3,11 +3,14 @@
 A block run on an out-of-core ``HostData`` reads its rows through ``jax.pure_callback`` from inside the compiled scan,
 and JAX never writes a program with a host callback to its persistent compilation cache: every new process compiled
 it again (about 4 CPU seconds of a fit from disk). Here the host reads, before each chunk of steps, the rows every
-step's test reads first (``Kernel.first_rows``: a function of the step's key alone) and the compiled chunk takes them
-as an input (``data.planned.PlannedRows``); the next chunk's rows are read while the device runs this one. A step
-that read more than its planned rows (a minibatch grown past its first chunk: its record's ``batch_size``, the
-distinct rows it touched, exceeds them, or ``hidden_data`` counts rows outside its minibatch) saw wrong rows past
-them, so that chunk is run again from its start by the callback runner: the draws are the callback runner's in every
+step's test reads first (``Kernel.first_rows``: a function of the step's key alone; for the bound-based exact tests,
+Scalable MH, MH-SS and TunaMH, the first ``thinning.ROWS_AHEAD`` rows of their thinned pass, which their contract's
+``rows_ahead`` names from the key and the estimator's state-free ``row_draw``) and the compiled chunk takes them as
+an input (``data.planned.PlannedRows``); the next chunk's rows are read while the device runs this one. A step
+that read more than its planned rows (a minibatch grown past its first chunk or a thinned pass past its planned rows:
+its record's ``batch_size`` exceeds them; ``hidden_data`` counts rows outside its minibatch; a bound-based step fell
+back to the full data, ``fallback``) saw wrong rows past them, so that chunk is run again from its start by the
+callback runner: the draws are the callback runner's in every
 case (to rounding: the two programs fuse the same arithmetic differently). After ``MAX_MISSES`` such chunks in one call
 the rest of the call runs on the callback runner. Memory: one chunk's rows, twice (``chunk x chains x m`` rows).
 """
@@ -65,8 +68,11 @@ def make_planned_runner(
 
 def read_only_planned(records: dict, width: int) -> bool:
     """Whether every step of a chunk read only its ``width`` planned rows: a test's ``batch_size`` counts the distinct
-    rows it touched (its first ``width`` among them), ``hidden_data`` those it read outside its minibatch."""
-    return bool(np.all(np.asarray(records["batch_size"]) <= width) and not np.any(np.asarray(records["hidden_data"])))
+    rows it touched (its first ``width`` among them; a bound-based test's, the rows of its thinned pass, in order),
+    ``hidden_data`` those it read outside its minibatch, and a bound-based step that fell back to the full data
+    (``fallback``) read rows in order, not its planned ones."""
+    within = np.all(np.asarray(records["batch_size"]) <= width)
+    return bool(within and not np.any(np.asarray(records["hidden_data"])) and not np.any(records["fallback"]))
 
 
 def run_planned(
