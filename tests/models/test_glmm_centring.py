@@ -123,7 +123,7 @@ def lmm_design(seed: int = 11) -> GLMMDesign:
 
 
 def lmm_quadrature(d: GLMMDesign, points: int = 241) -> dict:
-    """Exact posterior means and s.d.s of ``tau``, ``sigma`` and the intercept: ``u`` and the intercept integrated in
+    """Exact posterior means and s.d.s of ``tau``, ``log tau``, ``sigma`` and the intercept: ``u`` and the intercept integrated in
     closed form (per level the mean ``ybar_g ~ N(mu, tau^2 + sigma^2 / n_g)`` and the within-level sum of squares),
     then ``(log tau, log sigma)`` on a grid, with ``glmm_model``'s priors (``tau ~ HalfNormal(2.5 s_y)``,
     ``sigma ~ HalfStudentT(3, 2.5 s_y)``, intercept ``N(m_y, (10 s_y)^2)``)."""
@@ -164,19 +164,37 @@ def lmm_quadrature(d: GLMMDesign, points: int = 241) -> dict:
         m = np.sum(w * values)
         return m, np.sqrt(np.sum(w * (values**2 if second is None else second)) - m**2)
 
-    return {"sd_g": moments(tau[..., 0]), "sigma": moments(sig[..., 0]), "beta": moments(mean, mean**2 + 1 / prec)}
+    return {
+        "sd_g": moments(tau[..., 0]),
+        "log_sd_g": moments(lt),
+        "sigma": moments(sig[..., 0]),
+        "beta": moments(mean, mean**2 + 1 / prec),
+    }
+
+
+LMM_DRAWS = 6000
+"""Draws per chain (4 chains) in ``test_lmm_posterior_matches_quadrature``: enough that 4 Monte Carlo s.e.s of the s.d.
+of the intercept, sigma and ``log tau`` are below 5% of it (measured at key 0: 3.6%, 2.2%, 3.0%; at 4,000 draws the
+intercept's was 4.4-5.7% over keys 0-3, its bulk ESS 9,400-10,600 but its s.d.'s s.e. above ``1 / sqrt(2 ESS)``)."""
+
+
+def draw_moments(draws: np.ndarray) -> tuple[float, float, float, float]:
+    """Mean, s.d. and their Monte Carlo s.e.s (``arviz.mcse``, mean and sd methods) of ``(chain, draw)`` draws."""
+    import arviz as az
+
+    data = az.convert_to_dataset(draws)
+    se_mean, se_sd = (float(az.mcse(data, method=m)["x"]) for m in ("mean", "sd"))
+    return float(np.mean(draws)), float(np.std(draws)), se_mean, se_sd
 
 
 @pytest.mark.slow
 def test_lmm_posterior_matches_quadrature():
     """``auto_sample`` on a Gaussian random-intercept model with levels of 2 to 2,000 rows (the pilot's weights from 0.09
-    to 0.99; written non-centred, which samples in the same weights): the posterior means of the group s.d., sigma and
-    the intercept within 4 Monte Carlo s.e.s (ESS-based) of the exact quadrature, and their s.d.s within 4 s.e.s, that
-    s.e. at most 1.25% (ESS >= 3,200) so a 5% s.d. error is caught. Passed in 17 min on a loaded 2-core CPU. The
-    warm-up warns there that the exact stratum is capped (the 2- and 3-row levels' rows leave ~2 nats at its probes:
-    the proxy's second order in ``(eta, log sigma)`` is poor where ``u`` moves by its prior's width) and the check after
-    sampling flags the run (which parameters was not recorded), while these three agree with the quadrature: warnings
-    are not asserted here."""
+    to 0.99; written non-centred, which samples in the same weights; routed to the level-by-level Gibbs sampler): the
+    posterior means and s.d.s of the group s.d., ``log`` of it, sigma and the intercept within 4 Monte Carlo s.e.s
+    (``arviz.mcse``; ``1 / sqrt(2 ESS)`` understates the s.d.'s s.e. of the skewed group s.d. 1.5-2.6 times) of the
+    exact quadrature; for sigma, the intercept and ``log tau`` (the sampled coordinate) those 4 s.e.s are below 5% of
+    the s.d., asserted, so a sampler 5% too narrow or too wide there fails. Warnings are not asserted here."""
     centred = False
     from minibatch_mcmc.warmup import auto_sample
 
@@ -188,13 +206,28 @@ def test_lmm_posterior_matches_quadrature():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         result, _ = auto_sample(
-            model, data, jnp.zeros(dimension(model.glmm.layout)), num_samples=4000, num_chains=4, key=0, progress=False
+            model,
+            data,
+            jnp.zeros(dimension(model.glmm.layout)),
+            num_samples=LMM_DRAWS,
+            num_chains=4,
+            key=0,
+            progress=False,
         )
-    post = result.summary()["posterior"]
-    for name, row in (("sd_g", "sd_g[0]"), ("sigma", "sigma"), ("beta", "beta[0]")):
-        mean, sd, ess = (float(post.loc[row, k]) for k in ("mean", "sd", "ess_bulk"))
+    pos = result.positions
+    for name, draws in (
+        ("sd_g", pos["sd_g"][..., 0]),
+        ("log_sd_g", np.log(pos["sd_g"][..., 0])),
+        ("sigma", pos["sigma"].reshape(pos["sigma"].shape[:2])),
+        ("beta", pos["beta"][..., 0]),
+    ):
+        mean, sd, se_mean, se_sd = draw_moments(np.asarray(draws, np.float64))
         want_mean, want_sd = ref[name]
-        se_sd = 1.0 / np.sqrt(2.0 * ess)
-        assert ess >= 3200, (name, ess)  # 4 s.e.s of the s.d. ratio at most 5%: the power the docstring promises
-        assert abs(mean - want_mean) < 4 * want_sd / np.sqrt(ess), (name, mean, want_mean, ess)
-        assert abs(sd / want_sd - 1) < 4 * se_sd, (name, sd, want_sd, ess)
+        print(
+            f"{name}: z mean {(mean - want_mean) / se_mean:.2f}, s.d. {sd / want_sd - 1:+.4f} "
+            f"(z {(sd - want_sd) / se_sd:.2f}, 4 s.e. {4 * se_sd / want_sd:.2%})"
+        )
+        assert abs(mean - want_mean) < 4 * se_mean, (name, mean, want_mean, se_mean)
+        assert abs(sd - want_sd) < 4 * se_sd, (name, sd, want_sd, se_sd)
+        if name != "sd_g":
+            assert 4 * se_sd < 0.05 * want_sd, (name, se_sd / want_sd)  # the power the docstring promises
