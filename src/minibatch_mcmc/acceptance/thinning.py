@@ -27,9 +27,9 @@ ROWS_AHEAD = 32
 reads them ahead, and a step that reads more is run again on the source (``samplers.planned_runner``)."""
 
 Mark = Callable[[jax.Array, jax.Array, jax.Array, jax.Array], tuple[jax.Array, jax.Array]]
+"""``mark(r, b, u, valid) -> (score, stop)``: a chunk's contribution to the test's score and whether to stop reading."""
 Draw = Callable[[jax.Array, int], jax.Array]
 """``draw(key, count)``: rows drawn in proportion to their bounds (``ResidualBounds.draw``)."""
-"""``mark(r, b, u, valid) -> (score, stop)``: a chunk's contribution to the test's score and whether to stop reading."""
 
 
 class Thinned(NamedTuple):

@@ -38,8 +38,9 @@ class Kernel(NamedTuple):
     step: Callable[[jax.Array, ChainState, PyTree, jax.Array], tuple[ChainState, TestOutcome]]
     first_rows: Callable[[jax.Array], jax.Array] | None = None
     """``first_rows(key)``: the rows of the data the step with ``key`` reads first (its test's first minibatch, or the
-    first rows of a bound-based test's thinned pass: its contract's ``rows_ahead``), known before it runs, so an out-of-core run can read them ahead (``samplers.planned_runner``); None when the step
-    reads rows it cannot name before (a gradient's minibatch). Empty for a test that reads no minibatch first."""
+    first rows of a bound-based test's thinned pass: its contract's ``rows_ahead``), known before it runs, so an
+    out-of-core run can read them ahead (``samplers.planned_runner``); None when the step reads rows it cannot name
+    before (a gradient's minibatch). Empty for a test that reads no minibatch first."""
 
 
 def minibatch_grad_log_target(
@@ -143,7 +144,9 @@ def build_kernel(
     def first_rows(key: jax.Array) -> jax.Array:
         _, k_test = split_step(key)
         if ahead is None:
-            return row_ids(estimator.population(None), test.first_rows(k_test, n_population))
-        return row_ids(estimator.population(None), ahead(test, k_test, n_population, estimator.row_draw()))
+            rows = test.first_rows(k_test, n_population)
+        else:
+            rows = ahead(test, k_test, n_population, estimator.row_draw())
+        return row_ids(estimator.population(None), rows)
 
     return Kernel(init=init, step=step, first_rows=first_rows if grad_batch is None else None)
