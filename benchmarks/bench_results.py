@@ -19,7 +19,7 @@ import repository  # noqa: F401  (the repository root on sys.path, for reproduct
 
 from reproductions.results import jsonable, results_payload, save_results, table
 
-__all__ = ["add_results_option", "command", "save", "save_rows", "table"]
+__all__ = ["add_results_option", "command", "machine_line", "save", "save_rows", "table"]
 
 
 def add_results_option(parser: argparse.ArgumentParser) -> None:
@@ -29,6 +29,18 @@ def add_results_option(parser: argparse.ArgumentParser) -> None:
         default=None,
         metavar="FILE",
         help="write the tables and figures to this JSON results file (e.g. docs/results/NAME.json)",
+    )
+
+
+def machine_line() -> str:
+    """The machine a run used: processor, cores, JAX's first device, JAX's version and the load average at start."""
+    import platform
+
+    import jax
+
+    return (
+        f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, {jax.devices()[0].device_kind}, "
+        f"jax {jax.__version__}, load average at start {os.getloadavg()[0]:.1f}"
     )
 
 

@@ -23,15 +23,13 @@ from __future__ import annotations
 
 import argparse
 import inspect
-import os
-import platform
 import re
 import time
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from bench_results import add_results_option, save_rows
+from bench_results import add_results_option, machine_line, save_rows
 from glmm import PeakRSS, formula, simulate
 
 from minibatch_mcmc.data.arrays import as_data_source
@@ -78,10 +76,7 @@ def main() -> None:
     ap.add_argument("--name", default="gibbs_sweep_profile")
     add_results_option(ap)
     args = ap.parse_args()
-    machine = (
-        f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, {jax.devices()[0].device_kind}, "
-        f"jax {jax.__version__}, load average at start {os.getloadavg()[0]:.1f}"
-    )
+    machine = machine_line()
     print(f"machine: {machine}", flush=True)
     df = simulate(args.n, args.groups, "bernoulli", "tail", False)
     model, data = glmm_model(formula_design(formula(False), df, "bernoulli").design, "bernoulli")

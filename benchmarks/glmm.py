@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import threading
 import time
 import warnings
@@ -47,7 +46,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pandas as pd
-from bench_results import add_results_option, save_rows
+from bench_results import add_results_option, machine_line, save_rows
 
 import minibatch_mcmc as mm
 from minibatch_mcmc.interop.formula import formula_design
@@ -416,10 +415,7 @@ def main() -> None:
     ap.add_argument("--name", default="glmm", help="results table name (a second results file needs its own)")
     add_results_option(ap)
     args = ap.parse_args()
-    machine = (
-        f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, {jax.devices()[0].device_kind}, "
-        f"jax {jax.__version__}, load average at start {os.getloadavg()[0]:.1f}"
-    )
+    machine = machine_line()
     print(f"machine: {machine}", flush=True)
     rows, values = [], {}
     for n in args.n:

@@ -17,13 +17,10 @@ with every second counted (design, mode, proxy, sampling). A failed fit is a row
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import time
 
-import jax
 import numpy as np
-from bench_results import add_results_option, save_rows
+from bench_results import add_results_option, machine_line, save_rows
 from glmm import GROUP_SD, PeakRSS, formula, simulate
 
 import minibatch_mcmc as mm
@@ -181,10 +178,7 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=500, help="the penalty test's first minibatch")
     add_results_option(ap)
     args = ap.parse_args()
-    machine = (
-        f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, {jax.devices()[0].device_kind}, "
-        f"jax {jax.__version__}, load average at start {os.getloadavg()[0]:.1f}"
-    )
+    machine = machine_line()
     print(f"machine: {machine}", flush=True)
     rows, values = [], {}
     for n, groups in zip(args.n, args.groups):

@@ -16,14 +16,12 @@ simulated DataFrame and the design count).
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import time
 import warnings
 
 import jax
 import numpy as np
-from bench_results import add_results_option, save_rows
+from bench_results import add_results_option, machine_line, save_rows
 from glmm import PeakRSS, effect_stats, formula, mostly_centred, named_draws, simulate
 
 from minibatch_mcmc.interop.formula import formula_design
@@ -125,10 +123,7 @@ def main() -> None:
     ap.add_argument("--name", default="glmm_large")
     add_results_option(ap)
     args = ap.parse_args()
-    machine = (
-        f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, {jax.devices()[0].device_kind}, "
-        f"jax {jax.__version__}, load average at start {os.getloadavg()[0]:.1f}"
-    )
+    machine = machine_line()
     print(f"machine: {machine}", flush=True)
     row, values = run(args.n, args.groups, args)
     print(" | ".join(row), flush=True)
