@@ -17,7 +17,6 @@ import argparse
 import json
 import os
 import platform
-import subprocess
 import sys
 import tempfile
 import time
@@ -108,6 +107,7 @@ def main() -> None:
     ap.add_argument("--out", default=None, help=argparse.SUPPRESS)
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from bench_results import add_results_option, save_rows
+    from revisions import extract_sources, mode_gap, run_workers
 
     add_results_option(ap)
     args = ap.parse_args()
@@ -116,24 +116,9 @@ def main() -> None:
         return
     machine = f"{platform.machine()}, {os.cpu_count()} cores, load average at start {os.getloadavg()[0]:.1f}"
     with tempfile.TemporaryDirectory() as tmp:
-        procs = {}
-        for label, ref in (("before", args.before), ("after", args.after)):
-            short = subprocess.run(["git", "rev-parse", "--short", ref], cwd=ROOT, capture_output=True, text=True)
-            archive = subprocess.run(["git", "archive", ref, "src"], cwd=ROOT, capture_output=True, check=True)
-            (Path(tmp) / label).mkdir()
-            subprocess.run(["tar", "-x", "-C", str(Path(tmp) / label)], input=archive.stdout, check=True)
-            out = Path(tmp) / f"{label}.json"
-            cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", "--n", str(args.n)]
-            cmd += ["--groups", str(args.groups), "--out", str(out)]
-            env = {**os.environ, "PYTHONPATH": str(Path(tmp) / label / "src")}
-            procs[f"{label} ({short.stdout.strip()})"] = (subprocess.Popen(cmd, env=env), out)
-        got = {}
-        for name, (proc, out) in procs.items():
-            if proc.wait() != 0:
-                raise RuntimeError(f"the {name} worker failed (exit {proc.returncode})")
-            got[name] = json.loads(out.read_text())
-    modes = [np.asarray(r["mode"]) for r in got.values()]
-    off = float(np.max(np.abs(modes[0] - modes[1]) / np.asarray(next(iter(got.values()))["sd"])))
+        versions = extract_sources({"before": args.before, "after": args.after}, Path(tmp))
+        got = run_workers(__file__, versions, ["--n", str(args.n), "--groups", str(args.groups)])
+    off = mode_gap(got)
     rows, values = [], {}
     for name, r in got.items():
         row = [f"{args.n:.0e}", str(args.groups), str(r["d"]), name, f"{r['seconds']:.1f}", str(r["passes"])]

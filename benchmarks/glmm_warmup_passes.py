@@ -22,7 +22,6 @@ import argparse
 import json
 import os
 import platform
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -103,21 +102,6 @@ def finish(model, data, out: str) -> None:
     Path(out).write_text(json.dumps(result))
 
 
-def run_versions(versions: dict, n: int, groups: int, kind: str) -> dict:
-    """``worker`` in a fresh process per version (on the library at its ``src``), the versions at the same time."""
-    with tempfile.TemporaryDirectory() as tmp:
-        procs = {}
-        for name, src in versions.items():
-            out = Path(tmp) / f"{len(procs)}.json"
-            cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", "--n", str(n), "--groups", str(groups)]
-            cmd += ["--sizes", kind, "--out", str(out)]
-            procs[name] = (subprocess.Popen(cmd, env={**os.environ, "PYTHONPATH": str(src)}), out)
-        for name, (proc, _) in procs.items():
-            if proc.wait() != 0:
-                raise RuntimeError(f"the {name} worker failed (exit {proc.returncode})")
-        return {name: json.loads(out.read_text()) for name, (_, out) in procs.items()}
-
-
 def main() -> None:
     """Each configuration, both versions; the table printed and (``--results``) saved after each."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -131,6 +115,7 @@ def main() -> None:
     ap.add_argument("--out", default=None, help=argparse.SUPPRESS)
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from bench_results import add_results_option, save_rows
+    from revisions import extract_sources, mode_gap, run_workers
 
     add_results_option(ap)
     args = ap.parse_args()
@@ -140,18 +125,11 @@ def main() -> None:
     machine = f"{platform.machine()}, {os.cpu_count()} cores, load average at start {os.getloadavg()[0]:.1f}"
     rows, values = [], {}
     with tempfile.TemporaryDirectory() as tmp:
-        versions = {}
-        for label, ref in (("before", args.before), ("after", args.after)):
-            short = subprocess.run(["git", "rev-parse", "--short", ref], cwd=ROOT, capture_output=True, text=True)
-            archive = subprocess.run(["git", "archive", ref, "src"], cwd=ROOT, capture_output=True, check=True)
-            (Path(tmp) / label).mkdir()
-            subprocess.run(["tar", "-x", "-C", str(Path(tmp) / label)], input=archive.stdout, check=True)
-            versions[f"{label} ({short.stdout.strip()})"] = Path(tmp) / label / "src"
+        versions = extract_sources({"before": args.before, "after": args.after}, Path(tmp))
         for n in args.n:
             for groups, kind in zip(args.groups, args.sizes):
-                got = run_versions(versions, n, groups, kind)
-                modes = [np.asarray(r["mode"]) for r in got.values()]
-                off = float(np.max(np.abs(modes[0] - modes[1]) / np.asarray(next(iter(got.values()))["sd"])))
+                got = run_workers(__file__, versions, ["--n", str(n), "--groups", str(groups), "--sizes", kind])
+                off = mode_gap(got)
                 for name, r in got.items():
                     row = [f"{n:.0e}", str(groups), kind, name]
                     row += [f"{r['phases'].get(p, float('nan')):.2f}" for p in PHASES]
