@@ -52,3 +52,37 @@ def test_summary_shows_only_the_records_the_test_fills(name, shown):
         filled = bool(np.any(np.asarray(res.records[record]) != 0))
         assert filled == (record in {OPTIONAL_KEYS[k] for k in shown}), (name, record)
     assert {"acceptance_rate", "mean_batch_size", "data_per_test"} <= set(summary)
+    assert summary["exact_rows_per_test"] == 0  # no stratum (a stratum's rows: the test below)
+
+
+def test_an_exact_stratum_is_counted_in_the_rows_of_every_step():
+    """A run with an exact stratum of 5 rows reports them per test (``exact_rows_per_test``) and in ``sampling_cost``'s
+    rows (batch rows + hidden rows + 5 per step, counted here from the records); a run without one reports 0 (above). Before,
+    the stratum's rows, read at every test, were in neither: a fit with a 1,000-row stratum and 50-row minibatches
+    reported 1/21 of the rows it read."""
+    from helpers_cauchy import cauchy_rows_data, cauchy_rows_model
+
+    from minibatch_mcmc.acceptance import mh_minibatch
+    from minibatch_mcmc.control_variates import plain
+    from minibatch_mcmc.control_variates.stratified import stratify
+    from minibatch_mcmc.warmup.fit_cost import sampling_cost
+
+    data, idx = cauchy_rows_data(40, seed=5)
+    model = cauchy_rows_model()
+    start = jnp.zeros(1, jnp.float32)
+    res = sample(
+        model,
+        data,
+        start,
+        proposal=random_walk(scale=0.3),
+        test=mh_minibatch(batch_size=10),
+        estimator=stratify(model, data, plain(), idx),
+        num_samples=5,
+        key=1,
+        progress=False,
+    )
+    assert idx.size == 5 and res.summary(posterior=False)["exact_rows_per_test"] == 5
+    rec = res.records
+    assert (
+        sampling_cost(res).data == int(rec["batch_size"].sum() + rec["hidden_data"].sum()) + 5 * rec["batch_size"].size
+    )

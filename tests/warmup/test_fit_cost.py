@@ -58,6 +58,7 @@ class SampleFields:
     records = {"batch_size": np.full((2, 10), 50), "hidden_data": np.zeros((2, 10), int)}
     wall_time = 2.5
     n_data = 1000
+    exact_rows = 0
 
 
 def test_fit_cost_of_a_sample_call_adds_its_wall_time_as_sampling():

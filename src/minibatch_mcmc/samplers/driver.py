@@ -186,7 +186,14 @@ def _run_blocks(
 
 
 def _stack_result(
-    finished: Finished, model: Model, test: AcceptanceTest, n: int, temps: np.ndarray, wall: float, interrupted: bool
+    finished: Finished,
+    model: Model,
+    test: AcceptanceTest,
+    n: int,
+    temps: np.ndarray,
+    wall: float,
+    interrupted: bool,
+    exact_rows: int = 0,
 ) -> SampleResult:
     """The finished blocks joined into ``(chain, draw, ...)`` arrays (reported through ``model.constrain`` if it has one)."""
     if finished.draws is None or not finished.done:
@@ -212,6 +219,7 @@ def _stack_result(
         interrupted=interrupted,
         unconstrained=None if model.constrain is None else all_pos,
         filled=contract(test).records,
+        exact_rows=exact_rows,
     )
 
 
@@ -340,6 +348,7 @@ def sample_compiled(
             with host_read_errors(arrays):  # a data file changed under the run: its own error, naming the file
                 return jax.block_until_ready(blocks(run_key, states, arrays, steps, block_temps))
 
+        exact_rows = 0 if estimator is None else source.n - estimator.population_size(source.n)  # a stratum's rows
         diagnose = functools.partial(nonfinite_error, model, proposal, source, base_key, num_chains)
         bar = SamplingBar(progress, num_samples, finished.done, test.name)
         start = time.perf_counter()
@@ -348,7 +357,7 @@ def sample_compiled(
         except DataChangedError as err:  # the finished draws travel with the error, never lost
             if err.finished.done:
                 err.result = _stack_result(
-                    err.finished, model, test, source.n, temps, time.perf_counter() - start, True
+                    err.finished, model, test, source.n, temps, time.perf_counter() - start, True, exact_rows
                 )
                 err.add_note(
                     f"the {err.finished.done} finished steps are in this error's .result"
@@ -358,4 +367,4 @@ def sample_compiled(
         finally:
             bar.close()
         wall = finished.wall_time + time.perf_counter() - start
-        return _stack_result(finished, model, test, source.n, temps, wall, interrupted)
+        return _stack_result(finished, model, test, source.n, temps, wall, interrupted, exact_rows)

@@ -49,6 +49,8 @@ class SampleResult(NamedTuple):
     filled: tuple[str, ...] | None = None
     """The optional records (``acceptance.registry.OPTIONAL_RECORDS``) the run's test fills, from its contract:
     ``summary()`` reports only their statistics; ``None``: not declared, all of them."""
+    exact_rows: int = 0
+    """Rows evaluated in full at every test besides the minibatch (a control variate's exact stratum); 0: none."""
 
     @property
     def kernel_positions(self) -> PyTree:
@@ -120,6 +122,8 @@ def _names(positions: PyTree) -> dict:
 SUMMARY_KEYS = {
     "data_per_test": "data points read per MH decision, minibatch only (mean over steps and chains)",
     "hidden_data_per_test": "data points read outside the minibatch per step (full-data statistics, gradient rows)",
+    "exact_rows_per_test": "rows of the exact stratum, evaluated in full at every test besides the minibatch (held in "
+    "memory; 0 without a stratum): data_per_test + hidden_data_per_test + exact_rows_per_test are a step's rows",
     "mean_epsilon": "mean of the per-step CLT (Berry-Esseen) bound on the minibatch mean's normality error (Seita et al., "
     "Corollary 1): only for the tests that compute it (MHminibatch, the penalty test)",
     "mean_residual_sd": "mean s.d. of the per-datum terms read (with a control variate, its residuals)",
@@ -209,6 +213,7 @@ def summarize(result: SampleResult, posterior: bool = True) -> dict:
         "total_data_consumed": total,
         "hidden_data_per_test": float(np.mean(rec["hidden_data"])) if steps else float("nan"),
         "total_hidden_data": float(np.sum(rec["hidden_data"], dtype=np.float64)),
+        "exact_rows_per_test": float(result.exact_rows),
         "mean_epsilon": float(np.mean(rec["epsilon"])) if steps else float("nan"),
         "mean_pvalue_threshold": float(np.mean(rec["pvalue_threshold"]))
         if steps and "pvalue_threshold" in rec

@@ -41,8 +41,10 @@ class FitCost(NamedTuple):
 
 
 def sampling_cost(result: Any) -> PhaseCost:
-    """A ``SampleResult``'s rows read (minibatches and hidden data), passes over ``N`` and ``wall_time``."""
-    rows = int(result.records["batch_size"].sum() + result.records["hidden_data"].sum())
+    """A ``SampleResult``'s rows read (minibatches, hidden data, an exact stratum's rows at every step), passes over ``N``
+    and ``wall_time``."""
+    steps = int(result.records["batch_size"].size)
+    rows = int(result.records["batch_size"].sum() + result.records["hidden_data"].sum()) + result.exact_rows * steps
     return PhaseCost(rows, float(result.wall_time), rows / max(result.n_data, 1))
 
 
