@@ -110,6 +110,8 @@ SLOW_CASES = (
     "tests/acceptance/test_mhsublhd.py::test_acceptance_probability_within_delta[-1.0-0.5-False-0.3-False]",  # 4.4s; delta 0.01 stays
     "tests/acceptance/test_numerics.py::test_nonfinite_log_likelihood_names_step_chain_and_datum[barker]",  # 2.9s; [metropolis] stays
     "tests/acceptance/test_numerics.py::test_nonfinite_log_likelihood_names_step_chain_and_datum[naive]",  # 2.1s; [mhminibatch] stays
+    # (batch_size, alpha) resolves to the (tau, lam) test it names (test_parameterisations_agree): [tau-lam] stays
+    "tests/acceptance/test_mint.py::test_stationary_distribution_is_the_tempered_posterior[m-alpha]",  # 3.13s
 )
 """Cases moved to ``make test-slow`` for ``make test``'s time budget: every case whose call took 7.5 s or more in a
 full fast run on the 2-core machine (``pytest -m "not slow" -n 2 --dist loadfile --durations=60``, 2026-11-27, 972 s
