@@ -106,6 +106,7 @@ SLOW_CASES = (
     "tests/samplers/test_same_draws.py::test_same_draws_as_reference[mhminibatch_logistic]",  # 5.42s; [mhminibatch], [mala] stay
     "tests/samplers/test_same_draws.py::test_same_draws_as_reference[langevin_mint]",  # 4.33s; [langevin_mhminibatch], [mint] stay
     "tests/samplers/test_same_draws.py::test_same_draws_as_reference[mint_alpha]",  # 2.81s; [mint] stays
+    "tests/samplers/test_same_draws.py::test_same_draws_as_reference[sgld]",  # 3.21s; [langevin_mhminibatch] stays
     "tests/samplers/test_conjugate.py::test_sampler_recovers_exact_posterior[mhminibatch-sigma1.3]",  # 5.9s; [mhminibatch] stays
     "tests/acceptance/test_mhsublhd.py::test_acceptance_probability_within_delta[-1.0-0.5-False-0.3-False]",  # 4.4s; delta 0.01 stays
     "tests/acceptance/test_numerics.py::test_nonfinite_log_likelihood_names_step_chain_and_datum[barker]",  # 2.9s; [metropolis] stays
