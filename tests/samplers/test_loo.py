@@ -1,4 +1,4 @@
-"""Subsampled PSIS-LOO against exact PSIS-LOO (ArviZ on every row) at N = 10^4, on exact conjugate posterior draws."""
+"""Subsampled PSIS-LOO against exact PSIS-LOO (ArviZ on every row) at N = 5,000, on exact conjugate posterior draws."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from minibatch_mcmc.samplers.loo import loo_subsample
 from minibatch_mcmc.samplers.pointwise import log_likelihood_data
 from minibatch_mcmc.samplers.results import SampleResult
 
-N = 10_000
+N = 5_000
 
 
 @pytest.fixture(scope="module")
@@ -41,8 +41,8 @@ def test_all_rows_give_exact_psis_loo(setting):
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_subsample_of_a_tenth_agrees_with_exact_within_its_error(setting, seed):
-    """m = 1000 rows: within 4 subsampling s.e.s of exact, that s.e. below 1% of |elpd| (so the check has power)
+def test_subsample_of_a_fifth_agrees_with_exact_within_its_error(setting, seed):
+    """m = 1000 rows (a fifth): within 4 subsampling s.e.s of exact, that s.e. below 1% of |elpd| (so the check has power)
     and the reported s.e. within 10% of exact PSIS-LOO's."""
     x, result, exact = setting
     sub = loo_subsample(result, gaussian_mean(), x, m=1000, key=seed)
