@@ -74,6 +74,8 @@ COLUMNS = [
     "rows/test",
     "acceptance",
     "seconds",
+    "warm-up s",
+    "sampling s",
     "min ESS",
     "ESS/s",
     "max |mean err|/sd",
@@ -285,6 +287,7 @@ def run_method(model, data, w, estimator, key, draws, sized_seconds, size: bool 
             choice = choose_batch_size(model, as_source(data), estimator, w.centre, chol, 50, jax.random.key(key))
         test = test._replace(batch_size=choice.batch_size if size else 50)
         predicted = choice.predicted_error if size else choice.initial_error
+    sized = time.perf_counter() - t + sized_seconds
     starts = jnp.asarray(
         np.asarray(w.centre) + (chol @ np.random.default_rng(key).standard_normal((chol.shape[0], 4))).T, jnp.float32
     )
@@ -303,6 +306,7 @@ def run_method(model, data, w, estimator, key, draws, sized_seconds, size: bool 
     )
     rec = {k: np.asarray(v) for k, v in res.records.items()}
     seconds = time.perf_counter() - t + sized_seconds
+    sampling = seconds - sized
     run_check, check = check, None
     if run_check and hasattr(
         test, "batch_size"
@@ -329,6 +333,8 @@ def run_method(model, data, w, estimator, key, draws, sized_seconds, size: bool 
         "rows": float(rec["batch_size"].mean() + rec["hidden_data"].mean()),
         "acc": float(rec["accepted"].mean()),
         "seconds": seconds,
+        "warmup_seconds": sized,
+        "sampling_seconds": sampling,
         "check": check,
         "predicted": predicted,
     }
@@ -362,9 +368,15 @@ def method_estimator(method: str, model: Model, data: dict, w) -> tuple:
 def reference_row(name: str, n: int, label: str, ref: np.ndarray, seconds: float) -> list:
     """The reference's row."""
     ess = min_ess(ref)
-    return [name, n, label, "", "", str(n), "", f"{seconds:.1f}", f"{ess:.0f}", f"{ess / seconds:.2f}", "0", "0"] + [
-        ""
-    ] * 8
+    return (
+        [name, n, label, "", "", str(n), "", f"{seconds:.1f}", "", f"{seconds:.1f}", f"{ess:.0f}"]
+        + [
+            f"{ess / seconds:.2f}",
+            "0",
+            "0",
+        ]
+        + [""] * 8
+    )
 
 
 PASS_COLUMNS = [
@@ -470,6 +482,8 @@ def main() -> None:
                     f"{out['rows']:.1f}",
                     f"{out['acc']:.3f}",
                     f"{out['seconds']:.1f}",
+                    f"{out['warmup_seconds']:.1f}",
+                    f"{out['sampling_seconds']:.1f}",
                     f"{ess:.0f}",
                     f"{ess / out['seconds']:.2f}",
                     f"{mean_err:.3f}",

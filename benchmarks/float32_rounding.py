@@ -1,0 +1,107 @@
+"""The float32 rounding of a full-data log density, and what it costs an exact Metropolis chain, on heavy_tails' robust_nu.
+
+At each ``--n``: the float64 mode and Laplace fit of ``heavy_tails.robust_nu_case``; ``--pairs`` pairs of Laplace draws
+(rounded to float32), the full-data log-likelihood ratio in float32 (the model as the samplers run it) against float64
+on the same rows and parameters, split into the part every row shares (the per-row normalising terms of the Student-t,
+``gammaln``, ``log nu``, ``log sigma``: one rounded scalar counted ``N`` times) and the part that varies by row (what a
+minibatch estimate's spread sees, scaled to 50 rows: ``N / sqrt(50)`` times it); then an independence Metropolis chain
+(Laplace proposal, s.d.s 1.1 times) run twice on the same random numbers, once on the float32 log density and once on
+the float64 one: the acceptance lost to rounding alone.
+
+    .venv/bin/python benchmarks/float32_rounding.py --n 300000 1000000 [--results docs/results/float32_rounding.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import jax
+
+jax.config.update("jax_enable_x64", True)  # float64 next to float32 in one process; the model code is unchanged
+
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+import scipy.optimize as so  # noqa: E402
+from bench_results import add_results_option, save, table  # noqa: E402
+from heavy_tails import robust_nu_case  # noqa: E402
+
+COLUMNS = [
+    "N",
+    "rms error of the full-data ratio",
+    "shared part",
+    "per-row part, 50-row estimate",
+    "acceptance float32",
+    "acceptance float64",
+]
+
+
+def laplace(model, data64) -> tuple[np.ndarray, np.ndarray]:
+    """Float64 mode (BFGS then Newton) and the Cholesky factor of the Laplace covariance."""
+    lp = jax.jit(lambda t: model.log_prior(t) + jnp.sum(model.log_lik(t, data64)))
+    vg = jax.jit(jax.value_and_grad(lambda t: -lp(t)))
+    found = so.minimize(
+        lambda t: tuple(np.asarray(v, np.float64) for v in vg(jnp.asarray(t))),
+        np.array([1.5, 0.5, -0.3, 0.2, 0.3, 0.7]),
+        jac=True,
+        method="BFGS",
+    )
+    t, hess = jnp.asarray(found.x), jax.jit(jax.hessian(lp))
+    for _ in range(3):
+        t = t - jnp.linalg.solve(hess(t), jax.grad(lp)(t))
+    return np.asarray(t), np.linalg.cholesky(np.linalg.inv(-np.asarray(hess(t))))
+
+
+def ratio_errors(model, data, mode, chol, pairs: int) -> tuple[float, float, float]:
+    """RMS over Laplace pairs of the float32 full-data ratio's error, of its shared part (``N`` x the mean per-row
+    error), and of a 50-row estimate's spread from the per-row part (``N / sqrt(50)`` x the per-row errors' s.d.)."""
+    diff = jax.jit(lambda a, b, d: model.log_lik(b, d) - model.log_lik(a, d))
+    rng, n, out = np.random.default_rng(1), data[32]["y"].shape[0], []
+    for _ in range(pairs):
+        a, b = (np.float64(np.float32(mode + chol @ rng.standard_normal(mode.size))) for _ in range(2))
+        e = np.asarray(diff(jnp.float32(a), jnp.float32(b), data[32]), np.float64) - np.asarray(
+            diff(jnp.asarray(a), jnp.asarray(b), data[64])
+        )
+        out.append((e.sum(), n * e.mean(), n / np.sqrt(50) * e.std()))
+    return tuple(float(np.sqrt(np.mean(np.square(c)))) for c in np.array(out).T)
+
+
+def independence_acceptance(model, data, mode, chol, steps: int) -> tuple[float, float]:
+    """Acceptance of independence Metropolis on the float32 and the float64 log density, same random numbers."""
+    rng = np.random.default_rng(5)
+    z, log_u = rng.standard_normal((steps, mode.size)), np.log(rng.random(steps))
+    props, log_q = np.float64(np.float32(mode + 1.1 * z @ chol.T)), -0.5 * np.sum(z * z, 1)
+    rates = []
+    for p, dt in ((32, jnp.float32), (64, jnp.float64)):
+        lp = jax.jit(lambda t, p=p, dt=dt: model.log_prior(t) + jnp.sum(model.log_lik(t.astype(dt), data[p])))
+        w = np.array([float(lp(jnp.asarray(t))) for t in props]) - log_q
+        cur, acc = 0, 0
+        for i in range(1, steps):
+            if log_u[i] < w[i] - w[cur]:
+                cur, acc = i, acc + 1
+        rates.append(acc / (steps - 1))
+    return rates[0], rates[1]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, nargs="+", default=[300_000, 1_000_000])
+    parser.add_argument("--pairs", type=int, default=20)
+    parser.add_argument("--steps", type=int, default=1500)
+    parser.add_argument("--name", default="float32_rounding")
+    add_results_option(parser)
+    args = parser.parse_args()
+    rows, values = [], {}
+    for n in args.n:
+        model, raw, _ = robust_nu_case(n, np.random.default_rng(0))
+        data = {p: {k: jnp.asarray(v, dt) for k, v in raw.items()} for p, dt in ((32, jnp.float32), (64, jnp.float64))}
+        mode, chol = laplace(model, data[64])
+        total, shared, per_row = ratio_errors(model, data, mode, chol, args.pairs)
+        acc32, acc64 = independence_acceptance(model, data, mode, chol, args.steps)
+        rows.append([n, f"{total:.3f}", f"{shared:.3f}", f"{per_row:.3f}", f"{acc32:.3f}", f"{acc64:.3f}"])
+        values[f"{args.name}.rms_{n}"] = total
+        print(" | ".join(map(str, rows[-1])), flush=True)
+        save(args.results, args.name, config=args, tables={args.name: table(COLUMNS, rows)}, values=values)
+
+
+if __name__ == "__main__":
+    main()
