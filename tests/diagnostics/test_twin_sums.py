@@ -172,3 +172,29 @@ def test_rows_the_heavy_set_misses_are_caught_by_the_audit(monkeypatch):
         np.testing.assert_allclose(out.mean_bias, full.mean_bias, atol=1e-3)
         np.testing.assert_allclose(out.sd_error, full.sd_error, atol=1e-3)
     assert full.disagreement > 0
+
+
+def test_the_first_step_reads_probe_and_audit_starts_in_one_pass(run, monkeypatch):
+    """The first step reads every row for the probe and audit starts in one pass over the blocks (each block put on the
+    device once for all eight), and its sums, flags and heavy set equal those of reading the probe starts (with the
+    rows' largest residuals) and then the audit starts in two passes, as the original code did (it called
+    ``full_sums`` twice: this test fails there)."""
+    model, data, _, estimator, centre, res = run
+    k, steps = 32, 8
+    plan = twin_sums.sampling_plan(N, k, steps, centre)
+    reader = exact_twin.sampled_reader(model, estimator, centre, k, 4, steps, plan, N)
+    draws = np.asarray(res.kernel_positions)
+    at, to = draws[:, 30:38].reshape(k, 4), draws[:, 31:39].reshape(k, 4)
+    calls = []
+    original = twin_sums.full_sums
+    monkeypatch.setattr(twin_sums, "full_sums", lambda *a, **kw: calls.append(a[4]) or original(*a, **kw))
+    edge = np.zeros(k)
+    lam, bad, reading = twin_sums.read_step(reader, twin_sums.first_reading(), 1, data, at, to, edge)
+    first = twin_sums.PROBE_STARTS + twin_sums.AUDIT_STARTS
+    assert len(calls) >= 1 and calls[0].size == first, [c.size for c in calls]
+    probe, audit = np.arange(twin_sums.PROBE_STARTS), np.arange(twin_sums.PROBE_STARTS, first)
+    lam_p, bad_p, rowmax = original(reader, data, at, to, probe, top=probe.size)
+    lam_a, bad_a, _ = original(reader, data, at, to, audit)
+    np.testing.assert_array_equal(lam[:first], np.concatenate([lam_p, lam_a]))
+    np.testing.assert_array_equal(bad[:first], np.concatenate([bad_p, bad_a]))
+    np.testing.assert_array_equal(reading.heavy, twin_sums.heaviest(rowmax, plan.heavy)[0])

@@ -71,6 +71,12 @@ Measured on the loaded 2-core machine, one fused program: the linear model on Ca
 T = 8: ``3e8``) compiled in 24 s and ran in 22 s, fast 9 s and 87 s; the Student-t regression (d = 5, N = 20,000:
 ``1e8``) 27 s and 0.5 s, fast 17 s and 3 s. The proposing and deciding functions compile fast below it too, with the
 rows a gradient proposal reads counted in."""
+GATHERED_WORK = 1e7
+"""Largest planned ``row evaluations x d`` whose gathered sums (``twin_sums.gathered_sums``) compile fast: far below
+``CONTINUATION_WORK``, the gathered function being small. Measured on the loaded 2-core machine, the Student-t
+regression (d = 5, 2 starts x 6,144 rows a call): compiling 1.7-1.9 CPU s at XLA's defaults, 1.25 fast; a call 1.3 ms
+CPU, fast 4.5 ms (0.11 and 0.36 us a row evaluation), so the defaults repay their compilation past about 2 x 10^6
+row evaluations (at N = 10^5, K = 100, T = 16 the plan is 5.7 x 10^6: work 2.8e7, compiled fast before)."""
 PASS_ELEMENTS = 1 << 17
 """On the CPU, row evaluations per chunk of the twin's pass (``K`` starts x the chunk's rows; all starts are evaluated on a
 chunk before the next is read), so a chunk's intermediates stay in cache. Measured on the loaded 2-core machine, the
@@ -305,7 +311,7 @@ def sampled_reader(model, exact, centre, k: int, d: int, steps: int, plan: Sampl
     work = float(planned_evaluations(plan, k, steps, n_pop)) * d
     gathered = jax.jit(
         lambda rows, *args: run(exact.population(rows), *args),
-        compiler_options=compile_options(work, CONTINUATION_WORK),
+        compiler_options=compile_options(work, GATHERED_WORK),
     )
     return StepReader(gathered, plan, n_pop, 0)
 

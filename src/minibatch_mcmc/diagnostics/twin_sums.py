@@ -70,7 +70,8 @@ AUDIT_Z = 4.0
 """Each full sum must lie within this many s.e. (plus ``SLACK``) of its estimate, or every later step reads every row
 (a normal estimate strays that far about 6e-5 of the time)."""
 PROBE_STARTS = 4
-"""Starts whose first step reads every row and gives the heavy set."""
+"""Starts whose first step reads every row and gives the heavy set (a multiple of ``FULL_STARTS``: the first step reads
+them and the audit starts in one pass, the heavy set from their groups of starts alone)."""
 AUDIT_STARTS = 4
 """Further starts whose first step reads every row, to audit the estimates on moves the heavy set was not chosen on
 (every later full read audits too). With 8 and 8, these 16 passes were half the check's reads at ``N = 10^6``."""
@@ -186,10 +187,11 @@ def pick(tree: PyTree, rows: np.ndarray) -> PyTree:
     return jax.tree_util.tree_map(lambda a: np.asarray(a)[rows], tree)
 
 
-def full_sums(reader: StepReader, data: PyTree, currents, candidates, which: np.ndarray, top: bool = False):
+def full_sums(reader: StepReader, data: PyTree, currents, candidates, which: np.ndarray, top: int = 0):
     """``(Lambda, bad, rowmax)`` for the starts ``which`` over every row (blocks of ``plan.block`` rows, the last
-    padded with weight 0), ``rowmax`` each row's largest ``|r_i|`` over them (with ``top``, else None). Each block is
-    put on the device once and its calls for every group of starts dispatched before their results are read."""
+    padded with weight 0), ``rowmax`` each row's largest ``|r_i|`` over the first ``top`` of them (a multiple of
+    ``FULL_STARTS``; None where ``top`` is 0). Each block is put on the device once and its calls for every group of
+    starts dispatched before their results are read."""
     n, size = reader.n_pop, reader.plan.block
     lam, bad = np.zeros(which.size), np.zeros(which.size, bool)
     rowmax = np.zeros(-(-n // size) * size, np.float32) if top else None
@@ -202,7 +204,7 @@ def full_sums(reader: StepReader, data: PyTree, currents, candidates, which: np.
         for (s, real, _, _), out in zip(parts, got):
             lam[s : s + real] += np.asarray(out[0], np.float64)[:real]
             bad[s : s + real] |= np.asarray(out[3])[:real]
-            if top:
+            if s < top:
                 rowmax[start : start + size] = np.maximum(rowmax[start : start + size], np.asarray(out[4]))
     return lam, bad, None if rowmax is None else rowmax[:n]
 
@@ -268,14 +270,12 @@ def read_step(reader: StepReader, reading: Reading, t: int, data: PyTree, curren
     lam, bad, rows = np.zeros(k), np.zeros(k, bool), reading.rows
     known, compare = np.zeros(k, bool), np.zeros(k, bool)
     if t == 1:
-        probe, audit = every[:PROBE_STARTS], every[PROBE_STARTS : PROBE_STARTS + AUDIT_STARTS]
-        lam[probe], bad[probe], rowmax = full_sums(reader, data, currents, candidates, probe, top=True)
+        first, audit = every[: PROBE_STARTS + AUDIT_STARTS], every[PROBE_STARTS : PROBE_STARTS + AUDIT_STARTS]
+        lam[first], bad[first], rowmax = full_sums(reader, data, currents, candidates, first, top=PROBE_STARTS)
         heavy, in_heavy = heaviest(rowmax, reader.plan.heavy)
         reading = reading._replace(heavy=heavy, in_heavy=in_heavy)
-        if audit.size:
-            lam[audit], bad[audit], _ = full_sums(reader, data, currents, candidates, audit)
-        known[probe], known[audit], compare[audit] = True, True, True
-        rows += (probe.size + audit.size) * n
+        known[first], compare[audit] = True, True
+        rows += first.size * n
     heavy_sum, rest_sum, se, sbad, used = sampled_sums(reader, reading, (reader.seed, t), data, currents, candidates, 1)
     est, rows = heavy_sum + rest_sum, rows + used
     open_ = np.zeros(k, bool)
