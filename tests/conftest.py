@@ -113,6 +113,13 @@ SLOW_CASES = (
     "tests/acceptance/test_numerics.py::test_nonfinite_log_likelihood_names_step_chain_and_datum[naive]",  # 2.1s; [mhminibatch] stays
     # (batch_size, alpha) resolves to the (tau, lam) test it names (test_parameterisations_agree): [tau-lam] stays
     "tests/acceptance/test_mint.py::test_stationary_distribution_is_the_tempered_posterior[m-alpha]",  # 3.13s
+    # issue 30, 2026-11-28, warmup/cv/interop/diagnostics/proposals/models/optim (seconds: /tmp/dur.xml, -n 2, load ~3)
+    # 3.97s; [mhminibatch] stays for proxy Langevin, and acceptance/test_naive.py's
+    # test_naive_test_is_nearly_exact_when_the_estimate_is_precise for the naive test on a precise estimate
+    "tests/control_variates/test_sampling_t1.py::test_glm_posterior_with_proxy_langevin[naive]",
+    # 2.96s; the no-proxy slope (-1/2) is the data's, not the code's (a plain estimator off by a sign or a factor keeps
+    # it): [1--1.0] and [2--1.5] stay for the proxies' slopes, the claim of the test
+    "tests/control_variates/test_taylor.py::test_residual_spread_scales_with_n[None--0.5]",
 )
 """Cases moved to ``make test-slow`` for ``make test``'s time budget: every case whose call took 7.5 s or more in a
 full fast run on the 2-core machine (``pytest -m "not slow" -n 2 --dist loadfile --durations=60``, 2026-11-27, 972 s

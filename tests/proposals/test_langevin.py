@@ -103,7 +103,8 @@ def test_langevin_draws_have_the_drift_and_covariance():
     prop = langevin(alpha, preconditioner=p)
     theta = jnp.array([1.0, -1.0])
     keys = jax.random.split(jax.random.key(3), 20000)
-    new, _ = jax.vmap(lambda k: prop.sample(k, theta, lambda th: jnp.asarray(g, th.dtype)))(keys)
+    draw = jax.jit(jax.vmap(lambda k: prop.sample(k, theta, lambda th: jnp.asarray(g, th.dtype))))  # one program
+    new, _ = draw(keys)
     new = np.asarray(new, np.float64)
     mean, var = np.asarray(theta) + 0.5 * alpha * p * g, alpha * p
     se_mean, se_var = np.sqrt(var / new.shape[0]), var * np.sqrt(2.0 / new.shape[0])

@@ -37,7 +37,7 @@ def test_increments_are_symmetric_and_scaled():
     prop = stiefel_random_walk(step)
     q, _ = np.linalg.qr(np.random.default_rng(0).standard_normal((d, d)))
     w = jnp.asarray(q, jnp.float32)
-    w_new = np.asarray(jax.vmap(lambda k: prop.sample(k, w)[0])(keys), np.float64)
+    w_new = np.asarray(jax.jit(jax.vmap(lambda k: prop.sample(k, w)[0]))(keys), np.float64)  # one program, not op by op
     g = np.swapaxes(q, 0, 1)[None] @ w_new
     for i, j in [(0, 1), (0, 2), (1, 2)]:
         assert stats.ks_2samp(g[:, i, j], g[:, j, i]).pvalue > 1e-3

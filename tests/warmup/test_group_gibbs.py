@@ -54,7 +54,7 @@ def test_newton_proposal_density_is_the_normal_it_draws_from():
         got = float(gg.newton_log_q(jnp.asarray(to), jnp.asarray(x), fit, rho)) - np.log(2 * np.pi * (1 - rho**2))
         assert got == pytest.approx(stats.multivariate_normal(centre, cov).logpdf(to), abs=1e-5)
     keys = jax.random.split(jax.random.PRNGKey(0), 20_000)
-    draws = np.asarray(jax.vmap(lambda k: gg.newton_draw(k, jnp.asarray(x), fit, rho))(keys), np.float64)
+    draws = np.asarray(jax.jit(jax.vmap(lambda k: gg.newton_draw(k, jnp.asarray(x), fit, rho)))(keys), np.float64)
     se = np.sqrt(np.diag(cov) / len(draws))
     assert np.all(np.abs(draws.mean(0) - centre) < 5 * se)
     assert np.all(
@@ -175,6 +175,7 @@ def test_spread_weights_are_the_priors_share_of_each_effects_precision():
     theta = np.zeros(dimension(layout), np.float32)
     theta[-2:] = [np.log(0.6), np.log(1.5)]  # log sd, log sigma
     state = gg.from_flat(layout, jnp.asarray(theta))
-    got = np.asarray(gg.spread_weights(problem, state, jax.tree_util.tree_map(jnp.asarray, data))[0])[:, 0]
+    weights = jax.jit(lambda s, rows: gg.spread_weights(problem, s, rows))  # one program, not op by op
+    got = np.asarray(weights(state, jax.tree_util.tree_map(jnp.asarray, data))[0])[:, 0]
     want = 1.0 / (1.0 + np.asarray(sizes) * 0.36 / 2.25)
     np.testing.assert_allclose(got, want, rtol=1e-5)

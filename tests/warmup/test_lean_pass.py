@@ -4,6 +4,8 @@ independently in float64 by autodiff of the model's own log-likelihood."""
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -42,6 +44,35 @@ def data(name: str) -> dict:
     return out
 
 
+@functools.lru_cache
+def reference_program(model):
+    """The float64 reference of ``float64_reference`` as one compiled program for ``model`` (op by op, each operation
+    compiled apart, it cost more than the pass it checks)."""
+
+    def row(theta, one):
+        return model.log_lik(theta, jax.tree_util.tree_map(lambda a: a[None], one))[0]
+
+    @jax.jit
+    def reference(r, w, c64, steps):
+        values = jax.vmap(lambda one: row(c64, one))(r)
+        grads = jax.vmap(lambda one: jax.grad(row)(c64, one))(r)
+        hessians = jax.vmap(lambda one: jax.hessian(row)(c64, one))(r)
+        at = jax.vmap(lambda p: jax.vmap(lambda one: row(c64 + p, one))(r))(steps)
+        resid = at - values[None] - steps @ grads.T - 0.5 * jnp.einsum("pa,iab,pb->pi", steps, hessians, steps)
+        return {
+            "value": jnp.sum(w * values),
+            "grad": w @ grads,
+            "hess": jnp.einsum("i,iab->ab", w, hessians),
+            "resid": resid,
+            "terms": jnp.abs(at - values[None]) + jnp.abs(steps @ grads.T),
+            "abs_value": jnp.sum(jnp.abs(values)),
+            "abs_grad": jnp.abs(grads).sum(0),
+            "abs_hess": jnp.abs(hessians).sum(0),
+        }
+
+    return reference
+
+
 def float64_reference(model, rows: dict, weight: np.ndarray, c: np.ndarray, points: np.ndarray) -> dict:
     """Float64 autodiff of the model's log-likelihood: the weighted sums, their gradient and Hessian at ``c``, each row's
     residual ``l_i(p) - l_i(c) - g_i . d - d' H_i d / 2`` at each point (``d = p - c``), and the abs-sums bounding the
@@ -49,27 +80,8 @@ def float64_reference(model, rows: dict, weight: np.ndarray, c: np.ndarray, poin
     with jax.enable_x64(True):
         r = {k: jnp.asarray(v, jnp.float64 if v.dtype.kind == "f" else v.dtype) for k, v in rows.items()}
         w, c64 = jnp.asarray(weight, jnp.float64), jnp.asarray(c, jnp.float64)
-
-        def row(theta, one):
-            return model.log_lik(theta, jax.tree_util.tree_map(lambda a: a[None], one))[0]
-
-        values = jax.vmap(lambda one: row(c64, one))(r)
-        grads = jax.vmap(lambda one: jax.grad(row)(c64, one))(r)
-        hessians = jax.vmap(lambda one: jax.hessian(row)(c64, one))(r)
-        steps = jnp.asarray(points, jnp.float64) - c64[None]
-        at = jax.vmap(lambda p: jax.vmap(lambda one: row(c64 + p, one))(r))(steps)
-        resid = at - values[None] - steps @ grads.T - 0.5 * jnp.einsum("pa,iab,pb->pi", steps, hessians, steps)
-        out = {
-            "value": float(jnp.sum(w * values)),
-            "grad": np.asarray(w @ grads),
-            "hess": np.asarray(jnp.einsum("i,iab->ab", w, hessians)),
-            "resid": np.asarray(resid),
-            "terms": np.asarray(jnp.abs(at - values[None]) + jnp.abs(steps @ grads.T)),
-            "abs_value": float(jnp.sum(jnp.abs(values))),
-            "abs_grad": np.asarray(jnp.abs(grads).sum(0)),
-            "abs_hess": np.asarray(jnp.abs(hessians).sum(0)),
-        }
-    return out
+        got = reference_program(model)(r, w, c64, jnp.asarray(points, jnp.float64) - c64[None])
+        return {k: float(v) if v.ndim == 0 else np.asarray(v) for k, v in got.items()}
 
 
 def check_family(name: str) -> None:
