@@ -14,7 +14,9 @@ median of ``--reps`` calls, vmapped over ``--chains`` chains as ``gibbs_route.bl
 - ``spread weights``: the warm-up's per-block re-read of step 4's weights.
 
 The process's peak resident memory while the pieces ran (``glmm.PeakRSS``; the rows, the DataFrame and the design
-count) is the value ``NAME.peak_rss_gb``.
+count) is the value ``NAME.peak_rss_gb``; the rows are each compiled piece's argument, as ``gibbs_route`` passes them
+(not a constant baked into each compiled piece). Each pass reads the
+rows in chunks of ``group_gibbs.ROW_CHUNK``, each chain holding one chunk's row terms.
 
     python benchmarks/gibbs_sweep_profile.py --n 1000000 --groups 10000 --results docs/results/gibbs_sweep_profile.json
 """
@@ -92,14 +94,21 @@ def main() -> None:
     keys = jax.random.split(key, args.chains)
 
     def fit_with(fit_fn):
-        return jax.jit(jax.vmap(lambda st, sp: fit_fn(problem, st, rows, sp)(gg.globals_vector(st))))
+        return jax.jit(
+            jax.vmap(lambda st, sp, d: fit_fn(problem, st, d, sp)(gg.globals_vector(st)), in_axes=(0, 0, None))
+        )
 
     pieces = [
-        ("row derivatives", jax.jit(jax.vmap(lambda st: gg.row_terms(problem, st, rows))), (states,), 1),
+        (
+            "row derivatives",
+            jax.jit(jax.vmap(lambda st, d: gg.row_terms(problem, st, d), in_axes=(0, None))),
+            (states, rows),
+            1,
+        ),
         (
             "effects step",
-            jax.jit(jax.vmap(lambda k, st, r: gg.effects_step(problem, k, st, 0, r[0], rows))),
-            (keys, states, rho),
+            jax.jit(jax.vmap(lambda k, st, r, d: gg.effects_step(problem, k, st, 0, r[0], d), in_axes=(0, 0, 0, None))),
+            (keys, states, rho, rows),
             2,
         ),
         (
@@ -113,19 +122,23 @@ def main() -> None:
                 fit_with(variant("h = jnp.zeros((m, m), eta.dtype)")),
                 fit_with(variant('h = jnp.einsum("nam,abn,nbc->mc", rows_j, hess, rows_j)')),
             ],
-            (states, spread),
+            (states, spread, rows),
             1,
         ),
         (
             "globals step",
-            jax.jit(jax.vmap(lambda k, st, r, sp: gg.globals_step(problem, k, st, r[-1], rows, sp))),
-            (keys, states, rho, spread),
+            jax.jit(
+                jax.vmap(
+                    lambda k, st, r, sp, d: gg.globals_step(problem, k, st, r[-1], d, sp), in_axes=(0, 0, 0, 0, None)
+                )
+            ),
+            (keys, states, rho, spread, rows),
             2,
         ),
         (
             "sweep",
-            jax.jit(jax.vmap(lambda k, st, r, sp: gg.sweep(problem, k, st, r, rows, sp))),
-            (keys, states, rho, spread),
+            jax.jit(jax.vmap(lambda k, st, r, sp, d: gg.sweep(problem, k, st, r, d, sp), in_axes=(0, 0, 0, 0, None))),
+            (keys, states, rho, spread, rows),
             gg.passes_per_sweep(problem.layout),
         ),
         ("spread weights", chain_spreads(problem, True), (states, rows), 1),

@@ -2,8 +2,9 @@
 
 A GLMM with more parameters than a dense Laplace fit allows (``d > MAX_DENSE_DIM``), or whose median level has few
 rows (``full_data.small_groups``), is sampled by ``warmup.group_gibbs``'s sweeps: every level's effects from its own
-rows, the globals from all rows, the location and scale ridges by data-free moves. Nothing in it is ``O(d^2)``
-(memory ``O(N + G k^2)`` per chain), it needs no mode (there may be none: the funnel), and every move is exact.
+rows, the globals from all rows, the location and scale ridges by data-free moves. Nothing in it is ``O(d^2)`` (the
+rows held once for all chains; per chain ``O(G k^2)`` and one chunk of rows), it needs no mode (there may be none:
+the funnel), and every move is exact.
 ``docs/notes-on-the-papers.md`` ("Many small groups: level-by-level Gibbs") says why this design and what it measured
 against full-data NUTS.
 """

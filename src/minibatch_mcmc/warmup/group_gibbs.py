@@ -15,8 +15,8 @@ conditionally independent, and level ``g``'s effects ``u_g`` (on the ``eta`` sca
 3. the scale given the effects, data-free: ``log sd`` given ``u`` (the centred update; the prior's alone);
 4. the globals given the partly standardised effects ``a = u sd^-v`` (the non-centred update, which moves ``sd`` where
    the data, not the effects' spread, hold it), ``beta`` and ``phi`` with them: one Newton MH step on the
-   ``p + sum k_f + e`` globals from the full-data gradient and Hessian (three passes: the fit at both ends and the
-   log-likelihood difference, summed row by row so float32 keeps it). The weights ``v`` are fixed per effect
+   ``p + sum k_f + e`` globals from the full-data gradient and Hessian (two passes: the fit at both ends, the second also
+   reading the log-likelihood difference, summed row by row so float32 keeps it). The weights ``v`` are fixed per effect
    (``spread_weights``, set during the warm-up): ``v = 1`` is the plain non-centred update, and ``v = 1 / (1 + I sd^2)``
    (partial non-centring, Papaspiliopoulos, Roberts and Skold) leaves the effects the data pin where they are, so that
    a level of many rows does not hold ``sd`` while the tiny levels' effects scale with it.
@@ -24,7 +24,9 @@ conditionally independent, and level ``g``'s effects ``u_g`` (on the ``eta`` sca
 Steps 3 and 4 update the s.d. in both parameterisations in one sweep (interweaving), so neither the funnel (levels
 that say little) nor the ridge ``u = sd a`` (levels that say much) holds the chain. Every step is an exact MH step
 for the joint posterior in some coordinates (the Jacobian ``prod e^{v s}`` of ``u = sd^v a`` in step 4), so the sweep
-leaves the posterior invariant; ``tests/warmup/test_group_gibbs.py`` checks it against exact references.
+leaves the posterior invariant; ``tests/warmup/test_group_gibbs.py`` checks it against exact references. Every pass
+sums chunk by chunk (``Problem.chunk`` rows, ``data.passes.full_data_tree_sum``): the chains share the rows and hold
+no per-row array of all ``N`` rows (``tests/warmup/test_gibbs_chunks.py``).
 """
 
 from __future__ import annotations
@@ -35,12 +37,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from minibatch_mcmc.data.passes import full_data_tree_sum
 from minibatch_mcmc.models.base import GLMMLayout
 from minibatch_mcmc.models.glmm import effect_blocks, effect_weights, linear_predictor, split_theta
 
 PyTree = Any
 PREC_FLOOR = 1e-6
 """The smallest eigenvalue a globals move's precision keeps (relative to its largest, plus this absolute)."""
+ROW_CHUNK = 1 << 16
+"""Rows per chunk of a sweep's passes: each pass sums chunk by chunk, so no per-row array of all ``N`` rows is made."""
 
 
 class GibbsState(NamedTuple):
@@ -60,6 +65,8 @@ class Problem(NamedTuple):
     log_prior: Callable
     shifts: tuple
     """``(j, f, l)``: fixed column ``j`` equals factor ``f``'s effect column ``l`` on every row (step 2)."""
+    chunk: int = ROW_CHUNK
+    """Rows per chunk of each pass (``data.passes.full_data_tree_sum``): a chain's pass holds one chunk's row terms."""
 
 
 class SweepStats(NamedTuple):
@@ -146,29 +153,46 @@ def with_effects(state: GibbsState, f: int, u: jax.Array) -> GibbsState:
     return state._replace(us=tuple(u if i == f else v for i, v in enumerate(state.us)))
 
 
-def level_fit(problem: Problem, state: GibbsState, f: int, data: dict) -> tuple[Fit, jax.Array]:
-    """Every level's ``Fit`` of factor ``f`` (prior included, curvature Fisher-clipped) and each row's log density."""
-    dens, d1, d2 = row_terms(problem, state, data)
-    z, g = data[f"z_{f}"].astype(d1.dtype), data[f"g_{f}"]
+def row_count(data: dict) -> int:
+    """``N``: the rows' leading size."""
+    return jax.tree_util.tree_leaves(data)[0].shape[0]
+
+
+def row_density(problem: Problem, state: GibbsState, rows: dict) -> jax.Array:
+    """Each row's log density at ``state``."""
+    return problem.density(linear_predictor(problem.layout, state.beta, state.us, rows), state.phi, rows)
+
+
+def level_fit(
+    problem: Problem, state: GibbsState, f: int, data: dict, base: GibbsState | None = None
+) -> tuple[Fit, jax.Array]:
+    """Every level's ``Fit`` of factor ``f`` (prior included, curvature Fisher-clipped) and, ``base`` given, each
+    level's rows' log-likelihood change from ``base`` (per-row differences summed; else zeros): one pass in chunks."""
     levels = problem.layout.levels[f]
+
+    def part(rows):
+        dens, d1, d2 = row_terms(problem, state, rows)
+        z, g = rows[f"z_{f}"].astype(d1.dtype), rows[f"g_{f}"]
+        outer = z[:, :, None] * z[:, None, :] * jnp.maximum(-d2, 0.0)[:, None, None]
+        sums = (z * d1[:, None], outer) + (() if base is None else (dens - row_density(problem, base, rows),))
+        return tuple(jax.ops.segment_sum(v, g, levels) for v in sums)
+
+    grad, outer, *change = full_data_tree_sum(part, data, row_count(data), problem.chunk)
+    change = change[0] if change else jnp.zeros(levels, grad.dtype)
     inv_var = jnp.exp(-2.0 * state.log_sds[f])
-    grad = jax.ops.segment_sum(z * d1[:, None], g, levels) - state.us[f] * inv_var[None, :]
-    outer = z[:, :, None] * z[:, None, :] * jnp.maximum(-d2, 0.0)[:, None, None]
-    prec = jax.ops.segment_sum(outer, g, levels) + jnp.diag(inv_var)[None]
-    return Fit(grad, prec), dens
+    return Fit(grad - state.us[f] * inv_var[None, :], outer + jnp.diag(inv_var)[None]), change
 
 
 def effects_step(problem: Problem, key: jax.Array, state: GibbsState, f: int, rho: jax.Array, data: dict):
     """Step 1 for factor ``f``: each level's Newton MH move, decided on its own rows; the new state and the acceptance."""
     u = state.us[f]
-    fit, dens = level_fit(problem, state, f, data)
+    fit, _ = level_fit(problem, state, f, data)
     k_draw, k_accept = jax.random.split(key)
     proposed = newton_draw(k_draw, u, fit, rho)
     moved = with_effects(state, f, proposed)
-    fit_new, dens_new = level_fit(problem, moved, f, data)
+    fit_new, log_lik = level_fit(problem, moved, f, data, state)
     levels = problem.layout.levels[f]
     inv_var = jnp.exp(-2.0 * state.log_sds[f])
-    log_lik = jax.ops.segment_sum(dens_new - dens, data[f"g_{f}"], levels)
     log_prior = -0.5 * jnp.sum((proposed * proposed - u * u) * inv_var[None, :], axis=1)
     log_alpha = log_lik + log_prior + newton_log_q(u, proposed, fit_new, rho) - newton_log_q(proposed, u, fit, rho)
     accept = jnp.log(jax.random.uniform(k_accept, (levels,), u.dtype)) < log_alpha
@@ -189,13 +213,13 @@ def spread_weights(problem: Problem, state: GibbsState, data: dict) -> tuple:
 
 
 def newton_mh(key: jax.Array, x: jax.Array, fit: Callable, rho: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """One Newton MH step on a small vector ``x``: ``fit(point) -> (Fit, value)`` with ``value`` such that
-    ``sum(value(x') - value(x))`` is the target's change (per-row values, summed after differencing, keep float32
-    accurate over many rows). The new ``x`` and whether it moved."""
+    """One Newton MH step on a small vector ``x``: ``fit(point, base) -> (Fit, value)`` with ``value`` such that
+    ``sum(fit(x', x)[1] - fit(x, None)[1])`` is the target's change (``globals_fit`` puts the rows' change from ``base``,
+    summed after differencing row by row so float32 keeps it, into the first). The new ``x`` and whether it moved."""
     k_draw, k_accept = jax.random.split(key)
-    here, value_here = fit(x)
+    here, value_here = fit(x, None)
     proposed = newton_draw(k_draw, x, here, rho)
-    there, value_there = fit(proposed)
+    there, value_there = fit(proposed, x)
     change = jnp.sum(value_there - value_here)
     log_alpha = change + newton_log_q(x, proposed, there, rho) - newton_log_q(proposed, x, here, rho)
     accept = jnp.isfinite(log_alpha) & (jnp.log(jax.random.uniform(k_accept, (), x.dtype)) < log_alpha)
@@ -205,7 +229,7 @@ def newton_mh(key: jax.Array, x: jax.Array, fit: Callable, rho: jax.Array) -> tu
 def autodiff_fit(target: Callable) -> Callable:
     """``fit`` for ``newton_mh`` from a cheap scalar ``target`` (gradient and Hessian by autodiff)."""
 
-    def fit(point):
+    def fit(point, base=None):
         return Fit(jax.grad(target)(point), clipped_prec(jax.hessian(target)(point))), target(point)
 
     return fit
@@ -266,7 +290,8 @@ def globals_fit(problem: Problem, state: GibbsState, data: dict, spread: tuple =
     """Step 4's ``fit`` for ``newton_mh``: at globals ``x`` (effects ``u = e^{v s} a``, ``a`` from ``state``, ``v`` the
     ``spread`` weights, default 1), the target's gradient and clipped Hessian from each row's derivatives in
     ``(eta, phi)`` and the chain rule (``eta`` is linear in ``beta``; ``d eta / d s_fl = z_fl v u_fl``,
-    ``d^2 eta / d s_fl^2 = z_fl v^2 u_fl``), and the row densities with the prior as its values."""
+    ``d^2 eta / d s_fl^2 = z_fl v^2 u_fl``), and as its value the prior plus, ``base`` given, the rows' log-likelihood
+    change from ``base`` (per-row differences summed): one pass over the rows in chunks of ``problem.chunk``."""
     layout = problem.layout
     spread = spread or unit_spread(layout)
     standard = standardised(state, spread)
@@ -277,30 +302,40 @@ def globals_fit(problem: Problem, state: GibbsState, data: dict, spread: tuple =
         at = with_globals(layout, state, x, standard, spread)
         return prior_u(problem, at) + jnp.sum(jacobian.astype(x.dtype) * jnp.concatenate(at.log_sds))
 
-    def fit(x):
+    def fit(x, base=None):
         at = with_globals(layout, state, x, standard, spread)
-        eta = linear_predictor(layout, at.beta, at.us, data)
-        dens, grad, hess = row_curvature(problem, eta, at.phi, data)
-        vs = [jnp.asarray(v, eta.dtype) for v in spread]
-        scale_cols = [
-            data[f"z_{f}"].astype(eta.dtype) * (v * u)[data[f"g_{f}"]] for f, (u, v) in enumerate(zip(at.us, vs))
-        ]
-        curl_cols = [
-            data[f"z_{f}"].astype(eta.dtype) * (v * v * u)[data[f"g_{f}"]] for f, (u, v) in enumerate(zip(at.us, vs))
-        ]
-        d_eta = jnp.pad(jnp.concatenate([data["x"].astype(eta.dtype), *scale_cols], axis=1), ((0, 0), (0, extras)))
-        m = d_eta.shape[1]
-        d_phi = jnp.broadcast_to(jnp.eye(extras, m, m - extras, dtype=eta.dtype), (eta.shape[0], extras, m))
-        rows_j = jnp.concatenate([d_eta[:, None, :], d_phi], axis=1)  # (N, 1 + e, m): d (eta_i, phi) / d x
-        second = jnp.concatenate(
-            [jnp.zeros(layout.fixed, eta.dtype), *[jnp.sum(grad[0][:, None] * c, axis=0) for c in curl_cols]]
-        )
-        g = jnp.einsum("an,nam->m", grad, rows_j) + jax.grad(prior_part)(x)
-        weighted = jnp.einsum("abn,nbc->nac", hess, rows_j)  # each row's Hessian times its Jacobian
-        # J' H J as one (m x N(1 + e)) @ (N(1 + e) x m) product: 1.4 times faster at N = 10^6 than the 3-operand einsum
-        h = rows_j.reshape(-1, m).T @ weighted.reshape(-1, m) + jnp.diag(jnp.pad(second, (0, extras)))
+        start = None if base is None else with_globals(layout, state, base, standard, spread)
+
+        def part(rows):
+            eta = linear_predictor(layout, at.beta, at.us, rows)
+            dens, grad, hess = row_curvature(problem, eta, at.phi, rows)
+            vs = [jnp.asarray(v, eta.dtype) for v in spread]
+            scale_cols = [
+                rows[f"z_{f}"].astype(eta.dtype) * (v * u)[rows[f"g_{f}"]] for f, (u, v) in enumerate(zip(at.us, vs))
+            ]
+            curl_cols = [
+                rows[f"z_{f}"].astype(eta.dtype) * (v * v * u)[rows[f"g_{f}"]]
+                for f, (u, v) in enumerate(zip(at.us, vs))
+            ]
+            d_eta = jnp.pad(jnp.concatenate([rows["x"].astype(eta.dtype), *scale_cols], axis=1), ((0, 0), (0, extras)))
+            m = d_eta.shape[1]
+            d_phi = jnp.broadcast_to(jnp.eye(extras, m, m - extras, dtype=eta.dtype), (eta.shape[0], extras, m))
+            rows_j = jnp.concatenate([d_eta[:, None, :], d_phi], axis=1)  # (rows, 1 + e, m): d (eta_i, phi) / d x
+            second = jnp.concatenate(
+                [jnp.zeros(layout.fixed, eta.dtype), *[jnp.sum(grad[0][:, None] * c, axis=0) for c in curl_cols]]
+            )
+            g = jnp.einsum("an,nam->m", grad, rows_j)
+            weighted = jnp.einsum("abn,nbc->nac", hess, rows_j)  # each row's Hessian times its Jacobian
+            # J' H J as one (m x n(1 + e)) @ (n(1 + e) x m) product: 1.4 times faster at N = 10^6 than the 3-operand einsum
+            h = rows_j.reshape(-1, m).T @ weighted.reshape(-1, m)
+            change = jnp.zeros((), dens.dtype) if start is None else jnp.sum(dens - row_density(problem, start, rows))
+            return g, second, h, change
+
+        g, second, h, change = full_data_tree_sum(part, data, row_count(data), problem.chunk)
+        g = g + jax.grad(prior_part)(x)
+        h = h + jnp.diag(jnp.pad(second, (0, extras)))
         h = h + jax.hessian(prior_part)(x)
-        return Fit(g, clipped_prec(h)), jnp.concatenate([dens, prior_part(x)[None]])
+        return Fit(g, clipped_prec(h)), prior_part(x) + change
 
     return fit
 
