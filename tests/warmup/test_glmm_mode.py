@@ -11,16 +11,8 @@ from minibatch_mcmc.data.arrays import as_data_source
 from minibatch_mcmc.models.glmm import GLMMPrior, glmm_model, initial_theta
 from minibatch_mcmc.models.glmm_design import GLMMDesign, GroupFactor
 from minibatch_mcmc.warmup.centre import find_centre
-from minibatch_mcmc.warmup.glmm_mode import (
-    PROXY_STEP,
-    at_mode,
-    coordinate_steps,
-    evaluate,
-    glmm_mode,
-    near_mode,
-    polish,
-    surrogate,
-)
+from minibatch_mcmc.warmup.glmm_climb import PROXY_STEP, at_mode, coordinate_steps, evaluate, near_mode, polish
+from minibatch_mcmc.warmup.glmm_mode import glmm_mode, surrogate
 
 
 def logistic_groups(n: int, levels: int, seed: int = 0):
@@ -160,7 +152,7 @@ def test_a_climb_factors_its_start_hessian_once(monkeypatch):
     ``initial_theta`` at ``d = 1004`` spent tens of minutes in these repeated ``eigh`` calls). A 2-d concave quadratic
     ``f(x) = -x'Ax/2 + b'x`` read with the indefinite start: ``eigh`` calls counted. Fails on the per-trial code."""
     import minibatch_mcmc.optim.trust_region as tr
-    from minibatch_mcmc.warmup.glmm_mode import climb
+    from minibatch_mcmc.warmup.glmm_climb import climb
 
     a, b = np.array([[3.0, 0.5], [0.5, 1.0]]), np.array([1.0, -2.0])
     indefinite = np.array([[-3.0, 0.0], [0.0, 1.0]])
