@@ -171,7 +171,11 @@ def length_in(hessian: np.ndarray, index: ArrowIndex) -> Callable[[np.ndarray], 
 
 
 def trust_step(grad: np.ndarray, hessian: np.ndarray, radius: float, index: ArrowIndex) -> TrustStep:
-    """The step maximising the local quadratic within ``||d||_B <= radius`` (module docstring)."""
+    """The step maximising the local quadratic within ``||d||_B <= radius`` (module docstring); all NaN where the gradient
+    or Hessian is not finite (a trial there is refused by ``trust_region.gain``)."""
+    if not (np.all(np.isfinite(grad)) and np.all(np.isfinite(hessian))):
+        nan = np.full(grad.shape, np.nan)
+        return TrustStep(nan, np.nan, np.nan, np.nan, False)
     f = concave_factor(hessian, index)
     if f is not None:
         white = half_solve(f, grad)

@@ -67,6 +67,8 @@ def climb(
     index = arrow(index, start[1].size)
     x, current, inner, from_start = np.asarray(x0, np.float64), start, radius, length_in(start[2], index)
     for _ in range(CLIMB_STEPS):
+        if not (np.all(np.isfinite(current[1])) and np.all(np.isfinite(current[2]))):
+            break  # no quadratic to climb (the start's derivatives are not finite): the start is kept
         s = trust_step(
             current[1], current[2], inner, index
         )  # its decrement: ``decrement``'s, one factorisation for both
