@@ -119,6 +119,7 @@ def test_inverse_diagonal_against_the_dense_inverse():
     np.testing.assert_allclose(inverse_diagonal(concave_factor(-neg, idx)), np.diag(np.linalg.inv(neg)), rtol=1e-11)
 
 
+@pytest.mark.slow
 def test_glmm_arrow_covers_a_glmm_hessian():
     """On a two-factor GLMM's surrogate Hessian (jax.hessian of the log posterior at a random point), every non-zero
     entry lies on the arrow ``glmm_arrow`` gives (the larger factor's levels, the other factor global), so the arrow

@@ -5,7 +5,8 @@ The generic lean search (``warmup.lean``) reaches a GLMM's mode through minibatc
 and trust-region passes; at ``N = 2e5``, ``G = 10^3`` its mode, proxy and influence phases read 7.4 passes over ``N``.
 Here one pass at a point ``c`` is the GLMM proxy's (``control_variates.glmm_proxy``): its sums give the log-likelihood's
 exact gradient and Hessian at ``c``; the prior is exact. So the data-free surrogate ``log p0 + proxy_sum`` is climbed by
-trust-region Newton (``optim.trust_region``, in its own Laplace s.d.s) between passes: IRLS for a GLMM with its priors.
+trust-region Newton (``optim.arrow_trust``, in its own Laplace s.d.s, on the Hessian's arrow: ``warmup.glmm_climb``)
+between passes: IRLS for a GLMM with its priors.
 
 1. Subsample: ``subsample_rows(N)`` rows (``SUB_SHARE`` of ``N``), their second-order proxy scaled by ``N / m`` (one read
    of the subsample per iteration: the proxy at the trial point gives the value that accepts it, and the next step),
