@@ -9,12 +9,15 @@ of the Schur complement ``S = C - sum_g W_g' W_g`` (``ArrowChol``): ``O(G k^3 + 
 ``O(G k^2 + G k m + m^2)``. With no levels (``dense_arrow``) it is the dense Cholesky of ``-H``, the same code.
 
 The step maximises ``g'd + d'Hd/2`` within ``||d||_B <= radius``. Where ``-H`` factors (``concave_factor``) ``B = -H``
-as in ``optim.trust_region``: the Newton step, shortened to the radius. Elsewhere ``B = D``, ``-H``'s diagonal in
-absolute value (floored at ``FLOOR`` of its largest), and the step is the exact trust-region step in that metric,
-``(-H + mu D) d = g`` with ``||d||_D = radius`` (Moré and Sorensen's method: ``mu`` raised until the shifted matrix
-factors, then Newton's iteration on ``1 / ||d(mu)||`` inside a bracket, one arrow Cholesky per trial ``mu``; where the
-gradient has no part along the most negative curvature, ``hard_case``, the step adds that direction from inverse
-iteration). Lengths in ``B``: ``||L'd||`` where concave, ``||D^{1/2} d||`` elsewhere; the decrement ``sqrt(g'B^{-1}g)``.
+as in ``optim.trust_region``: the Newton step, shortened to the radius, from the arrow factor (``trust_step``,
+``decrement``, ``length_in``; the Laplace variances ``inverse_diagonal``). Where it does not, these fall back to
+``optim.trust_region``'s ``|H|`` eigenbasis (a ``d x d`` eigendecomposition). ``diagonal_step`` is the Cholesky-only
+alternative tried for those points and kept for comparison: ``B = D``, ``-H``'s diagonal in absolute value (floored at
+``FLOOR`` of its largest), and the exact trust-region step ``(-H + mu D) d = g`` with ``||d||_D = radius`` (Moré and
+Sorensen's method: ``mu`` raised until the shifted matrix factors, then Newton's iteration on ``1 / ||d(mu)||`` inside a
+bracket, one arrow Cholesky per trial ``mu``; where the gradient has no part along the most negative curvature,
+``hard_case``, the step adds that direction from inverse iteration). It equals the dense route to rounding, but led the
+GLMM mode search into the funnel of a 150-level logistic model where the ``|H|`` metric does not (``diagonal_step``).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import numpy as np
 import scipy.linalg
 
 from minibatch_mcmc.models.base import GLMMLayout
+from minibatch_mcmc.optim import trust_region as dense
 from minibatch_mcmc.optim.block_newton import ArrowIndex
 from minibatch_mcmc.optim.trust_region import PIVOT_FLOOR, TrustStep
 
@@ -158,7 +162,8 @@ def decrement(grad: np.ndarray, hessian: np.ndarray, index: ArrowIndex) -> float
     f = concave_factor(hessian, index)
     if f is not None:
         return float(np.linalg.norm(half_solve(f, grad)))
-    return float(np.linalg.norm(grad / np.sqrt(scales(hessian))))
+    lam, vec, curvature = dense.metric(hessian)
+    return float(np.linalg.norm((vec.T @ grad) / np.sqrt(curvature)))
 
 
 def length_in(hessian: np.ndarray, index: ArrowIndex) -> Callable[[np.ndarray], float]:
@@ -166,8 +171,9 @@ def length_in(hessian: np.ndarray, index: ArrowIndex) -> Callable[[np.ndarray], 
     f = concave_factor(hessian, index)
     if f is not None:
         return lambda step: float(np.linalg.norm(transpose_times(f, step)))
-    root = np.sqrt(scales(hessian))
-    return lambda step: float(np.linalg.norm(root * step))
+    lam, vec, curvature = dense.metric(hessian)
+    root = np.sqrt(curvature)
+    return lambda step: float(np.linalg.norm(root * (vec.T @ step)))
 
 
 def trust_step(grad: np.ndarray, hessian: np.ndarray, radius: float, index: ArrowIndex) -> TrustStep:
@@ -184,6 +190,14 @@ def trust_step(grad: np.ndarray, hessian: np.ndarray, radius: float, index: Arro
         length = dec * shrink
         step = back_solve(f, white) * shrink
         return TrustStep(step, float(grad @ step) - 0.5 * length**2, length, dec, True)
+    return dense.eigen_step(grad, hessian, radius)
+
+
+def diagonal_step(grad: np.ndarray, hessian: np.ndarray, radius: float, index: ArrowIndex) -> TrustStep:
+    """The exact trust-region step in the ``|diag H|`` metric at a non-concave point, by Moré-Sorensen shifts on the arrow
+    (module docstring): Cholesky factors only. Not the search's step: on a 150-level logistic GLMM (200 rows per level,
+    ``test_glmm_mode.test_no_dense_factorisation_with_many_groups``) it led the search into the funnel (log s.d. -134)
+    where the ``|H|`` eigenbasis step of ``optim.trust_region`` does not."""
     root = np.sqrt(scales(hessian))
     neg = -hessian / root[:, None] / root[None, :]  # D^{-1/2} (-H) D^{-1/2}: the arrow kept
     gt = grad / root
