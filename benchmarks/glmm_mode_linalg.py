@@ -4,7 +4,8 @@ library side by side in one run.
 The model and data are ``glmm_warmup_passes.py``'s (logistic, ``y ~ x1 + x2 + x3 + (1 | g)``, ``--sizes equal``); for
 each version one fresh process (both at the same time, so their seconds share the machine) builds the design and model
 (``mm.glmm``'s steps) and runs ``glmm_mode`` from ``initial_theta``, counting numpy's ``eigh``/``eigvalsh`` calls and
-seconds and scipy's and numpy's Cholesky calls; it reports the mode search's seconds, its full passes, those counts, and
+seconds and scipy's and numpy's Cholesky calls, and the calls of those and numpy's ``inv`` on a matrix larger than
+``BIG`` (a ``d x d`` factorisation); it reports the mode search's seconds, its full passes, those counts, and
 the largest distance between the two versions' modes in Laplace s.d.s (0 up to rounding for a pure speed-up):
 
     python benchmarks/glmm_mode_linalg.py --n 100000 --groups 1000 --before 08c6c6c \\
@@ -35,22 +36,30 @@ COLUMNS = [
     "eigh calls",
     "eigh s",
     "Cholesky calls",
+    "large factorisations",
     "mode off (s.d.)",
 ]
 
 
+BIG = 64
+"""A matrix whose last dimension exceeds this counts as a large (``d x d``) factorisation (the globals' blocks are smaller)."""
+
+
 def counted(module, name: str, tally: dict) -> None:
-    """Replace ``module.name`` by a wrapper adding its calls and seconds to ``tally[name]``."""
+    """Replace ``module.name`` by a wrapper adding its calls, seconds and calls on a matrix larger than ``BIG`` to
+    ``tally[name]``."""
     fn = getattr(module, name)
 
     def wrapper(*args, **kwargs):
         start = time.perf_counter()
+        big = int(np.shape(args[0])[-1] > BIG) if args else 0
         try:
             return fn(*args, **kwargs)
         finally:
-            tally[name] = [tally[name][0] + 1, tally[name][1] + time.perf_counter() - start]
+            calls, seconds, large = tally[name]
+            tally[name] = [calls + 1, seconds + time.perf_counter() - start, large + big]
 
-    tally[name] = [0, 0.0]
+    tally[name] = [0, 0.0, 0]
     setattr(module, name, wrapper)
 
 
@@ -74,7 +83,7 @@ def worker(n: int, groups: int, out: str) -> None:
     fitted = formula_design("y ~ x1 + x2 + x3 + (1 | g)", df, "bernoulli")
     model, data = glmm_model(fitted.design, fitted.family, centred="auto")
     tally: dict = {}
-    for name in ("eigh", "eigvalsh", "cholesky"):
+    for name in ("eigh", "eigvalsh", "cholesky", "inv"):
         counted(np.linalg, name, tally)
     sc: dict = {}  # scipy's, apart
     counted(scipy.linalg, "cholesky", sc)
@@ -88,6 +97,7 @@ def worker(n: int, groups: int, out: str) -> None:
         "eigh": tally["eigh"][0] + tally["eigvalsh"][0],
         "eigh_s": tally["eigh"][1] + tally["eigvalsh"][1],
         "chol": tally["cholesky"][0] + sc["cholesky"][0],
+        "large": sum(t[2] for t in tally.values()) + sc["cholesky"][2],
         "d": int(mode.hessian.shape[0]),
         "mode": np.asarray(jax.flatten_util.ravel_pytree(mode.theta_hat)[0], np.float64).tolist(),
         "sd": np.sqrt(np.diag(np.linalg.inv(-mode.hessian))).tolist(),
@@ -122,7 +132,7 @@ def main() -> None:
     rows, values = [], {}
     for name, r in got.items():
         row = [f"{args.n:.0e}", str(args.groups), str(r["d"]), name, f"{r['seconds']:.1f}", str(r["passes"])]
-        row += [str(r["eigh"]), f"{r['eigh_s']:.1f}", str(r["chol"]), f"{off:.1e}"]
+        row += [str(r["eigh"]), f"{r['eigh_s']:.1f}", str(r["chol"]), str(r.get("large", "")), f"{off:.1e}"]
         rows.append(row)
         values[f"{args.name}.{name.split()[0]}.seconds"] = f"{r['seconds']:.1f}"
         print(dict(zip(COLUMNS, row)), flush=True)

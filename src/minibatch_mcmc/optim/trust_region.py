@@ -115,6 +115,11 @@ def trust_step(grad: np.ndarray, hessian: np.ndarray, radius: float) -> TrustSte
     factor = concave_factor(hessian)
     if factor is not None:
         return concave_step(grad, factor, radius)
+    return eigen_step(grad, hessian, radius)
+
+
+def eigen_step(grad: np.ndarray, hessian: np.ndarray, radius: float) -> TrustStep:
+    """``trust_step`` in ``|H|``'s eigenbasis (module docstring), whether or not ``-H`` is positive definite."""
     lam, vec, curvature = metric(hessian)
     gt = (vec.T @ grad) / np.sqrt(curvature)
     sign = np.where(lam > 0, 1.0, -1.0)

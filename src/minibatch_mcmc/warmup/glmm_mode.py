@@ -5,7 +5,8 @@ The generic lean search (``warmup.lean``) reaches a GLMM's mode through minibatc
 and trust-region passes; at ``N = 2e5``, ``G = 10^3`` its mode, proxy and influence phases read 7.4 passes over ``N``.
 Here one pass at a point ``c`` is the GLMM proxy's (``control_variates.glmm_proxy``): its sums give the log-likelihood's
 exact gradient and Hessian at ``c``; the prior is exact. So the data-free surrogate ``log p0 + proxy_sum`` is climbed by
-trust-region Newton (``optim.trust_region``, in its own Laplace s.d.s) between passes: IRLS for a GLMM with its priors.
+trust-region Newton (``optim.arrow_trust``, in its own Laplace s.d.s, on the Hessian's arrow: ``warmup.glmm_climb``)
+between passes: IRLS for a GLMM with its priors.
 
 1. Subsample: ``subsample_rows(N)`` rows (``SUB_SHARE`` of ``N``), their second-order proxy scaled by ``N / m`` (one read
    of the subsample per iteration: the proxy at the trial point gives the value that accepts it, and the next step),
@@ -34,7 +35,6 @@ from typing import Any, Callable, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-import scipy.linalg
 from jax.flatten_util import ravel_pytree
 
 from minibatch_mcmc.control_variates.glmm import CUBIC_INFO, GLMMProxy, PairBlock, glmm_proxy
@@ -44,7 +44,6 @@ from minibatch_mcmc.control_variates.influence import (
     probe_plan,
     probe_points,
     probe_residuals,
-    probe_steps,
     rounding_floor,
     term_scale,
 )
@@ -52,10 +51,24 @@ from minibatch_mcmc.control_variates.top_deviations import add_deviations, sorte
 from minibatch_mcmc.data.arrays import DataSource, take
 from minibatch_mcmc.data.passes import DEFAULT_CHUNK
 from minibatch_mcmc.models.base import Model
+from minibatch_mcmc.optim.arrow_trust import decrement, glmm_arrow, length_in
+from minibatch_mcmc.optim.block_newton import ArrowIndex
 from minibatch_mcmc.optim.mode import ModeResult
-from minibatch_mcmc.optim.trust_region import concave_factor, decrement, gain, length_in, next_radius, trust_step
+from minibatch_mcmc.optim.trust_region import gain, next_radius
+from minibatch_mcmc.warmup.glmm_climb import (
+    SCALED,
+    at_mode,
+    climb,
+    converged,
+    evaluate,
+    fields,
+    full_climb,
+    laplace_steps,
+    near_mode,
+    polish,
+)
 from minibatch_mcmc.warmup.glmm_levels import LevelGrid, grid_knots, grid_reader, level_correction
-from minibatch_mcmc.warmup.lean import BULK_ROWS, laplace_factor
+from minibatch_mcmc.warmup.lean import BULK_ROWS
 from minibatch_mcmc.warmup.subsample_newton import subsample_index
 
 PyTree = Any
@@ -67,26 +80,10 @@ SUB_ITERATIONS = 12
 """Most subsample proxies (each reads the subsample once)."""
 SUB_DECREMENT = 0.5
 """Newton decrement (subsample Laplace s.d.s) at which the subsample phase stops."""
-CLIMB_STEPS = 20
-"""Most trust-region iterations on one data-free surrogate."""
-COORDINATE_STEP = 0.2
-"""Largest Newton step in any one coordinate, in its Laplace s.d., at which a point counts as the mode (``at_mode``):
-this module's own, measured with it (the lean search's joint decrement is another rule's tolerance)."""
-PROXY_STEP = 0.5
-"""Largest Newton step in any one coordinate, in its Laplace s.d., at which the full passes stop (``near_mode``): the
-last pass's proxy is kept, centred there, and the mode is the data-free climb's end on its surrogate (``polish``), an
-IRLS step from the last pass's exact gradient and Hessian. The lean search stops its passes at a joint Newton decrement
-of 0.5 (``lean.NEWTON_DECREMENT``), so no coordinate of its proxy's centre is further out."""
 GRID_REACH = 2.0
 """The climb with the levels' grids may go this many times the quadratic Newton step's length (in the Laplace s.d.s at its
 start): each level's own optimum lies past the quadratic's where the log-likelihood flattens (the gain test still
 decides)."""
-CLIMB_DECREMENT = 0.02
-"""Newton decrement at which a climb on the surrogate stops."""
-SCALED = ("gx", "hxx", "mx", "gphi", "kphi", "gz", "hzx", "hzz", "mz", "tzzz", "tzzx")
-"""The proxy's sums (each a sum over rows): scaled by ``N / m`` for a subsample's."""
-ARRAYS = ("centre",) + SCALED + ("cubic",)
-"""The proxy's array fields: arguments of the compiled surrogate, so one compilation serves every proxy."""
 
 
 class GLMMMode(NamedTuple):
@@ -136,97 +133,6 @@ def surrogate(model: Model, template: GLMMProxy, temperature: float, grid_factor
     return jax.jit(all_three)
 
 
-def fields(proxy: GLMMProxy) -> dict:
-    """A proxy's ``ARRAYS`` fields, and its pair blocks' arrays (``"pairs"``)."""
-    return {**{k: getattr(proxy, k) for k in ARRAYS}, "pairs": tuple((p.rows, p.cols, p.hzz) for p in proxy.pairs)}
-
-
-def climb(fn: Callable, arrays: dict, x0: np.ndarray, radius: float, dtype) -> tuple[np.ndarray, float, tuple]:
-    """Trust-region Newton on the data-free surrogate from ``x0`` within ``radius`` of its Laplace s.d.s at ``x0``: the end,
-    the rise it predicts, and ``(value, gradient, Hessian)`` at ``x0`` (float64)."""
-
-    def at(x: np.ndarray) -> tuple:
-        v, g, h = fn(jnp.asarray(x, dtype), arrays)
-        return float(v), np.asarray(g, np.float64), np.asarray(h, np.float64)
-
-    start = at(x0)
-    x, current, inner, from_start = np.asarray(x0, np.float64), start, radius, length_in(start[2])
-    for _ in range(CLIMB_STEPS):
-        s = trust_step(current[1], current[2], inner)  # its decrement: ``decrement``'s, one factorisation for both
-        if np.all(np.isfinite(current[2])) and s.decrement <= CLIMB_DECREMENT:
-            break
-        trial = x + s.step
-        out = from_start(trial - x0)
-        if out > radius:
-            trial = x0 + (trial - x0) * (radius / out)
-        step = trial - x
-        predicted = float(current[1] @ step) + 0.5 * float(step @ current[2] @ step)
-        new = at(trial)
-        taken, ratio = gain(current[0], new[0] if np.isfinite(new[0]) else np.nan, predicted)
-        inner = next_radius(inner, ratio, min(s.length, inner))
-        if taken:
-            x, current = trial, new
-        if inner < 1e-8:
-            break
-    return x, current[0] - start[0], start
-
-
-def converged(grad: np.ndarray, hessian: np.ndarray, limit: float) -> bool:
-    """A strictly concave point (``concave_factor``) within ``limit`` Laplace s.d.s of its local quadratic's mode."""
-    return concave_factor(hessian) is not None and decrement(grad, hessian) <= limit
-
-
-def coordinate_steps(grad: np.ndarray, hessian: np.ndarray) -> float:
-    """The largest Newton step in one coordinate, in that coordinate's Laplace s.d. (inf where not strictly concave):
-    from the Cholesky factor ``L`` of ``-H``, the step ``L'^{-1} L^{-1} g`` and the variances, the column sums of
-    ``L^{-1}``'s squares (no eigendecomposition, no inverse)."""
-    factor = concave_factor(hessian)
-    if factor is None:
-        return float("inf")
-    white = scipy.linalg.solve_triangular(factor, np.eye(factor.shape[0]), lower=True)  # L^{-1}
-    step = white.T @ (white @ grad)
-    return float(np.max(np.abs(step) / np.sqrt(np.sum(white**2, axis=0))))
-
-
-def at_mode(grad: np.ndarray, hessian: np.ndarray) -> bool:
-    """Each coordinate within ``COORDINATE_STEP`` of its Laplace s.d. from the local quadratic's mode.
-
-    A row's residual depends on its own level's effects and ``beta`` only, so what sets the proxy's residuals is each
-    coordinate's distance, not the joint one (``sqrt(d)`` times larger for errors spread over the levels, as Newton's are)."""
-    return coordinate_steps(grad, hessian) <= COORDINATE_STEP
-
-
-def near_mode(grad: np.ndarray, hessian: np.ndarray) -> bool:
-    """Each coordinate within ``PROXY_STEP`` of its Laplace s.d. from the local quadratic's mode: the pass's proxy is kept."""
-    return coordinate_steps(grad, hessian) <= PROXY_STEP
-
-
-def polish(
-    fn: Callable, proxy: GLMMProxy, x: np.ndarray, grad: np.ndarray, hessian: np.ndarray, dtype, temperature: float
-) -> tuple:
-    """The second-order surrogate's maximum from ``x`` (the last pass's point, ``near_mode``) and its ``(value, gradient,
-    Hessian)`` there (float64, the value with ``proxy``'s ``log_lik``): the proxy posterior's mode and Laplace fit, no data
-    read. At ``x`` itself where it is already ``at_mode``."""
-    if at_mode(grad, hessian):
-        return x, evaluate(fn, proxy, x, dtype, temperature)
-    end, _ = full_climb(fn, proxy, x, max(2.0 * decrement(grad, hessian), 1e-3), dtype)
-    return end, evaluate(fn, proxy, end, dtype, temperature)
-
-
-def second_order(proxy: GLMMProxy) -> GLMMProxy:
-    """``proxy`` without its per-level cubic."""
-    return proxy._replace(tzzz=(), tzzx=(), cubic=())
-
-
-def full_climb(fn: Callable, proxy: GLMMProxy, x: np.ndarray, radius: float, dtype) -> tuple[np.ndarray, float]:
-    """The second-order surrogate's climb from ``x`` (IRLS with the priors) and its predicted rise. Not the cubic one:
-    from a subsample's mode, several s.d.s out per level, its climb reaches the cubic's spurious maxima
-    (``control_variates.glmm.CUBIC_INFO``) and predicted 7,180 where the log posterior rose by 921 (``N = 2e5``,
-    ``G = 200``), while the second-order climb predicted 1,504 for a rise of 1,510."""
-    end, predicted, _ = climb(fn, fields(second_order(proxy)), x, radius, dtype)
-    return end, predicted
-
-
 class Probes(NamedTuple):
     """The influence probes one full pass reads besides the proxy's sums (``control_variates.influence``)."""
 
@@ -255,7 +161,15 @@ def probes(model: Model, source: DataSource, template: GLMMProxy, key: jax.Array
 
 
 def sub_climb(
-    model: Model, sample: PyTree, n: int, fn: Callable, proxy: GLMMProxy, x: np.ndarray, dtype, temperature: float
+    model: Model,
+    sample: PyTree,
+    n: int,
+    fn: Callable,
+    proxy: GLMMProxy,
+    x: np.ndarray,
+    dtype,
+    temperature: float,
+    index: ArrowIndex,
 ) -> tuple:
     """Trust-region IRLS on ``sample``'s proxies scaled to ``N`` rows (``proxy``: the one at ``x``) until the Newton decrement
     is at most ``SUB_DECREMENT`` (at most ``SUB_ITERATIONS`` proxies): the end, its proxy, the surrogate's ``(value,
@@ -264,15 +178,15 @@ def sub_climb(
     value, g, h = evaluate(fn, proxy, x, dtype, temperature)
     read, radius = 0, None
     for _ in range(SUB_ITERATIONS):
-        if not (np.all(np.isfinite(g)) and np.all(np.isfinite(h))) or converged(g, h, SUB_DECREMENT):
+        if not (np.all(np.isfinite(g)) and np.all(np.isfinite(h))) or converged(g, h, SUB_DECREMENT, index):
             break
-        radius = max(decrement(g, h), 1e-3) if radius is None else radius
-        trial, predicted, _ = climb(fn, fields(proxy), x, radius, dtype)
+        radius = max(decrement(g, h, index), 1e-3) if radius is None else radius
+        trial, predicted, _ = climb(fn, fields(proxy), x, radius, dtype, index)
         new = scaled(glmm_proxy(model, sample, jnp.asarray(trial, dtype), cubic_info=None), n / m)
         v_new, g_new, h_new = evaluate(fn, new, trial, dtype, temperature)
         read += m
         taken, ratio = gain(value, v_new if np.isfinite(v_new) else np.nan, predicted)
-        radius = next_radius(radius, ratio, min(length_in(h)(trial - x), radius))
+        radius = next_radius(radius, ratio, min(length_in(h, index)(trial - x), radius))
         if taken:
             x, proxy, value, g, h = trial, new, v_new, g_new, h_new
     return x, proxy, (value, g, h), read
@@ -286,12 +200,6 @@ def cubic_masks(proxy: GLMMProxy) -> tuple:
     )
 
 
-def evaluate(fn: Callable, proxy: GLMMProxy, x: np.ndarray, dtype, temperature: float) -> tuple:
-    """The log posterior at ``proxy``'s centre ``x`` (its pass's ``log_lik``) with its gradient and Hessian (float64)."""
-    v, g, h = (np.asarray(a, np.float64) for a in fn(jnp.asarray(x, dtype), fields(second_order(proxy))))
-    return float(v) + proxy.log_lik / temperature, g, h
-
-
 def full_pass(
     model: Model,
     source: DataSource,
@@ -301,16 +209,16 @@ def full_pass(
     masks: tuple,
     hessian: np.ndarray,
     temperature: float,
+    index: ArrowIndex,
     extra: Callable | None = None,
 ) -> tuple[GLMMProxy, ProbeRound | None]:
     """The GLMM proxy at ``x`` from one pass, which also reads every row's residual at the influence probes ``x +- 3 L u``
     (``L`` from ``hessian``, the last one known; the cubic's levels ``masks``): the first influence round where ``x`` is
     the mode (None where ``hessian`` is not negative definite); ``extra(rows, start)``: a further reduction it feeds."""
     c = jnp.asarray(x, dtype)
-    factor = laplace_factor(hessian)
-    if factor is None:
+    steps = laplace_steps(hessian, index, probe.key)
+    if steps is None:
         return glmm_proxy(model, source, c, each=extra), None
-    steps = probe_steps(factor, probe.key)
     points = probe_points(c, steps)
     at_bulk = np.asarray(probe.resid(probe.bulk_rows, c, masks, points)[0], np.float64)[:, : probe.bulk_count]
     bulk = np.median(at_bulk, axis=1, keepdims=True)
@@ -348,7 +256,8 @@ def glmm_mode(
     x = np.asarray(flat0, np.float64)
     proxy = scaled(glmm_proxy(model, sample, flat0, cubic_info=None), n / m)
     fn = surrogate(model, proxy, temperature)
-    x, proxy, (value, g, h), read = sub_climb(model, sample, n, fn, proxy, x, dtype, temperature)
+    index = glmm_arrow(model.glmm.layout)
+    x, proxy, (value, g, h), read = sub_climb(model, sample, n, fn, proxy, x, dtype, temperature, index)
     rows = m + read
     probe = probes(model, source, proxy, jax.random.key(0) if probe_key is None else probe_key)
     masks = cubic_masks(proxy)
@@ -357,31 +266,31 @@ def glmm_mode(
     glmm = model.glmm
     reader = grid_reader(glmm.layout, glmm.row_log_density, glmm.split(jnp.asarray(x, dtype)), knots, dtype)
     sub_h = h
-    proxy, found = full_pass(model, source, x, dtype, probe, masks, h, temperature, reader[0] if knots else None)
+    proxy, found = full_pass(model, source, x, dtype, probe, masks, h, temperature, index, reader[0] if knots else None)
     grids = reader[1]() if knots else ()
     fn_grid = surrogate(model, proxy, temperature, tuple(g.factor for g in grids)) if grids else None
     value, g, h = evaluate(fn, proxy, x, dtype, temperature)
-    shape = h if laplace_factor(h) is not None else sub_h  # the probes' Laplace shape: the last concave one
-    while passes <= 2 * newton_steps and taken_steps < newton_steps and not near_mode(g, h):
-        radius = max(decrement(g, h), 1e-3) if radius is None else radius
+    shape = h if converged(g, h, np.inf, index) else sub_h  # the probes' Laplace shape: the last concave one
+    while passes <= 2 * newton_steps and taken_steps < newton_steps and not near_mode(g, h, index):
+        radius = max(decrement(g, h, index), 1e-3) if radius is None else radius
         if grids:  # from the subsample's mode: each level's own log-likelihood on its grid (glmm_levels)
             arrays = {**fields(proxy), "grids": tuple(tuple(gr)[1:] for gr in grids)}  # its cubic sums: the cross term
-            trial, predicted, _ = climb(fn_grid, arrays, x, GRID_REACH * radius, dtype)
+            trial, predicted, _ = climb(fn_grid, arrays, x, GRID_REACH * radius, dtype, index)
         else:
-            trial, predicted = full_climb(fn, proxy, x, radius, dtype)
-        new, new_found = full_pass(model, source, trial, dtype, probe, cubic_masks(proxy), shape, temperature)
+            trial, predicted = full_climb(fn, proxy, x, radius, dtype, index)
+        new, new_found = full_pass(model, source, trial, dtype, probe, cubic_masks(proxy), shape, temperature, index)
         passes += 1
         v_new, g_new, h_new = evaluate(fn, new, trial, dtype, temperature)
         ok, ratio = gain(value, v_new if np.isfinite(v_new) else np.nan, predicted)
-        radius = next_radius(radius, ratio, min(length_in(h)(trial - x), radius))
+        radius = next_radius(radius, ratio, min(length_in(h, index)(trial - x), radius))
         if ok:
             x, proxy, found, value, g, h, taken_steps = trial, new, new_found, v_new, g_new, h_new, taken_steps + 1
             grids = ()  # centred on the point left
-            shape = h if laplace_factor(h) is not None else shape
+            shape = h if converged(g, h, np.inf, index) else shape
         if radius < 1e-8:
             break
-    near = near_mode(g, h)
-    top, (value, g, h) = polish(fn, proxy, x, g, h, dtype, temperature) if near else (x, (value, g, h))
+    near = near_mode(g, h, index)
+    top, (value, g, h) = polish(fn, proxy, x, g, h, dtype, temperature, index) if near else (x, (value, g, h))
     mode = ModeResult(
         theta_hat=unravel(jnp.asarray(top, dtype)),
         log_posterior=value,
@@ -390,7 +299,7 @@ def glmm_mode(
         data_used=rows + passes * (n + probe.bulk_count),
         seconds=time.perf_counter() - start_time,
         newton_steps_taken=taken_steps,
-        converged=near and at_mode(g, h),
+        converged=near and at_mode(g, h, index),
         gradient=g,
     )
     return GLMMMode(mode, proxy, passes, rows, found)

@@ -1,0 +1,156 @@
+"""Trust-region steps on an arrow-shaped Hessian (``optim.arrow_trust``): the level-block/Schur route against the same
+method on the dense factor and against an eigendecomposition written out here in float64."""
+
+import numpy as np
+import pytest
+import scipy.optimize
+
+from minibatch_mcmc.optim.arrow_trust import (
+    concave_factor,
+    dense_arrow,
+    diagonal_step,
+    glmm_arrow,
+    inverse_diagonal,
+    length_in,
+    scales,
+    trust_step,
+)
+from minibatch_mcmc.optim.block_newton import ArrowIndex
+
+
+def arrow_matrix(levels: int = 40, k: int = 2, m: int = 4, seed: int = 0) -> tuple[np.ndarray, ArrowIndex]:
+    """A positive definite arrow ``-H`` (levels interleaved with the globals in the flat order, as a GLMM's are not, so a
+    wrong index mapping shows) and its index."""
+    rng = np.random.default_rng(seed)
+    d = levels * k + m
+    order = rng.permutation(d)
+    idx = ArrowIndex(order[: levels * k].reshape(levels, k), np.sort(order[levels * k :]))
+    neg = np.zeros((d, d))
+    for lv in idx.levels:
+        x = rng.normal(size=(k, k))
+        neg[np.ix_(lv, lv)] = x @ x.T + 0.5 * np.eye(k)
+        b = rng.normal(0.0, 0.3, (k, m))
+        neg[np.ix_(lv, idx.globals_)], neg[np.ix_(idx.globals_, lv)] = b, b.T
+    y = rng.normal(size=(m, m))
+    neg[np.ix_(idx.globals_, idx.globals_)] = y @ y.T + 30.0 * np.eye(m)
+    return neg, idx
+
+
+def exact_step(g: np.ndarray, neg: np.ndarray, metric: np.ndarray, radius: float) -> np.ndarray:
+    """The exact trust-region step ``max g'd - d'(neg)d/2`` within ``||metric^{1/2} d|| <= radius`` (``metric``
+    diagonal), from the eigendecomposition of the scaled matrix and the secular equation solved by brentq."""
+    s = 1.0 / np.sqrt(metric)
+    lam, vec = np.linalg.eigh(neg * s[:, None] * s[None, :])
+    gt = vec.T @ (g * s)
+    if lam[0] > 0 and np.linalg.norm(gt / lam) <= radius:
+        return s * (vec @ (gt / lam))
+    mu = scipy.optimize.brentq(lambda u: np.linalg.norm(gt / (lam + u)) - radius, max(-lam[0], 0.0) + 1e-12, 1e8)
+    return s * (vec @ (gt / (lam + mu)))
+
+
+@pytest.mark.parametrize("radius", [100.0, 0.7])
+def test_concave_step_equals_the_dense_newton_step(radius):
+    """Concave, inside the region (``radius = 100``: the full Newton step ``(-H)^{-1} g``) and on its boundary
+    (``radius = 0.7``, in Laplace s.d.s ``||L'd||``): the arrow route's step equals the dense route's and the exact step
+    in the ``-H`` metric to rounding, with the decrement ``sqrt(g'(-H)^{-1} g)``. Catches a wrong Schur complement, a
+    transposed cross block or a level mapped to the wrong coordinates."""
+    neg, idx = arrow_matrix()
+    g = np.random.default_rng(1).normal(size=neg.shape[0])
+    arrow, dense = trust_step(g, -neg, radius, idx), trust_step(g, -neg, radius, dense_arrow(neg.shape[0]))
+    newton = np.linalg.solve(neg, g)
+    dec = float(np.sqrt(g @ newton))
+    want = newton * min(1.0, radius / dec)
+    for s in (arrow, dense):
+        np.testing.assert_allclose(s.step, want, rtol=1e-10, atol=1e-12 * np.max(np.abs(want)))
+        assert s.concave and abs(s.decrement - dec) <= 1e-10 * dec
+        assert abs(s.length - min(radius, dec)) <= 1e-10 * radius
+        assert abs(s.predicted - (g @ want - 0.5 * want @ neg @ want)) <= 1e-9 * abs(s.predicted)
+    assert abs(length_in(-neg, idx)(want) - np.sqrt(want @ neg @ want)) <= 1e-10 * radius
+
+
+@pytest.mark.parametrize("radius", [0.3, 4.0])
+def test_non_concave_step_equals_the_dense_and_exact_step(radius):
+    """Not concave (two negative curvatures, one on a level and one on a global, as at a non-centred ridge): the arrow
+    route's step (More-Sorensen shifts on the level blocks and the Schur complement) equals the same method on the dense
+    factor and the exact trust-region step in the ``|diag H|`` metric from an eigendecomposition, to 1e-9, and lies on
+    the boundary. Catches a wrong shift (the step would be off the boundary or not the maximiser) or a metric mix-up."""
+    neg, idx = arrow_matrix(seed=2)
+    neg[idx.levels[3, 0], idx.levels[3, 0]] -= 6.0
+    neg[idx.globals_[1], idx.globals_[1]] -= 80.0
+    assert np.linalg.eigvalsh(neg)[0] < 0
+    g = np.random.default_rng(3).normal(size=neg.shape[0])
+    arrow, dense = diagonal_step(g, -neg, radius, idx), diagonal_step(g, -neg, radius, dense_arrow(neg.shape[0]))
+    want = exact_step(g, neg, scales(-neg), radius)
+    for s in (arrow, dense):
+        np.testing.assert_allclose(s.step, want, rtol=1e-9, atol=1e-9 * np.max(np.abs(want)))
+        assert not s.concave and abs(s.length - radius) <= 1e-9 * radius
+        assert abs(s.predicted - (g @ want - 0.5 * want @ neg @ want)) <= 1e-8 * abs(s.predicted)
+    assert concave_factor(-neg, idx) is None
+
+
+def test_hard_case_reaches_the_boundary():
+    """The gradient with no part along the one negative curvature (the hard case, as at a symmetric start): the step still
+    has length ``radius`` and predicts at least the exact step's rise (the exact step: the shifted solution plus the
+    negative-curvature direction). Catches a step left inside the region where the quadratic rises without bound."""
+    neg, idx = arrow_matrix(levels=10, k=1, m=3, seed=4)
+    neg[idx.levels[2, 0], :] = neg[:, idx.levels[2, 0]] = 0.0
+    neg[idx.levels[2, 0], idx.levels[2, 0]] = -2.0  # an uncoupled negative direction
+    g = np.random.default_rng(5).normal(size=neg.shape[0])
+    g[idx.levels[2, 0]] = 0.0
+    s = diagonal_step(g, -neg, 0.5, idx)
+    d = scales(-neg)
+    assert abs(np.linalg.norm(np.sqrt(d) * s.step) - 0.5) <= 1e-9
+    model = lambda x: g @ x - 0.5 * x @ neg @ x  # noqa: E731
+    best = scipy.optimize.minimize(
+        lambda x: -model(x),
+        s.step * 0.9,
+        constraints=[{"type": "ineq", "fun": lambda x: 0.25 - np.sum(d * x**2)}],
+        method="SLSQP",
+        options={"ftol": 1e-14, "maxiter": 500},
+    )
+    assert model(s.step) >= -best.fun - 1e-7
+
+
+def test_inverse_diagonal_against_the_dense_inverse():
+    """``diag((-H)^{-1})`` from the arrow factor equals numpy's dense inverse's diagonal to rounding: the Laplace
+    variances of every coordinate, levels and globals. Catches a missing Schur term in the levels' variances."""
+    neg, idx = arrow_matrix(levels=25, k=3, m=5, seed=6)
+    np.testing.assert_allclose(inverse_diagonal(concave_factor(-neg, idx)), np.diag(np.linalg.inv(neg)), rtol=1e-11)
+
+
+@pytest.mark.slow
+def test_glmm_arrow_covers_a_glmm_hessian():
+    """On a two-factor GLMM's surrogate Hessian (jax.hessian of the log posterior at a random point), every non-zero
+    entry lies on the arrow ``glmm_arrow`` gives (the larger factor's levels, the other factor global), so the arrow
+    route drops nothing. Catches an index off by a block (another factor's effects or the log s.d.s taken as levels)."""
+    import jax
+    import jax.numpy as jnp
+
+    from minibatch_mcmc.models.glmm import glmm_model
+    from minibatch_mcmc.models.glmm_design import GLMMDesign, GroupFactor
+
+    rng = np.random.default_rng(7)
+    n = 300
+    x = np.c_[np.ones(n), rng.normal(size=n)]
+    f1, f2 = rng.integers(0, 12, n), rng.integers(0, 4, n)
+    design = GLMMDesign(
+        y=(rng.random(n) < 0.5).astype(float),
+        x=x,
+        fixed=("Intercept", "x1"),
+        factors=(
+            GroupFactor("h", f2, np.ones((n, 1)), tuple(range(4)), ("1",)),
+            GroupFactor("g", f1, x, tuple(range(12)), ("1", "x1")),
+        ),
+    )
+    model, data = glmm_model(design, "bernoulli", centred=False)
+    arrays = {k: jnp.asarray(v) for k, v in data.items()}
+    idx = glmm_arrow(model.glmm.layout)
+    d = idx.levels.size + idx.globals_.size
+    assert idx.levels.shape == (12, 2)
+    theta = jnp.asarray(rng.normal(0.0, 0.3, d), jnp.float32)
+    h = np.asarray(jax.jit(jax.hessian(lambda t: model.log_prior(t) + jnp.sum(model.log_lik(t, arrays))))(theta))
+    on = np.zeros((d, d), bool)
+    on[np.ix_(idx.globals_, np.arange(d))] = on[np.ix_(np.arange(d), idx.globals_)] = True
+    for lv in idx.levels:
+        on[np.ix_(lv, lv)] = True
+    assert np.all(h[~on] == 0.0) and np.any(h[on] != 0.0)
