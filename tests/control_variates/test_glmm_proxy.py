@@ -323,11 +323,15 @@ def scaled(draws: dict, factor: float) -> dict:
 @pytest.mark.parametrize(
     "family, centred, noise",
     [
-        ("bernoulli", False, None),
-        ("poisson", True, None),
-        ("student_t", "auto", (1.0, 5.0)),
+        pytest.param("bernoulli", False, None, id="bernoulli-noncentred"),
+        pytest.param("poisson", True, None, id="poisson-centred"),
+        pytest.param("student_t", "auto", (1.0, 5.0), id="student_t-nu5"),
         pytest.param(
-            "student_t", "auto", (0.5, 4.0), marks=pytest.mark.xfail(strict=True, raises=ValueError, reason=STUDENT_T)
+            "student_t",
+            "auto",
+            (0.5, 4.0),
+            id="student_t-nu4-scale0.5",
+            marks=pytest.mark.xfail(strict=True, raises=ValueError, reason=STUDENT_T),
         ),
     ],
 )
