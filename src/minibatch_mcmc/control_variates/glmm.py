@@ -288,6 +288,10 @@ class GLMMProxy(NamedTuple):
         return estimate
 
 
+class NonFiniteSums(ValueError):
+    """The GLMM proxy's sums at a centre overflow (a row's log-density or its derivatives are not finite there)."""
+
+
 def glmm_proxy(
     model: Model,
     data: Any,
@@ -319,7 +323,7 @@ def glmm_proxy(
     for name, value in sums.items():
         arrays = value[2:] if name.startswith("pair_") else (value,)
         if not all(np.all(np.isfinite(a)) for a in arrays):
-            raise ValueError(
+            raise NonFiniteSums(
                 f"the GLMM proxy's full-data sum {name!r} at the centre is not finite: the centre lies where "
                 "some row's log-likelihood or its derivatives overflow; start the warm-up elsewhere"
             )

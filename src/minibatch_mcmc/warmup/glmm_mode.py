@@ -37,7 +37,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
 
-from minibatch_mcmc.control_variates.glmm import CUBIC_INFO, GLMMProxy, PairBlock, glmm_proxy
+from minibatch_mcmc.control_variates.glmm import CUBIC_INFO, GLMMProxy, NonFiniteSums, PairBlock, glmm_proxy
 from minibatch_mcmc.control_variates.influence import (
     ProbeRound,
     kept_rows,
@@ -182,9 +182,13 @@ def sub_climb(
             break
         radius = max(decrement(g, h, index), 1e-3) if radius is None else radius
         trial, predicted, _ = climb(fn, fields(proxy), x, radius, dtype, index)
-        new = scaled(glmm_proxy(model, sample, jnp.asarray(trial, dtype), cubic_info=None), n / m)
-        v_new, g_new, h_new = evaluate(fn, new, trial, dtype, temperature)
         read += m
+        try:
+            new = scaled(glmm_proxy(model, sample, jnp.asarray(trial, dtype), cubic_info=None), n / m)
+        except NonFiniteSums:  # a row's log-density overflows at the trial: a failed step, the region shrinks
+            new, v_new = None, np.nan
+        else:
+            v_new, g_new, h_new = evaluate(fn, new, trial, dtype, temperature)
         taken, ratio = gain(value, v_new if np.isfinite(v_new) else np.nan, predicted)
         radius = next_radius(radius, ratio, min(length_in(h, index)(trial - x), radius))
         if taken:
@@ -278,9 +282,15 @@ def glmm_mode(
             trial, predicted, _ = climb(fn_grid, arrays, x, GRID_REACH * radius, dtype, index)
         else:
             trial, predicted = full_climb(fn, proxy, x, radius, dtype, index)
-        new, new_found = full_pass(model, source, trial, dtype, probe, cubic_masks(proxy), shape, temperature, index)
         passes += 1
-        v_new, g_new, h_new = evaluate(fn, new, trial, dtype, temperature)
+        try:
+            new, new_found = full_pass(
+                model, source, trial, dtype, probe, cubic_masks(proxy), shape, temperature, index
+            )
+        except NonFiniteSums:  # a row's log-density overflows at the trial: a failed step, the region shrinks
+            new, v_new = None, np.nan
+        else:
+            v_new, g_new, h_new = evaluate(fn, new, trial, dtype, temperature)
         ok, ratio = gain(value, v_new if np.isfinite(v_new) else np.nan, predicted)
         radius = next_radius(radius, ratio, min(length_in(h, index)(trial - x), radius))
         if ok:
