@@ -47,9 +47,9 @@ demo: $(STAMP)
 # at import in test_same_draws, test_shapes, test_fuzz and test_checkpoint_integrity: their imports 12.5 -> 1.8 CPU s,
 # about 9-11 worker-seconds less in all (the data is now made by the one worker that runs the file); collecting the
 # whole fast suite (pytest --co, what each worker does first) 27.1 -> 18.5 CPU s, side by side.
-# Tried, not adopted: XLA_FLAGS=--xla_backend_optimization_level=0 for the whole session took test_same_draws and
-# test_mhsublhd from 133.5 to 123.2 CPU s (-8%, both passed), but it would test other compiled code than users run and
-# make test_compiling's fast-versus-full comparison compare a program with itself.
+# Tried then, not adopted (adopted 2026-11-28, below, for make test only): XLA_FLAGS=--xla_backend_optimization_level=0
+# took test_same_draws and test_mhsublhd from 133.5 to 123.2 CPU s (-8%, both passed), but it would test other
+# compiled code than users run and make test_compiling's fast-versus-full comparison compare a program with itself.
 # 2026-11-28, 04:13, idle box, fresh clone of a8e4ad0 (that order, plus the session's merges): 9:05 in all (install
 # about 0:53, tests 8:12, 1,429 fast cases, all passed). A second fresh clone (a8e4530, 04:42, idle) took 9:52 (tests
 # 8:57, 1,430 cases): both under the budget, the second by 8 s.
@@ -60,7 +60,10 @@ demo: $(STAMP)
 # load ~1: 136.3 -> 108.7 CPU s (-20%), wall 143 -> 106 s; all passed. The fast suite's runs are short, so compiling is
 # most of their time. Only `make test` sets it: `make test-slow` (long runs, and test_compiling's comparison of a
 # fast-compiled runner with a fully optimised one, which under this flag would compare a program with itself) and a
-# user's own runs keep XLA's defaults. `make test TEST_XLA_FLAGS=` runs the fast suite at the defaults.
+# user's own runs keep XLA's defaults. `make test TEST_XLA_FLAGS=` runs the fast suite at the defaults. Fresh clone
+# of cb3b38d on the idle box, the two back to back: level 0 10:14 in all (install and lint ~1:19, tests 8:55, 1,444
+# cases); defaults, same venv, tests 10:16. Execution-heavy tests get slower (test_mintee's quadrature 17.6 -> 28.8 s
+# under load), compile-heavy ones faster; -13% on the whole. Still ~14 s over the 10 minutes on this box.
 TEST_JOBS ?= 2
 TEST_XLA_FLAGS ?= --xla_backend_optimization_level=0
 

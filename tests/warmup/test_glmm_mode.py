@@ -209,7 +209,7 @@ def test_a_trial_whose_sums_overflow_is_a_rejected_step(monkeypatch):
     overflow there: ``NonFiniteSums``, simulated here at the climb's first trial) is a failed step whose trust region
     shrinks, and the search still ends within 0.25 Laplace s.d.s of the float64 Newton mode. Before, the error ended
     the warm-up (the student-t case of ``test_auto_sample_matches_nuts``)."""
-    from minibatch_mcmc.control_variates.glmm import NonFiniteSums
+    from minibatch_mcmc.control_variates.glmm_sums import NonFiniteSums
     from minibatch_mcmc.warmup import glmm_mode as module
 
     model, data = logistic_groups(2_000, 8)

@@ -25,6 +25,11 @@ from minibatch_mcmc.data.passes import DEFAULT_CHUNK
 from minibatch_mcmc.models.base import GLMMLayout
 from minibatch_mcmc.models.glmm import linear_predictor
 
+
+class NonFiniteSums(ValueError):
+    """The GLMM proxy's sums at a centre overflow (a row's log-density or its derivatives are not finite there)."""
+
+
 PyTree = Any
 
 
@@ -148,7 +153,8 @@ def streamed_sums(
     """Every sum of the module docstring over all rows, in float64, from one pass over ``source`` in chunks of ``chunk`` rows.
 
     Pair sums come back as ``pair_<f>_<f'>``: ``(levels of f, levels of f', sums (P, k_f, k_f'))`` over the observed pairs.
-    ``each(rows, start)``, if given, is called on every chunk read (another reduction made by the same pass)."""
+    ``each(rows, start)``, if given, is called on every chunk read (another reduction made by the same pass). A sum that
+    is not finite raises ``NonFiniteSums``."""
     if chunk < 1:
         raise ValueError(f"chunk={chunk!r} must be a positive number of rows")
     part = jax.jit(chunk_sums(layout, density, *centre_split))
@@ -176,6 +182,12 @@ def streamed_sums(
         raise ValueError("the GLMM proxy needs at least one row of data")
     for (f, f2), (keys, sums) in pair_acc.items():
         total[f"pair_{f}_{f2}"] = (keys // layout.levels[f2], keys % layout.levels[f2], sums)
+    for name, value in total.items():
+        if not all(np.all(np.isfinite(a)) for a in (value[2:] if name.startswith("pair_") else (value,))):
+            raise NonFiniteSums(
+                f"the GLMM proxy's full-data sum {name!r} at the centre is not finite: the centre lies where "
+                "some row's log-likelihood or its derivatives overflow; start the warm-up elsewhere"
+            )
     return total
 
 

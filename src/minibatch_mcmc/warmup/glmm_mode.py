@@ -37,7 +37,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
 
-from minibatch_mcmc.control_variates.glmm import CUBIC_INFO, GLMMProxy, NonFiniteSums, PairBlock, glmm_proxy
+from minibatch_mcmc.control_variates.glmm import CUBIC_INFO, GLMMProxy, PairBlock, glmm_proxy
+from minibatch_mcmc.control_variates.glmm_sums import NonFiniteSums
 from minibatch_mcmc.control_variates.influence import (
     ProbeRound,
     kept_rows,
