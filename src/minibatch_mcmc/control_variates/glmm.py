@@ -288,10 +288,6 @@ class GLMMProxy(NamedTuple):
         return estimate
 
 
-class NonFiniteSums(ValueError):
-    """The GLMM proxy's sums at a centre overflow (a row's log-density or its derivatives are not finite there)."""
-
-
 def glmm_proxy(
     model: Model,
     data: Any,
