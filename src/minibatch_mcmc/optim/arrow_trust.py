@@ -11,13 +11,10 @@ of the Schur complement ``S = C - sum_g W_g' W_g`` (``ArrowChol``): ``O(G k^3 + 
 The step maximises ``g'd + d'Hd/2`` within ``||d||_B <= radius``. Where ``-H`` factors (``concave_factor``) ``B = -H``
 as in ``optim.trust_region``: the Newton step, shortened to the radius, from the arrow factor (``trust_step``,
 ``decrement``, ``length_in``; the Laplace variances ``inverse_diagonal``). Where it does not, these fall back to
-``optim.trust_region``'s ``|H|`` eigenbasis (a ``d x d`` eigendecomposition). ``diagonal_step`` is the Cholesky-only
-alternative tried for those points and kept for comparison: ``B = D``, ``-H``'s diagonal in absolute value (floored at
-``FLOOR`` of its largest), and the exact trust-region step ``(-H + mu D) d = g`` with ``||d||_D = radius`` (Moré and
-Sorensen's method: ``mu`` raised until the shifted matrix factors, then Newton's iteration on ``1 / ||d(mu)||`` inside a
-bracket, one arrow Cholesky per trial ``mu``; where the gradient has no part along the most negative curvature,
-``hard_case``, the step adds that direction from inverse iteration). It equals the dense route to rounding, but led the
-GLMM mode search into the funnel of a 150-level logistic model where the ``|H|`` metric does not (``diagonal_step``).
+``optim.trust_region``'s ``|H|`` eigenbasis (a ``d x d`` eigendecomposition). A Cholesky-only step for those points,
+Moré and Sorensen's method in the ``|diag H|`` metric on the arrow, matched the dense route to rounding but led the GLMM
+mode search into the funnel of a 150-level logistic model where the ``|H|`` metric does not; it was removed unused
+(its code and tests are in commit 264e05e's tree, ``diagonal_step``).
 """
 
 from __future__ import annotations
@@ -31,13 +28,6 @@ from minibatch_mcmc.models.base import GLMMLayout
 from minibatch_mcmc.optim import trust_region as dense
 from minibatch_mcmc.optim.block_newton import ArrowIndex
 from minibatch_mcmc.optim.trust_region import PIVOT_FLOOR, TrustStep
-
-FLOOR = 1e-12
-"""Smallest entry of the metric ``D`` (and its square roots' squares), relative to its largest."""
-TOLERANCE = 1e-12
-"""Relative error in ``||d||_D = radius`` at which the shifted step stops."""
-MAX_SHIFTS = 300
-"""Most trial shifts ``mu`` (each one arrow Cholesky)."""
 
 
 class ArrowChol(NamedTuple):
@@ -72,14 +62,13 @@ def dense_arrow(d: int) -> ArrowIndex:
     return ArrowIndex(np.zeros((0, 1), np.int64), np.arange(d))
 
 
-def factor(neg: np.ndarray, index: ArrowIndex, shift: np.ndarray | None = None) -> ArrowChol | None:
-    """The ``ArrowChol`` of the symmetric ``neg + diag(shift)``'s arrow blocks where it is positive definite with every
+def factor(neg: np.ndarray, index: ArrowIndex) -> ArrowChol | None:
+    """The ``ArrowChol`` of the symmetric ``neg``'s arrow blocks where it is positive definite with every
     squared pivot above ``PIVOT_FLOOR`` of the largest, else None (entries off the arrow are taken to be 0)."""
     lv, gl = index.levels, index.globals_
-    s = np.zeros(neg.shape[0]) if shift is None else shift
-    a = 0.5 * (neg[lv[:, :, None], lv[:, None, :]] + neg[lv[:, None, :], lv[:, :, None]]) + vec_diag(s[lv])
+    a = 0.5 * (neg[lv[:, :, None], lv[:, None, :]] + neg[lv[:, None, :], lv[:, :, None]])
     b = 0.5 * (neg[lv[:, :, None], gl[None, None, :]] + neg[gl[None, None, :], lv[:, :, None]])
-    c = 0.5 * (neg[np.ix_(gl, gl)] + neg[np.ix_(gl, gl)].T) + np.diag(s[gl])
+    c = 0.5 * (neg[np.ix_(gl, gl)] + neg[np.ix_(gl, gl)].T)
     if not (np.all(np.isfinite(a)) and np.all(np.isfinite(b)) and np.all(np.isfinite(c))):
         return None
     try:
@@ -93,11 +82,6 @@ def factor(neg: np.ndarray, index: ArrowIndex, shift: np.ndarray | None = None) 
     if pivots.size == 0 or not float(np.min(pivots)) > PIVOT_FLOOR * float(np.max(pivots)):
         return None
     return ArrowChol(index, levels, cross, schur)
-
-
-def vec_diag(v: np.ndarray) -> np.ndarray:
-    """``(G, k) -> (G, k, k)``: each row as a diagonal matrix."""
-    return v[:, :, None] * np.eye(v.shape[1])[None]
 
 
 def half_solve(f: ArrowChol, r: np.ndarray) -> np.ndarray:
@@ -151,12 +135,6 @@ def concave_factor(hessian: np.ndarray, index: ArrowIndex) -> ArrowChol | None:
     return factor(-hessian, index)
 
 
-def scales(hessian: np.ndarray) -> np.ndarray:
-    """``D``: ``|diag H|``, floored at ``FLOOR`` of its largest."""
-    dg = np.abs(np.diag(hessian))
-    return np.maximum(dg, max(float(np.max(dg, initial=0.0)) * FLOOR, np.finfo(np.float64).tiny))
-
-
 def decrement(grad: np.ndarray, hessian: np.ndarray, index: ArrowIndex) -> float:
     """``sqrt(g' B^{-1} g)`` (module docstring)."""
     f = concave_factor(hessian, index)
@@ -191,69 +169,3 @@ def trust_step(grad: np.ndarray, hessian: np.ndarray, radius: float, index: Arro
         step = back_solve(f, white) * shrink
         return TrustStep(step, float(grad @ step) - 0.5 * length**2, length, dec, True)
     return dense.eigen_step(grad, hessian, radius)
-
-
-def diagonal_step(grad: np.ndarray, hessian: np.ndarray, radius: float, index: ArrowIndex) -> TrustStep:
-    """The exact trust-region step in the ``|diag H|`` metric at a non-concave point, by Moré-Sorensen shifts on the arrow
-    (module docstring): Cholesky factors only. Not the search's step: on a 150-level logistic GLMM (200 rows per level,
-    ``test_glmm_mode.test_no_dense_factorisation_with_many_groups``) it led the search into the funnel (log s.d. -134)
-    where the ``|H|`` eigenbasis step of ``optim.trust_region`` does not."""
-    root = np.sqrt(scales(hessian))
-    neg = -hessian / root[:, None] / root[None, :]  # D^{-1/2} (-H) D^{-1/2}: the arrow kept
-    gt = grad / root
-    z = shifted_step(neg, gt, radius, index)
-    step = z / root
-    predicted = float(grad @ step) + 0.5 * float(step @ (hessian @ step))
-    return TrustStep(step, predicted, float(np.linalg.norm(z)), float(np.linalg.norm(gt)), False)
-
-
-def shifted_step(neg: np.ndarray, g: np.ndarray, radius: float, index: ArrowIndex) -> np.ndarray:
-    """The ``z`` with ``(neg + mu I) z = g``, ``||z|| = radius``, ``neg + mu I`` positive definite (Moré-Sorensen)."""
-    dg = np.diag(neg)
-    rows = np.sum(np.abs(neg[index.globals_]), axis=1)  # Gershgorin's bound on -lambda_min, by the arrow's rows
-    if index.levels.size:
-        lv, gl = index.levels, index.globals_
-        own = np.sum(np.abs(neg[lv[:, :, None], lv[:, None, :]]), axis=2) + np.sum(
-            np.abs(neg[lv[:, :, None], gl[None, None, :]]), axis=2
-        )
-        rows = np.concatenate([own.ravel(), rows])
-        dg = np.concatenate([dg[lv].ravel(), dg[gl]])
-    else:
-        dg = dg[index.globals_]
-    lo = max(0.0, -float(np.min(dg)))
-    hi = max(lo, float(np.max(rows - np.abs(dg) - dg))) + float(np.linalg.norm(g)) / radius
-    mu, best = lo + 1e-3 * (hi - lo), None
-    for _ in range(MAX_SHIFTS):
-        f = factor(neg, index, np.full(neg.shape[0], mu))
-        if f is None:
-            lo = mu
-        else:
-            z = solve(f, g)
-            size = float(np.linalg.norm(z))
-            best = (mu, f, z, size) if best is None or mu < best[0] else best
-            if abs(size - radius) <= TOLERANCE * radius:
-                return z
-            lo, hi = (mu, hi) if size > radius else (lo, mu)
-            q = float(np.linalg.norm(half_solve(f, z)))
-            nxt = mu + (size / q) ** 2 * (size - radius) / radius
-            if lo < nxt < hi:
-                mu = nxt
-                continue
-        if hi - lo <= TOLERANCE * max(hi, 1e-300):
-            break
-        mu = max(np.sqrt(lo * hi), lo + 0.01 * (hi - lo))
-    if best is None:
-        raise ValueError(f"no shift up to {hi:.3g} makes the Hessian's arrow factor: its entries are not finite")
-    return hard_case(*best, radius)
-
-
-def hard_case(mu: float, f: ArrowChol, z: np.ndarray, size: float, radius: float) -> np.ndarray:
-    """``z`` plus ``t v`` of length ``radius``, ``v`` the direction of least curvature (inverse iteration on the factor)."""
-    if size >= radius:
-        return z * (radius / size)
-    v = np.random.default_rng(0).normal(size=z.size)
-    for _ in range(4):
-        v = solve(f, v)
-        v /= np.linalg.norm(v)
-    b = float(z @ v)
-    return z + (-b + np.sqrt(b * b + radius**2 - size**2)) * v
