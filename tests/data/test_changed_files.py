@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from minibatch_mcmc import mh_minibatch, random_walk, sample
+from minibatch_mcmc import MetropolisTest, mh_minibatch, random_walk, sample
 from minibatch_mcmc.data import open_npy, open_parquet, slice_rows, take
 from minibatch_mcmc.data.host import DataChangedError
 from minibatch_mcmc.models import gaussian_mixture, logistic_regression, make_mixture_data
@@ -67,6 +67,13 @@ def test_removed_or_replaced_files_are_named_on_every_read(tmp_path):
 
 
 def test_file_changed_during_a_run_stops_it_naming_the_file_with_finished_blocks_saved(tmp_path):
+    """A file replaced after the first checkpointed block: the next block's read inside the compiled program (the
+    exact test's full-data callback, which JAX reports as its own runtime error) stops the run with
+    ``DataChangedError`` naming the file and the sizes, the first block's chunk on disk and the finished draws on the
+    error. Would catch the callback's failure passed on as JAX's error, a run that goes on reading the new file, or
+    finished blocks lost. The exact test compiles one block program; ``mh_minibatch`` compiled three (plan, planned
+    block, and the block rerun on the source: 17 CPU s against 3), for the same read path (its steps read past the
+    first minibatch); host reads outside a program are checked by ``test_removed_or_replaced_files_are_named_on_every_read``."""
     x = np.asarray(make_mixture_data(jax.random.key(0), 20_000))
     np.save(tmp_path / "x.npy", x)
     src = open_npy(tmp_path / "x.npy")
@@ -92,7 +99,7 @@ def test_file_changed_during_a_run_stops_it_naming_the_file_with_finished_blocks
                 src,
                 jnp.zeros(2),
                 proposal=random_walk(scale=0.15),
-                test=mh_minibatch(50),
+                test=MetropolisTest(),
                 num_samples=200_000,
                 temperature=20.0,
                 block_size=20,
