@@ -128,6 +128,16 @@ SLOW_CASES = (
     # 3.20s; [mint-tempered] stays for the epoch loop against the exact posterior, and test_epochs_draw_what_sample_draws
     # for full-data MALA on the epoch runner (draw for draw what sample draws)
     "tests/samplers/test_cmint.py::test_langevin_epochs_recover_exact_posterior[mala-full-data]",
+    # issue 30, 2026-11-28, i30-ci6c (warmup/interop/proposals/samplers/optim/cv; seconds: /tmp/dur2.xml, -n 2, load ~1)
+    # 7.2s; [None-improper posterior] stays on the same path (lean search's rising direction, check_mode, likely_cause),
+    # and test_near_mode_warns_far_or_not_concave_raises runs likely_cause's prior share under a proper prior
+    "tests/warmup/test_no_mode.py::test_separable_data_stop_the_warmup[10000.0-of ",
+    # 2.9s; the full-data Barker decisions by test_decisions_exact[barker] (every population), the driver's full-data
+    # path by [metropolis]
+    "tests/samplers/test_same_draws.py::test_same_draws_as_reference[barker]",
+    # 3.3s; [1--1.0] stays for a proxy's slope; the order-2 terms are checked to 1e-9 against the closed form by
+    # test_split_is_exact_against_closed_form[2] (a dropped or wrong Hessian term fails there)
+    "tests/control_variates/test_taylor.py::test_residual_spread_scales_with_n[2--1.5]",
 )
 """Cases moved to ``make test-slow`` for ``make test``'s time budget: every case whose call took 7.5 s or more in a
 full fast run on the 2-core machine (``pytest -m "not slow" -n 2 --dist loadfile --durations=60``, 2026-11-27, 972 s

@@ -25,9 +25,15 @@ WHITEN = np.linalg.cholesky(np.diag([0.04, 0.09, 0.01]) + 0.005)
 
 
 @functools.lru_cache(maxsize=None)
+def family_data(family):
+    """``make_family_data(family)``, drawn once per family (its draws run op by op) for both orders and every test."""
+    return make(family)
+
+
+@functools.lru_cache(maxsize=None)
 def setting(family, order):
     """Data, centre and ``(t0, t1) -> (r, b)`` (the estimator's residuals and bounds on every row, compiled once)."""
-    data, centre = make(family)
+    data, centre = family_data(family)
     return (
         data,
         centre,
@@ -116,8 +122,8 @@ def test_bound_is_tight_where_the_derivative_peaks(family, order):
 
 
 def test_model_without_a_glm_family_is_refused():
-    data, centre = make("logistic")
+    data, centre = family_data("logistic")
     with pytest.raises(ValueError, match="does not declare a GLM family.*residual_bounds"):
         model_glm_proxy(gaussian_mean(), data, centre)
-    est = model_glm_proxy(poisson_regression(offset=True), *make("poisson"))
+    est = model_glm_proxy(poisson_regression(offset=True), *family_data("poisson"))
     assert est.family == "poisson" and est.weight_max is not None

@@ -57,7 +57,7 @@ def test_run_inference_algorithm_recovers_exact_posterior(problem):
 def test_user_scan_gives_the_same_draws_as_run_inference_algorithm(problem):
     blackjax = pytest.importorskip("blackjax")
     x, mean, var, algo = problem
-    state = algo.init(jnp.asarray(mean, jnp.float32))
+    state = jax.jit(algo.init)(jnp.asarray(mean, jnp.float32))  # compiled, not op by op
     key = jax.random.key(3)
     _, (states, infos) = blackjax.util.run_inference_algorithm(key, algo, 200, initial_state=state)
 
@@ -108,7 +108,9 @@ def test_without_blackjax_the_pair_has_the_same_fields(problem, monkeypatch):
     x, mean, var, _ = problem
     algo = bj_interop.as_sampling_algorithm(gaussian_mean(SETTINGS), x, random_walk(scale=0.01), mh_minibatch())
     assert type(algo) is bj_interop.SamplingAlgorithm and algo._fields == ("init", "step")
-    state, info = jax.jit(algo.step)(jax.random.key(0), algo.init(jnp.asarray(mean, jnp.float32), None))
+    state, info = jax.jit(lambda k, p: algo.step(k, algo.init(p, None)))(
+        jax.random.key(0), jnp.asarray(mean, jnp.float32)
+    )
     assert isinstance(info, acceptance_base.TestOutcome) and info.accepted.shape == ()
 
 

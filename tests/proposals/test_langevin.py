@@ -214,13 +214,18 @@ def test_minibatch_gradient_full_and_on_one_minibatch(problem):
     """``batch_size=0``: the full-data gradient; else ``N / b`` times the sum over ``b`` distinct points of the key's permutation."""
     x = problem[0]
     model, theta = gaussian_mean(SETTINGS), jnp.array([0.3, 0.1], jnp.float32)
-    full = minibatch_grad_log_target(model, jax.random.key(0), x, N, 0, jnp.float32(K))(theta)
+
+    @jax.jit
+    def both(key, th):  # one program for the two gradients and the minibatch's rows (not op by op)
+        full = minibatch_grad_log_target(model, jax.random.key(0), x, N, 0, jnp.float32(K))(th)
+        one = minibatch_grad_log_target(model, key, x, N, GRAD_BATCH, jnp.float32(K))(th)
+        return full, one, chunk_indices(key, jnp.zeros((), jnp.int32), GRAD_BATCH, N)[0]
+
+    key = jax.random.key(5)
+    full, one, idx = both(key, theta)
     ref = _gaussian_mean_grad(np.asarray(theta, np.float64), x.astype(np.float64), N, N, K)
     np.testing.assert_allclose(np.asarray(full), ref, rtol=1e-4)
-    key = jax.random.key(5)
-    idx, _ = chunk_indices(key, jnp.zeros((), jnp.int32), GRAD_BATCH, N)
     assert np.unique(np.asarray(idx)).size == GRAD_BATCH
-    one = minibatch_grad_log_target(model, key, x, N, GRAD_BATCH, jnp.float32(K))(theta)
     ref_one = _gaussian_mean_grad(
         np.asarray(theta, np.float64), x[np.asarray(idx)].astype(np.float64), N, GRAD_BATCH, K
     )

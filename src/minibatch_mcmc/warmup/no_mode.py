@@ -14,6 +14,7 @@ naming the cause.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -72,15 +73,24 @@ def diverging(step: np.ndarray, names: list[str], theta: np.ndarray, label: str 
     return ", ".join(f"{names[i]} = {theta[i]:.4g} ({label} {step[i]:+.4g})" for i in big)
 
 
-def likely_cause(model: Model, mode: ModeResult, step: np.ndarray, n: int) -> str:
-    """Separable data and a weak or flat prior, with the measured prior share of the curvature and log-likelihood per row."""
-    flat, unravel = ravel_pytree(mode.theta_hat)
+def prior_terms(model: Model, theta: PyTree) -> Callable[[jax.Array], tuple[jax.Array, jax.Array]]:
+    """The log prior and its Hessian at a flat parameter (``ravel_pytree`` of ``theta``'s structure), compiled as one
+    program: the no-mode messages evaluate it at the end point and at shifted points of the same shape."""
+    unravel = ravel_pytree(theta)[1]
     prior_fn = lambda x: model.log_prior(unravel(x))  # noqa: E731 - the prior as a function of the flat parameter
+    return jax.jit(lambda x: (prior_fn(x), jax.hessian(prior_fn)(x)))
+
+
+def likely_cause(model: Model, mode: ModeResult, step: np.ndarray, n: int, terms: Callable | None = None) -> str:
+    """Separable data and a weak or flat prior, with the measured prior share of the curvature and log-likelihood per row
+    (``terms``: ``prior_terms`` of the model, when the caller has compiled it already)."""
+    flat = ravel_pytree(mode.theta_hat)[0]
+    prior_value, prior_hessian = (terms or prior_terms(model, mode.theta_hat))(flat)
     u = step / max(float(np.linalg.norm(step)), np.finfo(np.float64).tiny)
-    prior_h = np.asarray(jax.hessian(prior_fn)(flat), np.float64)
+    prior_h = np.asarray(prior_hessian, np.float64)
     total, prior = -float(u @ mode.hessian @ u), -float(u @ prior_h @ u)
     share = prior / total if total > 0 else 0.0
-    per_row = (mode.log_posterior - float(prior_fn(flat))) / n
+    per_row = (mode.log_posterior - float(prior_value)) / n
     weak = "flat (an improper posterior)" if prior == 0 else f"too weak there (it gives {share:.2%} of the curvature)"
     return (
         f"the likelihood has no maximum along this direction (e.g. classes separable by these parameters in a "
@@ -89,18 +99,21 @@ def likely_cause(model: Model, mode: ModeResult, step: np.ndarray, n: int) -> st
     )
 
 
-def funnel(model: Model, mode: ModeResult, step: np.ndarray) -> tuple[int, list[int]] | None:
+def funnel(
+    model: Model, mode: ModeResult, step: np.ndarray, terms: Callable | None = None
+) -> tuple[int, list[int]] | None:
     """The hierarchical scale parameter that the diverging direction drives down (its flat index) and its group effects
-    (at least two coordinates whose prior curvature it scales by ``FUNNEL_RATIO`` or more), or None."""
+    (at least two coordinates whose prior curvature it scales by ``FUNNEL_RATIO`` or more), or None (``terms``: as for
+    ``likely_cause``)."""
     order = np.argsort(-np.abs(step))
     candidates = [int(i) for i in order if step[i] < 0 and abs(step[i]) >= 0.1 * abs(step[order[0]])]  # driven down
     if not candidates:
         return None
-    flat, unravel = ravel_pytree(mode.theta_hat)
-    curvature = jax.jit(jax.hessian(lambda x: model.log_prior(unravel(x))))  # one compilation for every candidate
-    here = np.diag(np.asarray(curvature(flat), np.float64))
+    flat = ravel_pytree(mode.theta_hat)[0]
+    terms = terms or prior_terms(model, mode.theta_hat)  # one compilation for every candidate
+    here = np.diag(np.asarray(terms(flat)[1], np.float64))
     for k in candidates:
-        wider = np.diag(np.asarray(curvature(flat.at[k].add(1.0)), np.float64))  # the scale e-fold larger
+        wider = np.diag(np.asarray(terms(flat.at[k].add(1.0))[1], np.float64))  # the scale e-fold larger
         ok = np.isfinite(here) & np.isfinite(wider) & (here < 0) & (np.arange(here.size) != k)
         group = [int(j) for j in np.flatnonzero(ok) if -here[j] >= FUNNEL_RATIO * abs(wider[j])]
         if len(group) >= 2:
@@ -129,11 +142,11 @@ def check_mode(model: Model, mode: ModeResult, n: int, newton_steps: int, rising
     the mode is held there only by the prior (or, under a flat prior, is the rounding's end of an unbounded climb)."""
     flat = np.asarray(ravel_pytree(mode.theta_hat)[0], np.float64)
     if rising is not None and mode.hessian is not None:
-        names = flat_names(mode.theta_hat)
+        names, terms = flat_names(mode.theta_hat), prior_terms(model, mode.theta_hat)
         raise NoModeError(
             f"the warm-up found no usable posterior mode: the log-likelihood keeps rising without a maximum along a direction "
             f"(probed out to {RISE_SDS[-1]:g} Laplace s.d.s) and the search stopped only where the curvature vanishes. Diverging "
-            f"parameters: {diverging(rising, names, flat, 'direction')}. Likely cause: {likely_cause(model, mode, rising, n)}. Give these "
+            f"parameters: {diverging(rising, names, flat, 'direction')}. Likely cause: {likely_cause(model, mode, rising, n, terms)}. Give these "
             "parameters a proper prior with a smaller scale, or drop the separating feature"
         )
     if mode.converged or mode.hessian is None or mode.gradient is None:
@@ -154,11 +167,12 @@ def check_mode(model: Model, mode: ModeResult, n: int, newton_steps: int, rising
         if not concave
         else f"its local quadratic puts a mode {decrement:.4g} Laplace s.d.s further on (Newton decrement)"
     )
-    names, found = flat_names(mode.theta_hat), funnel(model, mode, step)
+    names, terms = flat_names(mode.theta_hat), prior_terms(model, mode.theta_hat)
+    found = funnel(model, mode, step, terms)
     cause = (
         funnel_cause(names, flat, *found)
         if found is not None
-        else f"{likely_cause(model, mode, step, n)}. Give these parameters a proper prior with a smaller scale, or drop the "
+        else f"{likely_cause(model, mode, step, n, terms)}. Give these parameters a proper prior with a smaller scale, or drop the "
         "separating feature; if the posterior is proper and the mode is only far, raise newton_steps (of warmup or auto_sample)"
     )
     raise NoModeError(
