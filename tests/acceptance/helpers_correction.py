@@ -2,16 +2,18 @@
 
 import numpy as np
 from scipy import stats
+from scipy.special import ndtr
 
 from minibatch_mcmc.acceptance.correction import CorrectionTable, shipped_tables
 
 
 def independent_error(table: CorrectionTable) -> float:
-    """Sup CDF error re-measured with scipy.stats on a grid offset from (and finer than) the module's."""
+    """Sup CDF error re-measured with scipy on a grid offset from (and finer than) the module's (``ndtr`` is what
+    ``stats.norm.cdf`` computes, without its argument checks: 2-3x faster on these 24,000 x atoms arrays)."""
     x = np.arange(-45.0, 45.0, 0.0037) + 0.0011
     keep = table.probs > 0
     y, p = table.support[keep], table.probs[keep]
-    cdf = np.concatenate([stats.norm.cdf((xx[:, None] - y[None, :]) / table.sigma) @ p for xx in np.array_split(x, 8)])
+    cdf = np.concatenate([ndtr((xx[:, None] - y[None, :]) / table.sigma) @ p for xx in np.array_split(x, 8)])
     return float(np.max(np.abs(cdf - stats.logistic.cdf(x))))
 
 

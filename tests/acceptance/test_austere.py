@@ -39,7 +39,7 @@ def test_acceptance_probability_within_the_tests_error(delta, spread):
     m, eps = 100, 0.01
     r, psi = population(N, delta, spread, seed=4)
     p = exact_metropolis(r, psi)
-    acc, bs, _ = acceptance_draws(austere_mh(m, eps), r, psi, DRAWS, seed=3)
+    acc, bs, _ = acceptance_draws(austere_mh(m, eps), r, psi, DRAWS, seed=3, optimise=True)
     bound = austere_error_bound(r, psi, m, eps)
     se = np.sqrt(max(p * (1 - p), 1e-4) / DRAWS)
     assert abs(acc.mean() - p) <= bound + 3 * se, (acc.mean(), p, bound)
@@ -48,7 +48,7 @@ def test_acceptance_probability_within_the_tests_error(delta, spread):
 
 def test_exhausting_the_data_is_the_exact_metropolis_test():
     r, psi = population(600, -0.4, 1e5, seed=2)
-    acc, bs, ds = acceptance_draws(austere_mh(50, 1e-6), r, psi, DRAWS, seed=1)
+    acc, bs, ds = acceptance_draws(austere_mh(50, 1e-6), r, psi, DRAWS, seed=1, optimise=True)
     assert np.mean(bs == 600) > 0.999
     p = exact_metropolis(r, psi)
     assert abs(acc.mean() - p) < 3 * np.sqrt(p * (1 - p) / DRAWS)

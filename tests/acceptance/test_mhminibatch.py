@@ -25,7 +25,7 @@ def test_acceptance_probability_matches_barker(delta, sd_lambda):
     test = mh_minibatch(batch_size=M, sigma=1.0)
     d = exact_delta(r, psi)
     p = expit(d)
-    acc, bs, _ = acceptance_draws(test, r, psi, DRAWS, seed=11)
+    acc, bs, _ = acceptance_draws(test, r, psi, DRAWS, seed=11, optimise=True)
     se = np.sqrt(p * (1 - p) / DRAWS)
     assert abs(acc.mean() - p) < 3 * se + test.correction_error, (acc.mean(), p, bs.mean())
     # the minibatch grows in steps of m until s^2 < sigma^2: size ~ sd^2 / sigma^2, at least m
@@ -45,7 +45,7 @@ def test_exhausting_the_data_gives_the_exact_barker_test():
     # sd so large that the minibatch always grows to N: the decision is the exact Barker test
     n = 500
     r, psi = population(n, 0.7, 400.0, seed=5)
-    acc, bs, ds = acceptance_draws(mh_minibatch(50), r, psi, DRAWS, seed=2)
+    acc, bs, ds = acceptance_draws(mh_minibatch(50), r, psi, DRAWS, seed=2, optimise=True)
     assert np.all(bs == n)
     d = exact_delta(r, psi)
     np.testing.assert_allclose(ds, d, atol=1e-3)

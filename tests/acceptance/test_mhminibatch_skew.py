@@ -117,28 +117,39 @@ def exponential_population(n: int, b: int, s: float, seed: int) -> tuple[np.ndar
     return r, {"mu": lam.mean(), "var": k2 * (1 - f) / b, "m3": k3 * (1 - f) * (1 - 2 * f) / b**2}
 
 
-def barker_error_rao_blackwell(test, r: np.ndarray, mom: dict, keys: jax.Array) -> tuple[float, float]:
-    """``P(accept) - 1/2`` at ``Delta = 0`` and its s.e.: exact given each minibatch, first-chunk powers as control variates."""
-    data, n, b = jnp.asarray(r), r.size, test.batch_size
+def minibatch_draws(r: np.ndarray, b: int, sigma: float, keys: jax.Array) -> tuple[np.ndarray, ...]:
+    """Per key: the minibatch mean and variance of ``delta_star``, its ``kappa`` and ``N`` times the first chunk's mean
+    (the plain and the skew-corrected test with the same ``b`` and ``sigma`` read the same minibatch of each key)."""
+    n = r.size
 
     @jax.jit
-    def batch(key):
-        st_in = Statistics(lambda x: x, data, n, jnp.float32(0.0), jnp.float32(1.0))
-        mom_k = read_minibatch(key, st_in, b, test.sigma, None)
-        st = minibatch_stats(mom_k, n)
-        idx, _ = chunk_indices(key, jnp.zeros((), jnp.int32), b, n, random_inputs(key)[0])
-        return st.mean, st.s2, skew_kappa(mom_k, n, st.s2), jnp.mean(data[idx]) * n
+    def run(data, keys):
+        def batch(key):
+            st_in = Statistics(lambda x: x, data, n, jnp.float32(0.0), jnp.float32(1.0))
+            mom_k = read_minibatch(key, st_in, b, sigma, None)
+            st = minibatch_stats(mom_k, n)
+            idx, _ = chunk_indices(key, jnp.zeros((), jnp.int32), b, n, random_inputs(key)[0])
+            return st.mean, st.s2, skew_kappa(mom_k, n, st.s2), jnp.mean(data[idx]) * n
 
-    mean, s2, kappa, first = (np.asarray(a, np.float64) for a in jax.vmap(batch)(keys))
+        return jax.vmap(batch)(keys)
+
+    return tuple(np.asarray(a, np.float64) for a in run(jnp.asarray(r), keys))
+
+
+def barker_error_rao_blackwell(test, mom: dict, draws: tuple[np.ndarray, ...]) -> tuple[float, float]:
+    """``P(accept) - 1/2`` at ``Delta = 0`` and its s.e.: exact given each minibatch (``minibatch_draws``), first-chunk
+    powers as control variates."""
+    mean, s2, kappa, first = draws
     if hasattr(test.correction, "kappa_step"):
         table = load_skew_correction(test.sigma)
         rows = [mixture(table, float(np.clip(k, -0.1, 0.1))) for k in kappa]
+        atoms, masses = np.stack([y for y, _ in rows]), np.stack([q for _, q in rows])
     else:
         plain = load_correction(test.sigma)
-        rows = [(plain.support, plain.probs)] * kappa.size
+        atoms, masses = plain.support[None, :], plain.probs[None, :]
     w = np.sqrt(1.0 - s2)
     d = mean - mom["mu"]
-    p = np.array([q[q > 0] @ stats.norm.cdf((di + y[q > 0]) / wi) for (y, q), di, wi in zip(rows, d, w)])
+    p = np.sum(masses * stats.norm.cdf((d[:, None] + atoms) / w[:, None]), axis=1)  # zero masses add exactly 0
     u = first - mom["mu"]
     x = np.column_stack([np.ones_like(u), u, u**2 - mom["var"], u**3 - mom["m3"]])
     beta, *_ = np.linalg.lstsq(x, p, rcond=None)
@@ -159,8 +170,11 @@ def test_skew_correction_removes_most_of_the_error_on_an_exponential_population(
     n, b, s = 20_000, 50, 0.6
     r, mom = exponential_population(n, b, s, seed=3)
     keys = jax.random.split(jax.random.key(9), 6000)
-    e_plain, se_plain = barker_error_rao_blackwell(mh_minibatch(b), r, mom, keys)
-    e_skew, se_skew = barker_error_rao_blackwell(mh_minibatch_skew(b), r, mom, keys)
+    plain, skew = mh_minibatch(b), mh_minibatch_skew(b)
+    assert (plain.batch_size, plain.sigma) == (skew.batch_size, skew.sigma)
+    draws = minibatch_draws(r, b, plain.sigma, keys)  # the same minibatches for both tests
+    e_plain, se_plain = barker_error_rao_blackwell(plain, mom, draws)
+    e_skew, se_skew = barker_error_rao_blackwell(skew, mom, draws)
     assert se_plain < 3e-4 and se_skew < 3e-4
     assert e_plain > 10 * se_plain and abs(e_plain - s**3 / (12 * np.sqrt(b))) < 0.25 * e_plain + 3 * se_plain
     assert abs(e_skew) < e_plain / 3, (e_plain, e_skew, se_plain, se_skew)

@@ -67,7 +67,7 @@ def test_acceptance_probability_within_delta(delta_true, spread, skew, delta, fp
     r, psi = population(N, delta_true, spread, seed=4, skew=skew)
     d = exact_delta(r, psi)
     p = min(1.0, float(np.exp(d)))
-    acc, bs, ds = acceptance_draws(test, r, psi, DRAWS, seed=SEED)
+    acc, bs, ds = acceptance_draws(test, r, psi, DRAWS, seed=SEED, optimise=True)
     se = np.sqrt(max(p * (1 - p), 1e-4) / DRAWS)
     # the stated guarantee: |P(accept) - min(1, e^Delta)| <= delta
     assert abs(acc.mean() - p) <= delta + 3 * se, (acc.mean(), p, bs.mean())
@@ -84,7 +84,7 @@ def test_acceptance_probability_within_delta(delta_true, spread, skew, delta, fp
 def test_a_huge_spread_uses_all_data_and_is_exact_metropolis():
     r, psi = population(N, -0.7, 1e4, seed=3)
     d = exact_delta(r, psi)
-    acc, bs, ds = acceptance_draws(mh_sublhd(M), r, psi, DRAWS, seed=SEED)
+    acc, bs, ds = acceptance_draws(mh_sublhd(M), r, psi, DRAWS, seed=SEED, optimise=True)
     assert np.all(bs == N)
     np.testing.assert_allclose(ds, d, atol=2e-3)
     p = float(np.exp(d))
