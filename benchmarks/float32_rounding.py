@@ -6,7 +6,10 @@ on the same rows and parameters, split into the part every row shares (the per-r
 ``gammaln``, ``log nu``, ``log sigma``: one rounded scalar counted ``N`` times) and the part that varies by row (what a
 minibatch estimate's spread sees, scaled to 50 rows: ``N / sqrt(50)`` times it); then an independence Metropolis chain
 (Laplace proposal, s.d.s 1.1 times) run twice on the same random numbers, once on the float32 log density and once on
-the float64 one: the acceptance lost to rounding alone.
+the float64 one: the acceptance lost to rounding alone. The model declares its normalising terms as ``Model.shared``
+(``models.shared_term``): the "declared" columns are the library's own path, the exact test's full-data ``Delta``
+(``acceptance.base.exact_delta`` on ``PlainDifference``'s per-row ratios: the rows' part plus the shared difference
+computed once, summed in float32), its error against float64 and the same chain's acceptance on it.
 
     .venv/bin/python benchmarks/float32_rounding.py --n 300000 1000000 [--results docs/results/float32_rounding.json]
 """
@@ -25,6 +28,9 @@ import scipy.optimize as so  # noqa: E402
 from bench_results import add_results_option, save, table  # noqa: E402
 from heavy_tails import robust_nu_case  # noqa: E402
 
+from minibatch_mcmc.acceptance.base import Statistics, exact_delta  # noqa: E402
+from minibatch_mcmc.control_variates.base import plain  # noqa: E402
+
 COLUMNS = [
     "N",
     "rms error of the full-data ratio",
@@ -32,6 +38,8 @@ COLUMNS = [
     "per-row part, 50-row estimate",
     "acceptance float32",
     "acceptance float64",
+    "rms error, shared term declared",
+    "acceptance float32, shared term declared",
 ]
 
 
@@ -51,17 +59,26 @@ def laplace(model, data64) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(t), np.linalg.cholesky(np.linalg.inv(-np.asarray(hess(t))))
 
 
-def ratio_errors(model, data, mode, chol, pairs: int) -> tuple[float, float, float]:
+def declared_delta(model, data32):
+    """``(theta, theta') -> `` the exact test's float32 full-data log-likelihood ratio on the library's path (jitted)."""
+    n = int(data32["y"].shape[0])
+    zero, one = jnp.float32(0.0), jnp.float32(1.0)
+    return jax.jit(lambda a, b: exact_delta(Statistics(plain().log_ratio(model, a, b), data32, n, zero, one))[0])
+
+
+def ratio_errors(model, data, mode, chol, pairs: int) -> tuple[float, float, float, float]:
     """RMS over Laplace pairs of the float32 full-data ratio's error, of its shared part (``N`` x the mean per-row
-    error), and of a 50-row estimate's spread from the per-row part (``N / sqrt(50)`` x the per-row errors' s.d.)."""
+    error), of a 50-row estimate's spread from the per-row part (``N / sqrt(50)`` x the per-row errors' s.d.), and of
+    the declared path's ``Delta`` (``declared_delta``)."""
     diff = jax.jit(lambda a, b, d: model.log_lik(b, d) - model.log_lik(a, d))
+    declared = declared_delta(model, data[32])
     rng, n, out = np.random.default_rng(1), data[32]["y"].shape[0], []
     for _ in range(pairs):
         a, b = (np.float64(np.float32(mode + chol @ rng.standard_normal(mode.size))) for _ in range(2))
-        e = np.asarray(diff(jnp.float32(a), jnp.float32(b), data[32]), np.float64) - np.asarray(
-            diff(jnp.asarray(a), jnp.asarray(b), data[64])
-        )
-        out.append((e.sum(), n * e.mean(), n / np.sqrt(50) * e.std()))
+        exact = np.asarray(diff(jnp.asarray(a), jnp.asarray(b), data[64]))
+        e = np.asarray(diff(jnp.float32(a), jnp.float32(b), data[32]), np.float64) - exact
+        new = float(declared(jnp.float32(a), jnp.float32(b))) - exact.sum()
+        out.append((e.sum(), n * e.mean(), n / np.sqrt(50) * e.std(), new))
     return tuple(float(np.sqrt(np.mean(np.square(c)))) for c in np.array(out).T)
 
 
@@ -82,6 +99,22 @@ def independence_acceptance(model, data, mode, chol, steps: int) -> tuple[float,
     return rates[0], rates[1]
 
 
+def declared_acceptance(model, data32, mode, chol, steps: int) -> float:
+    """The same chain (same proposals and uniforms) deciding on the declared path's ``Delta`` between its state and
+    each proposal, the prior and proposal terms in float64."""
+    rng = np.random.default_rng(5)
+    z, log_u = rng.standard_normal((steps, mode.size)), np.log(rng.random(steps))
+    props, log_q = np.float64(np.float32(mode + 1.1 * z @ chol.T)), -0.5 * np.sum(z * z, 1)
+    prior = np.array([float(model.log_prior(jnp.asarray(t))) for t in props]) - log_q
+    delta = declared_delta(model, data32)
+    cur, acc = 0, 0
+    for i in range(1, steps):
+        lik = float(delta(jnp.float32(props[cur]), jnp.float32(props[i])))
+        if log_u[i] < prior[i] - prior[cur] + lik:
+            cur, acc = i, acc + 1
+    return acc / (steps - 1)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, nargs="+", default=[300_000, 1_000_000])
@@ -95,10 +128,14 @@ def main() -> None:
         model, raw, _ = robust_nu_case(n, np.random.default_rng(0))
         data = {p: {k: jnp.asarray(v, dt) for k, v in raw.items()} for p, dt in ((32, jnp.float32), (64, jnp.float64))}
         mode, chol = laplace(model, data[64])
-        total, shared, per_row = ratio_errors(model, data, mode, chol, args.pairs)
+        total, shared, per_row, declared = ratio_errors(model, data, mode, chol, args.pairs)
         acc32, acc64 = independence_acceptance(model, data, mode, chol, args.steps)
-        rows.append([n, f"{total:.3f}", f"{shared:.3f}", f"{per_row:.3f}", f"{acc32:.3f}", f"{acc64:.3f}"])
+        acc_declared = declared_acceptance(model, data[32], mode, chol, args.steps)
+        rows.append(
+            [n, *(f"{v:.3f}" for v in (total, shared, per_row, acc32, acc64)), f"{declared:.4f}", f"{acc_declared:.3f}"]
+        )
         values[f"{args.name}.rms_{n}"] = total
+        values[f"{args.name}.declared_rms_{n}"] = declared
         print(" | ".join(map(str, rows[-1])), flush=True)
         save(args.results, args.name, config=args, tables={args.name: table(COLUMNS, rows)}, values=values)
 

@@ -59,8 +59,16 @@ from jax.scipy.special import gammaln
 from minibatch_mcmc.acceptance.exact import MetropolisTest
 from minibatch_mcmc.control_variates.importance import ImportanceProxy, importance_sample, probe_weights
 from minibatch_mcmc.diagnostics.posterior_error import check_posterior
-from minibatch_mcmc.models import GLMSpec, Model, logistic_regression, poisson_regression, student_t_regression
+from minibatch_mcmc.models import (
+    GLMSpec,
+    Model,
+    SharedTerm,
+    logistic_regression,
+    poisson_regression,
+    student_t_regression,
+)
 from minibatch_mcmc.models.logistic import logistic_log_lik
+from minibatch_mcmc.models.shared_term import student_t_rows, student_t_value
 from minibatch_mcmc.samplers import sample
 from minibatch_mcmc.warmup import warmup
 from minibatch_mcmc.warmup.batch_choice import choose_batch_size
@@ -105,7 +113,8 @@ def robust_case(n: int, rng: np.random.Generator) -> tuple[Model, dict, np.ndarr
 
 
 def robust_nu_model() -> Model:
-    """``StudentT(nu, X beta, sigma)`` with ``theta = (beta, log sigma, log nu)`` and issue 32's priors (with the logs' Jacobians)."""
+    """``StudentT(nu, X beta, sigma)`` with ``theta = (beta, log sigma, log nu)`` and issue 32's priors (with the logs' Jacobians),
+    its normalising terms declared as ``Model.shared`` (``models.shared_term``)."""
 
     def log_prior(theta):
         beta, ls, ln = theta[:4], theta[4], theta[5]
@@ -122,7 +131,14 @@ def robust_nu_model() -> Model:
             - 0.5 * (nu + 1.0) * jnp.log1p(z * z / nu)
         )
 
-    return Model(log_prior, log_lik, "robust_t_nu_sigma")
+    def rows(theta, batch):
+        return student_t_rows(batch["y"] - batch["x"] @ theta[:4], theta[4], theta[5])
+
+    def value(theta):
+        return student_t_value(theta[4], theta[5])
+
+    # the normalising terms declared apart: their difference is computed once, not taken from each row's float32 value
+    return Model(log_prior, log_lik, "robust_t_nu_sigma", shared=SharedTerm(value, rows))
 
 
 def robust_nu_case(n: int, rng: np.random.Generator) -> tuple[Model, dict, np.ndarray]:

@@ -20,6 +20,7 @@ from minibatch_mcmc.data.arrays import take
 from minibatch_mcmc.data.indexing import chunk_indices
 from minibatch_mcmc.data.passes import full_data_sum
 from minibatch_mcmc.models.base import Model
+from minibatch_mcmc.models.shared_term import shared_difference
 
 PyTree = Any
 
@@ -117,7 +118,14 @@ class PlainDifference(NamedTuple):
     row_draw = staticmethod(no_row_draw)
 
     def log_ratio(self, model: Model, current: PyTree, candidate: PyTree) -> Callable[[PyTree], jax.Array]:
-        """``log p(x_i|theta') - log p(x_i|theta)`` row by row."""
+        """``log p(x_i|theta') - log p(x_i|theta)`` row by row (a declared shared term's difference computed once)."""
+        if model.shared is not None:
+            rows, shared = model.shared.rows, shared_difference(model.shared, current, candidate)
+
+            def split_ratio(batch: PyTree) -> jax.Array:
+                return (rows(candidate, batch) - rows(current, batch)) + shared
+
+            return split_ratio
 
         def ratio(batch: PyTree) -> jax.Array:
             return model.log_lik(candidate, batch) - model.log_lik(current, batch)

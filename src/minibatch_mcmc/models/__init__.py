@@ -26,6 +26,7 @@ from minibatch_mcmc.models.l1_regression import (
 )
 from minibatch_mcmc.models.logistic import logistic_log_lik, logistic_regression, make_logistic_data
 from minibatch_mcmc.models.mlp import bayesian_mlp, init_mlp, mlp_log_lik, predict_proba
+from minibatch_mcmc.models.shared_term import SharedTerm
 from minibatch_mcmc.models.tied_mixture import make_tied_mixture_data, nearest_mode, tied_mixture, tied_mixture_truth
 from minibatch_mcmc.models.variable_selection import (
     SelectionPrior,
@@ -38,6 +39,7 @@ from minibatch_mcmc.models.variable_selection import (
 __all__ = [
     "Model",
     "GLMSpec",
+    "SharedTerm",
     "make_glm_data",
     "poisson_log_lik",
     "poisson_regression",

@@ -8,6 +8,8 @@ import jax
 import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
 
+from minibatch_mcmc.models.shared_term import SharedTerm
+
 PyTree = Any
 
 
@@ -84,6 +86,10 @@ class Model(NamedTuple):
     glmm: GLMMSpec | None = None
     """Set when the model is a generalised linear mixed model (``models.glmm``): the warm-up then builds the proxy in
     predictor space (``control_variates.glmm``) instead of the dense Taylor proxy; ``None``: not known to be one."""
+    shared: SharedTerm | None = None
+    """The part of every row's ``log_lik`` that does not depend on the row, declared apart (``models.shared_term``):
+    the estimators then add its difference between two parameters, computed accurately once, to the rows' differences
+    instead of taking it from each row's float32 value; ``None``: none declared (the per-row ratios as they are)."""
 
 
 def flat_prior() -> Callable[[PyTree], jax.Array]:

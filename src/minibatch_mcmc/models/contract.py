@@ -5,7 +5,8 @@ A ``Model`` promises a finite scalar ``log_prior(theta)`` at the start and a ``l
 both on the first two rows in one small compiled function (``compiling.ONE_OFF_WORK``: fast compilation), tracing
 ``log_lik`` twice: a value drawn with ``np.random`` inside ``log_lik`` is a constant fixed at trace time, different in
 each trace, so the two traces disagree (under sampling every compiled function would see its own constant, and the
-chain accepts nothing or the wrong target). A scalar, ``(b, 1)`` or ``(b, 3)`` result would otherwise fail
+chain accepts nothing or the wrong target). A declared shared term (``Model.shared``) must split ``log_lik`` to
+the same tolerance. A scalar, ``(b, 1)`` or ``(b, 3)`` result would otherwise fail
 13-18 frames deep in the mode search, or broadcast silently into a wrong sum.
 """
 
@@ -96,7 +97,9 @@ def check_model(model: Model, theta: PyTree, rows: PyTree) -> None:
     def evaluate(theta: PyTree, rows: PyTree) -> tuple:
         prior, prior_again = model.log_prior(theta), model.log_prior(theta)
         traced.append(True)  # the errors below are the likelihood's
-        return prior, prior_again, model.log_lik(theta, rows), model.log_lik(theta, rows)
+        lik = model.log_lik(theta, rows)
+        split = lik if model.shared is None else model.shared.rows(theta, rows) + model.shared.value(theta)
+        return prior, prior_again, lik, model.log_lik(theta, rows), split
 
     work = 2 * size * sum(int(np.size(x)) for x in jax.tree_util.tree_leaves(theta))
     try:  # one compiled function, fast-compiled: op by op a NumPyro model's trace took seconds
@@ -109,4 +112,11 @@ def check_model(model: Model, theta: PyTree, rows: PyTree) -> None:
             f"model {model.name!r}: {which} failed on the start (shapes {pshapes}) and {size} rows of the data "
             f"(shapes {shapes}): {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
         ) from None
-    check_values(model.name, size, *(np.asarray(a) for a in out))
+    check_values(model.name, size, *(np.asarray(a) for a in out[:4]))
+    if not same_values(np.asarray(out[2]), np.asarray(out[4])):
+        raise ValueError(
+            f"model {model.name!r}: shared.rows(theta, batch) + shared.value(theta) gives "
+            f"{np.ravel(np.asarray(out[4]))[:SHOWN].tolist()} where log_lik gives "
+            f"{np.ravel(np.asarray(out[2]))[:SHOWN].tolist()} at the start; the declared shared term must split "
+            "log_lik exactly: log_lik(theta, batch)_i = rows(theta, batch)_i + value(theta)"
+        )
