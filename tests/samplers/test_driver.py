@@ -175,3 +175,18 @@ def test_pytree_parameters_reach_inference_data():
     assert res.positions["w"].shape == (2, 50, 3) and res.positions["b"].shape == (2, 50)
     idata = res.to_inference_data()
     assert set(idata.posterior.data_vars) == {"w", "b"}
+
+
+def test_a_run_the_block_size_does_not_divide_runs_in_equal_blocks(mixture_data, tmp_path):
+    """400 steps with ``block_size=250`` run as two blocks of 200 (one compiled block length, not 250 and 150), seen in
+    the checkpoint's chunks; where no equal split exists (500 in blocks of at most 200) the blocks stay 200, 200, 100.
+    A driver that went back to a short last block, or split the run unequally, fails."""
+    from minibatch_mcmc.samplers.checkpoint import CHUNK_PATTERN
+    from minibatch_mcmc.samplers.driver import equal_block
+
+    run(mixture_data, num_samples=400, block_size=250, checkpoint_dir=tmp_path / "ck")
+    spans = sorted(
+        tuple(map(int, m.groups())) for p in (tmp_path / "ck").iterdir() if (m := CHUNK_PATTERN.match(p.name))
+    )
+    assert spans == [(0, 200), (200, 400)]
+    assert [equal_block(s, b) for s, b in ((500, 200), (1000, 250), (3600, 250), (100, 250))] == [200, 250, 240, 100]

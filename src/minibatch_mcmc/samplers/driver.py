@@ -156,6 +156,13 @@ def _run_pieces(
     return draws, states
 
 
+def equal_block(steps: int, block_size: int) -> int:
+    """The block length for ``steps``: ``block_size``, or the length of equal blocks, as many as ``block_size`` gives,
+    where they divide ``steps`` (400 steps in blocks of 250 run as 2 x 200: one compiled block length, not two)."""
+    blocks = -(-steps // block_size)
+    return steps // blocks if steps % block_size and steps % blocks == 0 else block_size
+
+
 def _run_blocks(
     run_block: Callable[[ChainState, jax.Array, jax.Array], tuple[ChainState, PyTree, dict]],
     temps: np.ndarray,
@@ -168,10 +175,11 @@ def _run_blocks(
     """Run blocks until all ``len(temps)`` steps are done or Ctrl-C; the finished blocks and whether it was interrupted."""
     states, draws, done = finished.states, finished.draws, finished.done
     interrupted = False
+    length = equal_block(len(temps) - done, block_size)
     try:
         while done < len(temps):
             block_start = time.perf_counter()
-            block_temps = temps[done : done + min(block_size, len(temps) - done)]
+            block_temps = temps[done : done + min(length, len(temps) - done)]
             draws, states = _run_pieces(run_block, states, draws, len(temps), block_temps, done, bar, diagnose)
             if checkpoint_dir is not None:
                 _write_block(checkpoint_dir, done, draws, block_temps, states, time.perf_counter() - block_start)
@@ -241,7 +249,7 @@ def sample(
 ) -> SampleResult:
     """Draw ``num_samples`` MH steps per chain for ``num_chains`` vmapped chains.
 
-    Steps run in jitted blocks of ``block_size``; finished blocks are kept if the run is interrupted (Ctrl-C), and a
+    Steps run in jitted blocks of ``block_size`` (or of equal shorter blocks where they divide the run: ``equal_block``); finished blocks are kept if the run is interrupted (Ctrl-C), and a
     non-finite log-likelihood stops the run with the step and chain named. The progress bar's rate leaves out the first
     piece (compilation), whose time it shows as ``startup``. The draws do not depend on the device layout, and a resumed
     run draws exactly what an uninterrupted run with the same seed draws.

@@ -10,7 +10,8 @@ class RunOptions(NamedTuple):
     """``sample``'s run options as one record (``sample(..., run=RunOptions(...))``; each given as a keyword replaces its field).
 
     Args:
-        block_size: Steps per jitted block (the unit of progress, interruption and checkpoints).
+        block_size: Steps per jitted block at most (the unit of progress, interruption and checkpoints); a run it does not
+            divide runs in equal shorter blocks where they divide it (400 steps: 2 x 200), so one block length compiles.
         progress: Show a progress bar, redrawn about every half second.
         devices: A list of devices, a count, or ``"all"``: the chains are split over a 1-D device mesh
             (``num_chains`` a multiple of the device count).
