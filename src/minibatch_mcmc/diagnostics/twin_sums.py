@@ -20,8 +20,8 @@ later step reads every row for every start, as before. Without a proxy (``centre
 whole log-likelihood's), for a single step, with fewer than ``SAMPLE_FACTOR`` gathered blocks of rows or at most
 ``PROBE_STARTS + AUDIT_STARTS`` starts, every step reads every row (``exact_twin``'s streamed pass for all starts at once).
 
-One compiled function reads every row set (``gathered_sums``): ``FULL_STARTS`` starts on ``L = m + |H|`` gathered rows
-(padded to a multiple of its chunk), called per block of ``L`` rows for a full pass. Row evaluations per check:
+One compiled function reads every row set (``gathered_sums``): every start, in groups of ``FULL_STARTS``, on
+``L = m + |H|`` gathered rows (padded to a multiple of its chunk), one call per block of ``L`` rows. Row evaluations per check:
 ``(PROBE_STARTS + AUDIT_STARTS) N + K T L``, plus the larger samples and ``FULL_STARTS N`` per group of starts left
 open in a step, against ``K T N``. On the Student-t regression at ``N = 10^6`` (``K = 100``, ``T = 16``: 1,600
 decisions) the check read 25 passes against 1,600 (``benchmarks/posterior_check.py --cost``); at ``K = 32`` its
@@ -85,7 +85,8 @@ STAGE_GROWTH = 8
 STAGE_FACTOR = 4
 """A larger sample is drawn only while it is at most ``1 / STAGE_FACTOR`` of the rows."""
 FULL_STARTS = 2
-"""Starts per call of the gathered function: an undecided start costs this many starts' full pass."""
+"""Starts the gathered function evaluates together (a group; a call loops over the groups that hold its starts): an
+undecided start costs this many starts' full pass."""
 
 
 class Sampling(NamedTuple):
