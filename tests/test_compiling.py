@@ -45,6 +45,18 @@ def test_compile_options_follow_the_work_and_the_backend(monkeypatch):
     assert compile_options(0, RUN_WORK) is None
 
 
+def test_fast_compile_options_add_the_loop_emitters_where_xla_takes_them(monkeypatch):
+    """``fast_compile_options``: ``FAST_COMPILE`` plus ``LOOP_EMITTERS`` up to the limit on the CPU, None past it; an
+    option the backend does not know (another XLA version) is probed and left out, not passed to fail the compilation
+    ("No such compile option"). Fails on the original code, which had no such options."""
+    assert compiling.backend_knows("xla_no_such_option_here", False) is False
+    assert compiling.backend_knows(*next(iter(compiling.LOOP_EMITTERS.items()))) is True  # this jaxlib takes it
+    assert compiling.fast_compile_options(1, 1) == FAST_COMPILE | compiling.LOOP_EMITTERS
+    assert compiling.fast_compile_options(2, 1) is None
+    monkeypatch.setattr(compiling, "backend_knows", lambda name, value: False)
+    assert compiling.fast_compile_options(1, 1) == FAST_COMPILE
+
+
 def test_fast_compiled_runner_draws_the_same_chain(fitted, monkeypatch):
     """The default kernel compiled with ``FAST_COMPILE`` against XLA's defaults, same seed: every decision, batch size and
     row count identical, positions within the float32 rounding bound of ``draws_tolerance`` (the two compilations may

@@ -11,6 +11,7 @@ import pytest
 from helpers_cauchy import cauchy_rows_data, cauchy_rows_model, mode_and_factor
 
 from minibatch_mcmc.acceptance import penalty_test
+from minibatch_mcmc.compiling import fast_compile_options
 from minibatch_mcmc.control_variates import taylor_proxy
 from minibatch_mcmc.diagnostics import exact_twin, twin_sums
 from minibatch_mcmc.diagnostics.posterior_error import check_posterior
@@ -112,7 +113,8 @@ def test_the_check_compiles_two_programs_whatever_it_reads(run):
     reads more than its planned passes: some decisions are left open and read again); no eager operation. Fails if
     the step is split into separate programs again (the original compiled init, proposing and deciding apart: 4
     programs, 13 compilations in a fresh process) or if a shape changes between steps or rounds (one compilation more
-    per new shape)."""
+    per new shape). The probe of XLA's options (``compiling.backend_knows``, once per process) is made first."""
+    fast_compile_options(0, 1)
     before = COMPILES[0]
     out = _check(run)
     planned = twin_sums.planned_evaluations(twin_sums.sampling_plan(N, 32, 8, run[4]), 32, 8, N) / N
@@ -198,3 +200,30 @@ def test_the_first_step_reads_probe_and_audit_starts_in_one_pass(run, monkeypatc
     np.testing.assert_array_equal(lam[:first], np.concatenate([lam_p, lam_a]))
     np.testing.assert_array_equal(bad[:first], np.concatenate([bad_p, bad_a]))
     np.testing.assert_array_equal(reading.heavy, twin_sums.heaviest(rowmax, plan.heavy)[0])
+
+
+def test_one_call_a_block_serves_every_start(run):
+    """The gathered sums take every start of a block in one call (one dispatch and one read back a block): a full read
+    of the 8 probe and audit starts makes one call per block of rows, a sampled estimate for all 32 starts one call,
+    where the original code made one per group of ``FULL_STARTS`` (4 and 16: this test fails there). Each start's sum
+    equals reading that start alone (its group then padded with a copy), to float32 rounding of the per-block sums
+    (1e-6 relative): a lone start is not mixed up with its padding."""
+    model, data, _, estimator, centre, res = run
+    k, steps = 32, 8
+    plan = twin_sums.sampling_plan(N, k, steps, centre)
+    reader = exact_twin.sampled_reader(model, estimator, centre, k, 4, steps, plan, N)
+    calls = []
+    counted = reader._replace(gathered=lambda *a: calls.append(1) or reader.gathered(*a))
+    draws = np.asarray(res.kernel_positions)
+    at = draws[:, 30:38].reshape(k, 4)
+    to = at[::-1]  # every start paired with another draw: no sum is 0 by a rejected step
+    first = np.arange(twin_sums.PROBE_STARTS + twin_sums.AUDIT_STARTS)
+    lam, bad, _ = twin_sums.full_sums(counted, data, at, to, first)
+    assert len(calls) == -(-N // plan.block), (len(calls), -(-N // plan.block))
+    alone = [twin_sums.full_sums(reader, data, at, to, np.array([i]))[0][0] for i in first]
+    np.testing.assert_allclose(lam, alone, rtol=1e-6)
+    assert not bad.any() and np.all(lam != 0)
+    calls.clear()
+    reading = twin_sums.read_step(reader, twin_sums.first_reading(), 1, data, at, to, np.zeros(k))[2]
+    twin_sums.sampled_sums(counted, reading, (0, 2), data, at, to, 1)
+    assert len(calls) == 1, len(calls)

@@ -44,7 +44,7 @@ from minibatch_mcmc.acceptance.mhminibatch import MHMinibatch, random_inputs
 from minibatch_mcmc.acceptance.naive import NaiveMinibatch
 from minibatch_mcmc.acceptance.penalty import PenaltyTest
 from minibatch_mcmc.acceptance.streaming import order_and_uniform
-from minibatch_mcmc.compiling import compile_options
+from minibatch_mcmc.compiling import fast_compile_options
 from minibatch_mcmc.control_variates.base import Estimator, plain
 from minibatch_mcmc.control_variates.influence import without_rounding
 from minibatch_mcmc.data.arrays import slice_rows, take
@@ -57,6 +57,7 @@ from minibatch_mcmc.diagnostics.twin_sums import (
     planned_evaluations,
     read_step,
     sampling_plan,
+    slots_for,
 )
 from minibatch_mcmc.models.base import Model
 from minibatch_mcmc.proposals.base import Proposal
@@ -236,7 +237,7 @@ def exact_continuation(
     k, d = starts.shape
     temp = np.float32(temperature)  # a host scalar: no eager conversion to compile
     n_pop = exact.population_size(n)
-    small = compile_options(float(k) * steps * d * max(1, gradient_data_used(proposal, n)), CONTINUATION_WORK)
+    small = fast_compile_options(float(k) * steps * d * max(1, gradient_data_used(proposal, n)), CONTINUATION_WORK)
 
     def propose(t: jax.Array, states, cs: jax.Array, js: jax.Array, base: jax.Array, rows: PyTree):
         def one(state, c, j):
@@ -277,7 +278,7 @@ def exact_continuation(
         pass_ = residual_pass(model, exact, n_pop, centre, chunk)
         sums = jax.jit(
             lambda rows, currents, candidates: pass_(exact.population(rows), currents, candidates),
-            compiler_options=compile_options(float(k) * steps * n * d, CONTINUATION_WORK),
+            compiler_options=fast_compile_options(float(k) * steps * n * d, CONTINUATION_WORK),
         )
     path, accepted, evaluations = [], [], 0
     lam, bad = np.zeros(k, np.float32), np.ones(k, bool)
@@ -306,14 +307,14 @@ def twin_plan(estimator: Estimator | None, centre: PyTree, n: int, starts: int, 
 
 
 def sampled_reader(model, exact, centre, k: int, d: int, steps: int, plan: Sampling, n_pop: int):
-    """``twin_sums.StepReader``: its gathered sums compiled for ``FULL_STARTS`` starts."""
+    """``twin_sums.StepReader``: its gathered sums compiled for the ``k`` starts (``twin_sums.slots_for``)."""
     run = gathered_sums(model, exact, centre)
     work = float(planned_evaluations(plan, k, steps, n_pop)) * d
     gathered = jax.jit(
         lambda rows, *args: run(exact.population(rows), *args),
-        compiler_options=compile_options(work, GATHERED_WORK),
+        compiler_options=fast_compile_options(work, GATHERED_WORK),
     )
-    return StepReader(gathered, plan, n_pop, 0)
+    return StepReader(gathered, plan, n_pop, 0, slots_for(k))
 
 
 def from_the_run(

@@ -20,8 +20,8 @@ later step reads every row for every start, as before. Without a proxy (``centre
 whole log-likelihood's), for a single step, with fewer than ``SAMPLE_FACTOR`` gathered blocks of rows or at most
 ``PROBE_STARTS + AUDIT_STARTS`` starts, every step reads every row (``exact_twin``'s streamed pass for all starts at once).
 
-One compiled function reads every row set (``gathered_sums``): ``FULL_STARTS`` starts on ``L = m + |H|`` gathered rows
-(padded to a multiple of its chunk), called per block of ``L`` rows for a full pass. Row evaluations per check:
+One compiled function reads every row set (``gathered_sums``): every start, in groups of ``FULL_STARTS``, on
+``L = m + |H|`` gathered rows (padded to a multiple of its chunk), one call per block of ``L`` rows. Row evaluations per check:
 ``(PROBE_STARTS + AUDIT_STARTS) N + K T L``, plus the larger samples and ``FULL_STARTS N`` per group of starts left
 open in a step, against ``K T N``. On the Student-t regression at ``N = 10^6`` (``K = 100``, ``T = 16``: 1,600
 decisions) the check read 25 passes against 1,600 (``benchmarks/posterior_check.py --cost``); at ``K = 32`` its
@@ -85,7 +85,8 @@ STAGE_GROWTH = 8
 STAGE_FACTOR = 4
 """A larger sample is drawn only while it is at most ``1 / STAGE_FACTOR`` of the rows."""
 FULL_STARTS = 2
-"""Starts per call of the gathered function: an undecided start costs this many starts' full pass."""
+"""Starts the gathered function evaluates together (a group; a call loops over the groups that hold its starts): an
+undecided start costs this many starts' full pass."""
 
 
 class Sampling(NamedTuple):
@@ -114,10 +115,13 @@ def planned_evaluations(plan: Sampling, starts: int, steps: int, n_pop: int) -> 
 
 
 def gathered_sums(model: Model, estimator: Estimator, centre: PyTree) -> Callable:
-    """``(population, idx, exact, sampled, currents, candidates) -> (sum exact r, sum sampled r, sum sampled r^2, bad,
-    rowmax)``: per start, sums over the gathered rows ``idx`` weighted by ``exact`` and ``sampled`` (``idx``'s length a
-    multiple of ``CHUNK``), whether a weighted term was not finite, and per row its largest ``|r_i|`` over the starts
-    (infinite where not finite). Each term within its row's float32 resolution counts as 0 (``without_rounding``)."""
+    """``(population, idx, exact, sampled, currents, candidates, count, top) -> (sum exact r, sum sampled r, sum
+    sampled r^2, bad, rowmax)``: per start (of ``currents``' ``K`` slots, a multiple of ``FULL_STARTS``; the groups of
+    ``FULL_STARTS`` that hold the first ``count`` are evaluated, the rest left 0), sums over the gathered rows ``idx``
+    weighted by ``exact`` and ``sampled`` (``idx``'s length a multiple of ``CHUNK``), whether a weighted term was not
+    finite, and per row its largest ``|r_i|`` over the first ``top`` starts (a multiple of ``FULL_STARTS``; infinite
+    where not finite). Each term within its row's float32 resolution counts as 0 (``without_rounding``). One call
+    serves every start of a block: one dispatch and one read back instead of one per group."""
     flat_c, unravel_c = ravel_pytree(centre)
 
     def terms(current: PyTree, candidate: PyTree, rows: PyTree) -> jax.Array:
@@ -125,9 +129,7 @@ def gathered_sums(model: Model, estimator: Estimator, centre: PyTree) -> Callabl
 
     many = jax.vmap(terms, in_axes=(0, 0, None))
 
-    def run(population, idx, exact, sampled, currents, candidates):
-        k = jax.tree_util.tree_leaves(currents)[0].shape[0]
-
+    def one_group(population, idx, exact, sampled, currents, candidates):
         def body(i, acc):
             at, a, b = (jax.lax.dynamic_slice_in_dim(v, i * CHUNK, CHUNK) for v in (idx, exact, sampled))
             v = many(currents, candidates, take(population, at))
@@ -143,9 +145,26 @@ def gathered_sums(model: Model, estimator: Estimator, centre: PyTree) -> Callabl
                 jax.lax.dynamic_update_slice_in_dim(acc[4], top, i * CHUNK, 0),
             )
 
+        zero = jnp.zeros((FULL_STARTS,), jnp.float32)
+        start = (zero, zero, zero, jnp.zeros((FULL_STARTS,), bool), jnp.zeros(idx.shape, jnp.float32))
+        return jax.lax.fori_loop(0, idx.shape[0] // CHUNK, body, start)
+
+    def run(population, idx, exact, sampled, currents, candidates, count, top):
+        k = jax.tree_util.tree_leaves(currents)[0].shape[0]
+
+        def group(g, acc):
+            at = g * FULL_STARTS
+
+            def cut(tree: PyTree) -> PyTree:
+                return jax.tree_util.tree_map(lambda a: jax.lax.dynamic_slice_in_dim(a, at, FULL_STARTS), tree)
+
+            got = one_group(population, idx, exact, sampled, cut(currents), cut(candidates))
+            sums = tuple(jax.lax.dynamic_update_slice_in_dim(a, b, at, 0) for a, b in zip(acc[:4], got[:4]))
+            return sums + (jnp.where(at < top, jnp.maximum(acc[4], got[4]), acc[4]),)
+
         zero = jnp.zeros((k,), jnp.float32)
         start = (zero, zero, zero, jnp.zeros((k,), bool), jnp.zeros(idx.shape, jnp.float32))
-        return jax.lax.fori_loop(0, idx.shape[0] // CHUNK, body, start)
+        return jax.lax.fori_loop(0, (count + FULL_STARTS - 1) // FULL_STARTS, group, start)
 
     return run
 
@@ -154,10 +173,12 @@ class StepReader(NamedTuple):
     """What a step's sums come from (``read_step``)."""
 
     gathered: Callable
-    """``gathered_sums`` jitted for ``FULL_STARTS`` starts, taking ``data``."""
+    """``gathered_sums`` jitted for ``slots`` starts, taking ``data``."""
     plan: Sampling
     n_pop: int
     seed: int
+    slots: int = FULL_STARTS
+    """Starts a call of ``gathered`` takes: the twin's ``K`` rounded up to a multiple of ``FULL_STARTS``."""
 
 
 class Reading(NamedTuple):
@@ -175,11 +196,14 @@ def first_reading() -> Reading:
     return Reading(np.zeros(0, np.int64), np.zeros(0, bool), False, 0)
 
 
-def groups(which: np.ndarray):
-    """``which`` in groups of ``FULL_STARTS``, the last padded by repeating its first: ``(group, real)`` pairs."""
-    for s in range(0, which.size, FULL_STARTS):
-        part = which[s : s + FULL_STARTS]
-        yield np.resize(part, FULL_STARTS), part.size
+def slots_for(starts: int) -> int:
+    """``starts`` rounded up to a multiple of ``FULL_STARTS``: the starts a call of the gathered sums takes."""
+    return -(-starts // FULL_STARTS) * FULL_STARTS
+
+
+def padded(tree: PyTree, which: np.ndarray, slots: int) -> PyTree:
+    """Rows ``which`` of every leaf then copies of them up to ``slots`` rows, put on the device once per pass."""
+    return jax.device_put(pick(tree, np.resize(which, slots)))
 
 
 def pick(tree: PyTree, rows: np.ndarray) -> PyTree:
@@ -190,28 +214,25 @@ def pick(tree: PyTree, rows: np.ndarray) -> PyTree:
 def full_sums(reader: StepReader, data: PyTree, currents, candidates, which: np.ndarray, top: int = 0):
     """``(Lambda, bad, rowmax)`` for the starts ``which`` over every row (blocks of ``plan.block`` rows, the last
     padded with weight 0), ``rowmax`` each row's largest ``|r_i|`` over the first ``top`` of them (a multiple of
-    ``FULL_STARTS``; None where ``top`` is 0). Each block is put on the device once and its calls for every group of
-    starts dispatched before their results are read."""
+    ``FULL_STARTS``; None where ``top`` is 0). One call a block for every start, all dispatched before their results
+    are read."""
     n, size = reader.n_pop, reader.plan.block
-    lam, bad = np.zeros(which.size), np.zeros(which.size, bool)
     rowmax = np.zeros(-(-n // size) * size, np.float32) if top else None
     zero = jax.device_put(np.zeros(size, np.float32))
-    parts = [(s, real, pick(currents, group), pick(candidates, group)) for s, (group, real) in starts_of(which)]
+    c, m = padded(currents, which, reader.slots), padded(candidates, which, reader.slots)
+    count, upto = np.int32(which.size), np.int32(top)
+    got = []
     for start in range(0, n, size):
         at = start + np.arange(size)
         idx, w = jax.device_put(np.minimum(at, n - 1).astype(np.int32)), jax.device_put((at < n).astype(np.float32))
-        got = [reader.gathered(data, idx, w, zero, c, m) for _, _, c, m in parts]
-        for (s, real, _, _), out in zip(parts, got):
-            lam[s : s + real] += np.asarray(out[0], np.float64)[:real]
-            bad[s : s + real] |= np.asarray(out[3])[:real]
-            if s < top:
-                rowmax[start : start + size] = np.maximum(rowmax[start : start + size], np.asarray(out[4]))
+        got.append(reader.gathered(data, idx, w, zero, c, m, count, upto))
+    lam, bad = np.zeros(which.size), np.zeros(which.size, bool)
+    for j, out in enumerate(got):
+        lam += np.asarray(out[0], np.float64)[: which.size]
+        bad |= np.asarray(out[3])[: which.size]
+        if top:
+            rowmax[j * size : (j + 1) * size] = np.asarray(out[4])
     return lam, bad, None if rowmax is None else rowmax[:n]
-
-
-def starts_of(which: np.ndarray):
-    """``(offset, (group, real))`` for ``groups(which)``: where each group's real starts go in ``which``'s order."""
-    return zip(range(0, which.size, FULL_STARTS), groups(which))
 
 
 def draw_rows(plan: Sampling, reading: Reading, n_pop: int, seed: tuple, heavy: bool):
@@ -231,16 +252,16 @@ def sampled_sums(reader: StepReader, reading: Reading, seed: tuple, data: PyTree
     block only), the estimate of the rest of ``Lambda`` from ``blocks`` blocks of uniform draws, its s.e., the
     non-finite flag, and the row evaluations."""
     k = jax.tree_util.tree_leaves(currents)[0].shape[0]
-    n = reader.n_pop
-    out, m = np.zeros((4, k)), 0
-    parts = [(s, real, pick(currents, group), pick(candidates, group)) for s, (group, real) in starts_of(np.arange(k))]
+    n, every = reader.n_pop, np.arange(k)
+    c, to = padded(currents, every, reader.slots), padded(candidates, every, reader.slots)
+    got, m = [], 0
     for j in range(blocks):
         rows = draw_rows(reader.plan, reading, n, seed + (j,), blocks == 1)
         m += rows[0].size - int(rows[1].sum())
-        idx, a, b = (jax.device_put(v) for v in rows)
-        got = [reader.gathered(data, idx, a, b, c, to) for _, _, c, to in parts]
-        for (s, real, _, _), res in zip(parts, got):
-            out[:, s : s + real] += np.stack([np.asarray(g, np.float64)[:real] for g in res[:4]])
+        got.append(reader.gathered(data, *(jax.device_put(v) for v in rows), c, to, np.int32(k), np.int32(0)))
+    out = np.zeros((4, k))
+    for res in got:
+        out += np.stack([np.asarray(g, np.float64)[:k] for g in res[:4]])
     mean = out[1] / m
     var = np.maximum(out[2] / m - mean * mean, 0.0) * m / (m - 1)
     return out[0], n * mean, n * np.sqrt(var / m), out[3] > 0, k * blocks * reader.plan.block
