@@ -39,10 +39,10 @@ the NumPyro start) that compiles fast (measured break-even of the Adam search: a
 
 
 LOOP_EMITTERS = {"xla_cpu_use_fusion_emitters": False}
-"""XLA's CPU option for its loop emitters instead of its MLIR fusion emitters. With ``FAST_COMPILE``, the posterior
-check's step (``diagnostics.exact_twin``) compiled in half the CPU time (0.9 s against 1.7-2.0 s, Student-t
-regression, d = 5, 100 starts, the loaded 2-core machine) and ran as fast; at XLA's default level the check's gathered
-sums compiled 25% sooner but ran 1.5x slower a row, so ``fast_compile_options`` adds it only to ``FAST_COMPILE``."""
+"""XLA's CPU option for its loop emitters instead of its MLIR fusion emitters: with ``FAST_COMPILE`` the posterior
+check's step (``diagnostics.exact_twin``) compiles sooner and runs as fast; at XLA's default level the check's gathered
+sums ran slower a row, so ``fast_compile_options`` adds it only to ``FAST_COMPILE`` (docs/benchmarks.md, the check's
+cost)."""
 
 
 def compile_options(work: float, limit: float) -> dict[str, Any] | None:
