@@ -4,7 +4,7 @@
 ``GIBBS_WARMUP = 200`` warm-up sweeps per chain, which ``mm.glmm`` does not let a caller change. At ``N = 10^7`` a sweep
 of one chain reads the rows 4 times (seconds each on a 2-core CPU), so this script runs the same steps as ``mm.glmm``
 (``formula_design``, ``glmm_model``, ``initial_theta``, then ``group_gibbs``) with ``--warmup`` sweeps (200 is the
-route's own), and reports the same columns as ``benchmarks/glmm.py``'s ``ours`` row: seconds per phase (the design
+route's own; its first 25, ``gibbs_route.CLIMB``, climb in the globals to the posterior, the rest tune), and reports the same columns as ``benchmarks/glmm.py``'s ``ours`` row: seconds per phase (the design
 with its centring pilot; the warm-up sweeps; the kept sweeps), passes over ``N``, min bulk ESS and max R-hat over every
 named effect, ESS/s with every second counted, and the process's peak resident memory (sampled every 20 ms; the
 simulated DataFrame and the design count).

@@ -43,7 +43,7 @@ def test_design_equals_the_hand_built_arrays():
     d = fd.design
     ones = np.ones(len(df))
     assert d.fixed == ("Intercept", "x1", "c[lo]", "c[mid]")  # "hi" is the reference: first of the sorted levels
-    np.testing.assert_array_equal(d.x, np.column_stack([ones, df.x1, df.c == "lo", df.c == "mid"]))
+    np.testing.assert_array_equal(d.x, np.column_stack([ones, df.x1, df.c == "lo", df.c == "mid"]).astype(np.float32))
     np.testing.assert_array_equal(d.y, df.y)
     np.testing.assert_allclose(d.offset, np.log(df.e), rtol=1e-15)
     assert d.trials is None
@@ -53,7 +53,7 @@ def test_design_equals_the_hand_built_arrays():
     np.testing.assert_array_equal(g.z, ones[:, None])
     assert (h.name, h.levels, h.terms) == ("h", ("10", "20", "30"), ("1", "x1"))
     np.testing.assert_array_equal(h.codes, df.h.map({10: 0, 20: 1, 30: 2}))
-    np.testing.assert_array_equal(h.z, np.column_stack([ones, df.x1]))
+    np.testing.assert_array_equal(h.z, np.column_stack([ones, df.x1]).astype(np.float32))
 
 
 @pytest.mark.parametrize("formula", ["y ~ 0 + x1 + x2 + (0 + x1 | g)", "y ~ x1 + x2 - 1 + (0 + x1 | g)"])
@@ -62,9 +62,9 @@ def test_no_intercept(formula):
     df = table()
     d = formula_design(formula, df).design
     assert d.fixed == ("x1", "x2")
-    np.testing.assert_array_equal(d.x, df[["x1", "x2"]].to_numpy())
+    np.testing.assert_array_equal(d.x, df[["x1", "x2"]].to_numpy(np.float32))
     assert d.factors[0].terms == ("x1",)
-    np.testing.assert_array_equal(d.factors[0].z, df[["x1"]].to_numpy())
+    np.testing.assert_array_equal(d.factors[0].z, df[["x1"]].to_numpy(np.float32))
     assert d.offset is None
 
 
@@ -210,3 +210,35 @@ def test_new_rows_need_the_offset_an_array_gave():
     np.testing.assert_array_equal(new_rows(fd, new, offset=[0.5, 0.25]).offset, [0.5, 0.25])
     with pytest.raises(ValueError, match="the fit had no offset= argument"):
         new_rows(formula_design("k ~ x1 + (1 | g)", df, "poisson"), new, offset=[0.5, 0.25])
+
+
+def test_design_holds_the_models_dtypes_once():
+    """The design is built in the dtypes the model reads (float32 columns and 0/1 response, int32 codes), so
+    ``glmm_data`` shares its arrays instead of copying them, and ``formulae``'s own float64 matrix and table are let go
+    (issue 31, memory at ``N = 10^7``); new rows are still evaluated. Catches: a float64/int64 design (a second copy
+    of every row at ``glmm_model``) or the fitted rows kept in ``fd.common``."""
+    from minibatch_mcmc.models.glmm import glmm_data
+
+    df = table()
+    fd = formula_design("y ~ x1 + c + (x1 | h)", df, "bernoulli")
+    d = fd.design
+    assert (d.x.dtype, d.y.dtype, d.factors[0].z.dtype, d.factors[0].codes.dtype) == (
+        np.float32,
+        np.float32,
+        np.float32,
+        np.int32,
+    )
+    data = glmm_data(d, "bernoulli")
+    for key, held in (("x", d.x), ("y", d.y), ("g_0", d.factors[0].codes), ("z_0", d.factors[0].z)):
+        assert np.shares_memory(data[key], held), key
+    assert fd.common.design_matrix is None and fd.common.data is None
+    rows = new_rows(fd, df.iloc[:5])
+    np.testing.assert_allclose(rows.x, d.x[:5], rtol=1e-6)
+
+
+def test_counts_too_large_for_float32_stay_exact():
+    """A response float32 cannot hold exactly (a count above 2^24) is kept in float64: nothing is rounded silently."""
+    df = table()
+    df["k"] = 2**24 + 1 + np.arange(len(df))
+    d = formula_design("k ~ x1 + (1 | g)", df, "poisson").design
+    np.testing.assert_array_equal(d.y, df["k"].to_numpy())

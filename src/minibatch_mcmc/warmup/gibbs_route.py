@@ -42,11 +42,14 @@ from minibatch_mcmc.warmup.group_gibbs import (
 PyTree = Any
 
 GIBBS_WARMUP = 200
-"""Sweeps per chain before the draws kept: the Newton moves reach the posterior in tens; the rest tune ``rho``."""
+"""Sweeps per chain before the draws kept: the first ``CLIMB`` climb to the posterior; the rest tune ``rho``."""
 TARGET_ACCEPT = 0.6
 """The acceptance ``rho`` is tuned towards (per factor, the mean over its levels; the globals' move), from ``rho = 0``."""
 BLOCK = 25
 """Sweeps per compiled block (one compilation serves the warm-up and the draws)."""
+CLIMB = BLOCK
+"""Warm-up sweeps whose globals step ascends (the Newton point where it raises the target) before ``rho`` is tuned:
+from a start far off in the globals, the Newton MH step is rarely accepted and the tuning then slows it further."""
 INIT_RADIUS = 1.0
 """Chains start uniformly within this distance of ``theta0`` in each unconstrained coordinate."""
 
@@ -85,28 +88,30 @@ def problem_for(model: Model, arrays: dict) -> Problem:
 
 
 def block_runner(problem: Problem, num_chains: int):
-    """``(states, t, count, data, base_key, adapt, spread) -> ((states, t, count), (flat draws, acceptance))``: ``BLOCK``
-    sweeps of every chain, ``rho = 1 - exp(-t)`` per chain and move, ``t`` tuned towards ``TARGET_ACCEPT`` while
-    ``adapt``; ``spread`` each chain's step-4 weights (``group_gibbs.spread_weights``), held fixed in the block."""
+    """``(states, t, count, data, base_key, adapt, spread, climb) -> ((states, t, count), (flat draws, acceptance))``:
+    ``BLOCK`` sweeps of every chain, ``rho = 1 - exp(-t)`` per chain and move, ``t`` tuned towards ``TARGET_ACCEPT``
+    while ``adapt`` (and not ``climb``); ``spread`` each chain's step-4 weights (``group_gibbs.spread_weights``), held
+    fixed in the block; ``climb``: step 4 ascends (``group_gibbs.newton_mh``), the warm-up's first block."""
     layout = problem.layout
 
-    def one(key, state, rho, data, spread):
-        return sweep(problem, key, state, rho, data, spread)
+    def one(key, state, rho, data, spread, climb):
+        return sweep(problem, key, state, rho, data, spread, climb)
 
-    def body(carry, _, data, base_key, adapt, spread):
+    def body(carry, _, data, base_key, adapt, spread, climb):
         states, t, count = carry
         keys = jax.random.split(jax.random.fold_in(base_key, count), num_chains)
-        new, stats = jax.vmap(one, in_axes=(0, 0, 0, None, 0))(keys, states, 1.0 - jnp.exp(-t), data, spread)
+        rho = 1.0 - jnp.exp(-t)
+        new, stats = jax.vmap(one, in_axes=(0, 0, 0, None, 0, None))(keys, states, rho, data, spread, climb)
         rates = jnp.concatenate([stats.effects, stats.globals_[:, None]], axis=1)
         gain = 1.0 / jnp.sqrt(1.0 + count.astype(t.dtype))
-        t = jnp.where(adapt, jnp.maximum(0.0, t + gain * (TARGET_ACCEPT - rates)), t)
+        t = jnp.where(adapt & ~climb, jnp.maximum(0.0, t + gain * (TARGET_ACCEPT - rates)), t)
         flat = jax.vmap(lambda s: to_flat(layout, s))(new)
         return (new, t, count + 1), (flat, stats.globals_)
 
     @jax.jit
-    def run(states, t, count, data, base_key, adapt, spread):
+    def run(states, t, count, data, base_key, adapt, spread, climb):
         return jax.lax.scan(
-            lambda c, x: body(c, x, data, base_key, adapt, spread), (states, t, count), None, length=BLOCK
+            lambda c, x: body(c, x, data, base_key, adapt, spread, climb), (states, t, count), None, length=BLOCK
         )
 
     return run
@@ -162,7 +167,8 @@ def group_gibbs(
     ):
         start, count, done = time.perf_counter(), jnp.zeros((), jnp.int32), 0
         while done < sweeps:
-            (states, t, count), (flat, acc) = run(states, t, count, rows, base, adapt, spread)
+            climb = adapt and done < CLIMB
+            (states, t, count), (flat, acc) = run(states, t, count, rows, base, adapt, spread, climb)
             if adapt:
                 spread = spreads(states, rows)
             else:

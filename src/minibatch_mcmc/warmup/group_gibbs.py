@@ -40,10 +40,9 @@ import numpy as np
 from minibatch_mcmc.data.passes import full_data_tree_sum
 from minibatch_mcmc.models.base import GLMMLayout
 from minibatch_mcmc.models.glmm import effect_blocks, effect_weights, linear_predictor, split_theta
+from minibatch_mcmc.warmup.newton_moves import Fit, autodiff_fit, clipped_prec, newton_draw, newton_log_q, newton_mh
 
 PyTree = Any
-PREC_FLOOR = 1e-6
-"""The smallest eigenvalue a globals move's precision keeps (relative to its largest, plus this absolute)."""
 ROW_CHUNK = 1 << 16
 """Rows per chunk of a sweep's passes: each pass sums chunk by chunk, so no per-row array of all ``N`` rows is made."""
 
@@ -76,13 +75,6 @@ class SweepStats(NamedTuple):
     shift: jax.Array
     scale: jax.Array
     globals_: jax.Array
-
-
-class Fit(NamedTuple):
-    """A Newton proposal's ingredients at a point: the target's gradient and a positive-definite precision."""
-
-    grad: jax.Array
-    prec: jax.Array
 
 
 def from_flat(layout: GLMMLayout, theta: jax.Array) -> GibbsState:
@@ -118,34 +110,6 @@ def row_terms(problem: Problem, state: GibbsState, data: dict) -> tuple[jax.Arra
 
     d1, d2 = jax.jvp(jax.grad(total), (eta,), (jnp.ones_like(eta),))
     return problem.density(eta, state.phi, data), d1, d2
-
-
-def clipped_prec(hess: jax.Array) -> jax.Array:
-    """``-hess`` with its eigenvalues held above ``PREC_FLOOR`` times the largest (a small symmetric matrix)."""
-    vals, vecs = jnp.linalg.eigh(-0.5 * (hess + hess.T))
-    floor = PREC_FLOOR * (1.0 + jnp.max(jnp.abs(vals)))
-    return (vecs * jnp.maximum(vals, floor)) @ vecs.T
-
-
-def newton_draw(key: jax.Array, x: jax.Array, fit: Fit, rho: jax.Array) -> jax.Array:
-    """``m + rho (x - m) + sqrt(1 - rho^2) P^{-1/2} xi`` with ``m = x + P^{-1} grad`` (batched over leading axes)."""
-    chol = jnp.linalg.cholesky(fit.prec)
-    mean = x + jax.scipy.linalg.cho_solve((chol, True), fit.grad[..., None])[..., 0]
-    xi = jax.random.normal(key, x.shape, x.dtype)
-    noise = jax.scipy.linalg.solve_triangular(jnp.swapaxes(chol, -1, -2), xi[..., None], lower=False)[..., 0]
-    rho = jnp.asarray(rho, x.dtype)
-    return mean + rho * (x - mean) + jnp.sqrt(1.0 - rho * rho) * noise
-
-
-def newton_log_q(to: jax.Array, frm: jax.Array, fit: Fit, rho: jax.Array) -> jax.Array:
-    """``log q(to | frm)`` of ``newton_draw`` from ``frm`` with ``fit`` at ``frm``, up to a constant shared by both directions."""
-    chol = jnp.linalg.cholesky(fit.prec)
-    mean = frm + jax.scipy.linalg.cho_solve((chol, True), fit.grad[..., None])[..., 0]
-    rho = jnp.asarray(rho, to.dtype)
-    r = to - mean - rho * (frm - mean)
-    w = jnp.einsum("...ji,...j->...i", chol, r)  # L' r: (L' r)'(L' r) = r' P r
-    logdet = jnp.sum(jnp.log(jnp.diagonal(chol, axis1=-2, axis2=-1)), axis=-1)
-    return -0.5 * jnp.sum(w * w, axis=-1) / (1.0 - rho * rho) + logdet
 
 
 def with_effects(state: GibbsState, f: int, u: jax.Array) -> GibbsState:
@@ -210,29 +174,6 @@ def spread_weights(problem: Problem, state: GibbsState, data: dict) -> tuple:
         info = jnp.maximum(jnp.diagonal(fit.prec, axis1=-2, axis2=-1) - 1.0 / var, 0.0)
         out.append(1.0 / (1.0 + info * var))
     return tuple(out)
-
-
-def newton_mh(key: jax.Array, x: jax.Array, fit: Callable, rho: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """One Newton MH step on a small vector ``x``: ``fit(point, base) -> (Fit, value)`` with ``value`` such that
-    ``sum(fit(x', x)[1] - fit(x, None)[1])`` is the target's change (``globals_fit`` puts the rows' change from ``base``,
-    summed after differencing row by row so float32 keeps it, into the first). The new ``x`` and whether it moved."""
-    k_draw, k_accept = jax.random.split(key)
-    here, value_here = fit(x, None)
-    proposed = newton_draw(k_draw, x, here, rho)
-    there, value_there = fit(proposed, x)
-    change = jnp.sum(value_there - value_here)
-    log_alpha = change + newton_log_q(x, proposed, there, rho) - newton_log_q(proposed, x, here, rho)
-    accept = jnp.isfinite(log_alpha) & (jnp.log(jax.random.uniform(k_accept, (), x.dtype)) < log_alpha)
-    return jnp.where(accept, proposed, x), accept.astype(x.dtype)
-
-
-def autodiff_fit(target: Callable) -> Callable:
-    """``fit`` for ``newton_mh`` from a cheap scalar ``target`` (gradient and Hessian by autodiff)."""
-
-    def fit(point, base=None):
-        return Fit(jax.grad(target)(point), clipped_prec(jax.hessian(target)(point))), target(point)
-
-    return fit
 
 
 def shifted(problem: Problem, state: GibbsState, delta: jax.Array) -> GibbsState:
@@ -340,18 +281,34 @@ def globals_fit(problem: Problem, state: GibbsState, data: dict, spread: tuple =
     return fit
 
 
-def globals_step(problem: Problem, key: jax.Array, state: GibbsState, rho: jax.Array, data: dict, spread: tuple = ()):
+def globals_step(
+    problem: Problem,
+    key: jax.Array,
+    state: GibbsState,
+    rho: jax.Array,
+    data: dict,
+    spread: tuple = (),
+    climb: jax.Array | bool = False,
+):
     """Step 4: the globals given the partly standardised effects ``a = u sd^-v`` (``spread`` weights ``v``, default 1:
-    ``a = u / sd``), one Newton MH step (``globals_fit``)."""
+    ``a = u / sd``), one Newton MH step (``globals_fit``; ``climb``: ``newton_mh``'s warm-up ascent)."""
     spread = spread or unit_spread(problem.layout)
     standard = standardised(state, spread)
-    x, moved = newton_mh(key, globals_vector(state), globals_fit(problem, state, data, spread), rho)
+    x, moved = newton_mh(key, globals_vector(state), globals_fit(problem, state, data, spread), rho, climb)
     return with_globals(problem.layout, state, x, standard, spread), moved
 
 
-def sweep(problem: Problem, key: jax.Array, state: GibbsState, rho: jax.Array, data: dict, spread: tuple = ()):
-    """Steps 1-4 for one chain (``rho``: per factor, then the globals'; ``spread``: step 4's weights, default 1); the
-    new state and its ``SweepStats``."""
+def sweep(
+    problem: Problem,
+    key: jax.Array,
+    state: GibbsState,
+    rho: jax.Array,
+    data: dict,
+    spread: tuple = (),
+    climb: jax.Array | bool = False,
+):
+    """Steps 1-4 for one chain (``rho``: per factor, then the globals'; ``spread``: step 4's weights, default 1;
+    ``climb``: step 4 ascends instead, warm-up only); the new state and its ``SweepStats``."""
     layout = problem.layout
     keys = jax.random.split(key, len(layout.levels) + 3)
     rates = []
@@ -375,7 +332,7 @@ def sweep(problem: Problem, key: jax.Array, state: GibbsState, rho: jax.Array, d
 
     s, scale_moved = newton_mh(keys[-2], jnp.concatenate(state.log_sds), autodiff_fit(scale_target), zero)
     state = with_globals(layout, state, jnp.concatenate([state.beta, s, state.phi]), ())._replace(us=state.us)
-    state, moved = globals_step(problem, keys[-1], state, rho[-1], data, spread)
+    state, moved = globals_step(problem, keys[-1], state, rho[-1], data, spread, climb)
     return state, SweepStats(jnp.stack(rates), shift_moved, scale_moved, moved)
 
 

@@ -1,0 +1,45 @@
+"""A formula design's rows held once, in the dtypes the model reads (issue 31, memory at ``N = 10^7``).
+
+``formulae`` evaluates a formula in float64 and keeps what it evaluated (its design matrix, the table, each
+intercept's column of ones); a GLMM reads float32 columns and int32 codes. ``interop.formula`` builds the design in
+those dtypes (``models.glmm.glmm_data`` then shares its arrays) and lets ``formulae``'s copies go: new rows are
+evaluated from the terms alone.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def float32_columns(matrix, slices: tuple[slice, ...], n: int) -> np.ndarray:
+    """The columns ``slices`` of ``matrix`` side by side as one float32 ``(n, p)`` array (no float64 copy of them)."""
+    width = sum(s.stop - s.start for s in slices)
+    out, at = np.empty((n, width), np.float32), 0
+    for s in slices:
+        out[:, at : at + s.stop - s.start] = matrix[:, s]
+        at += s.stop - s.start
+    return out
+
+
+def narrowed(values: np.ndarray) -> np.ndarray:
+    """``values`` as float32 where that holds them exactly (0/1 and counts below 2^24), else as they are."""
+    small = values.astype(np.float32)
+    return small if np.array_equal(small, values) else values
+
+
+def release_rows(common) -> None:
+    """Drop the fitted rows ``formulae``'s matrix keeps (its design matrix and table): new rows are evaluated from its
+    terms alone (``evaluate_new_data``), and at ``N = 10^7`` the two hold 0.5 GB."""
+    if common is not None:
+        common.design_matrix, common.data = None, None
+        drop_intercept_rows(common.terms.values())
+
+
+def drop_intercept_rows(terms) -> None:
+    """Let go of the column of ones (int64, 80 MB at ``N = 10^7``) an evaluated ``formulae`` intercept holds: new
+    rows' intercepts are made afresh (``Intercept.eval_new_data``)."""
+    from formulae.terms import Intercept
+
+    for term in terms:
+        if isinstance(term, Intercept):
+            term.data = None
