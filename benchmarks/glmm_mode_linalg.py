@@ -161,7 +161,7 @@ def main() -> None:
                 row += [str(r["compilations"]), str(r["passes"])]
                 row += [str(r["eigh"]), f"{r['eigh_s']:.1f}", str(r["chol"]), str(r.get("large", "")), f"{off:.1e}"]
                 rows.append(row)
-                key = f"{args.name}.{n:.0e}.{groups}.{name.split()[0]}" if sizes else f"{args.name}.{name.split()[0]}"
+                key = f"{args.name}.{n}.{groups}.{name.split()[0]}" if sizes else f"{args.name}.{name.split()[0]}"
                 values[f"{key}.seconds"] = f"{r['seconds']:.1f}"
                 values[f"{key}.cpu_seconds"] = f"{r['cpu']:.1f}"
                 print(dict(zip(COLUMNS, row)), flush=True)
