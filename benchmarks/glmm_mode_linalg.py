@@ -5,11 +5,14 @@ The model and data are ``glmm_warmup_passes.py``'s (logistic, ``y ~ x1 + x2 + x3
 each version one fresh process (both at the same time, so their seconds share the machine) builds the design and model
 (``mm.glmm``'s steps) and runs ``glmm_mode`` from ``initial_theta``, counting numpy's ``eigh``/``eigvalsh`` calls and
 seconds and scipy's and numpy's Cholesky calls, and the calls of those and numpy's ``inv`` on a matrix larger than
-``BIG`` (a ``d x d`` factorisation); it reports the mode search's seconds, its full passes, those counts, and
+``BIG`` (a ``d x d`` factorisation) and XLA's compilations (``jax_log_compiles``); it reports the mode search's wall and
+CPU seconds (the process's, all its threads: the machine is shared), its full passes, those counts, and
 the largest distance between the two versions' modes in Laplace s.d.s (0 up to rounding for a pure speed-up):
 
     python benchmarks/glmm_mode_linalg.py --n 100000 --groups 1000 --before 08c6c6c \\
         --results docs/results/glmm_mode_linalg.json
+    python benchmarks/glmm_mode_linalg.py --sizes 20000:200,100000:1000 --before 9a599cb --after 3d51369 \\
+        --name glmm_mode_speed --results docs/results/glmm_mode_speed.json
 """
 
 from __future__ import annotations
@@ -32,6 +35,8 @@ COLUMNS = [
     "d",
     "version",
     "mode s",
+    "mode CPU s",
+    "compilations",
     "full passes",
     "eigh calls",
     "eigh s",
@@ -65,9 +70,24 @@ def counted(module, name: str, tally: dict) -> None:
 
 def worker(n: int, groups: int, out: str) -> None:
     """One version's mode search (module docstring), written to ``out`` (JSON)."""
+    import logging
+
     import jax
     import pandas as pd
     import scipy.linalg
+
+    compiled = []
+
+    class Compilations(logging.Handler):
+        """Counts XLA compilations (``jax_log_compiles``' messages)."""
+
+        def emit(self, record: logging.LogRecord) -> None:
+            if "Finished XLA compilation" in record.getMessage():
+                compiled.append(1)
+
+    jax.config.update("jax_log_compiles", True)
+    logging.getLogger("jax").addHandler(Compilations())
+    logging.getLogger("jax").setLevel(logging.WARNING)
 
     from minibatch_mcmc.data.arrays import as_data_source
     from minibatch_mcmc.interop.formula import formula_design
@@ -87,12 +107,15 @@ def worker(n: int, groups: int, out: str) -> None:
         counted(np.linalg, name, tally)
     sc: dict = {}  # scipy's, apart
     counted(scipy.linalg, "cholesky", sc)
-    start = time.perf_counter()
+    before = len(compiled)
+    start, cpu = time.perf_counter(), time.process_time()
     found = glmm_mode(model, as_data_source(data), initial_theta(model), jax.random.key(1))
-    seconds = time.perf_counter() - start
+    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
     mode = found.mode
     result = {
         "seconds": seconds,
+        "cpu": cpu,
+        "compilations": len(compiled) - before,
         "passes": found.passes,
         "eigh": tally["eigh"][0] + tally["eigvalsh"][0],
         "eigh_s": tally["eigh"][1] + tally["eigvalsh"][1],
@@ -110,6 +133,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=100_000)
     ap.add_argument("--groups", type=int, default=1000)
+    ap.add_argument("--sizes", default=None, help="N:G,N:G,...: several configurations, one table (else --n, --groups)")
     ap.add_argument("--before", default="main", help="git revision of the 'before' version")
     ap.add_argument("--after", default="HEAD", help="git revision of the 'after' version")
     ap.add_argument("--name", default="glmm_mode_linalg")
@@ -125,17 +149,23 @@ def main() -> None:
         worker(args.n, args.groups, args.out)
         return
     machine = f"{platform.machine()}, {os.cpu_count()} cores, load average at start {os.getloadavg()[0]:.1f}"
+    sizes = [tuple(int(float(v)) for v in s.split(":")) for s in args.sizes.split(",")] if args.sizes else None
+    rows, values = [], {}
     with tempfile.TemporaryDirectory() as tmp:
         versions = extract_sources({"before": args.before, "after": args.after}, Path(tmp))
-        got = run_workers(__file__, versions, ["--n", str(args.n), "--groups", str(args.groups)])
-    off = mode_gap(got)
-    rows, values = [], {}
-    for name, r in got.items():
-        row = [f"{args.n:.0e}", str(args.groups), str(r["d"]), name, f"{r['seconds']:.1f}", str(r["passes"])]
-        row += [str(r["eigh"]), f"{r['eigh_s']:.1f}", str(r["chol"]), str(r.get("large", "")), f"{off:.1e}"]
-        rows.append(row)
-        values[f"{args.name}.{name.split()[0]}.seconds"] = f"{r['seconds']:.1f}"
-        print(dict(zip(COLUMNS, row)), flush=True)
+        for n, groups in sizes or [(args.n, args.groups)]:
+            got = run_workers(__file__, versions, ["--n", str(n), "--groups", str(groups)])
+            off = mode_gap(got)
+            for name, r in got.items():
+                row = [f"{n:.0e}", str(groups), str(r["d"]), name, f"{r['seconds']:.1f}", f"{r['cpu']:.1f}"]
+                row += [str(r["compilations"]), str(r["passes"])]
+                row += [str(r["eigh"]), f"{r['eigh_s']:.1f}", str(r["chol"]), str(r.get("large", "")), f"{off:.1e}"]
+                rows.append(row)
+                key = f"{args.name}.{n}.{groups}.{name.split()[0]}" if sizes else f"{args.name}.{name.split()[0]}"
+                values[f"{key}.seconds"] = f"{r['seconds']:.1f}"
+                values[f"{key}.cpu_seconds"] = f"{r['cpu']:.1f}"
+                print(dict(zip(COLUMNS, row)), flush=True)
+            save_rows(args, COLUMNS, rows, values, machine, complete=False)
     save_rows(args, COLUMNS, rows, values, machine, complete=True)
 
 

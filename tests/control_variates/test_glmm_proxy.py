@@ -427,3 +427,30 @@ def test_level_stratum_takes_the_small_levels(sizes, want):
     centre = jnp.zeros(dimension(model.glmm.layout)).at[-1].set(np.log(0.5))
     rows = level_stratum(glmm_proxy(model, data, centre), data)
     np.testing.assert_array_equal(rows, np.flatnonzero(np.isin(codes, want)))
+
+
+def test_one_sums_program_serves_every_centre():
+    """``glmm_sums.sums_program`` takes the centre as an argument: a second proxy at another centre from the same program
+    traces the row log-density no more (one compilation per chunk shape; before, the program closed over the centre and
+    each proxy of the mode search recompiled it), and its sums equal those of a proxy built alone at that centre."""
+    from minibatch_mcmc.control_variates.glmm_sums import sums_program
+
+    model, data = glmm_model(crossed("bernoulli", 300), "bernoulli", centred=False)
+    traces = []
+
+    def density(eta, phi, rows):
+        traces.append(1)
+        return model.glmm.row_log_density(eta, phi, rows)
+
+    counted = model._replace(glmm=model.glmm._replace(row_log_density=density))
+    program = sums_program(counted.glmm.layout, density)
+    rng = np.random.default_rng(4)
+    a, b = (jnp.asarray(rng.normal(0.0, 0.3, dimension(model.glmm.layout)), jnp.float32) for _ in range(2))
+    glmm_proxy(counted, data, a, program=program)
+    first = len(traces)
+    got = glmm_proxy(counted, data, b, program=program)
+    assert first > 0 and len(traces) == first, (first, len(traces))
+    want = glmm_proxy(model, data, b)
+    for name in ("gx", "hxx", "gz", "hzx", "hzz", "tzzz"):
+        for u, v in zip(jax.tree_util.tree_leaves(getattr(got, name)), jax.tree_util.tree_leaves(getattr(want, name))):
+            np.testing.assert_allclose(np.asarray(u), np.asarray(v), rtol=1e-6, atol=1e-6)

@@ -295,6 +295,7 @@ def glmm_proxy(
     chunk: int = DEFAULT_CHUNK,
     cubic_info: float | None = CUBIC_INFO,
     each: Callable[[PyTree, int], None] | None = None,
+    program: Callable | None = None,
 ) -> GLMMProxy:
     """The GLMM proxy of ``model`` (``model.glmm`` set) around ``centre``, from one streamed pass (sums in float64).
 
@@ -306,6 +307,7 @@ def glmm_proxy(
         cubic_info: the levels with at least this much information per effect get the per-level cubic (module
             docstring, ``CUBIC_INFO``); None: a purely second-order proxy.
         each: called as ``each(rows, start)`` on every chunk the pass reads (``glmm_sums.streamed_sums``).
+        program: ``glmm_sums.sums_program(layout, density)`` for callers that build many proxies (one compilation).
     """
     if model.glmm is None:
         raise ValueError(
@@ -315,7 +317,7 @@ def glmm_proxy(
     if not np.all(np.isfinite(np.asarray(flat))):
         raise ValueError(f"the proxy centre has NaN or inf entries: {np.asarray(flat)}")
     layout, source = model.glmm.layout, as_data_source(data)
-    sums = streamed_sums(layout, model.glmm.row_log_density, model.glmm.split(flat), source, chunk, each)
+    sums = streamed_sums(layout, model.glmm.row_log_density, model.glmm.split(flat), source, chunk, each, program)
     dtype = flat.dtype if jnp.issubdtype(flat.dtype, jnp.floating) else jnp.float32
     cast = lambda a: jnp.asarray(a, dtype)  # noqa: E731
     factors = range(len(layout.levels))

@@ -91,6 +91,13 @@ def segment(values: jax.Array, codes: jax.Array, levels: int) -> jax.Array:
     return jax.ops.segment_sum(values, codes, num_segments=levels)
 
 
+def sums_program(layout: GLMMLayout, density: Callable) -> Callable[[PyTree, tuple], dict]:
+    """Jitted ``(rows, (beta, us, phi)) -> chunk_sums``: the centre an argument, so one compilation per chunk shape serves
+    every centre (a program built per centre recompiled at each proxy: 10 of the mode search's 85 compilations, 30 s of
+    its 44 at ``N = 2e4``, ``G = 200``)."""
+    return jax.jit(lambda rows, centre_split: chunk_sums(layout, density, *centre_split)(rows))
+
+
 def chunk_sums(
     layout: GLMMLayout, density: Callable, beta: jax.Array, us: tuple, phi: jax.Array
 ) -> Callable[[PyTree], dict]:
@@ -149,15 +156,22 @@ def streamed_sums(
     source: DataSource,
     chunk: int = DEFAULT_CHUNK,
     each: Callable[[PyTree, int], None] | None = None,
+    program: Callable | None = None,
 ) -> dict:
     """Every sum of the module docstring over all rows, in float64, from one pass over ``source`` in chunks of ``chunk`` rows.
 
     Pair sums come back as ``pair_<f>_<f'>``: ``(levels of f, levels of f', sums (P, k_f, k_f'))`` over the observed pairs.
     ``each(rows, start)``, if given, is called on every chunk read (another reduction made by the same pass). A sum that
-    is not finite raises ``NonFiniteSums``."""
+    is not finite raises ``NonFiniteSums``. ``program``: ``sums_program(layout, density)``, built once by a caller that
+    reads several centres (else built here)."""
     if chunk < 1:
         raise ValueError(f"chunk={chunk!r} must be a positive number of rows")
-    part = jax.jit(chunk_sums(layout, density, *centre_split))
+    program = sums_program(layout, density) if program is None else program
+    centre = tuple(centre_split)
+
+    def part(rows: PyTree) -> dict:
+        return program(rows, centre)
+
     pairs = list(itertools.combinations(range(len(layout.levels)), 2))
     total: dict | None = None
     pair_acc = {p: (np.zeros(0, np.int64), np.zeros((0, layout.columns[p[0]], layout.columns[p[1]]))) for p in pairs}

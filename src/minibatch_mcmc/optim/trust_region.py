@@ -120,7 +120,12 @@ def trust_step(grad: np.ndarray, hessian: np.ndarray, radius: float) -> TrustSte
 
 def eigen_step(grad: np.ndarray, hessian: np.ndarray, radius: float) -> TrustStep:
     """``trust_step`` in ``|H|``'s eigenbasis (module docstring), whether or not ``-H`` is positive definite."""
-    lam, vec, curvature = metric(hessian)
+    return metric_step(grad, metric(hessian), radius)
+
+
+def metric_step(grad: np.ndarray, eigen: tuple, radius: float) -> TrustStep:
+    """``eigen_step`` from ``metric(hessian)``, computed once for every step from one point."""
+    lam, vec, curvature = eigen
     gt = (vec.T @ grad) / np.sqrt(curvature)
     sign = np.where(lam > 0, 1.0, -1.0)
     dec = float(np.linalg.norm(gt))

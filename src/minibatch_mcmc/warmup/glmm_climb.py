@@ -14,6 +14,7 @@ import numpy as np
 from minibatch_mcmc.control_variates.glmm import GLMMProxy
 from minibatch_mcmc.control_variates.influence import MAX_DIRECTIONS
 from minibatch_mcmc.optim.arrow_trust import (
+    Metric,
     back_solve,
     concave_factor,
     decrement,
@@ -21,6 +22,7 @@ from minibatch_mcmc.optim.arrow_trust import (
     half_solve,
     inverse_diagonal,
     length_in,
+    metric_at,
     solve,
     trust_step,
 )
@@ -54,10 +56,17 @@ def fields(proxy: GLMMProxy) -> dict:
 
 
 def climb(
-    fn: Callable, arrays: dict, x0: np.ndarray, radius: float, dtype, index: ArrowIndex | None = None
+    fn: Callable,
+    arrays: dict,
+    x0: np.ndarray,
+    radius: float,
+    dtype,
+    index: ArrowIndex | None = None,
+    known: Metric | None = None,
 ) -> tuple[np.ndarray, float, tuple]:
     """Trust-region Newton on the data-free surrogate from ``x0`` within ``radius`` of its Laplace s.d.s at ``x0``: the end,
-    the rise it predicts, and ``(value, gradient, Hessian)`` at ``x0`` (float64)."""
+    the rise it predicts, and ``(value, gradient, Hessian)`` at ``x0`` (float64). Each point's ``B`` is factored once
+    (``arrow_trust.Metric``), ``known``'s where its Hessian is the start's."""
 
     def at(x: np.ndarray) -> tuple:
         v, g, h = fn(jnp.asarray(x, dtype), arrays)
@@ -65,13 +74,14 @@ def climb(
 
     start = at(x0)
     index = arrow(index, start[1].size)
-    x, current, inner, from_start = np.asarray(x0, np.float64), start, radius, length_in(start[2], index)
+    same = known is not None and np.array_equal(known.hessian, start[2])
+    b = known if same else metric_at(start[2], index)
+    x, current, inner, from_start = np.asarray(x0, np.float64), start, radius, length_in(b, index)
     for _ in range(CLIMB_STEPS):
         if not (np.all(np.isfinite(current[1])) and np.all(np.isfinite(current[2]))):
             break  # no quadratic to climb (the start's derivatives are not finite): the start is kept
-        s = trust_step(
-            current[1], current[2], inner, index
-        )  # its decrement: ``decrement``'s, one factorisation for both
+        b = metric_at(current[2], index) if b is None else b
+        s = trust_step(current[1], b, inner, index)  # its decrement: ``decrement``'s, one factorisation for both
         if np.all(np.isfinite(current[2])) and s.decrement <= CLIMB_DECREMENT:
             break
         trial = x + s.step
@@ -84,7 +94,7 @@ def climb(
         taken, ratio = gain(current[0], new[0] if np.isfinite(new[0]) else np.nan, predicted)
         inner = next_radius(inner, ratio, min(s.length, inner))
         if taken:
-            x, current = trial, new
+            x, current, b = trial, new, None
         if inner < 1e-8:
             break
     return x, current[0] - start[0], start
@@ -145,13 +155,19 @@ def second_order(proxy: GLMMProxy) -> GLMMProxy:
 
 
 def full_climb(
-    fn: Callable, proxy: GLMMProxy, x: np.ndarray, radius: float, dtype, index: ArrowIndex | None = None
+    fn: Callable,
+    proxy: GLMMProxy,
+    x: np.ndarray,
+    radius: float,
+    dtype,
+    index: ArrowIndex | None = None,
+    known: Metric | None = None,
 ) -> tuple[np.ndarray, float]:
     """The second-order surrogate's climb from ``x`` (IRLS with the priors) and its predicted rise. Not the cubic one:
     from a subsample's mode, several s.d.s out per level, its climb reaches the cubic's spurious maxima
     (``control_variates.glmm.CUBIC_INFO``) and predicted 7,180 where the log posterior rose by 921 (``N = 2e5``,
     ``G = 200``), while the second-order climb predicted 1,504 for a rise of 1,510."""
-    end, predicted, _ = climb(fn, fields(second_order(proxy)), x, radius, dtype, index)
+    end, predicted, _ = climb(fn, fields(second_order(proxy)), x, radius, dtype, index, known)
     return end, predicted
 
 

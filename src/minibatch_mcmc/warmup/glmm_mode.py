@@ -38,7 +38,7 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 
 from minibatch_mcmc.control_variates.glmm import CUBIC_INFO, GLMMProxy, PairBlock, glmm_proxy
-from minibatch_mcmc.control_variates.glmm_sums import NonFiniteSums
+from minibatch_mcmc.control_variates.glmm_sums import NonFiniteSums, sums_program
 from minibatch_mcmc.control_variates.influence import (
     ProbeRound,
     kept_rows,
@@ -52,8 +52,8 @@ from minibatch_mcmc.control_variates.top_deviations import add_deviations, sorte
 from minibatch_mcmc.data.arrays import DataSource, take
 from minibatch_mcmc.data.passes import DEFAULT_CHUNK
 from minibatch_mcmc.models.base import Model
-from minibatch_mcmc.optim.arrow_trust import decrement, glmm_arrow, length_in
-from minibatch_mcmc.optim.block_newton import ArrowIndex
+from minibatch_mcmc.optim.arrow_trust import decrement, glmm_arrow, length_in, metric_at
+from minibatch_mcmc.optim.block_newton import ArrowIndex, blocks_from, tangents
 from minibatch_mcmc.optim.mode import ModeResult
 from minibatch_mcmc.optim.trust_region import gain, next_radius
 from minibatch_mcmc.warmup.glmm_climb import (
@@ -113,9 +113,14 @@ def scaled(proxy: GLMMProxy, factor: float) -> GLMMProxy:
 
 
 def surrogate(model: Model, template: GLMMProxy, temperature: float, grid_factors: tuple = ()) -> Callable:
-    """Jitted ``(x, arrays) -> (value, gradient, Hessian)`` of ``log p0(x) + proxy_sum(x) / temperature`` (``arrays``: a
-    proxy's ``ARRAYS`` fields; ``template`` gives the rest), with ``grid_factors`` the levels' grids in
-    (``glmm_levels.level_correction``; their arrays under ``"grids"``)."""
+    """``(x, arrays) -> (value, gradient, Hessian)`` of ``log p0(x) + proxy_sum(x) / temperature`` (``arrays``: a proxy's
+    ``ARRAYS`` fields; ``template`` gives the rest), with ``grid_factors`` the levels' grids in
+    (``glmm_levels.level_correction``; their arrays under ``"grids"``). One compiled program; the Hessian from its
+    ``k + m`` products with the arrow's tangents (``block_newton.tangents``: each level's terms touch its own effects and
+    the globals only), assembled dense on the host: a dense ``jax.hessian`` took ``d`` products and 8 s to compile."""
+    index = glmm_arrow(template.layout)
+    d = int(template.centre.shape[0])
+    tan = tangents(index, d, template.centre.dtype)
 
     def value(x: jax.Array, arrays: dict) -> jax.Array:
         pairs = tuple(PairBlock(t.first, t.second, *a) for t, a in zip(template.pairs, arrays["pairs"]))
@@ -127,11 +132,30 @@ def surrogate(model: Model, template: GLMMProxy, temperature: float, grid_factor
             total = total + level_correction(proxy, grids, x)
         return model.log_prior(x) + total / temperature
 
-    def all_three(x: jax.Array, arrays: dict):
+    def all_three(x: jax.Array, arrays: dict, tan: jax.Array):
         v, g = jax.value_and_grad(value)(x, arrays)
-        return v, g, jax.hessian(value)(x, arrays)
+        hv = jax.vmap(lambda t: jax.jvp(lambda y: jax.grad(value)(y, arrays), (x,), (t,))[1])(tan)
+        return v, g, hv
 
-    return jax.jit(all_three)
+    compiled = jax.jit(all_three)
+
+    def run(x: jax.Array, arrays: dict) -> tuple:
+        v, g, hv = compiled(x, arrays, tan)
+        return v, g, arrow_hessian(index, np.asarray(hv, np.float64))
+
+    return run
+
+
+def arrow_hessian(index: ArrowIndex, hv: np.ndarray) -> np.ndarray:
+    """The dense symmetric Hessian (zero off the arrow) from its products with ``block_newton.tangents(index)``."""
+    a = blocks_from(index, hv)
+    lv, gl = index.levels, index.globals_
+    h = np.zeros((hv.shape[1],) * 2)
+    h[lv[:, :, None], lv[:, None, :]] = -a.a_levels
+    h[lv[:, :, None], gl[None, None, :]] = -a.cross
+    h[gl[None, None, :], lv[:, :, None]] = -a.cross
+    h[np.ix_(gl, gl)] = -a.a_globals
+    return h
 
 
 class Probes(NamedTuple):
@@ -171,27 +195,30 @@ def sub_climb(
     dtype,
     temperature: float,
     index: ArrowIndex,
+    program: Callable | None = None,
 ) -> tuple:
     """Trust-region IRLS on ``sample``'s proxies scaled to ``N`` rows (``proxy``: the one at ``x``) until the Newton decrement
     is at most ``SUB_DECREMENT`` (at most ``SUB_ITERATIONS`` proxies): the end, its proxy, the surrogate's ``(value,
     gradient, Hessian)`` there, and the rows read (one read of ``sample`` per proxy after ``proxy``)."""
     m = int(np.shape(jax.tree_util.tree_leaves(sample)[0])[0])
     value, g, h = evaluate(fn, proxy, x, dtype, temperature)
-    read, radius = 0, None
+    read, radius, b = 0, None, None
     for _ in range(SUB_ITERATIONS):
         if not (np.all(np.isfinite(g)) and np.all(np.isfinite(h))) or converged(g, h, SUB_DECREMENT, index):
             break
-        radius = max(decrement(g, h, index), 1e-3) if radius is None else radius
-        trial, predicted, _ = climb(fn, fields(proxy), x, radius, dtype, index)
+        b = metric_at(h, index) if b is None or b.hessian is not h else b  # one factorisation (an eigh where
+        # not concave) per point for its decrement, climb and lengths
+        radius = max(decrement(g, b, index), 1e-3) if radius is None else radius
+        trial, predicted, _ = climb(fn, fields(proxy), x, radius, dtype, index, b)
         read += m
         try:
-            new = scaled(glmm_proxy(model, sample, jnp.asarray(trial, dtype), cubic_info=None), n / m)
+            new = scaled(glmm_proxy(model, sample, jnp.asarray(trial, dtype), cubic_info=None, program=program), n / m)
         except NonFiniteSums:  # a row's log-density overflows at the trial: a failed step, the region shrinks
             new, v_new = None, np.nan
         else:
             v_new, g_new, h_new = evaluate(fn, new, trial, dtype, temperature)
         taken, ratio = gain(value, v_new if np.isfinite(v_new) else np.nan, predicted)
-        radius = next_radius(radius, ratio, min(length_in(h, index)(trial - x), radius))
+        radius = next_radius(radius, ratio, min(length_in(b, index)(trial - x), radius))
         if taken:
             x, proxy, value, g, h = trial, new, v_new, g_new, h_new
     return x, proxy, (value, g, h), read
@@ -215,6 +242,7 @@ def full_pass(
     hessian: np.ndarray,
     temperature: float,
     index: ArrowIndex,
+    program: Callable | None = None,
     extra: Callable | None = None,
 ) -> tuple[GLMMProxy, ProbeRound | None]:
     """The GLMM proxy at ``x`` from one pass, which also reads every row's residual at the influence probes ``x +- 3 L u``
@@ -223,7 +251,7 @@ def full_pass(
     c = jnp.asarray(x, dtype)
     steps = laplace_steps(hessian, index, probe.key)
     if steps is None:
-        return glmm_proxy(model, source, c, each=extra), None
+        return glmm_proxy(model, source, c, each=extra, program=program), None
     points = probe_points(c, steps)
     at_bulk = np.asarray(probe.resid(probe.bulk_rows, c, masks, points)[0], np.float64)[:, : probe.bulk_count]
     bulk = np.median(at_bulk, axis=1, keepdims=True)
@@ -236,7 +264,7 @@ def full_pass(
         if extra is not None:
             extra(rows, start)
 
-    proxy = glmm_proxy(model, source, c, each=each)
+    proxy = glmm_proxy(model, source, c, each=each, program=program)
     dev, idx = sorted_top(top[0], probe.keep)
     return proxy, ProbeRound(steps, dev, idx, 0)  # its bulk rows counted with the pass
 
@@ -259,41 +287,46 @@ def glmm_mode(
     m = subsample_rows(n)
     sample = take(source.arrays(), jnp.asarray(subsample_index(key, n, m), jnp.int32))
     x = np.asarray(flat0, np.float64)
-    proxy = scaled(glmm_proxy(model, sample, flat0, cubic_info=None), n / m)
+    program = sums_program(model.glmm.layout, model.glmm.row_log_density)  # one compilation per chunk shape
+    proxy = scaled(glmm_proxy(model, sample, flat0, cubic_info=None, program=program), n / m)
     fn = surrogate(model, proxy, temperature)
     index = glmm_arrow(model.glmm.layout)
-    x, proxy, (value, g, h), read = sub_climb(model, sample, n, fn, proxy, x, dtype, temperature, index)
+    x, proxy, (value, g, h), read = sub_climb(model, sample, n, fn, proxy, x, dtype, temperature, index, program)
     rows = m + read
     probe = probes(model, source, proxy, jax.random.key(0) if probe_key is None else probe_key)
     masks = cubic_masks(proxy)
-    passes, taken_steps, radius = 1, 0, None
+    passes, taken_steps, radius, b = 1, 0, None, None
     knots = grid_knots(proxy, x, float(np.sqrt(max(n / m - 1.0, 0.0))))
     glmm = model.glmm
     reader = grid_reader(glmm.layout, glmm.row_log_density, glmm.split(jnp.asarray(x, dtype)), knots, dtype)
     sub_h = h
-    proxy, found = full_pass(model, source, x, dtype, probe, masks, h, temperature, index, reader[0] if knots else None)
+    proxy, found = full_pass(
+        model, source, x, dtype, probe, masks, h, temperature, index, program, reader[0] if knots else None
+    )
     grids = reader[1]() if knots else ()
     fn_grid = surrogate(model, proxy, temperature, tuple(g.factor for g in grids)) if grids else None
     value, g, h = evaluate(fn, proxy, x, dtype, temperature)
     shape = h if converged(g, h, np.inf, index) else sub_h  # the probes' Laplace shape: the last concave one
     while passes <= 2 * newton_steps and taken_steps < newton_steps and not near_mode(g, h, index):
-        radius = max(decrement(g, h, index), 1e-3) if radius is None else radius
+        b = metric_at(h, index) if b is None or b.hessian is not h else b  # one factorisation (an eigh where
+        # not concave) per point for its decrement, climb and lengths
+        radius = max(decrement(g, b, index), 1e-3) if radius is None else radius
         if grids:  # from the subsample's mode: each level's own log-likelihood on its grid (glmm_levels)
             arrays = {**fields(proxy), "grids": tuple(tuple(gr)[1:] for gr in grids)}  # its cubic sums: the cross term
             trial, predicted, _ = climb(fn_grid, arrays, x, GRID_REACH * radius, dtype, index)
         else:
-            trial, predicted = full_climb(fn, proxy, x, radius, dtype, index)
+            trial, predicted = full_climb(fn, proxy, x, radius, dtype, index, b)
         passes += 1
         try:
             new, new_found = full_pass(
-                model, source, trial, dtype, probe, cubic_masks(proxy), shape, temperature, index
+                model, source, trial, dtype, probe, cubic_masks(proxy), shape, temperature, index, program
             )
         except NonFiniteSums:  # a row's log-density overflows at the trial: a failed step, the region shrinks
             new, v_new = None, np.nan
         else:
             v_new, g_new, h_new = evaluate(fn, new, trial, dtype, temperature)
         ok, ratio = gain(value, v_new if np.isfinite(v_new) else np.nan, predicted)
-        radius = next_radius(radius, ratio, min(length_in(h, index)(trial - x), radius))
+        radius = next_radius(radius, ratio, min(length_in(b, index)(trial - x), radius))
         if ok:
             x, proxy, found, value, g, h, taken_steps = trial, new, new_found, v_new, g_new, h_new, taken_steps + 1
             grids = ()  # centred on the point left
