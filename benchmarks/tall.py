@@ -493,6 +493,7 @@ def main() -> None:
         "command": command(),
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "load_average": os.getloadavg(),
+        "compilation_cache": os.environ.get("MINIBATCH_MCMC_COMPILATION_CACHE", "default (on)"),
     }
     records, hmcecs = [], []
     for n in args.rows:
