@@ -261,3 +261,23 @@ def test_surrogate_hessian_from_arrow_products(family):
         )
         want = np.asarray(jax.hessian(lambda t: model.log_prior(t) + p64.proxy_sum(t) / 2.0)(jnp.asarray(x + 0.1)))
     np.testing.assert_allclose(h, want, rtol=2e-4, atol=2e-4 * np.max(np.abs(want)))
+
+
+def test_the_search_runs_on_one_blas_thread(monkeypatch):
+    """The search (its ``eigh`` and Cholesky factorisations) sees ``BLAS_THREADS`` BLAS threads, and the caller's count
+    is restored after it: a ``glmm_mode`` that left OpenBLAS at its default thread count (the 2-core machine's 2, where a
+    ``d x d`` ``eigh`` then waited on XLA's threads) fails where the machine has more than one core."""
+    import importlib
+
+    from threadpoolctl import threadpool_info
+
+    gm = importlib.import_module("minibatch_mcmc.warmup.glmm_mode")
+
+    def blas_threads() -> list[int]:
+        return [lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"]
+
+    seen = []
+    monkeypatch.setattr(gm, "search", lambda *args: seen.append(blas_threads()))
+    before = blas_threads()
+    gm.glmm_mode(None, None, None, None)
+    assert seen == [[gm.BLAS_THREADS] * len(before)] and blas_threads() == before

@@ -36,6 +36,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
+from threadpoolctl import threadpool_limits
 
 from minibatch_mcmc.control_variates.glmm import CUBIC_INFO, GLMMProxy, PairBlock, glmm_proxy
 from minibatch_mcmc.control_variates.glmm_sums import NonFiniteSums, sums_program
@@ -98,6 +99,12 @@ class GLMMMode(NamedTuple):
     """Rows the subsample proxies read."""
     probe: ProbeRound | None = None
     """The first influence round, read by the last full pass (``control_variates.influence.influential_rows``' ``first``)."""
+
+
+BLAS_THREADS = 1
+"""BLAS threads for the search's ``eigh`` and Cholesky factorisations: OpenBLAS's threads wait on one another while
+XLA's own threads hold the cores, and with more than one a ``d x d`` ``eigh`` took many times its single-threaded time
+(docs/benchmarks.md, the GLMM mode search's seconds)."""
 
 
 def subsample_rows(n: int) -> int:
@@ -280,7 +287,21 @@ def glmm_mode(
     probe_key: jax.Array | None = None,
 ) -> GLMMMode:
     """The mode of a GLMM's posterior (module docstring), its Hessian, the GLMM proxy of the last full pass there and the
-    first influence round that pass read."""
+    first influence round that pass read; the host's ``d x d`` linear algebra on one BLAS thread (``BLAS_THREADS``)."""
+    with threadpool_limits(limits=BLAS_THREADS, user_api="blas"):
+        return search(model, source, theta0, key, temperature, newton_steps, probe_key)
+
+
+def search(
+    model: Model,
+    source: DataSource,
+    theta0: PyTree,
+    key: jax.Array,
+    temperature: float,
+    newton_steps: int,
+    probe_key: jax.Array | None,
+) -> GLMMMode:
+    """``glmm_mode``'s search, on whatever BLAS threads the caller allows."""
     start_time = time.perf_counter()
     flat0, unravel = ravel_pytree(theta0)
     dtype, n = flat0.dtype, source.n
