@@ -29,8 +29,8 @@ demo: $(STAMP)
 #   (tests/acceptance/helpers_ratio.compile_program(..., optimise=True));
 # - long statistical checks in the slow set (tests/conftest.py SLOW_CASES, each naming the fast case that keeps its
 #   code path).
-# Measured last (2026-11-28, 13:13, idle box, fresh clone of d95430a, `time make test`): 8:56 in all, the tests 7:38
-# (1,449 passed); the CI run before these changes took 612 s.
+# Measured last (2026-11-28, idle box, fresh clones, `time make test`): d95430a 8:56 in all (the tests 7:38, 1,449
+# passed), 13d74bd 9:01 (7:49, 1,456 passed); the CI run before these changes took 612 s.
 TEST_JOBS ?= 2
 TEST_XLA_FLAGS ?= --xla_backend_optimization_level=0
 
