@@ -93,8 +93,8 @@ def segment(values: jax.Array, codes: jax.Array, levels: int) -> jax.Array:
 
 def sums_program(layout: GLMMLayout, density: Callable) -> Callable[[PyTree, tuple], dict]:
     """Jitted ``(rows, (beta, us, phi)) -> chunk_sums``: the centre an argument, so one compilation per chunk shape serves
-    every centre (a program built per centre recompiled at each proxy: 10 of the mode search's 85 compilations, 30 s of
-    its 44 at ``N = 2e4``, ``G = 200``)."""
+    every centre (a program built per centre recompiled at each of the mode search's proxies: docs/benchmarks.md, the
+    GLMM mode search's seconds)."""
     return jax.jit(lambda rows, centre_split: chunk_sums(layout, density, *centre_split)(rows))
 
 

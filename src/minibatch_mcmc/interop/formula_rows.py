@@ -29,14 +29,14 @@ def narrowed(values: np.ndarray) -> np.ndarray:
 
 def release_rows(common) -> None:
     """Drop the fitted rows ``formulae``'s matrix keeps (its design matrix and table): new rows are evaluated from its
-    terms alone (``evaluate_new_data``), and at ``N = 10^7`` the two hold 0.5 GB."""
+    terms alone (``evaluate_new_data``), so the fit need not hold a float64 copy of its rows."""
     if common is not None:
         common.design_matrix, common.data = None, None
         drop_intercept_rows(common.terms.values())
 
 
 def drop_intercept_rows(terms) -> None:
-    """Let go of the column of ones (int64, 80 MB at ``N = 10^7``) an evaluated ``formulae`` intercept holds: new
+    """Let go of the int64 column of ones (``N`` rows) an evaluated ``formulae`` intercept holds: new
     rows' intercepts are made afresh (``Intercept.eval_new_data``)."""
     from formulae.terms import Intercept
 

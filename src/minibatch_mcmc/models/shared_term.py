@@ -1,21 +1,20 @@
 """A log-likelihood's row-independent part, declared apart so its difference between two parameters is computed once, accurately.
 
 In float32 a term every row shares (a Student-t's ``gammaln((nu + 1) / 2) - gammaln(nu / 2) - log(sigma)
-- log(nu pi) / 2``) is one rounded scalar counted ``N`` times: at ``N = 10^6`` on ``benchmarks/heavy_tails.py``'s
-``robust_nu`` its rounding alone moved the full-data log-likelihood ratio by 0.88 nats r.m.s.
-(``benchmarks/float32_rounding.py``). A model that declares ``Model.shared = SharedTerm(value, rows)``, with
+- log(nu pi) / 2``) is one rounded scalar counted ``N`` times: at ``N = 10^6`` its rounding alone moves the
+full-data log-likelihood ratio by most of a nat (``benchmarks/float32_rounding.py``, ``docs/results/float32_rounding.json``). A model that declares ``Model.shared = SharedTerm(value, rows)``, with
 ``log_lik(theta, batch)_i = rows(theta, batch)_i + value(theta)``, has every estimator's per-row ratio computed as
 ``rows(theta', .) - rows(theta, .) + shared_difference(...)`` (``control_variates.base.PlainDifference``): the same
 terms as before, with the shared difference accurate to float32 relative to itself, not to ``value``.
 
 ``shared_difference`` integrates the gradient of ``value`` along the move, ``int_0^1 grad value(theta + t u) . u dt``
-(Gauss-Legendre, ``NODES`` nodes): exact to rounding for a ``value`` analytic near the segment (``gammaln``, ``log``:
-at a move of 2.5 in ``log nu`` the rule's error is ~5e-8 relative). Where it disagrees with the plain difference by
+(Gauss-Legendre, ``NODES`` nodes): exact to rounding for a ``value`` analytic near the segment (``gammaln``, ``log``),
+and tested against float64 (``tests/models/test_shared_term.py``). Where it disagrees with the plain difference by
 more than the plain one's rounding (``AGREE_EPS``: a long move across a kink or a pole) the plain difference is used.
 
 The rows' part must use the parameters as the shared part does: a scalar like ``exp(-log sigma)`` rounded once and
-used by every row perturbs ``sum_i rows_i`` by ``N`` times its rounding (0.05 nats r.m.s. at ``10^6``) where the shared
-part sees the exact ``log sigma``; ``student_t_rows`` keeps every rounding per row (0.008 nats).
+used by every row perturbs ``sum_i rows_i`` by ``N`` times its rounding where the shared part sees the exact
+``log sigma``; ``student_t_rows`` keeps every rounding per row.
 """
 
 from __future__ import annotations

@@ -137,8 +137,8 @@ def concave_factor(hessian: np.ndarray, index: ArrowIndex) -> ArrowChol | None:
 
 class Metric(NamedTuple):
     """``B`` at one point, factored once for every step, length and decrement taken there: the arrow factor of ``-H``
-    where it is concave, else ``trust_region.metric``'s ``|H|`` eigenbasis (a ``d x d`` ``eigh``: at ``N = 1e5``,
-    ``G = 10^3`` the mode search made 28 of them, 260 of its 458 s, most on a Hessian already decomposed)."""
+    where it is concave, else ``trust_region.metric``'s ``|H|`` eigenbasis (a ``d x d`` ``eigh``, the mode search's
+    costliest step: docs/benchmarks.md, the GLMM mode search's seconds)."""
 
     hessian: np.ndarray
     factor: ArrowChol | None
@@ -156,6 +156,14 @@ def metric_at(hessian: np.ndarray, index: ArrowIndex) -> Metric:
     if f is not None or not np.all(np.isfinite(hessian)):
         return Metric(hessian, f, None)
     return Metric(hessian, None, dense.metric(hessian))
+
+
+def metric_for(hessian: np.ndarray, index: ArrowIndex, known: Metric | None) -> Metric:
+    """``known`` where it is ``hessian``'s (the same array, or equal entries), else ``metric_at(hessian, index)``: one
+    factorisation per point however many steps, lengths and decrements are taken there."""
+    if known is not None and (known.hessian is hessian or np.array_equal(known.hessian, hessian)):
+        return known
+    return metric_at(hessian, index)
 
 
 def at(hessian: np.ndarray | Metric, index: ArrowIndex) -> Metric:

@@ -249,10 +249,11 @@ def sample(
 ) -> SampleResult:
     """Draw ``num_samples`` MH steps per chain for ``num_chains`` vmapped chains.
 
-    Steps run in jitted blocks of ``block_size`` (or of equal shorter blocks where they divide the run: ``equal_block``); finished blocks are kept if the run is interrupted (Ctrl-C), and a
-    non-finite log-likelihood stops the run with the step and chain named. The progress bar's rate leaves out the first
-    piece (compilation), whose time it shows as ``startup``. The draws do not depend on the device layout, and a resumed
-    run draws exactly what an uninterrupted run with the same seed draws.
+    Steps run in jitted blocks of ``block_size`` (or of equal shorter blocks where they divide the run:
+    ``equal_block``); finished blocks are kept if the run is interrupted (Ctrl-C), and a non-finite log-likelihood stops
+    the run with the step and chain named. The progress bar's rate leaves out the first piece (compilation), whose time
+    it shows as ``startup``. The draws do not depend on the device layout, and a resumed run draws exactly what an
+    uninterrupted run with the same seed draws.
 
     Args:
         model: The ``Model`` (``log_prior`` plus per-datum ``log_lik``).

@@ -22,7 +22,7 @@ from minibatch_mcmc.optim.arrow_trust import (
     half_solve,
     inverse_diagonal,
     length_in,
-    metric_at,
+    metric_for,
     solve,
     trust_step,
 )
@@ -74,13 +74,12 @@ def climb(
 
     start = at(x0)
     index = arrow(index, start[1].size)
-    same = known is not None and np.array_equal(known.hessian, start[2])
-    b = known if same else metric_at(start[2], index)
+    b = metric_for(start[2], index, known)
     x, current, inner, from_start = np.asarray(x0, np.float64), start, radius, length_in(b, index)
     for _ in range(CLIMB_STEPS):
         if not (np.all(np.isfinite(current[1])) and np.all(np.isfinite(current[2]))):
             break  # no quadratic to climb (the start's derivatives are not finite): the start is kept
-        b = metric_at(current[2], index) if b is None else b
+        b = metric_for(current[2], index, b)
         s = trust_step(current[1], b, inner, index)  # its decrement: ``decrement``'s, one factorisation for both
         if np.all(np.isfinite(current[2])) and s.decrement <= CLIMB_DECREMENT:
             break
@@ -94,7 +93,7 @@ def climb(
         taken, ratio = gain(current[0], new[0] if np.isfinite(new[0]) else np.nan, predicted)
         inner = next_radius(inner, ratio, min(s.length, inner))
         if taken:
-            x, current, b = trial, new, None
+            x, current = trial, new
         if inner < 1e-8:
             break
     return x, current[0] - start[0], start

@@ -53,7 +53,7 @@ from minibatch_mcmc.control_variates.top_deviations import add_deviations, sorte
 from minibatch_mcmc.data.arrays import DataSource, take
 from minibatch_mcmc.data.passes import DEFAULT_CHUNK
 from minibatch_mcmc.models.base import Model
-from minibatch_mcmc.optim.arrow_trust import decrement, glmm_arrow, length_in, metric_at
+from minibatch_mcmc.optim.arrow_trust import decrement, glmm_arrow, length_in, metric_for
 from minibatch_mcmc.optim.block_newton import ArrowIndex, blocks_from, tangents
 from minibatch_mcmc.optim.mode import ModeResult
 from minibatch_mcmc.optim.trust_region import gain, next_radius
@@ -124,7 +124,7 @@ def surrogate(model: Model, template: GLMMProxy, temperature: float, grid_factor
     ``ARRAYS`` fields; ``template`` gives the rest), with ``grid_factors`` the levels' grids in
     (``glmm_levels.level_correction``; their arrays under ``"grids"``). One compiled program; the Hessian from its
     ``k + m`` products with the arrow's tangents (``block_newton.tangents``: each level's terms touch its own effects and
-    the globals only), assembled dense on the host: a dense ``jax.hessian`` took ``d`` products and 8 s to compile."""
+    the globals only), assembled dense on the host, where a dense ``jax.hessian`` takes ``d`` products."""
     index = glmm_arrow(template.layout)
     d = int(template.centre.shape[0])
     tan = tangents(index, d, template.centre.dtype)
@@ -213,8 +213,7 @@ def sub_climb(
     for _ in range(SUB_ITERATIONS):
         if not (np.all(np.isfinite(g)) and np.all(np.isfinite(h))) or converged(g, h, SUB_DECREMENT, index):
             break
-        b = metric_at(h, index) if b is None or b.hessian is not h else b  # one factorisation (an eigh where
-        # not concave) per point for its decrement, climb and lengths
+        b = metric_for(h, index, b)  # one factorisation (an eigh where not concave) per point
         radius = max(decrement(g, b, index), 1e-3) if radius is None else radius
         trial, predicted, _ = climb(fn, fields(proxy), x, radius, dtype, index, b)
         read += m
@@ -329,8 +328,7 @@ def search(
     value, g, h = evaluate(fn, proxy, x, dtype, temperature)
     shape = h if converged(g, h, np.inf, index) else sub_h  # the probes' Laplace shape: the last concave one
     while passes <= 2 * newton_steps and taken_steps < newton_steps and not near_mode(g, h, index):
-        b = metric_at(h, index) if b is None or b.hessian is not h else b  # one factorisation (an eigh where
-        # not concave) per point for its decrement, climb and lengths
+        b = metric_for(h, index, b)  # one factorisation (an eigh where not concave) per point
         radius = max(decrement(g, b, index), 1e-3) if radius is None else radius
         if grids:  # from the subsample's mode: each level's own log-likelihood on its grid (glmm_levels)
             arrays = {**fields(proxy), "grids": tuple(tuple(gr)[1:] for gr in grids)}  # its cubic sums: the cross term

@@ -34,26 +34,24 @@ def clipped_prec(hess: jax.Array) -> jax.Array:
     return (vecs * jnp.maximum(vals, floor)) @ vecs.T
 
 
+def newton_mean(x: jax.Array, fit: Fit) -> tuple[jax.Array, jax.Array]:
+    """``P``'s lower Cholesky factor and the Newton point ``m = x + P^{-1} grad`` (batched over leading axes)."""
+    chol = jnp.linalg.cholesky(fit.prec)
+    return chol, x + jax.scipy.linalg.cho_solve((chol, True), fit.grad[..., None])[..., 0]
+
+
 def newton_draw(key: jax.Array, x: jax.Array, fit: Fit, rho: jax.Array) -> jax.Array:
     """``m + rho (x - m) + sqrt(1 - rho^2) P^{-1/2} xi`` with ``m = x + P^{-1} grad`` (batched over leading axes)."""
-    chol = jnp.linalg.cholesky(fit.prec)
-    mean = x + jax.scipy.linalg.cho_solve((chol, True), fit.grad[..., None])[..., 0]
+    chol, mean = newton_mean(x, fit)
     xi = jax.random.normal(key, x.shape, x.dtype)
     noise = jax.scipy.linalg.solve_triangular(jnp.swapaxes(chol, -1, -2), xi[..., None], lower=False)[..., 0]
     rho = jnp.asarray(rho, x.dtype)
     return mean + rho * (x - mean) + jnp.sqrt(1.0 - rho * rho) * noise
 
 
-def newton_point(x: jax.Array, fit: Fit) -> jax.Array:
-    """The Newton point ``x + P^{-1} grad`` (batched over leading axes)."""
-    chol = jnp.linalg.cholesky(fit.prec)
-    return x + jax.scipy.linalg.cho_solve((chol, True), fit.grad[..., None])[..., 0]
-
-
 def newton_log_q(to: jax.Array, frm: jax.Array, fit: Fit, rho: jax.Array) -> jax.Array:
     """``log q(to | frm)`` of ``newton_draw`` from ``frm`` with ``fit`` at ``frm``, up to a constant shared by both directions."""
-    chol = jnp.linalg.cholesky(fit.prec)
-    mean = frm + jax.scipy.linalg.cho_solve((chol, True), fit.grad[..., None])[..., 0]
+    chol, mean = newton_mean(frm, fit)
     rho = jnp.asarray(rho, to.dtype)
     r = to - mean - rho * (frm - mean)
     w = jnp.einsum("...ji,...j->...i", chol, r)  # L' r: (L' r)'(L' r) = r' P r
@@ -73,7 +71,7 @@ def newton_mh(
     k_draw, k_accept = jax.random.split(key)
     here, value_here = fit(x, None)
     step = 0.5 ** jax.random.randint(k_accept, (), 0, CLIMB_HALVINGS + 1).astype(x.dtype)
-    climbed = x + step * (newton_point(x, here) - x)
+    climbed = x + step * (newton_mean(x, here)[1] - x)
     proposed = jnp.where(climb, climbed, newton_draw(k_draw, x, here, rho))
     there, value_there = fit(proposed, x)
     change = jnp.sum(value_there - value_here)

@@ -81,11 +81,11 @@ def prior_terms(model: Model, theta: PyTree) -> Callable[[jax.Array], tuple[jax.
     return jax.jit(lambda x: (prior_fn(x), jax.hessian(prior_fn)(x)))
 
 
-def likely_cause(model: Model, mode: ModeResult, step: np.ndarray, n: int, terms: Callable | None = None) -> str:
+def likely_cause(mode: ModeResult, step: np.ndarray, n: int, terms: Callable) -> str:
     """Separable data and a weak or flat prior, with the measured prior share of the curvature and log-likelihood per row
-    (``terms``: ``prior_terms`` of the model, when the caller has compiled it already)."""
+    (``terms``: the model's ``prior_terms``)."""
     flat = ravel_pytree(mode.theta_hat)[0]
-    prior_value, prior_hessian = (terms or prior_terms(model, mode.theta_hat))(flat)
+    prior_value, prior_hessian = terms(flat)
     u = step / max(float(np.linalg.norm(step)), np.finfo(np.float64).tiny)
     prior_h = np.asarray(prior_hessian, np.float64)
     total, prior = -float(u @ mode.hessian @ u), -float(u @ prior_h @ u)
@@ -99,18 +99,15 @@ def likely_cause(model: Model, mode: ModeResult, step: np.ndarray, n: int, terms
     )
 
 
-def funnel(
-    model: Model, mode: ModeResult, step: np.ndarray, terms: Callable | None = None
-) -> tuple[int, list[int]] | None:
+def funnel(mode: ModeResult, step: np.ndarray, terms: Callable) -> tuple[int, list[int]] | None:
     """The hierarchical scale parameter that the diverging direction drives down (its flat index) and its group effects
-    (at least two coordinates whose prior curvature it scales by ``FUNNEL_RATIO`` or more), or None (``terms``: as for
-    ``likely_cause``)."""
+    (at least two coordinates whose prior curvature it scales by ``FUNNEL_RATIO`` or more), or None (``terms``: the
+    model's ``prior_terms``, one compilation for every candidate)."""
     order = np.argsort(-np.abs(step))
     candidates = [int(i) for i in order if step[i] < 0 and abs(step[i]) >= 0.1 * abs(step[order[0]])]  # driven down
     if not candidates:
         return None
     flat = ravel_pytree(mode.theta_hat)[0]
-    terms = terms or prior_terms(model, mode.theta_hat)  # one compilation for every candidate
     here = np.diag(np.asarray(terms(flat)[1], np.float64))
     for k in candidates:
         wider = np.diag(np.asarray(terms(flat.at[k].add(1.0))[1], np.float64))  # the scale e-fold larger
@@ -146,7 +143,7 @@ def check_mode(model: Model, mode: ModeResult, n: int, newton_steps: int, rising
         raise NoModeError(
             f"the warm-up found no usable posterior mode: the log-likelihood keeps rising without a maximum along a direction "
             f"(probed out to {RISE_SDS[-1]:g} Laplace s.d.s) and the search stopped only where the curvature vanishes. Diverging "
-            f"parameters: {diverging(rising, names, flat, 'direction')}. Likely cause: {likely_cause(model, mode, rising, n, terms)}. Give these "
+            f"parameters: {diverging(rising, names, flat, 'direction')}. Likely cause: {likely_cause(mode, rising, n, terms)}. Give these "
             "parameters a proper prior with a smaller scale, or drop the separating feature"
         )
     if mode.converged or mode.hessian is None or mode.gradient is None:
@@ -168,11 +165,11 @@ def check_mode(model: Model, mode: ModeResult, n: int, newton_steps: int, rising
         else f"its local quadratic puts a mode {decrement:.4g} Laplace s.d.s further on (Newton decrement)"
     )
     names, terms = flat_names(mode.theta_hat), prior_terms(model, mode.theta_hat)
-    found = funnel(model, mode, step, terms)
+    found = funnel(mode, step, terms)
     cause = (
         funnel_cause(names, flat, *found)
         if found is not None
-        else f"{likely_cause(model, mode, step, n, terms)}. Give these parameters a proper prior with a smaller scale, or drop the "
+        else f"{likely_cause(mode, step, n, terms)}. Give these parameters a proper prior with a smaller scale, or drop the "
         "separating feature; if the posterior is proper and the mode is only far, raise newton_steps (of warmup or auto_sample)"
     )
     raise NoModeError(
