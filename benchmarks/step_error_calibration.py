@@ -70,8 +70,9 @@ def main() -> None:
                 rng = np.random.default_rng(np.asarray(jax.random.key_data(jax.random.key(1))).ravel().tolist())
                 idx = np.sort(rng.choice(n_pop, min(n_pop, ROWS), replace=False))
                 sample = take(est.population(source.arrays()), jnp.asarray(idx, jnp.int32))
-                d = residual_matrix(model, est, sample, w.centre, *laplace_pairs(chol, MOVES, rng))
-                predicted = step_error(d, orders(d.shape[1], rng), n_pop, m, 1.0).error
+                terms = residual_matrix(model, est, sample, w.centre, *laplace_pairs(chol, MOVES, rng))
+                d = terms.read
+                predicted = step_error(d, orders(d.shape[1], rng), n_pop, m, 1.0, exact=terms.exact).error
                 bound = float(
                     np.mean(
                         minibatch_shape(
