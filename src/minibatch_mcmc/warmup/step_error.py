@@ -22,7 +22,7 @@ as 0, as the check's exact twin counts it). The difference is float32 rounding: 
 which no proxy removes and which the estimate's ``n / m`` scaling makes noise of about ``n eps |l_i| / sqrt(m)`` nats,
 growing with ``N``. Issue i32: on the Student-t regression with ``nu`` and ``sigma`` estimated (``heavy_tails.py``'s
 ``robust_nu``) the sizing read the rounded-to-0 terms for both and predicted a small fraction of the disagreement the
-check measured, which an audit of every decision in float64 put on the run's test, by that noise, not on the twin
+check measured, which an audit of every decision in float64 put mostly on the run's test, by that noise, not on the twin
 (``benchmarks/twin_gap.py``; the figures in ``docs/benchmarks.md``).
 """
 
