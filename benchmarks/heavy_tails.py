@@ -353,6 +353,8 @@ def run_method(model, data, w, estimator, key, draws, sized_seconds, size: bool 
         "sampling_seconds": sampling,
         "check": check,
         "predicted": predicted,
+        "result": res,
+        "test": test,
     }
 
 

@@ -8,7 +8,9 @@ same proposal and uniform (``warmup.step_error``: the test's own minibatches, gr
 ``m``, from the test's own up by factors of ``GROWTH``, whose predicted error is at most ``PREDICTED_MAX``; the check
 after sampling measures the same figure (``diagnostics.posterior_error``'s ``disagreement``).
 
-The residuals are the estimator's own terms over its population: under importance weights
+The residuals are the estimator's own terms over its population, as the test reads them (``Terms.read``: float32
+rounding and all; ``Delta`` from ``Terms.exact``, rounding counted as 0 as the check counts it; issue i32, in
+``warmup.step_error``): under importance weights
 (``control_variates.importance``) the positions' ``r_i / n_i`` over ``M`` positions, so the skewness and kurtosis reported
 (``BatchChoice``) are the weighted estimate's. Before issue 32's calibration the prediction was ``proxy_check``'s bound
 (``normality.minibatch_shape``), 7-15x the measured error on the centred 16-group logistic (0.268 predicted at 50 rows,
@@ -82,25 +84,38 @@ def laplace_pairs(factor: np.ndarray, moves: int, rng: np.random.Generator) -> t
     return z[0] @ np.asarray(factor, np.float64).T, z[1] @ np.asarray(factor, np.float64).T
 
 
+class Terms(NamedTuple):
+    """Per move and sampled row (float64, shape ``(moves, rows)``): the terms the test reads and the exact residuals."""
+
+    read: np.ndarray
+    """``e_i(theta, theta')`` as the estimator computes them in the model's precision: what the test's minibatch reads,
+    float32 rounding and all."""
+    exact: np.ndarray
+    """The same with each term within its row's float32 resolution counted as 0 (``influence.without_rounding``), as the
+    check's exact twin counts them: their sum is the move's ``Delta``."""
+
+
 def residual_matrix(
     model: Model, estimator: Estimator, rows: PyTree, centre: PyTree, at: np.ndarray, moved: np.ndarray
-) -> np.ndarray:
-    """The test's residuals ``d_i = e_i(theta, theta')`` over ``rows`` per move ``(centre + at, centre + moved)`` (flat
-    offsets; float64, shape ``(moves, rows)``, a move with a non-finite residual dropped; a residual within its row's
-    float32 resolution counted as 0, as ``proxy_check`` counts it)."""
+) -> Terms:
+    """The test's terms ``d_i = e_i(theta, theta')`` over ``rows`` per move ``(centre + at, centre + moved)`` (flat
+    offsets), as read and as the check counts them (``Terms``); a move with a non-finite term dropped."""
     flat, unravel = ravel_pytree(centre)
 
-    def one(a: jax.Array, b: jax.Array, rows: PyTree) -> jax.Array:
+    def one(a: jax.Array, b: jax.Array, rows: PyTree) -> tuple[jax.Array, jax.Array]:
         d = estimator.log_ratio(model, unravel(flat + a), unravel(flat + b))(rows)
-        return without_rounding(d, model, flat, unravel, rows)  # as the check counts them
+        return d, without_rounding(d, model, flat, unravel, rows)  # as read, and as the check counts them
 
     work = (
         2 * at.shape[0] * jax.tree_util.tree_leaves(rows)[0].shape[0] * flat.size
     )  # both ends of every move, every row
     # the rows an argument, not a constant of the program (16,384 rows were 197 KB of captured constants)
     run = jax.jit(jax.vmap(one, in_axes=(0, 0, None)), compiler_options=compile_options(work, ONE_OFF_WORK))
-    d = np.asarray(run(jnp.asarray(at, flat.dtype), jnp.asarray(moved, flat.dtype), rows), np.float64)
-    return d[np.all(np.isfinite(d), axis=1)]
+    read, exact = (
+        np.asarray(v, np.float64) for v in run(jnp.asarray(at, flat.dtype), jnp.asarray(moved, flat.dtype), rows)
+    )
+    keep = np.all(np.isfinite(read), axis=1)
+    return Terms(read[keep], exact[keep])
 
 
 def power_sums(d: np.ndarray) -> np.ndarray:
@@ -114,7 +129,7 @@ def residual_sums(
     model: Model, estimator: Estimator, rows: PyTree, centre: PyTree, at: np.ndarray, moved: np.ndarray
 ) -> np.ndarray:
     """``power_sums`` of ``residual_matrix``: what ``normality.minibatch_shape`` reads."""
-    return power_sums(residual_matrix(model, estimator, rows, centre, at, moved))
+    return power_sums(residual_matrix(model, estimator, rows, centre, at, moved).read)
 
 
 def choose_batch_size(
@@ -142,9 +157,12 @@ def choose_batch_size(
     idx = np.arange(n_pop) if rows == n_pop else np.sort(rng.choice(n_pop, rows, replace=False))
     sample = take(estimator.population(source.arrays()), jnp.asarray(idx, jnp.int32))
     d = residual_matrix(model, estimator, sample, centre, *laplace_pairs(np.asarray(factor, np.float64), MOVES, rng))
-    if d.shape[0] == 0:  # every move left the model's support: nothing to predict from
+    if d.read.shape[0] == 0:  # every move left the model's support: nothing to predict from
         return BatchChoice(int(batch_size), float("nan"), float("nan"), rows)
-    return smallest_batch(d, orders(rows, rng), n_pop, int(batch_size), temperature, sigma_max)._replace(data_used=rows)
+    order = orders(rows, rng)
+    return smallest_batch(d.read, order, n_pop, int(batch_size), temperature, sigma_max, d.exact)._replace(
+        data_used=rows
+    )
 
 
 def next_size(m: int, n_pop: int) -> int:
@@ -161,10 +179,17 @@ def size_grid(batch_size: int, n_pop: int) -> list[int]:
 
 
 def smallest_batch(
-    d: np.ndarray, order: np.ndarray, n_pop: int, batch_size: int, temperature: float, sigma_max: float = SIGMA_MAX
+    d: np.ndarray,
+    order: np.ndarray,
+    n_pop: int,
+    batch_size: int,
+    temperature: float,
+    sigma_max: float = SIGMA_MAX,
+    exact: np.ndarray | None = None,
 ) -> BatchChoice:
-    """The first of ``size_grid(batch_size, n_pop)`` whose predicted per-step error (``step_error``, from the residuals
-    ``d`` of sampled rows at each move, simulated in ``order``) is at most ``PREDICTED_MAX``, found by bisection (the error
+    """The first of ``size_grid(batch_size, n_pop)`` whose predicted per-step error (``step_error``, from the terms ``d``
+    the test reads on sampled rows at each move, simulated in ``order``, and the ``exact`` residuals whose sum is
+    ``Delta``, default ``d``) is at most ``PREDICTED_MAX``, found by bisection (the error
     falls with ``m``; the simulations share their rows and orders), else the last, with a warning that names the
     predicted error there, as where the test is predicted to grow past the grid's last size (``data_used`` 0)."""
     sizes = size_grid(batch_size, n_pop)
@@ -172,7 +197,7 @@ def smallest_batch(
 
     def at(k: int) -> StepError:
         if k not in known:
-            known[k] = step_error(d, order, n_pop, sizes[k], sigma_max, temperature)
+            known[k] = step_error(d, order, n_pop, sizes[k], sigma_max, temperature, exact)
         return known[k]
 
     lo, hi = 0, len(sizes) - 1  # invariant: the answer lies in [lo, hi]
@@ -190,10 +215,23 @@ def smallest_batch(
             f"the default test's minibatch would need more than m={cap} rows per test (of {n_pop}) for its normal approximation: "
             f"predicted acceptance error {error:.3g} per step at m={m} (the probability that its decision differs from the exact "
             f"test's; the target is {PREDICTED_MAX:g}), reading {rows:.0f} rows per test as it grows while too noisy; the "
-            f"estimate's median skewness {skew:.3g}, excess kurtosis {kurt:.3g}: the proxy leaves large or heavy-tailed "
-            f"residuals at posterior-scale moves. Sampling at m={m}; for an exact chain pass an exact test (test='smh', "
+            f"estimate's median skewness {skew:.3g}, excess kurtosis {kurt:.3g}: {why_noisy(d, exact, order, n_pop, m, temperature, sigma_max)}. "
+            f"Sampling at m={m}; for an exact chain pass an exact test (test='smh', "
             "'mhss' or 'tunamh' for a GLM: logistic, probit, Poisson, Gaussian or Student-t regression with nu and sigma fixed; "
             "or MetropolisTest)",
             stacklevel=4,
         )
     return BatchChoice(m, error, at(0).error, 0, skew, kurt, rows)
+
+
+def why_noisy(
+    d: np.ndarray, exact: np.ndarray | None, order: np.ndarray, n_pop: int, m: int, temperature: float, sigma_max: float
+) -> str:
+    """What makes the estimate too noisy: the proxy's residuals, or (where the exact residuals alone would be predicted
+    under ``PREDICTED_MAX``) the float32 rounding of the terms the test reads, scaled by ``n / m``."""
+    if exact is not None and step_error(exact, order, n_pop, m, sigma_max, temperature).error <= PREDICTED_MAX:
+        return (
+            "most of it is the float32 rounding of the terms the test reads (each row's log-likelihood to a few units of "
+            "float32 resolution, scaled by N / m): the proxy's own residuals alone would be under the target"
+        )
+    return "the proxy leaves large or heavy-tailed residuals at posterior-scale moves"
