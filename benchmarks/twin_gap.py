@@ -13,7 +13,7 @@ penalty test, 4 chains from Laplace starts, key 1, as ``heavy_tails.py`` runs it
   every step whose decisions differed classified by the float64 decision (the twin's wrong, or the run's);
 - the sizing's prediction (``warmup.step_error``) at the Laplace-drawn moves it uses and at the run's own audited moves,
   from the terms as the test reads them (``batch_choice.Terms.read``) and with each term within its row's float32
-  resolution counted as 0 (``Terms.exact``: what the sizing read before issue i32).
+  resolution counted as 0 (``Terms.exact``: what the sizing read before issue 32).
 
     .venv/bin/python benchmarks/twin_gap.py --n 300000 [--case robust_nu] [--method uniform] [--audit 2000] \
         [--results docs/results/twin_gap_3e5.json]

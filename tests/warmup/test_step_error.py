@@ -213,7 +213,7 @@ def test_float32_rounding_of_the_terms_is_predicted():
     ``delta*`` by about 0.1 nats (``20,000 x 4e-5 / sqrt(50)``). Measured independently: the minibatches of the float32
     terms the proxy gives at 128 Laplace independence moves, grown and penalised as the test does, against the exact
     decision from ``Delta`` in float64. A prediction that counts the terms within their row's float32 resolution as 0
-    (the sizing before issue i32's fix, whose robust_nu runs measured many times its prediction: ``docs/benchmarks.md``)
+    (the sizing before issue 32's fix, whose robust_nu runs measured many times its prediction: ``docs/benchmarks.md``)
     predicts 0 here and fails; one that scaled the rounding by anything but the test's ``n / m`` would miss the factor 1.5.
     The sizing's warning (no affordable m gets under the target) names the rounding, not the proxy, as the cause."""
     from minibatch_mcmc.models import GaussianMeanSettings, gaussian_mean

@@ -19,7 +19,7 @@ row evaluations). Compiled apart from the sums, the step skips LLVM's optimisati
 once (equal chunks, the last one overlapping and masked; ``PASS_ELEMENTS``), where one fused program compiled the
 proposal at full optimisation and the row body three times (the first row's shift, the loop, the remainder chunk).
 
-Known limit (issue i32): the twin's ``Delta`` counts each residual within its row's float32 resolution as 0
+Known limit (issue 32): the twin's ``Delta`` counts each residual within its row's float32 resolution as 0
 (``influence.without_rounding``), which also drops true residuals below that floor; on the Student-t regression with
 ``nu`` and ``sigma`` estimated (a declared shared term) their sum left the twin's full-data ``Delta`` further from
 float64 than the plain float32 sum of the run's own terms at N = 10^5 and 3 x 10^5 (not at 10^6, where the plain sum's

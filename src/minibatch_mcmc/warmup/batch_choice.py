@@ -9,7 +9,7 @@ same proposal and uniform (``warmup.step_error``: the test's own minibatches, gr
 after sampling measures the same figure (``diagnostics.posterior_error``'s ``disagreement``).
 
 The residuals are the estimator's own terms over its population, as the test reads them (``Terms.read``: float32
-rounding and all; ``Delta`` from ``Terms.exact``, rounding counted as 0 as the check counts it; issue i32, in
+rounding and all; ``Delta`` from ``Terms.exact``, rounding counted as 0 as the check counts it; issue 32, in
 ``warmup.step_error``): under importance weights
 (``control_variates.importance``) the positions' ``r_i / n_i`` over ``M`` positions, so the skewness and kurtosis reported
 (``BatchChoice``) are the weighted estimate's. Before issue 32's calibration the prediction was ``proxy_check``'s bound
