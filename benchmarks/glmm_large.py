@@ -16,7 +16,8 @@ every 20 ms; the simulated DataFrame and the design count).
 ``--before REV``: two versions of the library side by side (``revisions.py``: each revision's ``src`` in a fresh
 process, both at once; ``--after``, default ``HEAD``), one row each, a second table ``NAME_memory`` with the process's
 resident memory after each phase and (in brackets) its peak within the phase, and whether the two versions' draws
-agree (every MH decision the same, the largest difference of a draw):
+agree (every MH decision the same, the largest difference of a draw); ``--no-sweeps`` stops after the rows are handed to
+JAX and compares those rows instead (the sampler's inputs, bitwise):
 
     python benchmarks/glmm_large.py --n 2000000 --groups 20000 --chains 2 --warmup 25 --draws 25 --before main \
         --name glmm_large_memory --results docs/results/glmm_large_memory.json
@@ -123,6 +124,8 @@ def run(n: int, groups: int, args) -> tuple[list, dict, list, dict]:
         mem.mark("to JAX")
         convert = time.perf_counter() - start
         print(f"  convert {convert:.1f} s ({reason})", flush=True)
+        if args.no_sweeps:
+            return [], {}, mem.phases, {k: np.asarray(v) for k, v in source.arrays().items()}
         result, cost = group_gibbs(
             model,
             source,
@@ -181,8 +184,12 @@ def worker(args) -> None:
 
 
 def agreement(draws_dir: Path) -> tuple[int, float]:
-    """The MH decisions that differ between the two versions' runs and the largest difference of a draw."""
+    """The MH decisions that differ between the two versions' runs and the largest difference of a draw (with
+    ``--no-sweeps``: the rows handed to JAX, the number of arrays that differ and the largest difference)."""
     first, second = (np.load(draws_dir / f"{i}.npz") for i in range(2))
+    if "accepted" not in first.files:
+        differ = sum(not np.array_equal(first[k], second[k]) for k in first.files)
+        return differ, max(float(np.max(np.abs(first[k] - second[k]), initial=0.0)) for k in first.files)
     differ = int(np.sum(first["accepted"] != second["accepted"]))
     gap = max(float(np.max(np.abs(first[k] - second[k]))) for k in first.files if k.startswith("position."))
     return differ, gap
@@ -196,24 +203,28 @@ def side_by_side(args, machine: str) -> None:
         versions = extract_sources({"before": args.before, "after": args.after}, Path(tmp))
         flags = ["--n", str(args.n), "--groups", str(args.groups), "--chains", str(args.chains)]
         flags += ["--warmup", str(args.warmup), "--draws", str(args.draws), "--name", args.name]
+        flags += ["--no-sweeps"] if args.no_sweeps else []
         got = run_workers(__file__, versions, [*flags, "--draws-dir", tmp])
         differ, gap = agreement(Path(tmp))
     rows, memory, values = [], [], {}
+    what = "arrays of rows handed to JAX differ" if args.no_sweeps else "MH decisions differ"
     for name, r in got.items():
         label = name.split()[0]
-        rows.append([name, *r["row"][:-1], f"{r['row'][-1]}; {differ} MH decisions differ, draws within {gap:.1e}"])
-        memory.append([name] + [f"{after:.2f} ({peak:.2f})" for _, after, peak in r["phases"]] + [r["row"][-2]])
+        peak = f"{max(p for _, _, p in r['phases']):.2f}"
+        if r["row"]:
+            rows.append([name, *r["row"][:-1], f"{r['row'][-1]}; {differ} {what}, draws within {gap:.1e}"])
+        cells = [f"{after:.2f} ({top:.2f})" for _, after, top in r["phases"]]
+        memory.append([name, *cells, *[""] * (len(PHASES) - len(cells)), peak, f"{differ} {what}, within {gap:.1e}"])
         key = f"{args.name}.{label}"
-        values[f"{key}.peak_gb"] = r["row"][-2]
+        values[f"{key}.peak_gb"] = peak
         by_phase = {p: after for p, after, _ in r["phases"]}
         values[f"{key}.to_jax_gb"] = f"{by_phase['to JAX'] - by_phase['model']:.2f}"
-        print(dict(zip(["version", *COLUMNS], rows[-1])), flush=True)
+        print(dict(zip(["version", *COLUMNS], rows[-1] if rows else [])), flush=True)
     values[f"{args.name}.decisions_differ"] = str(differ)
     values[f"{args.name}.draws_gap"] = f"{gap:.1e}"
-    tables = {
-        args.name: table(["version", *COLUMNS], rows),
-        f"{args.name}_memory": table(["version", *(f"{p} GB" for p in PHASES), "peak RSS GB"], memory),
-    }
+    tables = {f"{args.name}_memory": table(["version", *(f"{p} GB" for p in PHASES), "peak RSS GB", "same?"], memory)}
+    if rows:
+        tables[args.name] = table(["version", *COLUMNS], rows)
     for line in memory:
         print(line, flush=True)
     save(args.results, args.name, config=args, tables=tables, values=values, extra={"machine": machine})
@@ -233,6 +244,7 @@ def main() -> None:
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--out", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--draws-dir", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--no-sweeps", action="store_true", help="stop after the rows are handed to JAX (memory only)")
     add_results_option(ap)
     args = ap.parse_args()
     if args.worker:
