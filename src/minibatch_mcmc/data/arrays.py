@@ -190,7 +190,8 @@ def from_pandas(data: Any) -> Any:
 def as_data_source(data: PyTree | DataSource) -> ArrayData | HostData:
     """Wrap arrays (or an existing source) as a validated ``ArrayData``; out-of-core ``HostData`` stays on the host.
 
-    A pandas ``DataFrame`` becomes ``{column name: array}`` (a ``Series`` its array)."""
+    A pandas ``DataFrame`` becomes ``{column name: array}`` (a ``Series`` its array). Aligned numpy arrays are shared
+    with JAX on the CPU (``to_jax``), so the caller must not write to them while the source is in use."""
     data = from_pandas(data)
     if isinstance(data, ArrayData):
         tree = data.tree
@@ -202,5 +203,11 @@ def as_data_source(data: PyTree | DataSource) -> ArrayData | HostData:
         validate_data(tree)
         return tree
     validate_data(tree)
-    tree = jax.tree_util.tree_map(jnp.asarray, tree)
+    tree = jax.tree_util.tree_map(to_jax, tree)
     return ArrayData(tree)
+
+
+def to_jax(leaf: Any) -> jax.Array:
+    """A data leaf as a JAX array: on the CPU a numpy array ``data.aligned`` calls aligned is shared, not copied
+    (``jax.device_put``; ``jnp.asarray`` copies every numpy array)."""
+    return leaf if isinstance(leaf, jax.Array) else jax.device_put(np.asarray(leaf))
