@@ -45,12 +45,19 @@ def test_aligned_casts_as_astype_and_keeps_an_aligned_array():
 @pytest.mark.skipif(jax.default_backend() != "cpu", reason="sharing host memory is the CPU client's")
 @pytest.mark.parametrize("dtype", [np.float32, np.int32])
 def test_jax_shares_an_aligned_array_and_copies_a_misaligned_one(dtype):
-    """``as_data_source`` (``jax.device_put``) of an aligned array is that memory; 16 bytes past the alignment (where
-    numpy's own large allocations start) it is a copy: the measurement behind ``ALIGNMENT``."""
+    """``as_data_source`` (``jax.device_put``) of an aligned read-only array is that memory; 16 bytes past the
+    alignment (where numpy's own large allocations start) it is a copy: the measurement behind ``ALIGNMENT``. A
+    writable aligned array (a user's, who could change it during a run) is copied too: the copy keeps its values when
+    the array is written to afterwards."""
     raw = aligned_empty((100_016 * 4,), np.uint8)
-    for offset, shared in ((0, True), (16, False)):
+    for offset, writable, shared in ((0, False, True), (16, False, False), (0, True, False)):
         host = raw[offset : offset + 100_000 * 4].view(dtype)
         host[:] = np.arange(100_000)
-        rows = as_data_source({"a": host}).arrays()["a"]
-        assert (rows.unsafe_buffer_pointer() == host.ctypes.data) == shared, offset
+        view = host.view()
+        view.flags.writeable = writable
+        rows = as_data_source({"a": view}).arrays()["a"]
+        assert (rows.unsafe_buffer_pointer() == host.ctypes.data) == shared, (offset, writable)
         np.testing.assert_array_equal(np.asarray(rows), np.arange(100_000).astype(dtype))
+        if writable:
+            host[:] = 7
+            np.testing.assert_array_equal(np.asarray(rows), np.arange(100_000).astype(dtype))

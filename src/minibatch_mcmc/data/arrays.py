@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from minibatch_mcmc.data.aligned import shareable
 from minibatch_mcmc.data.host import HostData, is_host_data
 from minibatch_mcmc.data.indexing import MAX_DATA
 from minibatch_mcmc.data.planned import PlannedRows, planned_take
@@ -190,8 +191,8 @@ def from_pandas(data: Any) -> Any:
 def as_data_source(data: PyTree | DataSource) -> ArrayData | HostData:
     """Wrap arrays (or an existing source) as a validated ``ArrayData``; out-of-core ``HostData`` stays on the host.
 
-    A pandas ``DataFrame`` becomes ``{column name: array}`` (a ``Series`` its array). Aligned numpy arrays are shared
-    with JAX on the CPU (``to_jax``), so the caller must not write to them while the source is in use."""
+    A pandas ``DataFrame`` becomes ``{column name: array}`` (a ``Series`` its array). Aligned read-only numpy arrays are
+    shared with JAX on the CPU (``to_jax``); writable ones are copied."""
     data = from_pandas(data)
     if isinstance(data, ArrayData):
         tree = data.tree
@@ -208,6 +209,9 @@ def as_data_source(data: PyTree | DataSource) -> ArrayData | HostData:
 
 
 def to_jax(leaf: Any) -> jax.Array:
-    """A data leaf as a JAX array: on the CPU a numpy array ``data.aligned`` calls aligned is shared, not copied
-    (``jax.device_put``; ``jnp.asarray`` copies every numpy array)."""
-    return leaf if isinstance(leaf, jax.Array) else jax.device_put(np.asarray(leaf))
+    """A data leaf as a JAX array: on the CPU a read-only numpy array ``data.aligned`` calls aligned is shared, not
+    copied (``jax.device_put``); any other is copied (``jnp.asarray`` copies every numpy array)."""
+    if isinstance(leaf, jax.Array):
+        return leaf
+    leaf = np.asarray(leaf)
+    return jax.device_put(leaf) if shareable(leaf) else jnp.asarray(leaf)

@@ -10,22 +10,24 @@ from __future__ import annotations
 
 import numpy as np
 
-from minibatch_mcmc.data.aligned import aligned, aligned_empty
+from minibatch_mcmc.data.aligned import aligned, aligned_empty, frozen
 
 
 def float32_stack(blocks: list, n: int) -> np.ndarray:
-    """The ``(n, k_i)`` ``blocks`` side by side as one aligned float32 ``(n, sum k_i)`` array (no float64 copy of them)."""
+    """The ``(n, k_i)`` ``blocks`` side by side as one aligned read-only float32 ``(n, sum k_i)`` array (no float64 copy
+    of them)."""
     width = sum(np.shape(b)[1] for b in blocks)
     out, at = aligned_empty((n, width), np.float32), 0
     for b in blocks:
         out[:, at : at + np.shape(b)[1]] = b
         at += np.shape(b)[1]
-    return out
+    return frozen(out)
 
 
 def level_codes(codes: np.ndarray, levels: int) -> np.ndarray:
-    """Each row's level code as an aligned int32 array (int64 from ``2^31`` levels)."""
-    return aligned(codes, np.int32 if levels < 2**31 else np.int64)
+    """Each row's level code (the formula's own array) as an aligned read-only int32 array (int64 from ``2^31``
+    levels)."""
+    return frozen(aligned(codes, np.int32 if levels < 2**31 else np.int64))
 
 
 def narrowed(values: np.ndarray) -> np.ndarray:
