@@ -219,4 +219,3 @@ def smallest_batch(
             stacklevel=4,
         )
     return BatchChoice(m, error, at(0).error, 0, skew, kurt, rows)
-
