@@ -197,6 +197,7 @@ COST = [
     "largest |s.d. error|",
     "its s.e.",
     "warned",
+    "estimates equal the first row's",
 ]
 WAYS = (("before: the check at --baseline", "before"), ("after: the check now", "after"))
 BACKEND_COMPILES = [0]
@@ -357,6 +358,7 @@ def cost_case(args) -> int:
         fit = importance_fit(n) if args.importance else student_t_fit(n)
         fit_cpu = time.process_time() - fit_cpu
         values[f"{args.name}.{n}.fit_cpu_seconds"] = f"{fit_cpu:.1f}"  # warm-up and sampling
+        first = None  # the first check's estimates, which every other is compared with
         for r in range(args.repeats):
             for way, code in WAYS:
                 check = before.check_posterior if code == "before" else check_posterior
@@ -379,6 +381,8 @@ def cost_case(args) -> int:
                 compiles = BACKEND_COMPILES[0] - n0
                 said = [c for c in caught if "moved the posterior" in str(c.message)]
                 i, j = int(np.argmax(np.abs(out.mean_bias))), int(np.argmax(np.abs(out.sd_error)))
+                got = np.concatenate([out.mean_bias, out.mean_se, out.sd_error, out.sd_se, [out.disagreement]])
+                first = got if first is None else first
                 rows.append(
                     [
                         f"{n:,}",
@@ -399,6 +403,9 @@ def cost_case(args) -> int:
                         f"{100 * abs(out.sd_error[j]):.1f}%",
                         f"{100 * out.sd_se[j]:.1f}%",
                         "yes" if said else "no",
+                        "yes"
+                        if np.array_equal(got, first)
+                        else f"no: max difference {np.max(np.abs(got - first)):.2g}",
                     ]
                 )
                 key = f"{args.name}.{n}.{code}.{r}"
