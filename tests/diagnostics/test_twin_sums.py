@@ -14,6 +14,7 @@ from minibatch_mcmc.acceptance import penalty_test
 from minibatch_mcmc.compiling import fast_compile_options
 from minibatch_mcmc.control_variates import taylor_proxy
 from minibatch_mcmc.control_variates.importance import importance_sample
+from minibatch_mcmc.data.arrays import distinct_rows
 from minibatch_mcmc.diagnostics import exact_twin, twin_sums
 from minibatch_mcmc.diagnostics.posterior_error import check_posterior
 from minibatch_mcmc.models import logistic_regression
@@ -217,7 +218,7 @@ def importance_run(run):
     """The run's estimator drawn by weights ``1 + |x_1|^3`` (``M`` about 4 N positions) and its distinct rows."""
     model, data, _, estimator, centre, res = run
     est = importance_sample(estimator, data, 1.0 + np.abs(np.asarray(data["x"])[:, 0]) ** 3)
-    return est, twin_sums.units_of(est.population(data), est.size)
+    return est, distinct_rows(est.population(data), est.size)
 
 
 def test_an_importance_sampled_population_is_read_by_its_distinct_rows(run):
@@ -232,7 +233,7 @@ def test_an_importance_sampled_population_is_read_by_its_distinct_rows(run):
     k, steps = 32, 8
     plan = twin_sums.sampling_plan(N, k, steps, centre)
     reader = exact_twin.sampled_reader(model, est, centre, k, 4, steps, plan, est.size, units)
-    by_position = reader._replace(units=twin_sums.units_of(None, est.size))
+    by_position = reader._replace(units=distinct_rows(None, est.size))
     draws = np.asarray(res.kernel_positions)
     at, to = draws[:, 30:38].reshape(k, 4), draws[:, 31:39].reshape(k, 4)[::-1]
     which = np.arange(8)
@@ -259,20 +260,7 @@ def test_an_importance_sampled_run_is_checked_as_by_every_position(run, monkeypa
     est, _ = importance_run(run)
 
     def check():
-        return check_posterior(
-            model,
-            data,
-            proposal,
-            penalty_test(20),
-            est,
-            res.kernel_positions,
-            run_key=0,
-            records=res.records,
-            starts=32,
-            steps=8,
-            centre=centre,
-            warn=False,
-        )
+        return _check((model, data, proposal, est, centre, res))
 
     sampled = check()
     monkeypatch.setattr(exact_twin, "sampling_plan", lambda *a: twin_sums.Sampling(0, 0, 0))

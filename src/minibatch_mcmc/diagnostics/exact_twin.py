@@ -47,7 +47,7 @@ from minibatch_mcmc.acceptance.streaming import order_and_uniform
 from minibatch_mcmc.compiling import fast_compile_options
 from minibatch_mcmc.control_variates.base import Estimator, plain
 from minibatch_mcmc.control_variates.influence import without_rounding
-from minibatch_mcmc.data.arrays import slice_rows, take
+from minibatch_mcmc.data.arrays import distinct_rows, slice_rows, take
 from minibatch_mcmc.data.passes import DEFAULT_CHUNK
 from minibatch_mcmc.diagnostics.twin_sums import (
     Sampling,
@@ -58,7 +58,6 @@ from minibatch_mcmc.diagnostics.twin_sums import (
     read_step,
     sampling_plan,
     slots_for,
-    units_of,
 )
 from minibatch_mcmc.models.base import Model
 from minibatch_mcmc.proposals.base import Proposal
@@ -271,7 +270,7 @@ def exact_continuation(
     shapes = jax.eval_shape(jax.vmap(lambda x: kernel.init(unravel(x))), fixed.starts)
     zeros = jax.tree_util.tree_map(lambda a: np.zeros(a.shape, a.dtype), shapes)
     pending = Pending(zeros, zeros, zeros.log_prior, zeros.log_prior)
-    units = units_of(exact.population(data), n_pop)
+    units = distinct_rows(exact.population(data), n_pop)
     plan = sampling_plan(units.position.size, k, steps, centre)
     if plan.rows:
         reader, reading = sampled_reader(model, exact, centre, k, d, steps, plan, n_pop, units), first_reading()
@@ -307,15 +306,15 @@ def twin_plan(
 ) -> tuple[Sampling, int]:
     """How the twin reads the rows (``twin_sums.sampling_plan``) and how many distinct rows a full read evaluates."""
     exact = plain() if estimator is None or centre is None else estimator
-    rows = units_of(exact.population(data), exact.population_size(n)).position.size
+    rows = distinct_rows(exact.population(data), exact.population_size(n)).position.size
     return sampling_plan(rows, starts, steps, centre), rows
 
 
 def sampled_reader(model, exact, centre, k: int, d: int, steps: int, plan: Sampling, n_pop: int, units=None):
     """``twin_sums.StepReader``: its gathered sums compiled for the ``k`` starts (``twin_sums.slots_for``), reading the
-    population's distinct rows ``units`` (``twin_sums.units_of``; None: each of the ``n_pop`` positions is one)."""
+    population's distinct rows ``units`` (``data.arrays.distinct_rows``; None: each of the ``n_pop`` positions is one)."""
     run = gathered_sums(model, exact, centre)
-    units = units_of(None, n_pop) if units is None else units
+    units = distinct_rows(None, n_pop) if units is None else units
     work = float(planned_evaluations(plan, k, steps, units.position.size)) * d
     gathered = jax.jit(
         lambda rows, *args: run(exact.population(rows), *args),

@@ -25,8 +25,9 @@ once).
 
 An importance-sampled population (``data.arrays.RowsRepeated``: row ``i`` at ``n_i`` of ``M`` positions, each with the
 term ``r_i / n_i``) is sampled by positions, uniformly, so by the run's own weights (``n`` above is ``M``); a full read
-and the heavy set are over its distinct rows (``Units``): each row's term read once and weighted by ``n_i``, ``N``
-evaluations where reading every position took ``M`` (up to 4 N), and a drawn position whose row is in ``H`` counts 0.
+and the heavy set are over its distinct rows (``data.arrays.DistinctRows``): each row's term read once and weighted by
+``n_i``, ``N`` evaluations where reading every position took ``M`` (up to 4 N), and a drawn position whose row is in
+``H`` counts 0; ``m`` is sized by ``N``.
 
 One compiled function reads every row set (``gathered_sums``): every start, in groups of ``FULL_STARTS``, on
 ``L = m + |H|`` gathered rows (padded to a multiple of its chunk), one call per block of ``L`` rows. Row evaluations per check:
@@ -45,7 +46,7 @@ from jax.flatten_util import ravel_pytree
 
 from minibatch_mcmc.control_variates.base import Estimator
 from minibatch_mcmc.control_variates.influence import rounding_floors
-from minibatch_mcmc.data.arrays import RowsRepeated, take
+from minibatch_mcmc.data.arrays import DistinctRows, distinct_rows, take
 from minibatch_mcmc.models.base import Model
 
 PyTree = Any
@@ -182,28 +183,6 @@ def gathered_sums(model: Model, estimator: Estimator, centre: PyTree) -> Callabl
     return run
 
 
-class Units(NamedTuple):
-    """The population's distinct rows: a position of each, its copies, and the cumulative copies that map a position
-    to its row (an importance-sampled population, ``data.arrays.RowsRepeated``, holds row ``i`` at ``copies_i``
-    positions, each with the term ``r_i / copies_i``; any other population each row once, ``ends`` None)."""
-
-    position: np.ndarray
-    copies: np.ndarray
-    ends: np.ndarray | None = None
-
-    def of(self, positions: np.ndarray) -> np.ndarray:
-        """The row of each position."""
-        return positions if self.ends is None else np.searchsorted(self.ends, positions, side="right")
-
-
-def units_of(population: PyTree, n_pop: int) -> Units:
-    """``Units`` of a population (``Estimator.population(data)``) of ``n_pop`` positions, on the host."""
-    if isinstance(population, RowsRepeated):
-        ends = np.asarray(population.ends, np.int64)
-        return Units((ends - 1).astype(np.int32), np.diff(ends, prepend=0).astype(np.float32), ends)
-    return Units(np.arange(n_pop, dtype=np.int32), np.ones(n_pop, np.float32))
-
-
 class StepReader(NamedTuple):
     """What a step's sums come from (``read_step``)."""
 
@@ -214,14 +193,14 @@ class StepReader(NamedTuple):
     seed: int
     slots: int = FULL_STARTS
     """Starts a call of ``gathered`` takes: the twin's ``K`` rounded up to a multiple of ``FULL_STARTS``."""
-    units: Units | None = None
-    """The population's distinct rows, which a full read and the heavy set are over (None: ``units_of`` a population
+    units: DistinctRows | None = None
+    """The population's distinct rows, which a full read and the heavy set are over (None: ``data.arrays.distinct_rows`` of a population
     whose positions are its rows)."""
 
     @property
-    def rows(self) -> Units:
+    def rows(self) -> DistinctRows:
         """``units``, or every position its own row."""
-        return units_of(None, self.n_pop) if self.units is None else self.units
+        return distinct_rows(None, self.n_pop) if self.units is None else self.units
 
 
 class Reading(NamedTuple):
@@ -280,11 +259,13 @@ def full_sums(reader: StepReader, data: PyTree, currents, candidates, which: np.
     return lam, bad, None if rowmax is None else rowmax[:n]
 
 
-def draw_rows(plan: Sampling, reading: Reading, n_pop: int, seed: tuple, heavy: bool, units: Units | None = None):
+def draw_rows(
+    plan: Sampling, reading: Reading, n_pop: int, seed: tuple, heavy: bool, units: DistinctRows | None = None
+):
     """The positions a sampled call gathers: with ``heavy`` the heavy set's then ``m`` uniform draws, else ``m + |H|``
     draws (sorted, padded to ``plan.block``); and their weights: a heavy row's copies for the exact sum, 1 on drawn
     positions whose row is outside ``H`` for the sampled sums."""
-    units = units_of(None, n_pop) if units is None else units
+    units = distinct_rows(None, n_pop) if units is None else units
     top = reading.heavy if heavy else np.zeros(0, np.int64)
     drawn = np.sort(np.random.default_rng(seed).integers(0, n_pop, plan.block - top.size))
     idx = np.concatenate([units.position[top], drawn]).astype(np.int32)
