@@ -81,6 +81,29 @@ class RowsRepeated(NamedTuple):
     """Cumulative copies (int32, increasing, ``ends[-1] = M``)."""
 
 
+class DistinctRows(NamedTuple):
+    """The population's distinct rows: a position of each, its copies, and the cumulative copies that map a position
+    to its row (an importance-sampled population, ``RowsRepeated``, holds row ``i`` at ``copies_i`` positions, each
+    with the term ``r_i / copies_i``; any other population each row once, ``ends`` None)."""
+
+    position: np.ndarray
+    copies: np.ndarray
+    ends: np.ndarray | None = None
+
+    def of(self, positions: np.ndarray) -> np.ndarray:
+        """The row of each position."""
+        return positions if self.ends is None else np.searchsorted(self.ends, positions, side="right")
+
+
+def distinct_rows(population: PyTree, n_pop: int) -> DistinctRows:
+    """``DistinctRows`` of a population (``Estimator.population(data)``) of ``n_pop`` positions, on the host: what the
+    posterior check's full reads evaluate (``diagnostics.twin_sums``)."""
+    if isinstance(population, RowsRepeated):
+        ends = np.asarray(population.ends, np.int64)
+        return DistinctRows((ends - 1).astype(np.int32), np.diff(ends, prepend=0).astype(np.float32), ends)
+    return DistinctRows(np.arange(n_pop, dtype=np.int32), np.ones(n_pop, np.float32))
+
+
 def repeat_index(ends: jax.Array, j: jax.Array) -> tuple[jax.Array, jax.Array]:
     """The row at position ``j`` of a ``RowsRepeated`` population and its number of copies."""
     ends = jnp.asarray(ends, jnp.int32)
