@@ -6,22 +6,29 @@ of one chain reads the rows 4 times (seconds each on a 2-core CPU), so this scri
 (``formula_design``, ``glmm_model``, ``initial_theta``, then ``group_gibbs``) with ``--warmup`` sweeps (200 is the
 route's own; its first 25, ``gibbs_route.CLIMB``, climb in the globals to the posterior, the rest tune), and reports the same columns as ``benchmarks/glmm.py``'s ``ours`` row: seconds per phase (the design
 with its centring pilot; the warm-up sweeps; the kept sweeps), passes over ``N``, min bulk ESS and max R-hat over every
-named effect, ESS/s with every second counted, and the process's peak resident memory (sampled every 20 ms; the
-simulated DataFrame and the design count).
+named effect, ESS/s with every second counted, the process's CPU seconds and ESS per CPU second, and the process's
+peak resident memory (sampled every 20 ms; the simulated DataFrame and the design count). A second table,
+``NAME_params``, gives per parameter its bulk ESS, ESS per kept sweep (all chains), ESS per CPU second and R-hat: every
+global, and of the group effects the levels with the fewest, the median and the most rows and the least ESS of all
+(with the largest R-hat of all), so a run shows which parameter limits it.
 
-    python benchmarks/glmm_large.py --n 10000000 --groups 100000 --chains 2 --warmup 50 --draws 50 \
-        --results docs/results/glmm_large.json
+    python benchmarks/glmm_large.py --n 10000000 --groups 100000 --chains 4 --warmup 100 --draws 200 \
+        --name glmm_large_1e7 --results docs/results/glmm_large_1e7.json
+
+(why these lengths: ``docs/benchmarks.md``, "Mixing per parameter at ``N = 10^6``, ``G = 10^4``"; the largest R-hat
+over ``10^5`` effects comes near 1 only with enough draws a chain, even for independent draws).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import time
 import warnings
 
 import jax
 import numpy as np
-from bench_results import add_results_option, machine_line, save_rows
+from bench_results import add_results_option, machine_line, save, table
 from glmm import PeakRSS, effect_stats, formula, mostly_centred, named_draws, simulate
 
 from minibatch_mcmc.interop.formula import formula_design
@@ -48,18 +55,50 @@ COLUMNS = [
     "min ESS",
     "max R-hat",
     "ESS/s",
+    "CPU s",
+    "ESS per CPU s",
     "peak RSS GB",
     "of which",
 ]
 
 
-def run(n: int, groups: int, args) -> tuple[list, dict]:
-    """Simulate, fit with ``--warmup`` sweeps, and return the table row and its values."""
+PARAM_COLUMNS = ["parameter", "rows", "ESS", "ESS per kept sweep", "ESS per CPU s", "R-hat"]
+
+
+def param_rows(stats: dict, sizes: np.ndarray, kept: int, cpu: float) -> list:
+    """Per parameter: every global (a named array of at most ``SMALL`` entries) one row each; each factor's effects
+    (``G`` entries) as the levels with the fewest, the median and the most rows, and the least ESS over all of them."""
+    out = []
+
+    def row(label, rows, ess, rhat):
+        out.append([label, rows, f"{ess:.0f}", f"{ess / kept:.3f}", f"{ess / cpu:.3f}", f"{rhat:.3f}"])
+
+    for name, (ess, rhat, *_) in stats.items():
+        if ess.size != sizes.size:
+            for j in range(ess.size):
+                row(name if ess.size == 1 else f"{name}[{j}]", "all", float(ess[j]), float(rhat[j]))
+            continue
+        order = np.argsort(sizes, kind="stable")
+        for what, g in (("fewest rows", order[0]), ("median rows", order[sizes.size // 2]), ("most rows", order[-1])):
+            row(f"{name}[{g}] ({what})", str(sizes[g]), float(ess[g]), float(rhat[g]))
+        low = int(np.argmin(ess))
+        row(
+            f"{name}: all {sizes.size} (least ESS: level {low}; largest R-hat)",
+            str(sizes[low]),
+            float(ess[low]),
+            float(np.max(rhat)),
+        )
+    return out
+
+
+def run(n: int, groups: int, args) -> tuple[list, dict, list]:
+    """Simulate, fit with ``--warmup`` sweeps, and return the table row, its values and the per-parameter rows."""
     df = simulate(n, groups, "bernoulli", "tail", False)
-    median = float(np.median(np.bincount(df["g"].to_numpy(), minlength=groups)))
+    sizes = np.bincount(df["g"].to_numpy(), minlength=groups)
+    median = float(np.median(sizes))
     with warnings.catch_warnings(), PeakRSS() as mem:
         warnings.simplefilter("ignore")
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         fitted = formula_design(formula(False), df, "bernoulli")
         model, data = glmm_model(fitted.design, "bernoulli")
         theta0 = initial_theta(model)
@@ -75,7 +114,7 @@ def run(n: int, groups: int, args) -> tuple[list, dict]:
             key=jax.random.PRNGKey(1),
             num_warmup=args.warmup,
         )
-        seconds = time.perf_counter() - start
+        seconds, cpu = time.perf_counter() - start, time.process_time() - cpu_start
         warm = routed_warmup(theta0, result, cost, "group_gibbs", reason or "named")
         res = GLMMResult(fitted, result, warm, "auto", model.glmm.layout.centring)
     print(f"  warm-up {cost['adaptation'].seconds:.1f} s, sampling {cost['sampling'].seconds:.1f} s", flush=True)
@@ -101,6 +140,8 @@ def run(n: int, groups: int, args) -> tuple[list, dict]:
         f"{ess:.0f}",
         f"{rhat:.3f}",
         f"{ess / seconds:.3f}",
+        f"{cpu:.0f}",
+        f"{ess / cpu:.3f}",
         f"{mem.peak:.2f}",
         f"group_gibbs ({reason}); "
         f"{'centred' if mostly_centred(res.centring) else 'non-centred'} "
@@ -109,7 +150,8 @@ def run(n: int, groups: int, args) -> tuple[list, dict]:
     key = f"{args.name}.{n}.{groups}"
     values = {f"{key}.seconds": f"{seconds:.0f}", f"{key}.peak_gb": f"{mem.peak:.2f}", f"{key}.rhat": f"{rhat:.3f}"}
     values[f"{key}.ess_per_s"] = f"{ess / seconds:.3f}"
-    return row, values
+    values[f"{key}.min_ess"] = f"{ess:.0f}"
+    return row, values, param_rows(stats, sizes, args.chains * args.draws, cpu)
 
 
 def main() -> None:
@@ -125,9 +167,13 @@ def main() -> None:
     args = ap.parse_args()
     machine = machine_line()
     print(f"machine: {machine}", flush=True)
-    row, values = run(args.n, args.groups, args)
+    row, values, params = run(args.n, args.groups, args)
     print(" | ".join(row), flush=True)
-    save_rows(args, COLUMNS, [row], values, machine, complete=True)
+    for line in params:
+        print(" | ".join(line), flush=True)
+    tables = {args.name: table(COLUMNS, [row]), f"{args.name}_params": table(PARAM_COLUMNS, params)}
+    extra = {"machine": machine, "complete": True, "load average at end": os.getloadavg()[0]}
+    save(args.results, args.name, config=args, tables=tables, values=values, extra=extra)
 
 
 if __name__ == "__main__":
