@@ -7,11 +7,17 @@ of one chain reads the rows 4 times (seconds each on a 2-core CPU), so this scri
 sweeps (200 is the route's own; its first 25, ``gibbs_route.CLIMB``, climb in the globals to the posterior, the rest
 tune), and reports the same columns as ``benchmarks/glmm.py``'s ``ours`` row: seconds per phase (the design with its
 centring pilot and the rows handed to JAX; the warm-up sweeps; the kept sweeps), passes over ``N``, min bulk ESS and
-max R-hat over every named effect, ESS/s with every second counted, and the process's peak resident memory (sampled
-every 20 ms; the simulated DataFrame and the design count).
+max R-hat over every named effect, ESS/s with every second counted, the process's CPU seconds and ESS per CPU second,
+and the process's peak resident memory (sampled every 20 ms; the simulated DataFrame and the design count). A second
+table, ``NAME_params``, gives per parameter its bulk ESS, ESS per kept sweep (all chains), ESS per CPU second and R-hat:
+every global, and of the group effects the levels with the fewest, the median and the most rows and the least ESS of
+all (with the largest R-hat of all), so a run shows which parameter limits it.
 
-    python benchmarks/glmm_large.py --n 10000000 --groups 100000 --chains 2 --warmup 50 --draws 50 \
-        --results docs/results/glmm_large.json
+    python benchmarks/glmm_large.py --n 10000000 --groups 100000 --chains 4 --warmup 100 --draws 200 \
+        --name glmm_large_1e7 --results docs/results/glmm_large_1e7.json
+
+(why these lengths: ``docs/benchmarks.md``, "Mixing per parameter at ``N = 10^6``, ``G = 10^4``"; the largest R-hat
+over ``10^5`` effects comes near 1 only with enough draws a chain, even for independent draws).
 
 ``--before REV``: two versions of the library side by side (``revisions.py``: each revision's ``src`` in a fresh
 process, both at once; ``--after``, default ``HEAD``), one row each, a second table ``NAME_memory`` with the process's
@@ -27,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import tempfile
 import threading
 import time
@@ -35,7 +42,7 @@ from pathlib import Path
 
 import jax
 import numpy as np
-from bench_results import add_results_option, machine_line, save, save_rows, table
+from bench_results import add_results_option, machine_line, save, table
 from glmm import effect_stats, formula, mostly_centred, named_draws, rss_gb, simulate
 
 from minibatch_mcmc.data.arrays import as_data_source
@@ -63,12 +70,43 @@ COLUMNS = [
     "min ESS",
     "max R-hat",
     "ESS/s",
+    "CPU s",
+    "ESS per CPU s",
     "peak RSS GB",
     "of which",
 ]
 PHASES = ("table", "design", "model", "to JAX", "sweeps")
 """The phases whose resident memory is read: the simulated DataFrame, ``formula_design``, ``glmm_model`` with
 ``initial_theta`` and the route's check, ``as_data_source`` (the rows handed to JAX), ``group_gibbs``."""
+
+
+PARAM_COLUMNS = ["parameter", "rows", "ESS", "ESS per kept sweep", "ESS per CPU s", "R-hat"]
+
+
+def param_rows(stats: dict, sizes: np.ndarray, kept: int, cpu: float) -> list:
+    """Per parameter: every global (a named array of at most ``SMALL`` entries) one row each; each factor's effects
+    (``G`` entries) as the levels with the fewest, the median and the most rows, and the least ESS over all of them."""
+    out = []
+
+    def row(label, rows, ess, rhat):
+        out.append([label, rows, f"{ess:.0f}", f"{ess / kept:.3f}", f"{ess / cpu:.3f}", f"{rhat:.3f}"])
+
+    for name, (ess, rhat, *_) in stats.items():
+        if ess.size != sizes.size:
+            for j in range(ess.size):
+                row(name if ess.size == 1 else f"{name}[{j}]", "all", float(ess[j]), float(rhat[j]))
+            continue
+        order = np.argsort(sizes, kind="stable")
+        for what, g in (("fewest rows", order[0]), ("median rows", order[sizes.size // 2]), ("most rows", order[-1])):
+            row(f"{name}[{g}] ({what})", str(sizes[g]), float(ess[g]), float(rhat[g]))
+        low = int(np.argmin(ess))
+        row(
+            f"{name}: all {sizes.size} (least ESS: level {low}; largest R-hat)",
+            str(sizes[low]),
+            float(ess[low]),
+            float(np.max(rhat)),
+        )
+    return out
 
 
 class PhaseRSS:
@@ -104,15 +142,16 @@ class PhaseRSS:
         return max(p for _, _, p in self.phases)
 
 
-def run(n: int, groups: int, args) -> tuple[list, dict, list, dict]:
-    """Simulate, fit with ``--warmup`` sweeps; the table row, its values, each phase's ``(name, RSS after, peak)`` and
-    the draws (the kernel's positions and each step's MH decision)."""
+def run(n: int, groups: int, args) -> tuple[list, dict, list, dict, list]:
+    """Simulate, fit with ``--warmup`` sweeps; the table row, its values, each phase's ``(name, RSS after, peak)``, the
+    draws (the kernel's positions and each step's MH decision) and the per-parameter rows (``param_rows``)."""
     with warnings.catch_warnings(), PhaseRSS() as mem:
         warnings.simplefilter("ignore")
         df = simulate(n, groups, "bernoulli", "tail", False)
-        median = float(np.median(np.bincount(df["g"].to_numpy(), minlength=groups)))
+        sizes = np.bincount(df["g"].to_numpy(), minlength=groups)
+        median = float(np.median(sizes))
         mem.mark("table")
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         fitted = formula_design(formula(False), df, "bernoulli")
         mem.mark("design")
         model, data = glmm_model(fitted.design, "bernoulli")
@@ -125,7 +164,7 @@ def run(n: int, groups: int, args) -> tuple[list, dict, list, dict]:
         convert = time.perf_counter() - start
         print(f"  convert {convert:.1f} s ({reason})", flush=True)
         if args.no_sweeps:
-            return [], {}, mem.phases, {k: np.asarray(v) for k, v in source.arrays().items()}
+            return [], {}, mem.phases, {k: np.asarray(v) for k, v in source.arrays().items()}, []
         result, cost = group_gibbs(
             model,
             source,
@@ -135,7 +174,7 @@ def run(n: int, groups: int, args) -> tuple[list, dict, list, dict]:
             key=jax.random.PRNGKey(1),
             num_warmup=args.warmup,
         )
-        seconds = time.perf_counter() - start
+        seconds, cpu = time.perf_counter() - start, time.process_time() - cpu_start
         warm = routed_warmup(theta0, result, cost, "group_gibbs", reason or "named")
         res = GLMMResult(fitted, result, warm, "auto", model.glmm.layout.centring)
         mem.mark("sweeps")
@@ -162,6 +201,8 @@ def run(n: int, groups: int, args) -> tuple[list, dict, list, dict]:
         f"{ess:.0f}",
         f"{rhat:.3f}",
         f"{ess / seconds:.3f}",
+        f"{cpu:.0f}",
+        f"{ess / cpu:.3f}",
         f"{mem.peak:.2f}",
         f"group_gibbs ({reason}); "
         f"{'centred' if mostly_centred(res.centring) else 'non-centred'} "
@@ -170,15 +211,16 @@ def run(n: int, groups: int, args) -> tuple[list, dict, list, dict]:
     key = f"{args.name}.{n}.{groups}"
     values = {f"{key}.seconds": f"{seconds:.0f}", f"{key}.peak_gb": f"{mem.peak:.2f}", f"{key}.rhat": f"{rhat:.3f}"}
     values[f"{key}.ess_per_s"] = f"{ess / seconds:.3f}"
+    values[f"{key}.min_ess"] = f"{ess:.0f}"
     draws = {"accepted": np.asarray(result.records["accepted"])}
     draws.update({f"position.{k}": np.asarray(v) for k, v in result.positions.items()})
-    return row, values, mem.phases, draws
+    return row, values, mem.phases, draws, param_rows(stats, sizes, args.chains * args.draws, cpu)
 
 
 def worker(args) -> None:
     """One version's fit (``--before``), written to ``--out`` (JSON) and its draws to ``--draws-dir`` (``.npz`` named
     as ``--out``: ``revisions.run_workers`` numbers the versions' outputs in order)."""
-    row, values, phases, draws = run(args.n, args.groups, args)
+    row, values, phases, draws, _ = run(args.n, args.groups, args)
     np.savez(Path(args.draws_dir) / f"{Path(args.out).stem}.npz", **draws)
     Path(args.out).write_text(json.dumps({"row": row, "values": values, "phases": phases}))
 
@@ -255,10 +297,14 @@ def main() -> None:
     if args.before:
         side_by_side(args, machine)
         return
-    row, values, phases, _ = run(args.n, args.groups, args)
+    row, values, phases, _, params = run(args.n, args.groups, args)
     print(" | ".join(row), flush=True)
+    for line in params:
+        print(" | ".join(line), flush=True)
     print("RSS GB after (peak in) each phase:", {p: f"{a:.2f} ({k:.2f})" for p, a, k in phases}, flush=True)
-    save_rows(args, COLUMNS, [row], values, machine, complete=True)
+    tables = {args.name: table(COLUMNS, [row]), f"{args.name}_params": table(PARAM_COLUMNS, params)}
+    extra = {"machine": machine, "complete": True, "load average at end": os.getloadavg()[0]}
+    save(args.results, args.name, config=args, tables=tables, values=values, extra=extra)
 
 
 if __name__ == "__main__":
