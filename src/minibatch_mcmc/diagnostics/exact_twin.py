@@ -54,7 +54,7 @@ from minibatch_mcmc.acceptance.streaming import order_and_uniform
 from minibatch_mcmc.compiling import fast_compile_options
 from minibatch_mcmc.control_variates.base import Estimator, plain
 from minibatch_mcmc.control_variates.influence import without_rounding
-from minibatch_mcmc.data.arrays import distinct_rows, slice_rows, take
+from minibatch_mcmc.data.arrays import DistinctRows, distinct_rows, slice_rows, take
 from minibatch_mcmc.data.passes import DEFAULT_CHUNK
 from minibatch_mcmc.diagnostics.twin_sums import (
     Sampling,
@@ -317,7 +317,9 @@ def twin_plan(
     return sampling_plan(rows, starts, steps, centre), rows
 
 
-def sampled_reader(model, exact, centre, k: int, d: int, steps: int, plan: Sampling, n_pop: int, units=None):
+def sampled_reader(
+    model, exact, centre, k: int, d: int, steps: int, plan: Sampling, n_pop: int, units: DistinctRows | None = None
+):
     """``twin_sums.StepReader``: its gathered sums compiled for the ``k`` starts (``twin_sums.slots_for``), reading the
     population's distinct rows ``units`` (``data.arrays.distinct_rows``; None: each of the ``n_pop`` positions is one)."""
     run = gathered_sums(model, exact, centre)

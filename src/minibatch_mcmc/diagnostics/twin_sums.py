@@ -46,7 +46,7 @@ from jax.flatten_util import ravel_pytree
 
 from minibatch_mcmc.control_variates.base import Estimator
 from minibatch_mcmc.control_variates.influence import rounding_floors
-from minibatch_mcmc.data.arrays import DistinctRows, distinct_rows, take
+from minibatch_mcmc.data.arrays import DistinctRows, take
 from minibatch_mcmc.models.base import Model
 
 PyTree = Any
@@ -191,16 +191,10 @@ class StepReader(NamedTuple):
     plan: Sampling
     n_pop: int
     seed: int
-    slots: int = FULL_STARTS
+    slots: int
     """Starts a call of ``gathered`` takes: the twin's ``K`` rounded up to a multiple of ``FULL_STARTS``."""
-    units: DistinctRows | None = None
-    """The population's distinct rows, which a full read and the heavy set are over (None: ``data.arrays.distinct_rows`` of a population
-    whose positions are its rows)."""
-
-    @property
-    def rows(self) -> DistinctRows:
-        """``units``, or every position its own row."""
-        return distinct_rows(None, self.n_pop) if self.units is None else self.units
+    units: DistinctRows
+    """The population's distinct rows (``data.arrays.distinct_rows``), which a full read and the heavy set are over."""
 
 
 class Reading(NamedTuple):
@@ -238,7 +232,7 @@ def full_sums(reader: StepReader, data: PyTree, currents, candidates, which: np.
     padded with weight 0), ``rowmax`` each row's largest ``|r_i|`` over the first ``top`` of them (a multiple of
     ``FULL_STARTS``; None where ``top`` is 0). One call a block for every start, all dispatched before their results
     are read."""
-    units = reader.rows
+    units = reader.units
     n, size = units.position.size, reader.plan.block
     rowmax = np.zeros(-(-n // size) * size, np.float32) if top else None
     zero = jax.device_put(np.zeros(size, np.float32))
@@ -259,13 +253,10 @@ def full_sums(reader: StepReader, data: PyTree, currents, candidates, which: np.
     return lam, bad, None if rowmax is None else rowmax[:n]
 
 
-def draw_rows(
-    plan: Sampling, reading: Reading, n_pop: int, seed: tuple, heavy: bool, units: DistinctRows | None = None
-):
+def draw_rows(plan: Sampling, reading: Reading, n_pop: int, seed: tuple, heavy: bool, units: DistinctRows):
     """The positions a sampled call gathers: with ``heavy`` the heavy set's then ``m`` uniform draws, else ``m + |H|``
     draws (sorted, padded to ``plan.block``); and their weights: a heavy row's copies for the exact sum, 1 on drawn
     positions whose row is outside ``H`` for the sampled sums."""
-    units = distinct_rows(None, n_pop) if units is None else units
     top = reading.heavy if heavy else np.zeros(0, np.int64)
     drawn = np.sort(np.random.default_rng(seed).integers(0, n_pop, plan.block - top.size))
     idx = np.concatenate([units.position[top], drawn]).astype(np.int32)
@@ -283,7 +274,7 @@ def sampled_sums(reader: StepReader, reading: Reading, seed: tuple, data: PyTree
     c, to = padded(currents, every, reader.slots), padded(candidates, every, reader.slots)
     got, m = [], 0
     for j in range(blocks):
-        rows = draw_rows(reader.plan, reading, n, seed + (j,), blocks == 1, reader.rows)
+        rows = draw_rows(reader.plan, reading, n, seed + (j,), blocks == 1, reader.units)
         m += rows[0].size - int(np.count_nonzero(rows[1]))  # the drawn positions (the heavy rows weigh their copies)
         got.append(reader.gathered(data, *(jax.device_put(v) for v in rows), c, to, np.int32(k), np.int32(0)))
     out = np.zeros((4, k))
@@ -311,7 +302,7 @@ def first_step(reader: StepReader, reading: Reading, data: PyTree, currents, can
     """The first step's full reads: every row for the ``PROBE_STARTS`` probe starts, in two halves, each half's rows'
     largest residuals giving a heavy set the other half's sums audit (an estimate from that heavy set and a sample,
     ``AUDIT_Z``), and the heavy set from all of them. ``(lam, bad, reading, strayed)`` for the probe starts."""
-    n, halves = reader.rows.position.size, np.split(np.arange(PROBE_STARTS), 2)
+    n, halves = reader.units.position.size, np.split(np.arange(PROBE_STARTS), 2)
     lam, bad, tops = np.zeros(PROBE_STARTS), np.zeros(PROBE_STARTS, bool), []
     for half in halves:
         lam[half], bad[half], rowmax = full_sums(reader, data, currents, candidates, half, top=half.size)
@@ -343,7 +334,7 @@ def read_step(reader: StepReader, reading: Reading, t: int, data: PyTree, curren
     """Step ``t``'s ``(Lambda, bad)`` per start and the reading after it (module docstring); ``edge``: per start the
     ``Lambda`` above which the exact rule accepts (``(tau - free) * temperature``)."""
     k = jax.tree_util.tree_leaves(currents)[0].shape[0]
-    every, n = np.arange(k), reader.rows.position.size  # a full read's evaluations: the distinct rows
+    every, n = np.arange(k), reader.units.position.size  # a full read's evaluations: the distinct rows
     if reading.full:
         lam, bad, _ = full_sums(reader, data, currents, candidates, every)
         return lam, bad, reading._replace(rows=reading.rows + slots_for(k) * n)

@@ -12,8 +12,8 @@ The residuals are the estimator's own terms over its population, each within its
 0 as the check counts it (``Terms.exact``). Issue 32 tried sizing on the terms as the test reads them (``Terms.read``,
 float32 rounding and all, with ``Delta`` from ``Terms.exact``; ``step_error(..., exact=...)`` still predicts that way,
 for ``benchmarks/twin_gap.py``): it predicted the disagreement the check measured on the heavy-tails robust regression,
-but sent ``benchmarks/first_fit.py``'s Student-t regression at ``N = 10^6`` (no shared term declared) from 50 rows per
-test to the grid's cap with a warning, and ``Terms.exact`` itself drops true residuals under the floor, so part of what
+but sent ``benchmarks/first_fit.py``'s Student-t regression at ``N = 10^6`` (no shared term declared) from the test's
+own rows per test to the grid's cap with a warning, and ``Terms.exact`` itself drops true residuals under the floor, so part of what
 it counts as rounding noise may be that floor's bias; it was not kept (docs/benchmarks.md). Under importance weights
 (``control_variates.importance``) the positions' ``r_i / n_i`` over ``M`` positions, so the skewness and kurtosis reported
 (``BatchChoice``) are the weighted estimate's. Before issue 32's calibration the prediction was ``proxy_check``'s bound

@@ -154,10 +154,8 @@ def find_centre(
             cost["mode"] = clock.cost(used)
             with PhaseClock("proxy", n, progress) as clock:
                 proxy = proxy_for(model, source, mode.theta_hat, order)
-            cost["proxy"], probe = (
-                clock.cost(proxy.setup_data),
-                None,
-            )  # the lean pass probed the dense proxy's residuals
+            cost["proxy"] = clock.cost(proxy.setup_data)
+            probe = None  # the lean pass probed the dense proxy's residuals
         else:  # the last Newton pass is the proxy pass: reported as its own phase
             cost["mode"] = clock.cost(used - n, clock.seconds - found.last_pass_seconds)
             proxy, cost["proxy"] = found.proxy, PhaseCost(n, found.last_pass_seconds, 1.0, 0.0)
