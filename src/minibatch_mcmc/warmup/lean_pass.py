@@ -14,7 +14,8 @@ deviation ``max_p |e_i(p) - bulk(p)|`` less its rounding floor is reduced in the
 number per row instead of one per probe. On the d = 10 logistic regression of ``benchmarks/tall.py`` in 16,384-row chunks
 (the fastest of 2^13 to 2^16 with the probes; CPU seconds on the loaded 2-core machine): 430 ns a row with the probes
 before, 200 after, and 66 without them (a plain numpy log-likelihood + gradient pass: 110); the logistic sums are the
-same floats as autodiff's.
+same floats as autodiff's. ``stream`` dispatches each chunk before it waits for the one before (JAX runs it while the
+host reads the next rows), and adds the chunks' sums in row order, so the floats are those of one chunk at a time.
 """
 
 from __future__ import annotations
