@@ -156,7 +156,7 @@ def main() -> None:
         config=vars(args),
         tables=tabs,
         values=values,
-        extra={"machine": machine, "load average at start": load0, "runs": runs},
+        extra={"machine": machine, "load average at start": load0, "children": runs},
     )
 
 
