@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from scipy import optimize, stats
 from scipy.special import logsumexp
-from test_gibbs_route import intercept_design
+from test_gibbs_route import gaussian_summaries, intercept_design
 from test_group_gibbs import slope_design
 
 from minibatch_mcmc.models.glmm import dimension, glmm_model
@@ -84,12 +84,7 @@ def gaussian_conditional(
     writes them), in float64 on a grid of ``num^3`` points spanning 8 Laplace s.d.s each way of the conditional's mode:
     the target ``p(x, u(x, a)) prod e^{v log sd}``; and ``count`` independent draws from it (a grid point drawn by its
     mass, then uniform within its cell: an s.d. inflated by well under 1%)."""
-    y, codes = np.asarray(design.y, np.float64), design.factors[0].codes
-    m_y = np.median(y)
-    s_y = 1.4826 * np.median(np.abs(y - m_y))
-    n = np.bincount(codes).astype(float)
-    ybar = np.bincount(codes, y) / n
-    within = np.bincount(codes, (y - ybar[codes]) ** 2)
+    m_y, s_y, n, ybar, within = gaussian_summaries(design)
     levels = n.size
     mu0, s0, t0 = theta[0], theta[1 + levels], theta[2 + levels]
     a = (theta[1 : 1 + levels] + w * mu0) * np.exp(-v * s0)
