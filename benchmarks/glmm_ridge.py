@@ -15,8 +15,13 @@ Per variant: bulk ESS per kept sweep (all chains) and split R-hat of the interce
 of the group s.d., and the least ESS / largest R-hat over every parameter; the heaviest level's ``intercept + u``
 (which its rows pin) per chain after the warm-up; wall and CPU seconds of the variant (the box's load beside them):
 
-    python benchmarks/glmm_ridge.py --n 1000000 --groups 10000 --heavy 0.05 --chains 4 --warmup 50 --draws 50 \
+    python benchmarks/glmm_ridge.py --n 1000000 --groups 20000 --heavy 0.03 --chains 4 --warmup 50 --draws 50 \
         --results docs/results/glmm_ridge.json
+    python benchmarks/glmm_ridge.py --n 1000000 --groups 100000 --heavy 0.05 --chains 4 --warmup 50 --draws 50 \
+        --variants before after --name glmm_ridge_g1e5 --results docs/results/glmm_ridge_g1e5.json
+
+(at ``G = 2 x 10^4`` every chain of ``before`` happened to start on the good side of the heaviest level's mode; at
+``G = 10^5`` one did not).
 """
 
 from __future__ import annotations
