@@ -19,7 +19,10 @@ conditionally independent, and level ``g``'s effects ``u_g`` (on the ``eta`` sca
    reading the log-likelihood difference, summed row by row so float32 keeps it). The weights ``v`` are fixed per effect
    (``spread_weights``, set during the warm-up): ``v = 1`` is the plain non-centred update, and ``v = 1 / (1 + I sd^2)``
    (partial non-centring, Papaspiliopoulos, Roberts and Skold) leaves the effects the data pin where they are, so that
-   a level of many rows does not hold ``sd`` while the tiny levels' effects scale with it.
+   a level of many rows does not hold ``sd`` while the tiny levels' effects scale with it. In location the same:
+   where a fixed column pairs with an effect column (step 2's pairs), step 4 holds ``(u + w beta_j) sd^-v`` with
+   ``w = 1 - v`` (``warmup.glmm_location``), so the intercept moves without the levels whose data pin
+   ``intercept + u_g``.
 
 Steps 3 and 4 update the s.d. in both parameterisations in one sweep (interweaving), so neither the funnel (levels
 that say little) nor the ridge ``u = sd a`` (levels that say much) holds the chain. Every step is an exact MH step
@@ -40,11 +43,23 @@ import numpy as np
 from minibatch_mcmc.data.passes import full_data_tree_sum
 from minibatch_mcmc.models.base import GLMMLayout
 from minibatch_mcmc.models.glmm import effect_blocks, effect_weights, linear_predictor, split_theta
-from minibatch_mcmc.warmup.newton_moves import Fit, autodiff_fit, clipped_prec, newton_draw, newton_log_q, newton_mh
+from minibatch_mcmc.warmup.glmm_location import anchored, fixed_jacobian
+from minibatch_mcmc.warmup.newton_moves import (
+    CLIMB_HALVINGS,
+    Fit,
+    autodiff_fit,
+    clipped_prec,
+    newton_draw,
+    newton_log_q,
+    newton_mean,
+    newton_mh,
+)
 
 PyTree = Any
 ROW_CHUNK = 1 << 16
 """Rows per chunk of a sweep's passes: each pass sums chunk by chunk, so no per-row array of all ``N`` rows is made."""
+FAR_SDS = 4.0
+"""A level whose Newton point is farther than this many of its Laplace s.d.s climbs in the warm-up's climbing sweeps."""
 
 
 class GibbsState(NamedTuple):
@@ -66,6 +81,8 @@ class Problem(NamedTuple):
     """``(j, f, l)``: fixed column ``j`` equals factor ``f``'s effect column ``l`` on every row (step 2)."""
     chunk: int = ROW_CHUNK
     """Rows per chunk of each pass (``data.passes.full_data_tree_sum``): a chain's pass holds one chunk's row terms."""
+    climb_levels: bool = True
+    """Whether a climbing sweep also climbs the levels far from their conditional (``effects_step``; False: as before)."""
 
 
 class SweepStats(NamedTuple):
@@ -147,18 +164,34 @@ def level_fit(
     return Fit(grad - state.us[f] * inv_var[None, :], outer + jnp.diag(inv_var)[None]), change
 
 
-def effects_step(problem: Problem, key: jax.Array, state: GibbsState, f: int, rho: jax.Array, data: dict):
-    """Step 1 for factor ``f``: each level's Newton MH move, decided on its own rows; the new state and the acceptance."""
+def effects_step(
+    problem: Problem,
+    key: jax.Array,
+    state: GibbsState,
+    f: int,
+    rho: jax.Array,
+    data: dict,
+    climb: jax.Array | bool = False,
+):
+    """Step 1 for factor ``f``: each level's Newton MH move, decided on its own rows; the new state and the acceptance.
+    ``climb`` (warm-up only, not invariant): a level whose Newton point lies over ``FAR_SDS`` of its Laplace s.d.s
+    away moves a random ``2^-k`` of the way there where that raises its conditional (``newton_moves.newton_mh``'s
+    climb; the Newton MH move is almost never accepted from there on one side of a level of many rows)."""
     u = state.us[f]
     fit, _ = level_fit(problem, state, f, data)
     k_draw, k_accept = jax.random.split(key)
-    proposed = newton_draw(k_draw, u, fit, rho)
+    levels = problem.layout.levels[f]
+    chol, mean = newton_mean(u, fit)
+    far = jnp.sum(jnp.einsum("gji,gj->gi", chol, mean - u) ** 2, axis=1) > FAR_SDS**2
+    far = far & jnp.asarray(climb)
+    halvings = jax.random.randint(k_accept, (levels, 1), 0, CLIMB_HALVINGS + 1).astype(u.dtype)
+    proposed = jnp.where(far[:, None], u + 0.5**halvings * (mean - u), newton_draw(k_draw, u, fit, rho))
     moved = with_effects(state, f, proposed)
     fit_new, log_lik = level_fit(problem, moved, f, data, state)
-    levels = problem.layout.levels[f]
     inv_var = jnp.exp(-2.0 * state.log_sds[f])
     log_prior = -0.5 * jnp.sum((proposed * proposed - u * u) * inv_var[None, :], axis=1)
     log_alpha = log_lik + log_prior + newton_log_q(u, proposed, fit_new, rho) - newton_log_q(proposed, u, fit, rho)
+    log_alpha = jnp.where(far, jnp.where(log_lik + log_prior > 0, 0.0, -jnp.inf), log_alpha)
     accept = jnp.log(jax.random.uniform(k_accept, (levels,), u.dtype)) < log_alpha
     return with_effects(state, f, jnp.where(accept[:, None], proposed, u)), jnp.mean(accept.astype(u.dtype))
 
@@ -195,15 +228,24 @@ def unit_spread(layout: GLMMLayout) -> tuple:
     return tuple(np.ones((g, k), np.float32) for g, k in zip(layout.levels, layout.columns))
 
 
-def standardised(state: GibbsState, spread: tuple) -> tuple:
-    """Each factor's partly standardised effects ``a = u sd^-v`` for the spread weights ``v`` (``(G_f, k_f)`` each)."""
-    return tuple(u * jnp.exp(-jnp.asarray(v, u.dtype) * s[None, :]) for u, s, v in zip(state.us, state.log_sds, spread))
+def standardised(state: GibbsState, spread: tuple, pairs: tuple = (), location: tuple = ()) -> tuple:
+    """Each factor's partly standardised effects ``a = (u + w beta_j) sd^-v`` for the spread weights ``v``
+    (``(G_f, k_f)`` each) and the location weights ``w`` on the location ``pairs`` (``glmm_location``; empty: none)."""
+    us = anchored(pairs, location, state.beta, state.us)
+    return tuple(u * jnp.exp(-jnp.asarray(v, u.dtype) * s[None, :]) for u, s, v in zip(us, state.log_sds, spread))
 
 
 def with_globals(
-    layout: GLMMLayout, state: GibbsState, x: jax.Array, standard: tuple, spread: tuple = ()
+    layout: GLMMLayout,
+    state: GibbsState,
+    x: jax.Array,
+    standard: tuple,
+    spread: tuple = (),
+    pairs: tuple = (),
+    location: tuple = (),
 ) -> GibbsState:
-    """``state`` at the globals ``x``, its effects ``u = sd^v a`` from ``standard`` (``spread`` empty: ``v = 1``)."""
+    """``state`` at the globals ``x``, its effects ``u = sd^v a - w beta_j`` from ``standard`` (``spread`` empty:
+    ``v = 1``; ``location`` empty: ``w = 0``; ``standardised`` inverted)."""
     at = layout.fixed
     log_sds = []
     for k in layout.columns:
@@ -211,7 +253,8 @@ def with_globals(
         at += k
     spread = spread or unit_spread(layout)
     us = tuple(a * jnp.exp(jnp.asarray(v, a.dtype) * s[None, :]) for a, s, v in zip(standard, log_sds, spread))
-    return GibbsState(x[: layout.fixed], us, tuple(log_sds), x[at:])
+    beta = x[: layout.fixed]
+    return GibbsState(beta, anchored(pairs, location, beta, us, -1.0), tuple(log_sds), x[at:])
 
 
 def row_curvature(problem: Problem, eta: jax.Array, phi: jax.Array, data: dict):
@@ -227,38 +270,41 @@ def row_curvature(problem: Problem, eta: jax.Array, phi: jax.Array, data: dict):
     return problem.density(eta, phi, data), grad(v), jnp.stack(columns, axis=1)
 
 
-def globals_fit(problem: Problem, state: GibbsState, data: dict, spread: tuple = ()) -> Callable:
-    """Step 4's ``fit`` for ``newton_mh``: at globals ``x`` (effects ``u = e^{v s} a``, ``a`` from ``state``, ``v`` the
-    ``spread`` weights, default 1), the target's gradient and clipped Hessian from each row's derivatives in
-    ``(eta, phi)`` and the chain rule (``eta`` is linear in ``beta``; ``d eta / d s_fl = z_fl v u_fl``,
-    ``d^2 eta / d s_fl^2 = z_fl v^2 u_fl``), and as its value the prior plus, ``base`` given, the rows' log-likelihood
-    change from ``base`` (per-row differences summed): one pass over the rows in chunks of ``problem.chunk``."""
-    layout = problem.layout
+def globals_fit(problem: Problem, state: GibbsState, data: dict, spread: tuple = (), location: tuple = ()) -> Callable:
+    """Step 4's ``fit`` for ``newton_mh``: at globals ``x`` (effects ``u = e^{v s} a - w beta_j``, ``a`` from ``state``,
+    ``v`` the ``spread`` weights, default 1, ``w`` the ``location`` weights, default 0), the target's gradient and
+    clipped Hessian from each row's derivatives in ``(eta, phi)`` and the chain rule (``eta`` is linear in ``beta``,
+    ``d eta / d beta_j = x_j - w z_l`` on a location pair; ``d eta / d s_fl = z_fl v (u_fl + w beta_j)``,
+    ``d^2 eta / d s_fl^2 = z_fl v^2 (u_fl + w beta_j)``), and as its value the prior plus, ``base`` given, the rows'
+    log-likelihood change from ``base`` (per-row differences summed): one pass over the rows in chunks of
+    ``problem.chunk``."""
+    layout, pairs = problem.layout, problem.shifts
     spread = spread or unit_spread(layout)
-    standard = standardised(state, spread)
+    standard = standardised(state, spread, pairs, location)
     jacobian = jnp.concatenate([jnp.sum(jnp.asarray(v), axis=0) for v in spread])  # sum_g v per column
     extras = len(layout.extras)
 
     def prior_part(x):
-        at = with_globals(layout, state, x, standard, spread)
+        at = with_globals(layout, state, x, standard, spread, pairs, location)
         return prior_u(problem, at) + jnp.sum(jacobian.astype(x.dtype) * jnp.concatenate(at.log_sds))
 
     def fit(x, base=None):
-        at = with_globals(layout, state, x, standard, spread)
-        start = None if base is None else with_globals(layout, state, base, standard, spread)
+        at = with_globals(layout, state, x, standard, spread, pairs, location)
+        start = None if base is None else with_globals(layout, state, base, standard, spread, pairs, location)
 
         def part(rows):
             eta = linear_predictor(layout, at.beta, at.us, rows)
             dens, grad, hess = row_curvature(problem, eta, at.phi, rows)
             vs = [jnp.asarray(v, eta.dtype) for v in spread]
+            held = anchored(pairs, location, at.beta, at.us)  # u + w beta_j = a e^{v s}
             scale_cols = [
-                rows[f"z_{f}"].astype(eta.dtype) * (v * u)[rows[f"g_{f}"]] for f, (u, v) in enumerate(zip(at.us, vs))
+                rows[f"z_{f}"].astype(eta.dtype) * (v * u)[rows[f"g_{f}"]] for f, (u, v) in enumerate(zip(held, vs))
             ]
             curl_cols = [
-                rows[f"z_{f}"].astype(eta.dtype) * (v * v * u)[rows[f"g_{f}"]]
-                for f, (u, v) in enumerate(zip(at.us, vs))
+                rows[f"z_{f}"].astype(eta.dtype) * (v * v * u)[rows[f"g_{f}"]] for f, (u, v) in enumerate(zip(held, vs))
             ]
-            d_eta = jnp.pad(jnp.concatenate([rows["x"].astype(eta.dtype), *scale_cols], axis=1), ((0, 0), (0, extras)))
+            fixed = fixed_jacobian(pairs, location, rows, eta.dtype)
+            d_eta = jnp.pad(jnp.concatenate([fixed, *scale_cols], axis=1), ((0, 0), (0, extras)))
             m = d_eta.shape[1]
             d_phi = jnp.broadcast_to(jnp.eye(extras, m, m - extras, dtype=eta.dtype), (eta.shape[0], extras, m))
             rows_j = jnp.concatenate([d_eta[:, None, :], d_phi], axis=1)  # (rows, 1 + e, m): d (eta_i, phi) / d x
@@ -289,13 +335,17 @@ def globals_step(
     data: dict,
     spread: tuple = (),
     climb: jax.Array | bool = False,
+    location: tuple = (),
 ):
-    """Step 4: the globals given the partly standardised effects ``a = u sd^-v`` (``spread`` weights ``v``, default 1:
-    ``a = u / sd``), one Newton MH step (``globals_fit``; ``climb``: ``newton_mh``'s warm-up ascent)."""
+    """Step 4: the globals given the partly standardised effects ``a = (u + w beta_j) sd^-v`` (``spread`` weights
+    ``v``, default 1: ``a = u / sd``; ``location`` weights ``w``, default 0), one Newton MH step (``globals_fit``;
+    ``climb``: ``newton_mh``'s warm-up ascent)."""
     spread = spread or unit_spread(problem.layout)
-    standard = standardised(state, spread)
-    x, moved = newton_mh(key, globals_vector(state), globals_fit(problem, state, data, spread), rho, climb)
-    return with_globals(problem.layout, state, x, standard, spread), moved
+    pairs = problem.shifts
+    standard = standardised(state, spread, pairs, location)
+    fit = globals_fit(problem, state, data, spread, location)
+    x, moved = newton_mh(key, globals_vector(state), fit, rho, climb)
+    return with_globals(problem.layout, state, x, standard, spread, pairs, location), moved
 
 
 def sweep(
@@ -306,14 +356,16 @@ def sweep(
     data: dict,
     spread: tuple = (),
     climb: jax.Array | bool = False,
+    location: tuple = (),
 ):
-    """Steps 1-4 for one chain (``rho``: per factor, then the globals'; ``spread``: step 4's weights, default 1;
-    ``climb``: step 4 ascends instead, warm-up only); the new state and its ``SweepStats``."""
+    """Steps 1-4 for one chain (``rho``: per factor, then the globals'; ``spread``, ``location``: step 4's weights,
+    default 1 and 0; ``climb``: step 4 ascends instead, and levels far from their conditional climb in step 1, warm-up
+    only); the new state and its ``SweepStats``."""
     layout = problem.layout
     keys = jax.random.split(key, len(layout.levels) + 3)
     rates = []
     for f in range(len(layout.levels)):
-        state, rate = effects_step(problem, keys[f], state, f, rho[f], data)
+        state, rate = effects_step(problem, keys[f], state, f, rho[f], data, climb & problem.climb_levels)
         rates.append(rate)
     zero = jnp.zeros((), state.beta.dtype)
     shift_moved = jnp.ones((), state.beta.dtype)
@@ -332,23 +384,10 @@ def sweep(
 
     s, scale_moved = newton_mh(keys[-2], jnp.concatenate(state.log_sds), autodiff_fit(scale_target), zero)
     state = with_globals(layout, state, jnp.concatenate([state.beta, s, state.phi]), ())._replace(us=state.us)
-    state, moved = globals_step(problem, keys[-1], state, rho[-1], data, spread, climb)
+    state, moved = globals_step(problem, keys[-1], state, rho[-1], data, spread, climb, location)
     return state, SweepStats(jnp.stack(rates), shift_moved, scale_moved, moved)
 
 
 def passes_per_sweep(layout: GLMMLayout) -> int:
     """Full passes over the rows one sweep reads: two per factor, two for the globals."""
     return 2 * len(layout.levels) + 2
-
-
-def location_pairs(layout: GLMMLayout, data: dict) -> tuple:
-    """Step 2's pairs ``(j, f, l)``: fixed column ``j`` equal to factor ``f``'s column ``l`` on every row (numpy)."""
-    x = np.asarray(data["x"])
-    pairs = []
-    for f, k in enumerate(layout.columns):
-        z = np.asarray(data[f"z_{f}"])
-        for l in range(k):
-            same = [j for j in range(x.shape[1]) if np.array_equal(x[:, j], z[:, l])]
-            if same:
-                pairs.append((same[0], f, l))
-    return tuple(pairs)
