@@ -19,6 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from minibatch_mcmc.compiling import release_freed_heap
 from minibatch_mcmc.control_variates.taylor import MAX_DENSE_DIM
 from minibatch_mcmc.data.arrays import as_data_source
 from minibatch_mcmc.models.base import Model
@@ -122,6 +123,14 @@ def block_runner(problem: Problem, num_chains: int):
     return run
 
 
+def compiled_now(jitted, *args):
+    """``jitted`` compiled for ``args`` before its first run, the memory the compilation freed handed back to the OS
+    (``compiling.release_freed_heap``) so that the run's buffers do not come on top of the compiler's peak."""
+    out = jitted.lower(*args).compile()
+    release_freed_heap()
+    return out
+
+
 def chain_spreads(problem: Problem, partial: bool):
     """``(states, data) -> each chain's step-4 weights``: ``spread_weights`` at its state (``partial``, compiled once),
     else all 1 (the plain non-centred update)."""
@@ -171,12 +180,24 @@ def group_gibbs(
     )
     states = jax.vmap(lambda th: from_flat(problem.layout, th))(starts)
     t = jnp.zeros((num_chains, len(problem.layout.levels) + 1), flat0.dtype)
-    run = block_runner(problem, num_chains)
     per_sweep = passes_per_sweep(problem.layout) * source.n * num_chains
-    cost, draws, moved = {}, [], []
     spreads = chain_spreads(problem, partial)
     spread = chain_spreads(problem, False)(states, rows)
     location = chain_locations(problem, spread, centre_location)
+    run = compiled_now(
+        block_runner(problem, num_chains),
+        states,
+        t,
+        jnp.zeros((), jnp.int32),
+        rows,
+        k_warm,
+        True,
+        spread,
+        True,
+        location,
+    )
+    cost, kernel = {}, np.empty((num_chains, num_samples, flat0.size), flat0.dtype)
+    accepted = np.empty((num_chains, num_samples), flat0.dtype)
     for phase, sweeps, base, adapt in (
         ("adaptation", num_warmup, k_warm, True),
         ("sampling", num_samples, k_run, False),
@@ -188,14 +209,14 @@ def group_gibbs(
             if adapt:
                 spread = spreads(states, rows)
                 location = chain_locations(problem, spread, centre_location)
+                release_freed_heap()  # the first call compiled the weights' program
             else:
-                draws.append(np.asarray(flat))
-                moved.append(np.asarray(acc))
+                kept = min(BLOCK, sweeps - done)
+                kernel[:, done : done + kept] = np.swapaxes(np.asarray(flat)[:kept], 0, 1)
+                accepted[:, done : done + kept] = np.swapaxes(np.asarray(acc)[:kept], 0, 1)
             done += BLOCK
         jax.block_until_ready(states)
         cost[phase] = PhaseCost(per_sweep * done, time.perf_counter() - start, per_sweep * done / max(source.n, 1))
-    kernel = np.swapaxes(np.concatenate(draws), 0, 1)[:, :num_samples]
-    accepted = np.swapaxes(np.concatenate(moved), 0, 1)[:, :num_samples]
     records = nuts_records(accepted, np.full(accepted.shape, passes_per_sweep(problem.layout)), source.n)
     return routed_result(model, kernel, records, "group_gibbs", source.n, cost["sampling"].seconds), cost
 

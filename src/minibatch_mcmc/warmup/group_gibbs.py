@@ -49,6 +49,7 @@ from minibatch_mcmc.warmup.newton_moves import (
     Fit,
     autodiff_fit,
     clipped_prec,
+    hessian_by_rows,
     newton_draw,
     newton_log_q,
     newton_mean,
@@ -321,7 +322,7 @@ def globals_fit(problem: Problem, state: GibbsState, data: dict, spread: tuple =
         g, second, h, change = full_data_tree_sum(part, data, row_count(data), problem.chunk)
         g = g + jax.grad(prior_part)(x)
         h = h + jnp.diag(jnp.pad(second, (0, extras)))
-        h = h + jax.hessian(prior_part)(x)
+        h = h + hessian_by_rows(prior_part, x)
         return Fit(g, clipped_prec(h)), prior_part(x) + change
 
     return fit

@@ -81,6 +81,14 @@ def newton_mh(
     return jnp.where(accept, proposed, x), accept.astype(x.dtype)
 
 
+def hessian_by_rows(target: Callable, x: jax.Array) -> jax.Array:
+    """``jax.hessian(target)(x)``, its forward-over-reverse products taken one basis direction at a time
+    (``lax.map``): the memory of one gradient of ``target``, not ``len(x)`` of them at once (a target over ``G``-sized
+    effects holds ``len(x) x G`` tangents under ``jax.hessian``'s ``vmap``)."""
+    rows = jax.lax.map(lambda v: jax.jvp(jax.grad(target), (x,), (v,))[1], jnp.eye(x.shape[0], dtype=x.dtype))
+    return rows.T
+
+
 def autodiff_fit(target: Callable) -> Callable:
     """``fit`` for ``newton_mh`` from a cheap scalar ``target`` (gradient and Hessian by autodiff)."""
 
