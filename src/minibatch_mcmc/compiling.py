@@ -23,7 +23,7 @@ import ctypes.util
 import functools
 import os
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import jax
 import numpy as np
@@ -81,16 +81,25 @@ CACHE_MIN_COMPILE_SECONDS = 0.0
 programs on the CPU (of a first fit's ~70, most are small eager operations); set only where JAX's is at its default."""
 
 
+@functools.cache
+def malloc_trim() -> Callable[[int], int] | None:
+    """The C library's ``malloc_trim`` (glibc), looked up once (``find_library`` runs ``ldconfig``); None off glibc."""
+    try:
+        trim = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+    except (OSError, AttributeError):
+        return None
+    trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
+    return trim
+
+
 def release_freed_heap() -> bool:
     """Hand the heap memory freed since the last call back to the OS: glibc's ``malloc_trim(0)``. XLA's compilation of
     a large program (LLVM's work) frees most of what it allocated, but glibc keeps those pages mapped, so without this
     the process's resident memory carries the compilation's peak through the run that follows. Whether it could
     (False where the C library has no ``malloc_trim``, off glibc: nothing done)."""
-    try:
-        trim = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
-    except (OSError, AttributeError):
+    trim = malloc_trim()
+    if trim is None:
         return False
-    trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
     trim(0)
     return True
 

@@ -45,9 +45,10 @@ from minibatch_mcmc.models.base import GLMMLayout
 from minibatch_mcmc.models.glmm import effect_blocks, effect_weights, linear_predictor, split_theta
 from minibatch_mcmc.warmup.glmm_location import anchored, fixed_jacobian
 from minibatch_mcmc.warmup.newton_moves import (
-    CLIMB_HALVINGS,
     Fit,
     autodiff_fit,
+    climb_log_alpha,
+    climbed,
     clipped_prec,
     hessian_by_rows,
     newton_draw,
@@ -185,14 +186,13 @@ def effects_step(
     chol, mean = newton_mean(u, fit)
     far = jnp.sum(jnp.einsum("gji,gj->gi", chol, mean - u) ** 2, axis=1) > FAR_SDS**2
     far = far & jnp.asarray(climb)
-    halvings = jax.random.randint(k_accept, (levels, 1), 0, CLIMB_HALVINGS + 1).astype(u.dtype)
-    proposed = jnp.where(far[:, None], u + 0.5**halvings * (mean - u), newton_draw(k_draw, u, fit, rho))
+    proposed = jnp.where(far[:, None], climbed(k_accept, u, mean, (levels, 1)), newton_draw(k_draw, u, fit, rho))
     moved = with_effects(state, f, proposed)
     fit_new, log_lik = level_fit(problem, moved, f, data, state)
     inv_var = jnp.exp(-2.0 * state.log_sds[f])
     log_prior = -0.5 * jnp.sum((proposed * proposed - u * u) * inv_var[None, :], axis=1)
     log_alpha = log_lik + log_prior + newton_log_q(u, proposed, fit_new, rho) - newton_log_q(proposed, u, fit, rho)
-    log_alpha = jnp.where(far, jnp.where(log_lik + log_prior > 0, 0.0, -jnp.inf), log_alpha)
+    log_alpha = jnp.where(far, climb_log_alpha(log_lik + log_prior), log_alpha)
     accept = jnp.log(jax.random.uniform(k_accept, (levels,), u.dtype)) < log_alpha
     return with_effects(state, f, jnp.where(accept[:, None], proposed, u)), jnp.mean(accept.astype(u.dtype))
 
