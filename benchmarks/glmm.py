@@ -365,10 +365,11 @@ def configuration(n: int, groups: int, args, rows: list, values: dict) -> None:
         )
     stats = {m: effect_stats(r["draws"]()) for m, r in found.items()}
     ref = stats.get("NUTS")
-    rate = {m: float(min(s[0].min() for s in stats[m].values())) / found[m]["seconds"] for m in found}
-    cpu_rate = {m: float(min(s[0].min() for s in stats[m].values())) / found[m]["cpu"] for m in found}
+    least = {m: min(float(s[0].min()) for s in stats[m].values()) for m in found}
+    rate = {m: least[m] / found[m]["seconds"] for m in found}
+    cpu_rate = {m: least[m] / found[m]["cpu"] for m in found}
     for m, r in found.items():
-        ess = min(float(s[0].min()) for s in stats[m].values())
+        ess = least[m]
         rhat = max(float(s[1].max()) for s in stats[m].values())
         mean_err, sd_err, z_mean, z_sd = agreement(stats[m], ref) if ref is not None else (float("nan"),) * 4
         ratio = rate[m] / rate["NUTS"] if "NUTS" in rate else float("nan")

@@ -20,6 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers_subtracted import subtracted_residuals
 
 from minibatch_mcmc.acceptance.penalty import SIGMA_MAX
 from minibatch_mcmc.control_variates import taylor_proxy
@@ -217,9 +218,7 @@ class Subtracted(NamedTuple):
     proxy: Any
 
     def log_ratio(self, model: Model, current: Any, candidate: Any) -> Any:
-        u, half_v = self.proxy.directions(current, candidate)
-        subtraction = lambda rows: model.log_lik(candidate, rows) - model.log_lik(current, rows)  # noqa: E731
-        return lambda rows: subtraction(rows) - self.proxy.per_datum(model, rows, u, half_v)
+        return subtracted_residuals(self.proxy, model, current, candidate)
 
 
 def test_float32_rounding_of_the_terms_is_predicted():

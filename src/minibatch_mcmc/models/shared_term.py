@@ -18,13 +18,13 @@ subtraction is wrong by a few ``eps |l_i|``, which a test's ``N / m`` scaling tu
 (issue 32, ``benchmarks/twin_gap.py``); integrated, it is wrong by a few ``eps`` of the difference itself. It is on
 for every float32 difference, not only where the predicted noise ``N eps mean|l_i| / sqrt(m)`` matters: ``log_ratio``
 sees neither ``N`` nor ``m``. Its cost is ``ROW_NODES`` forward-mode evaluations of the rows beside the two plain
-ones: within the loaded box's noise of ``auto_sample``'s sampling speed on ``benchmarks/first_fit.py``'s robust
-regression, markedly slower on its mixture, whose warm-up and check read many rows' differences
-(``benchmarks/row_difference_cost.py``, ``docs/results/row_difference_cost.json``: a gate on that noise, or fewer
-nodes, would win that back; not done). In float64 the subtraction's rounding is ``2^29`` times smaller than any
+ones: ``auto_sample``'s sampling on ``benchmarks/first_fit.py``'s robust regression is somewhat slower, on its mixture
+markedly (``benchmarks/row_difference_cost.py``, ``docs/results/row_difference_cost_long.json``; a gate on that noise
+would win it back, not done). In float64 the subtraction's rounding is ``2^29`` times smaller than any
 test's noise at any ``N`` a machine holds, so there the plain difference is kept and float64 draws are unchanged.
 ``ROW_NODES`` is 4, not ``NODES``: at posterior-scale moves four nodes are already within rounding of the difference
-(``tests/control_variates/test_base.py``); a longer move the rule does not resolve falls back to the plain
+(``tests/control_variates/test_base.py``), while two, at half the extra cost, leave more than the subtraction's
+rounding on a long move that the agreement rule still passes (``tests/models/test_shared_term.py`` fails); a longer move the rule does not resolve falls back to the plain
 difference, which such a move's difference no longer needs.
 
 The rows' part must use the parameters as the shared part does: a scalar like ``exp(-log sigma)`` rounded once and
