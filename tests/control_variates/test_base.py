@@ -136,6 +136,9 @@ class Subtraction(NamedTuple):
     def row_draw(self):
         return None
 
+    def subtracts_rows(self):
+        return True
+
     def log_lik_sum(self, model, key, data, n_data, batch_size):
         return self.inner.log_lik_sum(model, key, data, n_data, batch_size)
 

@@ -41,6 +41,9 @@ class BoundedPlain(NamedTuple):
     def row_draw(self):
         return None
 
+    def subtracts_rows(self):
+        return PlainDifference().subtracts_rows()
+
     def log_lik_sum(self, model, key, data, n_data, batch_size):
         return PlainDifference().log_lik_sum(model, key, data, n_data, batch_size)
 

@@ -125,3 +125,47 @@ def test_weighted_residuals_need_fewer_rows():
     assert chosen.batch_size < uniform.batch_size and chosen.predicted_error <= PREDICTED_MAX
     assert chosen.initial_error < 0.6 * uniform.initial_error
     assert chosen.excess_kurtosis * chosen.batch_size < 0.1 * uniform.excess_kurtosis * uniform.batch_size
+
+
+def test_integrated_terms_are_counted_as_read_to_their_float64_sum():
+    """A Student-t regression (nu = 4, sigma = 1, intercept 100, N = 20,000) and its Taylor proxy, whose residuals take
+    each row's difference integrated along the move (``models.shared_term.row_difference``): the terms the sizing and the
+    check count (``Terms.exact``) are the terms as read, and each move's sum over the rows is within its float32
+    rounding, ``4 eps sum_i (|l_i(theta') - l_i(theta)| + |q_i|)``, of the float64 sum computed independently (numpy, the
+    proxy's ``q_i`` from the closed-form derivatives). The rounding floor set for a subtraction of ``l_i`` values
+    (``influence.rounding_floors``, intercept 100 makes it ~1e-4 a row) would drop most of these true residuals and miss
+    that bound on most moves: this fails if the floor is applied to them again."""
+    from jax.flatten_util import ravel_pytree
+
+    from minibatch_mcmc.control_variates.influence import rounding_floors
+    from minibatch_mcmc.models.glm import student_t_regression
+
+    n, nu = 20_000, 4.0
+    rng = np.random.default_rng(0)
+    x = np.column_stack([np.ones(n), rng.standard_normal((n, 2))]).astype(np.float32)
+    beta = np.array([100.0, 0.5, -0.3])
+    y = (x @ beta + rng.standard_t(nu, n)).astype(np.float32)
+    data = {"x": jnp.asarray(x), "y": jnp.asarray(y)}
+    model = student_t_regression(nu=nu, sigma=1.0, prior_scale=10.0)
+    proxy = taylor_proxy(model, data, jnp.asarray(beta, jnp.float32))
+    at, moved = laplace_pairs(0.02 * np.eye(3), 32, np.random.default_rng(1))  # about 3 posterior s.d.s
+    t = residual_matrix(model, proxy, data, proxy.centre, at, moved)
+    np.testing.assert_array_equal(t.exact, t.read)
+
+    c32 = np.asarray(proxy.centre)
+    th0, th1 = ((c32 + v.astype(np.float32)).astype(np.float64) for v in (at, moved))  # the positions as evaluated
+    x64, y64, c = x.astype(np.float64), y.astype(np.float64), c32.astype(np.float64)
+
+    def log_lik(eta: np.ndarray) -> np.ndarray:  # up to a constant
+        return -0.5 * (nu + 1.0) * np.log1p((y64 - eta) ** 2 / nu)
+
+    r_c = y64 - x64 @ c
+    grad, hess = (nu + 1.0) * r_c / (nu + r_c**2), (nu + 1.0) * (r_c**2 - nu) / (nu + r_c**2) ** 2
+    xu, xv = (th1 - th0) @ x64.T, 0.5 * ((th1 - c) + (th0 - c)) @ x64.T
+    diff, q = log_lik(th1 @ x64.T) - log_lik(th0 @ x64.T), grad * xu + hess * xu * xv
+    exact64 = np.sum(diff - q, axis=1)
+    bound = 4.0 * np.finfo(np.float32).eps * np.sum(np.abs(diff) + np.abs(q), axis=1)
+    assert np.all(np.abs(t.exact.sum(axis=1) - exact64) <= bound)
+    floor = np.asarray(rounding_floors(model, proxy.centre, ravel_pytree(proxy.centre)[1], data, jnp.float32))
+    floored = np.where(np.abs(t.read) <= floor, 0.0, t.read).sum(axis=1)
+    assert np.mean(np.abs(floored - exact64) > bound) > 0.5  # the test's power: the old floor misses the bound

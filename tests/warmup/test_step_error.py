@@ -220,6 +220,9 @@ class Subtracted(NamedTuple):
     def log_ratio(self, model: Model, current: Any, candidate: Any) -> Any:
         return subtracted_residuals(self.proxy, model, current, candidate)
 
+    def subtracts_rows(self) -> bool:
+        return True
+
 
 def test_float32_rounding_of_the_terms_is_predicted():
     """A Gaussian mean (unit noise) on rows spread 30 units: the Taylor proxy is exact, so every term the penalty test reads

@@ -50,6 +50,12 @@ class Estimator(Protocol):
         """Bounds on every ``|log_ratio_i|`` and their data-free sum, for bound-based tests (None when it has none)."""
         ...
 
+    def subtracts_rows(self) -> bool:
+        """Whether each term is a float32 subtraction of values of the size of ``l_i`` (so carries a few ``eps |l_i|`` of
+        rounding, which the check and the batch sizing count as 0: ``influence.without_rounding``); False where each
+        row's difference is computed accurately relative to itself (``models.shared_term.row_difference``)."""
+        ...
+
     def row_draw(self) -> Callable[[jax.Array, int], jax.Array] | None:
         """The bounds' ``draw``, the same for every pair ``(theta, theta')`` (so a step's rows can be named before it
         runs); None when rows are drawn uniformly or there are no bounds."""
@@ -111,11 +117,22 @@ def no_row_draw() -> None:
     return None
 
 
+def integrated_rows() -> bool:
+    """The ``subtracts_rows`` of an estimator whose terms are accurate relative to themselves: no subtraction's rounding."""
+    return False
+
+
+def subtracted_rows() -> bool:
+    """The ``subtracts_rows`` of an estimator whose terms are float32 subtractions of values of the size of ``l_i``."""
+    return True
+
+
 class PlainDifference(NamedTuple):
     """The per-datum log-likelihood ratios themselves (no control variate)."""
 
     name: str = "plain"
     row_draw = staticmethod(no_row_draw)
+    subtracts_rows = staticmethod(integrated_rows)
 
     def log_ratio(self, model: Model, current: PyTree, candidate: PyTree) -> Callable[[PyTree], jax.Array]:
         """``log p(x_i|theta') - log p(x_i|theta)`` row by row, in float32 accurate relative to each difference

@@ -36,6 +36,7 @@ import numpy as np
 
 from minibatch_mcmc.acceptance.base import ResidualBounds
 from minibatch_mcmc.acceptance.correction_lp import alias_table
+from minibatch_mcmc.control_variates.base import integrated_rows
 from minibatch_mcmc.control_variates.glm_families import EXPONENTIAL, FAMILIES, remainder_fn, sups
 from minibatch_mcmc.control_variates.taylor import TaylorProxy, taylor_proxy
 from minibatch_mcmc.data.arrays import as_data_source, take
@@ -72,6 +73,7 @@ class GLMProxy(NamedTuple):
     """The Student-t family's degrees of freedom."""
     weight_max: float | None = None
     """The largest row weight (None: ``norm_max^(order + 1)``)."""
+    subtracts_rows = staticmethod(integrated_rows)  # ``remainders`` from ``delta``: accurate relative to themselves
 
     def eta_centre(self, batch: PyTree) -> jax.Array:
         """``x_i . c`` plus the batch's offset, if the family is Poisson and the batch has one."""

@@ -48,7 +48,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
 
-from minibatch_mcmc.control_variates.base import minibatch_rows, no_row_draw, plain, uses_all_rows
+from minibatch_mcmc.control_variates.base import minibatch_rows, no_row_draw, plain, subtracted_rows, uses_all_rows
 from minibatch_mcmc.control_variates.glm_families import remainder_fn
 from minibatch_mcmc.control_variates.glmm_sums import cubic_terms, eta_third, row_coefficients, streamed_sums, x_cubic
 from minibatch_mcmc.control_variates.taylor import TaylorProxy, taylor_proxy
@@ -109,6 +109,7 @@ class GLMMProxy(NamedTuple):
     order: int = 2
     name: str = "glmm"
     row_draw = staticmethod(no_row_draw)
+    subtracts_rows = staticmethod(subtracted_rows)  # ``remainders``: ``density(eta_c + delta) - value - quad - cubic``
     tzzz: tuple = ()
     """Per factor ``(G_f, k_f, k_f, k_f)``: ``sum t z z z`` per level (0 where the level has no cubic; empty: no cubic)."""
     tzzx: tuple = ()

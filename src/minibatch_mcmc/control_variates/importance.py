@@ -108,6 +108,10 @@ class ImportanceProxy(NamedTuple):
         """None: the exact tests draw by their own bounds (``glm.GLMProxy``)."""
         del model, current, candidate
 
+    def subtracts_rows(self) -> bool:
+        """The inner estimator's (``r_i / n_i`` keeps its residuals' relative rounding)."""
+        return self.inner.subtracts_rows()
+
     def log_lik_sum(self, model: Model, key: jax.Array, data: PyTree, n_data: int, batch_size: int):
         """The inner estimator's (the proposal's gradient minibatch stays uniform)."""
         return self.inner.log_lik_sum(model, key, data, n_data, batch_size)

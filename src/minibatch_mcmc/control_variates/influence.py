@@ -30,7 +30,7 @@ import numpy as np
 
 from minibatch_mcmc.checks import check_int, check_positive
 from minibatch_mcmc.compiling import FAST_COMPILE, ONE_OFF_WORK, compile_options
-from minibatch_mcmc.control_variates.base import Proxy
+from minibatch_mcmc.control_variates.base import Estimator, Proxy
 from minibatch_mcmc.control_variates.top_deviations import (
     add_deviations,
     blind_errors,
@@ -115,16 +115,31 @@ def term_scale(model: Model, centre: jax.Array, unravel: Any, rows: PyTree) -> j
     return jnp.abs(value) + jnp.abs(slope)
 
 
-def without_rounding(values: jax.Array, model: Model, centre: jax.Array, unravel: Any, rows: PyTree) -> jax.Array:
-    """``values`` per row with each one within ``ROUNDING_ULPS`` units of its row's float32 resolution (``term_scale``)
-    set to 0, traceable: what the check and the batch sizing count as rounding, not residual (rows of an importance-
-    sampled population: a term ``r_i / n_i`` against its row's floor over ``n_i``)."""
+def without_rounding(
+    values: jax.Array, estimator: Estimator, model: Model, centre: jax.Array, unravel: Any, rows: PyTree
+) -> jax.Array:
+    """``estimator``'s terms ``values`` per row as the check and the batch sizing count them, traceable: where they are
+    subtractions of values of the size of ``l_i`` (``Estimator.subtracts_rows``) each one within ``ROUNDING_ULPS`` units
+    of its row's float32 resolution (``term_scale``) set to 0 (rows of an importance-sampled population: a term
+    ``r_i / n_i`` against its row's floor over ``n_i``); else as read, their rounding a few ``eps`` of themselves."""
+    if not estimator.subtracts_rows():
+        return values
     return jnp.where(jnp.abs(values) <= rounding_floors(model, centre, unravel, rows, values.dtype), 0.0, values)
 
 
+def term_floors(
+    estimator: Estimator, model: Model, centre: jax.Array, unravel: Any, rows: PyTree, dtype: Any
+) -> jax.Array:
+    """Per row, the ``|term|`` at or below which ``without_rounding`` sets ``estimator``'s term to 0 (0 where it counts
+    them as read), traceable (computed once for rows whose terms are taken at several moves)."""
+    if estimator.subtracts_rows():
+        return rounding_floors(model, centre, unravel, rows, dtype)
+    return jnp.zeros(jax.tree_util.tree_leaves(split_copies(rows)[0])[0].shape[0], dtype)
+
+
 def rounding_floors(model: Model, centre: jax.Array, unravel: Any, rows: PyTree, dtype: Any) -> jax.Array:
-    """Per row, the ``|term|`` in ``dtype`` at or below which ``without_rounding`` sets it to 0, traceable (computed once
-    for rows whose terms are taken at several moves)."""
+    """Per row, ``ROUNDING_ULPS`` units of its float32 resolution (``term_scale``) in ``dtype``, over its copies in an
+    importance-sampled population, traceable."""
     rows, copies = split_copies(rows)
     floor = ROUNDING_ULPS * jnp.finfo(dtype).eps * term_scale(model, centre, unravel, rows).astype(dtype)
     return floor if copies is None else floor / copies.astype(dtype)

@@ -62,6 +62,10 @@ class StratifiedProxy(NamedTuple):
         """No bounds: those of the Taylor proxy inside, which has none."""
         del model, current, candidate
 
+    def subtracts_rows(self) -> bool:
+        """The proxy's: its residuals are the terms."""
+        return self.proxy.subtracts_rows()
+
     def log_lik_sum(
         self, model: Model, key: jax.Array, data: PyTree, n_data: int, batch_size: int
     ) -> tuple[Callable[[PyTree], jax.Array], float]:

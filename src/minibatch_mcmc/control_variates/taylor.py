@@ -32,7 +32,7 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 
 from minibatch_mcmc.checks import check_choice, check_int
-from minibatch_mcmc.control_variates.base import minibatch_rows, no_row_draw, plain, uses_all_rows
+from minibatch_mcmc.control_variates.base import integrated_rows, minibatch_rows, no_row_draw, plain, uses_all_rows
 from minibatch_mcmc.data.arrays import as_data_source
 from minibatch_mcmc.data.passes import DEFAULT_CHUNK, host_tree_sum
 from minibatch_mcmc.models.base import Model
@@ -58,6 +58,7 @@ class TaylorProxy(NamedTuple):
     """Data points read to build the proxy (each row once; the warm-up reports the seconds)."""
     name: str = "taylor"
     row_draw = staticmethod(no_row_draw)
+    subtracts_rows = staticmethod(integrated_rows)  # each row's difference integrated (``PlainDifference``)
 
     def flat_centre(self) -> tuple[jax.Array, Callable[[jax.Array], PyTree]]:
         """The centre as a flat vector and the function back to a pytree."""

@@ -14,8 +14,9 @@ normal the sample skewness and excess kurtosis have s.d. ``sqrt(6 / M)`` and ``s
 (``max |phi He2| = 0.40``, ``max |phi He3| = 0.55``): 1.4e-4 at ``m = 50``, 1/140 of ``proxy_check.ACCEPTANCE_ERROR_MAX``. Heavier tails
 make it larger, and a kind of row with frequency ``f`` is missed by the sample with probability ``exp(-f M)`` (1% at
 ``f = 4.6 / M``, 1.4e-4): such rare rows are the warm-up's full influence pass's to find (``control_variates.influence``).
-A residual within float32 resolution of its row's terms (``influence.rounding_floor``) counts as 0: summed over ``N`` rows,
-rounding is not evidence against the proxy.
+Where the estimator's terms are float32 subtractions of row values (``Estimator.subtracts_rows``), a residual within
+float32 resolution of its row's terms counts as 0 (``influence.without_rounding``): summed over ``N`` rows, rounding is
+not evidence against the proxy; other estimators' terms (each row's difference integrated) are counted as read.
 """
 
 from __future__ import annotations
@@ -47,8 +48,8 @@ CHECK_CHUNK = 2048
 
 def residual_sums(model: Model, estimator: Estimator, centre: PyTree):
     """``(rows, keep, theta, theta', shift) -> [sum e_i(c, theta), sum d_i, .. sum d_i^4, sum e_i(c, theta)^2]`` and a non-finite
-    flag over the kept rows of a chunk, ``d_i`` the test's residual ``e_i(theta, theta')`` less ``shift``, each residual 0 within
-    its row's float32 resolution (``influence.rounding_floor``); vectorised over the draws."""
+    flag over the kept rows of a chunk, ``d_i`` the test's residual ``e_i(theta, theta')`` less ``shift``, each residual
+    counted as ``influence.without_rounding`` counts it; vectorised over the draws."""
     flat_centre, unravel = ravel_pytree(centre)
 
     def one(
@@ -57,8 +58,8 @@ def residual_sums(model: Model, estimator: Estimator, centre: PyTree):
         w = estimator.log_ratio(model, centre, theta)(rows)
         d = estimator.log_ratio(model, theta, moved)(rows)
         bad = jnp.any(keep & (~jnp.isfinite(w) | ~jnp.isfinite(d)))
-        w = without_rounding(w, model, flat_centre, unravel, rows)
-        d = without_rounding(d, model, flat_centre, unravel, rows) - shift
+        w = without_rounding(w, estimator, model, flat_centre, unravel, rows)
+        d = without_rounding(d, estimator, model, flat_centre, unravel, rows) - shift
         w, d = jnp.where(keep, w, 0.0), jnp.where(keep, d, 0.0)
         d2 = d * d
         return jnp.stack([jnp.sum(w), jnp.sum(d), jnp.sum(d2), jnp.sum(d2 * d), jnp.sum(d2 * d2), jnp.sum(w * w)]), bad

@@ -19,12 +19,13 @@ row evaluations). Compiled apart from the sums, the step skips LLVM's optimisati
 once (equal chunks, the last one overlapping and masked; ``PASS_ELEMENTS``), where one fused program compiled the
 proposal at full optimisation and the row body three times (the first row's shift, the loop, the remainder chunk).
 
-Known limit (issue 32): the twin's ``Delta`` counts each residual within its row's float32 resolution as 0
-(``influence.without_rounding``), which also drops true residuals below that floor; on the Student-t regression with
-``nu`` and ``sigma`` estimated (a declared shared term) their sum left the twin's full-data ``Delta`` further from
-float64 than the plain float32 sum of the run's own terms at N = 10^5 and 3 x 10^5 (not at 10^6, where the plain sum's
-rounding grows past it), and a few of the check's differing steps were the twin's (``benchmarks/twin_gap.py``; figures
-in ``docs/benchmarks.md``). Most were the run's: its minibatch's float32 rounding.
+Rounding (issue 32): where the estimator's terms are float32 subtractions of values of the size of ``l_i``
+(``Estimator.subtracts_rows``: the GLMM proxy's), the twin's ``Delta`` counts each within its row's float32 resolution
+as 0 (``influence.without_rounding``), which also drops true residuals below that floor. Every other estimator's terms
+(each row's difference integrated, ``models.shared_term.row_difference``, accurate relative to itself) are summed as
+read: with the floor applied to them too, on the Student-t regression with ``nu`` and ``sigma`` estimated the twin's
+full-data ``Delta`` was further from float64 than the plain float32 sum of the run's own terms, and a few of the check's
+differing steps were the twin's (``benchmarks/twin_gap.py``; figures in ``docs/benchmarks.md``).
 """
 
 from __future__ import annotations
@@ -165,8 +166,8 @@ class ProposeOnly(NamedTuple):
 def residual_pass(model: Model, estimator: Estimator, n_pop: int, centre: PyTree, chunk: int):
     """``(population, currents, candidates) -> (Lambda, bad)``, each ``(K,)``: ``sum_i`` of the estimator's per-row terms
     for every start's pair, in one streamed pass of equal chunks (the last overlapping, its repeated rows masked), and
-    whether a term was not finite. With ``centre`` each term within its row's float32 resolution counts as 0
-    (``influence.without_rounding``); without, the plain ratios are summed relative to the first row's (``exact_delta``'s
+    whether a term was not finite. With ``centre`` each term is counted as ``influence.without_rounding`` counts it
+    (0 within its row's float32 resolution where the estimator's terms are subtractions of row values); without, the plain ratios are summed relative to the first row's (``exact_delta``'s
     shift: a common offset of ``N`` terms does not accumulate rounding)."""
     size = max(1, min(chunk, n_pop))
     count = -(-n_pop // size)
@@ -174,7 +175,7 @@ def residual_pass(model: Model, estimator: Estimator, n_pop: int, centre: PyTree
 
     def terms(current: PyTree, candidate: PyTree, rows: PyTree) -> jax.Array:
         r = estimator.log_ratio(model, current, candidate)(rows)
-        return r if centre is None else without_rounding(r, model, flat_c, unravel_c, rows)
+        return r if centre is None else without_rounding(r, estimator, model, flat_c, unravel_c, rows)
 
     def run(population: PyTree, currents: PyTree, candidates: PyTree) -> tuple[jax.Array, jax.Array]:
         many = jax.vmap(terms, in_axes=(0, 0, None))

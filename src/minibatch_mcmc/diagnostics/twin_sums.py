@@ -45,7 +45,7 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 
 from minibatch_mcmc.control_variates.base import Estimator
-from minibatch_mcmc.control_variates.influence import rounding_floors
+from minibatch_mcmc.control_variates.influence import term_floors
 from minibatch_mcmc.data.arrays import DistinctRows, take
 from minibatch_mcmc.models.base import Model
 
@@ -125,8 +125,9 @@ def gathered_sums(model: Model, estimator: Estimator, centre: PyTree) -> Callabl
     ``FULL_STARTS`` that hold the first ``count`` are evaluated, the rest left 0), sums over the gathered rows ``idx``
     weighted by ``exact`` and ``sampled`` (``idx``'s length a multiple of ``CHUNK``), whether a weighted term was not
     finite, and per row its largest ``|r_i|`` over the first ``top`` starts (a multiple of ``FULL_STARTS``; infinite
-    where not finite). Each term within its row's float32 resolution counts as 0 (``without_rounding``; the rows and
-    their floors gathered once a call, not once a group). One call serves every start of a block: one dispatch and one
+    where not finite). Each term is counted as ``influence.without_rounding`` counts it (0 within its row's float32
+    resolution where the estimator's terms are subtractions of row values; the rows and their floors gathered once a
+    call, not once a group). One call serves every start of a block: one dispatch and one
     read back instead of one per group."""
     flat_c, unravel_c = ravel_pytree(centre)
 
@@ -164,7 +165,7 @@ def gathered_sums(model: Model, estimator: Estimator, centre: PyTree) -> Callabl
         dtype = jax.eval_shape(
             lambda c, m: estimator.log_ratio(model, c, m)(rows), one(currents), one(candidates)
         ).dtype
-        floor = rounding_floors(model, flat_c, unravel_c, rows, dtype)
+        floor = term_floors(estimator, model, flat_c, unravel_c, rows, dtype)
 
         def group(g, acc):
             at = g * FULL_STARTS

@@ -8,17 +8,15 @@ same proposal and uniform (``warmup.step_error``: the test's own minibatches, gr
 ``m``, from the test's own up by factors of ``GROWTH``, whose predicted error is at most ``PREDICTED_MAX``; the check
 after sampling measures the same figure (``diagnostics.posterior_error``'s ``disagreement``).
 
-The residuals are the estimator's own terms over its population, each within its row's float32 resolution counted as
-0 as the check counts it (``Terms.exact``). Issue 32 tried sizing on the terms as the test reads them (``Terms.read``,
-float32 rounding and all, with ``Delta`` from ``Terms.exact``; ``step_error(..., exact=...)`` still predicts that way,
-for ``benchmarks/twin_gap.py``): it predicted the disagreement the check measured on the heavy-tails robust regression,
-but sent ``benchmarks/first_fit.py``'s Student-t regression at ``N = 10^6`` (no shared term declared) from the test's
-own rows per test to the grid's cap with a warning, and ``Terms.exact`` itself drops true residuals under the floor, so part of what
-it counts as rounding noise may be that floor's bias; it was not kept (docs/benchmarks.md). Since then each row's
-difference is integrated in float32 (``models.shared_term.row_difference``): ``Terms.read`` carries no such rounding and
-predicts the error ``benchmarks/twin_gap.py`` audits, while ``Terms.exact``'s floor, set for the old rounding, drops true
-residuals and predicts less; sizing on ``Terms.read`` (and a floor at the integrated terms' rounding for the check) is
-the change that would make them agree again (not done). Under importance weights
+The residuals are the estimator's own terms over its population as the check counts them (``Terms.exact``): where they
+are float32 subtractions of values of the size of ``l_i`` (``Estimator.subtracts_rows``: the GLMM proxy's), each within
+its row's float32 resolution counted as 0 (``influence.without_rounding``), else as read. Issue 32 tried sizing on the
+terms as the test read them when every row's difference was such a subtraction (``Terms.read``, with ``Delta`` from
+``Terms.exact``; ``step_error(..., exact=...)`` still predicts that way, for ``benchmarks/twin_gap.py``): it sent
+``benchmarks/first_fit.py``'s Student-t regression at ``N = 10^6`` to the grid's cap, and was not kept
+(docs/benchmarks.md). Since each row's difference is integrated in float32 (``models.shared_term.row_difference``) the
+Taylor, GLM, stratified and importance-sampled terms carry no such rounding, and the floor, set for it, dropped most of
+their true residuals: for them ``Terms.exact`` is ``Terms.read``. Under importance weights
 (``control_variates.importance``) the positions' ``r_i / n_i`` over ``M`` positions, so the skewness and kurtosis reported
 (``BatchChoice``) are the weighted estimate's. Before issue 32's calibration the prediction was ``proxy_check``'s bound
 (``normality.minibatch_shape``), 7-15x the measured error on the centred 16-group logistic (0.268 predicted at 50 rows,
@@ -99,8 +97,8 @@ class Terms(NamedTuple):
     """``e_i(theta, theta')`` as the estimator computes them in the model's precision: what the test's minibatch reads,
     float32 rounding and all."""
     exact: np.ndarray
-    """The same with each term within its row's float32 resolution counted as 0 (``influence.without_rounding``), as the
-    check's exact twin counts them: their sum is the move's ``Delta``."""
+    """The same as the check's exact twin counts them (``influence.without_rounding``: each term within its row's float32
+    resolution as 0 where the estimator's terms are subtractions of row values, else as read): their sum is ``Delta``."""
 
 
 def residual_matrix(
@@ -112,7 +110,7 @@ def residual_matrix(
 
     def one(a: jax.Array, b: jax.Array, rows: PyTree) -> tuple[jax.Array, jax.Array]:
         d = estimator.log_ratio(model, unravel(flat + a), unravel(flat + b))(rows)
-        return d, without_rounding(d, model, flat, unravel, rows)  # as read, and as the check counts them
+        return d, without_rounding(d, estimator, model, flat, unravel, rows)  # as read, and as the check counts them
 
     work = (
         2 * at.shape[0] * jax.tree_util.tree_leaves(rows)[0].shape[0] * flat.size
@@ -167,7 +165,7 @@ def choose_batch_size(
     d = residual_matrix(model, estimator, sample, centre, *laplace_pairs(np.asarray(factor, np.float64), MOVES, rng))
     if d.read.shape[0] == 0:  # every move left the model's support: nothing to predict from
         return BatchChoice(int(batch_size), float("nan"), float("nan"), rows)
-    # sized on the residuals as the check counts them (rounding as 0), not on the terms as read: see the module docstring
+    # sized on the residuals as the check counts them: see the module docstring
     return smallest_batch(d.exact, orders(rows, rng), n_pop, int(batch_size), temperature, sigma_max)._replace(
         data_used=rows
     )

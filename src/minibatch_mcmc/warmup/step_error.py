@@ -17,11 +17,13 @@ move on the proxy posterior (proxy HMC, the Laplace independence proposal) the r
 part against the proposal's, is about 0. The error is the mean over moves and orders.
 
 With ``exact`` given, the minibatch reads the terms as the estimator computes them in the model's precision
-(``batch_choice.Terms.read``), and ``Delta`` is the sum of the exact residuals (``Terms.exact``: each term within its
-row's float32 resolution counted as 0, as the check's exact twin counts it); the sizing itself passes ``Terms.exact``
-alone (``batch_choice``'s docstring says why), ``benchmarks/twin_gap.py`` both. The difference is float32 rounding: a
-few units of ``eps |l_i|`` per row, which no proxy removes and which the estimate's ``n / m`` scaling makes noise of
-about ``n eps |l_i| / sqrt(m)`` nats, growing with ``N``. Issue 32: on the Student-t regression with ``nu`` and ``sigma`` estimated (``heavy_tails.py``'s
+(``batch_choice.Terms.read``), and ``Delta`` is the sum of the residuals as the check's exact twin counts them
+(``Terms.exact``: each term within its row's float32 resolution counted as 0 where the estimator's terms are
+subtractions of row values, ``Estimator.subtracts_rows``); the sizing itself passes ``Terms.exact`` alone
+(``batch_choice``'s docstring says why), ``benchmarks/twin_gap.py`` both. Where the terms are such subtractions the
+difference is their float32 rounding: a few units of ``eps |l_i|`` per row, which no proxy removes and which the
+estimate's ``n / m`` scaling makes noise of about ``n eps |l_i| / sqrt(m)`` nats, growing with ``N``. Issue 32, before
+each row's difference was integrated (``models.shared_term.row_difference``): on the Student-t regression with ``nu`` and ``sigma`` estimated (``heavy_tails.py``'s
 ``robust_nu``) the sizing read the rounded-to-0 terms for both and predicted a small fraction of the disagreement the
 check measured, which an audit of every decision in float64 put mostly on the run's test, by that noise, not on the twin
 (``benchmarks/twin_gap.py``; the figures in ``docs/benchmarks.md``).
