@@ -24,6 +24,8 @@ from minibatch_mcmc.data.arrays import DataSource, slice_rows
 from minibatch_mcmc.data.passes import DEFAULT_CHUNK
 from minibatch_mcmc.models.base import GLMMLayout
 from minibatch_mcmc.models.glmm import linear_predictor
+from minibatch_mcmc.models.glmm_families import shared_log_density
+from minibatch_mcmc.models.shared_term import value_difference
 
 
 class NonFiniteSums(ValueError):
@@ -78,6 +80,19 @@ def eta_third(density: Callable, eta: jax.Array, phi: jax.Array, rows: PyTree) -
 MAX_CUBIC_CELLS = 1 << 23
 """Most entries of ``tzxx`` and ``txxx`` together (``G k p^2 + p^3``; 32 MiB of float32) for which the proxy carries the
 cubic's terms in ``x . dbeta`` (``x_cubic``); past it the per-level cubic has its terms in the level's move alone."""
+
+
+def shared_remainder_change(family: str, phi_c: jax.Array, phi0: jax.Array, phi1: jax.Array) -> jax.Array:
+    """``[s(phi1) - s(phi0)] - [t(phi1) - t(phi0)]``: the change of the remainder of the family's ``phi``-only part ``s``
+    (``glmm_families.shared_log_density``) after its quadratic ``t`` at ``phi_c``, the same for every row; the first
+    difference by ``models.shared_term.value_difference`` (float32-accurate relative to itself, not to ``s``)."""
+
+    def s(phi: jax.Array) -> jax.Array:
+        return shared_log_density(family, phi)
+
+    g, k = jax.grad(s)(phi_c), jax.hessian(s)(phi_c)
+    d0, d1 = phi0 - phi_c, phi1 - phi_c
+    return value_difference(s, phi0, phi1) - (jnp.dot(g, d1 - d0) + 0.5 * jnp.dot(d1 - d0, k @ (d1 + d0)))
 
 
 def x_cubic(layout: GLMMLayout) -> bool:

@@ -47,12 +47,17 @@ class SharedTerm(NamedTuple):
 
 def shared_difference(shared: SharedTerm, current: PyTree, candidate: PyTree) -> jax.Array:
     """``value(theta') - value(theta)`` to float32 accuracy relative to the difference (the integrated gradient)."""
+    return value_difference(shared.value, current, candidate)
+
+
+def value_difference(value: Callable[[PyTree], jax.Array], current: PyTree, candidate: PyTree) -> jax.Array:
+    """``value(theta') - value(theta)`` for a smooth scalar ``value``, by ``shared_difference``'s rule."""
     a, unravel = ravel_pytree(current)
     u = ravel_pytree(candidate)[0] - a
     t, w = (jnp.asarray(v, a.dtype) for v in gauss_legendre(NODES))
-    slope = jax.vmap(lambda s: jnp.dot(jax.grad(lambda x: shared.value(unravel(x)))(a + s * u), u))(t)
+    slope = jax.vmap(lambda s: jnp.dot(jax.grad(lambda x: value(unravel(x)))(a + s * u), u))(t)
     integral = jnp.sum(w * slope)
-    va, vb = shared.value(current), shared.value(candidate)
+    va, vb = value(current), value(candidate)
     plain = vb - va
     tol = AGREE_EPS * jnp.finfo(plain.dtype).eps * (1.0 + jnp.abs(va) + jnp.abs(vb))
     good = jnp.isfinite(integral) & (jnp.abs(integral.astype(plain.dtype) - plain) <= tol)

@@ -16,7 +16,9 @@ conditionally independent, and level ``g``'s effects ``u_g`` (on the ``eta`` sca
 4. the globals given the partly standardised effects ``a = u sd^-v`` (the non-centred update, which moves ``sd`` where
    the data, not the effects' spread, hold it), ``beta`` and ``phi`` with them: one Newton MH step on the
    ``p + sum k_f + e`` globals from the full-data gradient and Hessian (two passes: the fit at both ends, the second also
-   reading the log-likelihood difference, summed row by row so float32 keeps it). The weights ``v`` are fixed per effect
+   reading the log-likelihood difference, summed row by row so float32 keeps it; a family's part that depends on
+   ``phi`` alone, ``GLMMSpec.shared_density``, is left out of the rows' differences and its difference computed once,
+   ``N`` times, by ``models.shared_term.value_difference``, so its float32 rounding is not counted ``N`` times). The weights ``v`` are fixed per effect
    (``spread_weights``, set during the warm-up): ``v = 1`` is the plain non-centred update, and ``v = 1 / (1 + I sd^2)``
    (partial non-centring, Papaspiliopoulos, Roberts and Skold) leaves the effects the data pin where they are, so that
    a level of many rows does not hold ``sd`` while the tiny levels' effects scale with it.
@@ -40,6 +42,7 @@ import numpy as np
 from minibatch_mcmc.data.passes import full_data_tree_sum
 from minibatch_mcmc.models.base import GLMMLayout
 from minibatch_mcmc.models.glmm import effect_blocks, effect_weights, linear_predictor, split_theta
+from minibatch_mcmc.models.shared_term import value_difference
 from minibatch_mcmc.warmup.newton_moves import Fit, autodiff_fit, clipped_prec, newton_draw, newton_log_q, newton_mh
 
 PyTree = Any
@@ -66,6 +69,10 @@ class Problem(NamedTuple):
     """``(j, f, l)``: fixed column ``j`` equals factor ``f``'s effect column ``l`` on every row (step 2)."""
     chunk: int = ROW_CHUNK
     """Rows per chunk of each pass (``data.passes.full_data_tree_sum``): a chain's pass holds one chunk's row terms."""
+    shared_density: Callable | None = None
+    """``phi -> scalar``: the family's part of every row's density that depends on ``phi`` alone (``GLMMSpec``)."""
+    row_part: Callable | None = None
+    """``(eta, phi, rows) -> (b,)``: ``density`` less ``shared_density`` (``None`` with it)."""
 
 
 class SweepStats(NamedTuple):
@@ -227,6 +234,16 @@ def row_curvature(problem: Problem, eta: jax.Array, phi: jax.Array, data: dict):
     return problem.density(eta, phi, data), grad(v), jnp.stack(columns, axis=1)
 
 
+def rows_change(problem: Problem, at: GibbsState, start: GibbsState, rows: dict, dens: jax.Array) -> jax.Array:
+    """``sum_rows`` of each row's log-density change from ``start`` to ``at`` (``dens``: the densities at ``at``); with a
+    ``shared_density``, the row parts' change only (``globals_fit`` adds the shared part's once)."""
+    if problem.row_part is None:
+        return jnp.sum(dens - row_density(problem, start, rows))
+    eta_at = linear_predictor(problem.layout, at.beta, at.us, rows)
+    eta_start = linear_predictor(problem.layout, start.beta, start.us, rows)
+    return jnp.sum(problem.row_part(eta_at, at.phi, rows) - problem.row_part(eta_start, start.phi, rows))
+
+
 def globals_fit(problem: Problem, state: GibbsState, data: dict, spread: tuple = ()) -> Callable:
     """Step 4's ``fit`` for ``newton_mh``: at globals ``x`` (effects ``u = e^{v s} a``, ``a`` from ``state``, ``v`` the
     ``spread`` weights, default 1), the target's gradient and clipped Hessian from each row's derivatives in
@@ -269,10 +286,12 @@ def globals_fit(problem: Problem, state: GibbsState, data: dict, spread: tuple =
             weighted = jnp.einsum("abn,nbc->nac", hess, rows_j)  # each row's Hessian times its Jacobian
             # J' H J as one (m x n(1 + e)) @ (n(1 + e) x m) product: 1.4 times faster at N = 10^6 than the 3-operand einsum
             h = rows_j.reshape(-1, m).T @ weighted.reshape(-1, m)
-            change = jnp.zeros((), dens.dtype) if start is None else jnp.sum(dens - row_density(problem, start, rows))
+            change = jnp.zeros((), dens.dtype) if start is None else rows_change(problem, at, start, rows, dens)
             return g, second, h, change
 
         g, second, h, change = full_data_tree_sum(part, data, row_count(data), problem.chunk)
+        if start is not None and problem.shared_density is not None:
+            change = change + row_count(data) * value_difference(problem.shared_density, start.phi, at.phi)
         g = g + jax.grad(prior_part)(x)
         h = h + jnp.diag(jnp.pad(second, (0, extras)))
         h = h + jax.hessian(prior_part)(x)
