@@ -35,11 +35,9 @@ with the cubic in the test alone; 93 rows at 0.92 without any cubic).
 The test's per-row residual is ``R_i(theta') - R_i(theta)`` with ``R_i = l_i - q_i`` the remainder, computed from
 ``(delta_i, dphi)``: for the families without ``phi`` (bernoulli, binomial, poisson) through
 ``glm_families.remainder_fn``, without subtracting nearly equal numbers; for the others as
-``f_i(c + (delta, dphi)) - q_i``, the same subtraction the dense Taylor proxy makes, on the row part alone (at
-``theta``'s own ``phi``) for a family with a ``phi``-only part (gaussian, student-t: ``glmm_families.row_part``), whose
-remainder's change is computed once and added to every row (``glmm_sums.shared_remainder_change``), so float32 does not
-count its rounding ``N`` times. The known sum is
-``L(v' - v) + B(v' - v, v' + v) / 2``, the proxy's difference without forming either sum.
+``f_i(c + (delta, dphi)) - q_i``, the same subtraction the dense Taylor proxy makes; with a ``phi``-only part (gaussian,
+student-t) on the row part at ``theta``'s ``phi``, that part's remainder change added once (``glmm_sums.with_shared``).
+The known sum is ``L(v' - v) + B(v' - v, v' + v) / 2``, the proxy's difference without forming either sum.
 """
 
 from __future__ import annotations
@@ -51,16 +49,10 @@ import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
 
+from minibatch_mcmc.control_variates import glmm_sums
 from minibatch_mcmc.control_variates.base import minibatch_rows, no_row_draw, plain, uses_all_rows
 from minibatch_mcmc.control_variates.glm_families import remainder_fn
-from minibatch_mcmc.control_variates.glmm_sums import (
-    cubic_terms,
-    eta_third,
-    row_coefficients,
-    shared_remainder_change,
-    streamed_sums,
-    x_cubic,
-)
+from minibatch_mcmc.control_variates.glmm_sums import cubic_terms, eta_third, row_coefficients, streamed_sums, x_cubic
 from minibatch_mcmc.control_variates.taylor import TaylorProxy, taylor_proxy
 from minibatch_mcmc.data.arrays import as_data_source
 from minibatch_mcmc.data.passes import DEFAULT_CHUNK
@@ -251,30 +243,22 @@ class GLMMProxy(NamedTuple):
                 [self.row_delta(v, rows)[:, None], jnp.broadcast_to(v[2], (eta_c.shape[0], v[2].shape[0]))], axis=1
             )
             quad = jnp.sum(grad * step, axis=1) + 0.5 * jnp.einsum("bi,bij,bj->b", step, hess, step)
-            # a row part reads theta's own phi: phi_c + dphi's one rounding would move every row's part alike
             phi = split_theta(self.layout, ravel_pytree(theta)[0])[2] if family in SHARED else phi_c + v[2]
             out.append(density(eta_c + step[:, 0], phi, rows) - value - quad - cubic(v))
         return out
 
-    def with_shared(self, rows_change: jax.Array, current: PyTree, candidate: PyTree) -> jax.Array:
-        """``rows_change`` plus the remainder change of the family's ``phi``-only part, the same in every row (module
-        docstring); ``rows_change`` itself for a family without one."""
-        if self.layout.family not in SHARED:
-            return rows_change
-        phi0, phi1 = (split_theta(self.layout, ravel_pytree(t)[0])[2] for t in (current, candidate))
-        phi_c = split_theta(self.layout, self.centre.astype(phi0.dtype))[2]
-        return rows_change + shared_remainder_change(self.layout.family, phi_c, phi0, phi1)
-
     def remainder(self, model: Model, theta: PyTree, rows: PyTree) -> jax.Array:
         """``l_i(theta) - q_i(theta)`` per row, up to a per-row constant (SGLD-CV's exact part, with ``proxy_sum``)."""
-        return self.with_shared(self.remainders(model, (theta,), rows, with_cubic=False)[0], self.centre, theta)
+        rows_part = self.remainders(model, (theta,), rows, with_cubic=False)[0]
+        return glmm_sums.with_shared(self.layout, self.centre, rows_part, self.centre, ravel_pytree(theta)[0])
 
     def log_ratio(self, model: Model, current: PyTree, candidate: PyTree) -> Callable[[PyTree], jax.Array]:
         """Residuals ``R_i(theta') - R_i(theta)`` row by row."""
 
         def residual(batch: PyTree) -> jax.Array:
             r0, r1 = self.remainders(model, (current, candidate), batch)
-            return self.with_shared(r1 - r0, current, candidate)
+            flat = (ravel_pytree(current)[0], ravel_pytree(candidate)[0])
+            return glmm_sums.with_shared(self.layout, self.centre, r1 - r0, *flat)
 
         return residual
 

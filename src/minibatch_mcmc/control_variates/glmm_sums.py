@@ -23,8 +23,8 @@ import numpy as np
 from minibatch_mcmc.data.arrays import DataSource, slice_rows
 from minibatch_mcmc.data.passes import DEFAULT_CHUNK
 from minibatch_mcmc.models.base import GLMMLayout
-from minibatch_mcmc.models.glmm import linear_predictor
-from minibatch_mcmc.models.glmm_families import shared_log_density
+from minibatch_mcmc.models.glmm import linear_predictor, split_theta
+from minibatch_mcmc.models.glmm_families import SHARED, shared_log_density
 from minibatch_mcmc.models.shared_term import value_difference
 
 
@@ -93,6 +93,19 @@ def shared_remainder_change(family: str, phi_c: jax.Array, phi0: jax.Array, phi1
     g, k = jax.grad(s)(phi_c), jax.hessian(s)(phi_c)
     d0, d1 = phi0 - phi_c, phi1 - phi_c
     return value_difference(s, phi0, phi1) - (jnp.dot(g, d1 - d0) + 0.5 * jnp.dot(d1 - d0, k @ (d1 + d0)))
+
+
+def with_shared(
+    layout: GLMMLayout, centre: jax.Array, rows_change: jax.Array, current: jax.Array, candidate: jax.Array
+) -> jax.Array:
+    """``rows_change`` plus, for a family with a ``phi``-only part, its ``shared_remainder_change`` between two flat
+    parameters around ``centre``, the same for every row (the row parts read each parameter's own ``phi``:
+    ``phi_c + dphi``'s one rounding would move every row's alike); ``rows_change`` itself for the other families."""
+    if layout.family not in SHARED:
+        return rows_change
+    phi0, phi1 = split_theta(layout, current)[2], split_theta(layout, candidate)[2]
+    phi_c = split_theta(layout, centre.astype(phi0.dtype))[2]
+    return rows_change + shared_remainder_change(layout.family, phi_c, phi0, phi1)
 
 
 def x_cubic(layout: GLMMLayout) -> bool:
