@@ -17,7 +17,9 @@ Methods, side by side in one run on the same rows:
 
 Reported per configuration and method: seconds per phase, passes over ``N`` (warm-up; sampling), rows per test, min
 bulk ESS and max R-hat over EVERY named effect (each fixed effect, each group s.d., each group's effect), ESS/s with
-all time counted and its ratio to NUTS, against NUTS the largest ``|mean - mean_NUTS| / sd_NUTS`` and
+all time counted and its ratio to NUTS (and to NUTS's ceiling, its kept draws per second: what its ESS/s would be if
+every kept draw were independent, so the ratio holds whatever NUTS's ESS estimate, which a short unconverged NUTS run
+makes unreliable), against NUTS the largest ``|mean - mean_NUTS| / sd_NUTS`` and
 ``|sd / sd_NUTS - 1|`` over every named effect and the largest of each in combined Monte Carlo standard errors (``max z``), and the peak resident memory while the method ran (sampled every 20 ms;
 the process's, so the data and anything an earlier method left count; on a GPU the device's peak so far in "of which").
 A failed method is a row of the table, not the end of the run. The issue-31 grid (a GPU: NUTS at ``N = 10^6`` is hours
@@ -389,6 +391,9 @@ def configuration(n: int, groups: int, args, rows: list, values: dict) -> None:
         values[f"{args.name}.{n}.{groups}.{m}.ess_per_s"] = f"{rate[m]:.2f}"
         if m != "NUTS" and "NUTS" in rate:
             values[f"{args.name}.{n}.{groups}.{m}_over_NUTS"] = f"{ratio:.2f}"
+            ceiling = args.chains * args.nuts_draws / found["NUTS"]["seconds"]
+            values[f"{args.name}.{n}.{groups}.NUTS.ess_per_s_ceiling"] = f"{ceiling:.2f}"
+            values[f"{args.name}.{n}.{groups}.{m}_over_NUTS_ceiling"] = f"{rate[m] / ceiling:.2f}"
 
 
 def main() -> None:

@@ -307,6 +307,7 @@ def run_method(model, data, w, estimator, key, draws, sized_seconds, size: bool 
     starts = jnp.asarray(
         np.asarray(w.centre) + (chol @ np.random.default_rng(key).standard_normal((chol.shape[0], 4))).T, jnp.float32
     )
+    cpu = time.process_time()
     res = sample(
         model,
         data,
@@ -321,7 +322,7 @@ def run_method(model, data, w, estimator, key, draws, sized_seconds, size: bool 
         progress=False,
     )
     rec = {k: np.asarray(v) for k, v in res.records.items()}
-    seconds = time.perf_counter() - t + sized_seconds
+    seconds, cpu = time.perf_counter() - t + sized_seconds, time.process_time() - cpu
     sampling = seconds - sized
     run_check, check = check, None
     if run_check and hasattr(
@@ -353,6 +354,9 @@ def run_method(model, data, w, estimator, key, draws, sized_seconds, size: bool 
         "sampling_seconds": sampling,
         "check": check,
         "predicted": predicted,
+        "sampling_cpu": cpu,
+        "result": res,
+        "test": test,
     }
 
 

@@ -11,14 +11,20 @@ check (``ProxyCheck.acceptance_error``, which warned above 0.02) and its seconds
 
     PYTHONPATH=src .venv/bin/python benchmarks/posterior_check.py --results docs/results/posterior_check.json
 
-``--cost``: the check's seconds, compile seconds and row evaluations (in passes over ``N``) on one fit of the Student-t
-regression at each ``--n``, side by side in one process, each way run ``--repeats`` times alternately: the code of
-``--baseline`` (a commit; its ``posterior_error.py``, ``exact_twin.py`` and ``twin_sums.py`` loaded from git) and the
-code now, each asked for ``--starts`` starts (``auto_sample``'s ``check_draws``), on the run's own draws and keys. Run
-it with ``MINIBATCH_MCMC_COMPILATION_CACHE=off`` so that every compilation is paid (as a new fit pays it).
+``--cost``: the check's seconds, CPU seconds, compile seconds and row evaluations (in passes over ``N``) on one fit of
+the Student-t regression at each ``--n``, side by side in one process, each way run ``--repeats`` times alternately: the
+code of ``--baseline`` (a commit; its ``posterior_error.py``, ``exact_twin.py`` and ``twin_sums.py`` loaded from git) and
+the code now, each asked for ``--starts`` starts (``auto_sample``'s ``check_draws``), on the run's own draws and keys;
+the sampling's wall and CPU seconds are ``auto_sample``'s ``sampling`` phase. With ``--importance`` the fit is instead
+``benchmarks/heavy_tails.py``'s ``robust_nu`` case sampled with importance-sampled minibatches (its probe weights; the
+penalty test sized for them; 4 chains x 1000 draws, as ``heavy_tails.py`` runs it), the sampling timed around
+``sample``. Run it with ``MINIBATCH_MCMC_COMPILATION_CACHE=off`` so that every compilation is paid (as a new fit pays
+it).
 
     MINIBATCH_MCMC_COMPILATION_CACHE=off PYTHONPATH=src .venv/bin/python benchmarks/posterior_check.py --cost \
         --n 100000 1000000 --results docs/results/posterior_check_cost.json
+    MINIBATCH_MCMC_COMPILATION_CACHE=off PYTHONPATH=src .venv/bin/python benchmarks/posterior_check.py --cost \
+        --importance --n 300000 --name posterior_check_cost_importance --results docs/results/NAME.json
 """
 
 from __future__ import annotations
@@ -31,6 +37,8 @@ import tempfile
 import time
 import warnings
 from pathlib import Path
+from typing import Any, NamedTuple
+from unittest import mock
 
 import jax
 import jax.numpy as jnp
@@ -44,11 +52,13 @@ from minibatch_mcmc.models import exact_posterior, gaussian_mean
 from minibatch_mcmc.proposals import random_walk
 from minibatch_mcmc.samplers.driver import sample
 from minibatch_mcmc.samplers.keys import as_key
-from minibatch_mcmc.samplers.phase_cost import COMPILE_SECONDS
+from minibatch_mcmc.samplers.phase_cost import COMPILE_SECONDS, PhaseClock
+from minibatch_mcmc.warmup import auto as auto_module
 from minibatch_mcmc.warmup import auto_sample
 
 TESTS = Path(__file__).resolve().parents[1] / "tests"
 sys.path[:0] = [str(TESTS / "control_variates"), str(TESTS / "diagnostics")]
+import heavy_tails  # noqa: E402  (benchmarks/, this script's folder: the robust_nu case and its importance weights)
 from helpers_cauchy import cauchy_rows_data, cauchy_rows_model, posterior_a  # noqa: E402
 from helpers_posterior import linear_data, linear_model, linear_posterior, student_t_data, student_t_model  # noqa: E402
 from test_posterior_error import _run_error  # noqa: E402
@@ -179,12 +189,15 @@ COST = [
     "passes over N",
     "starts x steps",
     "sampling s",
+    "sampling CPU s",
     "check / sampling",
+    "check CPU / sampling CPU",
     "largest |mean error| (s.d.)",
     "its s.e.",
     "largest |s.d. error|",
     "its s.e.",
     "warned",
+    "estimates equal the first row's",
 ]
 WAYS = (("before: the check at --baseline", "before"), ("after: the check now", "after"))
 BACKEND_COMPILES = [0]
@@ -236,29 +249,106 @@ def baseline(rev: str):
     )
 
 
+class CpuClock(PhaseClock):
+    """``PhaseClock`` that also keeps each phase's CPU seconds in ``PHASE_CPU`` (put in ``auto_sample``'s place)."""
+
+    def __enter__(self) -> "CpuClock":
+        self.cpu0 = time.process_time()
+        return super().__enter__()
+
+    def __exit__(self, *exc) -> None:
+        PHASE_CPU[self.name] = time.process_time() - self.cpu0
+        super().__exit__(*exc)
+
+
+PHASE_CPU: dict = {}
+"""CPU seconds of the last ``auto_sample`` phase of each name (``CpuClock``)."""
+
+
+class Fit(NamedTuple):
+    """What the check needs from a fit, and its sampling's wall and CPU seconds."""
+
+    model: Any
+    data: Any
+    proposal: Any
+    test: Any
+    estimator: Any
+    positions: Any
+    centre: Any
+    run_key: Any
+    records: dict
+    sampling_seconds: float
+    sampling_cpu: float
+
+
+def student_t_fit(n: int) -> Fit:
+    """``auto_sample`` on the Student-t regression (4 chains x 1000, no check), its ``sampling`` phase timed."""
+    model, data = student_t_model(), student_t_data(n)
+    with warnings.catch_warnings(), mock.patch.object(auto_module, "PhaseClock", CpuClock):
+        warnings.simplefilter("ignore")
+        res, w = auto_sample(
+            model,
+            data,
+            jnp.array([0.0, 0.0, 0.0, 0.0, 1.0]),
+            num_samples=1000,
+            num_chains=4,
+            progress=False,
+            key=0,
+            check_draws=0,
+        )
+    run_key = jax.random.split(as_key(0), 3)[2]  # auto_sample's sampling key (its third split of ``key``)
+    seconds = w.cost["sampling"].seconds
+    return Fit(
+        model,
+        data,
+        w.proposal,
+        w.test,
+        w.estimator,
+        res.kernel_positions,
+        w.proxy.centre,
+        run_key,
+        res.records,
+        seconds,
+        PHASE_CPU["sampling"],
+    )
+
+
+def importance_fit(n: int) -> Fit:
+    """``heavy_tails.py``'s ``robust_nu`` case with importance-sampled minibatches, sampled by its ``run_method`` (its
+    probe weights, the penalty test sized for them, 4 chains x 1000 from Laplace draws, key 1; the sampling's wall
+    seconds as it counts them, its CPU seconds around ``sample``)."""
+    model, data, theta0 = heavy_tails.robust_nu_case(n, np.random.default_rng(0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        w = heavy_tails.warmup(model, data, jnp.asarray(theta0, jnp.float32), key=0)
+        estimator, _ = heavy_tails.method_estimator("importance", model, data, w)
+        out = heavy_tails.run_method(model, data, w, estimator, 1, 1000, 0.0, check=False)
+    res = out["result"]
+    return Fit(
+        model,
+        data,
+        w.proposal,
+        out["test"],
+        estimator,
+        res.kernel_positions,
+        w.proxy.centre,
+        1,
+        res.records,
+        out["sampling_seconds"],
+        out["sampling_cpu"],
+    )
+
+
 def cost_case(args) -> int:
-    """The check's seconds, compile seconds and passes over ``N`` each way, on one ``auto_sample`` fit per ``--n``."""
+    """The check's seconds, compile seconds and passes over ``N`` each way, on one fit per ``--n``."""
     before = baseline(args.baseline)
     rows, values = [], {}
     for n in args.n:
-        model, data = student_t_model(), student_t_data(n)
         fit_cpu = time.process_time()
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            res, w = auto_sample(
-                model,
-                data,
-                jnp.array([0.0, 0.0, 0.0, 0.0, 1.0]),
-                num_samples=1000,
-                num_chains=4,
-                progress=False,
-                key=0,
-                check_draws=0,
-            )
+        fit = importance_fit(n) if args.importance else student_t_fit(n)
         fit_cpu = time.process_time() - fit_cpu
-        values[f"posterior_check_cost.{n}.fit_cpu_seconds"] = f"{fit_cpu:.1f}"  # warm-up and sampling
-        run_key = jax.random.split(as_key(0), 3)[2]  # auto_sample's sampling key (its third split of ``key``)
-        sampled = w.cost["sampling"]
+        values[f"{args.name}.{n}.fit_cpu_seconds"] = f"{fit_cpu:.1f}"  # warm-up and sampling
+        first = None  # the first check's estimates, which every other is compared with
         for r in range(args.repeats):
             for way, code in WAYS:
                 check = before.check_posterior if code == "before" else check_posterior
@@ -266,21 +356,23 @@ def cost_case(args) -> int:
                 with warnings.catch_warnings(record=True) as caught:
                     warnings.simplefilter("always")
                     out = check(
-                        model,
-                        data,
-                        w.proposal,
-                        w.test,
-                        w.estimator,
-                        res.kernel_positions,
+                        fit.model,
+                        fit.data,
+                        fit.proposal,
+                        fit.test,
+                        fit.estimator,
+                        fit.positions,
                         starts=args.starts,
-                        centre=w.proxy.centre,
-                        run_key=run_key,
-                        records=res.records,
+                        centre=fit.centre,
+                        run_key=fit.run_key,
+                        records=fit.records,
                     )
                 compiling, cpu = COMPILE_SECONDS[0] - c0, time.process_time() - cpu0
                 compiles = BACKEND_COMPILES[0] - n0
                 said = [c for c in caught if "moved the posterior" in str(c.message)]
                 i, j = int(np.argmax(np.abs(out.mean_bias))), int(np.argmax(np.abs(out.sd_error)))
+                got = np.concatenate([out.mean_bias, out.mean_se, out.sd_error, out.sd_se, [out.disagreement]])
+                first = got if first is None else first
                 rows.append(
                     [
                         f"{n:,}",
@@ -292,35 +384,36 @@ def cost_case(args) -> int:
                         compiles,
                         f"{out.data_used / n:.0f}",
                         f"{out.starts} x {out.steps}",
-                        f"{sampled.seconds:.1f}",
-                        f"{out.seconds / sampled.seconds:.2f}",
+                        f"{fit.sampling_seconds:.1f}",
+                        f"{fit.sampling_cpu:.1f}",
+                        f"{out.seconds / fit.sampling_seconds:.2f}",
+                        f"{cpu / fit.sampling_cpu:.2f}",
                         f"{abs(out.mean_bias[i]):.3f}",
                         f"{out.mean_se[i]:.3f}",
                         f"{100 * abs(out.sd_error[j]):.1f}%",
                         f"{100 * out.sd_se[j]:.1f}%",
                         "yes" if said else "no",
+                        "yes"
+                        if np.array_equal(got, first)
+                        else f"no: max difference {np.max(np.abs(got - first)):.2g}",
                     ]
                 )
-                key = f"posterior_check_cost.{n}.{code}.{r}"
+                key = f"{args.name}.{n}.{code}.{r}"
                 values.update(
                     {
                         f"{key}.seconds": f"{out.seconds:.1f}",
                         f"{key}.compile_seconds": f"{compiling:.1f}",
                         f"{key}.cpu_seconds": f"{cpu:.1f}",
                         f"{key}.compilations": f"{compiles}",
-                        f"{key}.sampling_seconds": f"{sampled.seconds:.1f}",
+                        f"{key}.sampling_seconds": f"{fit.sampling_seconds:.1f}",
+                        f"{key}.sampling_cpu_seconds": f"{fit.sampling_cpu:.1f}",
                         f"{key}.passes": f"{out.data_used / n:.0f}",
-                        f"{key}.of_sampling": f"{out.seconds / sampled.seconds:.2f}",
+                        f"{key}.of_sampling": f"{out.seconds / fit.sampling_seconds:.2f}",
+                        f"{key}.cpu_of_sampling": f"{cpu / fit.sampling_cpu:.2f}",
                     }
                 )
                 print(rows[-1], flush=True)
-    save(
-        args.results,
-        "posterior_check_cost",
-        config=args,
-        values=values,
-        tables={"posterior_check_cost": table(COST, rows)},
-    )
+    save(args.results, args.name, config=args, values=values, tables={args.name: table(COST, rows)})
     return 0
 
 
@@ -331,6 +424,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeats", type=int, default=1)
     p.add_argument("--baseline", default="52d4236", help="with --cost: the commit whose check is 'before'")
     p.add_argument("--starts", type=int, default=100, help="with --cost: starts asked for (auto_sample's check_draws)")
+    p.add_argument(
+        "--importance", action="store_true", help="with --cost: the importance-sampled robust_nu fit instead"
+    )
+    p.add_argument("--name", default="posterior_check_cost", help="with --cost: the results' experiment and table name")
     add_results_option(p)
     args = p.parse_args(argv)
     if args.cost:

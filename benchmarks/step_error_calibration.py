@@ -48,6 +48,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=300_000)
     parser.add_argument("--measured", nargs="+", required=True, help="heavy_tails.py results files")
+    parser.add_argument("--name", default="step_error_calibration", help="the results' experiment and table name")
     add_results_option(parser)
     args = parser.parse_args()
     rows, values = [], {}
@@ -70,8 +71,9 @@ def main() -> None:
                 rng = np.random.default_rng(np.asarray(jax.random.key_data(jax.random.key(1))).ravel().tolist())
                 idx = np.sort(rng.choice(n_pop, min(n_pop, ROWS), replace=False))
                 sample = take(est.population(source.arrays()), jnp.asarray(idx, jnp.int32))
-                d = residual_matrix(model, est, sample, w.centre, *laplace_pairs(chol, MOVES, rng))
-                predicted = step_error(d, orders(d.shape[1], rng), n_pop, m, 1.0).error
+                terms = residual_matrix(model, est, sample, w.centre, *laplace_pairs(chol, MOVES, rng))
+                d = terms.read
+                predicted = step_error(d, orders(d.shape[1], rng), n_pop, m, 1.0, exact=terms.exact).error
                 bound = float(
                     np.mean(
                         minibatch_shape(
@@ -94,15 +96,10 @@ def main() -> None:
                         f"{warmup_passes(w):.2f}",
                     ]
                 )
-                values[f"{name}_{method}_{m}_predicted_over_measured"] = predicted / got
+                prefix = "" if args.name == "step_error_calibration" else f"{args.name}."  # keys unique over the files
+                values[f"{prefix}{name}_{method}_{m}_predicted_over_measured"] = predicted / got
                 print(" | ".join(map(str, rows[-1])), flush=True)
-    save(
-        args.results,
-        "step_error_calibration",
-        config=args,
-        tables={"step_error_calibration": table(COLUMNS, rows)},
-        values=values,
-    )
+    save(args.results, args.name, config=args, tables={args.name: table(COLUMNS, rows)}, values=values)
 
 
 if __name__ == "__main__":

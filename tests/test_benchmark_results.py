@@ -327,3 +327,22 @@ def test_glmm_agreement_standard_errors_hold_for_antithetic_chains(bench):
 
     _, _, z_mean, z_sd = glmm.agreement(run(), run())
     assert 1.5 < z_mean < 4.0 and 1.5 < z_sd < 4.0, (z_mean, z_sd)
+
+
+def test_glmm_large_param_rows_pick_levels_by_rows_and_the_least_ess(bench):
+    """``glmm_large.param_rows`` on hand-made statistics: a 2-entry global gives one row per entry, the effects the
+    levels with the fewest, the median and the most rows, then the level of least ESS with the largest R-hat of all;
+    ESS per kept sweep and per CPU second divide by the given counts. A level picked by code instead of by rows, or an
+    R-hat not the largest, fails."""
+    glmm_large = bench("glmm_large")
+    sizes = np.array([5, 1, 40, 12, 7])
+    stats = {
+        "beta": (np.array([200.0, 300.0]), np.array([1.01, 1.0])),
+        "u": (np.array([10.0, 20.0, 30.0, 40.0, 50.0]), np.array([1.0, 1.2, 1.0, 1.0, 1.1])),
+    }
+    rows = glmm_large.param_rows(stats, sizes, kept=400, cpu=100.0)
+    assert rows[0] == ["beta[0]", "all", "200", "0.500", "2.000", "1.010"]
+    assert rows[1][0] == "beta[1]" and rows[1][3] == "0.750"
+    assert [r[1] for r in rows[2:5]] == ["1", "7", "40"]  # fewest (level 1), median (level 4), most (level 2)
+    assert rows[2][0].startswith("u[1]") and rows[3][0].startswith("u[4]") and rows[4][0].startswith("u[2]")
+    assert rows[5][1:] == ["5", "10", "0.025", "0.100", "1.200"]

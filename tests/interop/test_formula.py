@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 
+import jax
 import numpy as np
 import pandas as pd
 import pytest
@@ -234,6 +235,22 @@ def test_design_holds_the_models_dtypes_once():
     assert fd.common.design_matrix is None and fd.common.data is None
     rows = new_rows(fd, df.iloc[:5])
     np.testing.assert_allclose(rows.x, d.x[:5], rtol=1e-6)
+
+
+@pytest.mark.skipif(jax.default_backend() != "cpu", reason="sharing host memory is the CPU client's")
+def test_jax_shares_the_designs_rows():
+    """The rows handed to JAX (``as_data_source`` of ``glmm_model``'s data) are the design's own memory, not a copy:
+    the design is built aligned (``data.aligned``). Catches a second copy of every row between the formula and the
+    sampler (0.28 GB at ``N = 10^7``)."""
+    from minibatch_mcmc.data.arrays import as_data_source
+    from minibatch_mcmc.models.glmm import glmm_model
+
+    df = table(2000)
+    d = formula_design("y ~ x1 + c + (x1 | h)", df, "bernoulli").design
+    _, data = glmm_model(d, "bernoulli")
+    rows = as_data_source(data).arrays()
+    for key, held in (("x", d.x), ("y", d.y), ("g_0", d.factors[0].codes), ("z_0", d.factors[0].z)):
+        assert rows[key].unsafe_buffer_pointer() == held.ctypes.data, key
 
 
 def test_counts_too_large_for_float32_stay_exact():

@@ -264,9 +264,10 @@ def test_surrogate_hessian_from_arrow_products(family):
 
 
 def test_the_search_runs_on_one_blas_thread(monkeypatch):
-    """The search (its ``eigh`` and Cholesky factorisations) sees ``BLAS_THREADS`` BLAS threads, and the caller's count
-    is restored after it: a ``glmm_mode`` that left OpenBLAS at its default thread count (the 2-core machine's 2, where a
-    ``d x d`` ``eigh`` then waited on XLA's threads) fails where the machine has more than one core."""
+    """The search (its ``eigh`` and Cholesky factorisations) runs inside ``optim.host_blas``'s limit, one BLAS thread at
+    a ``d`` below ``THREADED_DIM``, and the caller's count is restored after it: a ``glmm_mode`` that left OpenBLAS at
+    its default thread count (the 2-core machine's 2, where a ``d x d`` ``eigh`` then waited on XLA's threads) fails
+    where the machine has more than one core."""
     import importlib
 
     from threadpoolctl import threadpool_info
@@ -279,5 +280,5 @@ def test_the_search_runs_on_one_blas_thread(monkeypatch):
     seen = []
     monkeypatch.setattr(gm, "search", lambda *args: seen.append(blas_threads()))
     before = blas_threads()
-    gm.glmm_mode(None, None, None, None)
-    assert seen == [[gm.BLAS_THREADS] * len(before)] and blas_threads() == before
+    gm.glmm_mode(None, None, jnp.zeros(205), None)
+    assert seen == [[1] * len(before)] and blas_threads() == before

@@ -119,11 +119,15 @@ def without_rounding(values: jax.Array, model: Model, centre: jax.Array, unravel
     """``values`` per row with each one within ``ROUNDING_ULPS`` units of its row's float32 resolution (``term_scale``)
     set to 0, traceable: what the check and the batch sizing count as rounding, not residual (rows of an importance-
     sampled population: a term ``r_i / n_i`` against its row's floor over ``n_i``)."""
+    return jnp.where(jnp.abs(values) <= rounding_floors(model, centre, unravel, rows, values.dtype), 0.0, values)
+
+
+def rounding_floors(model: Model, centre: jax.Array, unravel: Any, rows: PyTree, dtype: Any) -> jax.Array:
+    """Per row, the ``|term|`` in ``dtype`` at or below which ``without_rounding`` sets it to 0, traceable (computed once
+    for rows whose terms are taken at several moves)."""
     rows, copies = split_copies(rows)
-    floor = ROUNDING_ULPS * jnp.finfo(values.dtype).eps * term_scale(model, centre, unravel, rows).astype(values.dtype)
-    if copies is not None:
-        floor = floor / copies.astype(values.dtype)
-    return jnp.where(jnp.abs(values) <= floor, 0.0, values)
+    floor = ROUNDING_ULPS * jnp.finfo(dtype).eps * term_scale(model, centre, unravel, rows).astype(dtype)
+    return floor if copies is None else floor / copies.astype(dtype)
 
 
 def rounding_floor(scale: Any, temperature: float = 1.0) -> np.ndarray:

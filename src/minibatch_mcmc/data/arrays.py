@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from minibatch_mcmc.data.aligned import shareable
 from minibatch_mcmc.data.host import HostData, is_host_data
 from minibatch_mcmc.data.indexing import MAX_DATA
 from minibatch_mcmc.data.planned import PlannedRows, planned_take
@@ -78,6 +79,29 @@ class RowsRepeated(NamedTuple):
     tree: PyTree
     ends: jax.Array
     """Cumulative copies (int32, increasing, ``ends[-1] = M``)."""
+
+
+class DistinctRows(NamedTuple):
+    """The population's distinct rows: a position of each, its copies, and the cumulative copies that map a position
+    to its row (an importance-sampled population, ``RowsRepeated``, holds row ``i`` at ``copies_i`` positions, each
+    with the term ``r_i / copies_i``; any other population each row once, ``ends`` None)."""
+
+    position: np.ndarray
+    copies: np.ndarray
+    ends: np.ndarray | None = None
+
+    def of(self, positions: np.ndarray) -> np.ndarray:
+        """The row of each position."""
+        return positions if self.ends is None else np.searchsorted(self.ends, positions, side="right")
+
+
+def distinct_rows(population: PyTree, n_pop: int) -> DistinctRows:
+    """``DistinctRows`` of a population (``Estimator.population(data)``) of ``n_pop`` positions, on the host: what the
+    posterior check's full reads evaluate (``diagnostics.twin_sums``)."""
+    if isinstance(population, RowsRepeated):
+        ends = np.asarray(population.ends, np.int64)
+        return DistinctRows((ends - 1).astype(np.int32), np.diff(ends, prepend=0).astype(np.float32), ends)
+    return DistinctRows(np.arange(n_pop, dtype=np.int32), np.ones(n_pop, np.float32))
 
 
 def repeat_index(ends: jax.Array, j: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -190,7 +214,8 @@ def from_pandas(data: Any) -> Any:
 def as_data_source(data: PyTree | DataSource) -> ArrayData | HostData:
     """Wrap arrays (or an existing source) as a validated ``ArrayData``; out-of-core ``HostData`` stays on the host.
 
-    A pandas ``DataFrame`` becomes ``{column name: array}`` (a ``Series`` its array)."""
+    A pandas ``DataFrame`` becomes ``{column name: array}`` (a ``Series`` its array). Aligned read-only numpy arrays are
+    shared with JAX on the CPU (``to_jax``); writable ones are copied."""
     data = from_pandas(data)
     if isinstance(data, ArrayData):
         tree = data.tree
@@ -202,5 +227,14 @@ def as_data_source(data: PyTree | DataSource) -> ArrayData | HostData:
         validate_data(tree)
         return tree
     validate_data(tree)
-    tree = jax.tree_util.tree_map(jnp.asarray, tree)
+    tree = jax.tree_util.tree_map(to_jax, tree)
     return ArrayData(tree)
+
+
+def to_jax(leaf: Any) -> jax.Array:
+    """A data leaf as a JAX array: on the CPU a read-only numpy array ``data.aligned`` calls aligned is shared, not
+    copied (``jax.device_put``); any other is copied (``jnp.asarray`` copies every numpy array)."""
+    if isinstance(leaf, jax.Array):
+        return leaf
+    leaf = np.asarray(leaf)
+    return jax.device_put(leaf) if shareable(leaf) else jnp.asarray(leaf)

@@ -26,7 +26,7 @@ starts, the decision). A run whose test is exact has nothing to check: the check
 
 Rule: a mean is flagged when ``|error| - Z_SE * s.e. > MEAN_TOLERANCE`` posterior s.d., an s.d. when its relative error
 ``|ratio - 1| - Z_SE * s.e. > SD_TOLERANCE``. Cost (``PosteriorError.passes``, plus the run's minibatch rows): with a
-proxy and enough rows, every row for 8 starts at the first step, then per step a sample of about ``N / 256`` rows (at
+proxy and enough rows, every row for 4 starts at the first step, then per step a sample of about ``N / 256`` rows (at
 least 3,072) and every row only for a start whose decision the sample leaves open (``twin_sums``: the same decisions as
 every row's, to a sampled estimate off by 5 of its s.e., and audited); else ``K T`` passes, one streamed read a step for
 all starts. Past ``MAX_EVALUATIONS`` planned the starts are cut (the s.e. grows as ``1 / sqrt(K)``; the warning states
@@ -259,7 +259,7 @@ def check_posterior(
     if why:
         zero = np.zeros(len(names))
         return PosteriorError(names, zero, zero, zero, zero, 0, 0, zero, 0.0, 0, time.perf_counter() - t0, n, 0.0, why)
-    starts = affordable_starts(starts, steps, *twin_plan(estimator, centre, n, starts, steps))
+    starts = affordable_starts(starts, steps, *twin_plan(estimator, centre, source.arrays(), n, starts, steps))
     draws = flat_draws(positions)
     late = draws[:, draws.shape[1] // 2 :]
     run_mean, sd = late.reshape(-1, late.shape[2]).mean(0), late.reshape(-1, late.shape[2]).std(0)

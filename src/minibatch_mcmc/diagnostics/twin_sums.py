@@ -14,18 +14,25 @@ any other is estimated again from ``STAGE_GROWTH`` times more fresh draws (and s
 ``1 / STAGE_FACTOR`` of the rows), then, still open or with a non-finite term sampled, reads every row. So the
 twin decides as the full-data rule does except when an estimate is off by more than ``Z`` s.e. (for a normal estimate
 about ``6e-7`` per decision). Heavy tails outside ``H`` could make that more frequent, so the estimates are audited
-against full sums: the first step also reads every row for ``AUDIT_STARTS`` other starts, and every start that reads
-every row later is compared too. One full sum more than ``AUDIT_Z`` s.e. (plus ``SLACK``) from its estimate and every
-later step reads every row for every start, as before. Without a proxy (``centre`` None: the plain ratios' spread is the
-whole log-likelihood's), for a single step, with fewer than ``SAMPLE_FACTOR`` gathered blocks of rows or at most
-``PROBE_STARTS + AUDIT_STARTS`` starts, every step reads every row (``exact_twin``'s streamed pass for all starts at once).
+against full sums on moves ``H`` was not chosen on: at the first step the probe starts are read in two halves, each
+half's full sums compared with estimates from the heavy set the other half's rows gave (and a sample); later, every start
+that reads every row is compared too: the open ones, and with each lone open start (a group of ``FULL_STARTS`` is
+evaluated whole) the decided start nearest its edge. One full sum more than ``AUDIT_Z`` s.e. (plus ``SLACK``) from its
+estimate and every later step reads every row for every start, as before. Without a proxy (``centre`` None: the plain
+ratios' spread is the whole log-likelihood's), for a single step, with fewer than ``SAMPLE_FACTOR`` gathered blocks of
+rows or at most ``2 PROBE_STARTS`` starts, every step reads every row (``exact_twin``'s streamed pass for all starts at
+once).
+
+An importance-sampled population (``data.arrays.RowsRepeated``: row ``i`` at ``n_i`` of ``M`` positions, each with the
+term ``r_i / n_i``) is sampled by positions, uniformly, so by the run's own weights (``n`` above is ``M``); a full read
+and the heavy set are over its distinct rows (``data.arrays.DistinctRows``): each row's term read once and weighted by
+``n_i``, ``N`` evaluations where reading every position took ``M`` (up to 4 N), and a drawn position whose row is in
+``H`` counts 0; ``m`` is sized by ``N``.
 
 One compiled function reads every row set (``gathered_sums``): every start, in groups of ``FULL_STARTS``, on
 ``L = m + |H|`` gathered rows (padded to a multiple of its chunk), one call per block of ``L`` rows. Row evaluations per check:
-``(PROBE_STARTS + AUDIT_STARTS) N + K T L``, plus the larger samples and ``FULL_STARTS N`` per group of starts left
-open in a step, against ``K T N``. On the Student-t regression at ``N = 10^6`` (``K = 100``, ``T = 16``: 1,600
-decisions) the check read 25 passes against 1,600 (``benchmarks/posterior_check.py --cost``); at ``K = 32`` its
-estimates equalled those of reading every row at every step, as at ``N = 10^5``.
+``PROBE_STARTS N + K T L``, plus the larger samples and ``FULL_STARTS N`` per group of starts left open in a step,
+against ``K T N`` (``benchmarks/posterior_check.py --cost`` measures them, docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -38,8 +45,8 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 
 from minibatch_mcmc.control_variates.base import Estimator
-from minibatch_mcmc.control_variates.influence import without_rounding
-from minibatch_mcmc.data.arrays import take
+from minibatch_mcmc.control_variates.influence import rounding_floors
+from minibatch_mcmc.data.arrays import DistinctRows, take
 from minibatch_mcmc.models.base import Model
 
 PyTree = Any
@@ -70,11 +77,9 @@ AUDIT_Z = 4.0
 """Each full sum must lie within this many s.e. (plus ``SLACK``) of its estimate, or every later step reads every row
 (a normal estimate strays that far about 6e-5 of the time)."""
 PROBE_STARTS = 4
-"""Starts whose first step reads every row and gives the heavy set (a multiple of ``FULL_STARTS``: the first step reads
-them and the audit starts in one pass, the heavy set from their groups of starts alone)."""
-AUDIT_STARTS = 4
-"""Further starts whose first step reads every row, to audit the estimates on moves the heavy set was not chosen on
-(every later full read audits too). With 8 and 8, these 16 passes were half the check's reads at ``N = 10^6``."""
+"""Starts whose first step reads every row and gives the heavy set, in two halves (each a multiple of ``FULL_STARTS``)
+that audit each other's heavy sets. Was 4 probe and 4 further audit starts (8 full reads; 8 and 8 before that, half the
+check's reads at ``N = 10^6``)."""
 SLACK = 1e-3
 """Nats added to each interval: a sampled s.e. of 0 (every residual sampled zero) still leaves room for rows unsampled.
 A decision within it of the edge is read on every row (at 1e-2 those were about 1% of the decisions, at 1e-3 0.1%;
@@ -98,11 +103,11 @@ class Sampling(NamedTuple):
 
 
 def sampling_plan(n_pop: int, starts: int, steps: int, centre: PyTree) -> Sampling:
-    """``Sampling`` for ``n_pop`` rows (module docstring): none without a proxy, for a single step, too few rows, or no
-    start left to sample beyond the first step's probe and audit starts (nothing would audit the samples)."""
+    """``Sampling`` for ``n_pop`` rows (module docstring): none without a proxy, for a single step, too few rows, or at
+    most twice the first step's probe starts (as many sampled starts as read in full)."""
     m = min(MAX_SAMPLED, max(MIN_SAMPLED, n_pop // SAMPLED_SHARE))
     block = -(-(m + HEAVY_ROWS) // CHUNK) * CHUNK
-    if centre is None or steps < 2 or n_pop < SAMPLE_FACTOR * block or starts <= PROBE_STARTS + AUDIT_STARTS:
+    if centre is None or steps < 2 or n_pop < SAMPLE_FACTOR * block or starts <= 2 * PROBE_STARTS:
         return Sampling(0, 0, 0)
     return Sampling(block - HEAVY_ROWS, HEAVY_ROWS, block)
 
@@ -111,7 +116,7 @@ def planned_evaluations(plan: Sampling, starts: int, steps: int, n_pop: int) -> 
     """Row evaluations the twin makes if no start is left undecided (``K T N`` without sampling)."""
     if not plan.rows:
         return starts * steps * n_pop
-    return min(starts, PROBE_STARTS + AUDIT_STARTS) * n_pop + starts * steps * plan.block
+    return PROBE_STARTS * (n_pop + plan.block) + starts * steps * plan.block
 
 
 def gathered_sums(model: Model, estimator: Estimator, centre: PyTree) -> Callable:
@@ -120,19 +125,22 @@ def gathered_sums(model: Model, estimator: Estimator, centre: PyTree) -> Callabl
     ``FULL_STARTS`` that hold the first ``count`` are evaluated, the rest left 0), sums over the gathered rows ``idx``
     weighted by ``exact`` and ``sampled`` (``idx``'s length a multiple of ``CHUNK``), whether a weighted term was not
     finite, and per row its largest ``|r_i|`` over the first ``top`` starts (a multiple of ``FULL_STARTS``; infinite
-    where not finite). Each term within its row's float32 resolution counts as 0 (``without_rounding``). One call
-    serves every start of a block: one dispatch and one read back instead of one per group."""
+    where not finite). Each term within its row's float32 resolution counts as 0 (``without_rounding``; the rows and
+    their floors gathered once a call, not once a group). One call serves every start of a block: one dispatch and one
+    read back instead of one per group."""
     flat_c, unravel_c = ravel_pytree(centre)
 
-    def terms(current: PyTree, candidate: PyTree, rows: PyTree) -> jax.Array:
-        return without_rounding(estimator.log_ratio(model, current, candidate)(rows), model, flat_c, unravel_c, rows)
+    def terms(current: PyTree, candidate: PyTree, rows: PyTree, floor: jax.Array) -> jax.Array:
+        v = estimator.log_ratio(model, current, candidate)(rows)
+        return jnp.where(jnp.abs(v) <= floor.astype(v.dtype), 0.0, v)
 
-    many = jax.vmap(terms, in_axes=(0, 0, None))
+    many = jax.vmap(terms, in_axes=(0, 0, None, None))
 
-    def one_group(population, idx, exact, sampled, currents, candidates):
+    def one_group(rows, floor, exact, sampled, currents, candidates):
         def body(i, acc):
-            at, a, b = (jax.lax.dynamic_slice_in_dim(v, i * CHUNK, CHUNK) for v in (idx, exact, sampled))
-            v = many(currents, candidates, take(population, at))
+            a, b, f = (jax.lax.dynamic_slice_in_dim(v, i * CHUNK, CHUNK) for v in (exact, sampled, floor))
+            chunk = jax.tree_util.tree_map(lambda x: jax.lax.dynamic_slice_in_dim(x, i * CHUNK, CHUNK), rows)
+            v = many(currents, candidates, chunk, f)
             finite = jnp.isfinite(v)
             bad = jnp.any(~finite & ((a > 0) | (b > 0)), axis=1)
             top = jnp.max(jnp.where(finite, jnp.abs(v), jnp.inf), axis=0)
@@ -146,11 +154,17 @@ def gathered_sums(model: Model, estimator: Estimator, centre: PyTree) -> Callabl
             )
 
         zero = jnp.zeros((FULL_STARTS,), jnp.float32)
-        start = (zero, zero, zero, jnp.zeros((FULL_STARTS,), bool), jnp.zeros(idx.shape, jnp.float32))
-        return jax.lax.fori_loop(0, idx.shape[0] // CHUNK, body, start)
+        start = (zero, zero, zero, jnp.zeros((FULL_STARTS,), bool), jnp.zeros(exact.shape, jnp.float32))
+        return jax.lax.fori_loop(0, exact.shape[0] // CHUNK, body, start)
 
     def run(population, idx, exact, sampled, currents, candidates, count, top):
         k = jax.tree_util.tree_leaves(currents)[0].shape[0]
+        rows = take(population, idx)
+        one = lambda tree: jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(a.shape[1:], a.dtype), tree)  # noqa: E731
+        dtype = jax.eval_shape(
+            lambda c, m: estimator.log_ratio(model, c, m)(rows), one(currents), one(candidates)
+        ).dtype
+        floor = rounding_floors(model, flat_c, unravel_c, rows, dtype)
 
         def group(g, acc):
             at = g * FULL_STARTS
@@ -158,7 +172,7 @@ def gathered_sums(model: Model, estimator: Estimator, centre: PyTree) -> Callabl
             def cut(tree: PyTree) -> PyTree:
                 return jax.tree_util.tree_map(lambda a: jax.lax.dynamic_slice_in_dim(a, at, FULL_STARTS), tree)
 
-            got = one_group(population, idx, exact, sampled, cut(currents), cut(candidates))
+            got = one_group(rows, floor, exact, sampled, cut(currents), cut(candidates))
             sums = tuple(jax.lax.dynamic_update_slice_in_dim(a, b, at, 0) for a, b in zip(acc[:4], got[:4]))
             return sums + (jnp.where(at < top, jnp.maximum(acc[4], got[4]), acc[4]),)
 
@@ -177,8 +191,10 @@ class StepReader(NamedTuple):
     plan: Sampling
     n_pop: int
     seed: int
-    slots: int = FULL_STARTS
+    slots: int
     """Starts a call of ``gathered`` takes: the twin's ``K`` rounded up to a multiple of ``FULL_STARTS``."""
+    units: DistinctRows
+    """The population's distinct rows (``data.arrays.distinct_rows``), which a full read and the heavy set are over."""
 
 
 class Reading(NamedTuple):
@@ -216,7 +232,8 @@ def full_sums(reader: StepReader, data: PyTree, currents, candidates, which: np.
     padded with weight 0), ``rowmax`` each row's largest ``|r_i|`` over the first ``top`` of them (a multiple of
     ``FULL_STARTS``; None where ``top`` is 0). One call a block for every start, all dispatched before their results
     are read."""
-    n, size = reader.n_pop, reader.plan.block
+    units = reader.units
+    n, size = units.position.size, reader.plan.block
     rowmax = np.zeros(-(-n // size) * size, np.float32) if top else None
     zero = jax.device_put(np.zeros(size, np.float32))
     c, m = padded(currents, which, reader.slots), padded(candidates, which, reader.slots)
@@ -224,7 +241,8 @@ def full_sums(reader: StepReader, data: PyTree, currents, candidates, which: np.
     got = []
     for start in range(0, n, size):
         at = start + np.arange(size)
-        idx, w = jax.device_put(np.minimum(at, n - 1).astype(np.int32)), jax.device_put((at < n).astype(np.float32))
+        unit = np.minimum(at, n - 1)
+        idx, w = jax.device_put(units.position[unit]), jax.device_put(units.copies[unit] * (at < n))
         got.append(reader.gathered(data, idx, w, zero, c, m, count, upto))
     lam, bad = np.zeros(which.size), np.zeros(which.size, bool)
     for j, out in enumerate(got):
@@ -235,15 +253,15 @@ def full_sums(reader: StepReader, data: PyTree, currents, candidates, which: np.
     return lam, bad, None if rowmax is None else rowmax[:n]
 
 
-def draw_rows(plan: Sampling, reading: Reading, n_pop: int, seed: tuple, heavy: bool):
-    """The rows a sampled call gathers: with ``heavy`` the heavy set then ``m`` uniform draws, else ``m + |H|`` draws
-    (sorted, padded to ``plan.block``); and their weights: 1 on the heavy rows for the exact sum, 1 on drawn rows
-    outside ``H`` for the sampled sums."""
+def draw_rows(plan: Sampling, reading: Reading, n_pop: int, seed: tuple, heavy: bool, units: DistinctRows):
+    """The positions a sampled call gathers: with ``heavy`` the heavy set's then ``m`` uniform draws, else ``m + |H|``
+    draws (sorted, padded to ``plan.block``); and their weights: a heavy row's copies for the exact sum, 1 on drawn
+    positions whose row is outside ``H`` for the sampled sums."""
     top = reading.heavy if heavy else np.zeros(0, np.int64)
     drawn = np.sort(np.random.default_rng(seed).integers(0, n_pop, plan.block - top.size))
-    idx = np.concatenate([top, drawn]).astype(np.int32)
-    exact = np.concatenate([np.ones(top.size), np.zeros(drawn.size)]).astype(np.float32)
-    sampled = np.concatenate([np.zeros(top.size), ~reading.in_heavy[drawn]]).astype(np.float32)
+    idx = np.concatenate([units.position[top], drawn]).astype(np.int32)
+    exact = np.concatenate([units.copies[top], np.zeros(drawn.size)]).astype(np.float32)
+    sampled = np.concatenate([np.zeros(top.size), ~reading.in_heavy[units.of(drawn)]]).astype(np.float32)
     return idx, exact, sampled
 
 
@@ -256,15 +274,15 @@ def sampled_sums(reader: StepReader, reading: Reading, seed: tuple, data: PyTree
     c, to = padded(currents, every, reader.slots), padded(candidates, every, reader.slots)
     got, m = [], 0
     for j in range(blocks):
-        rows = draw_rows(reader.plan, reading, n, seed + (j,), blocks == 1)
-        m += rows[0].size - int(rows[1].sum())
+        rows = draw_rows(reader.plan, reading, n, seed + (j,), blocks == 1, reader.units)
+        m += rows[0].size - int(np.count_nonzero(rows[1]))  # the drawn positions (the heavy rows weigh their copies)
         got.append(reader.gathered(data, *(jax.device_put(v) for v in rows), c, to, np.int32(k), np.int32(0)))
     out = np.zeros((4, k))
     for res in got:
         out += np.stack([np.asarray(g, np.float64)[:k] for g in res[:4]])
     mean = out[1] / m
     var = np.maximum(out[2] / m - mean * mean, 0.0) * m / (m - 1)
-    return out[0], n * mean, n * np.sqrt(var / m), out[3] > 0, k * blocks * reader.plan.block
+    return out[0], n * mean, n * np.sqrt(var / m), out[3] > 0, slots_for(k) * blocks * reader.plan.block
 
 
 def heaviest(rowmax: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray]:
@@ -280,23 +298,53 @@ def strays(full: np.ndarray, est: np.ndarray, se: np.ndarray) -> bool:
     return bool(np.any(np.abs(full - est) > AUDIT_Z * se + SLACK))
 
 
+def first_step(reader: StepReader, reading: Reading, data: PyTree, currents, candidates):
+    """The first step's full reads: every row for the ``PROBE_STARTS`` probe starts, in two halves, each half's rows'
+    largest residuals giving a heavy set the other half's sums audit (an estimate from that heavy set and a sample,
+    ``AUDIT_Z``), and the heavy set from all of them. ``(lam, bad, reading, strayed)`` for the probe starts."""
+    n, halves = reader.units.position.size, np.split(np.arange(PROBE_STARTS), 2)
+    lam, bad, tops = np.zeros(PROBE_STARTS), np.zeros(PROBE_STARTS, bool), []
+    for half in halves:
+        lam[half], bad[half], rowmax = full_sums(reader, data, currents, candidates, half, top=half.size)
+        tops.append(rowmax)
+    rows, strayed = reading.rows + 2 * slots_for(halves[0].size) * n, False
+    for j, (half, other) in enumerate(zip(halves, tops[::-1])):
+        heavy = heaviest(other, reader.plan.heavy)
+        seed, c, m = (reader.seed, 1, 1, j), pick(currents, half), pick(candidates, half)
+        h, rest, se, sbad, used = sampled_sums(
+            reader, reading._replace(heavy=heavy[0], in_heavy=heavy[1]), seed, data, c, m, 1
+        )
+        fine = ~bad[half] & ~sbad
+        strayed, rows = strayed or strays(lam[half][fine], (h + rest)[fine], se[fine]), rows + used
+    heavy, in_heavy = heaviest(np.maximum(*tops), reader.plan.heavy)
+    return lam, bad, reading._replace(heavy=heavy, in_heavy=in_heavy, rows=rows), strayed
+
+
+def paired(open_: np.ndarray, known: np.ndarray, est: np.ndarray, edge: np.ndarray, se: np.ndarray) -> np.ndarray:
+    """The starts to read in full: the open ones, and where they leave a group of ``FULL_STARTS`` part empty (it is
+    evaluated whole), the decided starts nearest their edge in s.e. to fill it: their decisions read exactly, and
+    audited, for nothing."""
+    spare = -int(open_.sum()) % FULL_STARTS
+    nearest = np.argsort(np.where(open_ | known, np.inf, np.abs(est - edge) / np.maximum(se, 1e-30)), kind="stable")
+    fill = nearest[:spare][~(open_ | known)[nearest[:spare]]]
+    return np.sort(np.concatenate([np.flatnonzero(open_), fill]))
+
+
 def read_step(reader: StepReader, reading: Reading, t: int, data: PyTree, currents, candidates, edge: np.ndarray):
     """Step ``t``'s ``(Lambda, bad)`` per start and the reading after it (module docstring); ``edge``: per start the
     ``Lambda`` above which the exact rule accepts (``(tau - free) * temperature``)."""
     k = jax.tree_util.tree_leaves(currents)[0].shape[0]
-    every, n = np.arange(k), reader.n_pop
+    every, n = np.arange(k), reader.units.position.size  # a full read's evaluations: the distinct rows
     if reading.full:
         lam, bad, _ = full_sums(reader, data, currents, candidates, every)
-        return lam, bad, reading._replace(rows=reading.rows + k * n)
-    lam, bad, rows = np.zeros(k), np.zeros(k, bool), reading.rows
-    known, compare = np.zeros(k, bool), np.zeros(k, bool)
+        return lam, bad, reading._replace(rows=reading.rows + slots_for(k) * n)
+    lam, bad = np.zeros(k), np.zeros(k, bool)
+    known, compare, strayed = np.zeros(k, bool), np.zeros(k, bool), False
     if t == 1:
-        first, audit = every[: PROBE_STARTS + AUDIT_STARTS], every[PROBE_STARTS : PROBE_STARTS + AUDIT_STARTS]
-        lam[first], bad[first], rowmax = full_sums(reader, data, currents, candidates, first, top=PROBE_STARTS)
-        heavy, in_heavy = heaviest(rowmax, reader.plan.heavy)
-        reading = reading._replace(heavy=heavy, in_heavy=in_heavy)
-        known[first], compare[audit] = True, True
-        rows += first.size * n
+        first = every[:PROBE_STARTS]
+        lam[first], bad[first], reading, strayed = first_step(reader, reading, data, currents, candidates)
+        known[first] = True
+    rows = reading.rows
     heavy_sum, rest_sum, se, sbad, used = sampled_sums(reader, reading, (reader.seed, t), data, currents, candidates, 1)
     est, rows = heavy_sum + rest_sum, rows + used
     open_ = np.zeros(k, bool)
@@ -313,16 +361,16 @@ def read_step(reader: StepReader, reading: Reading, t: int, data: PyTree, curren
         seed = (reader.seed, t, blocks)
         got = sampled_sums(reader, reading, seed, data, pick(currents, which), pick(candidates, which), blocks)
         est[which], se[which], sbad[which], rows = heavy_sum[which] + got[1], got[2], got[3], rows + got[4]
-    redo = every[open_]
+    redo = paired(open_, known, est, edge, se) if open_.any() else every[open_]
     if redo.size:
         lam[redo], bad[redo], _ = full_sums(reader, data, currents, candidates, redo)
-        known[redo], compare[redo], rows = True, True, rows + redo.size * n
+        known[redo], compare[redo], rows = True, True, rows + slots_for(redo.size) * n
     compare &= ~bad & ~sbad
     rest = every[~known]
     lam[rest], bad[rest] = est[rest], sbad[rest]
-    if strays(lam[compare], est[compare], se[compare]):
+    if strayed or strays(lam[compare], est[compare], se[compare]):
         reading = reading._replace(full=True)
         if rest.size:
             lam[rest], bad[rest], _ = full_sums(reader, data, currents, candidates, rest)
-            rows += rest.size * n
+            rows += slots_for(rest.size) * n
     return lam, bad, reading._replace(rows=rows)

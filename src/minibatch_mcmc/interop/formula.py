@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from minibatch_mcmc.interop.formula_rows import drop_intercept_rows, float32_columns, narrowed, release_rows
+from minibatch_mcmc.interop.formula_rows import drop_intercept_rows, float32_stack, level_codes, narrowed, release_rows
 from minibatch_mcmc.models.glmm_design import GLMMDesign, GroupFactor, check_design
 from minibatch_mcmc.models.glmm_families import FAMILIES
 
@@ -245,14 +245,14 @@ def evaluate_factor(name: str, terms: list, table, env) -> tuple[GroupFactor, Fa
         expr = term.expr
         expr.set_type(table, env)
         expr.set_data(expr.name == "Intercept" or not has_intercept)  # formulae's rule: full rank without (1 | g)
-        blocks.append(np.asarray(expr.data, dtype=np.float32).reshape(len(table), -1))
+        blocks.append(np.reshape(expr.data, (len(table), -1)))
         labels.extend("1" if expr.name == "Intercept" else label for label in expr.labels)
         exprs.append(expr)
     drop_intercept_rows(exprs)
     factor = GroupFactor(
         name=name,
-        codes=np.asarray(codes, dtype=np.int32 if len(categories) < 2**31 else np.int64),
-        z=np.column_stack(blocks),
+        codes=level_codes(codes, len(categories)),
+        z=float32_stack(blocks, len(table)),
         levels=tuple(str(c) for c in categories),
         terms=tuple(labels),
     )
@@ -285,7 +285,7 @@ def formula_design(
         n_trials = given_column(trials, "trials", len(table))
     check_response(y, n_trials, family, str(description.response.term.name))
     common, fixed, offsets = common_part(description, table, env)
-    x = float32_columns(common.design_matrix if fixed else None, fixed, len(table))
+    x = float32_stack([common.design_matrix[:, s] for s in fixed], len(table))
     offset_values = total_offset(common, offsets, table, offset)
     release_rows(common)
     factors = [evaluate_factor(name, terms, table, env) for name, terms in group_terms_by_factor(description).items()]

@@ -44,6 +44,7 @@ import numpy as np
 from jax.scipy.stats import norm
 
 from minibatch_mcmc.checks import check_choice, check_positive
+from minibatch_mcmc.data.aligned import aligned
 from minibatch_mcmc.models.base import GLMMLayout, GLMMSpec, Model
 from minibatch_mcmc.models.glmm_centring import Centring, centring_weights, fixed_centring, written_mismatch
 from minibatch_mcmc.models.glmm_design import GLMMDesign, check_design
@@ -174,17 +175,18 @@ def glmm_log_prior(layout: GLMMLayout, scales: Scales, prior: GLMMPrior):
 
 
 def glmm_data(design: GLMMDesign, family: str) -> dict:
-    """The data dict of a GLMM (module docstring) from ``design``, as numpy arrays (float32 columns, int32 codes)."""
-    data = {"x": np.asarray(design.x, np.float32), "y": np.asarray(design.y, np.float32)}
+    """The data dict of a GLMM (module docstring) from ``design``, as numpy arrays (float32 columns, int32 codes) that
+    JAX shares rather than copies: the design's own where they are already such (``data.aligned``), else one copy."""
+    data = {"x": aligned(design.x, np.float32), "y": aligned(design.y, np.float32)}
     for f, factor in enumerate(design.factors):
-        data[f"g_{f}"] = np.asarray(factor.codes, np.int32)
-        data[f"z_{f}"] = np.asarray(factor.z, np.float32)
+        data[f"g_{f}"] = aligned(factor.codes, np.int32)
+        data[f"z_{f}"] = aligned(factor.z, np.float32)
     if design.offset is not None:
-        data["offset"] = np.asarray(design.offset, np.float32)
+        data["offset"] = aligned(design.offset, np.float32)
     if family == "binomial":
         if design.trials is None:
             raise ValueError("family='binomial' needs the design's trials (the number of trials of each row)")
-        data["trials"] = np.asarray(design.trials, np.float32)
+        data["trials"] = aligned(design.trials, np.float32)
     return data
 
 

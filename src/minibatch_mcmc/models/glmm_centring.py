@@ -69,14 +69,19 @@ def pilot_rows(n: int) -> np.ndarray:
     return np.unique(np.linspace(0, n - 1, min(n, PILOT_ROWS)).astype(np.int64)) if n else np.zeros(0, np.int64)
 
 
+def rows64(values, idx: np.ndarray) -> np.ndarray:
+    """Rows ``idx`` of ``values`` in float64 (no float64 copy of the other rows)."""
+    return np.asarray(np.asarray(values)[idx], np.float64)
+
+
 def pooled_fit(
     design: GLMMDesign, family: str, loc: np.ndarray, scale: np.ndarray, iterations: int = 30
 ) -> tuple[np.ndarray, float]:
     """``(beta, extra)``: the fixed effects without the groups (penalised IRLS, prior ``N(loc, scale^2)``) and sigma or alpha."""
     idx = pilot_rows(len(design.y))
-    x, y = np.asarray(design.x, np.float64)[idx], np.asarray(design.y, np.float64)[idx]
-    off = 0.0 if design.offset is None else np.asarray(design.offset, np.float64)[idx]
-    trials = None if design.trials is None else np.asarray(design.trials, np.float64)[idx]
+    x, y = rows64(design.x, idx), rows64(design.y, idx)  # the pilot's rows, not all N, in float64
+    off = 0.0 if design.offset is None else rows64(design.offset, idx)
+    trials = None if design.trials is None else rows64(design.trials, idx)
     weight = len(design.y) / max(len(idx), 1)
     precision = np.diag(1.0 / scale**2)
     beta, extra = loc.astype(np.float64), 1.0

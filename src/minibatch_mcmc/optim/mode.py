@@ -28,6 +28,7 @@ from minibatch_mcmc.data.arrays import as_data_source, take
 from minibatch_mcmc.data.indexing import chunk_indices
 from minibatch_mcmc.data.passes import DEFAULT_CHUNK, full_data_tree_sum
 from minibatch_mcmc.models.base import Model
+from minibatch_mcmc.optim.host_blas import host_blas
 from minibatch_mcmc.optim.trust_region import decrement, finite, gain, next_radius, trust_step
 from minibatch_mcmc.samplers.keys import as_key
 
@@ -98,32 +99,33 @@ def find_mode(
     source = as_data_source(data)
     arrays, n = source.arrays(), source.n
     flat0, unravel = start_point(theta0)
-    start = time.perf_counter()
+    with host_blas(int(flat0.size)):  # the threads of the host's d x d factorisations (optim.host_blas)
+        start = time.perf_counter()
 
-    flat, adam_used = run_adam(
-        model, arrays, n, flat0, unravel, key, temperature, adam_steps, min(batch_size, n), learning_rate
-    )
-    threshold = tol * (1 + n)
-    if flat0.size <= MAX_DENSE_DIM:
-        flat, last, steps, passes = run_newton(
-            model, arrays, n, flat, unravel, temperature, newton_steps, threshold, chunk
+        flat, adam_used = run_adam(
+            model, arrays, n, flat0, unravel, key, temperature, adam_steps, min(batch_size, n), learning_rate
         )
-    else:
-        flat, last, steps, passes = run_lbfgs(
-            model, arrays, n, flat, unravel, temperature, newton_steps, threshold, chunk
+        threshold = tol * (1 + n)
+        if flat0.size <= MAX_DENSE_DIM:
+            flat, last, steps, passes = run_newton(
+                model, arrays, n, flat, unravel, temperature, newton_steps, threshold, chunk
+            )
+        else:
+            flat, last, steps, passes = run_lbfgs(
+                model, arrays, n, flat, unravel, temperature, newton_steps, threshold, chunk
+            )
+        grad_norm = float(np.linalg.norm(last.grad))
+        return ModeResult(
+            theta_hat=unravel(flat),
+            log_posterior=last.value,
+            grad_norm=grad_norm,
+            hessian=last.hessian,
+            data_used=adam_used + passes * n,
+            seconds=time.perf_counter() - start,
+            newton_steps_taken=steps,
+            converged=polished(last, threshold) if last.hessian is not None else grad_norm <= threshold,
+            gradient=last.grad,
         )
-    grad_norm = float(np.linalg.norm(last.grad))
-    return ModeResult(
-        theta_hat=unravel(flat),
-        log_posterior=last.value,
-        grad_norm=grad_norm,
-        hessian=last.hessian,
-        data_used=adam_used + passes * n,
-        seconds=time.perf_counter() - start,
-        newton_steps_taken=steps,
-        converged=polished(last, threshold) if last.hessian is not None else grad_norm <= threshold,
-        gradient=last.grad,
-    )
 
 
 def start_point(theta0: PyTree) -> tuple[jax.Array, Callable[[jax.Array], PyTree]]:

@@ -25,6 +25,7 @@ from minibatch_mcmc.control_variates.proposals import cholesky_factor
 from minibatch_mcmc.data.arrays import DataSource, take
 from minibatch_mcmc.models.base import Model
 from minibatch_mcmc.models.contract import check_model
+from minibatch_mcmc.optim.host_blas import host_blas
 from minibatch_mcmc.optim.mode import laplace_covariance
 from minibatch_mcmc.samplers.diagnose import bad_rows_named
 from minibatch_mcmc.samplers.phase_cost import PhaseClock, PhaseCost
@@ -72,7 +73,8 @@ def find_centre(
     progress: bool = False,
 ) -> Centre:
     """Mode, covariance, proxy, other modes and stratum (``key``: the warm-up's key, ``k_mode`` the mode search's)."""
-    if int(ravel_pytree(theta0)[0].size) > MAX_DENSE_DIM:
+    d = int(ravel_pytree(theta0)[0].size)
+    if d > MAX_DENSE_DIM:
         raise ValueError(
             f"the warm-up needs the Hessian at the mode for the Laplace covariance; the model has more than "
             f"{MAX_DENSE_DIM} parameters for a dense Hessian: build the proxy with taylor_proxy(order=1) and tune by hand"
@@ -85,79 +87,88 @@ def find_centre(
         )
     first_rows = take(source.arrays(), jnp.arange(min(2, source.n)))  # the same rows in every process of a split source
     check_model(model, theta0, first_rows)  # one clear line before any pass
-    n, cost, probe, tried = source.n, {}, None, 0
-    starts = num_starts + num_starts % 2
-    if model.glmm is not None and order == 2:
+    with host_blas(d):  # the threads of the host's d x d factorisations (optim.host_blas)
+        n, cost, probe, tried = source.n, {}, None, 0
+        starts = num_starts + num_starts % 2
+        if model.glmm is not None and order == 2:
+            with PhaseClock("mode", n, progress) as clock:
+                with bad_rows_named(model, source, theta0):
+                    structured = glmm_mode(
+                        model,
+                        source,
+                        theta0,
+                        k_mode,
+                        temperature=temperature,
+                        newton_steps=newton_steps,
+                        probe_key=jax.random.fold_in(key, 20),
+                    )
+            if structured.mode.converged:  # the last pass built the proxy: reported as its own phase
+                mode, pass_seconds = structured.mode, clock.seconds / max(structured.passes, 1)
+                cost["mode"] = clock.cost(mode.data_used - n, clock.seconds - pass_seconds)
+                cost["proxy"] = PhaseCost(n, pass_seconds, 1.0, 0.0)
+                cov = laplace_covariance(mode.hessian)
+                return finish(
+                    model,
+                    source,
+                    key,
+                    Centre(mode.theta_hat, cov, structured.proxy, (), None, cost),
+                    structured.probe,
+                    temperature,
+                    stratum,
+                    progress,
+                )
+            tried = structured.mode.data_used  # not converged: the lean search as for any model, these rows counted too
         with PhaseClock("mode", n, progress) as clock:
             with bad_rows_named(model, source, theta0):
-                structured = glmm_mode(
+                found = lean_mode(
                     model,
                     source,
                     theta0,
-                    k_mode,
-                    temperature=temperature,
-                    newton_steps=newton_steps,
+                    key=k_mode,
                     probe_key=jax.random.fold_in(key, 20),
+                    temperature=temperature,
+                    num_starts=starts,
+                    newton_steps=newton_steps,
+                    order=order,
                 )
-        if structured.mode.converged:  # the last pass built the proxy: reported as its own phase
-            mode, pass_seconds = structured.mode, clock.seconds / max(structured.passes, 1)
-            cost["mode"] = clock.cost(mode.data_used - n, clock.seconds - pass_seconds)
-            cost["proxy"] = PhaseCost(n, pass_seconds, 1.0, 0.0)
+                mode, probe = found.mode, found.probe
+            check_mode(model, mode, n, newton_steps, found.rising)
             cov = laplace_covariance(mode.hessian)
-            return finish(
-                model,
-                source,
-                key,
-                Centre(mode.theta_hat, cov, structured.proxy, (), None, cost),
-                structured.probe,
-                temperature,
-                stratum,
-                progress,
-            )
-        tried = structured.mode.data_used  # not converged: the lean search as for any model, these rows counted too
-    with PhaseClock("mode", n, progress) as clock:
-        with bad_rows_named(model, source, theta0):
-            found = lean_mode(
-                model,
-                source,
-                theta0,
-                key=k_mode,
-                probe_key=jax.random.fold_in(key, 20),
-                temperature=temperature,
-                num_starts=starts,
-                newton_steps=newton_steps,
-                order=order,
-            )
-            mode, probe = found.mode, found.probe
-        check_mode(model, mode, n, newton_steps, found.rising)
-        cov = laplace_covariance(mode.hessian)
-        first = LocalMode(mode.theta_hat, mode.log_posterior, cov)
-        modes, used = (), mode.data_used + tried
-        if num_starts:
-            search = modes_from_ends(
-                model,
-                source,
-                first,
-                found.ends,
-                temperature,
-                newton_steps,
-                0,
-                0.0,
-                slack=0.0 if found.filtered else distance(found.start_end, first),
-            )
-            warn_several_modes(search.modes)
-            modes, used = search.modes, used + search.data_used
-    if model.glmm is not None and order == 2:  # a GLMM's proxy in predictor space: its own pass after the mode's
-        cost["mode"] = clock.cost(used)
-        with PhaseClock("proxy", n, progress) as clock:
-            proxy = proxy_for(model, source, mode.theta_hat, order)
-        cost["proxy"], probe = clock.cost(proxy.setup_data), None  # the lean pass probed the dense proxy's residuals
-    else:  # the last Newton pass is the proxy pass: reported as its own phase
-        cost["mode"] = clock.cost(used - n, clock.seconds - found.last_pass_seconds)
-        proxy, cost["proxy"] = found.proxy, PhaseCost(n, found.last_pass_seconds, 1.0, 0.0)
-    return finish(
-        model, source, key, Centre(mode.theta_hat, cov, proxy, modes, None, cost), probe, temperature, stratum, progress
-    )
+            first = LocalMode(mode.theta_hat, mode.log_posterior, cov)
+            modes, used = (), mode.data_used + tried
+            if num_starts:
+                search = modes_from_ends(
+                    model,
+                    source,
+                    first,
+                    found.ends,
+                    temperature,
+                    newton_steps,
+                    0,
+                    0.0,
+                    slack=0.0 if found.filtered else distance(found.start_end, first),
+                )
+                warn_several_modes(search.modes)
+                modes, used = search.modes, used + search.data_used
+        if model.glmm is not None and order == 2:  # a GLMM's proxy in predictor space: its own pass after the mode's
+            cost["mode"] = clock.cost(used)
+            with PhaseClock("proxy", n, progress) as clock:
+                proxy = proxy_for(model, source, mode.theta_hat, order)
+            cost["proxy"] = clock.cost(proxy.setup_data)
+            probe = None  # the lean pass probed the dense proxy's residuals
+        else:  # the last Newton pass is the proxy pass: reported as its own phase
+            cost["mode"] = clock.cost(used - n, clock.seconds - found.last_pass_seconds)
+            proxy, cost["proxy"] = found.proxy, PhaseCost(n, found.last_pass_seconds, 1.0, 0.0)
+        return finish(
+            model,
+            source,
+            key,
+            Centre(mode.theta_hat, cov, proxy, modes, None, cost),
+            probe,
+            temperature,
+            stratum,
+            progress,
+        )
 
 
 def finish(

@@ -36,7 +36,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
-from threadpoolctl import threadpool_limits
 
 from minibatch_mcmc.control_variates.glmm import CUBIC_INFO, GLMMProxy, PairBlock, glmm_proxy
 from minibatch_mcmc.control_variates.glmm_sums import NonFiniteSums, sums_program
@@ -55,6 +54,7 @@ from minibatch_mcmc.data.passes import DEFAULT_CHUNK
 from minibatch_mcmc.models.base import Model
 from minibatch_mcmc.optim.arrow_trust import decrement, glmm_arrow, length_in, metric_for
 from minibatch_mcmc.optim.block_newton import ArrowIndex, blocks_from, tangents
+from minibatch_mcmc.optim.host_blas import host_blas
 from minibatch_mcmc.optim.mode import ModeResult
 from minibatch_mcmc.optim.trust_region import gain, next_radius
 from minibatch_mcmc.warmup.glmm_climb import (
@@ -99,12 +99,6 @@ class GLMMMode(NamedTuple):
     """Rows the subsample proxies read."""
     probe: ProbeRound | None = None
     """The first influence round, read by the last full pass (``control_variates.influence.influential_rows``' ``first``)."""
-
-
-BLAS_THREADS = 1
-"""BLAS threads for the search's ``eigh`` and Cholesky factorisations: OpenBLAS's threads wait on one another while
-XLA's own threads hold the cores, and with more than one a ``d x d`` ``eigh`` took many times its single-threaded time
-(docs/benchmarks.md, the GLMM mode search's seconds)."""
 
 
 def subsample_rows(n: int) -> int:
@@ -286,8 +280,8 @@ def glmm_mode(
     probe_key: jax.Array | None = None,
 ) -> GLMMMode:
     """The mode of a GLMM's posterior (module docstring), its Hessian, the GLMM proxy of the last full pass there and the
-    first influence round that pass read; the host's ``d x d`` linear algebra on one BLAS thread (``BLAS_THREADS``)."""
-    with threadpool_limits(limits=BLAS_THREADS, user_api="blas"):
+    first influence round that pass read; the host's linear algebra on ``optim.host_blas``'s BLAS threads."""
+    with host_blas(int(ravel_pytree(theta0)[0].size)):
         return search(model, source, theta0, key, temperature, newton_steps, probe_key)
 
 
