@@ -146,17 +146,10 @@ class GLMMProxy(NamedTuple):
         (vb, vu, vp), (wb, wu, wp) = v, w
         total = vb @ self.hxx @ wb + vb @ self.mx @ wp + wb @ self.mx @ vp + vp @ self.kphi @ wp
         for f in range(len(vu)):
-            total = (
-                total
-                + jnp.einsum("gk,gkp,p->", vu[f], self.hzx[f], wb)
-                + jnp.einsum("gk,gkp,p->", wu[f], self.hzx[f], vb)
-            )
+            hzx, mz = self.hzx[f], self.mz[f]
+            total = total + jnp.einsum("gk,gkp,p->", vu[f], hzx, wb) + jnp.einsum("gk,gkp,p->", wu[f], hzx, vb)
             total = total + jnp.einsum("gk,gkj,gj->", vu[f], self.hzz[f], wu[f])
-            total = (
-                total
-                + jnp.einsum("gk,gke,e->", vu[f], self.mz[f], wp)
-                + jnp.einsum("gk,gke,e->", wu[f], self.mz[f], vp)
-            )
+            total = total + jnp.einsum("gk,gke,e->", vu[f], mz, wp) + jnp.einsum("gk,gke,e->", wu[f], mz, vp)
         for pair in self.pairs:
             f, f2 = pair.first, pair.second
             total = total + jnp.einsum("pk,pkj,pj->", vu[f][pair.rows], pair.hzz, wu[f2][pair.cols])
@@ -239,12 +232,10 @@ class GLMMProxy(NamedTuple):
         value, grad, hess = row_coefficients(density, eta_c, phi_c, rows)
         for theta in thetas:
             v = self.deltas(theta)
-            step = jnp.concatenate(
-                [self.row_delta(v, rows)[:, None], jnp.broadcast_to(v[2], (eta_c.shape[0], v[2].shape[0]))], axis=1
-            )
-            quad = jnp.sum(grad * step, axis=1) + 0.5 * jnp.einsum("bi,bij,bj->b", step, hess, step)
+            delta = self.row_delta(v, rows)
+            quad = glmm_sums.row_quadratic(grad, hess, delta, v[2])
             phi = split_theta(self.layout, ravel_pytree(theta)[0])[2] if family in SHARED else phi_c + v[2]
-            out.append(density(eta_c + step[:, 0], phi, rows) - value - quad - cubic(v))
+            out.append(density(eta_c + delta, phi, rows) - value - quad - cubic(v))
         return out
 
     def remainder(self, model: Model, theta: PyTree, rows: PyTree) -> jax.Array:
@@ -315,9 +306,7 @@ def glmm_proxy(
         program: ``glmm_sums.sums_program(layout, density)`` for callers that build many proxies (one compilation).
     """
     if model.glmm is None:
-        raise ValueError(
-            f"glmm_proxy needs a GLMM (models.glmm.glmm_model); model {model.name!r} has no glmm structure"
-        )
+        raise ValueError(f"glmm_proxy needs a GLMM (models.glmm.glmm_model); model {model.name!r} has none")
     flat, _ = ravel_pytree(centre)
     if not np.all(np.isfinite(np.asarray(flat))):
         raise ValueError(f"the proxy centre has NaN or inf entries: {np.asarray(flat)}")
@@ -396,9 +385,8 @@ def level_stratum(proxy: GLMMProxy, data: Any, max_rows: int = 1000, ratio: floa
     n = max(len(codes[0]) if codes else 0, 1)
     mean_sq = sum(np.sum(c * s**2) for c, s in zip(counts, scales)) / n
     picked = []
-    order = sorted(
-        ((s, f, g) for f, sc in enumerate(scales) for g, s in enumerate(sc) if counts[f][g] > 0), reverse=True
-    )
+    ranked = ((s, f, g) for f, sc in enumerate(scales) for g, s in enumerate(sc) if counts[f][g] > 0)
+    order = sorted(ranked, reverse=True)
     rows = 0
     for s, f, g in order:
         if s**2 < ratio * mean_sq or rows + counts[f][g] > max_rows:

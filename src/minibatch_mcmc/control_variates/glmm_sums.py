@@ -61,6 +61,15 @@ def row_coefficients(
     return value, grad, hess
 
 
+def row_quadratic(grad: jax.Array, hess: jax.Array, delta: jax.Array, dphi: jax.Array) -> jax.Array:
+    """``q_i - f_i(c)`` per row from its ``(eta, phi)`` gradient and Hessian: ``a delta + b . dphi + h delta^2 / 2 +
+    delta m . dphi + dphi' K dphi / 2``, the shared ``dphi`` kept unbroadcast (jax 0.10.2's CPU compiler, jitted and vmapped
+    over four or more moves, miscompiled the form on a per-row ``(delta, dphi)`` step, O(1) off per row: issue 31)."""
+    m = 0.5 * (hess[:, 0, 1:] + hess[:, 1:, 0])
+    lin = delta * (grad[:, 0] + 0.5 * hess[:, 0, 0] * delta + m @ dphi) + grad[:, 1:] @ dphi
+    return lin + 0.5 * ((hess[:, 1:, 1:] @ dphi) @ dphi)
+
+
 def eta_third(density: Callable, eta: jax.Array, phi: jax.Array, rows: PyTree) -> jax.Array:
     """``t_i = d3 f_i / d eta_i^3`` at ``(eta_i, phi)`` for each row (three tangents of ones in ``eta``: rows are independent)."""
     ones = jnp.ones_like(eta)

@@ -41,9 +41,9 @@ EXTRAS = {
 """Each family's shared parameters ``phi``, in the order of the flat parameter."""
 FAMILIES = tuple(EXTRAS)
 CONTINUOUS = ("gaussian", "student_t")
+"""Families whose scales (the prior on ``sigma`` and the group s.d.s) follow the response's spread."""
 SHARED = CONTINUOUS
 """Families whose row log-density has a part that depends on ``phi`` alone (``shared_log_density``)."""
-"""Families whose scales (the prior on ``sigma`` and the group s.d.s) follow the response's spread."""
 NU_SHAPE, NU_RATE = 2.0, 0.1
 """``nu ~ Gamma(2, rate 0.1)``: brms's default for the Student-t's degrees of freedom."""
 SIGMA_DF = 3.0
