@@ -230,8 +230,7 @@ class GLMMProxy(NamedTuple):
             return out
 
         value, grad, hess = row_coefficients(density, eta_c, phi_c, rows)
-        for theta in thetas:
-            v = self.deltas(theta)
+        for theta, v in zip(thetas, map(self.deltas, thetas)):
             delta = self.row_delta(v, rows)
             quad = glmm_sums.row_quadratic(grad, hess, delta, v[2])
             phi = split_theta(self.layout, ravel_pytree(theta)[0])[2] if family in SHARED else phi_c + v[2]
