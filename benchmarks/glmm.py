@@ -19,7 +19,8 @@ Reported per configuration and method: seconds per phase, passes over ``N`` (war
 bulk ESS and max R-hat over EVERY named effect (each fixed effect, each group s.d., each group's effect), ESS/s with
 all time counted and its ratio to NUTS (and to NUTS's ceiling, its kept draws per second: what its ESS/s would be if
 every kept draw were independent, so the ratio holds whatever NUTS's ESS estimate, which a short unconverged NUTS run
-makes unreliable), against NUTS the largest ``|mean - mean_NUTS| / sd_NUTS`` and
+makes unreliable), the process's CPU seconds while the method ran and the ESS-per-CPU-second ratio to NUTS (and to its
+ceiling: the fair comparison when the box's load differed between the two), against NUTS the largest ``|mean - mean_NUTS| / sd_NUTS`` and
 ``|sd / sd_NUTS - 1|`` over every named effect and the largest of each in combined Monte Carlo standard errors (``max z``), and the peak resident memory while the method ran (sampled every 20 ms;
 the process's, so the data and anything an earlier method left count; on a GPU the device's peak so far in "of which").
 A failed method is a row of the table, not the end of the run. The issue-31 grid (a GPU: NUTS at ``N = 10^6`` is hours
@@ -60,6 +61,7 @@ COLUMNS = [
     "rows/group (median)",
     "method",
     "seconds",
+    "CPU s",
     "convert",
     "warm-up",
     "sampling",
@@ -72,6 +74,7 @@ COLUMNS = [
     "max R-hat",
     "ESS/s",
     "x NUTS",
+    "x NUTS (CPU s)",
     "max |mean err|/sd",
     "max |sd ratio - 1|",
     "max z mean",
@@ -327,6 +330,7 @@ def configuration(n: int, groups: int, args, rows: list, values: dict) -> None:
     for method in args.methods:
         with warnings.catch_warnings(), PeakRSS() as mem:
             warnings.simplefilter("ignore")
+            cpu = time.process_time()
             try:
                 if method == "ours":
                     found[method] = run_ours(df, args, centred)
@@ -353,6 +357,7 @@ def configuration(n: int, groups: int, args, rows: list, values: dict) -> None:
                 print(" | ".join(rows[-1]), flush=True)
                 continue
         found[method]["peak"] = mem.peak
+        found[method]["cpu"] = time.process_time() - cpu
         found[method]["of which"] += device_peak()
         print(
             f"  (N={n}, G={groups}: {method} took {found[method]['seconds']:.1f} s{phase_note(found[method])})",
@@ -360,15 +365,18 @@ def configuration(n: int, groups: int, args, rows: list, values: dict) -> None:
         )
     stats = {m: effect_stats(r["draws"]()) for m, r in found.items()}
     ref = stats.get("NUTS")
-    rate = {m: float(min(s[0].min() for s in stats[m].values())) / found[m]["seconds"] for m in found}
+    least = {m: min(float(s[0].min()) for s in stats[m].values()) for m in found}
+    rate = {m: least[m] / found[m]["seconds"] for m in found}
+    cpu_rate = {m: least[m] / found[m]["cpu"] for m in found}
     for m, r in found.items():
-        ess = min(float(s[0].min()) for s in stats[m].values())
+        ess = least[m]
         rhat = max(float(s[1].max()) for s in stats[m].values())
         mean_err, sd_err, z_mean, z_sd = agreement(stats[m], ref) if ref is not None else (float("nan"),) * 4
         ratio = rate[m] / rate["NUTS"] if "NUTS" in rate else float("nan")
+        cpu_ratio = cpu_rate[m] / cpu_rate["NUTS"] if "NUTS" in rate else float("nan")
         rows.append(
             head
-            + [m, cell(r["seconds"], ".1f")]
+            + [m, cell(r["seconds"], ".1f"), cell(r["cpu"], ".0f")]
             + [cell(r.get(k), ".1f") for k in ("convert", "warm-up", "sampling", "check")]
             + [
                 cell(r.get("passes warm-up"), ".2f"),
@@ -379,6 +387,7 @@ def configuration(n: int, groups: int, args, rows: list, values: dict) -> None:
                 f"{rhat:.3f}",
                 f"{rate[m]:.2f}",
                 cell(ratio, ".2f"),
+                cell(cpu_ratio, ".2f"),
                 cell(mean_err, ".3f"),
                 cell(sd_err, ".3f"),
                 cell(z_mean, ".1f"),
@@ -391,6 +400,9 @@ def configuration(n: int, groups: int, args, rows: list, values: dict) -> None:
         values[f"{args.name}.{n}.{groups}.{m}.ess_per_s"] = f"{rate[m]:.2f}"
         if m != "NUTS" and "NUTS" in rate:
             values[f"{args.name}.{n}.{groups}.{m}_over_NUTS"] = f"{ratio:.2f}"
+            values[f"{args.name}.{n}.{groups}.{m}_over_NUTS_cpu"] = f"{cpu_ratio:.2f}"
+            nuts_cpu = args.chains * args.nuts_draws / found["NUTS"]["cpu"]
+            values[f"{args.name}.{n}.{groups}.{m}_over_NUTS_cpu_ceiling"] = f"{cpu_rate[m] / nuts_cpu:.2f}"
             ceiling = args.chains * args.nuts_draws / found["NUTS"]["seconds"]
             values[f"{args.name}.{n}.{groups}.NUTS.ess_per_s_ceiling"] = f"{ceiling:.2f}"
             values[f"{args.name}.{n}.{groups}.{m}_over_NUTS_ceiling"] = f"{rate[m] / ceiling:.2f}"

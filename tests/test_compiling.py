@@ -1,6 +1,8 @@
 """Fast compilation for short runs: when it applies, that it leaves the chain as it is, and where auto_sample uses it."""
 
 import importlib
+import os
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -167,3 +169,26 @@ def test_tuned_runner_counts_tuning_and_sampling(fitted, monkeypatch):
     with pytest.raises(Built):  # warmup hands its num_samples on
         warmup(model, data, jnp.zeros(D), key=0, proposal="random_walk", num_chains=CHAINS, num_samples=longest)
     assert seen == [FAST_COMPILE, None, None, FAST_COMPILE]
+
+
+@pytest.mark.skipif(not Path("/proc/self/statm").exists(), reason="reads the resident set size from Linux's /proc")
+def test_release_freed_heap_returns_freed_pages():
+    """64 MB of 64 KB blocks written, then freed below a block still held (so ``free`` cannot trim the heap's top
+    itself): ``release_freed_heap`` hands at least half of them back, where glibc keeps them resident without it (a
+    call that does nothing, or trims only the top, fails)."""
+    if not compiling.release_freed_heap():
+        pytest.skip("no malloc_trim in this C library")
+
+    def rss() -> int:
+        return int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+    blocks = [b"x" * 65_000 for _ in range(1000)]
+    held = b"y" * 65_000
+    before = rss()
+    del blocks
+    freed = rss()
+    compiling.release_freed_heap()
+    assert before - rss() > 32e6, (
+        f"resident {before / 1e6:.0f} MB, {freed / 1e6:.0f} after free, {rss() / 1e6:.0f} after"
+    )
+    assert held

@@ -18,10 +18,12 @@ This module imports nothing from the package, so every layer may use it.
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import functools
 import os
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import jax
 import numpy as np
@@ -77,6 +79,29 @@ CACHE_OFF = frozenset({"off", "0", "false", "no", "none"})
 CACHE_MIN_COMPILE_SECONDS = 0.0
 """Shortest compilation written to the cache: JAX's default, 1 s, would leave out all but the largest of a fit's
 programs on the CPU (of a first fit's ~70, most are small eager operations); set only where JAX's is at its default."""
+
+
+@functools.cache
+def malloc_trim() -> Callable[[int], int] | None:
+    """The C library's ``malloc_trim`` (glibc), looked up once (``find_library`` runs ``ldconfig``); None off glibc."""
+    try:
+        trim = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+    except (OSError, AttributeError):
+        return None
+    trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
+    return trim
+
+
+def release_freed_heap() -> bool:
+    """Hand the heap memory freed since the last call back to the OS: glibc's ``malloc_trim(0)``. XLA's compilation of
+    a large program (LLVM's work) frees most of what it allocated, but glibc keeps those pages mapped, so without this
+    the process's resident memory carries the compilation's peak through the run that follows. Whether it could
+    (False where the C library has no ``malloc_trim``, off glibc: nothing done)."""
+    trim = malloc_trim()
+    if trim is None:
+        return False
+    trim(0)
+    return True
 
 
 def cache_directory(environ: Mapping[str, str] = os.environ) -> Path | None:

@@ -335,12 +335,11 @@ def test_auto_sample_matches_nuts(family, centred, noise):
     every one of them (measured: at most 1.041 bernoulli, 1.045 poisson, 1.046 student-t, the group s.d.; 1.030-1.039
     for beta and the effects), so a sampler 5% too wide or too narrow on any one of them fails about half the time or
     more, and on all of them at once always. Self-check with the same comparison: our draws scaled about their mean by
-    1.05 and by 1 / 1.05 must be flagged on at least 3/4 of the parameters (measured: 43 / 44 and 44 / 44 bernoulli, 23
-    / 24 and 24 / 24 poisson, 25 / 26 and 26 / 26 student-t; at 1.03 only 2-22 are, the test's resolution). With
-    student-t noise of scale 0.5 and ``nu = 4`` (the warm-up warns that the proxy misses many rows) the draws were about
-    2% narrower than NUTS's, failing the self-check, until the GLMM mode search's changes of 2026-11-28 (one sums
-    program, the surrogate's Hessian from arrow products: a mode within 2e-5 s.d. of the old one, so a slightly
-    different proxy centre); it passes since, self-check included, and is borderline: a return of that error fails it."""
+    1.05 and by 1 / 1.05 must be flagged on at least half of the parameters. A 5% error sits about ``0.05 / detectable``
+    ``z_max``s out, so about four in five parameters are flagged on average, but the count moves with both samplers'
+    Monte Carlo error, which the effects share through the group s.d.: on the student-t ``nu = 5`` case three keys of
+    ours against two NUTS seeds flagged 18 to 26 of 26 (a 3/4 threshold failed two of those six correct runs); at 1.03
+    far fewer are, the test's resolution."""
     from numpyro.infer import MCMC, NUTS
 
     import minibatch_mcmc as mm
@@ -375,7 +374,7 @@ def test_auto_sample_matches_nuts(family, centred, noise):
         assert detectable < SD_ERROR - 1.0, (name, detectable)  # the power the docstring promises
     for factor in (SD_ERROR, 1.0 / SD_ERROR):  # the self-check: the same comparison sees a 5% s.d. error
         _, wrong = nuts_comparison(scaled(ours, factor), ref)
-        assert sum(abs(z_sd) > z_max for _, z_sd, _ in wrong.values()) >= 0.75 * len(wrong), (factor, wrong)
+        assert sum(abs(z_sd) > z_max for _, z_sd, _ in wrong.values()) >= 0.5 * len(wrong), (factor, wrong)
 
 
 def test_saved_warmup_codec_round_trip():

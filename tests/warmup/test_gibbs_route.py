@@ -68,16 +68,21 @@ def test_auto_sample_routes_many_parameters_and_small_groups_level_by_level(monk
             mm.auto_sample(many[0], many[1], initial_theta(many[0]), num_samples=10, progress=False, **option)
 
 
+def gaussian_summaries(design: GLMMDesign) -> tuple:
+    """``(m_y, s_y, n_g, ybar_g, within_g)`` of ``y ~ 1 + (1 | g)``: the response's median and MAD scale (the priors'
+    location and scale), each level's rows, mean and within-level sum of squares (float64)."""
+    y, codes = np.asarray(design.y, np.float64), design.factors[0].codes
+    m_y = np.median(y)
+    n = np.bincount(codes).astype(float)
+    ybar = np.bincount(codes, y) / n
+    return m_y, 1.4826 * np.median(np.abs(y - m_y)), n, ybar, np.bincount(codes, (y - ybar[codes]) ** 2)
+
+
 def gaussian_reference(design: GLMMDesign, levels: tuple[int, ...]) -> dict:
     """Posterior means and s.d.s of the intercept, ``sd``, ``sigma`` and the effects of ``levels`` of the Gaussian GLMM
     ``y ~ 1 + (1 | g)`` with ``models.glmm``'s default priors, in float64 on a 3-D grid: each level's effect integrated
     out exactly (``y_g ~ N(mu, sigma^2 I + sd^2 J)``), the effects' moments from their Gaussian conditionals."""
-    y, codes = np.asarray(design.y, np.float64), design.factors[0].codes
-    m_y = np.median(y)
-    s_y = 1.4826 * np.median(np.abs(y - m_y))
-    n = np.bincount(codes).astype(float)
-    ybar = np.bincount(codes, y) / n
-    within = np.bincount(codes, (y - ybar[codes]) ** 2)
+    m_y, s_y, n, ybar, within = gaussian_summaries(design)
     mu = np.linspace(m_y - 2.5, m_y + 2.5, 121)[:, None, None, None]
     log_sd = np.linspace(-6.0, 1.5, 151)[None, :, None, None]
     log_sigma = np.linspace(-0.6, 0.6, 81)[None, None, :, None]

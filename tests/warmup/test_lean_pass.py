@@ -183,3 +183,68 @@ def test_far_rise_on_a_huge_log_likelihood_is_within_rounding():
         tol = 3.0 * np.sqrt(np.sum(unit**2))  # three s.d.s of independent per-row roundings
         assert abs(sums["far"][k] - exact) <= tol, (k, sums["far"][k], exact, tol)
         assert exact < -1000.0  # the fall the rise must not hide
+
+
+def test_head_hands_back_the_first_rows_residuals_and_the_same_sums():
+    """With ``head`` a chunk hands back the first ``head`` rows' probe residuals only: bitwise those of a chunk function
+    without it, with the same sums, far rises, deviations and prior (would catch a head taken from the wrong rows or
+    end, or a deviation reduced over the head alone); and the far rises, which reuse the sums' own ``l_i(c)``, equal
+    the float64 ``sum_i w_i (l_i(far) - l_i(c))`` within float32 rounding of the rows' terms."""
+    model, rows = logistic_regression(), data("logistic")
+    c = jnp.asarray([0.3, -0.2, 0.1], jnp.float32)
+    pts = probe_points(c, 0.05 * np.eye(D))
+    far = jnp.stack([c + 0.4, c - 0.4])
+    weight = np.ones(ROWS, np.float32)
+    weight[:7] = 0.0
+    args = (rows, weight, c, pts, far)
+    full_sums, (full_resid, full_dev), full_prior = chunk_pass(model, lambda x: x, 2)(*args)
+    sums, (resid, dev), prior = chunk_pass(model, lambda x: x, 2, head=40)(*args)
+    assert resid.shape == (pts.shape[0], 40)
+    np.testing.assert_array_equal(np.asarray(resid), np.asarray(full_resid)[:, :40])
+    np.testing.assert_array_equal(np.asarray(dev), np.asarray(full_dev))
+    for k in full_sums:
+        np.testing.assert_array_equal(np.asarray(sums[k]), np.asarray(full_sums[k]))
+    for a, b in zip(prior, full_prior):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    with jax.enable_x64(True):
+        r = {k: jnp.asarray(v, jnp.float64 if v.dtype.kind == "f" else v.dtype) for k, v in rows.items()}
+        here = model.log_lik(jnp.asarray(c, jnp.float64), r)
+        for k in range(2):
+            there = model.log_lik(jnp.asarray(far[k], jnp.float64), r)
+            exact = float(jnp.sum(jnp.asarray(weight, jnp.float64) * (there - here)))
+            tol = 8 * EPS32 * float(jnp.sum(jnp.abs(there) + jnp.abs(here)))
+            assert abs(float(sums["far"][k]) - exact) <= tol, (k, float(sums["far"][k]), exact, tol)
+
+
+@pytest.mark.parametrize("chunk", [128, 100, ROWS])
+def test_stream_sums_each_chunk_once_in_order(chunk):
+    """``stream`` (each chunk dispatched before the one before is added) equals the chunks added one by one in float64
+    in row order, bitwise, the last chunk's rows already read weighing 0 (128 rows: four chunks; 100: the last one
+    overlapping its predecessor by 88 rows; one chunk of all rows), and its largest deviations are the rows' own from
+    a chunk function over all rows: would catch a chunk added twice or dropped (the one still pending at the end), an
+    overlapping row counted twice, or deviations paired with another chunk's rows."""
+    model, rows = logistic_regression(), data("logistic")
+    rows["x"][300] *= 40.0
+    c = jnp.asarray([0.3, -0.2, 0.1], jnp.float32)
+    pts = probe_points(c, 0.05 * np.eye(D))
+    far = jnp.stack([c + 0.4, c - 0.4])
+    part = chunk_pass(model, lambda x: x, 2, head=16)
+    level = np.zeros((pts.shape[0], 1))
+    sums, (top_dev, top_idx) = stream(part, rows, ROWS, chunk, c, pts, level, 50, 1.0, far)
+    want, dev = None, np.zeros(ROWS)
+    for start in list(range(0, ROWS - chunk + 1, chunk)) + ([ROWS - chunk] if ROWS % chunk else []):
+        first = start if start % chunk == 0 else ROWS - ROWS % chunk  # the overlapping last chunk: its new rows
+        fresh = np.arange(start, start + chunk) >= first
+        piece = {k: v[start : start + chunk] for k, v in rows.items()}
+        got, (_, d), _ = part(piece, fresh.astype(np.float32), c, pts, far, level)
+        flat = np.concatenate(
+            [np.atleast_1d(np.asarray(got[k], np.float64)).reshape(-1) for k in ("value", "grad", "hess", "far")]
+        )
+        want = flat if want is None else want + flat
+        dev[start : start + chunk][fresh] = np.asarray(d, np.float64)[fresh]
+    got = np.concatenate([np.atleast_1d(sums[k]).reshape(-1) for k in ("value", "grad", "hess", "far")])
+    np.testing.assert_array_equal(got, want)
+    order = np.argsort(-dev, kind="stable")[:50]
+    np.testing.assert_array_equal(np.sort(top_idx), np.sort(order))
+    np.testing.assert_array_equal(np.sort(top_dev), np.sort(dev[order]))
+    assert int(top_idx[0]) == 300

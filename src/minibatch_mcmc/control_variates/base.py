@@ -20,7 +20,7 @@ from minibatch_mcmc.data.arrays import take
 from minibatch_mcmc.data.indexing import chunk_indices
 from minibatch_mcmc.data.passes import full_data_sum
 from minibatch_mcmc.models.base import Model
-from minibatch_mcmc.models.shared_term import shared_difference
+from minibatch_mcmc.models.shared_term import row_difference, shared_difference
 
 PyTree = Any
 
@@ -118,17 +118,18 @@ class PlainDifference(NamedTuple):
     row_draw = staticmethod(no_row_draw)
 
     def log_ratio(self, model: Model, current: PyTree, candidate: PyTree) -> Callable[[PyTree], jax.Array]:
-        """``log p(x_i|theta') - log p(x_i|theta)`` row by row (a declared shared term's difference computed once)."""
+        """``log p(x_i|theta') - log p(x_i|theta)`` row by row, in float32 accurate relative to each difference
+        (``models.shared_term.row_difference``; a declared shared term's difference computed once)."""
         if model.shared is not None:
             rows, shared = model.shared.rows, shared_difference(model.shared, current, candidate)
 
             def split_ratio(batch: PyTree) -> jax.Array:
-                return (rows(candidate, batch) - rows(current, batch)) + shared
+                return row_difference(lambda theta: rows(theta, batch), current, candidate) + shared
 
             return split_ratio
 
         def ratio(batch: PyTree) -> jax.Array:
-            return model.log_lik(candidate, batch) - model.log_lik(current, batch)
+            return row_difference(lambda theta: model.log_lik(theta, batch), current, candidate)
 
         return ratio
 

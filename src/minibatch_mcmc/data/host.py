@@ -202,6 +202,8 @@ class HostData:
         def read(s: np.ndarray) -> PyTree:
             s = np.asarray(s)
             blocks = [self.reader.read_range(int(v), int(v) + size) for v in s.reshape(-1)]
+            if s.ndim == 0:  # one block: its columns as read (a stack would copy them)
+                return self._to_tree(blocks[0], (size,))
             cols = [np.stack([b[j] for b in blocks]) for j in range(len(self.reader.specs))]
             return self._to_tree(cols, s.shape + (size,))
 

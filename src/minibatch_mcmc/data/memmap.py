@@ -31,6 +31,7 @@ import jax
 import numpy as np
 from numpy.lib import format as npy_format
 
+from minibatch_mcmc.data.aligned import aligned_empty
 from minibatch_mcmc.data.host import HostData, LeafSpec, check_specs, check_unchanged, file_stamp
 
 PathLike = str | os.PathLike
@@ -214,9 +215,9 @@ class MemmapReader:
         row_bytes = a.dtype.itemsize * int(np.prod(a.shape[1:], dtype=np.int64))
         count = (stop - start) * row_bytes
         fd = os.open(a.filename, os.O_RDONLY)
+        out = aligned_empty((stop - start,) + a.shape[1:], a.dtype)  # not zero-filled, as a bytearray is
         try:
-            buf = bytearray(count)
-            view, done = memoryview(buf), 0
+            view, done = memoryview(out.reshape(-1).view(np.uint8)), 0
             while done < count:
                 got = os.preadv(fd, [view[done:]], a.offset + start * row_bytes + done)
                 if got <= 0:
@@ -224,7 +225,7 @@ class MemmapReader:
                 done += got
         finally:
             os.close(fd)
-        return np.frombuffer(buf, dtype=a.dtype).reshape((stop - start,) + a.shape[1:])
+        return out
 
     def release(self) -> None:
         """Drop the mapped pages from this process's resident set (they stay in the page cache)."""

@@ -12,6 +12,21 @@ terms as before, with the shared difference accurate to float32 relative to itse
 and tested against float64 (``tests/models/test_shared_term.py``). Where it disagrees with the plain difference by
 more than the plain one's rounding (``AGREE_EPS``: a long move across a kink or a pole) the plain difference is used.
 
+Each row's own part gets the same rule, row by row (``row_difference``, ``ROW_NODES`` nodes, the derivative along the
+move one ``jax.jvp`` per node for all the batch's rows): in float32 a row's ``l_i(theta') - l_i(theta)`` taken as a
+subtraction is wrong by a few ``eps |l_i|``, which a test's ``N / m`` scaling turns into noise growing with ``N``
+(issue 32, ``benchmarks/twin_gap.py``); integrated, it is wrong by a few ``eps`` of the difference itself. It is on
+for every float32 difference, not only where the predicted noise ``N eps mean|l_i| / sqrt(m)`` matters: ``log_ratio``
+sees neither ``N`` nor ``m``. Its cost is ``ROW_NODES`` forward-mode evaluations of the rows beside the two plain
+ones: ``auto_sample``'s sampling on ``benchmarks/first_fit.py``'s robust regression is somewhat slower, on its mixture
+markedly (``benchmarks/row_difference_cost.py``, ``docs/results/row_difference_cost_long.json``; a gate on that noise
+would win it back, not done). In float64 the subtraction's rounding is ``2^29`` times smaller than any
+test's noise at any ``N`` a machine holds, so there the plain difference is kept and float64 draws are unchanged.
+``ROW_NODES`` is 4, not ``NODES``: at posterior-scale moves four nodes are already within rounding of the difference
+(``tests/control_variates/test_base.py``), while two, at half the extra cost, leave more than the subtraction's
+rounding on a long move that the agreement rule still passes (``tests/models/test_shared_term.py`` fails); a longer move the rule does not resolve falls back to the plain
+difference, which such a move's difference no longer needs.
+
 The rows' part must use the parameters as the shared part does: a scalar like ``exp(-log sigma)`` rounded once and
 used by every row perturbs ``sum_i rows_i`` by ``N`` times its rounding where the shared part sees the exact
 ``log sigma``; ``student_t_rows`` keeps every rounding per row.
@@ -31,6 +46,8 @@ PyTree = Any
 
 NODES = 8
 """Gauss-Legendre nodes of ``shared_difference`` (exact for a ``value`` polynomial of degree 15 along the move)."""
+ROW_NODES = 4
+"""Gauss-Legendre nodes of ``row_difference``."""
 AGREE_EPS = 64
 """Float epsilons (relative to ``1 + |value(theta)| + |value(theta')|``) within which the integral must agree with the
 plain difference, else the plain difference is used (the integral's rule failed: a long move, a kink)."""
@@ -54,14 +71,45 @@ def value_difference(value: Callable[[PyTree], jax.Array], current: PyTree, cand
     """``value(theta') - value(theta)`` for a smooth scalar ``value``, by ``shared_difference``'s rule."""
     a, unravel = ravel_pytree(current)
     u = ravel_pytree(candidate)[0] - a
-    t, w = (jnp.asarray(v, a.dtype) for v in gauss_legendre(NODES))
-    slope = jax.vmap(lambda s: jnp.dot(jax.grad(lambda x: value(unravel(x)))(a + s * u), u))(t)
-    integral = jnp.sum(w * slope)
-    va, vb = value(current), value(candidate)
-    plain = vb - va
-    tol = AGREE_EPS * jnp.finfo(plain.dtype).eps * (1.0 + jnp.abs(va) + jnp.abs(vb))
-    good = jnp.isfinite(integral) & (jnp.abs(integral.astype(plain.dtype) - plain) <= tol)
-    return jnp.where(good, integral.astype(plain.dtype), plain)
+    integral = integrated_difference(lambda x: value(unravel(x)), a, u, NODES)
+    return agreed(integral, value(current), value(candidate))
+
+
+def row_difference(rows: Callable[[PyTree], jax.Array], current: PyTree, candidate: PyTree) -> jax.Array:
+    """``rows(theta') - rows(theta)`` per row (``rows``: ``theta -> (b,)``), in float32 accurate relative to each
+    difference (the integrated derivative along the move, ``ROW_NODES`` nodes, the plain difference where the two
+    disagree, row by row); in float64 the plain difference, whose rounding no test sees."""
+    before, after = rows(current), rows(candidate)
+    if not integrates(after.dtype):
+        return after - before
+    a, unravel = ravel_pytree(current)
+    u = ravel_pytree(candidate)[0] - a
+    return agreed(integrated_difference(lambda x: rows(unravel(x)), a, u, ROW_NODES), before, after)
+
+
+def integrates(dtype: Any) -> bool:
+    """Whether a difference in ``dtype`` is integrated: a floating type of fewer than 64 bits."""
+    return bool(jnp.issubdtype(dtype, jnp.floating)) and jnp.finfo(dtype).bits < 64
+
+
+def integrated_difference(
+    f: Callable[[jax.Array], jax.Array], start: jax.Array, move: jax.Array, nodes: int
+) -> jax.Array:
+    """``int_0^1 d/ds f(start + s move) ds`` (Gauss-Legendre, ``nodes`` nodes), each derivative one forward-mode
+    evaluation of ``f`` in the direction ``move``: ``f(start + move) - f(start)`` without their cancellation."""
+    t, w = (jnp.asarray(v, start.dtype) for v in gauss_legendre(nodes))
+    slopes = jax.vmap(lambda s: jax.jvp(f, (start + s * move,), (move,))[1])(t)
+    return jnp.tensordot(w, slopes, axes=1)
+
+
+def agreed(integral: jax.Array, before: jax.Array, after: jax.Array) -> jax.Array:
+    """``integral`` where it is finite and within the plain difference ``after - before``'s rounding (``AGREE_EPS``
+    epsilons of ``1 + |before| + |after|``), else the plain difference (elementwise: one rule per row)."""
+    plain = after - before
+    tol = AGREE_EPS * jnp.finfo(plain.dtype).eps * (1.0 + jnp.abs(before) + jnp.abs(after))
+    integral = integral.astype(plain.dtype)
+    good = jnp.isfinite(integral) & (jnp.abs(integral - plain) <= tol)
+    return jnp.where(good, integral, plain)
 
 
 def gauss_legendre(nodes: int) -> tuple[np.ndarray, np.ndarray]:

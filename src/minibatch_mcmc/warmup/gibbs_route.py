@@ -19,6 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from minibatch_mcmc.compiling import release_freed_heap
 from minibatch_mcmc.control_variates.taylor import MAX_DENSE_DIM
 from minibatch_mcmc.data.arrays import as_data_source
 from minibatch_mcmc.models.base import Model
@@ -28,10 +29,10 @@ from minibatch_mcmc.samplers.results import SampleResult
 from minibatch_mcmc.samplers.run_options import RunOptions
 from minibatch_mcmc.warmup.api import Warmup
 from minibatch_mcmc.warmup.full_data import nuts_records, routed_result, routed_warmup, small_groups
+from minibatch_mcmc.warmup.glmm_location import location_pairs, location_weights
 from minibatch_mcmc.warmup.group_gibbs import (
     Problem,
     from_flat,
-    location_pairs,
     passes_per_sweep,
     spread_weights,
     sweep,
@@ -49,7 +50,9 @@ BLOCK = 25
 """Sweeps per compiled block (one compilation serves the warm-up and the draws)."""
 CLIMB = BLOCK
 """Warm-up sweeps whose globals step ascends (the Newton point where it raises the target) before ``rho`` is tuned:
-from a start far off in the globals, the Newton MH step is rarely accepted and the tuning then slows it further."""
+from a start far off in the globals, the Newton MH step is rarely accepted and the tuning then slows it further. The
+levels far from their conditional climb in these sweeps too (``group_gibbs.effects_step``): from a start below its
+mode, a level of ``5 x 10^4`` logistic rows rejects every Newton MH move (issue 31)."""
 INIT_RADIUS = 1.0
 """Chains start uniformly within this distance of ``theta0`` in each unconstrained coordinate."""
 
@@ -92,20 +95,22 @@ def problem_for(model: Model, arrays: dict) -> Problem:
 
 
 def block_runner(problem: Problem, num_chains: int):
-    """``(states, t, count, data, base_key, adapt, spread, climb) -> ((states, t, count), (flat draws, acceptance))``:
-    ``BLOCK`` sweeps of every chain, ``rho = 1 - exp(-t)`` per chain and move, ``t`` tuned towards ``TARGET_ACCEPT``
-    while ``adapt`` (and not ``climb``); ``spread`` each chain's step-4 weights (``group_gibbs.spread_weights``), held
-    fixed in the block; ``climb``: step 4 ascends (``group_gibbs.newton_mh``), the warm-up's first block."""
+    """``(states, t, count, data, base_key, adapt, spread, climb, location) -> ((states, t, count), (flat draws,
+    acceptance))``: ``BLOCK`` sweeps of every chain, ``rho = 1 - exp(-t)`` per chain and move, ``t`` tuned towards
+    ``TARGET_ACCEPT`` while ``adapt`` (and not ``climb``); ``spread`` and ``location`` each chain's step-4 weights
+    (``group_gibbs.spread_weights``, ``glmm_location.location_weights``), held fixed in the block; ``climb``: step 4
+    ascends (``group_gibbs.newton_mh``), the warm-up's first block."""
     layout = problem.layout
 
-    def one(key, state, rho, data, spread, climb):
-        return sweep(problem, key, state, rho, data, spread, climb)
+    def one(key, state, rho, data, spread, climb, location):
+        return sweep(problem, key, state, rho, data, spread, climb, location)
 
-    def body(carry, _, data, base_key, adapt, spread, climb):
+    def body(carry, _, data, base_key, adapt, spread, climb, location):
         states, t, count = carry
         keys = jax.random.split(jax.random.fold_in(base_key, count), num_chains)
         rho = 1.0 - jnp.exp(-t)
-        new, stats = jax.vmap(one, in_axes=(0, 0, 0, None, 0, None))(keys, states, rho, data, spread, climb)
+        axes = (0, 0, 0, None, 0, None, 0)
+        new, stats = jax.vmap(one, in_axes=axes)(keys, states, rho, data, spread, climb, location)
         rates = jnp.concatenate([stats.effects, stats.globals_[:, None]], axis=1)
         gain = 1.0 / jnp.sqrt(1.0 + count.astype(t.dtype))
         t = jnp.where(adapt & ~climb, jnp.maximum(0.0, t + gain * (TARGET_ACCEPT - rates)), t)
@@ -113,12 +118,21 @@ def block_runner(problem: Problem, num_chains: int):
         return (new, t, count + 1), (flat, stats.globals_)
 
     @jax.jit
-    def run(states, t, count, data, base_key, adapt, spread, climb):
-        return jax.lax.scan(
-            lambda c, x: body(c, x, data, base_key, adapt, spread, climb), (states, t, count), None, length=BLOCK
-        )
+    def run(states, t, count, data, base_key, adapt, spread, climb, location):
+        def step(c, x):
+            return body(c, x, data, base_key, adapt, spread, climb, location)
+
+        return jax.lax.scan(step, (states, t, count), None, length=BLOCK)
 
     return run
+
+
+def compiled_now(jitted, *args):
+    """``jitted`` compiled for ``args`` before its first run, the memory the compilation freed handed back to the OS
+    (``compiling.release_freed_heap``) so that the run's buffers do not come on top of the compiler's peak."""
+    out = jitted.lower(*args).compile()
+    release_freed_heap()
+    return out
 
 
 def chain_spreads(problem: Problem, partial: bool):
@@ -135,6 +149,12 @@ def chain_spreads(problem: Problem, partial: bool):
     return unit
 
 
+def chain_locations(problem: Problem, spreads: tuple, centre: bool) -> tuple:
+    """Each chain's step-4 location weights from its spread weights (``glmm_location.location_weights``; ``centre``
+    False: none, the effects held in location as ``w = 0`` would)."""
+    return location_weights(problem.shifts, spreads) if centre else ()
+
+
 def group_gibbs(
     model: Model,
     data: Any,
@@ -145,13 +165,17 @@ def group_gibbs(
     key: jax.Array,
     num_warmup: int = GIBBS_WARMUP,
     partial: bool = True,
+    centre_location: bool = True,
+    climb_levels: bool = True,
 ) -> tuple[SampleResult, dict]:
     """``num_chains`` chains of ``num_warmup`` tuning sweeps then ``num_samples`` kept sweeps: the run, and its
     ``adaptation`` and ``sampling`` costs (``PhaseCost``: rows read, passes over ``N``, seconds). ``partial``: step 4's
-    weights re-read from each chain's state after every warm-up block and fixed for the draws (False: all 1)."""
+    spread weights re-read from each chain's state after every warm-up block and fixed for the draws (False: all 1);
+    ``centre_location``: its location weights ``1 - v`` from them (False: all 0, the effects held in location);
+    ``climb_levels``: the climbing sweeps also climb the levels far from their conditional (``Problem.climb_levels``)."""
     source = as_data_source(data)
     arrays = source.arrays()
-    problem = problem_for(model, arrays)
+    problem = problem_for(model, arrays)._replace(climb_levels=climb_levels)
     rows = jax.tree_util.tree_map(jnp.asarray, arrays)
     flat0 = jnp.asarray(theta0)
     k_init, k_warm, k_run = jax.random.split(key, 3)
@@ -160,11 +184,24 @@ def group_gibbs(
     )
     states = jax.vmap(lambda th: from_flat(problem.layout, th))(starts)
     t = jnp.zeros((num_chains, len(problem.layout.levels) + 1), flat0.dtype)
-    run = block_runner(problem, num_chains)
     per_sweep = passes_per_sweep(problem.layout) * source.n * num_chains
-    cost, draws, moved = {}, [], []
     spreads = chain_spreads(problem, partial)
     spread = chain_spreads(problem, False)(states, rows)
+    location = chain_locations(problem, spread, centre_location)
+    run = compiled_now(
+        block_runner(problem, num_chains),
+        states,
+        t,
+        jnp.zeros((), jnp.int32),
+        rows,
+        k_warm,
+        True,
+        spread,
+        True,
+        location,
+    )
+    cost, kernel = {}, np.empty((num_chains, num_samples, flat0.size), flat0.dtype)
+    accepted = np.empty((num_chains, num_samples), flat0.dtype)
     for phase, sweeps, base, adapt in (
         ("adaptation", num_warmup, k_warm, True),
         ("sampling", num_samples, k_run, False),
@@ -172,17 +209,18 @@ def group_gibbs(
         start, count, done = time.perf_counter(), jnp.zeros((), jnp.int32), 0
         while done < sweeps:
             climb = adapt and done < CLIMB
-            (states, t, count), (flat, acc) = run(states, t, count, rows, base, adapt, spread, climb)
+            (states, t, count), (flat, acc) = run(states, t, count, rows, base, adapt, spread, climb, location)
             if adapt:
                 spread = spreads(states, rows)
+                location = chain_locations(problem, spread, centre_location)
+                release_freed_heap()  # the first call compiled the weights' program
             else:
-                draws.append(np.asarray(flat))
-                moved.append(np.asarray(acc))
+                kept = min(BLOCK, sweeps - done)
+                kernel[:, done : done + kept] = np.swapaxes(np.asarray(flat)[:kept], 0, 1)
+                accepted[:, done : done + kept] = np.swapaxes(np.asarray(acc)[:kept], 0, 1)
             done += BLOCK
         jax.block_until_ready(states)
         cost[phase] = PhaseCost(per_sweep * done, time.perf_counter() - start, per_sweep * done / max(source.n, 1))
-    kernel = np.swapaxes(np.concatenate(draws), 0, 1)[:, :num_samples]
-    accepted = np.swapaxes(np.concatenate(moved), 0, 1)[:, :num_samples]
     records = nuts_records(accepted, np.full(accepted.shape, passes_per_sweep(problem.layout)), source.n)
     return routed_result(model, kernel, records, "group_gibbs", source.n, cost["sampling"].seconds), cost
 

@@ -16,12 +16,14 @@ conditionally independent, and level ``g``'s effects ``u_g`` (on the ``eta`` sca
 4. the globals given the partly standardised effects ``a = u sd^-v`` (the non-centred update, which moves ``sd`` where
    the data, not the effects' spread, hold it), ``beta`` and ``phi`` with them: one Newton MH step on the
    ``p + sum k_f + e`` globals from the full-data gradient and Hessian (two passes: the fit at both ends, the second also
-   reading the log-likelihood difference, summed row by row so float32 keeps it; a family's part that depends on
-   ``phi`` alone, ``GLMMSpec.shared_density``, is left out of the rows' differences and its difference computed once,
-   ``N`` times, by ``models.shared_term.value_difference``, so its float32 rounding is not counted ``N`` times). The weights ``v`` are fixed per effect
+   reading the log-likelihood difference, summed row by row so float32 keeps it, a family's ``phi``-only part,
+   ``GLMMSpec.shared_density``, once: ``models.shared_term.value_difference``). The weights ``v`` are fixed per effect
    (``spread_weights``, set during the warm-up): ``v = 1`` is the plain non-centred update, and ``v = 1 / (1 + I sd^2)``
    (partial non-centring, Papaspiliopoulos, Roberts and Skold) leaves the effects the data pin where they are, so that
-   a level of many rows does not hold ``sd`` while the tiny levels' effects scale with it.
+   a level of many rows does not hold ``sd`` while the tiny levels' effects scale with it. In location the same:
+   where a fixed column pairs with an effect column (step 2's pairs), step 4 holds ``(u + w beta_j) sd^-v`` with
+   ``w = 1 - v`` (``warmup.glmm_location``), so the intercept moves without the levels whose data pin
+   ``intercept + u_g``.
 
 Steps 3 and 4 update the s.d. in both parameterisations in one sweep (interweaving), so neither the funnel (levels
 that say little) nor the ridge ``u = sd a`` (levels that say much) holds the chain. Every step is an exact MH step
@@ -43,11 +45,25 @@ from minibatch_mcmc.data.passes import full_data_tree_sum
 from minibatch_mcmc.models.base import GLMMLayout
 from minibatch_mcmc.models.glmm import effect_blocks, effect_weights, linear_predictor, split_theta
 from minibatch_mcmc.models.shared_term import value_difference
-from minibatch_mcmc.warmup.newton_moves import Fit, autodiff_fit, clipped_prec, newton_draw, newton_log_q, newton_mh
+from minibatch_mcmc.warmup.glmm_location import anchored, fixed_jacobian
+from minibatch_mcmc.warmup.newton_moves import (
+    Fit,
+    autodiff_fit,
+    climb_log_alpha,
+    climbed,
+    clipped_prec,
+    hessian_by_rows,
+    newton_draw,
+    newton_log_q,
+    newton_mean,
+    newton_mh,
+)
 
 PyTree = Any
 ROW_CHUNK = 1 << 16
 """Rows per chunk of a sweep's passes: each pass sums chunk by chunk, so no per-row array of all ``N`` rows is made."""
+FAR_SDS = 4.0
+"""A level whose Newton point is farther than this many of its Laplace s.d.s climbs in the warm-up's climbing sweeps."""
 
 
 class GibbsState(NamedTuple):
@@ -69,6 +85,8 @@ class Problem(NamedTuple):
     """``(j, f, l)``: fixed column ``j`` equals factor ``f``'s effect column ``l`` on every row (step 2)."""
     chunk: int = ROW_CHUNK
     """Rows per chunk of each pass (``data.passes.full_data_tree_sum``): a chain's pass holds one chunk's row terms."""
+    climb_levels: bool = True
+    """Whether a climbing sweep also climbs the levels far from their conditional (``effects_step``; False: as before)."""
     shared_density: Callable | None = None
     """``phi -> scalar``: the family's part of every row's density that depends on ``phi`` alone (``GLMMSpec``)."""
     row_part: Callable | None = None
@@ -129,9 +147,10 @@ def row_count(data: dict) -> int:
     return jax.tree_util.tree_leaves(data)[0].shape[0]
 
 
-def row_density(problem: Problem, state: GibbsState, rows: dict) -> jax.Array:
-    """Each row's log density at ``state``."""
-    return problem.density(linear_predictor(problem.layout, state.beta, state.us, rows), state.phi, rows)
+def row_density(problem: Problem, state: GibbsState, rows: dict, part: bool = False) -> jax.Array:
+    """Each row's log density at ``state`` (``part``: less the family's ``shared_density``, where it declares one)."""
+    density = problem.row_part if part and problem.row_part is not None else problem.density
+    return density(linear_predictor(problem.layout, state.beta, state.us, rows), state.phi, rows)
 
 
 def level_fit(
@@ -154,18 +173,33 @@ def level_fit(
     return Fit(grad - state.us[f] * inv_var[None, :], outer + jnp.diag(inv_var)[None]), change
 
 
-def effects_step(problem: Problem, key: jax.Array, state: GibbsState, f: int, rho: jax.Array, data: dict):
-    """Step 1 for factor ``f``: each level's Newton MH move, decided on its own rows; the new state and the acceptance."""
+def effects_step(
+    problem: Problem,
+    key: jax.Array,
+    state: GibbsState,
+    f: int,
+    rho: jax.Array,
+    data: dict,
+    climb: jax.Array | bool = False,
+):
+    """Step 1 for factor ``f``: each level's Newton MH move, decided on its own rows; the new state and the acceptance.
+    ``climb`` (warm-up only, not invariant): a level whose Newton point lies over ``FAR_SDS`` of its Laplace s.d.s
+    away moves a random ``2^-k`` of the way there where that raises its conditional (``newton_moves.newton_mh``'s
+    climb; the Newton MH move is almost never accepted from there on one side of a level of many rows)."""
     u = state.us[f]
     fit, _ = level_fit(problem, state, f, data)
     k_draw, k_accept = jax.random.split(key)
-    proposed = newton_draw(k_draw, u, fit, rho)
+    levels = problem.layout.levels[f]
+    chol, mean = newton_mean(u, fit)
+    far = jnp.sum(jnp.einsum("gji,gj->gi", chol, mean - u) ** 2, axis=1) > FAR_SDS**2
+    far = far & jnp.asarray(climb)
+    proposed = jnp.where(far[:, None], climbed(k_accept, u, mean, (levels, 1)), newton_draw(k_draw, u, fit, rho))
     moved = with_effects(state, f, proposed)
     fit_new, log_lik = level_fit(problem, moved, f, data, state)
-    levels = problem.layout.levels[f]
     inv_var = jnp.exp(-2.0 * state.log_sds[f])
     log_prior = -0.5 * jnp.sum((proposed * proposed - u * u) * inv_var[None, :], axis=1)
     log_alpha = log_lik + log_prior + newton_log_q(u, proposed, fit_new, rho) - newton_log_q(proposed, u, fit, rho)
+    log_alpha = jnp.where(far, climb_log_alpha(log_lik + log_prior), log_alpha)
     accept = jnp.log(jax.random.uniform(k_accept, (levels,), u.dtype)) < log_alpha
     return with_effects(state, f, jnp.where(accept[:, None], proposed, u)), jnp.mean(accept.astype(u.dtype))
 
@@ -202,23 +236,30 @@ def unit_spread(layout: GLMMLayout) -> tuple:
     return tuple(np.ones((g, k), np.float32) for g, k in zip(layout.levels, layout.columns))
 
 
-def standardised(state: GibbsState, spread: tuple) -> tuple:
-    """Each factor's partly standardised effects ``a = u sd^-v`` for the spread weights ``v`` (``(G_f, k_f)`` each)."""
-    return tuple(u * jnp.exp(-jnp.asarray(v, u.dtype) * s[None, :]) for u, s, v in zip(state.us, state.log_sds, spread))
+def standardised(state: GibbsState, spread: tuple, pairs: tuple = (), location: tuple = ()) -> tuple:
+    """Each factor's partly standardised effects ``a = (u + w beta_j) sd^-v`` for the spread weights ``v``
+    (``(G_f, k_f)`` each) and the location weights ``w`` on the location ``pairs`` (``glmm_location``; empty: none)."""
+    us = anchored(pairs, location, state.beta, state.us)
+    return tuple(u * jnp.exp(-jnp.asarray(v, u.dtype) * s[None, :]) for u, s, v in zip(us, state.log_sds, spread))
 
 
 def with_globals(
-    layout: GLMMLayout, state: GibbsState, x: jax.Array, standard: tuple, spread: tuple = ()
+    layout: GLMMLayout,
+    state: GibbsState,
+    x: jax.Array,
+    standard: tuple,
+    spread: tuple = (),
+    pairs: tuple = (),
+    location: tuple = (),
 ) -> GibbsState:
-    """``state`` at the globals ``x``, its effects ``u = sd^v a`` from ``standard`` (``spread`` empty: ``v = 1``)."""
-    at = layout.fixed
-    log_sds = []
-    for k in layout.columns:
-        log_sds.append(x[at : at + k])
-        at += k
+    """``state`` at the globals ``x``, its effects ``u = sd^v a - w beta_j`` from ``standard`` (``spread`` empty:
+    ``v = 1``; ``location`` empty: ``w = 0``; ``standardised`` inverted)."""
+    ends = np.cumsum([layout.fixed, *layout.columns])
+    log_sds, at = [x[a:b] for a, b in zip(ends[:-1], ends[1:])], int(ends[-1])
     spread = spread or unit_spread(layout)
     us = tuple(a * jnp.exp(jnp.asarray(v, a.dtype) * s[None, :]) for a, s, v in zip(standard, log_sds, spread))
-    return GibbsState(x[: layout.fixed], us, tuple(log_sds), x[at:])
+    beta = x[: layout.fixed]
+    return GibbsState(beta, anchored(pairs, location, beta, us, -1.0), tuple(log_sds), x[at:])
 
 
 def row_curvature(problem: Problem, eta: jax.Array, phi: jax.Array, data: dict):
@@ -234,48 +275,41 @@ def row_curvature(problem: Problem, eta: jax.Array, phi: jax.Array, data: dict):
     return problem.density(eta, phi, data), grad(v), jnp.stack(columns, axis=1)
 
 
-def rows_change(problem: Problem, at: GibbsState, start: GibbsState, rows: dict, dens: jax.Array) -> jax.Array:
-    """``sum_rows`` of each row's log-density change from ``start`` to ``at`` (``dens``: the densities at ``at``); with a
-    ``shared_density``, the row parts' change only (``globals_fit`` adds the shared part's once)."""
-    if problem.row_part is None:
-        return jnp.sum(dens - row_density(problem, start, rows))
-    eta_at = linear_predictor(problem.layout, at.beta, at.us, rows)
-    eta_start = linear_predictor(problem.layout, start.beta, start.us, rows)
-    return jnp.sum(problem.row_part(eta_at, at.phi, rows) - problem.row_part(eta_start, start.phi, rows))
-
-
-def globals_fit(problem: Problem, state: GibbsState, data: dict, spread: tuple = ()) -> Callable:
-    """Step 4's ``fit`` for ``newton_mh``: at globals ``x`` (effects ``u = e^{v s} a``, ``a`` from ``state``, ``v`` the
-    ``spread`` weights, default 1), the target's gradient and clipped Hessian from each row's derivatives in
-    ``(eta, phi)`` and the chain rule (``eta`` is linear in ``beta``; ``d eta / d s_fl = z_fl v u_fl``,
-    ``d^2 eta / d s_fl^2 = z_fl v^2 u_fl``), and as its value the prior plus, ``base`` given, the rows' log-likelihood
-    change from ``base`` (per-row differences summed): one pass over the rows in chunks of ``problem.chunk``."""
-    layout = problem.layout
+def globals_fit(problem: Problem, state: GibbsState, data: dict, spread: tuple = (), location: tuple = ()) -> Callable:
+    """Step 4's ``fit`` for ``newton_mh``: at globals ``x`` (effects ``u = e^{v s} a - w beta_j``, ``a`` from ``state``,
+    ``v`` the ``spread`` weights, default 1, ``w`` the ``location`` weights, default 0), the target's gradient and
+    clipped Hessian from each row's derivatives in ``(eta, phi)`` and the chain rule (``eta`` is linear in ``beta``,
+    ``d eta / d beta_j = x_j - w z_l`` on a location pair; ``d eta / d s_fl = z_fl v (u_fl + w beta_j)``,
+    ``d^2 eta / d s_fl^2 = z_fl v^2 (u_fl + w beta_j)``), and as its value the prior plus, ``base`` given, the rows'
+    log-likelihood change from ``base`` (per-row differences summed): one pass over the rows in chunks of
+    ``problem.chunk``."""
+    layout, pairs = problem.layout, problem.shifts
     spread = spread or unit_spread(layout)
-    standard = standardised(state, spread)
+    standard = standardised(state, spread, pairs, location)
     jacobian = jnp.concatenate([jnp.sum(jnp.asarray(v), axis=0) for v in spread])  # sum_g v per column
     extras = len(layout.extras)
 
     def prior_part(x):
-        at = with_globals(layout, state, x, standard, spread)
+        at = with_globals(layout, state, x, standard, spread, pairs, location)
         return prior_u(problem, at) + jnp.sum(jacobian.astype(x.dtype) * jnp.concatenate(at.log_sds))
 
     def fit(x, base=None):
-        at = with_globals(layout, state, x, standard, spread)
-        start = None if base is None else with_globals(layout, state, base, standard, spread)
+        at = with_globals(layout, state, x, standard, spread, pairs, location)
+        start = None if base is None else with_globals(layout, state, base, standard, spread, pairs, location)
 
         def part(rows):
             eta = linear_predictor(layout, at.beta, at.us, rows)
             dens, grad, hess = row_curvature(problem, eta, at.phi, rows)
             vs = [jnp.asarray(v, eta.dtype) for v in spread]
+            held = anchored(pairs, location, at.beta, at.us)  # u + w beta_j = a e^{v s}
             scale_cols = [
-                rows[f"z_{f}"].astype(eta.dtype) * (v * u)[rows[f"g_{f}"]] for f, (u, v) in enumerate(zip(at.us, vs))
+                rows[f"z_{f}"].astype(eta.dtype) * (v * u)[rows[f"g_{f}"]] for f, (u, v) in enumerate(zip(held, vs))
             ]
             curl_cols = [
-                rows[f"z_{f}"].astype(eta.dtype) * (v * v * u)[rows[f"g_{f}"]]
-                for f, (u, v) in enumerate(zip(at.us, vs))
+                rows[f"z_{f}"].astype(eta.dtype) * (v * v * u)[rows[f"g_{f}"]] for f, (u, v) in enumerate(zip(held, vs))
             ]
-            d_eta = jnp.pad(jnp.concatenate([rows["x"].astype(eta.dtype), *scale_cols], axis=1), ((0, 0), (0, extras)))
+            fixed = fixed_jacobian(pairs, location, rows, eta.dtype)
+            d_eta = jnp.pad(jnp.concatenate([fixed, *scale_cols], axis=1), ((0, 0), (0, extras)))
             m = d_eta.shape[1]
             d_phi = jnp.broadcast_to(jnp.eye(extras, m, m - extras, dtype=eta.dtype), (eta.shape[0], extras, m))
             rows_j = jnp.concatenate([d_eta[:, None, :], d_phi], axis=1)  # (rows, 1 + e, m): d (eta_i, phi) / d x
@@ -286,15 +320,17 @@ def globals_fit(problem: Problem, state: GibbsState, data: dict, spread: tuple =
             weighted = jnp.einsum("abn,nbc->nac", hess, rows_j)  # each row's Hessian times its Jacobian
             # J' H J as one (m x n(1 + e)) @ (n(1 + e) x m) product: 1.4 times faster at N = 10^6 than the 3-operand einsum
             h = rows_j.reshape(-1, m).T @ weighted.reshape(-1, m)
-            change = jnp.zeros((), dens.dtype) if start is None else rows_change(problem, at, start, rows, dens)
-            return g, second, h, change
+            if start is None:
+                return g, second, h, jnp.zeros((), dens.dtype)
+            at_part = row_density(problem, at, rows, True) if problem.row_part is not None else dens
+            return g, second, h, jnp.sum(at_part - row_density(problem, start, rows, True))
 
         g, second, h, change = full_data_tree_sum(part, data, row_count(data), problem.chunk)
-        if start is not None and problem.shared_density is not None:
+        if start is not None and problem.shared_density is not None:  # the phi-only part's difference, N times
             change = change + row_count(data) * value_difference(problem.shared_density, start.phi, at.phi)
         g = g + jax.grad(prior_part)(x)
         h = h + jnp.diag(jnp.pad(second, (0, extras)))
-        h = h + jax.hessian(prior_part)(x)
+        h = h + hessian_by_rows(prior_part, x)
         return Fit(g, clipped_prec(h)), prior_part(x) + change
 
     return fit
@@ -308,13 +344,16 @@ def globals_step(
     data: dict,
     spread: tuple = (),
     climb: jax.Array | bool = False,
+    location: tuple = (),
 ):
-    """Step 4: the globals given the partly standardised effects ``a = u sd^-v`` (``spread`` weights ``v``, default 1:
-    ``a = u / sd``), one Newton MH step (``globals_fit``; ``climb``: ``newton_mh``'s warm-up ascent)."""
-    spread = spread or unit_spread(problem.layout)
-    standard = standardised(state, spread)
-    x, moved = newton_mh(key, globals_vector(state), globals_fit(problem, state, data, spread), rho, climb)
-    return with_globals(problem.layout, state, x, standard, spread), moved
+    """Step 4: the globals given the partly standardised effects ``a = (u + w beta_j) sd^-v`` (``spread`` weights
+    ``v``, default 1: ``a = u / sd``; ``location`` weights ``w``, default 0), one Newton MH step (``globals_fit``;
+    ``climb``: ``newton_mh``'s warm-up ascent)."""
+    spread, pairs = spread or unit_spread(problem.layout), problem.shifts
+    standard = standardised(state, spread, pairs, location)
+    fit = globals_fit(problem, state, data, spread, location)
+    x, moved = newton_mh(key, globals_vector(state), fit, rho, climb)
+    return with_globals(problem.layout, state, x, standard, spread, pairs, location), moved
 
 
 def sweep(
@@ -325,17 +364,18 @@ def sweep(
     data: dict,
     spread: tuple = (),
     climb: jax.Array | bool = False,
+    location: tuple = (),
 ):
-    """Steps 1-4 for one chain (``rho``: per factor, then the globals'; ``spread``: step 4's weights, default 1;
-    ``climb``: step 4 ascends instead, warm-up only); the new state and its ``SweepStats``."""
+    """Steps 1-4 for one chain (``rho``: per factor, then the globals'; ``spread``, ``location``: step 4's weights,
+    default 1 and 0; ``climb``: step 4 ascends instead, and levels far from their conditional climb in step 1, warm-up
+    only); the new state and its ``SweepStats``."""
     layout = problem.layout
     keys = jax.random.split(key, len(layout.levels) + 3)
     rates = []
     for f in range(len(layout.levels)):
-        state, rate = effects_step(problem, keys[f], state, f, rho[f], data)
+        state, rate = effects_step(problem, keys[f], state, f, rho[f], data, climb & problem.climb_levels)
         rates.append(rate)
-    zero = jnp.zeros((), state.beta.dtype)
-    shift_moved = jnp.ones((), state.beta.dtype)
+    zero, shift_moved = jnp.zeros((), state.beta.dtype), jnp.ones((), state.beta.dtype)
     if problem.shifts:
 
         def along(delta):
@@ -351,23 +391,10 @@ def sweep(
 
     s, scale_moved = newton_mh(keys[-2], jnp.concatenate(state.log_sds), autodiff_fit(scale_target), zero)
     state = with_globals(layout, state, jnp.concatenate([state.beta, s, state.phi]), ())._replace(us=state.us)
-    state, moved = globals_step(problem, keys[-1], state, rho[-1], data, spread, climb)
+    state, moved = globals_step(problem, keys[-1], state, rho[-1], data, spread, climb, location)
     return state, SweepStats(jnp.stack(rates), shift_moved, scale_moved, moved)
 
 
 def passes_per_sweep(layout: GLMMLayout) -> int:
     """Full passes over the rows one sweep reads: two per factor, two for the globals."""
     return 2 * len(layout.levels) + 2
-
-
-def location_pairs(layout: GLMMLayout, data: dict) -> tuple:
-    """Step 2's pairs ``(j, f, l)``: fixed column ``j`` equal to factor ``f``'s column ``l`` on every row (numpy)."""
-    x = np.asarray(data["x"])
-    pairs = []
-    for f, k in enumerate(layout.columns):
-        z = np.asarray(data[f"z_{f}"])
-        for l in range(k):
-            same = [j for j in range(x.shape[1]) if np.array_equal(x[:, j], z[:, l])]
-            if same:
-                pairs.append((same[0], f, l))
-    return tuple(pairs)

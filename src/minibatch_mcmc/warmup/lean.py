@@ -146,9 +146,9 @@ def lean_mode(
         step = 0 if first_nonfinite(model, arrays, n, theta0) is not None else int(search.first_bad[0])
         raise ValueError(nonfinite_search(step, search.stopped[0], flat_names(theta0)))
     chunk = min(DEFAULT_CHUNK, n)
-    part = chunk_pass(model, unravel, order)
     keep = kept_rows(n)
     steps_dirs, bulk_idx = probe_plan(np.eye(d), probe_key, n, min(BULK_ROWS, chunk))
+    part = chunk_pass(model, unravel, order, head=int(bulk_idx.size))  # residuals handed back: the bulk rows' alone
     bulk_rows = take(
         arrays, jnp.asarray(np.resize(bulk_idx, chunk), jnp.int32)
     )  # tiled to a chunk: the pass's one compilation
@@ -165,9 +165,9 @@ def lean_mode(
         far_arg = jnp.asarray(np.zeros((2, d)) + np.asarray(flat) if far is None else far, flat.dtype)
         bulk = None
         if factor is not None:
-            bulk = np.median(
-                np.asarray(part(bulk_rows, bulk_weight, flat, pts, far_arg)[1][0], np.float64), axis=1, keepdims=True
-            )
+            at_bulk = np.asarray(part(bulk_rows, bulk_weight, flat, pts, far_arg)[1][0], np.float64)  # (P, bulk rows)
+            tiled = np.resize(np.arange(at_bulk.shape[1]), chunk)  # the median over the rows as tiled to a chunk
+            bulk = np.median(at_bulk[:, tiled], axis=1, keepdims=True)
         sums, top = stream(part, arrays, n, chunk, flat, pts, bulk, keep, temperature, far_arg)
         p0, g0, h0 = sums.pop("prior")
         far_sums = sums.pop("far")

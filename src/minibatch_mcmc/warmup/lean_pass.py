@@ -14,7 +14,8 @@ deviation ``max_p |e_i(p) - bulk(p)|`` less its rounding floor is reduced in the
 number per row instead of one per probe. On the d = 10 logistic regression of ``benchmarks/tall.py`` in 16,384-row chunks
 (the fastest of 2^13 to 2^16 with the probes; CPU seconds on the loaded 2-core machine): 430 ns a row with the probes
 before, 200 after, and 66 without them (a plain numpy log-likelihood + gradient pass: 110); the logistic sums are the
-same floats as autodiff's.
+same floats as autodiff's. ``stream`` dispatches each chunk before it waits for the one before (JAX runs it while the
+host reads the next rows), and adds the chunks' sums in row order, so the floats are those of one chunk at a time.
 """
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ def glm_rows(model: Model, rows: PyTree, d: int) -> bool:
 
 def glm_sums(model: Model, rows: dict, weight: jax.Array, c: jax.Array, order: int, unravel: Callable):
     """A GLM chunk's sums of ``l_i``, its gradient and Hessian at ``c`` (``X' (w f')``, ``X' diag(w f'') X``), with what
-    its probes need: ``(sums, probe residual function, term scale)``."""
+    its probes and far points need: ``(sums, probe residual function, term scale, l_i(c))``."""
     spec = model.glm
     x = rows["x"].astype(c.dtype)
     eta0 = x @ c
@@ -90,11 +91,12 @@ def glm_sums(model: Model, rows: dict, weight: jax.Array, c: jax.Array, order: i
             small, lambda: series(eta[None], delta, y[None], order), lambda: full(eta[None], delta, y[None], order)
         )
 
-    return sums, residuals, jnp.abs(values) + jnp.abs(f1 * eta0)
+    return sums, residuals, jnp.abs(values) + jnp.abs(f1 * eta0), values
 
 
 def autodiff_sums(model: Model, rows: PyTree, weight: jax.Array, c: jax.Array, order: int, unravel: Callable):
-    """Any model's chunk sums of ``l_i``, its gradient and Hessian at ``c`` by autodiff, with what its probes need."""
+    """Any model's chunk sums of ``l_i``, its gradient and Hessian at ``c`` by autodiff, with what its probes and far points
+    need (``glm_sums``'s four)."""
 
     def chunk_sum(x: jax.Array) -> jax.Array:
         return jnp.sum(weight * model.log_lik(unravel(x), rows))
@@ -102,7 +104,8 @@ def autodiff_sums(model: Model, rows: PyTree, weight: jax.Array, c: jax.Array, o
     value, grad = jax.value_and_grad(chunk_sum)(c)
     sums = {"value": value, "grad": grad, "hess": jax.hessian(chunk_sum)(c)}
     proxy = TaylorProxy(unravel(c), order, grad, None, 0)  # only the centre and order are used
-    return sums, lambda points: probe_residuals(model, proxy, points, rows), term_scale(model, c, unravel, rows)
+    residuals = lambda points: probe_residuals(model, proxy, points, rows)  # noqa: E731
+    return sums, residuals, term_scale(model, c, unravel, rows), model.log_lik(unravel(c), rows)
 
 
 def packed(sums: dict) -> jax.Array:
@@ -135,22 +138,23 @@ class ChunkPass(NamedTuple):
         return unpacked(flat, c.shape[0]), probe, prior
 
 
-def chunk_pass(model: Model, unravel: Callable, order: int) -> ChunkPass:
+def chunk_pass(model: Model, unravel: Callable, order: int, head: int | None = None) -> ChunkPass:
     """The chunk function of one pass, jitted once: ``probes=False`` skips the residuals (zeros), ``far_on=False`` the far
     points (rises of 0). A far point's rise is ``sum_i w_i (l_i(far) - l_i(c))``, each row's difference taken before the
     sum: the difference of two float32 sums of ``l_i`` carries their rounding, which on a log-likelihood of -1.1e10
-    (a Gaussian model on Cauchy noise, 1e5 rows) reached 2.2e4 nats, ten times the true fall at 64 s.d.s. The prior,
-    read from one chunk per pass, costs no compilation of its own."""
+    (a Gaussian model on Cauchy noise, 1e5 rows) reached 2.2e4 nats, ten times the true fall at 64 s.d.s; ``l_i(c)`` is
+    the sums' own (one evaluation of ``l_i`` fewer per row). The prior, read from one chunk per pass, costs no
+    compilation of its own. ``head``: the residuals handed back are the first ``head`` rows' only (the bulk level's rows;
+    each row's deviation is reduced inside), so a streamed chunk writes no ``(P, rows)`` array out; None: every row's."""
 
     def log_prior(x: jax.Array) -> jax.Array:
         return jnp.asarray(model.log_prior(unravel(x)), x.dtype)
 
     def run(rows: PyTree, weight, c, points, far, bulk, probes, far_on):
         glm = glm_rows(model, rows, c.shape[0])
-        sums, residuals, scale = (glm_sums if glm else autodiff_sums)(model, rows, weight, c, order, unravel)
+        sums, residuals, scale, here = (glm_sums if glm else autodiff_sums)(model, rows, weight, c, order, unravel)
 
         def rises() -> jax.Array:
-            here = model.log_lik(unravel(c), rows)
             return jax.vmap(lambda x: jnp.sum(weight * (model.log_lik(unravel(x), rows) - here)))(far)
 
         sums["far"] = jax.lax.cond(far_on, rises, lambda: jnp.zeros(2, sums["value"].dtype))
@@ -159,10 +163,11 @@ def chunk_pass(model: Model, unravel: Callable, order: int) -> ChunkPass:
             e = residuals(points).astype(c.dtype)
             floor = ROUNDING_ULPS * jnp.finfo(c.dtype).eps * scale.astype(c.dtype)
             dev = jnp.maximum(jnp.max(jnp.abs(e - bulk), axis=0) - floor, 0.0)
-            return e, jnp.where(jnp.isfinite(dev), dev, jnp.inf)
+            return e[:, :shown], jnp.where(jnp.isfinite(dev), dev, jnp.inf)
 
         size = weight.shape[0]
-        skipped = lambda: (jnp.zeros((points.shape[0], size), c.dtype), jnp.zeros(size, c.dtype))  # noqa: E731
+        shown = size if head is None else min(head, size)
+        skipped = lambda: (jnp.zeros((points.shape[0], shown), c.dtype), jnp.zeros(size, c.dtype))  # noqa: E731
         probe = jax.lax.cond(probes, probed, skipped)
         prior = (log_prior(c), jax.grad(log_prior)(c), jax.hessian(log_prior)(c))
         return packed(sums), probe, prior
@@ -191,21 +196,26 @@ def stream(
     probes = jnp.asarray(bulk is not None)
     far_on = jnp.asarray(not np.array_equal(np.asarray(far), np.broadcast_to(np.asarray(c), np.shape(far))))
 
-    def fold(acc: tuple, ch: Chunk) -> tuple:
-        sums, top, _ = acc
-        size = jax.tree_util.tree_leaves(ch.rows)[0].shape[0]
-        flat, probe, prior = part.jitted(
-            ch.rows, ch.fresh(size).astype(np.float32), c, points, far, level, probes, far_on
-        )
-        piece = np.asarray(flat, np.float64)
+    def added(acc: tuple, out: tuple, ch: Chunk) -> tuple:
+        """``acc`` (sums, top) with one chunk's jitted ``out`` added: where the host waits for that chunk."""
+        sums, top = acc
+        piece = np.asarray(out[0], np.float64)
         sums = piece if sums is None else sums + piece
         if bulk is not None:  # each row's deviation less its floor, reduced in the jitted pass: divided by K here
             new = ch.first - ch.start
-            top = add_deviations(top, np.asarray(probe[1], np.float64)[None, new:], 0.0, ch.first, keep, temperature)
-        return sums, top, prior
+            top = add_deviations(top, np.asarray(out[1][1], np.float64)[None, new:], 0.0, ch.first, keep, temperature)
+        return sums, top
+
+    def fold(acc: tuple, ch: Chunk) -> tuple:
+        """Dispatch this chunk, then add the one before (its result waited for while this one's rows were read)."""
+        sums, top, pending = acc
+        size = jax.tree_util.tree_leaves(ch.rows)[0].shape[0]
+        out = part.jitted(ch.rows, ch.fresh(size).astype(np.float32), c, points, far, level, probes, far_on)
+        return (*added((sums, top), *pending), (out, ch)) if pending is not None else (sums, top, (out, ch))
 
     def final(acc: tuple) -> tuple:
-        return acc[0], padded_top(acc[1], keep), tuple(np.asarray(a, np.float64) for a in acc[2])
+        sums, top = added(acc[:2], *acc[2])
+        return sums, padded_top(top, keep), tuple(np.asarray(a, np.float64) for a in acc[2][0][2])
 
     def merge(a: tuple, b: tuple) -> tuple:
         return a[0] + b[0], merge_tops(a[1], b[1], keep), a[2]

@@ -49,6 +49,18 @@ def newton_draw(key: jax.Array, x: jax.Array, fit: Fit, rho: jax.Array) -> jax.A
     return mean + rho * (x - mean) + jnp.sqrt(1.0 - rho * rho) * noise
 
 
+def climbed(key: jax.Array, x: jax.Array, mean: jax.Array, shape: tuple = ()) -> jax.Array:
+    """A climbing step from ``x`` towards the Newton point ``mean``: ``2^-k`` of the way, ``k`` uniform in
+    ``0 .. CLIMB_HALVINGS`` of ``shape`` (one per leading index, or one for all with ``()``)."""
+    halvings = jax.random.randint(key, shape, 0, CLIMB_HALVINGS + 1).astype(x.dtype)
+    return x + 0.5**halvings * (mean - x)
+
+
+def climb_log_alpha(change: jax.Array) -> jax.Array:
+    """A climbing step's acceptance: kept (0) where it raised the target, else refused (``-inf``)."""
+    return jnp.where(change > 0, 0.0, -jnp.inf)
+
+
 def newton_log_q(to: jax.Array, frm: jax.Array, fit: Fit, rho: jax.Array) -> jax.Array:
     """``log q(to | frm)`` of ``newton_draw`` from ``frm`` with ``fit`` at ``frm``, up to a constant shared by both directions."""
     chol, mean = newton_mean(frm, fit)
@@ -70,15 +82,21 @@ def newton_mh(
     kept where it raises the target."""
     k_draw, k_accept = jax.random.split(key)
     here, value_here = fit(x, None)
-    step = 0.5 ** jax.random.randint(k_accept, (), 0, CLIMB_HALVINGS + 1).astype(x.dtype)
-    climbed = x + step * (newton_mean(x, here)[1] - x)
-    proposed = jnp.where(climb, climbed, newton_draw(k_draw, x, here, rho))
+    proposed = jnp.where(climb, climbed(k_accept, x, newton_mean(x, here)[1]), newton_draw(k_draw, x, here, rho))
     there, value_there = fit(proposed, x)
     change = jnp.sum(value_there - value_here)
     log_alpha = change + newton_log_q(x, proposed, there, rho) - newton_log_q(proposed, x, here, rho)
-    log_alpha = jnp.where(climb, jnp.where(change > 0, 0.0, -jnp.inf), log_alpha)
+    log_alpha = jnp.where(climb, climb_log_alpha(change), log_alpha)
     accept = jnp.isfinite(log_alpha) & (jnp.log(jax.random.uniform(k_accept, (), x.dtype)) < log_alpha)
     return jnp.where(accept, proposed, x), accept.astype(x.dtype)
+
+
+def hessian_by_rows(target: Callable, x: jax.Array) -> jax.Array:
+    """``jax.hessian(target)(x)``, its forward-over-reverse products taken one basis direction at a time
+    (``lax.map``): the memory of one gradient of ``target``, not ``len(x)`` of them at once (a target over ``G``-sized
+    effects holds ``len(x) x G`` tangents under ``jax.hessian``'s ``vmap``)."""
+    rows = jax.lax.map(lambda v: jax.jvp(jax.grad(target), (x,), (v,))[1], jnp.eye(x.shape[0], dtype=x.dtype))
+    return rows.T
 
 
 def autodiff_fit(target: Callable) -> Callable:
