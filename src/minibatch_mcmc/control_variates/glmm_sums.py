@@ -171,11 +171,42 @@ def chunk_sums(
                 out[f"tzxx_{f}"] = segment(z[:, :, None, None] * txx[:, None, :, :], codes, g)
         if full:
             out["txxx"] = jnp.einsum("i,ia,ib,ic->abc", t, x, x, x)
+        gaps = [jnp.sum(jnp.abs(x[:, j] - zs[f][:, l])) for j, f, l in ridge_candidates(layout)]
+        out["ridge_gap"] = jnp.stack(gaps) if gaps else jnp.zeros(0, eta.dtype)
         for f, f2 in itertools.combinations(range(len(zs)), 2):
             out[f"pair_{f}_{f2}"] = (h[:, None] * zs[f])[:, :, None] * zs[f2][:, None, :]
         return out
 
     return part
+
+
+def ridge_candidates(layout: GLMMLayout) -> list[tuple[int, int, int]]:
+    """Every ``(j, f, l)``: fixed column ``j`` against factor ``f``'s effect column ``l`` (``ridge_gap``'s order)."""
+    return [(j, f, l) for f, k in enumerate(layout.columns) for l in range(k) for j in range(layout.fixed)]
+
+
+def ridge_pairs(layout: GLMMLayout, sums: dict) -> tuple:
+    """The ``(j, f, l)`` whose columns are equal on every row (``ridge_gap`` 0: ``eta`` is unchanged along
+    ``beta_j + c``, ``u_f[:, l] - c``), each fixed column and each effect column in one pair at most, the first found."""
+    pairs, used = [], set()
+    for (j, f, l), gap in zip(ridge_candidates(layout), np.asarray(sums["ridge_gap"]).reshape(-1)):
+        if gap == 0.0 and j not in used and (f, l) not in used:
+            pairs.append((j, f, l))
+            used.update((j, (f, l)))
+    return tuple(pairs)
+
+
+def on_ridge(ridge: tuple, v: tuple) -> tuple:
+    """``v = (dbeta, (du_f, ...), dphi)`` with each ``ridge`` pair's ``dbeta_j`` moved into every level's ``du_f[:, l]``:
+    the same ``delta_i`` on every row, but the proxy's sums then no longer add the large, cancelling terms of a move
+    along the intercept-effect ridge (``B``'s ``hxx`` and ``hzx`` parts, each about ``N dbeta_j^2``) in float32."""
+    if not ridge:
+        return v
+    db, dus, dphi = v
+    dus = list(dus)
+    for j, f, l in ridge:
+        dus[f] = dus[f].at[:, l].add(db[j])
+    return db.at[np.array([j for j, _, _ in ridge])].set(0.0), tuple(dus), dphi
 
 
 def reduce_pairs(keys: np.ndarray, sums: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
