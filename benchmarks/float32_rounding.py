@@ -11,7 +11,14 @@ the float64 one: the acceptance lost to rounding alone. The model declares its n
 (``acceptance.base.exact_delta`` on ``PlainDifference``'s per-row ratios: the rows' part plus the shared difference
 computed once, summed in float32), its error against float64 and the same chain's acceptance on it.
 
+``--case glmm_student_t``: the same on a Student-t GLMM (``models.glmm``, ``y ~ x1 + (1 | g)``, 20 levels of random
+intercepts, ``nu = 4``, ``sigma = 0.5``; 25 parameters), whose family declares ``gaussian``'s and the Student-t's
+``phi``-only part (``glmm_families.shared_log_density``); its table adds the GLMM proxy's ``Delta`` (at the float64
+mode: every row's residual and the proxy's known sum), the path the warm-up's default test estimates.
+
     .venv/bin/python benchmarks/float32_rounding.py --n 300000 1000000 [--results docs/results/float32_rounding.json]
+    .venv/bin/python benchmarks/float32_rounding.py --case glmm_student_t --name float32_rounding_glmm --n 300000 1000000
+        [--results docs/results/float32_rounding_glmm.json]
 """
 
 from __future__ import annotations
@@ -30,6 +37,9 @@ from heavy_tails import robust_nu_case  # noqa: E402
 
 from minibatch_mcmc.acceptance.base import Statistics, exact_delta  # noqa: E402
 from minibatch_mcmc.control_variates.base import plain  # noqa: E402
+from minibatch_mcmc.control_variates.glmm import glmm_proxy  # noqa: E402
+from minibatch_mcmc.models.glmm import glmm_model  # noqa: E402
+from minibatch_mcmc.models.glmm_design import GLMMDesign, GroupFactor  # noqa: E402
 
 COLUMNS = [
     "N",
@@ -43,13 +53,30 @@ COLUMNS = [
 ]
 
 
-def laplace(model, data64) -> tuple[np.ndarray, np.ndarray]:
-    """Float64 mode (BFGS then Newton) and the Cholesky factor of the Laplace covariance."""
+PROXY_COLUMN = "rms error, GLMM proxy"
+LEVELS = 20
+
+
+def glmm_t_case(n: int, rng: np.random.Generator) -> tuple:
+    """The Student-t GLMM (module docstring), its data (float32 columns, int32 codes) and a start: the truth's
+    coefficients and scales, each level's mean residual as its effect."""
+    codes = rng.integers(0, LEVELS, n).astype(np.int32)
+    x = np.c_[np.ones(n), rng.normal(size=n)]
+    y = x @ np.array([1.0, 0.5]) + rng.normal(0.0, 0.7, LEVELS)[codes] + 0.5 * rng.standard_t(4.0, n)
+    factor = GroupFactor("g", codes, np.ones((n, 1)), tuple(f"s{k}" for k in range(LEVELS)), ("1",))
+    design = GLMMDesign(y=y, x=x, fixed=("Intercept", "x1"), factors=(factor,))
+    model, data = glmm_model(design, "student_t", centred=True, sample_as_written=True)
+    effects = np.bincount(codes, y - x @ np.array([1.0, 0.5]), LEVELS) / np.bincount(codes, minlength=LEVELS)
+    return model, data, np.r_[1.0, 0.5, effects, np.log(0.7), np.log(0.5), np.log(3.0)]
+
+
+def laplace(model, data64, start: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Float64 mode (BFGS from ``start``, then Newton) and the Cholesky factor of the Laplace covariance."""
     lp = jax.jit(lambda t: model.log_prior(t) + jnp.sum(model.log_lik(t, data64)))
     vg = jax.jit(jax.value_and_grad(lambda t: -lp(t)))
     found = so.minimize(
         lambda t: tuple(np.asarray(v, np.float64) for v in vg(jnp.asarray(t))),
-        np.array([1.5, 0.5, -0.3, 0.2, 0.3, 0.7]),
+        start,
         jac=True,
         method="BFGS",
     )
@@ -80,6 +107,25 @@ def ratio_errors(model, data, mode, chol, pairs: int) -> tuple[float, float, flo
         new = float(declared(jnp.float32(a), jnp.float32(b))) - exact.sum()
         out.append((e.sum(), n * e.mean(), n / np.sqrt(50) * e.std(), new))
     return tuple(float(np.sqrt(np.mean(np.square(c)))) for c in np.array(out).T)
+
+
+def proxy_errors(model, data, mode, chol, pairs: int) -> float:
+    """RMS over ``ratio_errors``' pairs of the error of the GLMM proxy's ``Delta`` (its residuals on every row plus its
+    known sum, the proxy built at the float32-rounded mode) against float64."""
+    proxy = glmm_proxy(model, data[32], jnp.float32(mode))
+    n, zero, one = int(data[32]["y"].shape[0]), jnp.float32(0.0), jnp.float32(1.0)
+    delta = jax.jit(
+        lambda a, b: exact_delta(
+            Statistics(proxy.log_ratio(model, a, b), data[32], n, zero, one, proxy.known_sum(a, b))
+        )[0]
+    )
+    lik = jax.jit(lambda t, d: jnp.sum(model.log_lik(t, d)))
+    rng, out = np.random.default_rng(1), []
+    for _ in range(pairs):
+        a, b = (np.float64(np.float32(mode + chol @ rng.standard_normal(mode.size))) for _ in range(2))
+        exact = float(lik(jnp.asarray(b), data[64]) - lik(jnp.asarray(a), data[64]))
+        out.append(float(delta(jnp.float32(a), jnp.float32(b))) - exact)
+    return float(np.sqrt(np.mean(np.square(out))))
 
 
 def independence_acceptance(model, data, mode, chol, steps: int) -> tuple[float, float]:
@@ -121,13 +167,17 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=20)
     parser.add_argument("--steps", type=int, default=1500)
     parser.add_argument("--name", default="float32_rounding")
+    parser.add_argument("--case", choices=("robust_nu", "glmm_student_t"), default="robust_nu")
     add_results_option(parser)
     args = parser.parse_args()
-    rows, values = [], {}
+    rows, values, glmm = [], {}, args.case == "glmm_student_t"
     for n in args.n:
-        model, raw, _ = robust_nu_case(n, np.random.default_rng(0))
-        data = {p: {k: jnp.asarray(v, dt) for k, v in raw.items()} for p, dt in ((32, jnp.float32), (64, jnp.float64))}
-        mode, chol = laplace(model, data[64])
+        model, raw, start = (glmm_t_case if glmm else robust_nu_case)(n, np.random.default_rng(0))
+        data = {
+            p: {k: jnp.asarray(v, dt if np.issubdtype(v.dtype, np.floating) else v.dtype) for k, v in raw.items()}
+            for p, dt in ((32, jnp.float32), (64, jnp.float64))
+        }
+        mode, chol = laplace(model, data[64], start if glmm else np.array([1.5, 0.5, -0.3, 0.2, 0.3, 0.7]))
         total, shared, per_row, declared = ratio_errors(model, data, mode, chol, args.pairs)
         acc32, acc64 = independence_acceptance(model, data, mode, chol, args.steps)
         acc_declared = declared_acceptance(model, data[32], mode, chol, args.steps)
@@ -136,8 +186,12 @@ def main() -> None:
         )
         values[f"{args.name}.rms_{n}"] = total
         values[f"{args.name}.declared_rms_{n}"] = declared
+        if glmm:
+            values[f"{args.name}.proxy_rms_{n}"] = proxy_errors(model, data, mode, chol, args.pairs)
+            rows[-1].append(f"{values[f'{args.name}.proxy_rms_{n}']:.4f}")
         print(" | ".join(map(str, rows[-1])), flush=True)
-        save(args.results, args.name, config=args, tables={args.name: table(COLUMNS, rows)}, values=values)
+        columns = COLUMNS + [PROXY_COLUMN] * glmm
+        save(args.results, args.name, config=args, tables={args.name: table(columns, rows)}, values=values)
 
 
 if __name__ == "__main__":

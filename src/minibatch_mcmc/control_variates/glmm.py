@@ -19,24 +19,25 @@ model: a move of ``(sd_f, a_f)`` that keeps ``u_f = sd_f a_f`` (and ``beta``) le
 proxy equals the dense Taylor proxy term by term.
 
 For the test (``known_sum`` and the residuals of ``log_ratio``), per level with enough data (``CUBIC_INFO``) each row's
-quadratic also gets the two leading cubic terms in the level's effect move ``s_i = z_fi . du_f[g_f(i)]``: ``t_i (s_i^3 / 6 + s_i^2 a_i / 2)`` with ``t_i`` the third ``eta``
-derivative at the centre and ``a_i = x_i . dbeta`` (per-level sums ``tzzz``, ``tzzx``: memory ``O(G k^2 (k + p))``), and
-where small (``glmm_sums.x_cubic``) the rest of the cubic in ``s_i + a_i``: ``t s a^2 / 2`` there, ``t a^3 / 6`` on every
-row (``tzxx``, ``txxx``; without, a move along the intercept-effect ridge left 7e-4 nats in most rows of issue 31's 16
-groups at N = 327,346: a capped stratum, 706 rows per test). A
+quadratic also gets the two leading cubic terms in the level's effect move ``s_i = z_fi . du_f[g_f(i)]``:
+``t_i (s_i^3 / 6 + s_i^2 a_i / 2)`` with ``t_i`` the third ``eta`` derivative at the centre and ``a_i = x_i . dbeta``
+(per-level sums ``tzzz``, ``tzzx``: memory ``O(G k^2 (k + p))``), and where small (``glmm_sums.x_cubic``) the rest of
+the cubic in ``s_i + a_i``: ``t s a^2 / 2`` there, ``t a^3 / 6`` on every row (``tzxx``, ``txxx``; without them a move
+along the intercept-effect ridge left a residual in most rows of issue 31's 16-group table, and a capped stratum). A
 level's effect moves by about ``1 / sqrt(I_g)`` at posterior scale (``I_g`` the level's information), far more than
 ``x . dbeta``, so the cubic remainder of a second-order proxy, ``t s^3 / 6``, puts ``~ G^3 / N`` into the minibatch
 estimate's variance at fixed ``N``: the minibatch the test needs grew with ``G``. With the cubic in the known sum the
-terms left are of order ``s a^2`` and ``s^4`` (variance ``~ G^4 / N^2``). The proxy posterior (``proxy_sum``, which proxy
-HMC follows) stays second order: with the cubic in it proxy HMC's moves, tuned from the Laplace fit, went where the
-penalty test grew its minibatch (``N = 5e4``, ``G = 50``: 508 rows per test at acceptance 0.73, against 51 rows at 0.89
-with the cubic in the test alone; 93 rows at 0.92 without any cubic).
+terms left are of order ``s a^2`` and ``s^4`` (variance ``~ G^4 / N^2``). The proxy posterior (``proxy_sum``, which
+proxy HMC follows) stays second order: with the cubic in it proxy HMC's moves, tuned from the Laplace fit, went where
+the penalty test grew its minibatch (ten times the rows per test of the cubic in the test alone, at a lower acceptance).
 
 The test's per-row residual is ``R_i(theta') - R_i(theta)`` with ``R_i = l_i - q_i`` the remainder, computed from
 ``(delta_i, dphi)``: for the families without ``phi`` (bernoulli, binomial, poisson) through
 ``glm_families.remainder_fn``, without subtracting nearly equal numbers; for the others as
-``f_i(c + (delta, dphi)) - q_i``, the same subtraction the dense Taylor proxy makes. The known sum is
-``L(v' - v) + B(v' - v, v' + v) / 2``, the proxy's difference without forming either sum.
+``f_i(c + (delta, dphi)) - q_i``, the same subtraction the dense Taylor proxy makes; with a ``phi``-only part (gaussian,
+student-t) on the row part at ``theta``'s ``phi``, that part's remainder change added once (``glmm_sums.with_shared``).
+The known sum is ``L(v' - v) + B(v' - v, v' + v) / 2``, the proxy's difference without forming either sum, each
+``ridge`` pair's fixed move carried by its level effects (``glmm_sums.on_ridge``: no float32 cancellation along it).
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
 
+from minibatch_mcmc.control_variates import glmm_sums
 from minibatch_mcmc.control_variates.base import minibatch_rows, no_row_draw, plain, subtracted_rows, uses_all_rows
 from minibatch_mcmc.control_variates.glm_families import remainder_fn
 from minibatch_mcmc.control_variates.glmm_sums import cubic_terms, eta_third, row_coefficients, streamed_sums, x_cubic
@@ -56,7 +58,7 @@ from minibatch_mcmc.data.arrays import as_data_source
 from minibatch_mcmc.data.passes import DEFAULT_CHUNK
 from minibatch_mcmc.models.base import GLMMLayout, Model
 from minibatch_mcmc.models.glmm import effect_blocks, linear_predictor, split_theta
-from minibatch_mcmc.models.glmm_families import row_log_density
+from minibatch_mcmc.models.glmm_families import SHARED, row_log_density, row_part
 
 PyTree = Any
 Deltas = tuple[jax.Array, tuple[jax.Array, ...], jax.Array]
@@ -122,6 +124,7 @@ class GLMMProxy(NamedTuple):
     """Per factor ``(G_f,)``: 1 where the level's rows carry the cubic terms, else 0."""
     log_lik: float = float("nan")
     """``sum_i l_i(c)``: the log-likelihood at the centre (the GLMM mode search's trust-region test reads it)."""
+    ridge: tuple = ()  # (j, f, l): fixed column j equal to factor f's column l on every row (glmm_sums.ridge_pairs)
 
     def flat_centre(self) -> tuple[jax.Array, Callable[[jax.Array], PyTree]]:
         """The centre as a flat vector and the function back to a parameter (the identity: GLMM parameters are flat)."""
@@ -145,17 +148,10 @@ class GLMMProxy(NamedTuple):
         (vb, vu, vp), (wb, wu, wp) = v, w
         total = vb @ self.hxx @ wb + vb @ self.mx @ wp + wb @ self.mx @ vp + vp @ self.kphi @ wp
         for f in range(len(vu)):
-            total = (
-                total
-                + jnp.einsum("gk,gkp,p->", vu[f], self.hzx[f], wb)
-                + jnp.einsum("gk,gkp,p->", wu[f], self.hzx[f], vb)
-            )
+            hzx, mz = self.hzx[f], self.mz[f]
+            total = total + jnp.einsum("gk,gkp,p->", vu[f], hzx, wb) + jnp.einsum("gk,gkp,p->", wu[f], hzx, vb)
             total = total + jnp.einsum("gk,gkj,gj->", vu[f], self.hzz[f], wu[f])
-            total = (
-                total
-                + jnp.einsum("gk,gke,e->", vu[f], self.mz[f], wp)
-                + jnp.einsum("gk,gke,e->", wu[f], self.mz[f], vp)
-            )
+            total = total + jnp.einsum("gk,gke,e->", vu[f], mz, wp) + jnp.einsum("gk,gke,e->", wu[f], mz, vp)
         for pair in self.pairs:
             f, f2 = pair.first, pair.second
             total = total + jnp.einsum("pk,pkj,pj->", vu[f][pair.rows], pair.hzz, wu[f2][pair.cols])
@@ -186,8 +182,8 @@ class GLMMProxy(NamedTuple):
     def known_sum(self, current: PyTree, candidate: PyTree) -> jax.Array:
         """``sum_i q_i(theta') - q_i(theta) = L(v' - v) + B(v' - v, v' + v) / 2`` (+ the cubic's difference)."""
         v0, v1 = self.deltas(current), self.deltas(candidate)
-        diff = jax.tree_util.tree_map(jnp.subtract, v1, v0)
-        total = jax.tree_util.tree_map(jnp.add, v1, v0)
+        r0, r1 = glmm_sums.on_ridge(self.ridge, v0), glmm_sums.on_ridge(self.ridge, v1)  # the same sums, less rounding
+        diff, total = jax.tree_util.tree_map(jnp.subtract, r1, r0), jax.tree_util.tree_map(jnp.add, r1, r0)
         return self.linear(diff) + 0.5 * self.bilinear(diff, total) + self.cubic_sum(v1) - self.cubic_sum(v0)
 
     def row_cubic(self, v: Deltas, rows: PyTree, third: jax.Array) -> jax.Array:
@@ -217,8 +213,8 @@ class GLMMProxy(NamedTuple):
         eta_c = linear_predictor(self.layout, beta_c, us_c, rows)
         family = self.layout.family
 
-        def density(eta: jax.Array, phi: jax.Array, batch: PyTree) -> jax.Array:
-            return row_log_density(family, eta, phi, batch)
+        def density(eta: jax.Array, phi: jax.Array, batch: PyTree) -> jax.Array:  # a shared part: shared_change's
+            return (row_part if family in SHARED else row_log_density)(family, eta, phi, batch)
 
         cubed = with_cubic and bool(self.cubic)
         third = eta_third(density, eta_c, phi_c, rows) if cubed else None
@@ -230,31 +226,30 @@ class GLMMProxy(NamedTuple):
         if family in GLM_REMAINDER:
             rem = remainder_fn(GLM_REMAINDER[family])
             scale = rows["trials"].astype(dtype) if family == "binomial" else 1.0
-            for theta in thetas:
-                v = self.deltas(theta)
+            for v in map(self.deltas, thetas):
                 out.append(scale * rem(eta_c, self.row_delta(v, rows), rows["y"], 2) - cubic(v))
             return out
 
         value, grad, hess = row_coefficients(density, eta_c, phi_c, rows)
-        for theta in thetas:
-            v = self.deltas(theta)
-            step = jnp.concatenate(
-                [self.row_delta(v, rows)[:, None], jnp.broadcast_to(v[2], (eta_c.shape[0], v[2].shape[0]))], axis=1
-            )
-            quad = jnp.sum(grad * step, axis=1) + 0.5 * jnp.einsum("bi,bij,bj->b", step, hess, step)
-            out.append(density(eta_c + step[:, 0], phi_c + v[2], rows) - value - quad - cubic(v))
+        for theta, v in zip(thetas, map(self.deltas, thetas)):
+            delta = self.row_delta(v, rows)
+            quad = glmm_sums.row_quadratic(grad, hess, delta, v[2])
+            phi = split_theta(self.layout, ravel_pytree(theta)[0])[2] if family in SHARED else phi_c + v[2]
+            out.append(density(eta_c + delta, phi, rows) - value - quad - cubic(v))
         return out
 
     def remainder(self, model: Model, theta: PyTree, rows: PyTree) -> jax.Array:
         """``l_i(theta) - q_i(theta)`` per row, up to a per-row constant (SGLD-CV's exact part, with ``proxy_sum``)."""
-        return self.remainders(model, (theta,), rows, with_cubic=False)[0]
+        rows_part = self.remainders(model, (theta,), rows, with_cubic=False)[0]
+        return glmm_sums.with_shared(self.layout, self.centre, rows_part, self.centre, ravel_pytree(theta)[0])
 
     def log_ratio(self, model: Model, current: PyTree, candidate: PyTree) -> Callable[[PyTree], jax.Array]:
         """Residuals ``R_i(theta') - R_i(theta)`` row by row."""
 
         def residual(batch: PyTree) -> jax.Array:
             r0, r1 = self.remainders(model, (current, candidate), batch)
-            return r1 - r0
+            flat = (ravel_pytree(current)[0], ravel_pytree(candidate)[0])
+            return glmm_sums.with_shared(self.layout, self.centre, r1 - r0, *flat)
 
         return residual
 
@@ -311,9 +306,7 @@ def glmm_proxy(
         program: ``glmm_sums.sums_program(layout, density)`` for callers that build many proxies (one compilation).
     """
     if model.glmm is None:
-        raise ValueError(
-            f"glmm_proxy needs a GLMM (models.glmm.glmm_model); model {model.name!r} has no glmm structure"
-        )
+        raise ValueError(f"glmm_proxy needs a GLMM (models.glmm.glmm_model); model {model.name!r} has none")
     flat, _ = ravel_pytree(centre)
     if not np.all(np.isfinite(np.asarray(flat))):
         raise ValueError(f"the proxy centre has NaN or inf entries: {np.asarray(flat)}")
@@ -323,10 +316,8 @@ def glmm_proxy(
     cast = lambda a: jnp.asarray(a, dtype)  # noqa: E731
     factors = range(len(layout.levels))
     pairs = tuple(
-        PairBlock(f, f2, jnp.asarray(r, jnp.int32), jnp.asarray(c, jnp.int32), cast(s))
-        for (f, f2), (r, c, s) in (
-            (tuple(int(i) for i in k.split("_")[1:]), v) for k, v in sums.items() if k.startswith("pair_")
-        )
+        PairBlock(*map(int, k.split("_")[1:]), jnp.asarray(r, jnp.int32), jnp.asarray(c, jnp.int32), cast(s))
+        for k, (r, c, s) in filter(lambda item: item[0].startswith("pair_"), sums.items())
     )
     return GLMMProxy(
         centre=jnp.asarray(flat),
@@ -343,6 +334,7 @@ def glmm_proxy(
         pairs=pairs,
         setup_data=source.n,
         log_lik=float(sums["value"]),
+        ridge=glmm_sums.ridge_pairs(layout, sums),
         **cubic_terms(sums, len(layout.levels), cubic_info, cast),
     )
 
@@ -392,9 +384,8 @@ def level_stratum(proxy: GLMMProxy, data: Any, max_rows: int = 1000, ratio: floa
     n = max(len(codes[0]) if codes else 0, 1)
     mean_sq = sum(np.sum(c * s**2) for c, s in zip(counts, scales)) / n
     picked = []
-    order = sorted(
-        ((s, f, g) for f, sc in enumerate(scales) for g, s in enumerate(sc) if counts[f][g] > 0), reverse=True
-    )
+    ranked = ((s, f, g) for f, sc in enumerate(scales) for g, s in enumerate(sc) if counts[f][g] > 0)
+    order = sorted(ranked, reverse=True)
     rows = 0
     for s, f, g in order:
         if s**2 < ratio * mean_sq or rows + counts[f][g] > max_rows:

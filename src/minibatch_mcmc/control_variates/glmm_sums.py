@@ -23,7 +23,9 @@ import numpy as np
 from minibatch_mcmc.data.arrays import DataSource, slice_rows
 from minibatch_mcmc.data.passes import DEFAULT_CHUNK
 from minibatch_mcmc.models.base import GLMMLayout
-from minibatch_mcmc.models.glmm import linear_predictor
+from minibatch_mcmc.models.glmm import linear_predictor, split_theta
+from minibatch_mcmc.models.glmm_families import SHARED, shared_log_density
+from minibatch_mcmc.models.shared_term import value_difference
 
 
 class NonFiniteSums(ValueError):
@@ -59,6 +61,15 @@ def row_coefficients(
     return value, grad, hess
 
 
+def row_quadratic(grad: jax.Array, hess: jax.Array, delta: jax.Array, dphi: jax.Array) -> jax.Array:
+    """``q_i - f_i(c)`` per row from its ``(eta, phi)`` gradient and Hessian: ``a delta + b . dphi + h delta^2 / 2 +
+    delta m . dphi + dphi' K dphi / 2``, the shared ``dphi`` kept unbroadcast (jax 0.10.2's CPU compiler, jitted and vmapped
+    over four or more moves, miscompiled the form on a per-row ``(delta, dphi)`` step, O(1) off per row: issue 31)."""
+    m = 0.5 * (hess[:, 0, 1:] + hess[:, 1:, 0])
+    lin = delta * (grad[:, 0] + 0.5 * hess[:, 0, 0] * delta + m @ dphi) + grad[:, 1:] @ dphi
+    return lin + 0.5 * ((hess[:, 1:, 1:] @ dphi) @ dphi)
+
+
 def eta_third(density: Callable, eta: jax.Array, phi: jax.Array, rows: PyTree) -> jax.Array:
     """``t_i = d3 f_i / d eta_i^3`` at ``(eta_i, phi)`` for each row (three tangents of ones in ``eta``: rows are independent)."""
     ones = jnp.ones_like(eta)
@@ -78,6 +89,32 @@ def eta_third(density: Callable, eta: jax.Array, phi: jax.Array, rows: PyTree) -
 MAX_CUBIC_CELLS = 1 << 23
 """Most entries of ``tzxx`` and ``txxx`` together (``G k p^2 + p^3``; 32 MiB of float32) for which the proxy carries the
 cubic's terms in ``x . dbeta`` (``x_cubic``); past it the per-level cubic has its terms in the level's move alone."""
+
+
+def shared_remainder_change(family: str, phi_c: jax.Array, phi0: jax.Array, phi1: jax.Array) -> jax.Array:
+    """``[s(phi1) - s(phi0)] - [t(phi1) - t(phi0)]``: the change of the remainder of the family's ``phi``-only part ``s``
+    (``glmm_families.shared_log_density``) after its quadratic ``t`` at ``phi_c``, the same for every row; the first
+    difference by ``models.shared_term.value_difference`` (float32-accurate relative to itself, not to ``s``)."""
+
+    def s(phi: jax.Array) -> jax.Array:
+        return shared_log_density(family, phi)
+
+    g, k = jax.grad(s)(phi_c), jax.hessian(s)(phi_c)
+    d0, d1 = phi0 - phi_c, phi1 - phi_c
+    return value_difference(s, phi0, phi1) - (jnp.dot(g, d1 - d0) + 0.5 * jnp.dot(d1 - d0, k @ (d1 + d0)))
+
+
+def with_shared(
+    layout: GLMMLayout, centre: jax.Array, rows_change: jax.Array, current: jax.Array, candidate: jax.Array
+) -> jax.Array:
+    """``rows_change`` plus, for a family with a ``phi``-only part, its ``shared_remainder_change`` between two flat
+    parameters around ``centre``, the same for every row (the row parts read each parameter's own ``phi``:
+    ``phi_c + dphi``'s one rounding would move every row's alike); ``rows_change`` itself for the other families."""
+    if layout.family not in SHARED:
+        return rows_change
+    phi0, phi1 = split_theta(layout, current)[2], split_theta(layout, candidate)[2]
+    phi_c = split_theta(layout, centre.astype(phi0.dtype))[2]
+    return rows_change + shared_remainder_change(layout.family, phi_c, phi0, phi1)
 
 
 def x_cubic(layout: GLMMLayout) -> bool:
@@ -134,11 +171,42 @@ def chunk_sums(
                 out[f"tzxx_{f}"] = segment(z[:, :, None, None] * txx[:, None, :, :], codes, g)
         if full:
             out["txxx"] = jnp.einsum("i,ia,ib,ic->abc", t, x, x, x)
+        gaps = [jnp.sum(jnp.abs(x[:, j] - zs[f][:, l])) for j, f, l in ridge_candidates(layout)]
+        out["ridge_gap"] = jnp.stack(gaps) if gaps else jnp.zeros(0, eta.dtype)
         for f, f2 in itertools.combinations(range(len(zs)), 2):
             out[f"pair_{f}_{f2}"] = (h[:, None] * zs[f])[:, :, None] * zs[f2][:, None, :]
         return out
 
     return part
+
+
+def ridge_candidates(layout: GLMMLayout) -> list[tuple[int, int, int]]:
+    """Every ``(j, f, l)``: fixed column ``j`` against factor ``f``'s effect column ``l`` (``ridge_gap``'s order)."""
+    return [(j, f, l) for f, k in enumerate(layout.columns) for l in range(k) for j in range(layout.fixed)]
+
+
+def ridge_pairs(layout: GLMMLayout, sums: dict) -> tuple:
+    """The ``(j, f, l)`` whose columns are equal on every row (``ridge_gap`` 0: ``eta`` is unchanged along
+    ``beta_j + c``, ``u_f[:, l] - c``), each fixed column and each effect column in one pair at most, the first found."""
+    pairs, used = [], set()
+    for (j, f, l), gap in zip(ridge_candidates(layout), np.asarray(sums["ridge_gap"]).reshape(-1)):
+        if gap == 0.0 and j not in used and (f, l) not in used:
+            pairs.append((j, f, l))
+            used.update((j, (f, l)))
+    return tuple(pairs)
+
+
+def on_ridge(ridge: tuple, v: tuple) -> tuple:
+    """``v = (dbeta, (du_f, ...), dphi)`` with each ``ridge`` pair's ``dbeta_j`` moved into every level's ``du_f[:, l]``:
+    the same ``delta_i`` on every row, but the proxy's sums then no longer add the large, cancelling terms of a move
+    along the intercept-effect ridge (``B``'s ``hxx`` and ``hzx`` parts, each about ``N dbeta_j^2``) in float32."""
+    if not ridge:
+        return v
+    db, dus, dphi = v
+    dus = list(dus)
+    for j, f, l in ridge:
+        dus[f] = dus[f].at[:, l].add(db[j])
+    return db.at[np.array([j for j, _, _ in ridge])].set(0.0), tuple(dus), dphi
 
 
 def reduce_pairs(keys: np.ndarray, sums: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -63,6 +63,11 @@ class GLMMSpec(NamedTuple):
     """``theta -> (beta (p,), (u_f (G_f, k_f), ...), phi (e,))``, ``phi`` on its unconstrained scale (pure, traceable)."""
     row_log_density: Callable[[jax.Array, jax.Array, PyTree], jax.Array]
     """``(eta (b,), phi (e,), batch) -> (b,)``: the family's log-density of each row's response (``batch``: ``"y"``, ``"trials"``)."""
+    shared_density: Callable[[jax.Array], jax.Array] | None = None
+    """``phi -> scalar``: the part of every row's log-density that depends on ``phi`` alone (``glmm_families.SHARED``),
+    declared apart as the model's ``Model.shared``; ``None``: the family has none."""
+    row_part: Callable[[jax.Array, jax.Array, PyTree], jax.Array] | None = None
+    """``(eta, phi, batch) -> (b,)``: ``row_log_density`` less ``shared_density`` (``None`` with it)."""
 
 
 class Model(NamedTuple):

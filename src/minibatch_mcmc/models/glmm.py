@@ -51,13 +51,17 @@ from minibatch_mcmc.models.glmm_design import GLMMDesign, check_design
 from minibatch_mcmc.models.glmm_families import (
     CONTINUOUS,
     EXTRAS,
+    SHARED,
     check_family,
     constrain_extras,
     extras_log_prior,
     half_log_density,
     row_log_density,
+    row_part,
+    shared_log_density,
 )
 from minibatch_mcmc.models.shapes import Dims, shape_check
+from minibatch_mcmc.models.shared_term import SharedTerm
 
 PyTree = dict
 
@@ -274,6 +278,20 @@ def glmm_model(
                 out[f"a_{name}"] = u * jnp.exp(-s)[None, :]
         return {**out, **constrain_extras(family, phi)}
 
+    def shared_density(phi: jax.Array) -> jax.Array:
+        return shared_log_density(family, phi)
+
+    def rows_density(eta: jax.Array, phi: jax.Array, batch: dict) -> jax.Array:
+        return row_part(family, eta, phi, batch)
+
+    def shared_value(theta: jax.Array) -> jax.Array:
+        return shared_density(split(theta)[2])
+
+    def shared_rows(theta: jax.Array, batch: dict) -> jax.Array:
+        beta, us, phi = split(theta)
+        return rows_density(linear_predictor(layout, beta, us, batch), phi, batch)
+
+    has_shared = family in SHARED
     spec = {"x": Dims("b", layout.fixed), "y": Dims("b")}
     for f, k in enumerate(layout.columns):
         spec[f"g_{f}"], spec[f"z_{f}"] = Dims("b"), Dims("b", k)
@@ -284,7 +302,8 @@ def glmm_model(
         name=f"glmm_{family}",
         check_shapes=shape_check(f"glmm_{family}", Dims(dimension(layout)), spec),
         constrain=constrain,
-        glmm=GLMMSpec(layout, split, density),
+        glmm=GLMMSpec(layout, split, density, *((shared_density, rows_density) if has_shared else ())),
+        shared=SharedTerm(shared_value, shared_rows) if has_shared else None,
     )
     return model, data
 

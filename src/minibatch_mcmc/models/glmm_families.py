@@ -2,7 +2,14 @@
 on their unconstrained scale, and their priors.
 
 Every density is normalised (the binomial coefficient, ``log y!``, the Gaussian and Student-t constants included),
-so a GLMM's log-likelihood equals ``scipy.stats``'s row by row. Links: logit (bernoulli, binomial), log (poisson,
+so a GLMM's log-likelihood equals ``scipy.stats``'s row by row. The gaussian's and the Student-t's densities are the sum
+of a part that depends on ``phi`` alone (``shared_log_density``: ``-log sigma`` and the constants, the Student-t's
+``gammaln`` and ``log nu`` terms) and a part that varies by row (``row_part``), which ``models.glmm`` declares as
+``Model.shared`` (``models.shared_term``), so that float32 does not count the shared part's rounding ``N`` times in a
+full-data ratio; the Student-t's row part is ``shared_term.student_t_rows`` (every rounding a per-row one). The negative
+binomial's ``phi``-only terms (``alpha log alpha - gammaln(alpha)``) cancel within each row against
+``alpha log(alpha + mu)`` and ``gammaln(y + alpha)`` (to 0 in a row with ``y = 0``): taken apart they would leave each
+row's part a large term rounded once for all rows with the same ``y``, so it declares none. Links: logit (bernoulli, binomial), log (poisson,
 negative binomial: mean ``e^eta``, variance ``mu + mu^2 / alpha``), identity (gaussian, student-t).
 
 ``phi`` (unconstrained) and the constrained values ``constrain`` reports: gaussian ``log sigma``; student-t
@@ -21,6 +28,8 @@ from jax.scipy.special import gammaln
 from jax.scipy.stats import cauchy, gamma, norm
 from jax.scipy.stats import t as student
 
+from minibatch_mcmc.models.shared_term import student_t_rows, student_t_value
+
 EXTRAS = {
     "bernoulli": (),
     "binomial": (),
@@ -33,6 +42,8 @@ EXTRAS = {
 FAMILIES = tuple(EXTRAS)
 CONTINUOUS = ("gaussian", "student_t")
 """Families whose scales (the prior on ``sigma`` and the group s.d.s) follow the response's spread."""
+SHARED = CONTINUOUS
+"""Families whose row log-density has a part that depends on ``phi`` alone (``shared_log_density``)."""
 NU_SHAPE, NU_RATE = 2.0, 0.1
 """``nu ~ Gamma(2, rate 0.1)``: brms's default for the Student-t's degrees of freedom."""
 SIGMA_DF = 3.0
@@ -75,21 +86,29 @@ def row_log_density(family: str, eta: jax.Array, phi: jax.Array, batch: dict) ->
             + alpha * (log_alpha - log_total)
             + y * (eta - log_total)
         )
-    if family == "gaussian":
-        log_sigma = phi[0].astype(eta.dtype)
-        r = (y - eta) * jnp.exp(-log_sigma)
-        return -0.5 * r * r - log_sigma - 0.5 * math.log(2.0 * math.pi)
-    if family == "student_t":
-        log_sigma, nu = phi[0].astype(eta.dtype), 1.0 + jnp.exp(phi[1].astype(eta.dtype))
-        r = (y - eta) * jnp.exp(-log_sigma)
-        return (
-            gammaln(0.5 * (nu + 1.0))
-            - gammaln(0.5 * nu)
-            - 0.5 * jnp.log(nu * math.pi)
-            - log_sigma
-            - 0.5 * (nu + 1.0) * jnp.log1p(r * r / nu)
-        )
+    if family in SHARED:
+        return row_part(family, eta, phi, batch) + shared_log_density(family, phi.astype(eta.dtype))
     raise ValueError(check_family(family))
+
+
+def shared_log_density(family: str, phi: jax.Array) -> jax.Array:
+    """The part of every row's log-density that depends on ``phi`` alone (a scalar; a ``SHARED`` family only)."""
+    if family == "gaussian":
+        return -phi[0] - 0.5 * math.log(2.0 * math.pi)
+    if family == "student_t":
+        return student_t_value(phi[0], jax.nn.softplus(phi[1]))  # log nu = log(1 + e^phi_1)
+    raise ValueError(f"family={family!r} has no row-independent part; the families with one: {', '.join(SHARED)}")
+
+
+def row_part(family: str, eta: jax.Array, phi: jax.Array, batch: dict) -> jax.Array:
+    """``row_log_density`` less ``shared_log_density``: the part of each row's log-density that varies by row."""
+    y, phi = batch["y"].astype(eta.dtype), phi.astype(eta.dtype)
+    if family == "gaussian":
+        r = (y - eta) * jnp.exp(-phi[0])
+        return -0.5 * r * r
+    if family == "student_t":
+        return student_t_rows(y - eta, phi[0], jax.nn.softplus(phi[1]))
+    raise ValueError(f"family={family!r} has no row-independent part; the families with one: {', '.join(SHARED)}")
 
 
 def half_log_density(kind: str, x: jax.Array, scale: float) -> jax.Array:

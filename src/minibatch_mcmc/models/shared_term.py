@@ -64,11 +64,15 @@ class SharedTerm(NamedTuple):
 
 def shared_difference(shared: SharedTerm, current: PyTree, candidate: PyTree) -> jax.Array:
     """``value(theta') - value(theta)`` to float32 accuracy relative to the difference (the integrated gradient)."""
+    return value_difference(shared.value, current, candidate)
+
+
+def value_difference(value: Callable[[PyTree], jax.Array], current: PyTree, candidate: PyTree) -> jax.Array:
+    """``value(theta') - value(theta)`` for a smooth scalar ``value``, by ``shared_difference``'s rule."""
     a, unravel = ravel_pytree(current)
     u = ravel_pytree(candidate)[0] - a
-    integral = integrated_difference(lambda x: shared.value(unravel(x)), a, u, NODES)
-    va, vb = shared.value(current), shared.value(candidate)
-    return agreed(integral, va, vb)
+    integral = integrated_difference(lambda x: value(unravel(x)), a, u, NODES)
+    return agreed(integral, value(current), value(candidate))
 
 
 def row_difference(rows: Callable[[PyTree], jax.Array], current: PyTree, candidate: PyTree) -> jax.Array:

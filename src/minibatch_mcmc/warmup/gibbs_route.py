@@ -87,7 +87,11 @@ def announce_gibbs(reason: str, run: RunOptions, temperature: float) -> None:
 def problem_for(model: Model, arrays: dict) -> Problem:
     """The sweep's ``Problem`` for a GLMM ``model`` and its rows."""
     layout = model.glmm.layout
-    return Problem(layout, model.glmm.row_log_density, model.log_prior, location_pairs(layout, arrays))
+    spec = model.glmm
+    pairs = location_pairs(layout, arrays)
+    return Problem(
+        layout, spec.row_log_density, model.log_prior, pairs, shared_density=spec.shared_density, row_part=spec.row_part
+    )
 
 
 def block_runner(problem: Problem, num_chains: int):

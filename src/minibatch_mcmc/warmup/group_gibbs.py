@@ -16,7 +16,8 @@ conditionally independent, and level ``g``'s effects ``u_g`` (on the ``eta`` sca
 4. the globals given the partly standardised effects ``a = u sd^-v`` (the non-centred update, which moves ``sd`` where
    the data, not the effects' spread, hold it), ``beta`` and ``phi`` with them: one Newton MH step on the
    ``p + sum k_f + e`` globals from the full-data gradient and Hessian (two passes: the fit at both ends, the second also
-   reading the log-likelihood difference, summed row by row so float32 keeps it). The weights ``v`` are fixed per effect
+   reading the log-likelihood difference, summed row by row so float32 keeps it, a family's ``phi``-only part,
+   ``GLMMSpec.shared_density``, once: ``models.shared_term.value_difference``). The weights ``v`` are fixed per effect
    (``spread_weights``, set during the warm-up): ``v = 1`` is the plain non-centred update, and ``v = 1 / (1 + I sd^2)``
    (partial non-centring, Papaspiliopoulos, Roberts and Skold) leaves the effects the data pin where they are, so that
    a level of many rows does not hold ``sd`` while the tiny levels' effects scale with it. In location the same:
@@ -43,6 +44,7 @@ import numpy as np
 from minibatch_mcmc.data.passes import full_data_tree_sum
 from minibatch_mcmc.models.base import GLMMLayout
 from minibatch_mcmc.models.glmm import effect_blocks, effect_weights, linear_predictor, split_theta
+from minibatch_mcmc.models.shared_term import value_difference
 from minibatch_mcmc.warmup.glmm_location import anchored, fixed_jacobian
 from minibatch_mcmc.warmup.newton_moves import (
     Fit,
@@ -85,6 +87,10 @@ class Problem(NamedTuple):
     """Rows per chunk of each pass (``data.passes.full_data_tree_sum``): a chain's pass holds one chunk's row terms."""
     climb_levels: bool = True
     """Whether a climbing sweep also climbs the levels far from their conditional (``effects_step``; False: as before)."""
+    shared_density: Callable | None = None
+    """``phi -> scalar``: the family's part of every row's density that depends on ``phi`` alone (``GLMMSpec``)."""
+    row_part: Callable | None = None
+    """``(eta, phi, rows) -> (b,)``: ``density`` less ``shared_density`` (``None`` with it)."""
 
 
 class SweepStats(NamedTuple):
@@ -141,9 +147,10 @@ def row_count(data: dict) -> int:
     return jax.tree_util.tree_leaves(data)[0].shape[0]
 
 
-def row_density(problem: Problem, state: GibbsState, rows: dict) -> jax.Array:
-    """Each row's log density at ``state``."""
-    return problem.density(linear_predictor(problem.layout, state.beta, state.us, rows), state.phi, rows)
+def row_density(problem: Problem, state: GibbsState, rows: dict, part: bool = False) -> jax.Array:
+    """Each row's log density at ``state`` (``part``: less the family's ``shared_density``, where it declares one)."""
+    density = problem.row_part if part and problem.row_part is not None else problem.density
+    return density(linear_predictor(problem.layout, state.beta, state.us, rows), state.phi, rows)
 
 
 def level_fit(
@@ -247,11 +254,8 @@ def with_globals(
 ) -> GibbsState:
     """``state`` at the globals ``x``, its effects ``u = sd^v a - w beta_j`` from ``standard`` (``spread`` empty:
     ``v = 1``; ``location`` empty: ``w = 0``; ``standardised`` inverted)."""
-    at = layout.fixed
-    log_sds = []
-    for k in layout.columns:
-        log_sds.append(x[at : at + k])
-        at += k
+    ends = np.cumsum([layout.fixed, *layout.columns])
+    log_sds, at = [x[a:b] for a, b in zip(ends[:-1], ends[1:])], int(ends[-1])
     spread = spread or unit_spread(layout)
     us = tuple(a * jnp.exp(jnp.asarray(v, a.dtype) * s[None, :]) for a, s, v in zip(standard, log_sds, spread))
     beta = x[: layout.fixed]
@@ -316,10 +320,14 @@ def globals_fit(problem: Problem, state: GibbsState, data: dict, spread: tuple =
             weighted = jnp.einsum("abn,nbc->nac", hess, rows_j)  # each row's Hessian times its Jacobian
             # J' H J as one (m x n(1 + e)) @ (n(1 + e) x m) product: 1.4 times faster at N = 10^6 than the 3-operand einsum
             h = rows_j.reshape(-1, m).T @ weighted.reshape(-1, m)
-            change = jnp.zeros((), dens.dtype) if start is None else jnp.sum(dens - row_density(problem, start, rows))
-            return g, second, h, change
+            if start is None:
+                return g, second, h, jnp.zeros((), dens.dtype)
+            at_part = row_density(problem, at, rows, True) if problem.row_part is not None else dens
+            return g, second, h, jnp.sum(at_part - row_density(problem, start, rows, True))
 
         g, second, h, change = full_data_tree_sum(part, data, row_count(data), problem.chunk)
+        if start is not None and problem.shared_density is not None:  # the phi-only part's difference, N times
+            change = change + row_count(data) * value_difference(problem.shared_density, start.phi, at.phi)
         g = g + jax.grad(prior_part)(x)
         h = h + jnp.diag(jnp.pad(second, (0, extras)))
         h = h + hessian_by_rows(prior_part, x)
@@ -341,8 +349,7 @@ def globals_step(
     """Step 4: the globals given the partly standardised effects ``a = (u + w beta_j) sd^-v`` (``spread`` weights
     ``v``, default 1: ``a = u / sd``; ``location`` weights ``w``, default 0), one Newton MH step (``globals_fit``;
     ``climb``: ``newton_mh``'s warm-up ascent)."""
-    spread = spread or unit_spread(problem.layout)
-    pairs = problem.shifts
+    spread, pairs = spread or unit_spread(problem.layout), problem.shifts
     standard = standardised(state, spread, pairs, location)
     fit = globals_fit(problem, state, data, spread, location)
     x, moved = newton_mh(key, globals_vector(state), fit, rho, climb)
@@ -368,8 +375,7 @@ def sweep(
     for f in range(len(layout.levels)):
         state, rate = effects_step(problem, keys[f], state, f, rho[f], data, climb & problem.climb_levels)
         rates.append(rate)
-    zero = jnp.zeros((), state.beta.dtype)
-    shift_moved = jnp.ones((), state.beta.dtype)
+    zero, shift_moved = jnp.zeros((), state.beta.dtype), jnp.ones((), state.beta.dtype)
     if problem.shifts:
 
         def along(delta):
