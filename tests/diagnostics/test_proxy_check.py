@@ -16,7 +16,14 @@ from helpers_glm import glm_data, glm_quadrature
 
 from minibatch_mcmc.control_variates import taylor_proxy
 from minibatch_mcmc.control_variates.stratified import stratify
-from minibatch_mcmc.diagnostics.proxy_check import WEIGHTS_MATTER, ProxyCheck, check_proxy, pareto_threshold, warn_check
+from minibatch_mcmc.diagnostics.proxy_check import (
+    WEIGHTS_MATTER,
+    ProxyCheck,
+    check_proxy,
+    pareto_threshold,
+    spread_ratio,
+    warn_check,
+)
 from minibatch_mcmc.models import logistic_regression
 
 
@@ -174,3 +181,12 @@ def test_pareto_part_quiet_only_where_the_weights_cannot_matter():
     )
     assert base.pareto_ok and base._replace(k_hat=0.4, log_ratio_sd=1.0).pareto_ok
     assert not base._replace(log_ratio_sd=4 * WEIGHTS_MATTER).pareto_ok
+
+
+def test_spread_ratio_where_the_run_recorded_no_spread():
+    """``sd_ratio`` is the exact residual s.d. over the recorded one; a run whose minibatches all had one residual (a
+    rare-category logistic: the rows without it do not move under the rare coefficient's move) recorded 0, which
+    divided by zero: inf where the exact residuals spread, 1 where they do not, nan where nothing was recorded."""
+    assert spread_ratio(3.0, 1.5) == 2.0
+    assert spread_ratio(1e-9, 0.0) == float("inf") and spread_ratio(0.0, 0.0) == 1.0
+    assert np.isnan(spread_ratio(1.0, float("nan")))

@@ -175,6 +175,14 @@ def median_record(records: dict | None, name: str) -> float:
     return float(np.median(np.asarray(records[name], np.float64)))
 
 
+def spread_ratio(exact: float, recorded: float) -> float:
+    """``exact / recorded`` residual s.d.s: nan where not recorded, and where the run recorded none (0) inf if the exact
+    residuals spread, 1 if they do not either (a minibatch of rows the proxy fits exactly)."""
+    if recorded != 0.0:
+        return exact / recorded
+    return float("inf") if exact > 0.0 else 1.0
+
+
 def distinct_rows(estimator: Estimator, n_data: int) -> int:
     """The distinct rows a minibatch draws from: ``N`` less the exact stratum (an importance-sampled population
     repeats its rows, so its size ``M`` is not that count: its inner estimator's population is)."""
@@ -243,7 +251,7 @@ def check_proxy(
             edgeworth_error=float(np.median(shape.edgeworth_error)),
             skewness=float(np.median(np.abs(shape.skewness))),
             excess_kurtosis=float(np.median(shape.excess_kurtosis)),
-            sd_ratio=float(np.median(shape.residual_sd)) / median_record(records, "residual_sd"),
+            sd_ratio=spread_ratio(float(np.median(shape.residual_sd)), median_record(records, "residual_sd")),
         )
     out = out._replace(seconds=time.perf_counter() - t0)
     if warn:
