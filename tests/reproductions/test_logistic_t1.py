@@ -36,7 +36,8 @@ def test_control_variate_and_full_data_runs_agree(tmp_path):
     assert full["acceptance_rate"] > cv["acceptance_rate"]  # Metropolis accepts more than Barker with the same proposal
     assert cv["min_ess"] > 200 and full["min_ess"] > 100
     assert cv["warmup_data"] == full["warmup_data"] > cfg.n_data and cv["warmup_s"] > 0
-    assert set(cv["warmup_phases"]) == {"mode", "proxy", "influence", "tuning"}
+    # the warm-up's phases, then the fit's setup, sampling and check (auto_sample records them in the same table)
+    assert set(cv["warmup_phases"]) == {"mode", "proxy", "influence", "tuning", "setup", "sampling", "check"}
     # posterior means of the two runs agree within Monte Carlo error
     a, b = (np.asarray(r["ess"]) for r in (cv, full))
     assert a.shape == b.shape == (cfg.dim,)
