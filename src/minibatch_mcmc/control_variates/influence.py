@@ -122,9 +122,7 @@ def without_rounding(
     subtractions of values of the size of ``l_i`` (``Estimator.subtracts_rows``) each one within ``ROUNDING_ULPS`` units
     of its row's float32 resolution (``term_scale``) set to 0 (rows of an importance-sampled population: a term
     ``r_i / n_i`` against its row's floor over ``n_i``); else as read, their rounding a few ``eps`` of themselves."""
-    if not estimator.subtracts_rows():
-        return values
-    return jnp.where(jnp.abs(values) <= rounding_floors(model, centre, unravel, rows, values.dtype), 0.0, values)
+    return jnp.where(jnp.abs(values) <= term_floors(estimator, model, centre, unravel, rows, values.dtype), 0.0, values)
 
 
 def term_floors(

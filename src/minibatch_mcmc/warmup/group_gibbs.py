@@ -322,7 +322,7 @@ def globals_fit(problem: Problem, state: GibbsState, data: dict, spread: tuple =
             h = rows_j.reshape(-1, m).T @ weighted.reshape(-1, m)
             if start is None:
                 return g, second, h, jnp.zeros((), dens.dtype)
-            at_part = row_density(problem, at, rows, True) if problem.row_part is not None else dens
+            at_part = dens if problem.row_part is None else problem.row_part(eta, at.phi, rows)
             return g, second, h, jnp.sum(at_part - row_density(problem, start, rows, True))
 
         g, second, h, change = full_data_tree_sum(part, data, row_count(data), problem.chunk)
