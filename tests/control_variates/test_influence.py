@@ -90,3 +90,50 @@ def test_permuted_rows_is_the_same_permutation_whichever_way_it_compiles(n):
     assert np.array_equal(np.sort(fast), np.arange(n))
     assert np.array_equal(fast, optimised)
     assert np.array_equal(np.asarray(permuted_rows(key, n)), optimised)
+
+
+def test_integrated_residuals_are_read_without_the_rounding_floor():
+    """A Student-t regression (nu = 4, sigma = 1, intercept 100, N = 20,000) and its Taylor proxy at the float64 mode,
+    whose residuals take each row's difference integrated along the move: the blind error the search reports equals,
+    within 1%, the one computed independently in float64 (numpy's closed-form Taylor remainder at the same probes, the
+    bulk the median over all rows). The rounding floor set for a subtraction of ``l_i`` values (``rounding_floors``:
+    intercept 100 makes it ~1e-4 a row) would lower 99% of the rows' deviations to 0 and report under half of it (the
+    assertion on ``floored``: the test's power); this fails if the search floors these residuals again."""
+    from jax.flatten_util import ravel_pytree
+
+    from minibatch_mcmc.control_variates.influence import probe_points, probe_steps, rounding_floors
+    from minibatch_mcmc.models.glm import student_t_regression
+
+    n, nu = 20_000, 4.0
+    rng = np.random.default_rng(0)
+    x = np.column_stack([np.ones(n), rng.standard_normal((n, 2))])
+    y = (x @ np.array([100.0, 0.5, -0.3]) + rng.standard_t(nu, n)).astype(np.float32).astype(np.float64)
+    x = x.astype(np.float32).astype(np.float64)
+
+    def derivatives(eta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        r = y - eta
+        return (nu + 1.0) * r / (nu + r**2), (nu + 1.0) * (r**2 - nu) / (nu + r**2) ** 2
+
+    mode = np.array([100.0, 0.5, -0.3])
+    for _ in range(30):
+        f1, f2 = derivatives(x @ mode)
+        mode = mode - np.linalg.solve((x * f2[:, None]).T @ x, x.T @ f1)
+    factor = np.linalg.cholesky(np.linalg.inv(-(x * derivatives(x @ mode)[1][:, None]).T @ x))
+    data = {"x": jnp.asarray(x, jnp.float32), "y": jnp.asarray(y, jnp.float32)}
+    model = student_t_regression(nu=nu, sigma=1.0, prior_scale=10.0)
+    proxy = taylor_proxy(model, data, jnp.asarray(mode, jnp.float32))
+    found = influential_rows(model, data, proxy, factor, key=jax.random.key(0))
+    assert found.rows.size == 0 and found.passes == 1, found
+
+    c = np.asarray(proxy.centre, np.float64)
+    points = np.asarray(probe_points(proxy.centre, probe_steps(factor, jax.random.key(0))), np.float64)
+    f1, f2 = derivatives(x @ c)
+    log_lik = lambda eta: -0.5 * (nu + 1.0) * np.log1p((y - eta) ** 2 / nu)  # noqa: E731
+    e = np.stack([log_lik(x @ p) - log_lik(x @ c) - f1 * (x @ (p - c)) - 0.5 * f2 * (x @ (p - c)) ** 2 for p in points])
+    dev = np.max(np.abs(e - np.median(e, axis=1, keepdims=True)), axis=0)
+    window = int(np.ceil(n / 50))
+    blind64 = np.sort(dev)[::-1][:window].sum()
+    np.testing.assert_allclose(found.blind_error, blind64, rtol=0.01)
+    floor = np.asarray(rounding_floors(model, proxy.centre, ravel_pytree(proxy.centre)[1], data, jnp.float32))
+    floored = np.sort(np.maximum(dev - floor, 0.0))[::-1][:window].sum()
+    assert floored < 0.5 * blind64 and np.mean(dev <= floor) > 0.9, (floored, blind64)

@@ -11,10 +11,14 @@ off by their summed residuals. So the stratum is the smallest set of largest dev
 next ``W`` deviations sum to at most ``tolerance`` nats: what is left blind moves ``Delta`` by less than
 that. Rows past ``max_rows`` are left to the minibatch, with a warning naming them and the blind error left.
 
-A deviation within float32 resolution of the row's terms is rounding, not a finding: each row's deviation is lowered by
-``ROUNDING_ULPS`` units of its terms' resolution (``rounding_floor``). Without that, at N = 5e7 a logistic regression's
-residuals of pure rounding (7e-7 nats a row) summed over a blind window of 10^6 rows to 0.7 nats, past the 0.1 tolerance,
-and built a useless 1000-row stratum with a warning that the proxy "does not pay off".
+Where the proxy's residuals are float32 subtractions of values of the size of ``l_i`` (``Estimator.subtracts_rows``: the
+GLMM proxy's), a deviation within float32 resolution of the row's terms is rounding, not a finding: each row's deviation
+is lowered by ``ROUNDING_ULPS`` units of its terms' resolution (``term_floors``). Without that, at N = 5e7 a logistic
+regression's residuals of plain float32 subtractions (7e-7 nats a row) summed over a blind window of 10^6 rows to 0.7
+nats, past the 0.1 tolerance, and built a useless 1000-row stratum with a warning that the proxy "does not pay off".
+The Taylor and GLM proxies' residuals are accurate relative to themselves (each row's difference integrated along the
+move, ``models.shared_term.row_difference``; the GLM's from ``delta eta``), so theirs are read as they are: a floor there
+would lower true deviations (up to ``ROUNDING_ULPS eps |l_i|`` a row, over a blind window of ``N / m`` rows).
 """
 
 from __future__ import annotations
@@ -143,16 +147,14 @@ def rounding_floors(model: Model, centre: jax.Array, unravel: Any, rows: PyTree,
     return floor if copies is None else floor / copies.astype(dtype)
 
 
-def rounding_floor(scale: Any, temperature: float = 1.0) -> np.ndarray:
-    """``ROUNDING_ULPS * eps * scale / K``: per row, the deviation (nats) that is float32 rounding, in ``scale``'s precision."""
-    eps = float(np.finfo(np.asarray(scale).dtype).eps) if np.issubdtype(np.asarray(scale).dtype, np.floating) else 0.0
-    return ROUNDING_ULPS * eps * np.asarray(scale, np.float64) / temperature
-
-
 def residuals_at(model: Model, proxy: Proxy, points: jax.Array):
-    """``rows -> (e_i(p) for every probe p (shape (P, rows)), term_scale)``, jitted."""
+    """``rows -> (e_i(p) for every probe p (shape (P, rows)), the rows' rounding floors (term_floors))``, jitted."""
     c, unravel = proxy.flat_centre()
-    return jax.jit(lambda rows: (probe_residuals(model, proxy, points, rows), term_scale(model, c, unravel, rows)))
+
+    def resid(rows: PyTree) -> tuple[jax.Array, jax.Array]:
+        return probe_residuals(model, proxy, points, rows), term_floors(proxy, model, c, unravel, rows, c.dtype)
+
+    return jax.jit(resid)
 
 
 class ProbeRound(NamedTuple):
@@ -176,7 +178,7 @@ def largest_deviations(
     chunk has the same number of rows (the last one overlaps its predecessor), so ``resid`` compiles once."""
 
     def fold(top: tuple[np.ndarray, np.ndarray], ch: Chunk) -> tuple[np.ndarray, np.ndarray]:
-        e, scale = resid(ch.rows)
+        e, floor = resid(ch.rows)
         new = ch.first - ch.start
         return add_deviations(
             top,
@@ -185,7 +187,7 @@ def largest_deviations(
             ch.first,
             keep,
             temperature,
-            rounding_floor(scale, temperature)[new:],
+            np.asarray(floor, np.float64)[new:] / temperature,
         )
 
     top = host_reduce(

@@ -17,7 +17,7 @@ def add_deviations(
     floor: np.ndarray | float = 0.0,
 ) -> tuple[np.ndarray, np.ndarray]:
     """``top`` (deviations, rows) with the rows ``first_row, ...`` of residuals ``e`` (shape ``(P, rows)``) added, each less
-    its rounding ``floor`` (``influence.rounding_floor``, at least 0), the ``keep`` largest kept (at least;
+    its rounding ``floor`` (``influence.term_floors`` over ``K``, at least 0), the ``keep`` largest kept (at least;
     ``influence.largest_deviations`` sorts at the end)."""
     dev = np.maximum(np.max(np.abs(e - bulk), axis=0) / temperature - floor, 0.0)
     dev = np.where(np.isfinite(dev), dev, np.inf)  # a row whose residual overflows is as influential as can be

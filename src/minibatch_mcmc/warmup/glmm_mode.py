@@ -45,8 +45,7 @@ from minibatch_mcmc.control_variates.influence import (
     probe_plan,
     probe_points,
     probe_residuals,
-    rounding_floor,
-    term_scale,
+    term_floors,
 )
 from minibatch_mcmc.control_variates.top_deviations import add_deviations, sorted_top
 from minibatch_mcmc.data.arrays import DataSource, take
@@ -180,7 +179,7 @@ def probes(model: Model, source: DataSource, template: GLMMProxy, key: jax.Array
 
     def resid(rows: PyTree, c: jax.Array, masks: tuple, points: jax.Array):
         proxy = template._replace(centre=c, cubic=masks)
-        return probe_residuals(model, proxy, points, rows), term_scale(model, c, lambda x: x, rows)
+        return probe_residuals(model, proxy, points, rows), term_floors(proxy, model, c, lambda x: x, rows, c.dtype)
 
     rows = take(source.arrays(), jnp.asarray(np.resize(idx, chunk), jnp.int32))
     return Probes(jax.jit(resid), rows, int(idx.size), kept_rows(n), key)
@@ -258,8 +257,8 @@ def full_pass(
     top = [(np.zeros(0), np.zeros(0, np.int64))]
 
     def each(rows: PyTree, start: int) -> None:
-        e, scale = probe.resid(rows, c, masks, points)
-        floor = rounding_floor(np.asarray(scale), temperature)
+        e, floor = probe.resid(rows, c, masks, points)
+        floor = np.asarray(floor, np.float64) / temperature
         top[0] = add_deviations(top[0], np.asarray(e, np.float64), bulk, start, probe.keep, temperature, floor)
         if extra is not None:
             extra(rows, start)

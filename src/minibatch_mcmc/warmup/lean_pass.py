@@ -10,8 +10,9 @@ family's derivatives in ``eta`` (one matmul a chunk instead of autodiff's ``d`` 
 residuals as the family's remainder in ``delta eta = x . (p - c)`` (``glm_families.remainder_fn``: accurate to its own
 rounding, where ``l_i(p) - l_i(c) - q_i`` carried float32 cancellation), by its series alone (no transcendental per
 probe) where every ``|delta eta|`` of the chunk is below ``glm_families.SERIES_LIMIT``, as at large ``N``. Each row's
-deviation ``max_p |e_i(p) - bulk(p)|`` less its rounding floor is reduced in the jitted function, so the host receives one
-number per row instead of one per probe. On the d = 10 logistic regression of ``benchmarks/tall.py`` in 16,384-row chunks
+deviation ``max_p |e_i(p) - bulk(p)|`` (less its rounding floor, ``influence.term_floors``: 0 for both proxies here, whose
+residuals are accurate relative to themselves) is reduced in the jitted function, so the host receives one number per row
+instead of one per probe. On the d = 10 logistic regression of ``benchmarks/tall.py`` in 16,384-row chunks
 (the fastest of 2^13 to 2^16 with the probes; CPU seconds on the loaded 2-core machine): 430 ns a row with the probes
 before, 200 after, and 66 without them (a plain numpy log-likelihood + gradient pass: 110); the logistic sums are the
 same floats as autodiff's. ``stream`` dispatches each chunk before it waits for the one before (JAX runs it while the
@@ -26,8 +27,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from minibatch_mcmc.control_variates.glm import GLMProxy
 from minibatch_mcmc.control_variates.glm_families import SERIES_LIMIT, eta_derivatives, remainder_fn, series_remainder
-from minibatch_mcmc.control_variates.influence import ROUNDING_ULPS, probe_residuals, term_scale
+from minibatch_mcmc.control_variates.influence import probe_residuals, term_floors
 from minibatch_mcmc.control_variates.taylor import TaylorProxy
 from minibatch_mcmc.control_variates.top_deviations import add_deviations, merge_tops, padded_top, unpadded
 from minibatch_mcmc.data.passes import Chunk, host_reduce
@@ -70,7 +72,8 @@ def glm_rows(model: Model, rows: PyTree, d: int) -> bool:
 
 def glm_sums(model: Model, rows: dict, weight: jax.Array, c: jax.Array, order: int, unravel: Callable):
     """A GLM chunk's sums of ``l_i``, its gradient and Hessian at ``c`` (``X' (w f')``, ``X' diag(w f'') X``), with what
-    its probes and far points need: ``(sums, probe residual function, term scale, l_i(c))``."""
+    its probes and far points need: ``(sums, probe residual function, rounding floors, l_i(c))`` (the floors
+    ``influence.term_floors`` gives the GLM proxy, whose remainders these are)."""
     spec = model.glm
     x = rows["x"].astype(c.dtype)
     eta0 = x @ c
@@ -91,7 +94,7 @@ def glm_sums(model: Model, rows: dict, weight: jax.Array, c: jax.Array, order: i
             small, lambda: series(eta[None], delta, y[None], order), lambda: full(eta[None], delta, y[None], order)
         )
 
-    return sums, residuals, jnp.abs(values) + jnp.abs(f1 * eta0), values
+    return sums, residuals, term_floors(GLMProxy, model, c, unravel, rows, c.dtype), values
 
 
 def autodiff_sums(model: Model, rows: PyTree, weight: jax.Array, c: jax.Array, order: int, unravel: Callable):
@@ -105,7 +108,7 @@ def autodiff_sums(model: Model, rows: PyTree, weight: jax.Array, c: jax.Array, o
     sums = {"value": value, "grad": grad, "hess": jax.hessian(chunk_sum)(c)}
     proxy = TaylorProxy(unravel(c), order, grad, None, 0)  # only the centre and order are used
     residuals = lambda points: probe_residuals(model, proxy, points, rows)  # noqa: E731
-    return sums, residuals, term_scale(model, c, unravel, rows), model.log_lik(unravel(c), rows)
+    return sums, residuals, term_floors(proxy, model, c, unravel, rows, c.dtype), model.log_lik(unravel(c), rows)
 
 
 def packed(sums: dict) -> jax.Array:
@@ -152,7 +155,7 @@ def chunk_pass(model: Model, unravel: Callable, order: int, head: int | None = N
 
     def run(rows: PyTree, weight, c, points, far, bulk, probes, far_on):
         glm = glm_rows(model, rows, c.shape[0])
-        sums, residuals, scale, here = (glm_sums if glm else autodiff_sums)(model, rows, weight, c, order, unravel)
+        sums, residuals, floor, here = (glm_sums if glm else autodiff_sums)(model, rows, weight, c, order, unravel)
 
         def rises() -> jax.Array:
             return jax.vmap(lambda x: jnp.sum(weight * (model.log_lik(unravel(x), rows) - here)))(far)
@@ -161,7 +164,6 @@ def chunk_pass(model: Model, unravel: Callable, order: int, head: int | None = N
 
         def probed() -> tuple[jax.Array, jax.Array]:
             e = residuals(points).astype(c.dtype)
-            floor = ROUNDING_ULPS * jnp.finfo(c.dtype).eps * scale.astype(c.dtype)
             dev = jnp.maximum(jnp.max(jnp.abs(e - bulk), axis=0) - floor, 0.0)
             return e[:, :shown], jnp.where(jnp.isfinite(dev), dev, jnp.inf)
 
