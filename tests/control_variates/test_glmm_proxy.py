@@ -290,11 +290,11 @@ def test_auto_sample_matches_nuts(family, centred, noise):
     every one of them (measured: at most 1.041 bernoulli, 1.045 poisson, 1.046 student-t, the group s.d.; 1.030-1.039
     for beta and the effects), so a sampler 5% too wide or too narrow on any one of them fails about half the time or
     more, and on all of them at once always. Self-check with the same comparison: our draws scaled about their mean by
-    1.05 and by 1 / 1.05 must be flagged on at least half of the parameters. A 5% error sits about ``0.05 / detectable``
-    ``z_max``s out, so about four in five parameters are flagged on average, but the count moves with both samplers'
-    Monte Carlo error, which the effects share through the group s.d.: on the student-t ``nu = 5`` case three keys of
-    ours against two NUTS seeds flagged 18 to 26 of 26 (a 3/4 threshold failed two of those six correct runs); at 1.03
-    far fewer are, the test's resolution."""
+    1.05 and by 1 / 1.05 must fail it, as the test fails a run (some parameter's s.d. beyond ``z_max``). How many
+    parameters a 5% error flags moves with both samplers' Monte Carlo error, which the effects share through the group
+    s.d., so a count is no threshold: on the student-t ``nu = 5`` case three keys of ours against two NUTS seeds flagged
+    18 to 26 of 26, and on the ``nu = 4`` case keys 3 and 4 flagged 12 and 24 of 26 at 1.05 (the mean z of the s.d.s
+    -1.48 and -0.68), 26 of 26 at 1 / 1.05; at 1.03 far fewer are, the test's resolution."""
     from numpyro.infer import MCMC, NUTS
 
     import minibatch_mcmc as mm
@@ -327,9 +327,9 @@ def test_auto_sample_matches_nuts(family, centred, noise):
     for name, (z_mean, z_sd, detectable) in table.items():
         assert abs(z_mean) <= z_max and abs(z_sd) <= z_max, (name, z_mean, z_sd, z_max)
         assert detectable < SD_ERROR - 1.0, (name, detectable)  # the power the docstring promises
-    for factor in (SD_ERROR, 1.0 / SD_ERROR):  # the self-check: the same comparison sees a 5% s.d. error
+    for factor in (SD_ERROR, 1.0 / SD_ERROR):  # the self-check: the same comparison fails a 5% s.d. error
         _, wrong = nuts_comparison(scaled(ours, factor), ref)
-        assert sum(abs(z_sd) > z_max for _, z_sd, _ in wrong.values()) >= 0.5 * len(wrong), (factor, wrong)
+        assert any(abs(z_sd) > z_max for _, z_sd, _ in wrong.values()), (factor, wrong)
 
 
 def test_saved_warmup_codec_round_trip():

@@ -119,3 +119,23 @@ def test_on_ridge_keeps_every_row_and_the_known_sum():
     other = design._replace(x=np.c_[design.x[:, 0], design.x[:, 1] + 1e-3])
     model2, data2 = glmm_model(other, "bernoulli", centred=True)
     assert glmm_proxy(model2, data2, jnp.zeros(dimension(model2.glmm.layout))).ridge == ((0, 0, 0),)
+
+
+def test_student_t_third_derivative_at_a_near_zero_residual():
+    """A Student-t GLMM's per-row third derivative in ``eta`` (``eta_third``, the proxy's cubic sums) at residuals from 0
+    to 7.45e-8 to 1 (the row that stopped a warm-up at N = 1e5: its ``t_i`` was ``-inf``, so the sums ``txxx``, ``tzzz``
+    at a centre near the mode were not finite) equals the closed form ``-(nu + 1) r (r^2 - 3 s) / (s + r^2)^3`` times 2
+    (``s = nu sigma^2``) in float64, within 64 float32 epsilons of its terms' size."""
+    from minibatch_mcmc.control_variates.glmm_sums import eta_third
+    from minibatch_mcmc.models.glmm_families import row_log_density
+
+    phi = jnp.asarray([9.55e-4, 1.1162788], jnp.float32)  # log sigma, and nu's unconstrained value (the failing point)
+    r = np.array([0.0, 7.45e-8, -1e-6, 1e-3, 0.3, -1.0, 5.0])
+    eta = jnp.zeros(r.size, jnp.float32)
+    got = np.asarray(eta_third(lambda e, p, b: row_log_density("student_t", e, p, b), eta, phi, {"y": jnp.asarray(r)}))
+    sigma2, nu = np.exp(2 * 9.55e-4), np.exp(np.log1p(np.exp(1.1162788)))  # the family's log nu = softplus(phi_1)
+    s, r32 = nu * sigma2, r.astype(np.float32).astype(np.float64)
+    want = (nu + 1.0) * 2.0 * r32 * (r32**2 - 3.0 * s) / (s + r32**2) ** 3
+    size = (nu + 1.0) * 2.0 * np.abs(r32) * (r32**2 + 3.0 * s) / (s + r32**2) ** 3
+    assert np.all(np.isfinite(got)), got
+    np.testing.assert_array_less(np.abs(got - want), 64 * np.finfo(np.float32).eps * size + 1e-30)

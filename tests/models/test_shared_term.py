@@ -134,3 +134,51 @@ def test_a_declared_term_leaves_a_taylor_proxys_residuals_as_they_were():
     declared, row_by_row = np.asarray(declared), np.asarray(row_by_row)
     assert np.max(np.abs(declared - row_by_row)) < 1e-5
     assert abs(float(student_t_value(b[2], b[3]) - student_t_value(a[2], a[3]))) > 0.05  # the term moves
+
+
+def test_student_t_rows_derivatives_match_float64_from_zero_to_huge_residuals():
+    """``student_t_rows`` and its first three derivatives in the residual (the GLMM proxy's cubic takes the third), its
+    gradient in ``log sigma`` and ``log nu``, against the closed form ``-(nu + 1)/2 log1p(r^2 / (nu sigma^2))``
+    differentiated in float64 (numpy), at residuals from 0 and 7e-8 to 1e20: each within 64 float32 epsilons of the
+    size of the terms it is made of (``(nu + 1) / 2`` times the derivative of ``log1p(w)``, ``w`` and its derivatives,
+    summed in absolute value), and finite. Before, the third derivative was ``-inf`` at ``|r| = 7e-8`` (a Student-t
+    GLMM's warm-up stopped on it, its cubic sums not finite) and off by 1.25 at ``1e-6`` (true 1.8e-6); the value and
+    gradient were not finite at ``1e20``."""
+    log_sigma, log_nu = 9.55e-4, float(np.log1p(np.exp(1.1162788)))
+    r = np.array([0.0, 7.45e-8, -1e-6, 1e-5, -1e-4, 1e-3, 0.01, -0.1, 0.17, 1.0, -3.0, 30.0, 1e4, 1e20])
+    sigma2, nu = np.exp(2 * log_sigma), np.exp(log_nu)
+    s = sigma2 * nu
+    w = r * r / s
+    k = 0.5 * (nu + 1.0)
+    with np.errstate(over="ignore"):
+        truth = [  # the value and its derivatives in r, float64 closed form (derivatives of log1p(r^2 / s))
+            -k * np.log1p(w),
+            -k * 2 * r / (s + r * r),
+            -k * 2 * (s - r * r) / (s + r * r) ** 2,
+            -k * 4 * r * (r * r - 3 * s) / (s + r * r) ** 3,
+        ]
+    size = [k * (np.abs(np.log1p(w)) + 1e-30), np.abs(truth[1]), k * 2 * (s + r * r) / (s + r * r) ** 2]
+    size.append(k * 4 * np.abs(r) * (r * r + 3 * s) / (s + r * r) ** 3)
+
+    def f(x: jax.Array, ls: jax.Array, ln: jax.Array) -> jax.Array:
+        return student_t_rows(x, ls, ln)
+
+    fn, got = f, []
+    for _ in range(4):  # the value, then one more derivative in r each time
+        got.append(
+            np.asarray(jax.vmap(fn, (0, None, None))(jnp.asarray(r, jnp.float32), log_sigma, log_nu), np.float64)
+        )
+        fn = jax.grad(fn)
+    eps = float(np.finfo(np.float32).eps)
+    for order in range(4):
+        assert np.all(np.isfinite(got[order])), (order, got[order])
+        np.testing.assert_array_less(
+            np.abs(got[order] - truth[order]), 64 * eps * size[order] + 1e-30, err_msg=str(order)
+        )
+    grads = np.asarray(
+        jax.vmap(jax.grad(f, argnums=(1, 2)), (0, None, None))(jnp.asarray(r, jnp.float32), log_sigma, log_nu)
+    ).T
+    d_ls = -k * (-2 * w / (1 + w))  # d/d(log sigma) of -k log1p(w)
+    d_ln = -0.5 * nu * np.log1p(w) - k * (-w / (1 + w))  # nu = exp(log nu) also in k
+    np.testing.assert_allclose(grads[:, 0], d_ls, rtol=64 * eps, atol=1e-30)
+    np.testing.assert_allclose(grads[:, 1], d_ln, rtol=64 * eps, atol=1e-30)

@@ -34,6 +34,7 @@ used by every row perturbs ``sum_i rows_i`` by ``N`` times its rounding where th
 
 from __future__ import annotations
 
+import math
 from typing import Any, Callable, NamedTuple
 
 import jax
@@ -124,10 +125,53 @@ def student_t_value(log_sigma: jax.Array, log_nu: jax.Array) -> jax.Array:
     return gammaln(0.5 * (nu + 1.0)) - gammaln(0.5 * nu) - 0.5 * (log_nu + jnp.log(jnp.pi)) - log_sigma
 
 
+SERIES_W = 0.25
+"""Below this ``w = (r / sigma)^2 / nu`` a row's ``(nu + 1) log1p(w)`` is taken as ``(q + w)`` times the series of
+``log1p(w) / w`` (``LOG1P_SERIES``), so its derivatives in ``r`` are polynomials. The log-space form's third derivative
+in ``eta`` goes through ``log(log1p(w))``: it was ``-inf`` at ``|r| = 7e-8`` (a Student-t GLMM's cubic sums at a centre
+near the mode were not finite, and the warm-up stopped), and up to 140 float32 epsilons of its size off at ``w`` from
+0.01 to 0.05; from 0.25 up, within 3."""
+
+
+@jax.custom_jvp
+def scaled_square(residual: jax.Array, log_sigma: jax.Array, log_nu: jax.Array) -> jax.Array:
+    """``(r / sigma)^2 / nu`` rounded per row (``exp(2 log|r| - 2 log sigma - log nu)``: no shared ``1 / sigma`` or
+    ``1 / nu`` multiplies it); its derivatives are polynomials in ``r`` (``jax.custom_jvp``), where autodiff of the
+    logarithm would divide by ``r``."""
+    return jnp.exp(2.0 * jnp.log(jnp.abs(residual)) - 2.0 * log_sigma - log_nu)
+
+
+@scaled_square.defjvp
+def scaled_square_jvp(primals: tuple, tangents: tuple) -> tuple[jax.Array, jax.Array]:
+    """``dw = 2 r dr / (nu sigma^2) - w (2 d(log sigma) + d(log nu))``."""
+    residual, log_sigma, log_nu = primals
+    d_residual, d_log_sigma, d_log_nu = tangents
+    w = scaled_square(residual, log_sigma, log_nu)
+    slope = 2.0 * residual * d_residual * jnp.exp(-2.0 * log_sigma - log_nu)
+    return w, slope - w * (2.0 * d_log_sigma + d_log_nu)
+
+
+LOG1P_SERIES = tuple((-1.0) ** k / (k + 1) for k in range(24))
+"""``log1p(w) / w = 1 - w / 2 + w^2 / 3 - ...``: its first 24 coefficients (truncation under ``w^24 / 25``, 3e-16 at
+``SERIES_W``: float64's rounding)."""
+
+
+def log1p_ratio(w: jax.Array) -> jax.Array:
+    """``log1p(w) / w`` by its series (Horner), for ``0 <= w < SERIES_W``."""
+    out = jnp.full_like(w, LOG1P_SERIES[-1])
+    for c in reversed(LOG1P_SERIES[:-1]):
+        out = c + w * out
+    return out
+
+
 def student_t_rows(residual: jax.Array, log_sigma: jax.Array, log_nu: jax.Array) -> jax.Array:
-    """``-(nu + 1) / 2 log1p((r / sigma)^2 / nu)`` per row, every rounding a per-row one (no shared ``1 / sigma``, ``nu``)."""
-    zero = residual == 0  # the wheres keep the value and its gradients finite at a zero residual
-    lz = 2.0 * jnp.log(jnp.abs(jnp.where(zero, 1.0, residual))) - 2.0 * log_sigma - log_nu  # log((r / sigma)^2 / nu)
-    term = jnp.where(zero, 0.0, jnp.log1p(jnp.exp(lz)))
-    none = term <= 0
-    return -0.5 * (jnp.where(none, 0.0, jnp.exp(log_nu + jnp.log(jnp.where(none, 1.0, term)))) + term)
+    """``-(nu + 1) / 2 log1p((r / sigma)^2 / nu)`` per row, every rounding of the value a per-row one (no shared
+    ``1 / sigma``, ``nu`` multiplying it); by the series below ``SERIES_W``, whose derivatives stay finite and accurate."""
+    log_w = 2.0 * (jnp.log(jnp.abs(residual)) - log_sigma) - log_nu  # only compared: no derivative is taken through it
+    small = log_w < math.log(SERIES_W)
+    near_r = jnp.where(small, residual, 0.0)  # 0 where the series is not taken: finite everywhere
+    q, w = scaled_square(near_r, log_sigma, jnp.zeros_like(log_nu)), scaled_square(near_r, log_sigma, log_nu)
+    near = -0.5 * (q + w) * log1p_ratio(w)
+    far_r = jnp.where(small, jnp.exp(log_sigma + 0.5 * log_nu), residual)  # w = 1 where the series is taken
+    term = jax.nn.softplus(2.0 * jnp.log(jnp.abs(far_r)) - 2.0 * log_sigma - log_nu)  # log1p(w), past exp's range too
+    return jnp.where(small, near, -0.5 * (jnp.exp(log_nu + jnp.log(term)) + term))
