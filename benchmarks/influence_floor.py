@@ -40,7 +40,7 @@ from minibatch_mcmc.control_variates.influence import (
     probe_steps,
     rounding_floors,
 )
-from minibatch_mcmc.control_variates.top_deviations import blind_errors
+from minibatch_mcmc.control_variates.top_deviations import stratum_size
 from minibatch_mcmc.data.arrays import take
 from minibatch_mcmc.warmup import warmup
 
@@ -101,9 +101,7 @@ def deviations(e: np.ndarray) -> np.ndarray:
 def stratum(dev: np.ndarray, window: int) -> np.ndarray:
     """The rows the search's rule puts in the stratum from ``dev`` (all rows known): the fewest largest, up to ``CAP``."""
     order = np.argsort(-dev, kind="stable")
-    blind = blind_errors(dev[order], window, dev.size)
-    fits = np.flatnonzero(blind[: CAP + 1] <= TOLERANCE)
-    return order[: int(fits[0]) if fits.size else CAP]
+    return order[: stratum_size(dev[order], window, dev.size, CAP, TOLERANCE)]
 
 
 def blind_left(dev: np.ndarray, rows: np.ndarray, window: int) -> float:

@@ -124,8 +124,8 @@ def test_on_ridge_keeps_every_row_and_the_known_sum():
 def test_student_t_third_derivative_at_a_near_zero_residual():
     """A Student-t GLMM's per-row third derivative in ``eta`` (``eta_third``, the proxy's cubic sums) at residuals from 0
     to 7.45e-8 to 1 (the row that stopped a warm-up at N = 1e5: its ``t_i`` was ``-inf``, so the sums ``txxx``, ``tzzz``
-    at a centre near the mode were not finite) equals the closed form ``-(nu + 1) r (r^2 - 3 s) / (s + r^2)^3`` times 2
-    (``s = nu sigma^2``) in float64, within 64 float32 epsilons of its terms' size."""
+    at a centre near the mode were not finite) equals the closed form ``2 (nu + 1) r (r^2 - 3 s) / (s + r^2)^3`` (``r = y - eta``,
+    ``s = nu sigma^2``) in float64, within 64 float32 epsilons of its terms' size."""
     from minibatch_mcmc.control_variates.glmm_sums import eta_third
     from minibatch_mcmc.models.glmm_families import row_log_density
 

@@ -40,6 +40,7 @@ from minibatch_mcmc.control_variates.top_deviations import (
     blind_errors,
     merge_tops,
     padded_top,
+    stratum_size,
     unpadded,
 )
 from minibatch_mcmc.data.arrays import as_data_source, split_copies, take
@@ -279,9 +280,7 @@ def influential_rows(
             else:
                 top_dev, top_idx = largest_deviations(resid, bulk, arrays, n, keep, chunk, temperature)
                 used, passes = used + n + bulk_idx.size, passes + 1
-        blind = blind_errors(top_dev, window, n)
-        fits = np.flatnonzero(blind[: cap + 1] <= tolerance)
-        size = int(fits[0]) if fits.size else cap
+        size = stratum_size(top_dev, window, n, cap, tolerance)
         found = set(top_idx[:size].tolist())
         if size == 0 or found <= set(rows.tolist()):
             break

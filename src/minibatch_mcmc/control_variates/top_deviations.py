@@ -49,6 +49,13 @@ def blind_errors(dev: np.ndarray, window: int, n_left: int) -> np.ndarray:
     return csum[stop] - csum[k] + missing * floor
 
 
+def stratum_size(dev: np.ndarray, window: int, n: int, cap: int, tolerance: float) -> int:
+    """The fewest largest deviations (``dev`` sorted down, over ``n`` rows) to make exact so that the next ``window`` sum
+    to at most ``tolerance`` (``blind_errors``), ``cap`` where no count up to it will do."""
+    fits = np.flatnonzero(blind_errors(dev, window, n)[: cap + 1] <= tolerance)
+    return int(fits[0]) if fits.size else cap
+
+
 def padded_top(top: tuple[np.ndarray, np.ndarray], keep: int) -> tuple[np.ndarray, np.ndarray]:
     """``sorted_top`` filled to exactly ``keep`` entries with deviation -1 at row -1 (no row): one shape in every
     process, for the cross-process merge."""
